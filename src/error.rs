@@ -1,0 +1,56 @@
+//! Exit codes and the user-facing problem type shared by every command.
+//!
+//! Library code returns `Problem`s (bad input the user must fix) or `anyhow`
+//! errors (environment failures); `cli` maps them to the exit codes of SPEC 2.
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_STORIES_FAILED: i32 = 1;
+pub const EXIT_BAD_INPUT: i32 = 2;
+pub const EXIT_LOCKED: i32 = 3;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// One thing wrong with the user's input, located as precisely as we can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Path relative to the project root when inside it.
+    pub file: PathBuf,
+    /// 1-based line, when the problem has one.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(file: impl Into<PathBuf>, line: Option<usize>, message: impl Into<String>) -> Self {
+        Problem { file: file.into(), line, message: message.into() }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.file.display(), l, self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// Errors that end a command with a specific exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum RalphError {
+    /// Bad usage, config or backlog: nothing was changed (exit 2).
+    #[error("{}", render_problems(.0))]
+    BadInput(Vec<Problem>),
+    /// Bad usage with a free-form message (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Another run holds the lock (exit 3).
+    #[error("{0}")]
+    Locked(String),
+}
+
+pub fn render_problems(problems: &[Problem]) -> String {
+    problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n")
+}
