@@ -1,1 +1,493 @@
-pub fn main() -> i32 { 0 }
+//! Command-line parsing and the thin handlers of each command. Handlers turn
+//! arguments into library calls and results into output and exit codes.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::engine::{self, RunOptions};
+use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_LOCKED, EXIT_OK};
+use crate::schedule::{Node, Scheduler};
+use crate::state::{State, Status};
+use crate::store::{self, RunLock};
+
+#[derive(Debug, Parser)]
+#[command(name = "ralph", version, about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges")]
+pub struct Cli {
+    /// Project root (the directory holding .ralph/ or prd.json)
+    #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the backlog until every story is done
+    Run(RunArgs),
+    /// Progress, running, failed, blocked, cost
+    Status {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the backlog and config; print every problem; change nothing
+    Validate,
+    /// The story DAG with each story's status
+    Graph {
+        #[arg(long, value_enum, default_value = "text")]
+        format: GraphFormat,
+    },
+    /// One line per story
+    Stories,
+    /// Forget one story's attempts, or (with confirmation) all state
+    Reset {
+        id: Option<String>,
+        /// Do not ask for confirmation
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Scaffold .ralph/ in a repository
+    Init,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum GraphFormat {
+    Dot,
+    Mermaid,
+    Text,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Run ready stories concurrently
+    #[arg(long)]
+    parallel: bool,
+    /// Most stories running at once
+    #[arg(short = 'j', long = "jobs", value_parser = clap::value_parser!(u64).range(1..=256))]
+    jobs: Option<u64>,
+    /// Most agent attempts this run (0 = no limit)
+    #[arg(short = 'n', long = "iterations")]
+    iterations: Option<u64>,
+    /// Run only this story
+    #[arg(short = 's', long = "story", value_name = "ID")]
+    story: Option<String>,
+    /// Start the sequential order at this story
+    #[arg(short = 'r', long = "resume", value_name = "ID")]
+    resume: Option<String>,
+    /// Wall-clock limit of one agent attempt, in seconds
+    #[arg(short = 't', long = "timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+    /// Print the plan and each prompt's head; change nothing
+    #[arg(short = 'd', long = "dry-run")]
+    dry_run: bool,
+    /// Stream agent text to the terminal
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// Technical log path
+    #[arg(short = 'l', long = "log", value_name = "FILE")]
+    log: Option<PathBuf>,
+}
+
+/// Entry point: returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_BAD_INPUT } else { EXIT_OK };
+        }
+    };
+    let root = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let root = root.canonicalize().unwrap_or(root);
+    match dispatch(cli.command, &root) {
+        Ok(code) => code,
+        Err(e) => report_error(&e),
+    }
+}
+
+fn report_error(e: &anyhow::Error) -> i32 {
+    match e.downcast_ref::<RalphError>() {
+        Some(RalphError::BadInput(problems)) => {
+            for p in problems {
+                eprintln!("error: {p}");
+            }
+            eprintln!(
+                "{} problem{} found; nothing was changed",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            );
+            EXIT_BAD_INPUT
+        }
+        Some(RalphError::Usage(m)) => {
+            eprintln!("error: {m}");
+            EXIT_BAD_INPUT
+        }
+        Some(RalphError::Locked(m)) => {
+            eprintln!("error: {m}");
+            EXIT_LOCKED
+        }
+        None => {
+            eprintln!("error: {e:#}");
+            crate::error::EXIT_STORIES_FAILED
+        }
+    }
+}
+
+fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
+    match cmd {
+        Command::Run(a) => cmd_run(a, root),
+        Command::Status { json } => cmd_status(root, json),
+        Command::Validate => cmd_validate(root),
+        Command::Graph { format } => cmd_graph(root, format),
+        Command::Stories => cmd_stories(root),
+        Command::Reset { id, yes } => cmd_reset(root, id, yes),
+        Command::Init => cmd_init(root),
+    }
+}
+
+fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
+    let opts = RunOptions {
+        parallel: a.parallel,
+        jobs: a.jobs.map(|j| j as usize),
+        iterations: a.iterations,
+        story: a.story,
+        resume: a.resume,
+        timeout: a.timeout,
+        dry_run: a.dry_run,
+        verbose: a.verbose,
+        log: a.log,
+    };
+    let opts = with_config_defaults(root, opts);
+    crate::process::become_subreaper();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(engine::run(root, opts))
+}
+
+/// `--parallel` also comes from `parallel.enabled`; `-j` defaults to
+/// `parallel.max_concurrent` when the user set it, else 4 (SPEC 2).
+fn with_config_defaults(root: &Path, mut opts: RunOptions) -> RunOptions {
+    let user: serde_json::Value = std::fs::read_to_string(root.join(".ralph/config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let enabled = matches!(
+        user.pointer("/parallel/enabled"),
+        Some(serde_json::Value::Bool(true))
+    ) || user.pointer("/parallel/enabled").and_then(|v| v.as_str()) == Some("true");
+    opts.parallel |= enabled;
+    if opts.parallel && opts.jobs.is_none() {
+        let set = user.pointer("/parallel/max_concurrent").and_then(|v| {
+            v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        });
+        opts.jobs = Some(set.map(|n| n.max(1) as usize).unwrap_or(4));
+    }
+    opts
+}
+
+fn load(root: &Path) -> anyhow::Result<(engine::Project, State)> {
+    let project = engine::load_project(root).map_err(RalphError::BadInput)?;
+    let state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    Ok((project, state))
+}
+
+/// Each story's scheduling status, as a run would see it now.
+fn node_states(project: &engine::Project, state: &State) -> Scheduler {
+    let nodes = project
+        .backlog
+        .stories
+        .iter()
+        .map(|s| match state.status(&s.id) {
+            Status::Done => Node::Done,
+            Status::Failed => Node::Failed,
+            Status::Running => Node::Running,
+            Status::Landing => Node::Landing,
+            Status::Pending if s.prd_passes && !state.stories.contains_key(&s.id) => Node::Done,
+            Status::Pending => Node::Pending,
+        })
+        .collect();
+    Scheduler::new(&project.dag, nodes, None)
+}
+
+fn label(node: Node) -> &'static str {
+    match node {
+        Node::Done => "done",
+        Node::Running => "run ",
+        Node::Landing => "land",
+        Node::Failed => "fail",
+        Node::Blocked => "blkd",
+        Node::Pending | Node::Excluded => "    ",
+    }
+}
+
+fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
+    let (project, state) = load(root)?;
+    let sched = node_states(&project, &state);
+    let mut out = std::io::stdout().lock();
+    for (i, s) in project.backlog.stories.iter().enumerate() {
+        writeln!(out, "[{}] {} | {}", label(sched.nodes[i]), s.id, s.title)?;
+    }
+    Ok(EXIT_OK)
+}
+
+fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
+    let (project, state) = load(root)?;
+    let sched = node_states(&project, &state);
+    let live = RunLock::is_held(root);
+    let ids = |n: Node| -> Vec<String> {
+        project
+            .backlog
+            .stories
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| sched.nodes[*i] == n)
+            .map(|(_, s)| s.id.clone())
+            .collect()
+    };
+    let (usage, cost) = state.total_usage();
+    let total = project.backlog.stories.len();
+    let done = ids(Node::Done);
+    let mut running = ids(Node::Running);
+    running.extend(ids(Node::Landing));
+    if !live {
+        // Without a live run these are leftovers of a crash; the next run resumes them.
+        running.clear();
+    }
+    let failed = ids(Node::Failed);
+    let blocked = ids(Node::Blocked);
+    let next = sched.next().map(|i| project.backlog.stories[i].id.clone());
+    if json {
+        let v = serde_json::json!({
+            "total": total,
+            "done": done,
+            "running": running,
+            "failed": failed,
+            "blocked": blocked,
+            "next": next,
+            "run_in_progress": live,
+            "usage": usage,
+            "cost_usd": cost,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(EXIT_OK);
+    }
+    println!("Progress: {} / {} stories ({} remaining)", done.len(), total, total - done.len());
+    println!("Run in progress: {}", if live { "yes" } else { "no" });
+    if !running.is_empty() {
+        println!("Running: {}", running.join(", "));
+    }
+    for id in &failed {
+        let r = state.record(id).cloned().unwrap_or_default();
+        println!(
+            "Failed: {id} after {} attempts: {}",
+            r.attempts,
+            r.last_error.unwrap_or_default()
+        );
+    }
+    if !blocked.is_empty() {
+        println!("Blocked: {}", blocked.join(", "));
+    }
+    println!(
+        "Tokens: {} in, {} out, {} cache write, {} cache read · Cost: ${:.2}",
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+        cost
+    );
+    match next {
+        Some(n) => println!("Next: Story {n}"),
+        None if done.len() == total => println!("[OK] All stories complete!"),
+        None => {}
+    }
+    Ok(EXIT_OK)
+}
+
+fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
+    let project = engine::load_project(root).map_err(RalphError::BadInput)?;
+    let edges = project.dag.graph.edge_count();
+    println!(
+        "ok: {} stories, {} dependency edges, no problems",
+        project.backlog.stories.len(),
+        edges
+    );
+    Ok(EXIT_OK)
+}
+
+fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
+    let (project, state) = load(root)?;
+    let sched = node_states(&project, &state);
+    let stories = &project.backlog.stories;
+    let status = |i: usize| label(sched.nodes[i]).trim().to_string();
+    let status = |i: usize| {
+        let s = status(i);
+        if s.is_empty() {
+            "pending".to_string()
+        } else {
+            s
+        }
+    };
+    let mut out = String::new();
+    match format {
+        GraphFormat::Dot => {
+            out.push_str("digraph stories {\n  rankdir=LR;\n");
+            for (i, s) in stories.iter().enumerate() {
+                let color = match sched.nodes[i] {
+                    Node::Done => "palegreen",
+                    Node::Failed => "salmon",
+                    Node::Blocked => "lightgrey",
+                    Node::Running | Node::Landing => "lightblue",
+                    _ => "white",
+                };
+                out.push_str(&format!(
+                    "  \"{}\" [label=\"{}\\n{}\\n[{}]\", style=filled, fillcolor={color}];\n",
+                    s.id,
+                    s.id,
+                    s.title.replace('"', "'"),
+                    status(i)
+                ));
+            }
+            for e in project.dag.graph.raw_edges() {
+                out.push_str(&format!(
+                    "  \"{}\" -> \"{}\";\n",
+                    stories[e.source().index()].id,
+                    stories[e.target().index()].id
+                ));
+            }
+            out.push_str("}\n");
+        }
+        GraphFormat::Mermaid => {
+            out.push_str("graph LR\n");
+            for (i, s) in stories.iter().enumerate() {
+                out.push_str(&format!(
+                    "  s{i}[\"{} {} ({})\"]\n",
+                    s.id,
+                    s.title.replace('"', "'"),
+                    status(i)
+                ));
+            }
+            for e in project.dag.graph.raw_edges() {
+                out.push_str(&format!("  s{} --> s{}\n", e.source().index(), e.target().index()));
+            }
+        }
+        GraphFormat::Text => {
+            for i in project.dag.topo_order() {
+                let waits: Vec<&str> =
+                    project.dag.waits_for(i).iter().map(|&w| stories[w].id.as_str()).collect();
+                out.push_str(&format!(
+                    "[{}] {} {}{}\n",
+                    label(sched.nodes[i]),
+                    stories[i].id,
+                    stories[i].title,
+                    if waits.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  <- {}", waits.join(", "))
+                    }
+                ));
+            }
+        }
+    }
+    print!("{out}");
+    Ok(EXIT_OK)
+}
+
+fn cmd_reset(root: &Path, id: Option<String>, yes: bool) -> anyhow::Result<i32> {
+    let _lock = match RunLock::acquire(root) {
+        Ok(l) => l,
+        Err(store::LockError::Held { .. }) => {
+            return Err(RalphError::Locked(
+                "a ralph run holds this project's lock: stop it before resetting state".into(),
+            )
+            .into())
+        }
+        Err(store::LockError::Io(e)) => return Err(e.into()),
+    };
+    let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    match id {
+        Some(id) => {
+            if !state.stories.contains_key(&id) && !state.completed_stories.contains(&id) {
+                return Err(RalphError::Usage(format!("story {id} has no recorded state")).into());
+            }
+            state.reset_story(&id);
+            store::save_state(root, &state)?;
+            println!("Story {id}: attempts and status forgotten; it runs again on the next `ralph run`.");
+        }
+        None => {
+            if !yes {
+                if !std::io::stdin().is_terminal() {
+                    return Err(RalphError::Usage(
+                        "resetting all state needs confirmation: run `ralph reset --yes`".into(),
+                    )
+                    .into());
+                }
+                eprint!("Forget every story's status and attempts? [y/N] ");
+                let mut answer = String::new();
+                std::io::stdin().lock().read_line(&mut answer)?;
+                if !answer.trim().eq_ignore_ascii_case("y") {
+                    println!("Nothing changed.");
+                    return Ok(EXIT_OK);
+                }
+            }
+            store::save_state(root, &State::default())?;
+            println!("State reset.");
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+const INIT_CONFIG: &str = r#"{
+  "specs": { "pattern": "specs/epic-{{epic}}/story-{{id}}-*.md" },
+  "loop": { "timeout_seconds": 1800, "max_retries": 3 },
+  "validation": { "commands": [] },
+  "parallel": { "enabled": false, "max_concurrent": 4 }
+}
+"#;
+
+const INIT_STORIES: &str = "\
+# Story queue: one `ID | Title` per line, in the order you want them.
+# `# [batch:N]` starts a section whose stories wait for every earlier section.
+# Specs live in specs/epic-<N>/story-<ID>-<slug>.md (see .ralph/config.json).
+";
+
+fn cmd_init(root: &Path) -> anyhow::Result<i32> {
+    let ralph = root.join(".ralph");
+    std::fs::create_dir_all(&ralph)?;
+    let mut made = Vec::new();
+    for (path, content) in [
+        (ralph.join("config.json"), INIT_CONFIG),
+        (ralph.join("stories.txt"), INIT_STORIES),
+    ] {
+        if !path.exists() {
+            std::fs::write(&path, content)?;
+            made.push(path.strip_prefix(root).unwrap_or(&path).display().to_string());
+        }
+    }
+    std::fs::create_dir_all(root.join("specs"))?;
+    let gi = root.join(".gitignore");
+    let existing = std::fs::read_to_string(&gi).unwrap_or_default();
+    let missing: Vec<&str> = engine::RUNTIME_PATTERNS
+        .iter()
+        .copied()
+        .filter(|p| !existing.lines().any(|l| l.trim() == *p))
+        .collect();
+    if !missing.is_empty() {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&gi)?;
+        if !existing.is_empty() && !existing.ends_with('\n') {
+            writeln!(f)?;
+        }
+        writeln!(f, "# ralph runtime files")?;
+        for p in missing {
+            writeln!(f, "{p}")?;
+        }
+        made.push(".gitignore (runtime paths)".into());
+    }
+    if made.is_empty() {
+        println!("Already initialised: nothing changed.");
+    } else {
+        println!("Created: {}", made.join(", "));
+        println!("Next: add stories to .ralph/stories.txt and specs under specs/, commit, then `ralph run`.");
+    }
+    Ok(EXIT_OK)
+}

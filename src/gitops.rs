@@ -35,10 +35,14 @@ pub enum MergeOutcome {
 pub enum LandOutcome {
     Landed,
     /// The target branch no longer points at the expected commit.
-    TargetMoved { now: Oid },
+    TargetMoved {
+        now: Oid,
+    },
     /// The main checkout has local changes to files the merge changes;
     /// nothing was written and the ref was not moved.
-    CheckoutBlocked { paths: Vec<String> },
+    CheckoutBlocked {
+        paths: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,29 +63,62 @@ pub struct Git {
     pub git_dir: PathBuf,
 }
 
+/// Files inside a worktree's admin dir that a killed process can leave
+/// behind. They are ours to delete: nothing but ralph runs in its worktrees.
+const WORKTREE_LOCK_FILES: [&str; 3] = ["index.lock", "HEAD.lock", "locked"];
+
+/// Subject prefix of the commits that land a story on the target branch.
+const LANDING_PREFIX: &str = "merge: story ";
+
 impl Git {
     /// Opens the repository containing `project_root` (searching upwards).
     pub fn open(project_root: &Path) -> Result<Git> {
-        let _ = project_root;
-        todo!()
+        let repo = match git2::Repository::discover(project_root) {
+            Ok(repo) => repo,
+            Err(e) => return Err(open_error(project_root, e)),
+        };
+        let Some(workdir) = repo.workdir() else {
+            return Err(GitError::NotARepo {
+                path: project_root.to_path_buf(),
+            });
+        };
+        let workdir = workdir.canonicalize()?;
+        let git_dir = repo.commondir().canonicalize()?;
+        Ok(Git { workdir, git_dir })
     }
 
     /// The branch checked out in the main working directory; `None` when
     /// HEAD is detached or unborn.
     pub fn head_branch(&self) -> Result<Option<String>> {
-        todo!()
+        let repo = self.repo()?;
+        let head = repo.find_reference("HEAD")?;
+        let Some(branch) = head.symbolic_target()?.and_then(branch_of_ref) else {
+            return Ok(None);
+        };
+        // An unborn branch (fresh `git init`) is not a branch one can land on.
+        Ok(tip(&repo, branch)?.map(|_| branch.to_string()))
     }
 
     /// The commit a local branch points at, if the branch exists.
     pub fn branch_tip(&self, branch: &str) -> Result<Option<Oid>> {
-        let _ = branch;
-        todo!()
+        let repo = self.repo()?;
+        Ok(tip(&repo, branch)?.map(|o| o.to_string()))
     }
 
     /// Creates `branch` at `at` unless it exists.
     pub fn ensure_branch(&self, branch: &str, at: &Oid) -> Result<()> {
-        let _ = (branch, at);
-        todo!()
+        let repo = self.repo()?;
+        if tip(&repo, branch)?.is_some() {
+            return Ok(());
+        }
+        let commit = repo.find_commit(parse_oid(at)?)?;
+        let created = repo.branch(branch, &commit, false).map(|_| ());
+        match created {
+            Ok(()) => Ok(()),
+            // Lost a race with another creator: the branch exists, as asked.
+            Err(e) if e.code() == git2::ErrorCode::Exists => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Makes `path` a worktree named `name` with `branch` checked out at
@@ -90,29 +127,104 @@ impl Git {
     /// `base`, untracked-but-not-ignored files removed (ignored build output is
     /// kept warm). Stale admin dirs, stale `index.lock`/`HEAD.lock`/`locked`
     /// files of this worktree and a leftover directory are cleaned first.
-    pub fn prepare_worktree(&self, name: &str, path: &Path, branch: &str, base: &Oid) -> Result<()> {
-        let _ = (name, path, branch, base);
-        todo!()
+    pub fn prepare_worktree(
+        &self,
+        name: &str,
+        path: &Path,
+        branch: &str,
+        base: &Oid,
+    ) -> Result<()> {
+        let admin = self.admin_dir(name)?;
+        self.refuse_main_workdir(path)?;
+        let repo = self.repo()?;
+        let base_oid = parse_oid(base)?;
+        let base_commit = repo.find_commit(base_oid)?;
+        let refname = branch_ref(branch)?;
+
+        if self.reusable_worktree(&repo, name, path) {
+            self.clear_worktree_locks(name)?;
+            if let Some(holder) = self.checked_out_elsewhere(&refname, Some(name)) {
+                return Err(checked_out_error(branch, &holder));
+            }
+            let wrepo = open_worktree_repo(path, &admin)?;
+            // Detach first so that moving the branch never rewrites the ref
+            // this worktree's HEAD is following mid-switch.
+            wrepo.set_head_detached(base_oid)?;
+            wrepo.reference(&refname, base_oid, true, "ralph: prepare worktree")?;
+            wrepo.set_head(&refname)?;
+            let obj = wrepo.find_object(base_oid, None)?;
+            force_checkout(&wrepo, &obj)?;
+            return Ok(());
+        }
+
+        // Not reusable: whatever is left of a previous worktree of this name
+        // is stale (crash, rm -rf) and would make `worktree add` fail.
+        remove_path(&admin)?;
+        remove_path(path)?;
+        if let Some(holder) = self.checked_out_elsewhere(&refname, Some(name)) {
+            return Err(checked_out_error(branch, &holder));
+        }
+        let reference =
+            repo.reference(&refname, base_commit.id(), true, "ralph: prepare worktree")?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut opts = git2::WorktreeAddOptions::new();
+        opts.reference(Some(&reference));
+        if let Err(e) = repo.worktree(name, path, Some(&opts)) {
+            // libgit2 never rolls back a failed add; an orphan admin dir
+            // would be invisible to git2 and block the next attempt.
+            let _ = remove_path(&admin);
+            let _ = remove_path(path);
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Checks out `commit` detached in the worktree at `path` (forced), removing
     /// untracked-but-not-ignored files: used to validate a merged tree.
     pub fn checkout_detached(&self, path: &Path, commit: &Oid) -> Result<()> {
-        let _ = (path, commit);
-        todo!()
+        self.refuse_main_workdir(path)?;
+        let oid = parse_oid(commit)?;
+        let wrepo = git2::Repository::open(path)?;
+        if !wrepo.is_worktree() {
+            return Err(GitError::Other(format!(
+                "{}: not a linked worktree; refusing a forced checkout there",
+                path.display()
+            )));
+        }
+        remove_lock_files(wrepo.path())?;
+        let obj = wrepo.find_object(oid, None)?;
+        obj.peel_to_commit()?;
+        wrepo.set_head_detached(oid)?;
+        force_checkout(&wrepo, &obj)
     }
 
     /// Commits reachable from `branch` but not from `base`.
     pub fn commits_ahead(&self, branch: &str, base: &Oid) -> Result<usize> {
-        let _ = (branch, base);
-        todo!()
+        let repo = self.repo()?;
+        let Some(tip) = tip(&repo, branch)? else {
+            return Ok(0);
+        };
+        let mut walk = repo.revwalk()?;
+        walk.push(tip)?;
+        walk.hide(parse_oid(base)?)?;
+        let mut n = 0;
+        for oid in walk {
+            oid?;
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Points `refname` (a full ref such as `refs/ralph/attempts/1.2/1`) at
     /// the tip of `branch`, overwriting it.
     pub fn save_ref(&self, branch: &str, refname: &str) -> Result<()> {
-        let _ = (branch, refname);
-        todo!()
+        let repo = self.repo()?;
+        if let Some(tip) = tip(&repo, branch)? {
+            repo.reference(refname, tip, true, &format!("ralph: save {branch}"))?;
+        }
+        Ok(())
     }
 
     /// Builds the merge of `story_branch` into the current tip of `target`
@@ -128,67 +240,375 @@ impl Git {
         edit_paths: &[String],
         edit: &dyn Fn(&str, &str) -> Option<String>,
     ) -> Result<MergeOutcome> {
-        let _ = (target, story_branch, message, edit_paths, edit);
-        todo!()
+        let repo = self.repo()?;
+        let t_oid = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
+        let s_oid = tip(&repo, story_branch)?.ok_or_else(|| missing_branch(story_branch))?;
+        let t = repo.find_commit(t_oid)?;
+        let s = repo.find_commit(s_oid)?;
+
+        let story_has_own = s_oid != t_oid && !repo.graph_descendant_of(t_oid, s_oid)?;
+        let merged_tree = if story_has_own {
+            let mut idx = repo.merge_commits(&t, &s, None)?;
+            if idx.has_conflicts() {
+                let mut paths = Vec::new();
+                for c in idx.conflicts()? {
+                    let c = c?;
+                    for e in [c.ancestor, c.our, c.their].into_iter().flatten() {
+                        paths.push(String::from_utf8_lossy(&e.path).into_owned());
+                    }
+                }
+                paths.sort();
+                paths.dedup();
+                return Ok(MergeOutcome::Conflict { paths });
+            }
+            // The merge index is in-memory only: it must be written into the
+            // object database explicitly.
+            idx.write_tree_to(&repo)?
+        } else {
+            t.tree_id()
+        };
+        let tree_id = apply_edits(&repo, merged_tree, edit_paths, edit)?;
+        let tree = repo.find_tree(tree_id)?;
+        let sig = signature(&repo)?;
+        let parents: Vec<&git2::Commit<'_>> = if story_has_own {
+            vec![&t, &s]
+        } else {
+            vec![&t]
+        };
+        let commit = repo.commit(None, &sig, &sig, message, &tree, &parents)?;
+        Ok(MergeOutcome::Merged {
+            commit: commit.to_string(),
+            base: t_oid.to_string(),
+        })
     }
 
     /// Moves `target` from `expected` to `new` (compare-and-swap). When the
     /// main working directory has `target` checked out, its files and index are
     /// updated first with a safe checkout that never overwrites local changes.
     pub fn land(&self, target: &str, expected: &Oid, new: &Oid) -> Result<LandOutcome> {
-        let _ = (target, expected, new);
-        todo!()
+        let repo = self.repo()?;
+        let refname = branch_ref(target)?;
+        let expected_oid = parse_oid(expected)?;
+        let new_oid = parse_oid(new)?;
+        let now = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
+        if now != expected_oid {
+            return Ok(LandOutcome::TargetMoved {
+                now: now.to_string(),
+            });
+        }
+        let new_commit = repo.find_commit(new_oid)?;
+
+        let head = repo.find_reference("HEAD")?;
+        let checked_out = head.symbolic_target()? == Some(refname.as_str());
+        drop(head);
+        if checked_out {
+            if repo.state() != git2::RepositoryState::Clean {
+                return Err(GitError::Other(format!(
+                    "{}: a {:?} is in progress in the main checkout; finish or abort it, then resume",
+                    self.workdir.display(),
+                    repo.state()
+                )));
+            }
+            // Files first, ref second: while HEAD still names the old tip it
+            // is the checkout baseline, which is what lets a safe checkout
+            // tell the user's edits apart from the files the merge changes.
+            let blocked = std::cell::RefCell::new(Vec::new());
+            let result = {
+                let mut co = git2::build::CheckoutBuilder::new();
+                co.safe()
+                    .notify_on(git2::CheckoutNotificationType::CONFLICT)
+                    .notify(|_, path, _, _, _| {
+                        if let Some(p) = path {
+                            blocked
+                                .borrow_mut()
+                                .push(p.to_string_lossy().replace('\\', "/"));
+                        }
+                        true
+                    });
+                repo.checkout_tree(new_commit.tree()?.as_object(), Some(&mut co))
+            };
+            match result {
+                Ok(()) => {}
+                Err(e) if e.code() == git2::ErrorCode::Conflict => {
+                    let mut paths = blocked.into_inner();
+                    paths.sort();
+                    paths.dedup();
+                    return Ok(LandOutcome::CheckoutBlocked { paths });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+
+        match cas_ref(&repo, &refname, new_oid, expected_oid) {
+            Ok(()) => Ok(LandOutcome::Landed),
+            Err(e) if e.code() == git2::ErrorCode::Modified => {
+                let now = tip(&repo, target)?
+                    .map(|o| o.to_string())
+                    .unwrap_or_default();
+                Ok(LandOutcome::TargetMoved { now })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Story IDs with a `merge: story <id>` commit in `target`'s first-parent
     /// history, with that commit, oldest first.
     pub fn landed_stories(&self, target: &str) -> Result<Vec<(String, Oid)>> {
-        let _ = target;
-        todo!()
+        let repo = self.repo()?;
+        let Some(tip) = tip(&repo, target)? else {
+            return Ok(Vec::new());
+        };
+        let mut walk = repo.revwalk()?;
+        walk.simplify_first_parent()?;
+        walk.push(tip)?;
+        let mut newest_first = Vec::new();
+        for oid in walk {
+            let oid = oid?;
+            let commit = repo.find_commit(oid)?;
+            let summary = commit
+                .summary_bytes()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
+            if let Some(id) = summary.strip_prefix(LANDING_PREFIX) {
+                let id = id.trim();
+                if !id.is_empty() {
+                    newest_first.push((id.to_string(), oid.to_string()));
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        Ok(newest_first
+            .into_iter()
+            .rev()
+            .filter(|(id, _)| seen.insert(id.clone()))
+            .collect())
     }
 
     /// Tracked files of the main working directory with uncommitted changes
     /// (staged or not), repo-relative, excluding paths for which `ignore`
     /// returns true.
     pub fn dirty_tracked_files(&self, ignore: &dyn Fn(&str) -> bool) -> Result<Vec<String>> {
-        let _ = ignore;
-        todo!()
+        use git2::Status;
+        let repo = self.repo()?;
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(false).include_ignored(false);
+        let dirty = Status::INDEX_NEW
+            | Status::INDEX_MODIFIED
+            | Status::INDEX_DELETED
+            | Status::INDEX_RENAMED
+            | Status::INDEX_TYPECHANGE
+            | Status::WT_MODIFIED
+            | Status::WT_DELETED
+            | Status::WT_RENAMED
+            | Status::WT_TYPECHANGE
+            | Status::CONFLICTED;
+        let mut out = Vec::new();
+        for entry in repo.statuses(Some(&mut opts))?.iter() {
+            if !entry.status().intersects(dirty) {
+                continue;
+            }
+            let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
+            if !ignore(&path) {
+                out.push(path);
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
     }
 
     /// Worktrees of this repository, including broken admin dirs git2 hides.
     pub fn list_worktrees(&self) -> Result<Vec<WorktreeInfo>> {
-        todo!()
+        let repo = self.repo()?;
+        let mut names = std::collections::BTreeSet::new();
+        for name in repo.worktrees()?.iter_bytes() {
+            names.insert(String::from_utf8_lossy(name).into_owned());
+        }
+        match std::fs::read_dir(self.git_dir.join("worktrees")) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry?;
+                    if entry.file_type()?.is_dir() {
+                        names.insert(entry.file_name().to_string_lossy().into_owned());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut out = Vec::new();
+        for name in names {
+            let admin = self.git_dir.join("worktrees").join(&name);
+            let path = admin_worktree_path(&admin).unwrap_or_default();
+            let valid = repo
+                .find_worktree(&name)
+                .and_then(|wt| wt.validate())
+                .is_ok();
+            let prunable = path.as_os_str().is_empty() || !path.is_dir() || !valid;
+            let locked = admin.join("locked").exists();
+            out.push(WorktreeInfo {
+                name,
+                path,
+                prunable,
+                locked,
+            });
+        }
+        Ok(out)
     }
 
     /// Removes a worktree: its directory, its admin dir and its lock files.
     pub fn remove_worktree(&self, name: &str, path: &Path) -> Result<()> {
-        let _ = (name, path);
-        todo!()
+        let admin = self.admin_dir(name)?;
+        self.refuse_main_workdir(path)?;
+        if admin.is_dir() {
+            remove_lock_files(&admin)?;
+        }
+        let repo = self.repo()?;
+        if let Ok(wt) = repo.find_worktree(name) {
+            let same_dir = same_path(wt.path(), path);
+            let mut opts = git2::WorktreePruneOptions::new();
+            // Let prune delete the working tree only when it is the one we were
+            // asked about; a mismatched admin dir must not cost another dir.
+            opts.valid(true).locked(true).working_tree(same_dir);
+            // Best effort: whatever prune leaves is removed by hand below.
+            let _ = wt.prune(Some(&mut opts));
+        }
+        remove_path(&admin)?;
+        remove_path(path)?;
+        Ok(())
     }
 
     /// Deletes a local branch if it exists.
     pub fn delete_branch(&self, branch: &str) -> Result<()> {
-        let _ = branch;
-        todo!()
+        let repo = self.repo()?;
+        let deleted = match repo.find_branch(branch, git2::BranchType::Local) {
+            Ok(mut b) => b.delete(),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+        Ok(deleted?)
     }
 
     /// Local branch names starting with `prefix`.
     pub fn branches_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
-        let _ = prefix;
-        todo!()
+        let repo = self.repo()?;
+        let mut out = Vec::new();
+        for b in repo.branches(Some(git2::BranchType::Local))? {
+            let (b, _) = b?;
+            let name = String::from_utf8_lossy(b.name_bytes()?).into_owned();
+            if name.starts_with(prefix) {
+                out.push(name);
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// True when every commit of `branch` is reachable from `target`.
     pub fn is_merged(&self, branch: &str, target: &str) -> Result<bool> {
-        let _ = (branch, target);
-        todo!()
+        let repo = self.repo()?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(true);
+        };
+        let Some(t) = tip(&repo, target)? else {
+            return Ok(false);
+        };
+        Ok(b == t || repo.graph_descendant_of(t, b)?)
     }
 
     /// Adds `patterns` to `.git/info/exclude` unless present (runtime files
     /// are ignored without touching the user's `.gitignore`).
     pub fn exclude(&self, patterns: &[&str]) -> Result<()> {
-        let _ = patterns;
-        todo!()
+        let info = self.git_dir.join("info");
+        std::fs::create_dir_all(&info)?;
+        let file = info.join("exclude");
+        let existing = match std::fs::read_to_string(&file) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let present: std::collections::HashSet<&str> = existing.lines().map(str::trim).collect();
+        let mut added = String::new();
+        let mut seen = std::collections::HashSet::new();
+        for p in patterns {
+            let p = p.trim();
+            if !p.is_empty() && !present.contains(p) && seen.insert(p) {
+                added.push_str(p);
+                added.push('\n');
+            }
+        }
+        if added.is_empty() {
+            return Ok(());
+        }
+        let mut content = existing;
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&added);
+        std::fs::write(&file, content)?;
+        Ok(())
+    }
+
+    /// The commit checked out in the worktree at `path` (attached or
+    /// detached); `None` when its HEAD is unborn.
+    pub fn head_commit_of_worktree(&self, path: &Path) -> Result<Option<Oid>> {
+        let wrepo = git2::Repository::open(path)?;
+        let head = match wrepo.head() {
+            Ok(h) => h,
+            Err(e)
+                if matches!(
+                    e.code(),
+                    git2::ErrorCode::UnbornBranch | git2::ErrorCode::NotFound
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let id = head.peel_to_commit()?.id();
+        Ok(Some(id.to_string()))
+    }
+
+    /// The local branch checked out in the worktree at `path`; `None` when
+    /// its HEAD is detached.
+    pub fn resolve_branch_at_head(&self, path: &Path) -> Result<Option<String>> {
+        let wrepo = git2::Repository::open(path)?;
+        let head = wrepo.find_reference("HEAD")?;
+        Ok(head
+            .symbolic_target()?
+            .and_then(branch_of_ref)
+            .map(str::to_string))
+    }
+
+    /// Subjects of `target`'s first-parent history, newest first, at most
+    /// `limit` of them; empty when the branch does not exist.
+    pub fn commit_subjects(&self, target: &str, limit: usize) -> Result<Vec<String>> {
+        let repo = self.repo()?;
+        let Some(tip) = tip(&repo, target)? else {
+            return Ok(Vec::new());
+        };
+        let mut walk = repo.revwalk()?;
+        walk.simplify_first_parent()?;
+        walk.push(tip)?;
+        let mut out = Vec::new();
+        for oid in walk.take(limit) {
+            let commit = repo.find_commit(oid?)?;
+            out.push(
+                commit
+                    .summary_bytes()
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .unwrap_or_default(),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Deletes the stale `index.lock`, `HEAD.lock` and `locked` files of the
+    /// worktree `name` and returns the ones that existed. Only for ralph's own
+    /// worktrees, once no process can be running in them.
+    pub fn clear_worktree_locks(&self, name: &str) -> Result<Vec<PathBuf>> {
+        let admin = self.admin_dir(name)?;
+        remove_lock_files(&admin)
     }
 
     /// Path of the main index lock file.
@@ -198,10 +618,1066 @@ impl Git {
 
     /// Converts a path under the workdir to a repo-relative string with `/`.
     pub fn rel_path(&self, abs_or_rel_to_workdir: &Path) -> Option<String> {
-        let p = abs_or_rel_to_workdir.strip_prefix(&self.workdir).unwrap_or(abs_or_rel_to_workdir);
+        let p = abs_or_rel_to_workdir
+            .strip_prefix(&self.workdir)
+            .unwrap_or(abs_or_rel_to_workdir);
         if p.is_absolute() {
             return None;
         }
         Some(p.to_string_lossy().replace('\\', "/"))
+    }
+
+    fn repo(&self) -> Result<git2::Repository> {
+        git2::Repository::open(&self.workdir).map_err(|e| open_error(&self.workdir, e))
+    }
+
+    /// The admin dir of worktree `name`, refusing names that would escape
+    /// `<git_dir>/worktrees` (they are later handed to `remove_dir_all`).
+    fn admin_dir(&self, name: &str) -> Result<PathBuf> {
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
+            return Err(GitError::Other(format!("invalid worktree name {name:?}")));
+        }
+        Ok(self.git_dir.join("worktrees").join(name))
+    }
+
+    /// Worktree paths are deleted and force-checked-out; the user's own
+    /// checkout (or anything containing it) must never be one of them.
+    fn refuse_main_workdir(&self, path: &Path) -> Result<()> {
+        let resolved = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if self.workdir.starts_with(&resolved) || self.git_dir.starts_with(&resolved) {
+            return Err(GitError::Other(format!(
+                "{}: is (or contains) the main checkout; refusing to use it as a worktree",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A worktree called `name` that git2 considers valid and whose working
+    /// directory is `path`.
+    fn reusable_worktree(&self, repo: &git2::Repository, name: &str, path: &Path) -> bool {
+        match repo.find_worktree(name) {
+            Ok(wt) => wt.validate().is_ok() && same_path(wt.path(), path),
+            Err(_) => false,
+        }
+    }
+
+    /// Who has `refname` checked out, other than worktree `except`: the main
+    /// checkout (`None`) or a linked worktree (`Some(name)`). Admin dirs whose
+    /// working directory is gone are stale and do not count.
+    fn checked_out_elsewhere(&self, refname: &str, except: Option<&str>) -> Option<Option<String>> {
+        if head_file_ref(&self.git_dir).as_deref() == Some(refname) {
+            return Some(None);
+        }
+        let entries = std::fs::read_dir(self.git_dir.join("worktrees")).ok()?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if Some(name.as_str()) == except {
+                continue;
+            }
+            let admin = entry.path();
+            if head_file_ref(&admin).as_deref() != Some(refname) {
+                continue;
+            }
+            if admin_worktree_path(&admin).is_some_and(|p| p.is_dir()) {
+                return Some(Some(name));
+            }
+        }
+        None
+    }
+}
+
+fn open_error(path: &Path, e: git2::Error) -> GitError {
+    if e.code() == git2::ErrorCode::NotFound {
+        return GitError::NotARepo {
+            path: path.to_path_buf(),
+        };
+    }
+    if e.code() == git2::ErrorCode::Owner {
+        return GitError::Other(format!(
+            "{}: the repository is owned by another user; if you trust it, run \
+             `git config --global --add safe.directory <repo path>`",
+            path.display()
+        ));
+    }
+    if e.message().contains("unsupported extension") {
+        return GitError::Other(format!(
+            "{}: the repository uses a git extension ralph cannot open \
+             (partial clones and reftable are unsupported): {}",
+            path.display(),
+            e.message()
+        ));
+    }
+    GitError::Git(e)
+}
+
+fn parse_oid(s: &str) -> Result<git2::Oid> {
+    git2::Oid::from_str(s.trim()).map_err(|_| GitError::Other(format!("not a commit ID: {s:?}")))
+}
+
+fn branch_ref(branch: &str) -> Result<String> {
+    let refname = format!("refs/heads/{branch}");
+    if branch.is_empty() || !git2::Reference::is_valid_name(&refname) {
+        return Err(GitError::Other(format!("invalid branch name {branch:?}")));
+    }
+    Ok(refname)
+}
+
+fn branch_of_ref(refname: &str) -> Option<&str> {
+    refname.strip_prefix("refs/heads/")
+}
+
+fn missing_branch(branch: &str) -> GitError {
+    GitError::Other(format!("branch {branch:?} does not exist"))
+}
+
+fn checked_out_error(branch: &str, holder: &Option<String>) -> GitError {
+    let place = match holder {
+        None => "the main checkout".to_string(),
+        Some(name) => format!("worktree {name:?}"),
+    };
+    GitError::Other(format!("branch {branch:?} is checked out in {place}"))
+}
+
+/// The commit a local branch points at; `None` when the branch is missing.
+fn tip(repo: &git2::Repository, branch: &str) -> Result<Option<git2::Oid>> {
+    let refname = branch_ref(branch)?;
+    match repo.find_reference(&refname) {
+        Ok(r) => Ok(Some(r.peel_to_commit()?.id())),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Author and committer of ralph's merge commits: the repo's identity when
+/// configured, so landings look like the user's, else a recognisable default.
+fn signature(repo: &git2::Repository) -> Result<git2::Signature<'static>> {
+    let cfg = repo.config()?;
+    let get = |key: &str| cfg.get_string(key).ok().filter(|v| !v.trim().is_empty());
+    let name = get("user.name").unwrap_or_else(|| "ralph".to_string());
+    let email = get("user.email").unwrap_or_else(|| "ralph@localhost".to_string());
+    match git2::Signature::now(&name, &email) {
+        Ok(sig) => Ok(sig),
+        // A name or email libgit2 rejects (e.g. with angle brackets) must not
+        // stop a landing.
+        Err(_) => Ok(git2::Signature::now("ralph", "ralph@localhost")?),
+    }
+}
+
+/// Applies `edit` to the blobs at `paths` in `tree_id`, returning the new tree.
+fn apply_edits(
+    repo: &git2::Repository,
+    tree_id: git2::Oid,
+    paths: &[String],
+    edit: &dyn Fn(&str, &str) -> Option<String>,
+) -> Result<git2::Oid> {
+    let tree = repo.find_tree(tree_id)?;
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    let mut changed = false;
+    let mut seen = std::collections::HashSet::new();
+    for path in paths {
+        let rel = path.trim_start_matches("./");
+        // NUL would panic inside git2's path conversion; a repeated path
+        // would be a duplicate tree update, which libgit2 rejects.
+        if rel.is_empty() || rel.contains('\0') || !seen.insert(rel) {
+            continue;
+        }
+        let Ok(entry) = tree.get_path(Path::new(rel)) else {
+            continue;
+        };
+        if entry.kind() != Some(git2::ObjectType::Blob) {
+            continue;
+        }
+        let mode = match entry.filemode() {
+            0o100755 => git2::FileMode::BlobExecutable,
+            0o120000 => continue,
+            _ => git2::FileMode::Blob,
+        };
+        let blob = repo.find_blob(entry.id())?;
+        let old = String::from_utf8_lossy(blob.content()).into_owned();
+        if let Some(new) = edit(rel, &old) {
+            if new != old {
+                let id = repo.blob(new.as_bytes())?;
+                update.upsert(rel, id, mode);
+                changed = true;
+            }
+        }
+    }
+    if !changed {
+        return Ok(tree_id);
+    }
+    Ok(update.create_updated(repo, &tree)?)
+}
+
+/// Makes a worktree's files and index exactly `obj`'s tree, deleting
+/// untracked files but keeping ignored ones (warm build output). HEAD must
+/// already name `obj`, directly or through its branch.
+fn force_checkout(wrepo: &git2::Repository, obj: &git2::Object<'_>) -> Result<()> {
+    let mut co = git2::build::CheckoutBuilder::new();
+    co.force().remove_untracked(true);
+    wrepo.checkout_tree(obj, Some(&mut co))?;
+    // A hard reset would be the obvious call, but libgit2 overwrites its
+    // checkout strategy with plain FORCE, dropping remove_untracked. A mixed
+    // reset rebuilds the index from the tree (keeping stat data of unchanged
+    // entries) and clears merge state.
+    wrepo.reset(obj, git2::ResetType::Mixed, None)?;
+    Ok(())
+}
+
+/// Compare-and-swap of a ref, retrying briefly while another git process
+/// holds its lock file (never deleting that lock: it is not ours).
+fn cas_ref(
+    repo: &git2::Repository,
+    refname: &str,
+    new: git2::Oid,
+    expected: git2::Oid,
+) -> std::result::Result<(), git2::Error> {
+    let mut attempts = 0;
+    loop {
+        match repo.reference_matching(refname, new, true, expected, "ralph: land") {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code() == git2::ErrorCode::Locked && attempts < 20 => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Opens the worktree at `path`, checking it really is the linked worktree
+/// administered by `admin`: a plain directory there must never resolve to
+/// some other repository that a forced checkout would then clobber.
+fn open_worktree_repo(path: &Path, admin: &Path) -> Result<git2::Repository> {
+    let wrepo = git2::Repository::open(path)?;
+    if !wrepo.is_worktree() || !same_path(wrepo.path(), admin) {
+        return Err(GitError::Other(format!(
+            "{}: is not the worktree administered by {}",
+            path.display(),
+            admin.display()
+        )));
+    }
+    Ok(wrepo)
+}
+
+fn remove_lock_files(admin: &Path) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for f in WORKTREE_LOCK_FILES {
+        let p = admin.join(f);
+        match std::fs::remove_file(&p) {
+            Ok(()) => removed.push(p),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes a file, symlink or directory tree; a missing path is fine.
+fn remove_path(path: &Path) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let res = if meta.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    match res {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The ref a HEAD file in `dir` points at symbolically.
+fn head_file_ref(dir: &Path) -> Option<String> {
+    let content = std::fs::read_to_string(dir.join("HEAD")).ok()?;
+    content
+        .trim()
+        .strip_prefix("ref:")
+        .map(|r| r.trim().to_string())
+}
+
+/// The working directory recorded in a worktree admin dir's `gitdir` file.
+fn admin_worktree_path(admin: &Path) -> Option<PathBuf> {
+    let content = std::fs::read_to_string(admin.join("gitdir")).ok()?;
+    let gitfile = content.trim_end_matches(['\n', '\r']);
+    if gitfile.is_empty() {
+        return None;
+    }
+    let gitfile = Path::new(gitfile);
+    let dir = if gitfile.file_name() == Some(std::ffi::OsStr::new(".git")) {
+        gitfile.parent().unwrap_or(gitfile)
+    } else {
+        gitfile
+    };
+    Some(dir.to_path_buf())
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| {
+        let p = p.components().as_path().to_path_buf();
+        p.canonicalize().unwrap_or(p)
+    };
+    norm(a) == norm(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Runs the git CLI in `dir`, isolated from the host's configuration.
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn write(dir: &Path, rel: &str, content: &str) {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    fn read(dir: &Path, rel: &str) -> String {
+        std::fs::read_to_string(dir.join(rel)).unwrap()
+    }
+
+    fn commit_all(dir: &Path, msg: &str) -> String {
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", msg]);
+        git(dir, &["rev-parse", "HEAD"]).trim().to_string()
+    }
+
+    const SPEC: &str = "specs/epic-1/story-1.1-x.md";
+
+    /// A repo on `main` with a spec, a couple of files and `target/` ignored.
+    fn fixture() -> (tempfile::TempDir, Git) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        git(dir, &["config", "user.name", "Test"]);
+        git(dir, &["config", "user.email", "test@example.com"]);
+        write(dir, ".gitignore", "target/\n");
+        write(dir, "a.txt", "one\ntwo\nthree\n");
+        write(dir, "README", "readme\n");
+        write(dir, SPEC, "---\nid: 1.1\nstatus: pending\n---\nDo x.\n");
+        commit_all(dir, "init");
+        let g = Git::open(dir).unwrap();
+        (tmp, g)
+    }
+
+    fn tip_of(g: &Git, b: &str) -> String {
+        g.branch_tip(b).unwrap().unwrap()
+    }
+
+    fn mark_done(_: &str, old: &str) -> Option<String> {
+        Some(old.replace("status: pending", "status: done"))
+    }
+
+    fn porcelain(dir: &Path) -> String {
+        git(dir, &["status", "--porcelain"])
+    }
+
+    fn wt_path(g: &Git, name: &str) -> PathBuf {
+        g.workdir.join(".ralph/worktrees").join(name)
+    }
+
+    #[test]
+    fn open_reports_not_a_repo_and_bare() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Git::open(tmp.path()),
+            Err(GitError::NotARepo { .. })
+        ));
+        git(tmp.path(), &["init", "-q", "--bare", "b.git"]);
+        assert!(matches!(
+            Git::open(&tmp.path().join("b.git")),
+            Err(GitError::NotARepo { .. })
+        ));
+    }
+
+    #[test]
+    fn open_explains_unsupported_extensions() {
+        let (tmp, _g) = fixture();
+        git(tmp.path(), &["config", "core.repositoryformatversion", "1"]);
+        git(tmp.path(), &["config", "extensions.partialclone", "origin"]);
+        match Git::open(tmp.path()) {
+            Err(GitError::Other(msg)) => assert!(msg.contains("partial clones"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn open_from_subdir_and_head_branch() {
+        let (tmp, g) = fixture();
+        let sub = Git::open(&tmp.path().join("specs/epic-1")).unwrap();
+        assert_eq!(sub.workdir, g.workdir);
+        assert_eq!(g.git_dir, g.workdir.join(".git"));
+        assert_eq!(g.head_branch().unwrap().as_deref(), Some("main"));
+        let head = tip_of(&g, "main");
+        git(tmp.path(), &["checkout", "-q", "--detach", &head]);
+        assert_eq!(g.head_branch().unwrap(), None);
+        let empty = tempfile::tempdir().unwrap();
+        git(empty.path(), &["init", "-q", "-b", "trunk"]);
+        assert_eq!(
+            Git::open(empty.path()).unwrap().head_branch().unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn branch_helpers() {
+        let (tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        assert_eq!(g.branch_tip("nope").unwrap(), None);
+        g.ensure_branch("ralph/1.1", &base).unwrap();
+        g.ensure_branch("ralph/1.2", &base).unwrap();
+        git(tmp.path(), &["checkout", "-q", "ralph/1.1"]);
+        write(tmp.path(), "b.txt", "b\n");
+        let c = commit_all(tmp.path(), "b");
+        git(tmp.path(), &["checkout", "-q", "main"]);
+        // An existing branch is left where it is.
+        g.ensure_branch("ralph/1.1", &base).unwrap();
+        assert_eq!(tip_of(&g, "ralph/1.1"), c);
+        assert_eq!(g.commits_ahead("ralph/1.1", &base).unwrap(), 1);
+        assert_eq!(g.commits_ahead("ralph/1.2", &base).unwrap(), 0);
+        assert_eq!(g.commits_ahead("missing", &base).unwrap(), 0);
+        assert!(!g.is_merged("ralph/1.1", "main").unwrap());
+        assert!(g.is_merged("ralph/1.2", "main").unwrap());
+        assert!(g.is_merged("missing", "main").unwrap());
+        assert_eq!(
+            g.branches_with_prefix("ralph/").unwrap(),
+            vec!["ralph/1.1", "ralph/1.2"]
+        );
+
+        g.save_ref("ralph/1.1", "refs/ralph/attempts/1.1/1")
+            .unwrap();
+        assert_eq!(
+            git(tmp.path(), &["rev-parse", "refs/ralph/attempts/1.1/1"]).trim(),
+            c
+        );
+        g.save_ref("ralph/1.2", "refs/ralph/attempts/1.1/1")
+            .unwrap();
+        assert_eq!(
+            git(tmp.path(), &["rev-parse", "refs/ralph/attempts/1.1/1"]).trim(),
+            base
+        );
+        g.save_ref("missing", "refs/ralph/attempts/9/1").unwrap();
+        assert!(git(tmp.path(), &["for-each-ref", "refs/ralph/attempts/9"]).is_empty());
+
+        g.delete_branch("ralph/1.1").unwrap();
+        g.delete_branch("ralph/1.1").unwrap();
+        assert_eq!(g.branch_tip("ralph/1.1").unwrap(), None);
+        assert!(g.ensure_branch("bad..name", &base).is_err());
+        assert!(g.ensure_branch("x", &"zz".to_string()).is_err());
+    }
+
+    #[test]
+    fn worktree_create_and_reuse_keeps_ignored_output() {
+        let (tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
+            .unwrap();
+        assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
+        assert_eq!(
+            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
+            Some("ralph/1.1")
+        );
+        assert_eq!(
+            g.head_commit_of_worktree(&wt).unwrap().as_deref(),
+            Some(base.as_str())
+        );
+        assert_eq!(porcelain(&wt), "");
+
+        // Dirty the worktree every way an attempt can.
+        write(&wt, "target/x", "build output");
+        write(&wt, "untracked.txt", "u");
+        write(&wt, "a.txt", "edited\n");
+        write(&wt, "new.txt", "n\n");
+        git(&wt, &["add", "new.txt"]);
+        write(&wt, "committed.txt", "c\n");
+        git(&wt, &["add", "committed.txt"]);
+        git(&wt, &["commit", "-q", "-m", "work"]);
+        write(&wt, "new.txt", "n\n");
+        git(&wt, &["add", "new.txt"]);
+
+        g.prepare_worktree("slot-0", &wt, "ralph/1.2", &base)
+            .unwrap();
+        assert_eq!(read(&wt, "target/x"), "build output");
+        assert!(!wt.join("untracked.txt").exists());
+        assert!(!wt.join("new.txt").exists());
+        assert!(!wt.join("committed.txt").exists());
+        assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
+        assert_eq!(
+            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
+            Some("ralph/1.2")
+        );
+        assert_eq!(porcelain(&wt), "");
+        // The previous attempt's branch keeps its commit.
+        assert_eq!(g.commits_ahead("ralph/1.1", &base).unwrap(), 1);
+
+        // Reusing with the branch it already has checked out, at a newer base.
+        write(tmp.path(), "c.txt", "c\n");
+        let base2 = commit_all(tmp.path(), "c");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.2", &base2)
+            .unwrap();
+        assert_eq!(read(&wt, "c.txt"), "c\n");
+        assert_eq!(tip_of(&g, "ralph/1.2"), base2);
+        assert_eq!(porcelain(&wt), "");
+        assert_eq!(g.list_worktrees().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn worktree_recreated_after_rm_rf() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
+            .unwrap();
+        std::fs::remove_dir_all(&wt).unwrap();
+        let listed = g.list_worktrees().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].prunable);
+        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
+            .unwrap();
+        assert_eq!(read(&wt, "README"), "readme\n");
+        let listed = g.list_worktrees().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(!listed[0].prunable);
+        assert_eq!(listed[0].path, wt);
+    }
+
+    #[test]
+    fn branch_of_a_vanished_worktree_can_move_to_another_slot() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let w0 = wt_path(&g, "slot-0");
+        let w1 = wt_path(&g, "slot-1");
+        g.prepare_worktree("slot-0", &w0, "ralph/1.1", &base)
+            .unwrap();
+        std::fs::remove_dir_all(&w0).unwrap();
+        g.prepare_worktree("slot-1", &w1, "ralph/1.1", &base)
+            .unwrap();
+        assert_eq!(
+            g.resolve_branch_at_head(&w1).unwrap().as_deref(),
+            Some("ralph/1.1")
+        );
+    }
+
+    #[test]
+    fn worktree_leftover_dir_without_admin_is_replaced() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-1");
+        write(&wt, "junk", "j");
+        g.prepare_worktree("slot-1", &wt, "ralph/1.1", &base)
+            .unwrap();
+        assert!(!wt.join("junk").exists());
+        assert_eq!(
+            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
+            Some("ralph/1.1")
+        );
+    }
+
+    #[test]
+    fn worktree_stale_locks_are_cleared() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
+            .unwrap();
+        let admin = g.git_dir.join("worktrees/slot-0");
+        for f in ["index.lock", "HEAD.lock"] {
+            std::fs::write(admin.join(f), "").unwrap();
+        }
+        std::fs::write(admin.join("locked"), "killed\n").unwrap();
+        assert!(g.list_worktrees().unwrap()[0].locked);
+        write(&wt, "a.txt", "dirty\n");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.2", &base)
+            .unwrap();
+        for f in ["index.lock", "HEAD.lock", "locked"] {
+            assert!(!admin.join(f).exists(), "{f} left behind");
+        }
+        assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
+        assert_eq!(
+            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
+            Some("ralph/1.2")
+        );
+        assert!(!g.list_worktrees().unwrap()[0].locked);
+    }
+
+    #[test]
+    fn worktree_refuses_branch_checked_out_elsewhere() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let w0 = wt_path(&g, "slot-0");
+        let w1 = wt_path(&g, "slot-1");
+        g.prepare_worktree("slot-0", &w0, "ralph/1.1", &base)
+            .unwrap();
+        g.prepare_worktree("slot-1", &w1, "ralph/1.2", &base)
+            .unwrap();
+        assert!(g
+            .prepare_worktree("slot-1", &w1, "ralph/1.1", &base)
+            .is_err());
+        assert!(g
+            .prepare_worktree("slot-2", &wt_path(&g, "slot-2"), "main", &base)
+            .is_err());
+        assert!(g
+            .prepare_worktree("a/b", &wt_path(&g, "x"), "ralph/9", &base)
+            .is_err());
+        assert!(g
+            .prepare_worktree("slot-3", &g.workdir.clone(), "ralph/9", &base)
+            .is_err());
+        // Nothing was disturbed by the refusals.
+        assert_eq!(
+            g.resolve_branch_at_head(&w1).unwrap().as_deref(),
+            Some("ralph/1.2")
+        );
+        assert!(!wt_path(&g, "slot-2").exists());
+    }
+
+    #[test]
+    fn checkout_detached_in_worktree() {
+        let (tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        write(tmp.path(), "c.txt", "c\n");
+        let next = commit_all(tmp.path(), "c");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
+            .unwrap();
+        write(&wt, "target/keep", "k");
+        write(&wt, "stray", "s");
+        g.checkout_detached(&wt, &next).unwrap();
+        assert_eq!(g.resolve_branch_at_head(&wt).unwrap(), None);
+        assert_eq!(
+            g.head_commit_of_worktree(&wt).unwrap().as_deref(),
+            Some(next.as_str())
+        );
+        assert_eq!(read(&wt, "c.txt"), "c\n");
+        assert!(wt.join("target/keep").exists());
+        assert!(!wt.join("stray").exists());
+        assert_eq!(porcelain(&wt), "");
+        assert_eq!(tip_of(&g, "ralph/1.1"), base);
+        // The main checkout is never a target for a forced checkout.
+        assert!(g.checkout_detached(&g.workdir.clone(), &base).is_err());
+    }
+
+    /// `main` gets `c.txt`; `ralph/1.1` (from the old tip) adds `b.txt`.
+    fn diverged() -> (tempfile::TempDir, Git, String, String) {
+        let (tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let dir = tmp.path();
+        git(dir, &["checkout", "-q", "-b", "ralph/1.1"]);
+        write(dir, "b.txt", "b\n");
+        commit_all(dir, "story work");
+        git(dir, &["checkout", "-q", "main"]);
+        write(dir, "c.txt", "c\n");
+        let main_tip = commit_all(dir, "other");
+        (tmp, g, base, main_tip)
+    }
+
+    #[test]
+    fn merge_story_builds_two_parent_commit_with_edit() {
+        let (tmp, g, _base, main_tip) = diverged();
+        let story_tip = tip_of(&g, "ralph/1.1");
+        let paths = vec![
+            SPEC.to_string(),
+            "specs/missing.md".to_string(),
+            SPEC.to_string(),
+            "specs".to_string(),
+        ];
+        let out = g
+            .merge_story("main", "ralph/1.1", "merge: story 1.1", &paths, &mark_done)
+            .unwrap();
+        let MergeOutcome::Merged { commit, base } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(base, main_tip);
+        let dir = tmp.path();
+        let parents = git(dir, &["rev-list", "--parents", "-n1", &commit]);
+        assert_eq!(
+            parents.split_whitespace().collect::<Vec<_>>(),
+            vec![&commit, &main_tip, &story_tip]
+        );
+        assert_eq!(
+            git(dir, &["log", "-1", "--format=%s|%an|%ae", &commit]).trim(),
+            "merge: story 1.1|Test|test@example.com"
+        );
+        assert_eq!(
+            git(dir, &["show", &format!("{commit}:{SPEC}")]),
+            "---\nid: 1.1\nstatus: done\n---\nDo x.\n"
+        );
+        assert_eq!(git(dir, &["show", &format!("{commit}:b.txt")]), "b\n");
+        assert_eq!(git(dir, &["show", &format!("{commit}:c.txt")]), "c\n");
+        assert_eq!(
+            git(dir, &["show", &format!("{commit}:a.txt")]),
+            "one\ntwo\nthree\n"
+        );
+        // Only the spec differs from a plain merge of the two sides.
+        assert_eq!(
+            git(dir, &["diff", "--name-only", &story_tip, &commit]).trim(),
+            format!("c.txt\n{SPEC}")
+        );
+        // No ref moved.
+        assert_eq!(tip_of(&g, "main"), main_tip);
+        assert_eq!(tip_of(&g, "ralph/1.1"), story_tip);
+        assert_eq!(porcelain(dir), "");
+    }
+
+    #[test]
+    fn merge_story_without_own_commits_is_single_parent() {
+        let (tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        g.ensure_branch("ralph/1.1", &base).unwrap();
+        write(tmp.path(), "c.txt", "c\n");
+        let main_tip = commit_all(tmp.path(), "c");
+        let out = g
+            .merge_story(
+                "main",
+                "ralph/1.1",
+                "merge: story 1.1",
+                &[SPEC.to_string()],
+                &mark_done,
+            )
+            .unwrap();
+        let MergeOutcome::Merged { commit, base } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(base, main_tip);
+        let parents = git(tmp.path(), &["rev-list", "--parents", "-n1", &commit]);
+        assert_eq!(
+            parents.split_whitespace().collect::<Vec<_>>(),
+            vec![&commit, &main_tip]
+        );
+        assert!(git(tmp.path(), &["show", &format!("{commit}:{SPEC}")]).contains("status: done"));
+    }
+
+    #[test]
+    fn merge_story_fast_forwardable_still_merges() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        let main_tip = tip_of(&g, "main");
+        git(dir, &["checkout", "-q", "-b", "ralph/1.1"]);
+        write(dir, "b.txt", "b\n");
+        let story = commit_all(dir, "b");
+        git(dir, &["checkout", "-q", "main"]);
+        let out = g
+            .merge_story("main", "ralph/1.1", "merge: story 1.1", &[], &|_, _| None)
+            .unwrap();
+        let MergeOutcome::Merged { commit, .. } = out else {
+            panic!("{out:?}")
+        };
+        let parents = git(dir, &["rev-list", "--parents", "-n1", &commit]);
+        assert_eq!(
+            parents.split_whitespace().collect::<Vec<_>>(),
+            vec![&commit, &main_tip, &story]
+        );
+    }
+
+    #[test]
+    fn merge_story_conflict_writes_nothing() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        git(dir, &["checkout", "-q", "-b", "ralph/1.1"]);
+        write(dir, "a.txt", "one\nTWO story\nthree\n");
+        let story = commit_all(dir, "story");
+        git(dir, &["checkout", "-q", "main"]);
+        write(dir, "a.txt", "one\nTWO main\nthree\n");
+        let main_tip = commit_all(dir, "main");
+        let refs_before = git(dir, &["for-each-ref"]);
+        let out = g
+            .merge_story(
+                "main",
+                "ralph/1.1",
+                "merge: story 1.1",
+                &[SPEC.to_string()],
+                &mark_done,
+            )
+            .unwrap();
+        assert_eq!(
+            out,
+            MergeOutcome::Conflict {
+                paths: vec!["a.txt".to_string()]
+            }
+        );
+        assert_eq!(tip_of(&g, "main"), main_tip);
+        assert_eq!(tip_of(&g, "ralph/1.1"), story);
+        assert_eq!(git(dir, &["for-each-ref"]), refs_before);
+        assert_eq!(porcelain(dir), "");
+        assert!(g
+            .merge_story("main", "missing", "m", &[], &mark_done)
+            .is_err());
+    }
+
+    fn merged(g: &Git) -> (String, String) {
+        let out = g
+            .merge_story(
+                "main",
+                "ralph/1.1",
+                "merge: story 1.1",
+                &[SPEC.to_string()],
+                &mark_done,
+            )
+            .unwrap();
+        match out {
+            MergeOutcome::Merged { commit, base } => (commit, base),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn land_updates_clean_main_checkout() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        write(dir, "target/out", "o");
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        assert_eq!(tip_of(&g, "main"), commit);
+        assert_eq!(porcelain(dir), "");
+        assert_eq!(read(dir, "b.txt"), "b\n");
+        assert!(read(dir, SPEC).contains("status: done"));
+        assert_eq!(g.head_branch().unwrap().as_deref(), Some("main"));
+    }
+
+    #[test]
+    fn land_keeps_unrelated_local_edits() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        write(dir, "README", "my notes\n");
+        write(dir, "c.txt", "staged\n");
+        git(dir, &["add", "c.txt"]);
+        write(dir, "scratch", "untracked\n");
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        assert_eq!(read(dir, "README"), "my notes\n");
+        assert_eq!(read(dir, "scratch"), "untracked\n");
+        assert_eq!(read(dir, "b.txt"), "b\n");
+        let mut status: Vec<String> = porcelain(dir).lines().map(str::to_string).collect();
+        status.sort();
+        assert_eq!(status, vec![" M README", "?? scratch", "M  c.txt"]);
+        assert_eq!(
+            g.dirty_tracked_files(&|_| false).unwrap(),
+            vec!["README", "c.txt"]
+        );
+    }
+
+    #[test]
+    fn land_blocked_by_local_edit_to_merged_file() {
+        let (tmp, g, _, main_tip) = diverged();
+        let dir = tmp.path();
+        write(dir, SPEC, "my own edit\n");
+        let (commit, base) = merged(&g);
+        let out = g.land("main", &base, &commit).unwrap();
+        assert_eq!(
+            out,
+            LandOutcome::CheckoutBlocked {
+                paths: vec![SPEC.to_string()]
+            }
+        );
+        assert_eq!(tip_of(&g, "main"), main_tip);
+        assert_eq!(read(dir, SPEC), "my own edit\n");
+        assert!(!dir.join("b.txt").exists());
+        assert_eq!(porcelain(dir), format!(" M {SPEC}\n"));
+    }
+
+    #[test]
+    fn land_blocked_by_untracked_file_in_the_way() {
+        let (tmp, g, _, main_tip) = diverged();
+        let dir = tmp.path();
+        write(dir, "b.txt", "mine\n");
+        let (commit, base) = merged(&g);
+        let out = g.land("main", &base, &commit).unwrap();
+        assert_eq!(
+            out,
+            LandOutcome::CheckoutBlocked {
+                paths: vec!["b.txt".to_string()]
+            }
+        );
+        assert_eq!(tip_of(&g, "main"), main_tip);
+        assert_eq!(read(dir, "b.txt"), "mine\n");
+    }
+
+    #[test]
+    fn land_reports_target_moved() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        write(dir, "d.txt", "d\n");
+        let moved = commit_all(dir, "user commit");
+        assert_eq!(
+            g.land("main", &base, &commit).unwrap(),
+            LandOutcome::TargetMoved { now: moved.clone() }
+        );
+        assert_eq!(tip_of(&g, "main"), moved);
+        assert_eq!(porcelain(dir), "");
+    }
+
+    #[test]
+    fn land_when_target_not_checked_out_moves_only_the_ref() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        git(dir, &["checkout", "-q", "-b", "elsewhere"]);
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        assert_eq!(tip_of(&g, "main"), commit);
+        assert!(!dir.join("b.txt").exists());
+        assert_eq!(porcelain(dir), "");
+    }
+
+    #[test]
+    fn land_refuses_during_a_merge_in_progress() {
+        let (tmp, g, _, main_tip) = diverged();
+        let (commit, base) = merged(&g);
+        std::fs::write(tmp.path().join(".git/MERGE_HEAD"), format!("{main_tip}\n")).unwrap();
+        assert!(matches!(
+            g.land("main", &base, &commit),
+            Err(GitError::Other(_))
+        ));
+        assert_eq!(tip_of(&g, "main"), main_tip);
+    }
+
+    #[test]
+    fn landed_stories_first_parent_oldest_first_deduped() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        let empty = |msg: &str| {
+            git(dir, &["commit", "-q", "--allow-empty", "-m", msg]);
+            git(dir, &["rev-parse", "HEAD"]).trim().to_string()
+        };
+        let first = empty("merge: story 1.1");
+        empty("merge: story 1.2 extra words");
+        empty("merge: story");
+        empty("feat: merge: story 9.9");
+        let second = empty("merge: story 2.1\n\nbody");
+        empty("merge: story 1.1");
+        // A landing subject reachable only through a second parent is not one.
+        git(dir, &["checkout", "-q", "-b", "side"]);
+        empty("merge: story 7.7");
+        git(dir, &["checkout", "-q", "main"]);
+        git(dir, &["merge", "-q", "--no-ff", "-m", "merge side", "side"]);
+        let got = g.landed_stories("main").unwrap();
+        let ids: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, vec!["1.1", "1.2 extra words", "2.1"]);
+        assert_eq!(got[0].1, first);
+        assert_eq!(got[2].1, second);
+        assert!(g.landed_stories("missing").unwrap().is_empty());
+        let subjects = g.commit_subjects("main", 2).unwrap();
+        assert_eq!(subjects, vec!["merge side", "merge: story 1.1"]);
+    }
+
+    #[test]
+    fn dirty_tracked_files_honours_ignore() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        assert!(g.dirty_tracked_files(&|_| false).unwrap().is_empty());
+        write(dir, "a.txt", "changed\n");
+        write(dir, SPEC, "changed\n");
+        std::fs::remove_file(dir.join("README")).unwrap();
+        write(dir, "new.txt", "n\n");
+        git(dir, &["add", "new.txt"]);
+        write(dir, "untracked", "u\n");
+        write(dir, "target/x", "ignored\n");
+        let all = g.dirty_tracked_files(&|_| false).unwrap();
+        assert_eq!(all, vec!["README", "a.txt", "new.txt", SPEC]);
+        let some = g.dirty_tracked_files(&|p| p.starts_with("specs/")).unwrap();
+        assert_eq!(some, vec!["README", "a.txt", "new.txt"]);
+    }
+
+    #[test]
+    fn list_worktrees_sees_broken_admin_dir() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
+            .unwrap();
+        let ghost = g.git_dir.join("worktrees/ghost");
+        std::fs::create_dir_all(&ghost).unwrap();
+        std::fs::write(ghost.join("gitdir"), "/nowhere/ghost/.git\n").unwrap();
+        std::fs::create_dir_all(g.git_dir.join("worktrees/empty")).unwrap();
+        let listed = g.list_worktrees().unwrap();
+        let names: Vec<&str> = listed.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, vec!["empty", "ghost", "slot-0"]);
+        assert!(listed[0].prunable);
+        assert_eq!(listed[1].path, PathBuf::from("/nowhere/ghost"));
+        assert!(listed[1].prunable);
+        assert!(!listed[2].prunable);
+        assert!(!listed[2].locked);
+        g.remove_worktree("ghost", Path::new("/nowhere/ghost"))
+            .unwrap();
+        g.remove_worktree("empty", &wt_path(&g, "empty")).unwrap();
+        assert_eq!(g.list_worktrees().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn remove_worktree_is_idempotent() {
+        let (tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
+            .unwrap();
+        write(&wt, "target/x", "x");
+        let admin = g.git_dir.join("worktrees/slot-0");
+        std::fs::write(admin.join("locked"), "x").unwrap();
+        std::fs::write(admin.join("index.lock"), "").unwrap();
+        g.remove_worktree("slot-0", &wt).unwrap();
+        assert!(!wt.exists());
+        assert!(!admin.exists());
+        assert!(g.list_worktrees().unwrap().is_empty());
+        g.remove_worktree("slot-0", &wt).unwrap();
+        // The branch survives and can now be deleted.
+        g.delete_branch("ralph/1.1").unwrap();
+        assert!(
+            git(tmp.path(), &["worktree", "list", "--porcelain"])
+                .lines()
+                .filter(|l| l.starts_with("worktree "))
+                .count()
+                == 1
+        );
+        assert!(g.remove_worktree("..", &wt).is_err());
+        assert!(g.remove_worktree("x", &g.workdir.clone()).is_err());
+        assert!(g.workdir.join("a.txt").exists());
+    }
+
+    #[test]
+    fn exclude_appends_missing_patterns_once() {
+        let (tmp, g) = fixture();
+        let file = g.git_dir.join("info/exclude");
+        std::fs::write(&file, "# comment\n.ralph/state.json").unwrap();
+        g.exclude(&[
+            ".ralph/state.json",
+            ".ralph/worktrees/",
+            ".ralph/worktrees/",
+        ])
+        .unwrap();
+        g.exclude(&[".ralph/worktrees/", "progress.txt"]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "# comment\n.ralph/state.json\n.ralph/worktrees/\nprogress.txt\n"
+        );
+        write(tmp.path(), "progress.txt", "p");
+        assert_eq!(porcelain(tmp.path()), "");
+        std::fs::remove_dir_all(g.git_dir.join("info")).unwrap();
+        g.exclude(&["x"]).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n");
     }
 }

@@ -1,0 +1,204 @@
+//! One agent attempt as data: the command line, the environment and the
+//! verdict (SPEC 4.2–4.4). Pure; `process` runs it and `engine` acts on it.
+
+use crate::config::{Config, DEFAULT_AGENT_FLAGS};
+use crate::process::{AttemptExit, StopReason};
+use crate::signals::Summary;
+
+/// Program and arguments of the agent. The prompt goes to stdin, never argv.
+pub fn command_line(config: &Config) -> (String, Vec<String>) {
+    let args = match &config.agent_flags {
+        Some(f) => f.clone(),
+        None => DEFAULT_AGENT_FLAGS.iter().map(|s| s.to_string()).collect(),
+    };
+    (config.agent_command.clone(), args)
+}
+
+/// Variables removed from the agent's environment: a nested Claude Code
+/// refuses to start when it sees it is inside another one.
+pub const ENV_REMOVE: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
+
+/// `post_story`'s `RALPH_RESULT` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultKind {
+    Done,
+    Fail,
+    Timeout,
+    Error,
+    NoSignal,
+}
+
+impl ResultKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultKind::Done => "done",
+            ResultKind::Fail => "fail",
+            ResultKind::Timeout => "timeout",
+            ResultKind::Error => "error",
+            ResultKind::NoSignal => "no_signal",
+        }
+    }
+}
+
+/// What the engine does with a finished attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// DONE for this story: land it.
+    Done,
+    /// No DONE but commits: land it only through required validation.
+    Tentative,
+    /// A failed attempt, counted against the retry budget.
+    Failed { reason: String, kind: ResultKind },
+    /// Usage or rate limit: not the story's fault; pause and redo.
+    RateLimited { resets_at: Option<u64> },
+    /// Stopped by Ctrl-C: not counted.
+    Interrupted,
+    /// Claude Code refused to run as root without IS_SANDBOX=1: retrying is futile.
+    RootRefusal,
+}
+
+impl Verdict {
+    pub fn kind(&self) -> ResultKind {
+        match self {
+            Verdict::Done | Verdict::Tentative => ResultKind::Done,
+            Verdict::Failed { kind, .. } => *kind,
+            Verdict::RateLimited { .. } | Verdict::RootRefusal => ResultKind::Error,
+            Verdict::Interrupted => ResultKind::Timeout,
+        }
+    }
+}
+
+/// Applies the outcome rules of SPEC 4.4, in order.
+pub fn classify(
+    id: &str,
+    exit: &AttemptExit,
+    summary: &Summary,
+    commits: usize,
+    timeout_secs: u64,
+    has_required_validation: bool,
+) -> Verdict {
+    match exit.stopped {
+        Some(StopReason::Interrupted) => return Verdict::Interrupted,
+        Some(StopReason::Timeout) => {
+            return Verdict::Failed {
+                reason: format!("Timeout after {timeout_secs}s"),
+                kind: ResultKind::Timeout,
+            }
+        }
+        None => {}
+    }
+    if summary.root_refusal {
+        return Verdict::RootRefusal;
+    }
+    let done_here = summary.signals.done.as_deref() == Some(id);
+    if let Some(resets_at) = summary.rate_limited {
+        if !done_here || exit.code != Some(0) {
+            return Verdict::RateLimited { resets_at };
+        }
+    }
+    if exit.code != Some(0) {
+        let reason = match (exit.code, exit.signal) {
+            (_, Some(sig)) => format!("Killed by signal {sig}"),
+            (Some(c), _) => format!("Exit code {c}"),
+            (None, None) => "Exit status unknown".to_string(),
+        };
+        return Verdict::Failed { reason: with_detail(reason, summary), kind: ResultKind::Error };
+    }
+    if summary.is_error {
+        return Verdict::Failed {
+            reason: with_detail("Agent reported an error".to_string(), summary),
+            kind: ResultKind::Error,
+        };
+    }
+    if done_here {
+        return Verdict::Done;
+    }
+    if let Some(other) = &summary.signals.done {
+        return Verdict::Failed {
+            reason: format!("Mismatched DONE signal: DONE {other}, expected {id}"),
+            kind: ResultKind::Fail,
+        };
+    }
+    if let Some((_, reason)) = &summary.signals.fail {
+        return Verdict::Failed { reason: reason.clone(), kind: ResultKind::Fail };
+    }
+    if commits > 0 && has_required_validation {
+        return Verdict::Tentative;
+    }
+    Verdict::Failed {
+        reason: "No completion signal in output".to_string(),
+        kind: ResultKind::NoSignal,
+    }
+}
+
+fn with_detail(reason: String, summary: &Summary) -> String {
+    let detail = if !summary.result_text.trim().is_empty() {
+        summary.result_text.trim()
+    } else {
+        summary.last_line.trim()
+    };
+    if detail.is_empty() {
+        reason
+    } else {
+        let short: String = detail.chars().take(200).collect();
+        format!("{reason}: {short}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signals::Signals;
+    use std::time::Duration;
+
+    fn exit(code: i32) -> AttemptExit {
+        AttemptExit { code: Some(code), signal: None, stopped: None, duration: Duration::ZERO, swept: 0 }
+    }
+
+    fn summary(done: Option<&str>, fail: Option<(&str, &str)>) -> Summary {
+        Summary {
+            signals: Signals {
+                done: done.map(str::to_string),
+                fail: fail.map(|(a, b)| (a.to_string(), b.to_string())),
+                learnings: vec![],
+            },
+            ..Summary::default()
+        }
+    }
+
+    #[test]
+    fn outcome_table() {
+        let ok = exit(0);
+        assert_eq!(classify("1.1", &ok, &summary(Some("1.1"), None), 0, 9, false), Verdict::Done);
+        assert!(matches!(
+            classify("1.1", &ok, &summary(Some("1.2"), None), 1, 9, true),
+            Verdict::Failed { kind: ResultKind::Fail, .. }
+        ));
+        assert_eq!(classify("1.1", &ok, &summary(None, None), 1, 9, true), Verdict::Tentative);
+        assert!(matches!(
+            classify("1.1", &ok, &summary(None, None), 1, 9, false),
+            Verdict::Failed { kind: ResultKind::NoSignal, .. }
+        ));
+        assert!(matches!(
+            classify("1.1", &exit(1), &summary(Some("1.1"), None), 1, 9, false),
+            Verdict::Failed { kind: ResultKind::Error, .. }
+        ));
+        let mut err = summary(Some("1.1"), None);
+        err.is_error = true;
+        assert!(matches!(classify("1.1", &ok, &err, 0, 9, false), Verdict::Failed { .. }));
+        assert_eq!(
+            classify("1.1", &ok, &summary(None, Some(("1.1", "tests red"))), 0, 9, false),
+            Verdict::Failed { reason: "tests red".into(), kind: ResultKind::Fail }
+        );
+    }
+
+    #[test]
+    fn a_signalled_attempt_is_a_timeout_whatever_it_printed() {
+        let mut e = exit(0);
+        e.stopped = Some(StopReason::Timeout);
+        assert!(matches!(
+            classify("1.1", &e, &summary(Some("1.1"), None), 3, 7, true),
+            Verdict::Failed { kind: ResultKind::Timeout, ref reason } if reason == "Timeout after 7s"
+        ));
+    }
+}

@@ -1,0 +1,125 @@
+//! Dispatch decisions (SPEC 3.5, issue "parallel engine"): which ready story
+//! starts next, and what a failure blocks. Pure: the engine feeds it status
+//! changes and asks it questions.
+
+use crate::dag::Dag;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Node {
+    /// Selected and not started (or sent back to the queue).
+    Pending,
+    Running,
+    /// Finished; waiting for or inside the merge queue.
+    Landing,
+    Done,
+    /// Failed for good: a person is needed.
+    Failed,
+    /// Downstream of a failed story.
+    Blocked,
+    /// Not selected for this run (`-s`, `-r`): counts as satisfied.
+    Excluded,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    pub nodes: Vec<Node>,
+    waits: Vec<Vec<usize>>,
+    dependents: Vec<Vec<usize>>,
+    /// Higher starts first; ties go to the earlier story in file order.
+    priority: Vec<u64>,
+}
+
+/// Weight of a story for critical-path ordering, from its `estimation`.
+pub fn estimation_weight(estimation: Option<&str>) -> u64 {
+    match estimation.map(|e| e.trim().to_ascii_lowercase()) {
+        Some(e) if e == "small" || e == "s" => 1,
+        Some(e) if e == "large" || e == "l" => 5,
+        _ => 2,
+    }
+}
+
+impl Scheduler {
+    /// `weights`: `None` for file order (sequential mode), otherwise the
+    /// per-story weights whose heaviest downstream chain sets priority.
+    pub fn new(dag: &Dag, initial: Vec<Node>, weights: Option<&[u64]>) -> Scheduler {
+        let n = dag.len();
+        let waits = (0..n).map(|i| dag.waits_for(i)).collect();
+        let dependents = (0..n).map(|i| dag.dependents(i)).collect();
+        let priority = match weights {
+            Some(w) => dag.critical_path(w),
+            None => vec![0; n],
+        };
+        let mut s = Scheduler { nodes: initial, waits, dependents, priority };
+        for i in 0..n {
+            if s.nodes[i] == Node::Failed {
+                s.block_downstream(i);
+            }
+        }
+        s
+    }
+
+    fn satisfied(&self, i: usize) -> bool {
+        matches!(self.nodes[i], Node::Done | Node::Excluded)
+    }
+
+    pub fn is_ready(&self, i: usize) -> bool {
+        self.nodes[i] == Node::Pending && self.waits[i].iter().all(|&w| self.satisfied(w))
+    }
+
+    /// Ready stories, best first.
+    pub fn ready(&self) -> Vec<usize> {
+        let mut r: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.is_ready(i)).collect();
+        r.sort_by(|&a, &b| self.priority[b].cmp(&self.priority[a]).then(a.cmp(&b)));
+        r
+    }
+
+    /// The next story to start, if any is ready.
+    pub fn next(&self) -> Option<usize> {
+        self.ready().into_iter().next()
+    }
+
+    pub fn set(&mut self, i: usize, node: Node) {
+        self.nodes[i] = node;
+    }
+
+    /// Marks `i` failed for good; returns the stories this newly blocks.
+    pub fn fail(&mut self, i: usize) -> Vec<usize> {
+        self.nodes[i] = Node::Failed;
+        self.block_downstream(i)
+    }
+
+    fn block_downstream(&mut self, i: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut stack = self.dependents[i].clone();
+        while let Some(d) = stack.pop() {
+            if self.nodes[d] == Node::Pending {
+                self.nodes[d] = Node::Blocked;
+                out.push(d);
+                stack.extend(self.dependents[d].iter().copied());
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    pub fn count(&self, node: Node) -> usize {
+        self.nodes.iter().filter(|&&n| n == node).count()
+    }
+
+    /// True when nothing can make progress any more.
+    pub fn finished(&self) -> bool {
+        !self.nodes.iter().any(|n| matches!(n, Node::Running | Node::Landing)) && self.next().is_none()
+    }
+
+    /// Pending stories that can never become ready (a wait is failed/blocked).
+    pub fn stuck(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i] == Node::Pending && !self.is_ready(i))
+            .collect()
+    }
+
+    /// Stories whose every wait is satisfied by `i` landing (for latency stats).
+    pub fn unlocked_by(&self, i: usize) -> Vec<usize> {
+        self.dependents[i].iter().copied().filter(|&d| self.is_ready(d)).collect()
+    }
+}

@@ -1,0 +1,389 @@
+//! `.ralph/state.json` (SPEC 3.8): the model and its transitions. Pure: the
+//! store module reads and writes it.
+//!
+//! The bash tool's keys are kept so its users can still read the file; the
+//! per-story records are ours. `attempts` counts only *failed* attempts (the
+//! retry budget); an attempt interrupted by a crash or Ctrl-C is not counted.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::signals::Usage;
+
+pub const FORMAT_VERSION: u32 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    #[default]
+    Pending,
+    Running,
+    Landing,
+    Done,
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Landing => "landing",
+            Status::Done => "done",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// One finished attempt, kept for `status` and cost reporting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct AttemptRecord {
+    pub number: u32,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub duration_secs: f64,
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub cost_usd: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_ref: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StoryRecord {
+    #[serde(default)]
+    pub status: Status,
+    /// Failed attempts counted against `loop.max_retries`.
+    #[serde(default)]
+    pub attempts: u32,
+    /// Every attempt ever started (numbers the log files).
+    #[serde(default)]
+    pub attempts_started: u32,
+    /// Landings that hit a merge conflict and sent the story back.
+    #[serde(default)]
+    pub conflicts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed_commit: Option<String>,
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub cost_usd: f64,
+    #[serde(default)]
+    pub duration_secs: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<AttemptRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    #[serde(default)]
+    pub format_version: u32,
+    #[serde(default)]
+    pub completed_stories: Vec<String>,
+    #[serde(default)]
+    pub current_story: Option<String>,
+    #[serde(default)]
+    pub retry_count: u64,
+    #[serde(default)]
+    pub absorbed_stories: Map<String, Value>,
+    #[serde(default)]
+    pub merged_stories: Vec<String>,
+    #[serde(default)]
+    pub decomposed_stories: Map<String, Value>,
+    #[serde(default)]
+    pub pipeline_iteration: u64,
+    #[serde(default)]
+    pub stories: BTreeMap<String, StoryRecord>,
+    /// Keys we do not know are kept as they were.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            format_version: FORMAT_VERSION,
+            completed_stories: Vec::new(),
+            current_story: None,
+            retry_count: 0,
+            absorbed_stories: Map::new(),
+            merged_stories: Vec::new(),
+            decomposed_stories: Map::new(),
+            pipeline_iteration: 0,
+            stories: BTreeMap::new(),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// What happened to a story after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    Retry,
+    FailedForGood,
+}
+
+impl State {
+    /// Parses any version of the file, upgrading it in memory.
+    pub fn from_json(text: &str) -> Result<State, serde_json::Error> {
+        let mut st: State = serde_json::from_str(text)?;
+        st.upgrade();
+        Ok(st)
+    }
+
+    /// Brings an older file up to the current format: records for completed
+    /// stories, the version number.
+    pub fn upgrade(&mut self) {
+        dedup_in_place(&mut self.completed_stories);
+        for id in self.completed_stories.clone() {
+            let rec = self.stories.entry(id).or_default();
+            rec.status = Status::Done;
+        }
+        self.format_version = FORMAT_VERSION;
+    }
+
+    /// A state seeded from `progress.txt`'s `[DONE] Story <id>` lines.
+    pub fn bootstrap_from_progress(progress: &str) -> State {
+        let mut st = State::default();
+        for line in progress.lines() {
+            if let Some(rest) = line.strip_prefix("[DONE] Story ") {
+                let id = rest.split_whitespace().next().unwrap_or("");
+                if !id.is_empty() {
+                    st.completed_stories.push(id.to_string());
+                }
+            }
+        }
+        st.upgrade();
+        st
+    }
+
+    pub fn record(&self, id: &str) -> Option<&StoryRecord> {
+        self.stories.get(id)
+    }
+
+    pub fn status(&self, id: &str) -> Status {
+        self.stories.get(id).map(|r| r.status).unwrap_or_default()
+    }
+
+    pub fn is_done(&self, id: &str) -> bool {
+        self.status(id) == Status::Done
+    }
+
+    fn rec(&mut self, id: &str) -> &mut StoryRecord {
+        self.stories.entry(id.to_string()).or_default()
+    }
+
+    /// Marks the start of an attempt; returns its number (1-based).
+    pub fn start_attempt(&mut self, id: &str) -> u32 {
+        self.current_story = Some(id.to_string());
+        let r = self.rec(id);
+        r.status = Status::Running;
+        r.attempts_started += 1;
+        r.attempts_started
+    }
+
+    /// Adds one attempt's cost and time to the story's totals.
+    pub fn add_usage(&mut self, id: &str, usage: Usage, cost: f64, secs: f64) {
+        let r = self.rec(id);
+        r.usage.input_tokens += usage.input_tokens;
+        r.usage.output_tokens += usage.output_tokens;
+        r.usage.cache_creation_input_tokens += usage.cache_creation_input_tokens;
+        r.usage.cache_read_input_tokens += usage.cache_read_input_tokens;
+        r.cost_usd += cost;
+        r.duration_secs += secs;
+    }
+
+    pub fn push_history(&mut self, id: &str, rec: AttemptRecord) {
+        let r = self.rec(id);
+        r.history.push(rec);
+        // Bounded so a story retried for weeks cannot bloat the file.
+        if r.history.len() > 50 {
+            let excess = r.history.len() - 50;
+            r.history.drain(..excess);
+        }
+    }
+
+    /// Records a failed attempt and decides whether the story gets another.
+    pub fn fail_attempt(&mut self, id: &str, reason: &str, max_retries: u32) -> AfterFailure {
+        let r = self.rec(id);
+        r.attempts += 1;
+        r.last_error = Some(reason.to_string());
+        let after = if r.attempts >= max_retries {
+            r.status = Status::Failed;
+            AfterFailure::FailedForGood
+        } else {
+            r.status = Status::Pending;
+            AfterFailure::Retry
+        };
+        let attempts = r.attempts;
+        self.retry_count = u64::from(attempts);
+        self.current_story = Some(id.to_string());
+        after
+    }
+
+    /// An attempt that did not count (interrupted, rate-limited, crashed run).
+    pub fn requeue(&mut self, id: &str) {
+        let r = self.rec(id);
+        if matches!(r.status, Status::Running | Status::Landing) {
+            r.status = Status::Pending;
+        }
+    }
+
+    /// The merge conflicted: back to the queue; returns the conflict count.
+    pub fn conflict(&mut self, id: &str, note: &str) -> u32 {
+        let r = self.rec(id);
+        r.conflicts += 1;
+        r.status = Status::Pending;
+        r.last_error = Some(note.to_string());
+        r.conflicts
+    }
+
+    pub fn begin_landing(&mut self, id: &str) {
+        self.rec(id).status = Status::Landing;
+    }
+
+    /// The story's merge is on the target branch.
+    pub fn mark_done(&mut self, id: &str, commit: Option<&str>) {
+        let r = self.rec(id);
+        r.status = Status::Done;
+        if let Some(c) = commit {
+            r.landed_commit = Some(c.to_string());
+        }
+        r.last_error = None;
+        if !self.completed_stories.iter().any(|c| c == id) {
+            self.completed_stories.push(id.to_string());
+        }
+        if self.current_story.as_deref() == Some(id) {
+            self.current_story = None;
+        }
+        self.retry_count = 0;
+    }
+
+    /// Forgets one story's attempts (`ralph reset ID`).
+    pub fn reset_story(&mut self, id: &str) {
+        self.stories.remove(id);
+        self.completed_stories.retain(|c| c != id);
+        if self.current_story.as_deref() == Some(id) {
+            self.current_story = None;
+            self.retry_count = 0;
+        }
+    }
+
+    /// Stories left running or landing by a previous run go back to pending.
+    pub fn requeue_interrupted(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (id, r) in self.stories.iter_mut() {
+            if matches!(r.status, Status::Running | Status::Landing) {
+                r.status = Status::Pending;
+                out.push(id.clone());
+            }
+        }
+        out
+    }
+
+    pub fn total_usage(&self) -> (Usage, f64) {
+        let mut u = Usage::default();
+        let mut cost = 0.0;
+        for r in self.stories.values() {
+            u.input_tokens += r.usage.input_tokens;
+            u.output_tokens += r.usage.output_tokens;
+            u.cache_creation_input_tokens += r.usage.cache_creation_input_tokens;
+            u.cache_read_input_tokens += r.usage.cache_read_input_tokens;
+            cost += r.cost_usd;
+        }
+        (u, cost)
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("state serialises");
+        s.push('\n');
+        s
+    }
+}
+
+fn dedup_in_place(v: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|x| seen.insert(x.clone()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_file_upgrades_and_keeps_unknown_keys() {
+        let st = State::from_json(
+            r#"{"completed_stories":["1.1","1.1"],"current_story":null,"retry_count":0,"custom":5}"#,
+        )
+        .unwrap();
+        assert_eq!(st.completed_stories, vec!["1.1"]);
+        assert_eq!(st.format_version, FORMAT_VERSION);
+        assert!(st.is_done("1.1"));
+        let out = st.to_json();
+        for key in [
+            "absorbed_stories",
+            "merged_stories",
+            "decomposed_stories",
+            "pipeline_iteration",
+            "format_version",
+            "custom",
+        ] {
+            assert!(out.contains(key), "{key} missing from {out}");
+        }
+        let again = State::from_json(&out).unwrap();
+        assert_eq!(again, st);
+    }
+
+    #[test]
+    fn bootstrap_reads_done_lines_only() {
+        let st = State::bootstrap_from_progress(
+            "[DONE] Story 1.1 - A - ts\n[FAIL] Story 2.1 - x - ts (attempt 1/3)\n[DONE] Story 2.1 - B - ts\n[LEARN] x\n[DONE] Story 1.1 - A - ts\n",
+        );
+        assert_eq!(st.completed_stories, vec!["1.1", "2.1"]);
+    }
+
+    #[test]
+    fn retries_are_per_story() {
+        let mut st = State::default();
+        st.start_attempt("1.1");
+        assert_eq!(st.fail_attempt("1.1", "boom", 2), AfterFailure::Retry);
+        st.start_attempt("1.2");
+        assert_eq!(st.fail_attempt("1.2", "boom", 2), AfterFailure::Retry);
+        st.start_attempt("1.1");
+        assert_eq!(st.fail_attempt("1.1", "boom", 2), AfterFailure::FailedForGood);
+        assert_eq!(st.status("1.1"), Status::Failed);
+        assert_eq!(st.status("1.2"), Status::Pending);
+        assert_eq!(st.record("1.1").unwrap().attempts_started, 2);
+    }
+
+    #[test]
+    fn interrupted_attempts_do_not_count() {
+        let mut st = State::default();
+        st.start_attempt("1.1");
+        assert_eq!(st.requeue_interrupted(), vec!["1.1"]);
+        assert_eq!(st.record("1.1").unwrap().attempts, 0);
+        assert_eq!(st.status("1.1"), Status::Pending);
+    }
+
+    #[test]
+    fn done_resets_legacy_counters() {
+        let mut st = State::default();
+        st.start_attempt("1.1");
+        st.fail_attempt("1.1", "x", 3);
+        st.start_attempt("1.1");
+        st.mark_done("1.1", Some("abc"));
+        st.mark_done("1.1", Some("abc"));
+        assert_eq!(st.completed_stories, vec!["1.1"]);
+        assert_eq!(st.current_story, None);
+        assert_eq!(st.retry_count, 0);
+        st.reset_story("1.1");
+        assert!(!st.is_done("1.1"));
+        assert!(st.completed_stories.is_empty());
+    }
+}

@@ -1,0 +1,200 @@
+//! Files under `.ralph/` that ralph owns: the state file (atomic writes), the
+//! run lock, `progress.txt` and the technical log.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use fs2::FileExt;
+
+use crate::error::Problem;
+use crate::state::State;
+
+pub fn ralph_dir(root: &Path) -> PathBuf {
+    root.join(".ralph")
+}
+
+pub fn state_path(root: &Path) -> PathBuf {
+    ralph_dir(root).join("state.json")
+}
+
+pub fn lock_path(root: &Path) -> PathBuf {
+    ralph_dir(root).join(".lock")
+}
+
+/// Writes `data` to `path` so that a crash leaves either the old or the new
+/// content: temp file in the same directory, fsync, rename, fsync of the dir.
+pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Loads the state: the file (upgraded), else a bootstrap from `progress.txt`,
+/// else empty. A file that is not valid JSON is a problem for the user.
+pub fn load_state(root: &Path) -> Result<State, Problem> {
+    let path = state_path(root);
+    match fs::read_to_string(&path) {
+        Ok(text) if text.trim().is_empty() => Ok(State::default()),
+        Ok(text) => State::from_json(&text).map_err(|e| {
+            Problem::new(
+                ".ralph/state.json",
+                Some(e.line()),
+                format!("not a valid state file ({e}); fix it or run `ralph reset`"),
+            )
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match fs::read_to_string(root.join("progress.txt")) {
+                Ok(p) => Ok(State::bootstrap_from_progress(&p)),
+                Err(_) => Ok(State::default()),
+            }
+        }
+        Err(e) => Err(Problem::new(".ralph/state.json", None, format!("cannot read: {e}"))),
+    }
+}
+
+pub fn save_state(root: &Path, state: &State) -> Result<()> {
+    write_atomic(&state_path(root), state.to_json().as_bytes())
+        .with_context(|| format!("writing {}", state_path(root).display()))
+}
+
+/// The run lock: an OS lock on `.ralph/.lock` held for the whole run. The
+/// file holds our PID for people to read; the OS lock is what counts, so a
+/// holder that died (even by SIGKILL) leaves a lock that is simply free.
+#[derive(Debug)]
+pub struct RunLock {
+    file: File,
+    path: PathBuf,
+}
+
+/// Why the lock could not be taken.
+#[derive(Debug)]
+pub enum LockError {
+    Held { pid: Option<u32> },
+    Io(io::Error),
+}
+
+impl RunLock {
+    pub fn acquire(root: &Path) -> Result<RunLock, LockError> {
+        let path = lock_path(root);
+        fs::create_dir_all(ralph_dir(root)).map_err(LockError::Io)?;
+        // A previous holder unlinks the file when it releases; if we locked a
+        // file that was unlinked meanwhile, our lock protects nothing: retry.
+        for _ in 0..10 {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(LockError::Io)?;
+            if file.try_lock_exclusive().is_err() {
+                let pid = fs::read_to_string(&path).ok().and_then(|s| s.trim().parse().ok());
+                return Err(LockError::Held { pid });
+            }
+            let same = match (file.metadata(), fs::metadata(&path)) {
+                (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+                _ => false,
+            };
+            if !same {
+                continue;
+            }
+            file.set_len(0).map_err(LockError::Io)?;
+            (&file).write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(LockError::Io)?;
+            return Ok(RunLock { file, path });
+        }
+        Err(LockError::Io(io::Error::other("lock file keeps changing")))
+    }
+
+    /// True when some live process holds the lock (read-only commands use it).
+    pub fn is_held(root: &Path) -> bool {
+        let Ok(file) = File::open(lock_path(root)) else { return false };
+        match file.try_lock_shared() {
+            Ok(()) => {
+                let _ = FileExt::unlock(&file);
+                false
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+        let _ = FileExt::unlock(&self.file);
+    }
+}
+
+/// Appends lines to `progress.txt` (the human log, SPEC 3.9).
+pub fn append_progress(root: &Path, line: &str) -> io::Result<()> {
+    let mut f = OpenOptions::new().create(true).append(true).open(root.join("progress.txt"))?;
+    writeln!(f, "{line}")
+}
+
+/// The technical log (`ralph.log` or `-l FILE`).
+#[derive(Debug, Clone)]
+pub struct TechLog {
+    path: Option<PathBuf>,
+}
+
+impl TechLog {
+    pub fn new(path: Option<PathBuf>) -> TechLog {
+        TechLog { path }
+    }
+
+    pub fn line(&self, msg: &str) {
+        let Some(path) = &self.path else { return };
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "[{}] {msg}", crate::timefmt::iso_now());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/state.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
+        let leftovers: Vec<_> = fs::read_dir(dir.path().join("a")).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+    }
+
+    #[test]
+    fn lock_is_exclusive_and_released_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = RunLock::acquire(dir.path()).unwrap();
+        assert!(matches!(RunLock::acquire(dir.path()), Err(LockError::Held { pid: Some(_) })));
+        assert!(RunLock::is_held(dir.path()));
+        drop(a);
+        assert!(!lock_path(dir.path()).exists());
+        assert!(!RunLock::is_held(dir.path()));
+        let _b = RunLock::acquire(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn bad_state_file_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(".ralph")).unwrap();
+        fs::write(state_path(dir.path()), "{ nope").unwrap();
+        let p = load_state(dir.path()).unwrap_err();
+        assert!(p.to_string().contains(".ralph/state.json:1"));
+    }
+}
