@@ -4,6 +4,7 @@
 //! Parsing functions are pure (`parse_*` take text); `load` is the one place that
 //! reads the files, and it collects *every* problem instead of stopping at the first.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
@@ -93,40 +94,955 @@ pub struct Frontmatter {
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
 pub fn check_id(id: &str) -> Result<(), String> {
-    let _ = id;
-    todo!()
+    if id.is_empty() {
+        return Err("is empty".to_string());
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(format!(
+            "is {} characters long; the limit is {MAX_ID_LEN}",
+            id.len()
+        ));
+    }
+    if id.contains("..") {
+        return Err("must not contain '..'".to_string());
+    }
+    if id.starts_with('-') {
+        return Err("must not start with '-'".to_string());
+    }
+    if id.starts_with('.') {
+        return Err("must not start with '.'".to_string());
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "must not contain {c:?}; use only letters, digits, '.', '_' and '-'"
+        ));
+    }
+    // The ID becomes part of a git branch name, and git refuses ref components
+    // that end in '.' or '.lock'.
+    if id.ends_with('.') {
+        return Err("must not end with '.'".to_string());
+    }
+    if id.ends_with(".lock") {
+        return Err("must not end with '.lock'".to_string());
+    }
+    Ok(())
 }
+
+const MAX_ID_LEN: usize = 64;
+const QUEUE_FILE: &str = ".ralph/stories.txt";
+const PRD_FILE: &str = "prd.json";
 
 /// Parses stories.txt text (SPEC 3.2). Problems name `file` and the line.
 pub fn parse_queue(text: &str, file: &Path) -> Result<Queue, Vec<Problem>> {
-    let _ = (text, file);
-    todo!()
+    let (queue, problems) = parse_queue_lenient(text, file);
+    if problems.is_empty() {
+        Ok(queue)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Parses the queue, keeping every well-formed entry alongside the problems so
+/// `load` can go on to check the specs of the good ones.
+fn parse_queue_lenient(text: &str, file: &Path) -> (Queue, Vec<Problem>) {
+    let mut queue = Queue {
+        entries: Vec::new(),
+        sections: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let mut problems = Vec::new();
+    let mut current: Option<usize> = None;
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+
+    for (i, raw) in text.split('\n').enumerate() {
+        let line_no = i + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some(comment) = trimmed.strip_prefix('#') {
+            match batch_label(comment) {
+                BatchLine::NotBatch => {}
+                BatchLine::Label(label) => {
+                    let chain = label == "0";
+                    queue.sections.push(Section { label: Some(label.to_string()), chain });
+                    current = Some(queue.sections.len() - 1);
+                }
+                BatchLine::Malformed => problems.push(Problem::new(
+                    file,
+                    Some(line_no),
+                    format!(
+                        "malformed batch line {trimmed:?}; write `# [batch:N]` with N a number such as 1 or 31.5"
+                    ),
+                )),
+            }
+            continue;
+        }
+        let start = line.trim_start();
+        if let Some(rest) = start.strip_prefix('x') {
+            if rest.starts_with(char::is_whitespace) {
+                let id = unquote(rest.split('|').next().unwrap_or("").trim());
+                if !id.is_empty() {
+                    queue.skipped.push(id.to_string());
+                }
+                continue;
+            }
+        }
+        let (id, title) = match trimmed.split_once('|') {
+            Some((id, title)) => (id.trim(), title.trim()),
+            None => (trimmed, ""),
+        };
+        let id = unquote(id);
+        if let Err(reason) = check_id(id) {
+            problems.push(Problem::new(
+                file,
+                Some(line_no),
+                format!("invalid story ID {id:?}: it {reason}; fix the ID on this line"),
+            ));
+            continue;
+        }
+        if let Some(&first) = seen.get(id) {
+            problems.push(Problem::new(
+                file,
+                Some(line_no),
+                format!(
+                    "story {id} is listed twice (lines {first} and {line_no}); remove one of them"
+                ),
+            ));
+            continue;
+        }
+        seen.insert(id.to_string(), line_no);
+        let section = *current.get_or_insert_with(|| {
+            queue.sections.push(Section {
+                label: None,
+                chain: true,
+            });
+            queue.sections.len() - 1
+        });
+        queue.entries.push(QueueEntry {
+            id: id.to_string(),
+            title: title.to_string(),
+            line: line_no,
+            section,
+        });
+    }
+    (queue, problems)
+}
+
+enum BatchLine<'a> {
+    NotBatch,
+    Label(&'a str),
+    Malformed,
+}
+
+/// Classifies the text after a comment's `#`. Anything that starts like a
+/// batch annotation but does not parse is reported rather than silently
+/// treated as a comment, since that would quietly drop the barrier.
+fn batch_label(comment: &str) -> BatchLine<'_> {
+    let rest = comment.trim_start();
+    let looks_like = rest
+        .get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("[batch"));
+    if !looks_like {
+        return BatchLine::NotBatch;
+    }
+    let Some(inner) = rest.strip_prefix("[batch:") else {
+        return BatchLine::Malformed;
+    };
+    let Some(end) = inner.find(']') else {
+        return BatchLine::Malformed;
+    };
+    let label = &inner[..end];
+    let valid = !label.is_empty()
+        && label
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()));
+    if valid {
+        BatchLine::Label(label)
+    } else {
+        BatchLine::Malformed
+    }
+}
+
+/// `xargs` in the bash tool stripped one level of quotes from IDs.
+fn unquote(s: &str) -> &str {
+    for q in ['"', '\''] {
+        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
+            return &s[1..s.len() - 1];
+        }
+    }
+    s
+}
+
+/// Line-level view of a frontmatter block.
+struct FrontmatterSpan {
+    /// Byte range of the YAML between the fences.
+    yaml: std::ops::Range<usize>,
+    /// Byte offset of the start of the closing fence line.
+    close: usize,
+}
+
+enum FrontmatterFind {
+    None,
+    Found(FrontmatterSpan),
+    Unterminated,
+}
+
+fn is_fence(line: &str) -> bool {
+    line.trim_end() == "---"
+}
+
+fn find_frontmatter(text: &str) -> FrontmatterFind {
+    let mut lines = text.split_inclusive('\n');
+    let Some(first) = lines.next() else {
+        return FrontmatterFind::None;
+    };
+    if !is_fence(first) {
+        return FrontmatterFind::None;
+    }
+    let mut pos = first.len();
+    for line in lines {
+        if is_fence(line) {
+            return FrontmatterFind::Found(FrontmatterSpan {
+                yaml: first.len()..pos,
+                close: pos,
+            });
+        }
+        pos += line.len();
+    }
+    FrontmatterFind::Unterminated
 }
 
 /// Parses optional YAML frontmatter at the top of a spec.
 pub fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, Problem> {
-    let _ = (text, file);
-    todo!()
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let span = match find_frontmatter(text) {
+        FrontmatterFind::None => return Ok(Frontmatter::default()),
+        FrontmatterFind::Unterminated => {
+            return Err(Problem::new(
+                file,
+                Some(1),
+                "the frontmatter opened by '---' on line 1 is never closed; add a '---' line after its last field",
+            ))
+        }
+        FrontmatterFind::Found(span) => span,
+    };
+    let yaml = &text[span.yaml.clone()];
+    // Line 1 is the opening fence, so YAML line n is file line n + 1.
+    let value: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|e| {
+        let line = e.location().map(|l| l.line() + 1);
+        Problem::new(
+            file,
+            line,
+            format!(
+                "invalid YAML in the frontmatter: {}; fix it or remove the frontmatter",
+                shift_yaml_lines(&e.to_string())
+            ),
+        )
+    })?;
+    let map = match value {
+        serde_yaml::Value::Null => return Ok(Frontmatter::default()),
+        serde_yaml::Value::Mapping(m) => m,
+        _ => {
+            return Err(Problem::new(
+                file,
+                Some(2),
+                "the frontmatter must be YAML `key: value` lines",
+            ))
+        }
+    };
+    let field = |key: &str| map.get(key).and_then(|v| scalar_text(v, yaml, key));
+    let mut fm = Frontmatter {
+        id: field("id"),
+        title: field("title"),
+        status: field("status"),
+        estimation: field("estimation"),
+        depends_on: Vec::new(),
+    };
+
+    // +2: the index is 0-based and the opening fence is file line 1.
+    let key_line = key_line(yaml, "depends_on").map(|l| l + 2);
+    let mut bad = Vec::new();
+    match map.get("depends_on") {
+        None | Some(serde_yaml::Value::Null) => {}
+        Some(serde_yaml::Value::Sequence(items)) => {
+            let tokens = depends_on_tokens(yaml);
+            for (i, item) in items.iter().enumerate() {
+                let literal = tokens
+                    .as_ref()
+                    .filter(|t| t.len() == items.len())
+                    .map(|t| t[i].as_str());
+                match entry_id(item, literal) {
+                    Some(id) if !id.is_empty() => fm.depends_on.push(id),
+                    Some(_) => {}
+                    None => bad.push(format!(
+                        "depends_on entry {} is not a story ID; write IDs such as [1.2, \"US-001\"]",
+                        yaml_inline(item)
+                    )),
+                }
+            }
+        }
+        Some(serde_yaml::Value::String(s)) => {
+            fm.depends_on.extend(
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+        }
+        Some(serde_yaml::Value::Number(_)) => {
+            if let Some(id) = raw_scalar(yaml, "depends_on") {
+                fm.depends_on.push(id);
+            }
+        }
+        Some(other) => bad.push(format!(
+            "depends_on must be a list of story IDs such as [1.2, 1.3], got {}",
+            yaml_inline(other)
+        )),
+    }
+    for id in &fm.depends_on {
+        if let Err(reason) = check_id(id) {
+            bad.push(format!(
+                "depends_on entry {id:?} is not a valid story ID: it {reason}"
+            ));
+        }
+    }
+    if !bad.is_empty() {
+        return Err(Problem::new(file, key_line, bad.join("; ")));
+    }
+    Ok(fm)
+}
+
+/// serde_yaml counts lines from the start of the YAML, one line after the
+/// opening fence; users read file lines.
+fn shift_yaml_lines(msg: &str) -> String {
+    let re = regex::Regex::new(r"line (\d+)").expect("constant regex");
+    re.replace_all(msg, |c: &regex::Captures<'_>| {
+        let n: usize = c[1].parse().unwrap_or(0);
+        format!("line {}", n + 1)
+    })
+    .into_owned()
+}
+
+fn yaml_inline(v: &serde_yaml::Value) -> String {
+    serde_yaml::to_string(v)
+        .map(|s| s.trim().replace('\n', " "))
+        .unwrap_or_default()
+}
+
+/// A depends_on entry as an ID string. YAML reads `1.10` as the float 1.1, so
+/// numbers take their literal source text when it is available.
+fn entry_id(item: &serde_yaml::Value, literal: Option<&str>) -> Option<String> {
+    match item {
+        serde_yaml::Value::String(s) => Some(s.trim().to_string()),
+        serde_yaml::Value::Number(n) => Some(match literal {
+            Some(lit) if lit.parse::<f64>().ok() == n.as_f64() => lit.to_string(),
+            _ => n.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// A scalar field as text, with numbers taken from the source (`id: 1.10`).
+fn scalar_text(v: &serde_yaml::Value, yaml: &str, key: &str) -> Option<String> {
+    match v {
+        serde_yaml::Value::String(s) => Some(s.clone()),
+        serde_yaml::Value::Number(n) => Some(
+            raw_scalar(yaml, key)
+                .filter(|lit| lit.parse::<f64>().ok() == n.as_f64())
+                .unwrap_or_else(|| n.to_string()),
+        ),
+        serde_yaml::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// 0-based line of a top-level `key:` in the YAML.
+fn key_line(yaml: &str, key: &str) -> Option<usize> {
+    yaml.lines().position(|l| top_level_value(l, key).is_some())
+}
+
+/// The text after `key:` when `line` is that top-level key.
+fn top_level_value<'l>(line: &'l str, key: &str) -> Option<&'l str> {
+    line.strip_prefix(key)?
+        .trim_start_matches([' ', '\t'])
+        .strip_prefix(':')
+}
+
+fn strip_comment(s: &str) -> &str {
+    // A YAML comment starts with '#' at the start or after whitespace.
+    let bytes = s.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'#' && (i == 0 || bytes[i - 1].is_ascii_whitespace()) {
+            return &s[..i];
+        }
+    }
+    s
+}
+
+/// The literal text of a single-line scalar `key: value`.
+fn raw_scalar(yaml: &str, key: &str) -> Option<String> {
+    let value = yaml.lines().find_map(|l| top_level_value(l, key))?;
+    let value = unquote(strip_comment(value).trim());
+    Some(value.to_string())
+}
+
+/// The literal tokens of `depends_on`, inline (`[1.2, 1.10]`) or as a block
+/// list, in order. `None` when the layout is something this simple scan does
+/// not understand (the caller then falls back to the parsed numbers).
+fn depends_on_tokens(yaml: &str) -> Option<Vec<String>> {
+    let mut lines = yaml
+        .lines()
+        .skip_while(|l| top_level_value(l, "depends_on").is_none());
+    let first = top_level_value(lines.next()?, "depends_on")?;
+    let mut raw = strip_comment(first).to_string();
+    for line in lines {
+        let t = line.trim_start();
+        // The value continues on indented lines and block-list items; the next
+        // top-level key ends it.
+        if !(line.starts_with([' ', '\t'])
+            || t.starts_with('-')
+            || t.is_empty()
+            || t.starts_with('#'))
+        {
+            break;
+        }
+        raw.push('\n');
+        raw.push_str(strip_comment(line));
+    }
+    let mut tokens = Vec::new();
+    for piece in raw.split(['[', ']', ',', '\n']) {
+        let piece = piece.trim();
+        let piece = piece.strip_prefix('-').map_or(piece, |p| {
+            // "- 1.2" is a list item; "-1" alone would be a (bad) ID, keep it.
+            if p.starts_with([' ', '\t']) || p.is_empty() {
+                p.trim()
+            } else {
+                piece
+            }
+        });
+        if !piece.is_empty() {
+            tokens.push(unquote(piece).to_string());
+        }
+    }
+    Some(tokens)
 }
 
 /// Returns `text` with the frontmatter field `field` set to `done` (added to the
 /// frontmatter when missing; a spec without frontmatter gets one). Only the
 /// frontmatter is touched, never the body.
 pub fn set_status_done(text: &str, field: &str) -> String {
-    let _ = (text, field);
-    todo!()
+    let (bom, body) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", text),
+    };
+    let nl = if body.contains("\r\n") { "\r\n" } else { "\n" };
+    let span = match find_frontmatter(body) {
+        FrontmatterFind::Found(span) => span,
+        FrontmatterFind::None | FrontmatterFind::Unterminated => {
+            return format!("{bom}---{nl}{field}: done{nl}---{nl}{body}");
+        }
+    };
+    let mut out = String::with_capacity(text.len() + field.len() + 8);
+    out.push_str(bom);
+    out.push_str(&body[..span.yaml.start]);
+    let mut replaced = false;
+    for line in body[span.yaml.clone()].split_inclusive('\n') {
+        if top_level_value(line, field).is_some() {
+            let ending = if line.ends_with("\r\n") {
+                "\r\n"
+            } else if line.ends_with('\n') {
+                "\n"
+            } else {
+                ""
+            };
+            out.push_str(field);
+            out.push_str(": done");
+            out.push_str(ending);
+            replaced = true;
+        } else {
+            out.push_str(line);
+        }
+    }
+    if !replaced {
+        out.push_str(field);
+        out.push_str(": done");
+        out.push_str(nl);
+    }
+    out.push_str(&body[span.close..]);
+    out
 }
 
 /// Resolves `specs.pattern` for `id` to a glob relative to the root.
 pub fn spec_glob(pattern: &str, id: &str) -> String {
-    let _ = (pattern, id);
-    todo!()
+    let epic = id.split('.').next().unwrap_or(id);
+    pattern.replace("{{epic}}", epic).replace("{{id}}", id)
 }
 
 /// Loads the whole backlog of the project at `root`, reporting every problem.
 pub fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>> {
-    let _ = (root, config);
-    todo!()
+    let queue_path = root.join(QUEUE_FILE);
+    match std::fs::read_to_string(&queue_path) {
+        Ok(text) => load_queue(root, config, &text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::read_to_string(root.join(PRD_FILE)) {
+                Ok(text) => load_prd(&text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(vec![Problem::new(
+                    QUEUE_FILE,
+                    None,
+                    "no backlog: create .ralph/stories.txt (ralph init) or prd.json",
+                )]),
+                Err(e) => Err(vec![Problem::new(
+                    PRD_FILE,
+                    None,
+                    format!("cannot read the file: {e}; check its permissions"),
+                )]),
+            }
+        }
+        Err(e) => Err(vec![Problem::new(
+            QUEUE_FILE,
+            None,
+            format!("cannot read the file: {e}; check its permissions"),
+        )]),
+    }
+}
+
+fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<Problem>> {
+    let file = Path::new(QUEUE_FILE);
+    let (queue, mut problems) = parse_queue_lenient(text, file);
+    let mut finder = SpecFinder::new(root);
+    let mut stories = Vec::with_capacity(queue.entries.len());
+    for entry in queue.entries {
+        let pattern = spec_glob(&config.specs_pattern, &entry.id);
+        let matches = finder.find(&pattern);
+        let spec = match matches.as_slice() {
+            [one] => one.clone(),
+            [] => {
+                problems.push(Problem::new(
+                    file,
+                    Some(entry.line),
+                    format!(
+                        "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in .ralph/config.json",
+                        entry.id
+                    ),
+                ));
+                continue;
+            }
+            many => {
+                let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
+                problems.push(Problem::new(
+                    file,
+                    Some(entry.line),
+                    format!(
+                        "story {}: {} spec files match {pattern} ({}); keep exactly one",
+                        entry.id,
+                        many.len(),
+                        names.join(", ")
+                    ),
+                ));
+                continue;
+            }
+        };
+        let fm = match std::fs::read_to_string(root.join(&spec)) {
+            Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
+                Ok(fm) => fm,
+                Err(p) => {
+                    problems.push(p);
+                    continue;
+                }
+            },
+            Err(e) => {
+                problems.push(Problem::new(
+                    &spec,
+                    None,
+                    format!("cannot read the spec of story {}: {e}", entry.id),
+                ));
+                continue;
+            }
+        };
+        let title = if !entry.title.is_empty() {
+            entry.title
+        } else if let Some(t) = fm.title.filter(|t| !t.trim().is_empty()) {
+            t.trim().to_string()
+        } else {
+            title_from_filename(&spec, &entry.id)
+        };
+        stories.push(Story {
+            id: entry.id,
+            title,
+            line: entry.line,
+            section: entry.section,
+            spec_path: Some(spec),
+            depends_on: fm.depends_on,
+            estimation: fm.estimation,
+            prd_passes: false,
+            prd_spec: None,
+        });
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Backlog {
+        source: Source::StoriesTxt,
+        stories,
+        sections: queue.sections,
+        skipped: queue.skipped,
+    })
+}
+
+/// `story-10.2-average-per-month-column.md` → `Average Per Month Column`.
+fn title_from_filename(spec: &Path, id: &str) -> String {
+    let stem = spec
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let slug = match stem.find(id) {
+        Some(i) => &stem[i + id.len()..],
+        None => stem,
+    };
+    let words: Vec<String> = slug
+        .split(['-', '_', ' '])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            match chars.next() {
+                Some(c) => c.to_uppercase().chain(chars).collect(),
+                None => String::new(),
+            }
+        })
+        .collect();
+    if words.is_empty() {
+        format!("Story {id}")
+    } else {
+        words.join(" ")
+    }
+}
+
+/// Finds spec files for resolved patterns. Globbing each story separately
+/// would list the same epic directory once per story; instead each directory is
+/// listed once and file names are matched in memory.
+struct SpecFinder<'r> {
+    root: &'r Path,
+    /// Directory (relative) → its sorted file names.
+    dirs: HashMap<String, Vec<String>>,
+}
+
+impl<'r> SpecFinder<'r> {
+    fn new(root: &'r Path) -> Self {
+        SpecFinder {
+            root,
+            dirs: HashMap::new(),
+        }
+    }
+
+    /// Sorted matches, relative to the root.
+    fn find(&mut self, pattern: &str) -> Vec<PathBuf> {
+        let (dir, name) = match pattern.rfind('/') {
+            Some(i) => (&pattern[..i], &pattern[i + 1..]),
+            None => ("", pattern),
+        };
+        if has_glob_meta(dir) {
+            return self.find_slow(pattern);
+        }
+        let Ok(name_pattern) = glob::Pattern::new(name) else {
+            return Vec::new();
+        };
+        let root = self.root;
+        let names = self
+            .dirs
+            .entry(dir.to_string())
+            .or_insert_with(|| list_files(&root.join(dir)));
+        // Names are sorted, so every candidate shares the literal prefix and
+        // sits in one contiguous run.
+        let prefix = &name[..name.find(['*', '?', '[']).unwrap_or(name.len())];
+        let start = names.partition_point(|n| n.as_str() < prefix);
+        names[start..]
+            .iter()
+            .take_while(|n| n.starts_with(prefix))
+            .filter(|n| name_pattern.matches(n))
+            .map(|n| {
+                if dir.is_empty() {
+                    PathBuf::from(n)
+                } else {
+                    Path::new(dir).join(n)
+                }
+            })
+            .collect()
+    }
+
+    fn find_slow(&self, pattern: &str) -> Vec<PathBuf> {
+        let full = self.root.join(pattern);
+        let Some(full) = full.to_str() else {
+            return Vec::new();
+        };
+        let Ok(paths) = glob::glob(full) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PathBuf> = paths
+            .filter_map(Result::ok)
+            .filter(|p| p.is_file())
+            .map(|p| {
+                p.strip_prefix(self.root)
+                    .map(Path::to_path_buf)
+                    .unwrap_or(p)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+fn has_glob_meta(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+fn list_files(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = rd
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
+    let file = Path::new(PRD_FILE);
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let doc: serde_json::Value = serde_json::from_str(body).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg
+            .rfind(" at line ")
+            .map_or(msg.as_str(), |i| &msg[..i])
+            .to_string();
+        vec![Problem::new(
+            file,
+            Some(e.line()).filter(|&l| l > 0),
+            format!("invalid JSON ({msg}); fix the syntax"),
+        )]
+    })?;
+    let Some(obj) = doc.as_object() else {
+        return Err(vec![Problem::new(
+            file,
+            Some(1),
+            "prd.json must be a JSON object with a \"userStories\" array",
+        )]);
+    };
+    let Some(items) = obj.get("userStories").and_then(|v| v.as_array()) else {
+        return Err(vec![Problem::new(
+            file,
+            None,
+            "prd.json has no \"userStories\" array; add one (each story needs at least an \"id\" and a \"title\")",
+        )]);
+    };
+    let branch = obj
+        .get("branchName")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .filter(|s| !s.is_empty());
+
+    let mut problems = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut stories: Vec<(f64, Story)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("userStories[{i}]");
+        let Some(s) = item.as_object() else {
+            problems.push(Problem::new(
+                file,
+                None,
+                format!("{at} must be an object with \"id\" and \"title\""),
+            ));
+            continue;
+        };
+        let id = match s.get("id") {
+            Some(serde_json::Value::String(id)) => id.trim().to_string(),
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            _ => {
+                problems.push(Problem::new(
+                    file,
+                    None,
+                    format!("{at} has no \"id\"; give it a string ID such as \"US-001\""),
+                ));
+                continue;
+            }
+        };
+        let line = prd_line(text, &id);
+        if let Err(reason) = check_id(&id) {
+            problems.push(Problem::new(
+                file,
+                line,
+                format!("{at}: invalid story ID {id:?}: it {reason}"),
+            ));
+            continue;
+        }
+        if let Some(&first) = seen.get(&id) {
+            problems.push(Problem::new(
+                file,
+                line,
+                format!(
+                    "story {id} appears twice in userStories (entries {first} and {i}); remove one"
+                ),
+            ));
+            continue;
+        }
+        seen.insert(id.clone(), i);
+        let mut bad =
+            |what: String| problems.push(Problem::new(file, line, format!("story {id}: {what}")));
+
+        let title = match s.get("title") {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(t)) => t.trim().to_string(),
+            Some(other) => {
+                bad(format!("\"title\" must be a string, got {other}"));
+                String::new()
+            }
+        };
+        let description = match s.get("description") {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(d)) => d.clone(),
+            Some(other) => {
+                bad(format!("\"description\" must be a string, got {other}"));
+                String::new()
+            }
+        };
+        let criteria: Vec<String> = match s.get("acceptanceCriteria") {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::String(c)) => vec![c.clone()],
+            Some(serde_json::Value::Array(list)) => {
+                match list
+                    .iter()
+                    .map(|c| c.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                {
+                    Some(v) => v,
+                    None => {
+                        bad("\"acceptanceCriteria\" must be an array of strings".to_string());
+                        Vec::new()
+                    }
+                }
+            }
+            Some(other) => {
+                bad(format!(
+                    "\"acceptanceCriteria\" must be an array of strings, got {other}"
+                ));
+                Vec::new()
+            }
+        };
+        // Stories without a priority run after every prioritised one.
+        let priority = match s.get("priority") {
+            None | Some(serde_json::Value::Null) => f64::INFINITY,
+            Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(f64::INFINITY),
+            Some(serde_json::Value::String(p)) if p.trim().parse::<f64>().is_ok() => {
+                p.trim().parse::<f64>().unwrap_or(f64::INFINITY)
+            }
+            Some(other) => {
+                bad(format!(
+                    "\"priority\" must be a number (lower runs first), got {other}"
+                ));
+                f64::INFINITY
+            }
+        };
+        let passes = match s.get("passes") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(serde_json::Value::String(p)) if p == "true" || p == "false" => p == "true",
+            Some(other) => {
+                bad(format!("\"passes\" must be true or false, got {other}"));
+                false
+            }
+        };
+        let mut depends_on = Vec::new();
+        match s.get("dependsOn") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Array(list)) => {
+                for dep in list {
+                    let dep_id = match dep {
+                        serde_json::Value::String(d) => d.trim().to_string(),
+                        serde_json::Value::Number(n) => n.to_string(),
+                        other => {
+                            bad(format!(
+                                "\"dependsOn\" entries must be story IDs, got {other}"
+                            ));
+                            continue;
+                        }
+                    };
+                    match check_id(&dep_id) {
+                        Ok(()) => depends_on.push(dep_id),
+                        Err(reason) => bad(format!(
+                            "dependsOn entry {dep_id:?} is not a valid story ID: it {reason}"
+                        )),
+                    }
+                }
+            }
+            Some(other) => bad(format!(
+                "\"dependsOn\" must be an array of story IDs, got {other}"
+            )),
+        }
+        let title = if title.is_empty() { id.clone() } else { title };
+        let prd_spec = render_prd_spec(&id, &title, &description, &criteria);
+        stories.push((
+            priority,
+            Story {
+                id,
+                title,
+                line: 0,
+                section: 0,
+                spec_path: None,
+                depends_on,
+                estimation: None,
+                prd_passes: passes,
+                prd_spec: Some(prd_spec),
+            },
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    // sort_by is stable, so equal priorities keep file order.
+    stories.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(Backlog {
+        source: Source::Prd { branch },
+        stories: stories.into_iter().map(|(_, s)| s).collect(),
+        sections: vec![Section {
+            label: None,
+            chain: false,
+        }],
+        skipped: Vec::new(),
+    })
+}
+
+/// Best-effort line of a story in prd.json: the first line naming `"id"` and the ID.
+fn prd_line(text: &str, id: &str) -> Option<usize> {
+    let quoted = format!("\"{id}\"");
+    text.lines()
+        .position(|l| l.contains("\"id\"") && (l.contains(&quoted) || l.contains(id)))
+        .map(|i| i + 1)
+}
+
+fn render_prd_spec(id: &str, title: &str, description: &str, criteria: &[String]) -> String {
+    let mut out = format!("# Story {id}: {title}\n");
+    if !description.trim().is_empty() {
+        out.push_str("\n## Description\n\n");
+        out.push_str(description.trim());
+        out.push('\n');
+    }
+    if !criteria.is_empty() {
+        out.push_str("\n## Acceptance Criteria\n\n");
+        for c in criteria {
+            out.push_str("- ");
+            out.push_str(c.trim());
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// The text that goes into the prompt as `{{SPEC_CONTENT}}`.
@@ -135,5 +1051,592 @@ pub fn spec_text(root: &Path, story: &Story) -> std::io::Result<String> {
         (Some(p), _) => std::fs::read_to_string(root.join(p)),
         (None, Some(s)) => Ok(s.clone()),
         (None, None) => Ok(String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(text: &str) -> Queue {
+        parse_queue(text, Path::new(QUEUE_FILE)).unwrap()
+    }
+
+    fn queue_problems(text: &str) -> Vec<String> {
+        parse_queue(text, Path::new(QUEUE_FILE))
+            .unwrap_err()
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    fn ids(queue: &Queue) -> Vec<&str> {
+        queue.entries.iter().map(|e| e.id.as_str()).collect()
+    }
+
+    #[test]
+    fn ids_are_checked() {
+        for good in ["1.1", "3.1.2", "US-001", "a_b", "X", &"9".repeat(64)] {
+            assert_eq!(check_id(good), Ok(()), "{good}");
+        }
+        let bad = [
+            ("", "is empty"),
+            ("--force", "must not start with '-'"),
+            ("../x", "must not contain '..'"),
+            ("1..2", "must not contain '..'"),
+            (".hidden", "must not start with '.'"),
+            ("a b", "must not contain ' '"),
+            ("a/b", "must not contain '/'"),
+            ("a\u{7}b", "must not contain '\\u{7}'"),
+            ("1.", "must not end with '.'"),
+            ("x.lock", "must not end with '.lock'"),
+            ("é", "must not contain 'é'"),
+        ];
+        for (id, reason) in bad {
+            let err = check_id(id).unwrap_err();
+            assert!(err.starts_with(reason), "{id:?}: {err}");
+        }
+        let long = "1".repeat(65);
+        assert_eq!(
+            check_id(&long).unwrap_err(),
+            "is 65 characters long; the limit is 64"
+        );
+    }
+
+    #[test]
+    fn queue_grammar() {
+        let text = "# Title comment\n  # indented comment\n1.1 | First\n1.2|Second  \r\n\n   \n\t\nx 1.3 | Skipped\nx\t1.4\nx1.5 | Not skipped\n1.6\n\"1.7\" | Quoted\n";
+        let queue = q(text);
+        assert_eq!(ids(&queue), ["1.1", "1.2", "x1.5", "1.6", "1.7"]);
+        assert_eq!(queue.skipped, ["1.3", "1.4"]);
+        assert_eq!(queue.entries[1].title, "Second");
+        assert_eq!(queue.entries[1].line, 4);
+        assert_eq!(queue.entries[3].title, "");
+        assert_eq!(
+            queue.sections,
+            [Section {
+                label: None,
+                chain: true
+            }]
+        );
+        assert!(queue.entries.iter().all(|e| e.section == 0));
+    }
+
+    #[test]
+    fn batch_sections() {
+        let text = "1.1 | A\n# [batch:1]\n2.1 | B\n# Epic 3 comment keeps the batch\n3.1 | C\n#[batch:31.5] trailing text\n4.1 | D\n# [batch:0]\n5.1 | E\n# [batch:1]\n6.1 | F\n# [batch:2]\n";
+        let queue = q(text);
+        let labels: Vec<(Option<&str>, bool)> = queue
+            .sections
+            .iter()
+            .map(|s| (s.label.as_deref(), s.chain))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                (None, true),
+                (Some("1"), false),
+                (Some("31.5"), false),
+                (Some("0"), true),
+                (Some("1"), false),
+                (Some("2"), false),
+            ]
+        );
+        let sections: Vec<usize> = queue.entries.iter().map(|e| e.section).collect();
+        assert_eq!(sections, [0, 1, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_queue_starting_with_a_batch_has_no_head_section() {
+        let queue = q("# [batch:1]\n1.1 | A\n");
+        assert_eq!(
+            queue.sections,
+            [Section {
+                label: Some("1".into()),
+                chain: false
+            }]
+        );
+        assert_eq!(queue.entries[0].section, 0);
+    }
+
+    #[test]
+    fn empty_queue_is_fine() {
+        let queue = q("# nothing yet\n\n");
+        assert!(queue.entries.is_empty());
+    }
+
+    #[test]
+    fn queue_problems_name_lines() {
+        let problems = queue_problems(
+            "1.1 | A\n../x | Escape\n--force\na b | Spaced\n1.1 | Again\n# [batch:abc]\n# [batch 2]\n# [batch:1.]\n",
+        );
+        assert_eq!(
+            problems,
+            [
+                ".ralph/stories.txt:2: invalid story ID \"../x\": it must not contain '..'; fix the ID on this line",
+                ".ralph/stories.txt:3: invalid story ID \"--force\": it must not start with '-'; fix the ID on this line",
+                ".ralph/stories.txt:4: invalid story ID \"a b\": it must not contain ' '; use only letters, digits, '.', '_' and '-'; fix the ID on this line",
+                ".ralph/stories.txt:5: story 1.1 is listed twice (lines 1 and 5); remove one of them",
+                ".ralph/stories.txt:6: malformed batch line \"# [batch:abc]\"; write `# [batch:N]` with N a number such as 1 or 31.5",
+                ".ralph/stories.txt:7: malformed batch line \"# [batch 2]\"; write `# [batch:N]` with N a number such as 1 or 31.5",
+                ".ralph/stories.txt:8: malformed batch line \"# [batch:1.]\"; write `# [batch:N]` with N a number such as 1 or 31.5",
+            ]
+        );
+        let long = format!("{} | Long\n", "1".repeat(65));
+        assert!(queue_problems(&long)[0].contains("65 characters long"));
+    }
+
+    fn fm(text: &str) -> Frontmatter {
+        parse_frontmatter(text, Path::new("spec.md")).unwrap()
+    }
+
+    fn fm_err(text: &str) -> Problem {
+        parse_frontmatter(text, Path::new("spec.md")).unwrap_err()
+    }
+
+    #[test]
+    fn frontmatter_forms() {
+        assert_eq!(fm("# No frontmatter\nstatus: x\n"), Frontmatter::default());
+        assert_eq!(fm("---\n---\nbody"), Frontmatter::default());
+        let full = fm("---\nid: \"3.1\"\nepic: 3\ntitle: \"CLI\"\nstatus: pending\nestimation: medium\ndepends_on: [2.1, 2.2, 2.3]\n---\n# Body\n");
+        assert_eq!(
+            full,
+            Frontmatter {
+                id: Some("3.1".into()),
+                title: Some("CLI".into()),
+                status: Some("pending".into()),
+                estimation: Some("medium".into()),
+                depends_on: vec!["2.1".into(), "2.2".into(), "2.3".into()],
+            }
+        );
+        assert_eq!(
+            fm("---\ndepends_on:\n  - 1.2\n  - \"US-001\"\n  - 1.10 # ten\n---\n").depends_on,
+            ["1.2", "US-001", "1.10"]
+        );
+        assert_eq!(
+            fm("---\ndepends_on:\n- 1.10\n- 2\nstatus: x\n---\n").depends_on,
+            ["1.10", "2"]
+        );
+        assert_eq!(
+            fm("---\ndepends_on: [1.10, '1.20', US-3, 7]\n---\n").depends_on,
+            ["1.10", "1.20", "US-3", "7"]
+        );
+        assert_eq!(fm("---\ndepends_on: 1.10\n---\n").depends_on, ["1.10"]);
+        assert_eq!(
+            fm("---\ndepends_on: \"1.2, 1.3\"\n---\n").depends_on,
+            ["1.2", "1.3"]
+        );
+        assert!(fm("---\ndepends_on:\n---\n").depends_on.is_empty());
+        assert!(fm("---\ndepends_on: null\n---\n").depends_on.is_empty());
+        assert!(fm("---\ndepends_on: []\n---\n").depends_on.is_empty());
+        assert!(fm("---\nstatus: pending\n---\n").depends_on.is_empty());
+        assert_eq!(fm("---\nid: 1.10\n---\n").id.as_deref(), Some("1.10"));
+        assert_eq!(
+            fm("---\r\nstatus: done\r\n---\r\nbody\r\n")
+                .status
+                .as_deref(),
+            Some("done")
+        );
+        // The compat fixture's extra keys are ignored.
+        assert_eq!(
+            fm("---\nstatus: pending\ndepends_on: []\nvalidation_commands: [\"npm test\"]\n---\n")
+                .status
+                .as_deref(),
+            Some("pending")
+        );
+    }
+
+    #[test]
+    fn frontmatter_problems() {
+        let p = fm_err("---\nid: 1.1\ntitle: [unclosed\nstatus: x\n---\nbody\n");
+        assert_eq!(p.file, Path::new("spec.md"));
+        assert!(
+            p.message.starts_with("invalid YAML in the frontmatter"),
+            "{p}"
+        );
+        assert_eq!(p.line, Some(4), "{p}");
+        assert!(p.message.contains("at line 4 column 7"), "{p}");
+        let p = fm_err("---\nid: 1.1\nstatus: a: b\n---\n");
+        assert_eq!(p.line, Some(3), "{p}");
+
+        let p = fm_err("---\nid: 1.1\nstatus: pending\n# body without a fence\n");
+        assert_eq!(p.line, Some(1));
+        assert!(p.message.contains("never closed"), "{p}");
+
+        let p = fm_err("---\nstatus: x\ndepends_on: [1.1, ../etc, {a: 1}]\n---\n");
+        assert_eq!(p.line, Some(3));
+        assert!(
+            p.message.contains("\"../etc\" is not a valid story ID"),
+            "{p}"
+        );
+        assert!(
+            p.message
+                .contains("depends_on entry a: 1 is not a story ID"),
+            "{p}"
+        );
+
+        let p = fm_err("---\n- just\n- a list\n---\n");
+        assert!(p.message.contains("key: value"), "{p}");
+    }
+
+    #[test]
+    fn status_done_edits_only_the_frontmatter() {
+        let text =
+            "---\nid: \"1.1\"\nstatus: pending\ndepends_on: []\n---\n# Body\nstatus: pending\n";
+        assert_eq!(
+            set_status_done(text, "status"),
+            "---\nid: \"1.1\"\nstatus: done\ndepends_on: []\n---\n# Body\nstatus: pending\n"
+        );
+        assert_eq!(
+            set_status_done("---\nid: 1\n---\nstatus: x\n", "status"),
+            "---\nid: 1\nstatus: done\n---\nstatus: x\n"
+        );
+        assert_eq!(
+            set_status_done("# Title\n", "state"),
+            "---\nstate: done\n---\n# Title\n"
+        );
+        assert_eq!(set_status_done("", "status"), "---\nstatus: done\n---\n");
+        assert_eq!(
+            set_status_done(
+                "---\r\nstatus: pending\r\nid: 2\r\n---\r\nstatus: x\r\n",
+                "status"
+            ),
+            "---\r\nstatus: done\r\nid: 2\r\n---\r\nstatus: x\r\n"
+        );
+        assert_eq!(
+            set_status_done("---\r\nid: 2\r\n---\r\nbody\r\n", "status"),
+            "---\r\nid: 2\r\nstatus: done\r\n---\r\nbody\r\n"
+        );
+        // "statuses:" is another key, and a nested "status:" is not top-level.
+        assert_eq!(
+            set_status_done("---\nstatuses: a\nmeta:\n  status: b\n---\n", "status"),
+            "---\nstatuses: a\nmeta:\n  status: b\nstatus: done\n---\n"
+        );
+        let done = set_status_done("---\nstatus: pending\n---\n", "status");
+        assert_eq!(fm(&done).status.as_deref(), Some("done"));
+        assert_eq!(set_status_done(&done, "status"), done);
+    }
+
+    #[test]
+    fn spec_glob_substitutes() {
+        let pattern = "specs/epic-{{epic}}/story-{{id}}-*.md";
+        assert_eq!(spec_glob(pattern, "3.1.2"), "specs/epic-3/story-3.1.2-*.md");
+        assert_eq!(
+            spec_glob(pattern, "US-001"),
+            "specs/epic-US-001/story-US-001-*.md"
+        );
+    }
+
+    #[test]
+    fn titles_from_filenames() {
+        let p = Path::new("specs/epic-10/story-10.2-average-per-month-column.md");
+        assert_eq!(title_from_filename(p, "10.2"), "Average Per Month Column");
+        assert_eq!(
+            title_from_filename(Path::new("x/story-1.1.md"), "1.1"),
+            "Story 1.1"
+        );
+    }
+
+    fn config() -> Config {
+        crate::config::from_value(crate::config::defaults(), Path::new(".ralph/config.json"))
+            .unwrap()
+    }
+
+    fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn load_stories_txt() {
+        let dir = project(&[
+            (
+                ".ralph/stories.txt",
+                "1.1 | From queue\n1.2\n1.10\nx 1.3 | skipped\n# [batch:1]\n2.1\n",
+            ),
+            ("specs/epic-1/story-1.1-a.md", "---\ntitle: ignored\n---\n"),
+            ("specs/epic-1/story-1.2-second-thing.md", "no frontmatter\n"),
+            (
+                "specs/epic-1/story-1.10-tenth.md",
+                "---\ntitle: \"Tenth story\"\ndepends_on: [1.1]\nestimation: large\n---\n",
+            ),
+            (
+                "specs/epic-2/story-2.1-b.md",
+                "---\nid: \"9.9\"\ndepends_on:\n  - 1.10\n  - 1.3\n---\n",
+            ),
+        ]);
+        let b = load(dir.path(), &config()).unwrap();
+        assert_eq!(b.source, Source::StoriesTxt);
+        let got: Vec<(&str, &str, usize, &[String])> = b
+            .stories
+            .iter()
+            .map(|s| {
+                (
+                    s.id.as_str(),
+                    s.title.as_str(),
+                    s.section,
+                    s.depends_on.as_slice(),
+                )
+            })
+            .collect();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            [
+                ("1.1", "From queue", 0, &s(&[])[..]),
+                ("1.2", "Second Thing", 0, &s(&[])[..]),
+                ("1.10", "Tenth story", 0, &s(&["1.1"])[..]),
+                ("2.1", "B", 1, &s(&["1.10", "1.3"])[..]),
+            ]
+        );
+        assert_eq!(b.stories[2].estimation.as_deref(), Some("large"));
+        assert_eq!(
+            b.stories[2].spec_path.as_deref(),
+            Some(Path::new("specs/epic-1/story-1.10-tenth.md"))
+        );
+        assert_eq!(b.skipped, ["1.3"]);
+        assert_eq!(b.index_of("2.1"), Some(3));
+    }
+
+    #[test]
+    fn load_collects_every_problem() {
+        let dir = project(&[
+            (
+                ".ralph/stories.txt",
+                "1.1 | A\n1.2 | B\n1.3 | C\nbad id | D\n1.4 | E\n",
+            ),
+            ("specs/epic-1/story-1.1-a.md", "---\nstatus: [\n---\n"),
+            ("specs/epic-1/story-1.2-b.md", "b"),
+            ("specs/epic-1/story-1.2-b-copy.md", "b"),
+            ("specs/epic-1/story-1.4-e.md", "---\nstatus: pending\n"),
+        ]);
+        let problems: Vec<String> = load(dir.path(), &config())
+            .unwrap_err()
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(problems[0].starts_with(".ralph/stories.txt:4: invalid story ID \"bad id\""));
+        assert!(
+            problems[1].starts_with("specs/epic-1/story-1.1-a.md:"),
+            "{}",
+            problems[1]
+        );
+        assert_eq!(
+            problems[2],
+            ".ralph/stories.txt:2: story 1.2: 2 spec files match specs/epic-1/story-1.2-*.md (specs/epic-1/story-1.2-b-copy.md, specs/epic-1/story-1.2-b.md); keep exactly one"
+        );
+        assert_eq!(
+            problems[3],
+            ".ralph/stories.txt:3: story 1.3: no spec file matches specs/epic-1/story-1.3-*.md; create the spec or fix specs.pattern in .ralph/config.json"
+        );
+        assert!(
+            problems[4].starts_with("specs/epic-1/story-1.4-e.md:1: "),
+            "{}",
+            problems[4]
+        );
+    }
+
+    #[test]
+    fn load_with_a_globbed_directory_pattern() {
+        let dir = project(&[
+            (".ralph/stories.txt", "1.1\n"),
+            ("docs/specs/epic-1/story-1.1-found-it.md", ""),
+        ]);
+        let mut c = config();
+        c.specs_pattern = "*/specs/epic-{{epic}}/story-{{id}}-*.md".into();
+        let b = load(dir.path(), &c).unwrap();
+        assert_eq!(
+            b.stories[0].spec_path.as_deref(),
+            Some(Path::new("docs/specs/epic-1/story-1.1-found-it.md"))
+        );
+        assert_eq!(b.stories[0].title, "Found It");
+    }
+
+    #[test]
+    fn load_without_a_backlog() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = load(dir.path(), &config()).unwrap_err();
+        assert_eq!(
+            p[0].message,
+            "no backlog: create .ralph/stories.txt (ralph init) or prd.json"
+        );
+    }
+
+    #[test]
+    fn load_prd_json() {
+        let prd = r#"{
+  "branchName": "ralph/feature",
+  "userStories": [
+    {"id": "US-002", "title": "Second", "priority": 2, "passes": false,
+     "description": "Do the second thing.", "acceptanceCriteria": ["works", "tested"],
+     "dependsOn": ["US-001"]},
+    {"id": "US-001", "title": "First", "priority": 1, "passes": true,
+     "acceptanceCriteria": "just one"},
+    {"id": "US-003", "title": "Third", "priority": 2}
+  ]
+}"#;
+        let dir = project(&[("prd.json", prd)]);
+        let b = load(dir.path(), &config()).unwrap();
+        assert_eq!(
+            b.source,
+            Source::Prd {
+                branch: Some("ralph/feature".into())
+            }
+        );
+        let order: Vec<&str> = b.stories.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(order, ["US-001", "US-002", "US-003"]);
+        assert!(b.stories[0].prd_passes);
+        assert_eq!(b.stories[1].depends_on, ["US-001"]);
+        assert_eq!(
+            b.stories[1].prd_spec.as_deref(),
+            Some("# Story US-002: Second\n\n## Description\n\nDo the second thing.\n\n## Acceptance Criteria\n\n- works\n- tested\n")
+        );
+        assert_eq!(
+            b.sections,
+            [Section {
+                label: None,
+                chain: false
+            }]
+        );
+        assert!(b
+            .stories
+            .iter()
+            .all(|s| s.section == 0 && s.spec_path.is_none()));
+        assert_eq!(
+            spec_text(dir.path(), &b.stories[0]).unwrap(),
+            "# Story US-001: First\n\n## Acceptance Criteria\n\n- just one\n"
+        );
+    }
+
+    #[test]
+    fn prd_problems() {
+        let prd = "{\"userStories\": [\n  {\"id\": \"a b\"},\n  {\"id\": \"X\", \"passes\": 3},\n  {\"id\": \"X\"},\n  {\"title\": \"no id\"}\n]}";
+        let dir = project(&[("prd.json", prd)]);
+        let problems: Vec<String> = load(dir.path(), &config())
+            .unwrap_err()
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(problems[0].starts_with("prd.json:2: userStories[0]: invalid story ID \"a b\""));
+        assert!(problems[1].starts_with("prd.json:3: story X: \"passes\" must be true or false"));
+        assert!(problems[2].contains("appears twice"));
+        assert!(problems[3].contains("userStories[3] has no \"id\""));
+
+        let dir = project(&[("prd.json", "{\n  \"userStories\": [,]\n}")]);
+        let p = load(dir.path(), &config()).unwrap_err();
+        assert_eq!(p[0].line, Some(2));
+        let dir = project(&[("prd.json", "{}")]);
+        assert!(load(dir.path(), &config()).unwrap_err()[0]
+            .message
+            .contains("userStories"));
+    }
+
+    fn compat() -> Option<PathBuf> {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/ralphetamine");
+        if base.exists() {
+            Some(base)
+        } else {
+            eprintln!("skipping: {} is absent", base.display());
+            None
+        }
+    }
+
+    #[test]
+    fn compat_sandboxes_load() {
+        let Some(base) = compat() else { return };
+        let expect = [
+            ("run-full", vec!["1.1", "1.2", "2.1", "2.2", "3.1"], 4),
+            (
+                "run-parallel",
+                vec!["1.1", "1.2", "2.1", "2.2", "2.3", "3.1"],
+                3,
+            ),
+            ("run-sequential", vec!["1.1", "1.2", "1.3"], 1),
+        ];
+        for (run, ids, sections) in expect {
+            let root = base.join("sandbox").join(run);
+            let config = crate::config::load(&root).unwrap();
+            let b = load(&root, &config).unwrap_or_else(|p| panic!("{run}: {p:#?}"));
+            let got: Vec<&str> = b.stories.iter().map(|s| s.id.as_str()).collect();
+            assert_eq!(got, ids, "{run}");
+            // run-full and run-parallel start with a comment, not a batch line,
+            // so they have no head section; run-full's first batch is "0".
+            assert!(b.sections.len() <= sections, "{run}: {:?}", b.sections);
+            assert!(b
+                .stories
+                .iter()
+                .all(|s| s.spec_path.is_some() && !s.title.is_empty()));
+        }
+        let root = base.join("sandbox/run-parallel");
+        let b = load(&root, &crate::config::load(&root).unwrap()).unwrap();
+        assert_eq!(b.stories[5].depends_on, ["2.1", "2.2", "2.3"]);
+        assert_eq!(b.stories[0].title, "Initialize schema and data store");
+    }
+
+    #[test]
+    fn compat_fixtures_parse() {
+        let Some(base) = compat() else { return };
+        let fixtures = base.join("tests/fixtures");
+        let queue = parse_queue(
+            &std::fs::read_to_string(fixtures.join("stories.txt")).unwrap(),
+            Path::new(QUEUE_FILE),
+        )
+        .unwrap();
+        assert_eq!(ids(&queue), ["1.1", "1.2", "2.1", "2.2", "3.1"]);
+        assert_eq!(queue.skipped, ["1.3"]);
+        let sections: Vec<usize> = queue.entries.iter().map(|e| e.section).collect();
+        assert_eq!(sections, [0, 0, 1, 1, 1]);
+
+        let mut specs = 0;
+        for dir in ["specs", "pipeline/specs"] {
+            for entry in glob::glob(fixtures.join(dir).join("*/*.md").to_str().unwrap()).unwrap() {
+                let path = entry.unwrap();
+                let text = std::fs::read_to_string(&path).unwrap();
+                parse_frontmatter(&text, &path).unwrap_or_else(|p| panic!("{p}"));
+                specs += 1;
+            }
+        }
+        assert_eq!(specs, 14);
+        let with_deps =
+            std::fs::read_to_string(fixtures.join("specs/epic-2/story-2.3-with-depends.md"))
+                .unwrap();
+        assert_eq!(
+            parse_frontmatter(&with_deps, Path::new("x"))
+                .unwrap()
+                .depends_on,
+            ["2.1", "2.2"]
+        );
+
+        // The pipeline fixture is a whole project except that its config sits
+        // next to the queue; lay it out as ralph expects, without copying specs.
+        let pipeline = fixtures.join("pipeline");
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join(".ralph")).unwrap();
+        std::fs::copy(
+            pipeline.join("stories.txt"),
+            root.path().join(".ralph/stories.txt"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(pipeline.join("specs"), root.path().join("specs")).unwrap();
+        let text = std::fs::read_to_string(pipeline.join("config.json")).unwrap();
+        let mut merged = crate::config::defaults();
+        crate::config::deep_merge(&mut merged, serde_json::from_str(&text).unwrap());
+        let config = crate::config::from_value(merged, Path::new("config.json")).unwrap();
+        let b = load(root.path(), &config).unwrap();
+        let got: Vec<&str> = b.stories.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            got,
+            ["1.1", "1.2", "2.1", "2.2", "2.3", "3.1", "3.2", "4.1", "4.2"]
+        );
+        assert_eq!(b.skipped, ["1.3"]);
+        let labels: Vec<Option<&str>> = b.sections.iter().map(|s| s.label.as_deref()).collect();
+        assert_eq!(labels, [None, Some("1"), Some("0"), Some("2")]);
     }
 }

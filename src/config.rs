@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::error::Problem;
 
@@ -61,23 +61,730 @@ pub const DEFAULT_AGENT_FLAGS: &[&str] = &[
 
 /// The built-in defaults as JSON (SPEC 3.1).
 pub fn defaults() -> Value {
-    todo!()
+    // `claude.flags` is deliberately absent: "no flags configured" must stay
+    // distinguishable from an explicit list so the SPEC 4.2 defaults apply.
+    json!({
+        "specs": {
+            "pattern": "specs/epic-{{epic}}/story-{{id}}-*.md",
+            "frontmatter_status_field": "status"
+        },
+        "loop": {
+            "max_iterations": 0,
+            "timeout_seconds": 1800,
+            "max_retries": 3,
+            "grace_seconds": 10
+        },
+        "validation": {
+            "commands": [],
+            "blocked_commands": []
+        },
+        "claude": {
+            "command": "claude"
+        },
+        "commit": {
+            "format": "feat(story-{{id}}): {{title}}",
+            "stage_paths": []
+        },
+        "learnings": {
+            "enabled": true,
+            "max_inject_count": 5
+        },
+        "parallel": {
+            "enabled": false,
+            "max_concurrent": 8
+        },
+        "hooks": {
+            "pre_iteration": "",
+            "pre_story": "",
+            "post_story": "",
+            "post_iteration": "",
+            "pre_worktree": ""
+        }
+    })
 }
 
 /// Deep merge: objects merge key by key, arrays and scalars replace.
 pub fn deep_merge(base: &mut Value, over: Value) {
-    let _ = (base, over);
-    todo!()
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(slot) => deep_merge(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
 }
 
 /// Builds a `Config` from merged JSON; every problem is reported against `file`.
 pub fn from_value(raw: Value, file: &Path) -> Result<Config, Vec<Problem>> {
-    let _ = (raw, file);
-    todo!()
+    build(raw, file, None)
 }
 
 /// Reads `<root>/.ralph/config.json` (optional) and merges it over the defaults.
 pub fn load(root: &Path) -> Result<Config, Vec<Problem>> {
-    let _ = root;
-    todo!()
+    let rel = Path::new(CONFIG_FILE);
+    let path = root.join(rel);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return build(defaults(), rel, None);
+        }
+        Err(e) => {
+            return Err(vec![Problem::new(
+                rel,
+                None,
+                format!("cannot read the config file: {e}; check its permissions"),
+            )])
+        }
+    };
+    // Editors on Windows may save a BOM, which serde_json rejects.
+    let body = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let user: Value = serde_json::from_str(body).map_err(|e| {
+        vec![Problem::new(
+            rel,
+            Some(e.line()).filter(|&l| l > 0),
+            format!(
+                "invalid JSON ({}); fix the syntax or delete the file to use the defaults",
+                strip_serde_position(&e.to_string())
+            ),
+        )]
+    })?;
+    if !user.is_object() {
+        return Err(vec![Problem::new(
+            rel,
+            Some(1),
+            format!(
+                "the config must be a JSON object such as {{\"loop\": {{\"max_retries\": 3}}}}, got {}",
+                kind(&user)
+            ),
+        )]);
+    }
+    let mut merged = defaults();
+    deep_merge(&mut merged, user);
+    build(merged, rel, Some(&text))
+}
+
+const CONFIG_FILE: &str = ".ralph/config.json";
+
+/// serde_json appends "at line L column C"; the line already goes into the
+/// `Problem`, so repeating it would only add noise.
+fn strip_serde_position(msg: &str) -> &str {
+    match msg.rfind(" at line ") {
+        Some(i) => &msg[..i],
+        None => msg,
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Collects problems while reading typed values out of the merged JSON.
+struct Reader<'a> {
+    raw: &'a Value,
+    defaults: Value,
+    file: &'a Path,
+    text: Option<&'a str>,
+    problems: Vec<Problem>,
+}
+
+impl<'a> Reader<'a> {
+    /// The value at a dotted path. JSON null falls back to the default, as
+    /// the bash tool's `config_get` did, so `"timeout_seconds": null` is harmless.
+    fn get(&self, path: &str) -> Option<&Value> {
+        match lookup(self.raw, path) {
+            Some(Value::Null) | None => lookup(&self.defaults, path),
+            Some(v) => Some(v),
+        }
+    }
+
+    fn problem(&mut self, path: &str, message: String) {
+        let line = self.text.and_then(|t| line_of_key(t, path));
+        self.problems.push(Problem::new(self.file, line, message));
+    }
+
+    /// A non-negative integer, written as a JSON number or a numeric string.
+    fn uint(&mut self, path: &str, min: u64, what: &str) -> u64 {
+        let fallback = lookup(&self.defaults, path)
+            .and_then(Value::as_u64)
+            .unwrap_or(min);
+        let Some(v) = self.get(path) else {
+            return fallback;
+        };
+        let parsed = match v {
+            Value::Number(n) => n.as_u64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            }),
+            Value::String(s) if s.trim().is_empty() => Some(fallback),
+            Value::String(s) => s.trim().parse::<u64>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n >= min => n,
+            _ => {
+                let shown = v.to_string();
+                self.problem(path, format!("{path} must be {what}, got {shown}"));
+                fallback
+            }
+        }
+    }
+
+    /// `true`/`false`, or the strings `"true"`/`"false"` the bash tool compared.
+    fn boolean(&mut self, path: &str) -> bool {
+        let fallback = lookup(&self.defaults, path)
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        match self.get(path) {
+            None => fallback,
+            Some(v) => match parse_bool(v) {
+                Some(b) => b,
+                None => {
+                    let shown = v.to_string();
+                    self.problem(path, format!("{path} must be true or false, got {shown}"));
+                    fallback
+                }
+            },
+        }
+    }
+
+    /// A string; an empty string means the default (as in the bash tool).
+    fn string(&mut self, path: &str, allow_empty: bool) -> String {
+        let fallback = lookup(&self.defaults, path)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match self.get(path) {
+            None => fallback,
+            Some(Value::String(s)) if s.is_empty() && !allow_empty => fallback,
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => {
+                let shown = v.to_string();
+                self.problem(path, format!("{path} must be a string, got {shown}"));
+                fallback
+            }
+        }
+    }
+
+    /// An array of strings, or `None` when absent or null.
+    fn strings(&mut self, path: &str) -> Option<Vec<String>> {
+        let v = self.get(path)?;
+        let list = v.as_array().and_then(|items| {
+            items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+        });
+        if list.is_none() {
+            let shown = v.to_string();
+            self.problem(
+                path,
+                format!("{path} must be an array of strings such as [\"a\", \"b\"], got {shown}"),
+            );
+        }
+        list
+    }
+
+    fn validation_commands(&mut self) -> Vec<ValidationCommand> {
+        const PATH: &str = "validation.commands";
+        let Some(v) = self.get(PATH) else {
+            return Vec::new();
+        };
+        let Some(items) = v.as_array() else {
+            let shown = v.to_string();
+            self.problem(
+                PATH,
+                format!(
+                    "{PATH} must be an array of {{\"name\": ..., \"cmd\": ..., \"required\": ...}} objects, got {shown}"
+                ),
+            );
+            return Vec::new();
+        };
+        let items = items.clone();
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let at = format!("{PATH}[{i}]");
+            let Some(obj) = item.as_object() else {
+                self.problem(
+                    PATH,
+                    format!(
+                        "{at} must be an object like {{\"name\": \"tests\", \"cmd\": \"npm test\"}}, got {item}"
+                    ),
+                );
+                continue;
+            };
+            let cmd = match obj.get("cmd") {
+                Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+                other => {
+                    let shown = other.map_or_else(|| "nothing".to_string(), Value::to_string);
+                    self.problem(
+                        PATH,
+                        format!("{at}.cmd must be the shell command to run, got {shown}"),
+                    );
+                    continue;
+                }
+            };
+            let name = match obj.get("name") {
+                None | Some(Value::Null) => cmd.clone(),
+                Some(Value::String(s)) if s.is_empty() => cmd.clone(),
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => {
+                    self.problem(PATH, format!("{at}.name must be a string, got {other}"));
+                    cmd.clone()
+                }
+            };
+            // SPEC 5 runs "required" commands; an entry that says nothing is
+            // meant to gate landing, so it defaults to required.
+            let required = match obj.get("required") {
+                None | Some(Value::Null) => true,
+                Some(v) => match parse_bool(v) {
+                    Some(b) => b,
+                    None => {
+                        self.problem(
+                            PATH,
+                            format!("{at}.required must be true or false, got {v}"),
+                        );
+                        true
+                    }
+                },
+            };
+            out.push(ValidationCommand {
+                name,
+                cmd,
+                required,
+            });
+        }
+        out
+    }
+}
+
+fn parse_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.trim() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn lookup<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.')
+        .try_fold(v, |cur, key| cur.as_object()?.get(key))
+}
+
+/// Best-effort line of a dotted key in the user's text: each segment is looked
+/// up after the previous one, so `loop.timeout_seconds` does not land on
+/// `testing_phase.timeout_seconds`.
+fn line_of_key(text: &str, path: &str) -> Option<usize> {
+    let mut pos = 0;
+    for seg in path.split('.') {
+        let seg = seg.split('[').next().unwrap_or(seg);
+        let needle = format!("\"{seg}\"");
+        pos += text.get(pos..)?.find(&needle)?;
+    }
+    Some(text[..pos].matches('\n').count() + 1)
+}
+
+fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Problem>> {
+    let mut r = Reader {
+        raw: &raw,
+        defaults: defaults(),
+        file,
+        text,
+        problems: Vec::new(),
+    };
+
+    if !raw.is_object() {
+        let shown = kind(&raw);
+        return Err(vec![Problem::new(
+            file,
+            None,
+            format!("the config must be a JSON object, got {shown}"),
+        )]);
+    }
+    for section in [
+        "specs",
+        "loop",
+        "validation",
+        "claude",
+        "commit",
+        "learnings",
+        "parallel",
+        "hooks",
+    ] {
+        if let Some(v) = raw.get(section).filter(|v| !v.is_object() && !v.is_null()) {
+            let shown = v.to_string();
+            r.problem(
+                section,
+                format!("{section} must be a JSON object of settings, got {shown}"),
+            );
+        }
+    }
+
+    let specs_pattern = r.string("specs.pattern", false);
+    if !specs_pattern.contains("{{epic}}") || !specs_pattern.contains("{{id}}") {
+        r.problem(
+            "specs.pattern",
+            format!(
+                "specs.pattern must contain both {{{{epic}}}} and {{{{id}}}} (default: specs/epic-{{{{epic}}}}/story-{{{{id}}}}-*.md), got {specs_pattern:?}"
+            ),
+        );
+    }
+    let status_field = r.string("specs.frontmatter_status_field", false);
+    if !status_field
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        r.problem(
+            "specs.frontmatter_status_field",
+            format!(
+                "specs.frontmatter_status_field must be a plain YAML key such as \"status\", got {status_field:?}"
+            ),
+        );
+    }
+
+    let max_iterations = r.uint(
+        "loop.max_iterations",
+        0,
+        "a whole number of iterations (0 means no limit)",
+    );
+    let timeout_secs = r.uint("loop.timeout_seconds", 1, "a positive number of seconds");
+    let max_retries = r.uint(
+        "loop.max_retries",
+        1,
+        "a whole number of attempts, at least 1",
+    );
+    let max_retries = u32::try_from(max_retries).unwrap_or_else(|_| {
+        r.problem(
+            "loop.max_retries",
+            format!("loop.max_retries is too large: {max_retries}"),
+        );
+        3
+    });
+    let grace_secs = r.uint("loop.grace_seconds", 0, "a whole number of seconds");
+
+    let validation = r.validation_commands();
+    let blocked_commands = r.strings("validation.blocked_commands").unwrap_or_default();
+
+    let agent_command = r.string("claude.command", false);
+    let agent_flags = r.strings("claude.flags");
+
+    let commit_format = r.string("commit.format", false);
+    let stage_paths = r.strings("commit.stage_paths").unwrap_or_default();
+
+    let learnings_enabled = r.boolean("learnings.enabled");
+    let learnings_max = r.uint(
+        "learnings.max_inject_count",
+        0,
+        "a whole number of learnings",
+    ) as usize;
+    let parallel_enabled = r.boolean("parallel.enabled");
+    let max_concurrent = r.uint(
+        "parallel.max_concurrent",
+        1,
+        "a whole number of workers, at least 1",
+    ) as usize;
+
+    let hooks = Hooks {
+        pre_iteration: r.string("hooks.pre_iteration", true),
+        pre_story: r.string("hooks.pre_story", true),
+        post_story: r.string("hooks.post_story", true),
+        post_iteration: r.string("hooks.post_iteration", true),
+        pre_worktree: r.string("hooks.pre_worktree", true),
+    };
+
+    let problems = std::mem::take(&mut r.problems);
+    drop(r);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Config {
+        raw,
+        specs_pattern,
+        status_field,
+        max_iterations,
+        timeout_secs,
+        max_retries,
+        validation,
+        blocked_commands,
+        agent_command,
+        agent_flags,
+        commit_format,
+        stage_paths,
+        learnings_enabled,
+        learnings_max,
+        parallel_enabled,
+        max_concurrent,
+        hooks,
+        grace_secs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(user: Value) -> Result<Config, Vec<Problem>> {
+        let mut merged = defaults();
+        deep_merge(&mut merged, user);
+        from_value(merged, Path::new(".ralph/config.json"))
+    }
+
+    fn messages(problems: &[Problem]) -> Vec<String> {
+        problems.iter().map(|p| p.message.clone()).collect()
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let c = cfg(json!({})).unwrap();
+        assert_eq!(c.specs_pattern, "specs/epic-{{epic}}/story-{{id}}-*.md");
+        assert_eq!(c.status_field, "status");
+        assert_eq!(c.max_iterations, 0);
+        assert_eq!(c.timeout_secs, 1800);
+        assert_eq!(c.max_retries, 3);
+        assert!(c.validation.is_empty());
+        assert!(c.blocked_commands.is_empty());
+        assert_eq!(c.agent_command, "claude");
+        assert_eq!(c.agent_flags, None);
+        assert_eq!(c.commit_format, "feat(story-{{id}}): {{title}}");
+        assert!(c.stage_paths.is_empty());
+        assert!(c.learnings_enabled);
+        assert_eq!(c.learnings_max, 5);
+        assert!(!c.parallel_enabled);
+        assert_eq!(c.max_concurrent, 8);
+        assert_eq!(c.hooks, Hooks::default());
+        assert_eq!(c.grace_secs, 10);
+    }
+
+    #[test]
+    fn merge_objects_merge_and_arrays_replace() {
+        let mut base = json!({"a": {"x": 1, "y": [1, 2, 3]}, "b": 2});
+        deep_merge(
+            &mut base,
+            json!({"a": {"y": [9], "z": true}, "c": {"d": null}}),
+        );
+        assert_eq!(
+            base,
+            json!({"a": {"x": 1, "y": [9], "z": true}, "b": 2, "c": {"d": null}})
+        );
+
+        let mut base = json!({"a": {"x": 1}});
+        deep_merge(&mut base, json!({"a": 5}));
+        assert_eq!(base, json!({"a": 5}));
+    }
+
+    #[test]
+    fn string_booleans_and_numbers_are_accepted() {
+        let c = cfg(json!({
+            "learnings": {"enabled": "false", "max_inject_count": "2"},
+            "parallel": {"enabled": "true", "max_concurrent": "3"},
+            "loop": {"timeout_seconds": "60", "max_retries": 2, "max_iterations": null},
+            "claude": {"flags": ["--print"]},
+            "unknown": {"kept": 1}
+        }))
+        .unwrap();
+        assert!(!c.learnings_enabled);
+        assert_eq!(c.learnings_max, 2);
+        assert!(c.parallel_enabled);
+        assert_eq!(c.max_concurrent, 3);
+        assert_eq!(c.timeout_secs, 60);
+        assert_eq!(c.max_retries, 2);
+        assert_eq!(c.max_iterations, 0);
+        assert_eq!(c.agent_flags, Some(vec!["--print".to_string()]));
+        assert_eq!(c.raw["unknown"]["kept"], 1);
+    }
+
+    #[test]
+    fn validation_commands_default_name_and_required() {
+        let c = cfg(json!({"validation": {"commands": [
+            {"cmd": "cargo test"},
+            {"name": "lint", "cmd": "cargo clippy", "required": false},
+            {"name": "fmt", "cmd": "cargo fmt --check", "required": "true"}
+        ]}}))
+        .unwrap();
+        assert_eq!(
+            c.validation,
+            vec![
+                ValidationCommand {
+                    name: "cargo test".into(),
+                    cmd: "cargo test".into(),
+                    required: true
+                },
+                ValidationCommand {
+                    name: "lint".into(),
+                    cmd: "cargo clippy".into(),
+                    required: false
+                },
+                ValidationCommand {
+                    name: "fmt".into(),
+                    cmd: "cargo fmt --check".into(),
+                    required: true
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let problems = cfg(json!({
+            "specs": {"pattern": "specs/{{id}}.md"},
+            "loop": {"timeout_seconds": -5, "max_retries": 0, "max_iterations": "many"},
+            "validation": {"commands": ["npm test", {"name": "x"}], "blocked_commands": [1]},
+            "claude": {"flags": "--print"},
+            "parallel": {"max_concurrent": -1, "enabled": "yes"},
+            "hooks": {"pre_story": 3}
+        }))
+        .unwrap_err();
+        let msgs = messages(&problems);
+        let expect = [
+            "specs.pattern must contain both {{epic}} and {{id}}",
+            "loop.timeout_seconds must be a positive number of seconds, got -5",
+            "loop.max_retries must be a whole number of attempts, at least 1, got 0",
+            "loop.max_iterations must be a whole number of iterations (0 means no limit), got \"many\"",
+            "validation.commands[0] must be an object",
+            "validation.commands[1].cmd must be the shell command to run, got nothing",
+            "validation.blocked_commands must be an array of strings",
+            "claude.flags must be an array of strings",
+            "parallel.max_concurrent must be a whole number of workers, at least 1, got -1",
+            "parallel.enabled must be true or false, got \"yes\"",
+            "hooks.pre_story must be a string, got 3",
+        ];
+        for e in expect {
+            assert!(
+                msgs.iter().any(|m| m.starts_with(e)),
+                "missing {e:?} in {msgs:#?}"
+            );
+        }
+        assert_eq!(msgs.len(), expect.len(), "{msgs:#?}");
+        assert!(problems
+            .iter()
+            .all(|p| p.file == Path::new(".ralph/config.json")));
+    }
+
+    #[test]
+    fn zero_timeout_is_a_problem() {
+        let problems = cfg(json!({"loop": {"timeout_seconds": 0}})).unwrap_err();
+        assert_eq!(
+            messages(&problems),
+            ["loop.timeout_seconds must be a positive number of seconds, got 0"]
+        );
+    }
+
+    #[test]
+    fn section_of_the_wrong_type_is_a_problem() {
+        let problems = cfg(json!({"loop": 5})).unwrap_err();
+        assert_eq!(
+            messages(&problems),
+            ["loop must be a JSON object of settings, got 5"]
+        );
+    }
+
+    fn write_config(text: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".ralph")).unwrap();
+        std::fs::write(dir.path().join(".ralph/config.json"), text).unwrap();
+        dir
+    }
+
+    #[test]
+    fn load_without_a_file_gives_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = load(dir.path()).unwrap();
+        assert_eq!(c.timeout_secs, 1800);
+    }
+
+    #[test]
+    fn load_reports_bad_json_with_its_line() {
+        let dir = write_config("{\n  \"loop\": {\n    \"max_retries\": 2,\n  }\n}\n");
+        let problems = load(dir.path()).unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].file, Path::new(".ralph/config.json"));
+        assert_eq!(problems[0].line, Some(4));
+        assert!(
+            problems[0].message.starts_with("invalid JSON"),
+            "{}",
+            problems[0]
+        );
+    }
+
+    #[test]
+    fn load_rejects_a_non_object() {
+        let dir = write_config("[1, 2]");
+        let problems = load(dir.path()).unwrap_err();
+        assert!(
+            problems[0].message.contains("must be a JSON object"),
+            "{}",
+            problems[0]
+        );
+    }
+
+    #[test]
+    fn load_locates_the_offending_key() {
+        let dir = write_config(
+            "{\n  \"testing_phase\": {\"timeout_seconds\": 5},\n  \"loop\": {\n    \"timeout_seconds\": -5\n  }\n}\n",
+        );
+        let problems = load(dir.path()).unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].line, Some(4));
+        assert_eq!(
+            problems[0].to_string(),
+            ".ralph/config.json:4: loop.timeout_seconds must be a positive number of seconds, got -5"
+        );
+    }
+
+    #[test]
+    fn compat_configs_load() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/ralphetamine");
+        if !base.exists() {
+            eprintln!("skipping: {} is absent", base.display());
+            return;
+        }
+        for run in ["run-full", "run-parallel", "run-sequential"] {
+            let c = load(&base.join("sandbox").join(run)).unwrap();
+            assert_eq!(c.max_retries, 2, "{run}");
+            assert_eq!(c.validation.len(), 1, "{run}");
+            assert!(!c.validation[0].required, "{run}");
+            assert_eq!(
+                c.agent_flags,
+                Some(vec![
+                    "--print".into(),
+                    "--dangerously-skip-permissions".into()
+                ])
+            );
+        }
+        for f in [
+            "tests/fixtures/config.json",
+            "tests/fixtures/config-minimal.json",
+            "tests/fixtures/pipeline/config.json",
+        ] {
+            let text = std::fs::read_to_string(base.join(f)).unwrap();
+            let mut merged = defaults();
+            deep_merge(&mut merged, serde_json::from_str(&text).unwrap());
+            let c = from_value(merged, Path::new(f)).unwrap();
+            assert!(c.timeout_secs > 0, "{f}");
+        }
+        let full = load(&base.join("sandbox/run-full")).unwrap();
+        assert_eq!(
+            full.hooks.pre_story,
+            "echo \"Starting $RALPH_STORY\" >> hooks.log"
+        );
+        assert_eq!(full.max_concurrent, 2);
+        assert_eq!(full.learnings_max, 3);
+    }
 }

@@ -151,7 +151,6 @@ struct Shared {
 }
 
 struct RunningSlot {
-    idx: usize,
     control: watch::Sender<Control>,
 }
 
@@ -563,7 +562,7 @@ impl Dispatcher {
         self.reporter.story_started(&story.id, &story.title);
         self.log.line(&format!("start story {} attempt {attempt} in slot {slot}", story.id));
         let (control, control_rx) = watch::channel(Control::Run);
-        self.slots[slot] = Some(RunningSlot { idx, control });
+        self.slots[slot] = Some(RunningSlot { control });
         let ctx = AttemptCtx {
             shared: self.shared.clone(),
             story,
@@ -655,7 +654,6 @@ impl Dispatcher {
             cost_usd: r.cost_usd,
             saved_ref: r.saved_ref.clone(),
         };
-        let max = self.shared.config.max_retries;
         let log_rel = r.log_path.strip_prefix(&self.shared.root).unwrap_or(&r.log_path).display().to_string();
         match &r.verdict {
             Verdict::Done | Verdict::Tentative => {
@@ -713,8 +711,7 @@ impl Dispatcher {
     }
 
     fn count_failure(&mut self, idx: usize, reason: &str, saved_ref: Option<&str>, log_rel: &str) {
-        let story = self.story(idx).clone();
-        let id = story.id.clone();
+        let id = self.story(idx).id.clone();
         let max = self.shared.config.max_retries;
         let after = self.state.fail_attempt(&id, reason, max);
         let n = self.state.record(&id).map(|r| r.attempts).unwrap_or(0);
@@ -1075,7 +1072,12 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     };
     let text = prompt::render(&template, &prompt::vars_for(&s.config, &input));
 
-    let (program, args) = agent::command_line(&s.config);
+    let (mut program, args) = agent::command_line(&s.config);
+    // A project-local agent (`bin/agent`) is found from the project root, not
+    // from the worktree the child starts in.
+    if program.contains('/') && Path::new(&program).is_relative() {
+        program = s.root.join(&program).display().to_string();
+    }
     let token = format!("{}{}-{}-{}", s.tag, std::process::id(), id, ctx.attempt);
     let spec_run = AttemptSpec {
         program,

@@ -1,0 +1,257 @@
+//! Test fixtures: real git repositories in temp dirs, a fake agent that is a
+//! real executable first on PATH, and the built `ralph` binary.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+pub const RALPH: &str = env!("CARGO_BIN_EXE_ralph");
+
+/// Shared bash helpers every fake agent starts with. The agent reads the
+/// prompt from stdin like Claude Code, finds its story on the first line, and
+/// speaks stream-json.
+pub const AGENT_PRELUDE: &str = r#"#!/bin/bash
+PROMPT_FILE="$(mktemp)"
+cat > "$PROMPT_FILE"
+ID="$(sed -n 's/.*implement Story \([^:]*\):.*/\1/p' "$PROMPT_FILE" | head -1)"
+N="${RALPH_ATTEMPT:-1}"
+esc() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g'; }
+say() { printf '{"type":"assistant","message":{"content":[{"type":"text","text":"%s"}]}}\n' "$(esc "$1")"; }
+tool() { printf '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"%s"}}]}}\n' "$(esc "$1")"; }
+tool_result() { printf '{"type":"user","message":{"content":[{"type":"tool_result","content":"%s","is_error":false}]}}\n' "$(esc "$1")"; }
+result() { printf '{"type":"result","subtype":"success","is_error":%s,"result":"%s","num_turns":2,"total_cost_usd":0.01,"usage":{"input_tokens":100,"output_tokens":20,"cache_creation_input_tokens":5,"cache_read_input_tokens":7}}\n' "${2:-false}" "$(esc "$1")"; }
+commit_file() { mkdir -p "$(dirname "$1")"; printf '%s\n' "${2:-$ID}" >> "$1"; git add -- "$1"; git commit -qm "feat(story-$ID): $1"; }
+done_() { result "all good <ralph>DONE ${1:-$ID}</ralph>"; }
+"#;
+
+pub struct Project {
+    pub tmp: TempDir,
+    pub root: PathBuf,
+    pub bin: PathBuf,
+    pub home: PathBuf,
+    /// Scratch space outside the repo for agents to leave evidence in.
+    pub scratch: PathBuf,
+}
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub struct RunResult {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl RunResult {
+    pub fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+impl std::fmt::Debug for RunResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+impl Project {
+    /// An empty repository with one commit on `main`.
+    pub fn new() -> Project {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("proj");
+        let bin = tmp.path().join("bin");
+        let home = tmp.path().join("home");
+        let scratch = tmp.path().join("scratch");
+        for d in [&root, &bin, &home, &scratch] {
+            fs::create_dir_all(d).unwrap();
+        }
+        git(&root, &["init", "-q", "-b", "main"]);
+        git(&root, &["config", "user.name", "Test"]);
+        git(&root, &["config", "user.email", "test@example.com"]);
+        git(&root, &["config", "commit.gpgsign", "false"]);
+        let p = Project { tmp, root, bin, home, scratch };
+        p.write("README.md", "demo\n");
+        p
+    }
+
+    /// A project with `stories` (`id | title` lines, may include batch
+    /// lines), one spec per story, and `config` as .ralph/config.json.
+    pub fn with_backlog(queue: &str, config: &str) -> Project {
+        let p = Project::new();
+        p.write(".ralph/stories.txt", queue);
+        p.write(".ralph/config.json", config);
+        for line in queue.lines() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') || t.starts_with("x ") {
+                continue;
+            }
+            let (id, title) = t.split_once('|').map(|(a, b)| (a.trim(), b.trim())).unwrap_or((t, ""));
+            let epic = id.split('.').next().unwrap();
+            p.write(
+                &format!("specs/epic-{epic}/story-{id}-spec.md"),
+                &format!("---\nid: \"{id}\"\ntitle: \"{title}\"\nstatus: pending\n---\n\n# Story {id}\n\nDo {title}.\n"),
+            );
+        }
+        p
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.root.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.root.join(rel)).unwrap_or_default()
+    }
+
+    pub fn commit_all(&self, msg: &str) {
+        git(&self.root, &["add", "-A"]);
+        git(&self.root, &["commit", "-qm", msg]);
+    }
+
+    /// Installs the fake agent as `claude` first on PATH.
+    pub fn agent(&self, body: &str) {
+        let path = self.bin.join("claude");
+        fs::write(&path, format!("{AGENT_PRELUDE}\n{body}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(RALPH);
+        c.args(args)
+            .current_dir(&self.root)
+            .env("PATH", format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap_or_default()))
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("CI", "1")
+            .env("SCRATCH", &self.scratch)
+            .env_remove("RALPH_ATTEMPT_TOKEN")
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn ralph(&self, args: &[&str]) -> RunResult {
+        let out: Output = self.command(args).output().expect("ralph runs");
+        RunResult {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn state(&self) -> serde_json::Value {
+        serde_json::from_str(&self.read(".ralph/state.json")).expect("state.json parses")
+    }
+
+    pub fn completed(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.state()["completed_stories"]
+            .as_array()
+            .map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    pub fn story(&self, id: &str) -> serde_json::Value {
+        self.state()["stories"][id].clone()
+    }
+
+    /// First-parent subjects of `main`, oldest first.
+    pub fn main_subjects(&self) -> Vec<String> {
+        let out = git(&self.root, &["log", "--first-parent", "--reverse", "--format=%s", "main"]);
+        out.lines().map(str::to_string).collect()
+    }
+
+    pub fn merges_of(&self, id: &str) -> usize {
+        self.main_subjects().iter().filter(|s| **s == format!("merge: story {id}")).count()
+    }
+
+    pub fn worktrees(&self) -> Vec<String> {
+        git(&self.root, &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree ").map(str::to_string))
+            .collect()
+    }
+
+    pub fn branches(&self, pattern: &str) -> Vec<String> {
+        git(&self.root, &["branch", "--list", pattern, "--format=%(refname:short)"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    pub fn refs(&self, prefix: &str) -> Vec<String> {
+        git(&self.root, &["for-each-ref", "--format=%(refname)", prefix]).lines().map(str::to_string).collect()
+    }
+
+    pub fn file_on_main(&self, rel: &str) -> Option<String> {
+        let out = Command::new("git")
+            .args(["show", &format!("main:{rel}")])
+            .current_dir(&self.root)
+            .output()
+            .unwrap();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Every file under the project (except .git) with its content, plus
+    /// every ref: what "nothing was changed" compares.
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+            for e in fs::read_dir(dir).unwrap() {
+                let e = e.unwrap();
+                let p = e.path();
+                let rel = p.strip_prefix(base).unwrap().display().to_string();
+                if rel == ".git" {
+                    continue;
+                }
+                if p.is_dir() {
+                    out.insert(format!("{rel}/"), Vec::new());
+                    walk(base, &p, out);
+                } else {
+                    out.insert(rel, fs::read(&p).unwrap_or_default());
+                }
+            }
+        }
+        walk(&self.root, &self.root, &mut out);
+        out.insert("<refs>".into(), git(&self.root, &["for-each-ref"]).into_bytes());
+        out.insert("<status>".into(), git(&self.root, &["status", "--porcelain", "--ignored"]).into_bytes());
+        out
+    }
+}
+
+/// True while a process with this PID exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").split_whitespace().next().unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+pub fn pids_in(path: &Path) -> Vec<i32> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+pub const FAST_CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 } }"#;

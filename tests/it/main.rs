@@ -1,0 +1,8 @@
+//! One integration-test binary: every test runs the built `ralph` on a real
+//! git repository with a fake agent executable.
+
+mod harness;
+
+mod compat;
+mod core;
+mod malformed;
