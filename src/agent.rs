@@ -102,7 +102,10 @@ pub fn classify(
             (Some(c), _) => format!("Exit code {c}"),
             (None, None) => "Exit status unknown".to_string(),
         };
-        return Verdict::Failed { reason: with_detail(reason, summary), kind: ResultKind::Error };
+        return Verdict::Failed {
+            reason: with_detail(reason, summary),
+            kind: ResultKind::Error,
+        };
     }
     if summary.is_error {
         return Verdict::Failed {
@@ -120,7 +123,10 @@ pub fn classify(
         };
     }
     if let Some((_, reason)) = &summary.signals.fail {
-        return Verdict::Failed { reason: reason.clone(), kind: ResultKind::Fail };
+        return Verdict::Failed {
+            reason: reason.clone(),
+            kind: ResultKind::Fail,
+        };
     }
     if commits > 0 && has_required_validation {
         return Verdict::Tentative;
@@ -152,7 +158,13 @@ mod tests {
     use std::time::Duration;
 
     fn exit(code: i32) -> AttemptExit {
-        AttemptExit { code: Some(code), signal: None, stopped: None, duration: Duration::ZERO, swept: 0 }
+        AttemptExit {
+            code: Some(code),
+            signal: None,
+            stopped: None,
+            duration: Duration::ZERO,
+            swept: 0,
+        }
     }
 
     fn summary(done: Option<&str>, fail: Option<(&str, &str)>) -> Summary {
@@ -169,26 +181,54 @@ mod tests {
     #[test]
     fn outcome_table() {
         let ok = exit(0);
-        assert_eq!(classify("1.1", &ok, &summary(Some("1.1"), None), 0, 9, false), Verdict::Done);
+        assert_eq!(
+            classify("1.1", &ok, &summary(Some("1.1"), None), 0, 9, false),
+            Verdict::Done
+        );
         assert!(matches!(
             classify("1.1", &ok, &summary(Some("1.2"), None), 1, 9, true),
-            Verdict::Failed { kind: ResultKind::Fail, .. }
+            Verdict::Failed {
+                kind: ResultKind::Fail,
+                ..
+            }
         ));
-        assert_eq!(classify("1.1", &ok, &summary(None, None), 1, 9, true), Verdict::Tentative);
+        assert_eq!(
+            classify("1.1", &ok, &summary(None, None), 1, 9, true),
+            Verdict::Tentative
+        );
         assert!(matches!(
             classify("1.1", &ok, &summary(None, None), 1, 9, false),
-            Verdict::Failed { kind: ResultKind::NoSignal, .. }
+            Verdict::Failed {
+                kind: ResultKind::NoSignal,
+                ..
+            }
         ));
         assert!(matches!(
             classify("1.1", &exit(1), &summary(Some("1.1"), None), 1, 9, false),
-            Verdict::Failed { kind: ResultKind::Error, .. }
+            Verdict::Failed {
+                kind: ResultKind::Error,
+                ..
+            }
         ));
         let mut err = summary(Some("1.1"), None);
         err.is_error = true;
-        assert!(matches!(classify("1.1", &ok, &err, 0, 9, false), Verdict::Failed { .. }));
+        assert!(matches!(
+            classify("1.1", &ok, &err, 0, 9, false),
+            Verdict::Failed { .. }
+        ));
         assert_eq!(
-            classify("1.1", &ok, &summary(None, Some(("1.1", "tests red"))), 0, 9, false),
-            Verdict::Failed { reason: "tests red".into(), kind: ResultKind::Fail }
+            classify(
+                "1.1",
+                &ok,
+                &summary(None, Some(("1.1", "tests red"))),
+                0,
+                9,
+                false
+            ),
+            Verdict::Failed {
+                reason: "tests red".into(),
+                kind: ResultKind::Fail
+            }
         );
     }
 

@@ -13,7 +13,11 @@ use crate::state::{State, Status};
 use crate::store::{self, RunLock};
 
 #[derive(Debug, Parser)]
-#[command(name = "ralph", version, about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges")]
+#[command(
+    name = "ralph",
+    version,
+    about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges"
+)]
 pub struct Cli {
     /// Project root (the directory holding .ralph/ or prd.json)
     #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
@@ -96,7 +100,11 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { EXIT_BAD_INPUT } else { EXIT_OK };
+            return if e.use_stderr() {
+                EXIT_BAD_INPUT
+            } else {
+                EXIT_OK
+            };
         }
     };
     let root = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -161,7 +169,9 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
     };
     let opts = with_config_defaults(root, opts);
     crate::process::become_subreaper();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(engine::run(root, opts))
 }
 
@@ -179,7 +189,8 @@ fn with_config_defaults(root: &Path, mut opts: RunOptions) -> RunOptions {
     opts.parallel |= enabled;
     if opts.parallel && opts.jobs.is_none() {
         let set = user.pointer("/parallel/max_concurrent").and_then(|v| {
-            v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
         });
         opts.jobs = Some(set.map(|n| n.max(1) as usize).unwrap_or(4));
     }
@@ -272,7 +283,12 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
     }
-    println!("Progress: {} / {} stories ({} remaining)", done.len(), total, total - done.len());
+    println!(
+        "Progress: {} / {} stories ({} remaining)",
+        done.len(),
+        total,
+        total - done.len()
+    );
     println!("Run in progress: {}", if live { "yes" } else { "no" });
     if !running.is_empty() {
         println!("Running: {}", running.join(", "));
@@ -368,13 +384,21 @@ fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
                 ));
             }
             for e in project.dag.graph.raw_edges() {
-                out.push_str(&format!("  s{} --> s{}\n", e.source().index(), e.target().index()));
+                out.push_str(&format!(
+                    "  s{} --> s{}\n",
+                    e.source().index(),
+                    e.target().index()
+                ));
             }
         }
         GraphFormat::Text => {
             for i in project.dag.topo_order() {
-                let waits: Vec<&str> =
-                    project.dag.waits_for(i).iter().map(|&w| stories[w].id.as_str()).collect();
+                let waits: Vec<&str> = project
+                    .dag
+                    .waits_for(i)
+                    .iter()
+                    .map(|&w| stories[w].id.as_str())
+                    .collect();
                 out.push_str(&format!(
                     "[{}] {} {}{}\n",
                     label(sched.nodes[i]),
@@ -412,7 +436,9 @@ fn cmd_reset(root: &Path, id: Option<String>, yes: bool) -> anyhow::Result<i32> 
             }
             state.reset_story(&id);
             store::save_state(root, &state)?;
-            println!("Story {id}: attempts and status forgotten; it runs again on the next `ralph run`.");
+            println!(
+                "Story {id}: attempts and status forgotten; it runs again on the next `ralph run`."
+            );
         }
         None => {
             if !yes {
@@ -461,7 +487,12 @@ fn cmd_init(root: &Path) -> anyhow::Result<i32> {
     ] {
         if !path.exists() {
             std::fs::write(&path, content)?;
-            made.push(path.strip_prefix(root).unwrap_or(&path).display().to_string());
+            made.push(
+                path.strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string(),
+            );
         }
     }
     std::fs::create_dir_all(root.join("specs"))?;
@@ -473,7 +504,10 @@ fn cmd_init(root: &Path) -> anyhow::Result<i32> {
         .filter(|p| !existing.lines().any(|l| l.trim() == *p))
         .collect();
     if !missing.is_empty() {
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&gi)?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&gi)?;
         if !existing.is_empty() && !existing.ends_with('\n') {
             writeln!(f)?;
         }

@@ -54,10 +54,47 @@ pub struct Project {
 
 /// Loads config, backlog and DAG, collecting every problem.
 pub fn load_project(root: &Path) -> Result<Project, Vec<Problem>> {
-    let config = crate::config::load(root)?;
-    let backlog = backlog::load(root, &config)?;
-    let dag = Dag::build(&backlog)?;
-    Ok(Project { root: root.to_path_buf(), config, backlog, dag })
+    let (config, mut problems) = match crate::config::load(root) {
+        Ok(c) => (c, Vec::new()),
+        Err(p) => {
+            // Keep going with the defaults so one run of `validate` shows
+            // the backlog's problems too — unless the spec pattern itself is
+            // broken, which would only add noise.
+            let pattern_broken = p.iter().any(|x| x.message.contains("specs.pattern"));
+            if pattern_broken {
+                return Err(p);
+            }
+            let defaults = crate::config::from_value(
+                crate::config::defaults(),
+                Path::new(".ralph/config.json"),
+            )
+            .map_err(|_| p.clone())?;
+            (defaults, p)
+        }
+    };
+    let backlog = match backlog::load(root, &config) {
+        Ok(b) => b,
+        Err(mut p) => {
+            problems.append(&mut p);
+            return Err(problems);
+        }
+    };
+    let dag = match Dag::build(&backlog) {
+        Ok(d) => d,
+        Err(mut p) => {
+            problems.append(&mut p);
+            return Err(problems);
+        }
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Project {
+        root: root.to_path_buf(),
+        config,
+        backlog,
+        dag,
+    })
 }
 
 /// Paths ralph writes at run time; kept out of git and out of the dirty check.
@@ -123,10 +160,21 @@ struct AttemptReport {
 
 #[derive(Debug)]
 enum LandResult {
-    Landed { commit: Oid },
-    Conflict { paths: Vec<String>, saved_ref: Option<String> },
-    ValidationFailed { name: String, tail: String, saved_ref: Option<String> },
-    CheckoutBlocked { paths: Vec<String> },
+    Landed {
+        commit: Oid,
+    },
+    Conflict {
+        paths: Vec<String>,
+        saved_ref: Option<String>,
+    },
+    ValidationFailed {
+        name: String,
+        tail: String,
+        saved_ref: Option<String>,
+    },
+    CheckoutBlocked {
+        paths: Vec<String>,
+    },
     Error(String),
 }
 
@@ -178,13 +226,16 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let git = Git::open(root).map_err(|e| RalphError::Usage(e.to_string()))?;
     let target = match &backlog.source {
         Source::Prd { branch: Some(b) } => b.clone(),
-        _ => git.head_branch().map_err(|e| RalphError::Usage(e.to_string()))?.ok_or_else(|| {
-            RalphError::Usage(
-                "the main checkout has no branch checked out (detached HEAD or no commits): \
+        _ => git
+            .head_branch()
+            .map_err(|e| RalphError::Usage(e.to_string()))?
+            .ok_or_else(|| {
+                RalphError::Usage(
+                    "the main checkout has no branch checked out (detached HEAD or no commits): \
                  check out the branch stories should land on, with at least one commit"
-                    .into(),
-            )
-        })?,
+                        .into(),
+                )
+            })?,
     };
 
     let lock = match RunLock::acquire(root) {
@@ -201,7 +252,11 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     };
 
     let root_rel = git.rel_path(&root.canonicalize()?).unwrap_or_default();
-    let prefix = if root_rel.is_empty() { String::new() } else { format!("{root_rel}/") };
+    let prefix = if root_rel.is_empty() {
+        String::new()
+    } else {
+        format!("{root_rel}/")
+    };
     let dirty = git
         .dirty_tracked_files(&|p: &str| is_runtime_path(p.strip_prefix(&prefix).unwrap_or(p)))
         .context("reading the main checkout's status")?;
@@ -214,7 +269,15 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ))
         .into());
     }
-    let _ = git.exclude(&RUNTIME_PATTERNS.iter().map(|p| format!("/{prefix}{}", &p[1..])).collect::<Vec<_>>().iter().map(String::as_str).collect::<Vec<_>>());
+    let _ = git.exclude(
+        &RUNTIME_PATTERNS
+            .iter()
+            .map(|p| format!("/{prefix}{}", &p[1..]))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
 
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
     if let Some(tip) = git.branch_tip(&target)? {
@@ -223,7 +286,9 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         return Err(RalphError::Usage(format!("target branch {target} does not exist")).into());
     }
 
-    let log = TechLog::new(Some(opts.log.clone().unwrap_or_else(|| root.join("ralph.log"))));
+    let log = TechLog::new(Some(
+        opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
+    ));
     let tag = project_tag(&root.canonicalize()?);
     let reconciled = reconcile(root, &project, &git, &target, &tag, &mut state, &log)?;
     store::save_state(root, &state)?;
@@ -241,7 +306,13 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         target: target.clone(),
         timeout,
         tag,
-        required_validation: project.config.validation.iter().filter(|v| v.required).cloned().collect(),
+        required_validation: project
+            .config
+            .validation
+            .iter()
+            .filter(|v| v.required)
+            .cloned()
+            .collect(),
     });
 
     let mut d = Dispatcher::new(project, shared, state, jobs, opts, log, reconciled);
@@ -276,7 +347,10 @@ fn reconcile(
         if pids.is_empty() {
             break;
         }
-        log.line(&format!("reconcile: stopping {} process(es) left by an earlier run", pids.len()));
+        log.line(&format!(
+            "reconcile: stopping {} process(es) left by an earlier run",
+            pids.len()
+        ));
         for pid in &pids {
             // SAFETY: kill(2) has no memory-safety preconditions.
             unsafe {
@@ -288,17 +362,28 @@ fn reconcile(
     let landed = git.landed_stories(target)?;
     for (id, commit) in &landed {
         if project.backlog.index_of(id).is_some() && !state.is_done(id) {
-            log.line(&format!("reconcile: story {id} is on {target} ({commit}); marking it done"));
-            let title = project.backlog.stories[project.backlog.index_of(id).unwrap_or(0)].title.clone();
+            log.line(&format!(
+                "reconcile: story {id} is on {target} ({commit}); marking it done"
+            ));
+            let title = project.backlog.stories[project.backlog.index_of(id).unwrap_or(0)]
+                .title
+                .clone();
             state.mark_done(id, Some(commit));
             let _ = store::append_progress(
                 root,
-                &format!("[DONE] Story {id} - {title} - {}", timefmt::progress_stamp(timefmt::now_secs())),
+                &format!(
+                    "[DONE] Story {id} - {title} - {}",
+                    timefmt::progress_stamp(timefmt::now_secs())
+                ),
             );
         }
     }
-    let landing: Vec<String> =
-        state.stories.iter().filter(|(_, r)| r.status == Status::Landing).map(|(id, _)| id.clone()).collect();
+    let landing: Vec<String> = state
+        .stories
+        .iter()
+        .filter(|(_, r)| r.status == Status::Landing)
+        .map(|(id, _)| id.clone())
+        .collect();
     let target_tip = git.branch_tip(target)?.unwrap_or_default();
     for id in state.requeue_interrupted() {
         let branch = story_branch(&id);
@@ -308,12 +393,16 @@ fn reconcile(
         }
         if landing.contains(&id) && project.backlog.index_of(&id).is_some() {
             out.reland.push(id.clone());
-            log.line(&format!("reconcile: story {id} was landing; it goes back to the merge queue"));
+            log.line(&format!(
+                "reconcile: story {id} was landing; it goes back to the merge queue"
+            ));
         } else {
             let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
             let r = format!("refs/ralph/attempts/{id}/{n}-interrupted");
             let _ = git.save_ref(&branch, &r);
-            log.line(&format!("reconcile: story {id} was interrupted; its commits are kept at {r}"));
+            log.line(&format!(
+                "reconcile: story {id} was interrupted; its commits are kept at {r}"
+            ));
         }
     }
     // Worktrees whose directory vanished are pruned; live ones are reused.
@@ -365,7 +454,11 @@ impl Dispatcher {
         reconciled: Reconciled,
     ) -> Dispatcher {
         let backlog = &project.backlog;
-        let first = opts.resume.as_ref().and_then(|r| backlog.index_of(r)).unwrap_or(0);
+        let first = opts
+            .resume
+            .as_ref()
+            .and_then(|r| backlog.index_of(r))
+            .unwrap_or(0);
         let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
         let mut state = state;
         let nodes: Vec<Node> = backlog
@@ -396,18 +489,31 @@ impl Dispatcher {
                 Node::Pending
             })
             .collect();
-        let weights: Vec<u64> =
-            backlog.stories.iter().map(|s| estimation_weight(s.estimation.as_deref())).collect();
+        let weights: Vec<u64> = backlog
+            .stories
+            .iter()
+            .map(|s| estimation_weight(s.estimation.as_deref()))
+            .collect();
         let sched = Scheduler::new(
             &project.dag,
             nodes,
-            if jobs > 1 { Some(weights.as_slice()) } else { None },
+            if jobs > 1 {
+                Some(weights.as_slice())
+            } else {
+                None
+            },
         );
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (land_tx, land_rx) = mpsc::unbounded_channel();
-        let reland =
-            reconciled.reland.iter().filter_map(|id| project.backlog.index_of(id)).collect();
-        let limit = opts.iterations.or(Some(project.config.max_iterations)).filter(|&n| n > 0);
+        let reland = reconciled
+            .reland
+            .iter()
+            .filter_map(|id| project.backlog.index_of(id))
+            .collect();
+        let limit = opts
+            .iterations
+            .or(Some(project.config.max_iterations))
+            .filter(|&n| n > 0);
         let reporter = Reporter::new(opts.verbose);
         Dispatcher {
             project,
@@ -443,20 +549,27 @@ impl Dispatcher {
 
     fn save(&self) {
         if let Err(e) = store::save_state(&self.shared.root, &self.state) {
-            self.reporter.line(&format!("error: cannot save state: {e:#}"));
+            self.reporter
+                .line(&format!("error: cannot save state: {e:#}"));
             self.log.line(&format!("cannot save state: {e:#}"));
         }
     }
 
     fn progress(&self, line: &str) {
         if let Err(e) = store::append_progress(&self.shared.root, line) {
-            self.log.line(&format!("cannot append to progress.txt: {e}"));
+            self.log
+                .line(&format!("cannot append to progress.txt: {e}"));
         }
     }
 
     fn totals(&self) -> Totals {
         let (usage, cost) = self.state.total_usage();
-        let selected = self.sched.nodes.iter().filter(|n| **n != Node::Excluded).count();
+        let selected = self
+            .sched
+            .nodes
+            .iter()
+            .filter(|n| **n != Node::Excluded)
+            .count();
         Totals {
             done: self.sched.count(Node::Done),
             total: selected,
@@ -492,19 +605,30 @@ impl Dispatcher {
             if self.jobs == 1 { "" } else { "s" },
             self.shared.target
         ));
-        self.log.line(&format!("run start: {} jobs, target {}", self.jobs, self.shared.target));
+        self.log.line(&format!(
+            "run start: {} jobs, target {}",
+            self.jobs, self.shared.target
+        ));
 
         while let Some(idx) = self.reland.pop_front() {
-            self.send_to_landing(idx, self.state.record(&self.story(idx).id).map(|r| r.attempts_started).unwrap_or(0));
+            self.send_to_landing(
+                idx,
+                self.state
+                    .record(&self.story(idx).id)
+                    .map(|r| r.attempts_started)
+                    .unwrap_or(0),
+            );
         }
         self.mark_ready_times();
 
         loop {
             self.dispatch();
             self.reporter.totals(&self.totals());
-            let busy = self.slots.iter().any(Option::is_some) || self.sched.count(Node::Landing) > 0;
+            let busy =
+                self.slots.iter().any(Option::is_some) || self.sched.count(Node::Landing) > 0;
             if !busy {
-                let can_start = !self.stopping && !self.limit_reached() && self.sched.next().is_some();
+                let can_start =
+                    !self.stopping && !self.limit_reached() && self.sched.next().is_some();
                 if !can_start {
                     break;
                 }
@@ -522,7 +646,10 @@ impl Dispatcher {
                 }
             }
         }
-        drop(std::mem::replace(&mut self.land_tx, mpsc::unbounded_channel().0));
+        drop(std::mem::replace(
+            &mut self.land_tx,
+            mpsc::unbounded_channel().0,
+        ));
         let _ = lander.await;
         self.finish_run().await
     }
@@ -557,10 +684,21 @@ impl Dispatcher {
         self.save();
         self.sched.set(idx, Node::Running);
         let max = self.shared.config.max_retries;
-        let counted = self.state.record(&story.id).map(|r| r.attempts).unwrap_or(0) + 1;
-        self.reporter.line(&format!("[run ] {} {} (attempt {counted}/{max})", story.id, story.title));
+        let counted = self
+            .state
+            .record(&story.id)
+            .map(|r| r.attempts)
+            .unwrap_or(0)
+            + 1;
+        self.reporter.line(&format!(
+            "[run ] {} {} (attempt {counted}/{max})",
+            story.id, story.title
+        ));
         self.reporter.story_started(&story.id, &story.title);
-        self.log.line(&format!("start story {} attempt {attempt} in slot {slot}", story.id));
+        self.log.line(&format!(
+            "start story {} attempt {attempt} in slot {slot}",
+            story.id
+        ));
         let (control, control_rx) = watch::channel(Control::Run);
         self.slots[slot] = Some(RunningSlot { control });
         let ctx = AttemptCtx {
@@ -605,9 +743,15 @@ impl Dispatcher {
         self.state.begin_landing(&story.id);
         self.save();
         self.sched.set(idx, Node::Landing);
-        let root_canon = self.shared.root.canonicalize().unwrap_or_else(|_| self.shared.root.clone());
-        let spec_rel =
-            story.spec_path.as_ref().and_then(|p| self.shared.git.rel_path(&root_canon.join(p)));
+        let root_canon = self
+            .shared
+            .root
+            .canonicalize()
+            .unwrap_or_else(|_| self.shared.root.clone());
+        let spec_rel = story
+            .spec_path
+            .as_ref()
+            .and_then(|p| self.shared.git.rel_path(&root_canon.join(p)));
         let prd_rel = match self.project.backlog.source {
             Source::Prd { .. } => self.shared.git.rel_path(&root_canon.join("prd.json")),
             Source::StoriesTxt => None,
@@ -639,7 +783,8 @@ impl Dispatcher {
         let id = story.id.clone();
         self.slots[r.slot] = None;
         self.reporter.story_finished(&id);
-        self.state.add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
+        self.state
+            .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
         if let Ok(added) = learnings::record(&self.shared.root, &id, &r.learnings) {
             for l in added {
                 self.progress(&format!("[LEARN] {l}"));
@@ -654,13 +799,26 @@ impl Dispatcher {
             cost_usd: r.cost_usd,
             saved_ref: r.saved_ref.clone(),
         };
-        let log_rel = r.log_path.strip_prefix(&self.shared.root).unwrap_or(&r.log_path).display().to_string();
+        let log_rel = r
+            .log_path
+            .strip_prefix(&self.shared.root)
+            .unwrap_or(&r.log_path)
+            .display()
+            .to_string();
         match &r.verdict {
             Verdict::Done | Verdict::Tentative => {
-                rec.outcome = if r.verdict == Verdict::Tentative { "tentative" } else { "done" }.into();
+                rec.outcome = if r.verdict == Verdict::Tentative {
+                    "tentative"
+                } else {
+                    "done"
+                }
+                .into();
                 self.state.push_history(&id, rec);
                 self.retry_context.remove(&r.idx);
-                self.reporter.line(&format!("[land] {id} finished in {}; landing", timefmt::human_duration(r.duration.as_secs_f64())));
+                self.reporter.line(&format!(
+                    "[land] {id} finished in {}; landing",
+                    timefmt::human_duration(r.duration.as_secs_f64())
+                ));
                 self.send_to_landing(r.idx, r.attempt);
             }
             Verdict::Failed { reason, .. } => {
@@ -683,14 +841,17 @@ impl Dispatcher {
                     "[wait] {id}: the agent hit a usage/rate limit; pausing new work for {}",
                     timefmt::human_duration(wait.as_secs_f64())
                 ));
-                self.log.line(&format!("rate limited on {id}; pause {wait:?}"));
+                self.log
+                    .line(&format!("rate limited on {id}; pause {wait:?}"));
             }
             Verdict::Interrupted => {
                 rec.outcome = "interrupted".into();
                 self.state.push_history(&id, rec);
                 self.state.requeue(&id);
                 self.sched.set(r.idx, Node::Pending);
-                self.reporter.line(&format!("[stop] {id} stopped; it will be redone by the next `ralph run`"));
+                self.reporter.line(&format!(
+                    "[stop] {id} stopped; it will be redone by the next `ralph run`"
+                ));
             }
             Verdict::RootRefusal => {
                 self.state.push_history(&id, rec);
@@ -721,9 +882,14 @@ impl Dispatcher {
             one_line.replace('|', "-"),
             timefmt::progress_stamp(timefmt::now_secs())
         ));
-        let kept = saved_ref.map(|r| format!("; its commits are kept at {r}")).unwrap_or_default();
-        self.reporter.line(&format!("[fail] {id} attempt {n}/{max}: {one_line} (log: {log_rel}){kept}"));
-        self.log.line(&format!("story {id} failed attempt {n}/{max}: {one_line}"));
+        let kept = saved_ref
+            .map(|r| format!("; its commits are kept at {r}"))
+            .unwrap_or_default();
+        self.reporter.line(&format!(
+            "[fail] {id} attempt {n}/{max}: {one_line} (log: {log_rel}){kept}"
+        ));
+        self.log
+            .line(&format!("story {id} failed attempt {n}/{max}: {one_line}"));
         match after {
             AfterFailure::Retry => {
                 self.sched.set(idx, Node::Pending);
@@ -735,7 +901,8 @@ impl Dispatcher {
             }
             AfterFailure::FailedForGood => {
                 let blocked = self.sched.fail(idx);
-                let names: Vec<String> = blocked.iter().map(|&b| self.story(b).id.clone()).collect();
+                let names: Vec<String> =
+                    blocked.iter().map(|&b| self.story(b).id.clone()).collect();
                 self.reporter.line(&format!(
                     "[FAIL] {id} failed {max} times; a person is needed (`ralph run -s {id}` retries it){}",
                     if names.is_empty() { String::new() } else { format!("; blocked: {}", names.join(", ")) }
@@ -761,7 +928,11 @@ impl Dispatcher {
                     "[DONE] Story {id} - {} - {}{}",
                     story.title,
                     timefmt::progress_stamp(timefmt::now_secs()),
-                    if tentative { " (tentative: commits detected, validated)" } else { "" }
+                    if tentative {
+                        " (tentative: commits detected, validated)"
+                    } else {
+                        ""
+                    }
                 ));
                 self.finish_spec_on_disk(&story);
                 let _ = self.shared.git.delete_branch(&story_branch(&id));
@@ -785,21 +956,40 @@ impl Dispatcher {
                     self.shared.target,
                     if paths.is_empty() { "some files".to_string() } else { paths.join(", ") }
                 );
-                let n = self.state.conflict(&id, &format!("merge conflict in {}", paths.join(", ")));
-                self.reporter.line(&format!("[conf] {id} conflicts with {} in {}; redoing it from the new tip", self.shared.target, paths.join(", ")));
-                self.log.line(&format!("conflict landing {id}: {paths:?}; kept at {kept}"));
+                let n = self
+                    .state
+                    .conflict(&id, &format!("merge conflict in {}", paths.join(", ")));
+                self.reporter.line(&format!(
+                    "[conf] {id} conflicts with {} in {}; redoing it from the new tip",
+                    self.shared.target,
+                    paths.join(", ")
+                ));
+                self.log
+                    .line(&format!("conflict landing {id}: {paths:?}; kept at {kept}"));
                 if n > self.shared.config.max_retries + 2 {
                     self.state.stories.entry(id.clone()).or_default().status = Status::Failed;
                     let blocked = self.sched.fail(idx);
-                    self.reporter.line(&format!("[FAIL] {id} conflicted {n} times; a person is needed ({} blocked)", blocked.len()));
+                    self.reporter.line(&format!(
+                        "[FAIL] {id} conflicted {n} times; a person is needed ({} blocked)",
+                        blocked.len()
+                    ));
                 } else {
                     self.sched.set(idx, Node::Pending);
                     self.retry_context.insert(idx, note);
                 }
                 self.save();
             }
-            LandResult::ValidationFailed { name, tail, saved_ref } => {
-                let tail_line = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+            LandResult::ValidationFailed {
+                name,
+                tail,
+                saved_ref,
+            } => {
+                let tail_line = tail
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string();
                 let reason = format!("validation '{name}' failed on the merged tree: {tail_line}");
                 self.count_failure(idx, &reason, saved_ref.as_deref(), "");
                 self.save();
@@ -879,12 +1069,20 @@ impl Dispatcher {
             cost
         );
         if !failed.is_empty() {
-            println!("failed: {} (see .ralph/logs/<id>/; retry with `ralph run -s <id>`)", failed.join(", "));
+            println!(
+                "failed: {} (see .ralph/logs/<id>/; retry with `ralph run -s <id>`)",
+                failed.join(", ")
+            );
         }
         if !blocked.is_empty() {
             println!("blocked: {}", blocked.join(", "));
         }
-        self.log.line(&format!("run end: {} done, {} failed, {} blocked", t.done, failed.len(), blocked.len()));
+        self.log.line(&format!(
+            "run end: {} done, {} failed, {} blocked",
+            t.done,
+            failed.len(),
+            blocked.len()
+        ));
         if let Some(f) = &self.fatal {
             eprintln!("error: {f}");
             return Ok(EXIT_STORIES_FAILED);
@@ -917,7 +1115,8 @@ pub fn set_prd_passes(text: &str, id: &str) -> Option<String> {
             None => continue,
         };
         if sid == id {
-            s.as_object_mut()?.insert("passes".into(), serde_json::Value::Bool(true));
+            s.as_object_mut()?
+                .insert("passes".into(), serde_json::Value::Bool(true));
         }
     }
     let mut out = serde_json::to_string_pretty(&v).ok()?;
@@ -939,6 +1138,19 @@ async fn cleanup_worktrees(shared: &Arc<Shared>) {
         }
         let _ = s.git.delete_branch("ralph/validate");
         let _ = std::fs::remove_dir(&dir);
+        // Story branches go once their work is on the target or kept under a
+        // ref; a branch holding unsaved work stays.
+        for b in s
+            .git
+            .branches_with_prefix("ralph/story-")
+            .unwrap_or_default()
+        {
+            let merged = s.git.is_merged(&b, &s.target).unwrap_or(false);
+            let saved = s.git.tip_saved_under(&b, "refs/ralph/").unwrap_or(false);
+            if merged || saved {
+                let _ = s.git.delete_branch(&b);
+            }
+        }
     })
     .await;
 }
@@ -956,10 +1168,20 @@ struct AttemptCtx {
 }
 
 fn hook_env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
-async fn run_hook(shared: &Shared, name: &str, cmd: &str, cwd: PathBuf, env: Vec<(String, String)>, timeout: Duration) -> Option<String> {
+async fn run_hook(
+    shared: &Shared,
+    name: &str,
+    cmd: &str,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+) -> Option<String> {
     if cmd.trim().is_empty() {
         return None;
     }
@@ -967,7 +1189,11 @@ async fn run_hook(shared: &Shared, name: &str, cmd: &str, cwd: PathBuf, env: Vec
         Ok(r) if r.success => None,
         Ok(r) => Some(format!(
             "hook {name} {}: {}",
-            if r.timed_out { "timed out".to_string() } else { format!("exited {}", r.code.unwrap_or(-1)) },
+            if r.timed_out {
+                "timed out".to_string()
+            } else {
+                format!("exited {}", r.code.unwrap_or(-1))
+            },
             r.tail.lines().last().unwrap_or("")
         )),
         Err(e) => Some(format!("hook {name} could not start: {e}")),
@@ -985,7 +1211,12 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     let branch = story_branch(&id);
     let wt_name = format!("slot-{}", ctx.slot);
     let wt_path = worktrees_dir(&s.root).join(&wt_name);
-    let log_path = s.root.join(".ralph").join("logs").join(&id).join(format!("attempt-{}.log", ctx.attempt));
+    let log_path = s
+        .root
+        .join(".ralph")
+        .join("logs")
+        .join(&id)
+        .join(format!("attempt-{}.log", ctx.attempt));
     let mut report = AttemptReport {
         idx: ctx.idx,
         slot: ctx.slot,
@@ -1005,12 +1236,16 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     // branch is moved to the new base.
     let prep = {
         let s = s.clone();
-        let (branch, wt_name, wt_path, id) = (branch.clone(), wt_name.clone(), wt_path.clone(), id.clone());
+        let (branch, wt_name, wt_path, id) =
+            (branch.clone(), wt_name.clone(), wt_path.clone(), id.clone());
         tokio::task::spawn_blocking(move || -> crate::gitops::Result<Oid> {
             let base = s.git.branch_tip(&s.target)?.ok_or_else(|| {
                 crate::gitops::GitError::Other(format!("target branch {} vanished", s.target))
             })?;
-            if s.git.branch_tip(&branch)?.is_some() && s.git.commits_ahead(&branch, &base)? > 0 {
+            if s.git.branch_tip(&branch)?.is_some()
+                && s.git.commits_ahead(&branch, &base)? > 0
+                && !s.git.tip_saved_under(&branch, "refs/ralph/")?
+            {
                 let r = format!("refs/ralph/attempts/{id}/saved-{}", timefmt::now_secs());
                 s.git.save_ref(&branch, &r)?;
             }
@@ -1022,7 +1257,10 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     let base = match prep {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
-            report.verdict = fail(format!("could not prepare the worktree: {e}"), ResultKind::Error);
+            report.verdict = fail(
+                format!("could not prepare the worktree: {e}"),
+                ResultKind::Error,
+            );
             return report;
         }
         Err(e) => {
@@ -1033,24 +1271,59 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
 
     let root_s = s.root.display().to_string();
     let wt_s = wt_path.display().to_string();
-    let spec_s = ctx.story.spec_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let spec_s = ctx
+        .story
+        .spec_path
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     let iter_s = ctx.iteration.to_string();
     let hooks = &s.config.hooks;
-    let _ = run_hook(&s, "pre_iteration", &hooks.pre_iteration, s.root.clone(), hook_env(&[("RALPH_ITERATION", &iter_s)]), Duration::from_secs(600)).await;
+    let _ = run_hook(
+        &s,
+        "pre_iteration",
+        &hooks.pre_iteration,
+        s.root.clone(),
+        hook_env(&[("RALPH_ITERATION", &iter_s)]),
+        Duration::from_secs(600),
+    )
+    .await;
     if let Some(msg) = run_hook(
         &s,
         "pre_worktree",
         &hooks.pre_worktree,
         wt_path.clone(),
-        hook_env(&[("RALPH_STORY", &id), ("RALPH_WORKTREE", &wt_s), ("RALPH_BRANCH", &branch), ("RALPH_PROJECT_DIR", &root_s)]),
-        Duration::from_secs(s.config.raw.pointer("/hooks/pre_worktree_timeout").and_then(|v| v.as_u64()).unwrap_or(120)),
+        hook_env(&[
+            ("RALPH_STORY", &id),
+            ("RALPH_WORKTREE", &wt_s),
+            ("RALPH_BRANCH", &branch),
+            ("RALPH_PROJECT_DIR", &root_s),
+        ]),
+        Duration::from_secs(
+            s.config
+                .raw
+                .pointer("/hooks/pre_worktree_timeout")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(120),
+        ),
     )
     .await
     {
-        report.verdict = fail(format!("pre_worktree hook failed: {msg}"), ResultKind::Error);
+        report.verdict = fail(
+            format!("pre_worktree hook failed: {msg}"),
+            ResultKind::Error,
+        );
         return report;
     }
-    let _ = run_hook(&s, "pre_story", &hooks.pre_story, s.root.clone(), hook_env(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]), Duration::from_secs(600)).await;
+    let _ = run_hook(
+        &s,
+        "pre_story",
+        &hooks.pre_story,
+        s.root.clone(),
+        hook_env(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]),
+        Duration::from_secs(600),
+    )
+    .await;
 
     let spec = match backlog::spec_text(&s.root, &ctx.story) {
         Ok(t) => t,
@@ -1059,7 +1332,11 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
             return report;
         }
     };
-    let all_learnings = if s.config.learnings_enabled { learnings::load(&s.root) } else { Vec::new() };
+    let all_learnings = if s.config.learnings_enabled {
+        learnings::load(&s.root)
+    } else {
+        Vec::new()
+    };
     let chosen = learnings::select_relevant(&all_learnings, &spec, s.config.learnings_max);
     let template = std::fs::read_to_string(s.root.join(".ralph/templates/implement.md"))
         .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
@@ -1106,11 +1383,19 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
         for ev in parser.feed_line(line) {
             let text = match ev {
                 AgentEvent::ToolUse { name, summary } => format!("{name}: {summary}"),
-                AgentEvent::Text(t) => t.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_string(),
+                AgentEvent::Text(t) => t
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string(),
                 AgentEvent::ApiRetry { attempt, error } => format!("API retry {attempt}: {error}"),
                 AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
                 AgentEvent::Result { is_error, .. } => {
-                    if is_error { "finished with an error".into() } else { "finished".into() }
+                    if is_error {
+                        "finished with an error".into()
+                    } else {
+                        "finished".into()
+                    }
                 }
             };
             if text.is_empty() {
@@ -1144,7 +1429,9 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     let commits = {
         let s = s.clone();
         let (branch, base) = (branch.clone(), base.clone());
-        tokio::task::spawn_blocking(move || s.git.commits_ahead(&branch, &base).unwrap_or(0)).await.unwrap_or(0)
+        tokio::task::spawn_blocking(move || s.git.commits_ahead(&branch, &base).unwrap_or(0))
+            .await
+            .unwrap_or(0)
     };
     report.verdict = agent::classify(
         &id,
@@ -1154,7 +1441,11 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
         s.timeout.as_secs(),
         !s.required_validation.is_empty(),
     );
-    if matches!(report.verdict, Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }) && commits > 0 {
+    if matches!(
+        report.verdict,
+        Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }
+    ) && commits > 0
+    {
         let r = format!("refs/ralph/attempts/{id}/{}", ctx.attempt);
         let s2 = s.clone();
         let (b2, r2) = (branch.clone(), r.clone());
@@ -1164,14 +1455,34 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     }
     if !matches!(report.verdict, Verdict::Interrupted) {
         let result = report.verdict.kind().as_str();
-        let _ = run_hook(&s, "post_story", &hooks.post_story, s.root.clone(), hook_env(&[("RALPH_STORY", &id), ("RALPH_RESULT", result)]), Duration::from_secs(600)).await;
-        let _ = run_hook(&s, "post_iteration", &hooks.post_iteration, s.root.clone(), hook_env(&[("RALPH_ITERATION", &iter_s)]), Duration::from_secs(600)).await;
+        let _ = run_hook(
+            &s,
+            "post_story",
+            &hooks.post_story,
+            s.root.clone(),
+            hook_env(&[("RALPH_STORY", &id), ("RALPH_RESULT", result)]),
+            Duration::from_secs(600),
+        )
+        .await;
+        let _ = run_hook(
+            &s,
+            "post_iteration",
+            &hooks.post_iteration,
+            s.root.clone(),
+            hook_env(&[("RALPH_ITERATION", &iter_s)]),
+            Duration::from_secs(600),
+        )
+        .await;
     }
     report
 }
 
 /// The merge queue: lands finished stories one at a time, in arrival order.
-async fn merge_queue(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LandRequest>, events: mpsc::UnboundedSender<Event>) {
+async fn merge_queue(
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<LandRequest>,
+    events: mpsc::UnboundedSender<Event>,
+) {
     while let Some(req) = rx.recv().await {
         let idx = req.idx;
         let result = land_one(&shared, req).await;
@@ -1203,7 +1514,8 @@ async fn land_one(s: &Arc<Shared>, req: LandRequest) -> LandResult {
                         None
                     }
                 };
-                s.git.merge_story(&s.target, &branch, &message, &paths, &edit)
+                s.git
+                    .merge_story(&s.target, &branch, &message, &paths, &edit)
             })
             .await
         };
@@ -1212,7 +1524,10 @@ async fn land_one(s: &Arc<Shared>, req: LandRequest) -> LandResult {
             Ok(Ok(MergeOutcome::Conflict { paths })) => {
                 let r = format!("refs/ralph/conflicts/{}/{}", req.id, req.attempt);
                 let saved = s.git.save_ref(&branch, &r).ok().map(|_| r);
-                return LandResult::Conflict { paths, saved_ref: saved };
+                return LandResult::Conflict {
+                    paths,
+                    saved_ref: saved,
+                };
             }
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e.to_string()),
@@ -1230,42 +1545,69 @@ async fn land_one(s: &Arc<Shared>, req: LandRequest) -> LandResult {
         match landed {
             Ok(Ok(LandOutcome::Landed)) => return LandResult::Landed { commit },
             Ok(Ok(LandOutcome::TargetMoved { .. })) => continue,
-            Ok(Ok(LandOutcome::CheckoutBlocked { paths })) => return LandResult::CheckoutBlocked { paths },
+            Ok(Ok(LandOutcome::CheckoutBlocked { paths })) => {
+                return LandResult::CheckoutBlocked { paths }
+            }
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e.to_string()),
         }
     }
-    LandResult::Error(format!("{} kept moving while landing; will retry", s.target))
+    LandResult::Error(format!(
+        "{} kept moving while landing; will retry",
+        s.target
+    ))
 }
 
 /// Runs the required validation commands on the merged tree, in a worktree
 /// of its own; `Some` is the failure.
-async fn validate_merged(s: &Arc<Shared>, req: &LandRequest, commit: &Oid, base: &Oid) -> Option<LandResult> {
+async fn validate_merged(
+    s: &Arc<Shared>,
+    req: &LandRequest,
+    commit: &Oid,
+    base: &Oid,
+) -> Option<LandResult> {
     let path = worktrees_dir(&s.root).join("validate");
     let prep = {
         let s = s.clone();
         let (path, commit, base) = (path.clone(), commit.clone(), base.clone());
         tokio::task::spawn_blocking(move || {
-            s.git.prepare_worktree("validate", &path, "ralph/validate", &base)?;
+            s.git
+                .prepare_worktree("validate", &path, "ralph/validate", &base)?;
             s.git.checkout_detached(&path, &commit)
         })
         .await
     };
     match prep {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => return Some(LandResult::Error(format!("preparing the validation worktree: {e}"))),
+        Ok(Err(e)) => {
+            return Some(LandResult::Error(format!(
+                "preparing the validation worktree: {e}"
+            )))
+        }
         Err(e) => return Some(LandResult::Error(e.to_string())),
     }
     for v in &s.required_validation {
-        let env = hook_env(&[("RALPH_STORY", &req.id), ("RALPH_PROJECT_DIR", &s.root.display().to_string())]);
+        let env = hook_env(&[
+            ("RALPH_STORY", &req.id),
+            ("RALPH_PROJECT_DIR", &s.root.display().to_string()),
+        ]);
         match process::run_shell(&v.cmd, path.clone(), env, s.timeout).await {
             Ok(r) if r.success => {}
             Ok(r) => {
                 let rf = format!("refs/ralph/attempts/{}/{}", req.id, req.attempt);
                 let saved = s.git.save_ref(&story_branch(&req.id), &rf).ok().map(|_| rf);
-                return Some(LandResult::ValidationFailed { name: v.name.clone(), tail: r.tail, saved_ref: saved });
+                return Some(LandResult::ValidationFailed {
+                    name: v.name.clone(),
+                    tail: r.tail,
+                    saved_ref: saved,
+                });
             }
-            Err(e) => return Some(LandResult::Error(format!("validation '{}' could not start: {e}", v.name))),
+            Err(e) => {
+                return Some(LandResult::Error(format!(
+                    "validation '{}' could not start: {e}",
+                    v.name
+                )))
+            }
         }
     }
     None
@@ -1278,11 +1620,23 @@ fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
     let order: Vec<usize> = match &opts.story {
         Some(s) => b.index_of(s).into_iter().collect(),
         None => {
-            let first = opts.resume.as_ref().and_then(|r| b.index_of(r)).unwrap_or(0);
-            project.dag.topo_order().into_iter().filter(|&i| i >= first).collect()
+            let first = opts
+                .resume
+                .as_ref()
+                .and_then(|r| b.index_of(r))
+                .unwrap_or(0);
+            project
+                .dag
+                .topo_order()
+                .into_iter()
+                .filter(|&i| i >= first)
+                .collect()
         }
     };
-    println!("[DRY RUN] plan ({} stories; nothing will be changed):", order.len());
+    println!(
+        "[DRY RUN] plan ({} stories; nothing will be changed):",
+        order.len()
+    );
     let all_learnings = learnings::load(&project.root);
     for i in order {
         let s = &b.stories[i];
@@ -1290,18 +1644,34 @@ fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
             println!("  [done] {} {}", s.id, s.title);
             continue;
         }
-        let waits: Vec<&str> = project.dag.waits_for(i).iter().map(|&w| b.stories[w].id.as_str()).collect();
+        let waits: Vec<&str> = project
+            .dag
+            .waits_for(i)
+            .iter()
+            .map(|&w| b.stories[w].id.as_str())
+            .collect();
         println!(
             "  [    ] {} {}{}",
             s.id,
             s.title,
-            if waits.is_empty() { String::new() } else { format!("  (after {})", waits.join(", ")) }
+            if waits.is_empty() {
+                String::new()
+            } else {
+                format!("  (after {})", waits.join(", "))
+            }
         );
         let spec = backlog::spec_text(&project.root, s).unwrap_or_default();
-        let chosen = learnings::select_relevant(&all_learnings, &spec, project.config.learnings_max);
+        let chosen =
+            learnings::select_relevant(&all_learnings, &spec, project.config.learnings_max);
         let template = std::fs::read_to_string(project.root.join(".ralph/templates/implement.md"))
             .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
-        let input = PromptInput { id: &s.id, title: &s.title, spec: &spec, learnings: &chosen, retry_context: None };
+        let input = PromptInput {
+            id: &s.id,
+            title: &s.title,
+            spec: &spec,
+            learnings: &chosen,
+            retry_context: None,
+        };
         let text = prompt::render(&template, &prompt::vars_for(&project.config, &input));
         println!("  [DRY RUN] prompt head:");
         for line in text.lines().take(12) {

@@ -24,7 +24,11 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(file: impl Into<PathBuf>, line: Option<usize>, message: impl Into<String>) -> Self {
-        Problem { file: file.into(), line, message: message.into() }
+        Problem {
+            file: file.into(),
+            line,
+            message: message.into(),
+        }
     }
 }
 
@@ -52,5 +56,9 @@ pub enum RalphError {
 }
 
 pub fn render_problems(problems: &[Problem]) -> String {
-    problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n")
+    problems
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

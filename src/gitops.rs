@@ -504,6 +504,22 @@ impl Git {
         Ok(out)
     }
 
+    /// True when the tip of `branch` is already kept by a ref under
+    /// `ref_prefix` (e.g. `refs/ralph/`), so moving the branch loses nothing.
+    pub fn tip_saved_under(&self, branch: &str, ref_prefix: &str) -> Result<bool> {
+        let repo = self.repo()?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(true);
+        };
+        for r in repo.references_glob(&format!("{ref_prefix}*"))? {
+            let r = r?;
+            if r.target() == Some(b) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// True when every commit of `branch` is reachable from `target`.
     pub fn is_merged(&self, branch: &str, target: &str) -> Result<bool> {
         let repo = self.repo()?;

@@ -10,12 +10,30 @@ use regex::Regex;
 
 /// The bash tool's topics, first match wins.
 const TOPICS: &[(&str, &str)] = &[
-    ("testing", r"test|mock|assert|vitest|jest|playwright|expect|describe|it\("),
-    ("framework", r"svelte|react|component|render|template|store|reactive|rune"),
-    ("data-model", r"sql|migration|schema|table|column|sqlite|database|query"),
-    ("tooling", r"build|compile|bundle|config|webpack|vite|tauri|cargo"),
-    ("patterns", r"pattern|convention|approach|architecture|design|refactor"),
-    ("gotchas", r"gotcha|pitfall|trap|caveat|careful|warning|workaround|bug"),
+    (
+        "testing",
+        r"test|mock|assert|vitest|jest|playwright|expect|describe|it\(",
+    ),
+    (
+        "framework",
+        r"svelte|react|component|render|template|store|reactive|rune",
+    ),
+    (
+        "data-model",
+        r"sql|migration|schema|table|column|sqlite|database|query",
+    ),
+    (
+        "tooling",
+        r"build|compile|bundle|config|webpack|vite|tauri|cargo",
+    ),
+    (
+        "patterns",
+        r"pattern|convention|approach|architecture|design|refactor",
+    ),
+    (
+        "gotchas",
+        r"gotcha|pitfall|trap|caveat|careful|warning|workaround|bug",
+    ),
 ];
 
 pub fn categorize(text: &str) -> &'static str {
@@ -59,13 +77,19 @@ pub fn select_relevant(lines: &[String], spec: &str, n: usize) -> Vec<String> {
         }
     }
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.into_iter().take(n).map(|(_, _, l)| l.clone()).collect()
+    scored
+        .into_iter()
+        .take(n)
+        .map(|(_, _, l)| l.clone())
+        .collect()
 }
 
 /// Every `- ` line of `.ralph/learnings/*.md` (top level), files in name order.
 pub fn load(root: &Path) -> Vec<String> {
     let dir = root.join(".ralph/learnings");
-    let Ok(rd) = fs::read_dir(&dir) else { return Vec::new() };
+    let Ok(rd) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
     let mut files: Vec<_> = rd
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -75,7 +99,11 @@ pub fn load(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for f in files {
         if let Ok(text) = fs::read_to_string(&f) {
-            out.extend(text.lines().filter(|l| l.starts_with("- ")).map(str::to_string));
+            out.extend(
+                text.lines()
+                    .filter(|l| l.starts_with("- "))
+                    .map(str::to_string),
+            );
         }
     }
     out
@@ -98,7 +126,10 @@ pub fn record(root: &Path, story: &str, texts: &[String]) -> std::io::Result<Vec
         let topic = categorize(&text);
         let path = dir.join(format!("{topic}.md"));
         let fresh = !path.exists();
-        let mut f = fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
         if fresh {
             writeln!(f, "# Learnings: {topic}\n")?;
         }
@@ -116,7 +147,10 @@ fn update_index(dir: &Path, topic: &str) {
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     if !map.contains_key(topic) {
-        map.insert(topic.to_string(), serde_json::Value::String(format!("{topic}.md")));
+        map.insert(
+            topic.to_string(),
+            serde_json::Value::String(format!("{topic}.md")),
+        );
         if let Ok(s) = serde_json::to_string_pretty(&map) {
             let _ = crate::store::write_atomic(&path, s.as_bytes());
         }
@@ -151,12 +185,24 @@ mod tests {
     #[test]
     fn record_writes_topic_files_without_duplicates() {
         let dir = tempfile::tempdir().unwrap();
-        let added = record(dir.path(), "1.1", &["use jest mocks".into(), "use  jest mocks".into()]).unwrap();
+        let added = record(
+            dir.path(),
+            "1.1",
+            &["use jest mocks".into(), "use  jest mocks".into()],
+        )
+        .unwrap();
         assert_eq!(added.len(), 1);
         let again = record(dir.path(), "1.2", &["Use jest mocks".into()]).unwrap();
         assert!(again.is_empty());
         let text = fs::read_to_string(dir.path().join(".ralph/learnings/testing.md")).unwrap();
-        assert_eq!(text, "# Learnings: testing\n\n- [Story 1.1] use jest mocks\n");
-        assert!(fs::read_to_string(dir.path().join(".ralph/learnings/_index.json")).unwrap().contains("testing.md"));
+        assert_eq!(
+            text,
+            "# Learnings: testing\n\n- [Story 1.1] use jest mocks\n"
+        );
+        assert!(
+            fs::read_to_string(dir.path().join(".ralph/learnings/_index.json"))
+                .unwrap()
+                .contains("testing.md")
+        );
     }
 }

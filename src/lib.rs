@@ -2,20 +2,20 @@
 //! worktrees, landing verified merges on the target branch. See CLAUDE.md for
 //! the architecture map.
 
+pub mod agent;
 pub mod backlog;
 pub mod cli;
 pub mod config;
 pub mod dag;
+pub mod engine;
 pub mod error;
 pub mod gitops;
+pub mod learnings;
 pub mod process;
+pub mod prompt;
+pub mod report;
+pub mod schedule;
 pub mod signals;
 pub mod state;
 pub mod store;
 pub mod timefmt;
-pub mod learnings;
-pub mod prompt;
-pub mod agent;
-pub mod schedule;
-pub mod report;
-pub mod engine;

@@ -3,10 +3,21 @@
 //! unique token in its environment, and is swept (with everything it started,
 //! even in new sessions) when it ends.
 
+use std::collections::BTreeSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::pin::pin;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 /// Environment variable that marks every process an attempt started.
 pub const TOKEN_VAR: &str = "RALPH_ATTEMPT_TOKEN";
@@ -61,17 +72,67 @@ pub enum Control {
     Kill,
 }
 
+/// Longest line handed to `on_line`; longer ones are split, so a child that
+/// prints without newlines cannot make us buffer its whole output.
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// How long output is still read after the child exited and was swept: long
+/// enough for what is already in the pipes, short enough that a process we
+/// could not find (one that dropped its token) cannot hold the attempt open.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+const SHELL_GRACE: Duration = Duration::from_secs(2);
+const SHELL_TAIL: usize = 4096;
+
+/// Bound on sweep rounds: a process may fork between our scan and our kill,
+/// or take a moment to die; neither may keep us looping forever.
+const SWEEP_ROUNDS: u32 = 100;
+const SWEEP_PAUSE: Duration = Duration::from_millis(5);
+
+/// Pipe read size and the number of batches in flight per attempt; together
+/// with `MAX_LINE` they bound the memory an attempt's output can take.
+const READ_CHUNK: usize = 64 * 1024;
+const BATCHES_IN_FLIGHT: usize = 16;
+
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+static TOKEN_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// PIDs of the children tokio is waiting for. The orphan reaper must never
+/// take one of their exit statuses, so spawning and reaping share this lock.
+static CHILDREN: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn children() -> MutexGuard<'static, BTreeSet<i32>> {
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A token no other attempt of any ralph process on this machine carries:
+/// `<prefix>-<pid>-<counter>-<nanos>`.
+pub fn unique_token(prefix: &str) -> String {
+    let n = TOKEN_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{n}-{nanos}", std::process::id())
+}
+
 /// Runs one attempt to completion. Each output line (stdout and stderr) is
 /// appended to the log and passed to `on_line` as it arrives; nothing is kept
 /// in memory. Ends at the process's exit (not pipe EOF), then sweeps every
 /// process carrying the token. `control` lets the caller stop it.
 pub async fn run_attempt(
     spec: AttemptSpec,
-    on_line: impl FnMut(&str) + Send,
+    mut on_line: impl FnMut(&str) + Send,
     control: watch::Receiver<Control>,
 ) -> std::io::Result<AttemptExit> {
-    let _ = (spec, on_line, control);
-    todo!()
+    if let Some(dir) = spec.log_path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&spec.log_path)?;
+    supervise(spec, Some(BufWriter::new(log)), &mut on_line, control).await
 }
 
 /// Result of a shell command (hook or validation).
@@ -92,26 +153,1005 @@ pub async fn run_shell(
     env: Vec<(String, String)>,
     timeout: Duration,
 ) -> std::io::Result<ShellResult> {
-    let _ = (cmd, cwd, env, timeout);
-    todo!()
+    let spec = AttemptSpec {
+        program: "bash".into(),
+        args: vec!["-c".into(), cmd.into()],
+        cwd,
+        env,
+        env_remove: Vec::new(),
+        stdin: Vec::new(),
+        log_path: PathBuf::new(),
+        timeout,
+        grace: SHELL_GRACE,
+        token: unique_token("ralph-shell"),
+    };
+    let mut tail = String::new();
+    let mut on_line = |line: &str| {
+        tail.push_str(line);
+        tail.push('\n');
+        if tail.len() > 2 * SHELL_TAIL {
+            let cut = floor_char_boundary(&tail, tail.len() - SHELL_TAIL);
+            tail.drain(..cut);
+        }
+    };
+    // Nothing but its timeout stops a hook.
+    let (_control_tx, control) = watch::channel(Control::Run);
+    let exit = supervise(spec, None, &mut on_line, control).await?;
+    if tail.len() > SHELL_TAIL {
+        let cut = floor_char_boundary(&tail, tail.len() - SHELL_TAIL);
+        tail.drain(..cut);
+    }
+    let timed_out = exit.stopped.is_some();
+    Ok(ShellResult {
+        success: exit.code == Some(0) && !timed_out,
+        code: exit.code,
+        timed_out,
+        tail,
+    })
+}
+
+fn floor_char_boundary(s: &str, mut idx: usize) -> usize {
+    while idx > 0 && !s.is_char_boundary(idx) {
+        idx -= 1;
+    }
+    idx
+}
+
+/// Kills what is left of an attempt if its future is dropped before the end
+/// (tokio's `kill_on_drop` would only kill the leader). The sweep blocks for
+/// a moment, which is acceptable on this abnormal path only.
+struct Leftovers {
+    pid: i32,
+    token: String,
+    tasks: Vec<JoinHandle<()>>,
+    armed: bool,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        if self.armed {
+            signal_group(self.pid, libc::SIGKILL);
+            sweep_token(&self.token);
+            children().remove(&self.pid);
+        }
+    }
+}
+
+/// Progress of ralph's own stop request.
+struct Stopper {
+    pgid: i32,
+    token: String,
+    grace: Duration,
+    stopped: Option<StopReason>,
+    killed: bool,
+}
+
+impl Stopper {
+    /// SIGTERM now; the returned deadline is when SIGKILL follows.
+    async fn terminate(&mut self, why: StopReason) -> Option<tokio::time::Instant> {
+        if self.stopped.is_some() {
+            return None;
+        }
+        self.stopped = Some(why);
+        if self.grace.is_zero() {
+            self.kill(why).await;
+            return None;
+        }
+        self.signal_all(libc::SIGTERM).await;
+        tokio::time::Instant::now()
+            .checked_add(self.grace)
+            .or_else(|| Some(far_future()))
+    }
+
+    async fn kill(&mut self, why: StopReason) {
+        self.stopped.get_or_insert(why);
+        if !self.killed {
+            self.killed = true;
+            self.signal_all(libc::SIGKILL).await;
+        }
+    }
+
+    /// The group gets it, and so does every process that left the group but
+    /// kept the token (tool commands run in sessions of their own).
+    async fn signal_all(&self, sig: i32) {
+        signal_group(self.pgid, sig);
+        let token = self.token.clone();
+        let pgid = self.pgid;
+        let _ = tokio::task::spawn_blocking(move || {
+            let needle = token_entry(&token);
+            for pid in scan_proc(|entry| entry == needle.as_bytes()) {
+                // Group members got it already; a second SIGTERM can read as
+                // "exit now" to a program that handles the first one.
+                if matches!(proc_state(pid), Some((_, _, pgrp)) if pgrp == pgid) {
+                    continue;
+                }
+                signal_if(pid, sig, |p| has_entry(p, |e| e == needle.as_bytes()));
+            }
+        })
+        .await;
+    }
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400)
+}
+
+async fn supervise(
+    mut spec: AttemptSpec,
+    mut log: Option<BufWriter<File>>,
+    on_line: &mut (dyn FnMut(&str) + Send),
+    mut control: watch::Receiver<Control>,
+) -> io::Result<AttemptExit> {
+    if spec.token.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "attempt token is empty",
+        ));
+    }
+    let start = Instant::now();
+    let stdin_data = std::mem::take(&mut spec.stdin);
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args).current_dir(&spec.cwd);
+    for key in &spec.env_remove {
+        cmd.env_remove(key);
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    cmd.env(TOKEN_VAR, &spec.token);
+    cmd.process_group(0);
+    cmd.stdin(if stdin_data.is_empty() {
+        Stdio::null()
+    } else {
+        Stdio::piped()
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.kill_on_drop(true);
+
+    let mut child = {
+        let mut registry = children();
+        let child = cmd.spawn()?;
+        if let Some(pid) = child.id() {
+            registry.insert(pid as i32);
+        }
+        child
+    };
+    let Some(pid) = child.id().map(|p| p as i32) else {
+        return Err(io::Error::other("child exited before its pid was known"));
+    };
+    let mut leftovers = Leftovers {
+        pid,
+        token: spec.token.clone(),
+        tasks: Vec::new(),
+        armed: true,
+    };
+
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(BATCHES_IN_FLIGHT);
+    if let Some(out) = child.stdout.take() {
+        leftovers.tasks.push(spawn_reader(out, tx.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        leftovers.tasks.push(spawn_reader(err, tx.clone()));
+    }
+    drop(tx);
+    if let Some(mut stdin) = child.stdin.take() {
+        // Its own task: a child that never reads stdin must not block us.
+        // EPIPE (the child exited or closed stdin) is not our concern.
+        leftovers.tasks.push(tokio::spawn(async move {
+            let _ = stdin.write_all(&stdin_data).await;
+            let _ = stdin.shutdown().await;
+        }));
+    }
+
+    let mut stopper = Stopper {
+        pgid: pid,
+        token: spec.token.clone(),
+        grace: spec.grace,
+        stopped: None,
+        killed: false,
+    };
+    let timeout_at = tokio::time::Instant::now().checked_add(spec.timeout);
+    let mut timeout = pin!(tokio::time::sleep_until(
+        timeout_at.unwrap_or_else(far_future)
+    ));
+    let mut grace = pin!(tokio::time::sleep_until(far_future()));
+    let mut grace_armed = false;
+    let mut control_open = true;
+    let mut output_open = true;
+
+    // A request made before we started counts too.
+    let early = *control.borrow_and_update();
+    apply_control(early, &mut stopper, &mut grace, &mut grace_armed).await;
+
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            batch = rx.recv(), if output_open => match batch {
+                Some(batch) => deliver(&batch, &mut log, on_line, rx.is_empty()),
+                None => output_open = false,
+            },
+            () = &mut timeout, if stopper.stopped.is_none() && timeout_at.is_some() => {
+                if let Some(at) = stopper.terminate(StopReason::Timeout).await {
+                    grace.as_mut().reset(at);
+                    grace_armed = true;
+                }
+            }
+            () = &mut grace, if grace_armed => {
+                grace_armed = false;
+                stopper.kill(StopReason::Timeout).await;
+            }
+            changed = control.changed(), if control_open => match changed {
+                Ok(()) => {
+                    let request = *control.borrow_and_update();
+                    apply_control(request, &mut stopper, &mut grace, &mut grace_armed).await;
+                }
+                Err(_) => control_open = false,
+            },
+        }
+    };
+    children().remove(&pid);
+
+    // The group may outlive its leader; then whatever still carries the token.
+    let token = spec.token.clone();
+    let swept = tokio::task::spawn_blocking(move || sweep_token(&token))
+        .await
+        .unwrap_or(0);
+    signal_group(pid, libc::SIGKILL);
+    leftovers.armed = false;
+
+    let drain_until = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    while output_open {
+        tokio::select! {
+            batch = rx.recv() => match batch {
+                Some(batch) => deliver(&batch, &mut log, on_line, rx.is_empty()),
+                None => output_open = false,
+            },
+            () = tokio::time::sleep_until(drain_until) => break,
+        }
+    }
+    drop(leftovers);
+    if let Some(w) = log.as_mut() {
+        let _ = w.flush();
+    }
+
+    Ok(AttemptExit {
+        code: status.code(),
+        signal: status.signal(),
+        stopped: stopper.stopped,
+        duration: start.elapsed(),
+        swept,
+    })
+}
+
+async fn apply_control(
+    request: Control,
+    stopper: &mut Stopper,
+    grace: &mut std::pin::Pin<&mut tokio::time::Sleep>,
+    grace_armed: &mut bool,
+) {
+    match request {
+        Control::Run => {}
+        Control::Stop => {
+            if let Some(at) = stopper.terminate(StopReason::Interrupted).await {
+                grace.as_mut().reset(at);
+                *grace_armed = true;
+            }
+        }
+        Control::Kill => {
+            *grace_armed = false;
+            stopper.kill(StopReason::Interrupted).await;
+        }
+    }
+}
+
+/// Writes a batch of complete lines to the log and hands each to `on_line`.
+fn deliver(
+    batch: &[u8],
+    log: &mut Option<BufWriter<File>>,
+    on_line: &mut (dyn FnMut(&str) + Send),
+    idle: bool,
+) {
+    if let Some(w) = log.as_mut() {
+        // A log we cannot write must not end the attempt; stop logging instead.
+        if w.write_all(batch).is_err() || (idle && w.flush().is_err()) {
+            *log = None;
+        }
+    }
+    let lines = batch.strip_suffix(b"\n").unwrap_or(batch);
+    for line in lines.split(|&b| b == b'\n') {
+        on_line(&String::from_utf8_lossy(line));
+    }
+}
+
+/// Reads a pipe into batches of complete, newline-terminated lines of at
+/// most `MAX_LINE` bytes each.
+fn spawn_reader<R>(pipe: R, tx: mpsc::Sender<Vec<u8>>) -> JoinHandle<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut reader = BufReader::with_capacity(READ_CHUNK, pipe);
+        let mut partial: Vec<u8> = Vec::new();
+        loop {
+            let chunk = match reader.fill_buf().await {
+                Ok([]) => break,
+                Ok(chunk) => chunk,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            let mut batch = Vec::new();
+            let mut rest = chunk;
+            while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+                if partial.is_empty() {
+                    batch.extend_from_slice(&rest[..=nl]);
+                } else {
+                    partial.extend_from_slice(&rest[..nl]);
+                    push_line(&mut batch, &partial);
+                    partial.clear();
+                }
+                rest = &rest[nl + 1..];
+            }
+            partial.extend_from_slice(rest);
+            let consumed = chunk.len();
+            reader.consume(consumed);
+            if partial.len() > MAX_LINE {
+                let keep = utf8_cut(&partial, partial.len() - partial.len() % MAX_LINE);
+                push_line(&mut batch, &partial[..keep]);
+                partial.drain(..keep);
+            }
+            if !batch.is_empty() && tx.send(batch).await.is_err() {
+                return;
+            }
+        }
+        if !partial.is_empty() {
+            let mut batch = Vec::new();
+            push_line(&mut batch, &partial);
+            let _ = tx.send(batch).await;
+        }
+    })
+}
+
+/// Appends `line` as one or more lines of at most `MAX_LINE` bytes, cut on
+/// UTF-8 boundaries where possible.
+fn push_line(batch: &mut Vec<u8>, mut line: &[u8]) {
+    while line.len() > MAX_LINE {
+        let cut = utf8_cut(line, MAX_LINE);
+        batch.extend_from_slice(&line[..cut]);
+        batch.push(b'\n');
+        line = &line[cut..];
+    }
+    batch.extend_from_slice(line);
+    batch.push(b'\n');
+}
+
+/// The largest index `<= max` that does not split a UTF-8 sequence (or `max`
+/// itself when the bytes are not UTF-8 there anyway).
+fn utf8_cut(bytes: &[u8], max: usize) -> usize {
+    if max >= bytes.len() {
+        return bytes.len();
+    }
+    let mut cut = max;
+    while cut > max.saturating_sub(3) && cut > 0 && bytes[cut] & 0xC0 == 0x80 {
+        cut -= 1;
+    }
+    if cut == 0 || bytes[cut] & 0xC0 == 0x80 {
+        max
+    } else {
+        cut
+    }
+}
+
+fn signal_group(pgid: i32, sig: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid only signals that group.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}
+
+fn token_entry(token: &str) -> String {
+    format!("{TOKEN_VAR}={token}")
+}
+
+/// PIDs (other than ours) with an environment entry `is_match` accepts.
+/// Processes we may not read, and zombies (whose environment is empty), are skipped.
+fn scan_proc(is_match: impl Fn(&[u8]) -> bool) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me && has_entry(pid, &is_match))
+        .collect()
+}
+
+fn has_entry(pid: i32, is_match: impl Fn(&[u8]) -> bool) -> bool {
+    match fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) => env.split(|&b| b == 0).any(is_match),
+        Err(_) => false,
+    }
+}
+
+/// Sends `sig` to `pid` only if it is still the process `still_ours`
+/// approves: a pidfd pins the process, so a PID reused between our scan and
+/// the signal is never hit.
+fn signal_if(pid: i32, sig: i32, still_ours: impl Fn(i32) -> bool) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain syscalls on integers; the fd is closed below.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+        if fd >= 0 {
+            if still_ours(pid) {
+                // SAFETY: a null siginfo means "as kill(2) would".
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd,
+                        sig,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    );
+                }
+            }
+            // SAFETY: fd is ours and open.
+            unsafe { libc::close(fd) };
+            return;
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+            return; // gone already
+        }
+    }
+    if still_ours(pid) {
+        // SAFETY: kill(2) on one pid.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// State letter, parent and process group from `/proc/<pid>/stat`, or
+/// `None` when the process is gone.
+fn proc_state(pid: i32) -> Option<(u8, i32, i32)> {
+    let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; fields follow the last ')'.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.bytes().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
+}
+
+fn is_dead(pid: i32) -> bool {
+    matches!(proc_state(pid), None | Some((b'Z' | b'X' | b'x', _, _)))
 }
 
 /// Kills (SIGKILL) every process whose environment has `TOKEN_VAR=token`;
 /// returns how many. Never touches processes without our token.
 pub fn sweep_token(token: &str) -> usize {
-    let _ = token;
-    todo!()
+    if token.is_empty() {
+        return 0;
+    }
+    let needle = token_entry(token);
+    let is_ours = |entry: &[u8]| entry == needle.as_bytes();
+    let mut killed = BTreeSet::new();
+    // Until a scan finds no holder and everything killed is dead: a holder
+    // may fork between scan and kill, and SIGKILL takes a moment to land.
+    for _ in 0..SWEEP_ROUNDS {
+        let found = scan_proc(is_ours);
+        for &pid in &found {
+            signal_if(pid, libc::SIGKILL, |p| has_entry(p, is_ours));
+            killed.insert(pid);
+        }
+        reap(&killed);
+        if found.is_empty() && killed.iter().all(|&p| is_dead(p)) {
+            break;
+        }
+        std::thread::sleep(SWEEP_PAUSE);
+    }
+    reap(&killed);
+    killed.len()
+}
+
+/// As a subreaper, orphans are re-parented to us and stay zombies until we
+/// wait for them. Only PIDs tokio is not waiting for are reaped: the swept
+/// ones, and any other zombie child of ours.
+fn reap(swept: &BTreeSet<i32>) {
+    if !SUBREAPER.load(Ordering::Relaxed) {
+        return;
+    }
+    let registry = children();
+    let me = std::process::id() as i32;
+    let zombies = fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| matches!(proc_state(pid), Some((b'Z', ppid, _)) if ppid == me));
+    let candidates: BTreeSet<i32> = swept.iter().copied().chain(zombies).collect();
+    for pid in candidates {
+        if registry.contains(&pid) {
+            continue;
+        }
+        let mut status = 0;
+        // SAFETY: WNOHANG on one specific pid; ECHILD when it is not ours.
+        unsafe {
+            libc::waitpid(pid, &mut status, libc::WNOHANG);
+        }
+    }
 }
 
 /// PIDs of live processes whose `TOKEN_VAR` starts with `prefix` (e.g. a
 /// project's prefix, to find agents orphaned by a killed run).
 pub fn find_by_token_prefix(prefix: &str) -> Vec<i32> {
-    let _ = prefix;
-    todo!()
+    let entry = token_entry(prefix);
+    scan_proc(|e| e.starts_with(entry.as_bytes()))
 }
 
 /// Makes this process a child subreaper, so orphaned grandchildren are
 /// re-parented to ralph and can be reaped (Linux; no-op elsewhere).
+///
+/// From then on every sweep also reaps zombie children of ours that this
+/// module did not spawn: nothing else in the process may start children
+/// and wait for them.
 pub fn become_subreaper() {
-    todo!()
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        if rc == 0 {
+            SUBREAPER.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::sync::Mutex as StdMutex;
+
+    /// Each run gets a hard limit so a regression fails instead of hanging.
+    const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+    struct Agent {
+        dir: tempfile::TempDir,
+        spec: AttemptSpec,
+    }
+
+    fn agent(script: &str, timeout: Duration, grace: Duration) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sh");
+        fs::write(&path, script).unwrap();
+        let spec = AttemptSpec {
+            program: "bash".into(),
+            args: vec![path.to_string_lossy().into_owned()],
+            cwd: dir.path().to_path_buf(),
+            env: vec![("DIR".into(), dir.path().to_string_lossy().into_owned())],
+            env_remove: vec!["CLAUDECODE".into()],
+            stdin: Vec::new(),
+            log_path: dir.path().join("logs/deep/attempt.log"),
+            timeout,
+            grace,
+            token: unique_token("ralph-test"),
+        };
+        Agent { dir, spec }
+    }
+
+    async fn run(spec: AttemptSpec) -> (AttemptExit, Vec<String>) {
+        let mut lines = Vec::new();
+        let (_tx, rx) = watch::channel(Control::Run);
+        let exit = tokio::time::timeout(
+            TEST_LIMIT,
+            run_attempt(spec, |l| lines.push(l.to_string()), rx),
+        )
+        .await
+        .expect("attempt ran past the test limit")
+        .expect("attempt ran");
+        (exit, lines)
+    }
+
+    fn read_pid(dir: &Path, name: &str) -> i32 {
+        let text = fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        text.trim().parse().unwrap()
+    }
+
+    /// Gone or a zombie: a reaped-or-not dead process.
+    fn gone(pid: i32) -> bool {
+        is_dead(pid)
+    }
+
+    #[tokio::test]
+    async fn hanging_agent_times_out_and_every_grandchild_dies() {
+        let a = agent(
+            "sleep 1000 &\necho $! > \"$DIR/group.pid\"\n\
+             setsid sleep 1000 &\necho $! > \"$DIR/session.pid\"\n\
+             echo started\nsleep 1000\n",
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+        );
+        let (exit, lines) = run(a.spec.clone()).await;
+        assert_eq!(exit.stopped, Some(StopReason::Timeout));
+        assert_eq!(exit.code, None);
+        assert_eq!(exit.signal, Some(libc::SIGTERM));
+        assert_eq!(lines, vec!["started"]);
+        for name in ["group.pid", "session.pid"] {
+            let pid = read_pid(a.dir.path(), name);
+            assert!(gone(pid), "{name} ({pid}) survived");
+        }
+        assert!(find_by_token_prefix(&a.spec.token).is_empty());
+    }
+
+    #[tokio::test]
+    async fn clean_exit_still_sweeps_background_sessions() {
+        let a = agent(
+            "setsid sleep 1000 &\necho $! > \"$DIR/session.pid\"\necho bye\nexit 0\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let (exit, lines) = run(a.spec.clone()).await;
+        assert_eq!(
+            (exit.code, exit.signal, exit.stopped),
+            (Some(0), None, None)
+        );
+        assert!(exit.swept >= 1, "swept {}", exit.swept);
+        assert_eq!(lines, vec!["bye"]);
+        assert!(gone(read_pid(a.dir.path(), "session.pid")));
+    }
+
+    #[tokio::test]
+    async fn term_answered_with_done_is_still_a_timeout() {
+        let a = agent(
+            "trap 'echo \"<ralph>DONE 1.1</ralph>\"; exit 0' TERM\n\
+             echo working\nsleep 1000 &\nwait\n",
+            Duration::from_secs(2),
+            Duration::from_secs(30),
+        );
+        let (exit, lines) = run(a.spec).await;
+        assert_eq!(exit.stopped, Some(StopReason::Timeout));
+        assert_eq!(exit.code, Some(0));
+        assert!(
+            lines.iter().any(|l| l == "<ralph>DONE 1.1</ralph>"),
+            "{lines:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn exit_ends_the_attempt_even_with_stdout_held_open() {
+        let a = agent(
+            "(sleep 1000; echo never) &\necho $! > \"$DIR/sub.pid\"\n\
+             setsid sleep 1000 &\necho $! > \"$DIR/session.pid\"\necho leaving\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let (exit, lines) = run(a.spec).await;
+        assert_eq!((exit.code, exit.stopped), (Some(0), None));
+        assert_eq!(lines, vec!["leaving"]);
+        assert!(gone(read_pid(a.dir.path(), "sub.pid")));
+        assert!(gone(read_pid(a.dir.path(), "session.pid")));
+    }
+
+    #[tokio::test]
+    async fn exit_ends_the_attempt_when_an_untraceable_process_holds_stdout() {
+        // It dropped the token and left the group: the sweep cannot find it,
+        // so only the bounded drain lets the attempt end.
+        let a = agent(
+            "env -u RALPH_ATTEMPT_TOKEN setsid sleep 1000 &\necho $! > \"$DIR/stray.pid\"\necho leaving\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let (exit, lines) = run(a.spec).await;
+        let stray = read_pid(a.dir.path(), "stray.pid");
+        // SAFETY: the test's own stray process.
+        unsafe { libc::kill(stray, libc::SIGKILL) };
+        assert_eq!((exit.code, exit.stopped), (Some(0), None));
+        assert_eq!(lines, vec!["leaving"]);
+    }
+
+    #[tokio::test]
+    async fn stdin_arrives_intact_and_closed() {
+        let mut a = agent(
+            "cat > \"$DIR/got\"\necho read-all\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let mut payload = Vec::new();
+        while payload.len() < 300_000 {
+            payload.extend_from_slice("a & b $HOME \\1 {{LEARNINGS}} `x` 'q' \"d\" é\n".as_bytes());
+        }
+        a.spec.stdin = payload.clone();
+        let (exit, lines) = run(a.spec.clone()).await;
+        assert_eq!(exit.code, Some(0));
+        assert_eq!(lines, vec!["read-all"]);
+        assert_eq!(fs::read(a.dir.path().join("got")).unwrap(), payload);
+    }
+
+    #[tokio::test]
+    async fn agent_that_never_reads_stdin_does_not_block_us() {
+        let mut a = agent("echo ignoring\n", TEST_LIMIT, Duration::from_secs(2));
+        a.spec.stdin = vec![b'x'; 1 << 20];
+        let (exit, lines) = run(a.spec).await;
+        assert_eq!(exit.code, Some(0));
+        assert_eq!(lines, vec!["ignoring"]);
+    }
+
+    #[tokio::test]
+    async fn output_lines_reach_the_log_and_the_callback() {
+        let a = agent(
+            "echo out-1\necho err-1 >&2\nprintf 'no newline at end'\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let log_path = a.spec.log_path.clone();
+        let (exit, mut lines) = run(a.spec).await;
+        assert_eq!(exit.code, Some(0));
+        lines.sort();
+        assert_eq!(lines, vec!["err-1", "no newline at end", "out-1"]);
+        let log = fs::read_to_string(&log_path).unwrap();
+        let mut logged: Vec<_> = log.lines().collect();
+        logged.sort();
+        assert_eq!(logged, vec!["err-1", "no newline at end", "out-1"]);
+    }
+
+    #[tokio::test]
+    async fn log_is_written_while_the_agent_runs() {
+        let a = agent(
+            "echo first\nsleep 1000\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let log_path = a.spec.log_path.clone();
+        let (tx, rx) = watch::channel(Control::Run);
+        let mut seen_in_log = None;
+        let on_line = |line: &str| {
+            if line == "first" {
+                // The log is flushed before `on_line` is called for a batch
+                // that emptied the queue, so the line is already on disk.
+                seen_in_log = Some(fs::read_to_string(&log_path).unwrap_or_default());
+                let _ = tx.send(Control::Kill);
+            }
+        };
+        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec.clone(), on_line, rx))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit.stopped, Some(StopReason::Interrupted));
+        assert_eq!(seen_in_log.as_deref(), Some("first\n"));
+    }
+
+    #[tokio::test]
+    async fn environment_is_prepared() {
+        let mut a = agent("env\n", TEST_LIMIT, Duration::from_secs(2));
+        // Some variable we inherit, to prove removal works on inherited ones.
+        let inherited = std::env::vars()
+            .map(|(k, _)| k)
+            .find(|k| k != "PATH" && !k.starts_with("RALPH") && k != "DIR");
+        if let Some(k) = &inherited {
+            a.spec.env_remove.push(k.clone());
+        }
+        a.spec.env.push(("RALPH_STORY".into(), "1.1".into()));
+        a.spec.env.push(("RALPH_ODD".into(), "a b=c $x".into()));
+        let token = a.spec.token.clone();
+        let (exit, lines) = run(a.spec).await;
+        assert_eq!(exit.code, Some(0));
+        assert!(lines.contains(&"RALPH_STORY=1.1".to_string()));
+        assert!(lines.contains(&"RALPH_ODD=a b=c $x".to_string()));
+        assert!(lines.contains(&format!("{TOKEN_VAR}={token}")));
+        assert!(!lines.iter().any(|l| l.starts_with("CLAUDECODE=")));
+        if let Some(k) = inherited {
+            assert!(
+                !lines.iter().any(|l| l.starts_with(&format!("{k}="))),
+                "{k} inherited"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn stop_request_interrupts() {
+        let a = agent(
+            "echo ready\nsleep 1000\n",
+            TEST_LIMIT,
+            Duration::from_secs(30),
+        );
+        let (tx, rx) = watch::channel(Control::Run);
+        let on_line = |line: &str| {
+            if line == "ready" {
+                let _ = tx.send(Control::Stop);
+            }
+        };
+        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, on_line, rx))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit.stopped, Some(StopReason::Interrupted));
+        assert_eq!(exit.signal, Some(libc::SIGTERM));
+    }
+
+    #[tokio::test]
+    async fn kill_during_grace_escalates_at_once() {
+        // The agent survives SIGTERM; only the Kill request can end it before
+        // the (huge) grace period, which the test limit would catch.
+        let a = agent(
+            "trap 'echo got-term' TERM\necho ready\nwhile true; do sleep 1000 & wait; done\n",
+            TEST_LIMIT,
+            Duration::from_secs(3600),
+        );
+        let (tx, rx) = watch::channel(Control::Run);
+        let on_line = |line: &str| match line {
+            "ready" => {
+                let _ = tx.send(Control::Stop);
+            }
+            "got-term" => {
+                let _ = tx.send(Control::Kill);
+            }
+            _ => {}
+        };
+        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, on_line, rx))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit.stopped, Some(StopReason::Interrupted));
+        assert_eq!(exit.signal, Some(libc::SIGKILL));
+    }
+
+    #[tokio::test]
+    async fn stop_before_start_is_honoured() {
+        let a = agent("sleep 1000\n", TEST_LIMIT, Duration::from_secs(30));
+        let (_tx, rx) = watch::channel(Control::Kill);
+        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, |_| {}, rx))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit.stopped, Some(StopReason::Interrupted));
+        assert_eq!(exit.signal, Some(libc::SIGKILL));
+    }
+
+    #[tokio::test]
+    async fn huge_output_streams_through() {
+        const TOTAL: usize = 50_000_000;
+        // 83 bytes with its newline, so the last line is cut short.
+        let line =
+            "the quick brown fox jumps over the lazy dog, again and again and again, forever...";
+        let a = agent(
+            &format!("yes '{line}' | head -c {TOTAL}\n"),
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let log_path = a.spec.log_path.clone();
+        let mut count = 0usize;
+        let (_tx, rx) = watch::channel(Control::Run);
+        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, |_| count += 1, rx))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit.code, Some(0));
+        let per_line = line.len() + 1;
+        assert_ne!(TOTAL % per_line, 0);
+        // The unterminated last line is logged with a newline.
+        assert_eq!(fs::metadata(&log_path).unwrap().len() as usize, TOTAL + 1);
+        assert_eq!(count, TOTAL.div_ceil(per_line));
+    }
+
+    #[tokio::test]
+    async fn endless_line_is_split() {
+        let a = agent(
+            "head -c 3000000 /dev/zero | tr '\\0' x\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let mut lens = Vec::new();
+        let (_tx, rx) = watch::channel(Control::Run);
+        let exit =
+            tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, |l| lens.push(l.len()), rx))
+                .await
+                .unwrap()
+                .unwrap();
+        assert_eq!(exit.code, Some(0));
+        assert!(lens.iter().all(|&n| n <= MAX_LINE), "{lens:?}");
+        assert_eq!(lens.iter().sum::<usize>(), 3_000_000);
+    }
+
+    #[test]
+    fn split_respects_utf8() {
+        let mut line = vec![b'a'; MAX_LINE - 1];
+        line.extend_from_slice("é".repeat(10).as_bytes());
+        let mut batch = Vec::new();
+        push_line(&mut batch, &line);
+        let text = std::str::from_utf8(&batch).expect("cut inside a character");
+        let pieces: Vec<_> = text.strip_suffix('\n').unwrap().split('\n').collect();
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(pieces[0].len(), MAX_LINE - 1);
+    }
+
+    #[tokio::test]
+    async fn missing_program_is_an_error() {
+        let mut a = agent("", TEST_LIMIT, Duration::from_secs(2));
+        a.spec.program = "/nonexistent/ralph-agent".into();
+        let (_tx, rx) = watch::channel(Control::Run);
+        assert!(run_attempt(a.spec, |_| {}, rx).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn shell_success_failure_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().to_path_buf();
+        let env = vec![("RALPH_STORY".to_string(), "2.1".to_string())];
+
+        let ok = run_shell(
+            "echo \"story $RALPH_STORY in $(pwd)\"",
+            cwd.clone(),
+            env.clone(),
+            TEST_LIMIT,
+        )
+        .await
+        .unwrap();
+        assert!(ok.success && !ok.timed_out);
+        assert_eq!(ok.code, Some(0));
+        assert_eq!(ok.tail, format!("story 2.1 in {}\n", cwd.display()));
+
+        let bad = run_shell(
+            "echo oops >&2; exit 3",
+            cwd.clone(),
+            env.clone(),
+            TEST_LIMIT,
+        )
+        .await
+        .unwrap();
+        assert!(!bad.success && !bad.timed_out);
+        assert_eq!(bad.code, Some(3));
+        assert_eq!(bad.tail, "oops\n");
+
+        let pid_file = dir.path().join("bg.pid");
+        let cmd = format!(
+            "setsid sleep 1000 & echo $! > {}; sleep 1000",
+            pid_file.display()
+        );
+        let slow = run_shell(&cmd, cwd.clone(), env.clone(), Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(!slow.success && slow.timed_out);
+        assert!(gone(read_pid(dir.path(), "bg.pid")));
+
+        let loud = run_shell("seq 1 5000", cwd, env, TEST_LIMIT).await.unwrap();
+        assert!(loud.success);
+        assert!(loud.tail.len() <= SHELL_TAIL);
+        assert!(loud.tail.ends_with("4999\n5000\n"));
+    }
+
+    #[test]
+    fn sweep_and_find_by_token() {
+        let prefix = unique_token("ralph-sweeptest");
+        let token = format!("{prefix}-a");
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .env(TOKEN_VAR, &token)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // spawn() returns only once exec has happened, so the token is visible.
+        assert_eq!(find_by_token_prefix(&prefix), vec![pid]);
+        assert!(find_by_token_prefix(&format!("{prefix}-b")).is_empty());
+        assert_eq!(
+            sweep_token(&format!("{prefix}-")),
+            0,
+            "only exact tokens are swept"
+        );
+        assert_eq!(sweep_token(&token), 1);
+        assert!(child.wait().unwrap().signal() == Some(libc::SIGKILL));
+        assert_eq!(sweep_token(&token), 0);
+        assert_eq!(sweep_token(""), 0);
+    }
+
+    #[test]
+    fn tokens_are_unique() {
+        let seen = StdMutex::new(BTreeSet::new());
+        for _ in 0..1000 {
+            assert!(seen.lock().unwrap().insert(unique_token("t")));
+        }
+    }
 }

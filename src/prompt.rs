@@ -167,7 +167,10 @@ pub fn spec_file_paths(spec: &str) -> Vec<String> {
 }
 
 fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c))
+    {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
@@ -181,7 +184,8 @@ pub fn stage_instructions(paths: &[String]) -> String {
                 (`git add -- <path>`); never `git add -A` or `git add .`."
             .to_string();
     }
-    let mut s = String::from("   Stage only the story's files (never `git add -A` or `git add .`):\n");
+    let mut s =
+        String::from("   Stage only the story's files (never `git add -A` or `git add .`):\n");
     for p in paths {
         s.push_str(&format!("     - `{p}`\n"));
     }
@@ -207,20 +211,33 @@ pub fn vars_for(config: &Config, input: &PromptInput<'_>) -> Vars {
     v.set("STORY_ID", input.id);
     v.set("TITLE", input.title);
     v.set("SPEC_CONTENT", input.spec);
-    let validation: Vec<String> =
-        config.validation.iter().map(|c| format!("   - Run '{}' for {}", c.cmd, c.name)).collect();
+    let validation: Vec<String> = config
+        .validation
+        .iter()
+        .map(|c| format!("   - Run '{}' for {}", c.cmd, c.name))
+        .collect();
     v.set("VALIDATION_COMMANDS", validation.join("\n"));
-    let blocked: Vec<String> =
-        config.blocked_commands.iter().map(|c| format!("   - NEVER run '{c}'")).collect();
+    let blocked: Vec<String> = config
+        .blocked_commands
+        .iter()
+        .map(|c| format!("   - NEVER run '{c}'"))
+        .collect();
     v.set("BLOCKED_COMMANDS", blocked.join("\n"));
-    v.set("COMMIT_MESSAGE", commit_message(&config.commit_format, input.id, input.title));
+    v.set(
+        "COMMIT_MESSAGE",
+        commit_message(&config.commit_format, input.id, input.title),
+    );
     let paths = if config.stage_paths.is_empty() {
         spec_file_paths(input.spec)
     } else {
         config.stage_paths.clone()
     };
     v.set("COMMIT_STAGE_INSTRUCTIONS", stage_instructions(&paths));
-    let learnings = if config.learnings_enabled { input.learnings.join("\n") } else { String::new() };
+    let learnings = if config.learnings_enabled {
+        input.learnings.join("\n")
+    } else {
+        String::new()
+    };
     v.set("LEARNINGS", learnings);
     v.set("RETRY_CONTEXT", input.retry_context.unwrap_or(""));
     v
@@ -240,29 +257,46 @@ mod tests {
 
     #[test]
     fn substitution_is_literal() {
-        let v = vars(&[("SPEC_CONTENT", "a && b $1 \\1 {{LEARNINGS}} {{/if}}"), ("LEARNINGS", "L")]);
+        let v = vars(&[
+            ("SPEC_CONTENT", "a && b $1 \\1 {{LEARNINGS}} {{/if}}"),
+            ("LEARNINGS", "L"),
+        ]);
         let out = render("X {{SPEC_CONTENT}} Y {{LEARNINGS}} {{UNKNOWN}}", &v);
         assert_eq!(out, "X a && b $1 \\1 {{LEARNINGS}} {{/if}} Y L {{UNKNOWN}}");
     }
 
     #[test]
     fn conditionals_drop_empty_blocks_with_nesting() {
-        let t = "a\n{{#if A}}\nin-a\n{{#if B}}\nin-b\n{{/if}}\n{{/if}}\n{{#if C}}\nin-c\n{{/if}}\nz\n";
-        assert_eq!(render(t, &vars(&[("A", ""), ("B", "x"), ("C", "y")])), "a\nin-c\nz\n");
-        assert_eq!(render(t, &vars(&[("A", "1"), ("B", ""), ("C", "")])), "a\nin-a\nz\n");
+        let t =
+            "a\n{{#if A}}\nin-a\n{{#if B}}\nin-b\n{{/if}}\n{{/if}}\n{{#if C}}\nin-c\n{{/if}}\nz\n";
+        assert_eq!(
+            render(t, &vars(&[("A", ""), ("B", "x"), ("C", "y")])),
+            "a\nin-c\nz\n"
+        );
+        assert_eq!(
+            render(t, &vars(&[("A", "1"), ("B", ""), ("C", "")])),
+            "a\nin-a\nz\n"
+        );
     }
 
     #[test]
     fn value_with_if_tags_is_not_a_block() {
         let t = "{{#if S}}\n{{S}}\n{{/if}}\nend\n";
-        assert_eq!(render(t, &vars(&[("S", "{{#if X}}\nhidden?\n{{/if}}")])), "{{#if X}}\nhidden?\n{{/if}}\nend\n");
+        assert_eq!(
+            render(t, &vars(&[("S", "{{#if X}}\nhidden?\n{{/if}}")])),
+            "{{#if X}}\nhidden?\n{{/if}}\nend\n"
+        );
     }
 
     #[test]
     fn builtin_first_line_names_the_story() {
         let v = vars(&[("STORY_ID", "1.2"), ("TITLE", "Seed data")]);
         let out = render(BUILTIN_TEMPLATE, &v);
-        assert!(out.lines().next().unwrap().ends_with("implement Story 1.2: Seed data"));
+        assert!(out
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("implement Story 1.2: Seed data"));
         assert!(!out.contains("{{#if"));
         assert!(!out.contains("Learnings from earlier"));
     }
@@ -278,6 +312,9 @@ mod tests {
 
     #[test]
     fn commit_message_is_literal() {
-        assert_eq!(commit_message("feat(story-{{id}}): {{title}}", "1.1", "A & {{id}}"), "feat(story-1.1): A & {{id}}");
+        assert_eq!(
+            commit_message("feat(story-{{id}}): {{title}}", "1.1", "A & {{id}}"),
+            "feat(story-1.1): A & {{id}}"
+        );
     }
 }

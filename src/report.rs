@@ -56,7 +56,10 @@ pub fn render_totals(t: &Totals, elapsed: Duration) -> String {
 pub fn render_story_line(id: &str, title: &str, elapsed: Duration, activity: &str) -> String {
     let title: String = title.chars().take(40).collect();
     let activity: String = activity.chars().take(70).collect();
-    format!("{id:<8} {title:<40} {:>6}  {activity}", human_duration(elapsed.as_secs_f64()))
+    format!(
+        "{id:<8} {title:<40} {:>6}  {activity}",
+        human_duration(elapsed.as_secs_f64())
+    )
 }
 
 struct Live {
@@ -77,11 +80,21 @@ impl Reporter {
         let live = tty.then(|| {
             let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
             let overall = multi.add(ProgressBar::new_spinner());
-            overall.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("static template"));
+            overall.set_style(
+                ProgressStyle::with_template("{spinner} {msg}").expect("static template"),
+            );
             overall.enable_steady_tick(Duration::from_millis(250));
-            Live { multi, overall, stories: BTreeMap::new() }
+            Live {
+                multi,
+                overall,
+                stories: BTreeMap::new(),
+            }
         });
-        Reporter { live, started: Instant::now(), verbose }
+        Reporter {
+            live,
+            started: Instant::now(),
+            verbose,
+        }
     }
 
     /// A plain event line (printed above the live display when there is one).
@@ -97,7 +110,8 @@ impl Reporter {
 
     pub fn totals(&self, t: &Totals) {
         if let Some(l) = &self.live {
-            l.overall.set_message(render_totals(t, self.started.elapsed()));
+            l.overall
+                .set_message(render_totals(t, self.started.elapsed()));
         }
     }
 
@@ -106,7 +120,8 @@ impl Reporter {
             let bar = l.multi.add(ProgressBar::new_spinner());
             bar.set_style(ProgressStyle::with_template("  {msg}").expect("static template"));
             bar.set_message(render_story_line(id, title, Duration::ZERO, "starting"));
-            l.stories.insert(id.to_string(), (bar, title.to_string(), Instant::now()));
+            l.stories
+                .insert(id.to_string(), (bar, title.to_string(), Instant::now()));
         }
     }
 
@@ -159,7 +174,11 @@ mod tests {
             running: 2,
             failed: 1,
             blocked: 0,
-            usage: Usage { input_tokens: 12_000, output_tokens: 300, ..Usage::default() },
+            usage: Usage {
+                input_tokens: 12_000,
+                output_tokens: 300,
+                ..Usage::default()
+            },
             cost_usd: 0.421,
         };
         assert_eq!(

@@ -49,7 +49,12 @@ impl Scheduler {
             Some(w) => dag.critical_path(w),
             None => vec![0; n],
         };
-        let mut s = Scheduler { nodes: initial, waits, dependents, priority };
+        let mut s = Scheduler {
+            nodes: initial,
+            waits,
+            dependents,
+            priority,
+        };
         for i in 0..n {
             if s.nodes[i] == Node::Failed {
                 s.block_downstream(i);
@@ -68,7 +73,9 @@ impl Scheduler {
 
     /// Ready stories, best first.
     pub fn ready(&self) -> Vec<usize> {
-        let mut r: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.is_ready(i)).collect();
+        let mut r: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.is_ready(i))
+            .collect();
         r.sort_by(|&a, &b| self.priority[b].cmp(&self.priority[a]).then(a.cmp(&b)));
         r
     }
@@ -108,7 +115,11 @@ impl Scheduler {
 
     /// True when nothing can make progress any more.
     pub fn finished(&self) -> bool {
-        !self.nodes.iter().any(|n| matches!(n, Node::Running | Node::Landing)) && self.next().is_none()
+        !self
+            .nodes
+            .iter()
+            .any(|n| matches!(n, Node::Running | Node::Landing))
+            && self.next().is_none()
     }
 
     /// Pending stories that can never become ready (a wait is failed/blocked).
@@ -120,6 +131,106 @@ impl Scheduler {
 
     /// Stories whose every wait is satisfied by `i` landing (for latency stats).
     pub fn unlocked_by(&self, i: usize) -> Vec<usize> {
-        self.dependents[i].iter().copied().filter(|&d| self.is_ready(d)).collect()
+        self.dependents[i]
+            .iter()
+            .copied()
+            .filter(|&d| self.is_ready(d))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backlog::{Backlog, Section, Source, Story};
+
+    fn story(id: &str, section: usize, deps: &[&str], est: Option<&str>) -> Story {
+        Story {
+            id: id.into(),
+            title: String::new(),
+            line: 0,
+            section,
+            spec_path: None,
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            estimation: est.map(str::to_string),
+            prd_passes: false,
+            prd_spec: None,
+        }
+    }
+
+    /// a; then a batch of b, c (c large), d; d depends on b; e depends on c.
+    fn dag() -> Dag {
+        let backlog = Backlog {
+            source: Source::StoriesTxt,
+            stories: vec![
+                story("a", 0, &[], None),
+                story("b", 1, &[], Some("small")),
+                story("c", 1, &[], Some("large")),
+                story("d", 1, &["b"], None),
+                story("e", 1, &["c"], None),
+            ],
+            sections: vec![
+                Section {
+                    label: None,
+                    chain: true,
+                },
+                Section {
+                    label: Some("1".into()),
+                    chain: false,
+                },
+            ],
+            skipped: vec![],
+        };
+        Dag::build(&backlog).unwrap()
+    }
+
+    #[test]
+    fn ready_follows_barriers_and_critical_path() {
+        let d = dag();
+        let w: Vec<u64> = [None, Some("small"), Some("large"), None, None]
+            .iter()
+            .map(|e| estimation_weight(*e))
+            .collect();
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
+        assert_eq!(s.ready(), vec![0]);
+        s.set(0, Node::Done);
+        // c heads the heaviest chain (large + e), so it starts first.
+        assert_eq!(s.ready(), vec![2, 1]);
+        s.set(2, Node::Running);
+        s.set(1, Node::Running);
+        assert_eq!(s.next(), None);
+        s.set(1, Node::Done);
+        assert_eq!(s.ready(), vec![3]);
+    }
+
+    #[test]
+    fn sequential_mode_is_file_order() {
+        let d = dag();
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], None);
+        s.set(0, Node::Done);
+        assert_eq!(s.ready(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_failure_blocks_exactly_its_descendants() {
+        let d = dag();
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], None);
+        s.set(0, Node::Done);
+        assert_eq!(s.fail(2), vec![4]);
+        assert_eq!(s.nodes[3], Node::Pending);
+        s.set(1, Node::Done);
+        assert_eq!(s.next(), Some(3));
+        s.set(3, Node::Done);
+        assert!(s.finished());
+        assert!(s.stuck().is_empty());
+    }
+
+    #[test]
+    fn excluded_stories_count_as_satisfied() {
+        let d = dag();
+        let mut nodes = vec![Node::Excluded; 5];
+        nodes[3] = Node::Pending;
+        let s = Scheduler::new(&d, nodes, None);
+        assert_eq!(s.ready(), vec![3]);
     }
 }

@@ -2,6 +2,12 @@
 //! the `<ralph>` signal tags. Pure and incremental: output is fed line by line
 //! and nothing grows with the size of the output except the learnings found.
 
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
 /// Token usage of one attempt (summed over results).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
@@ -28,7 +34,10 @@ pub enum AgentEvent {
         api_error_status: Option<u64>,
     },
     /// A usage/rate limit was hit; `resets_at` in epoch seconds when known.
-    RateLimited { resets_at: Option<u64>, message: String },
+    RateLimited {
+        resets_at: Option<u64>,
+        message: String,
+    },
     /// The CLI is retrying an API error itself.
     ApiRetry { attempt: u64, error: String },
 }
@@ -47,7 +56,15 @@ pub struct Signals {
 /// Incremental parser for one attempt's output.
 #[derive(Debug, Default)]
 pub struct OutputParser {
-    _private: (),
+    tags: TagScan,
+    /// Text from an unclosed `<ralph>` in plain-text output, so a tag split
+    /// over lines (a multi-line LEARN) is still found. Capped by `CARRY_CAP`.
+    carry: Option<String>,
+    /// A stream-json event was seen: the agent's words come only through
+    /// JSON events, so plain lines (stderr, or pieces of an over-long JSON
+    /// line split by the reader) are not scanned for tags.
+    stream: bool,
+    summary: Summary,
 }
 
 /// Everything the parser concluded once the output ended.
@@ -69,6 +86,213 @@ pub struct Summary {
     pub last_line: String,
 }
 
+/// Longest unclosed `<ralph>` tag carried across plain-text lines; past it
+/// the tag is dropped, so a stray `<ralph>` cannot make us buffer the output.
+const CARRY_CAP: usize = 64 * 1024;
+
+/// `last_line` is for error messages, not a transcript.
+const LAST_LINE_CAP: usize = 300;
+
+/// Tool summaries are shown on one line of the live display.
+const TOOL_SUMMARY_CAP: usize = 80;
+
+/// A story ID as SPEC 3.4 allows it; validation proper happens elsewhere.
+const ID: &str = r"[A-Za-z0-9_][A-Za-z0-9._-]*";
+
+static DONE_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"<ralph>DONE\s+({ID})\s*</ralph>")).unwrap());
+static FAIL_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"<ralph>FAIL\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
+static LEARN_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"<ralph>LEARN:([^<]*)</ralph>").unwrap());
+static LEGACY_DONE_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"\[DONE\][ \t]+Story[ \t]+({ID})")).unwrap());
+static LEGACY_FAIL_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"\[FAIL\][ \t]+Story[ \t]+({ID})[ \t]+-[ \t]*([^\r\n]*)"
+    ))
+    .unwrap()
+});
+
+/// Limit messages as the whole line: agent prose that merely mentions a
+/// "usage limit" (a story about rate limiting, say) must not pause the run.
+static LIMIT_LINE_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^\s*(?:error:\s*)?(?:you['’]ve hit your [^·]*limit|you['’]ve reached your [^·]*limit|claude (?:ai )?usage limit reached|\d+-hour limit reached|you['’]re out of (?:extra )?usage|your org is out of usage|api error: request rejected \(429\)|api error: 429\b)",
+    )
+    .unwrap()
+});
+
+/// Looser match for the text of an `is_error` result, which is an error
+/// message by construction.
+static LIMIT_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)usage limit|hit your .*limit|reached your .*limit|limit reached|out of (?:extra )?usage|out of (?:usage )?credits|request rejected \(429\)|rate_limit_error",
+    )
+    .unwrap()
+});
+
+/// The old `Claude AI usage limit reached|<epoch>` form carries its reset time.
+static LIMIT_EPOCH_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\|\s*(\d{9,11})\b").unwrap());
+
+const ROOT_REFUSAL: &str =
+    "--dangerously-skip-permissions cannot be used with root/sudo privileges";
+
+/// Tag state accumulated over the texts scanned so far.
+#[derive(Debug, Default)]
+struct TagScan {
+    done: Option<String>,
+    fail: Option<(String, String)>,
+    legacy_done: Option<String>,
+    legacy_fail: Option<(String, String)>,
+    learnings: Vec<String>,
+    seen_learnings: HashSet<String>,
+}
+
+impl TagScan {
+    /// Scans one complete piece of agent text; later pieces override earlier ones.
+    fn scan(&mut self, text: &str) {
+        if !text.contains('[') && !text.contains("<ralph>") {
+            return;
+        }
+        if let Some(c) = DONE_RE.captures_iter(text).last() {
+            self.done = Some(c[1].to_string());
+        }
+        if let Some(c) = FAIL_RE.captures_iter(text).last() {
+            self.fail = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        for c in LEARN_RE.captures_iter(text) {
+            let learning = c[1].trim();
+            if !learning.is_empty() && self.seen_learnings.insert(learning.to_string()) {
+                self.learnings.push(learning.to_string());
+            }
+        }
+        if let Some(c) = LEGACY_DONE_RE.captures_iter(text).last() {
+            // Prose ends sentences with a period: "[DONE] Story 1.1."
+            self.legacy_done = Some(c[1].trim_end_matches('.').to_string());
+        }
+        if let Some(c) = LEGACY_FAIL_RE.captures_iter(text).last() {
+            self.legacy_fail = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+    }
+
+    fn signals(&self) -> Signals {
+        let tagged = self.done.is_some() || self.fail.is_some();
+        let (done, fail) = if tagged {
+            (self.done.clone(), self.fail.clone())
+        } else {
+            (self.legacy_done.clone(), self.legacy_fail.clone())
+        };
+        Signals {
+            done,
+            fail,
+            learnings: self.learnings.clone(),
+        }
+    }
+}
+
+/// A FAIL reason ends up in one-line, `|`-separated records (progress.txt).
+fn clean_reason(raw: &str) -> String {
+    let one_line: String = raw
+        .trim()
+        .chars()
+        .map(|c| {
+            if c == '|' {
+                '-'
+            } else if c == '\n' || c == '\r' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    one_line
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+        None => s.to_string(),
+    }
+}
+
+fn last_nonempty_line(text: &str) -> Option<&str> {
+    text.lines().rev().map(str::trim).find(|l| !l.is_empty())
+}
+
+fn u64_field(v: &Value, key: &str) -> Option<u64> {
+    let f = v.get(key)?;
+    f.as_u64()
+        .or_else(|| f.as_f64().filter(|x| *x >= 0.0).map(|x| x as u64))
+}
+
+fn usage_from(v: &Value) -> Usage {
+    Usage {
+        input_tokens: u64_field(v, "input_tokens").unwrap_or(0),
+        output_tokens: u64_field(v, "output_tokens").unwrap_or(0),
+        cache_creation_input_tokens: u64_field(v, "cache_creation_input_tokens").unwrap_or(0),
+        cache_read_input_tokens: u64_field(v, "cache_read_input_tokens").unwrap_or(0),
+    }
+}
+
+/// Tokens of a result: `modelUsage` (which also counts sub-agents) when
+/// present, else the main loop's `usage`.
+fn result_usage(v: &Value) -> Usage {
+    if let Some(models) = v
+        .get("modelUsage")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty())
+    {
+        let mut u = Usage::default();
+        for m in models.values() {
+            u.input_tokens += u64_field(m, "inputTokens").unwrap_or(0);
+            u.output_tokens += u64_field(m, "outputTokens").unwrap_or(0);
+            u.cache_creation_input_tokens += u64_field(m, "cacheCreationInputTokens").unwrap_or(0);
+            u.cache_read_input_tokens += u64_field(m, "cacheReadInputTokens").unwrap_or(0);
+        }
+        return u;
+    }
+    v.get("usage").map(usage_from).unwrap_or_default()
+}
+
+/// One line describing a tool call: the command, path or query it acts on.
+fn tool_summary(name: &str, input: Option<&Value>) -> String {
+    let Some(input) = input else {
+        return String::new();
+    };
+    const KEYS: [&str; 9] = [
+        "command",
+        "file_path",
+        "notebook_path",
+        "pattern",
+        "url",
+        "query",
+        "path",
+        "description",
+        "prompt",
+    ];
+    let text = KEYS
+        .iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str).map(str::to_string))
+        .or_else(|| {
+            input
+                .get("todos")
+                .and_then(Value::as_array)
+                .map(|t| format!("{} todos", t.len()))
+        })
+        .unwrap_or_else(|| {
+            let s = input.to_string();
+            if s == "{}" && !name.is_empty() {
+                String::new()
+            } else {
+                s
+            }
+        });
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    truncate_chars(&one_line, TOOL_SUMMARY_CAP)
+}
+
 impl OutputParser {
     pub fn new() -> Self {
         Self::default()
@@ -79,18 +303,773 @@ impl OutputParser {
     /// else is plain text. Only agent text (assistant text blocks, the final
     /// result, plain text lines) is scanned for tags — never tool inputs or results.
     pub fn feed_line(&mut self, line: &str) -> Vec<AgentEvent> {
-        let _ = line;
-        todo!()
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('{') {
+            if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(trimmed) {
+                return self.feed_event(&Value::Object(obj));
+            }
+        }
+        self.feed_plain(line)
+    }
+
+    fn feed_event(&mut self, ev: &Value) -> Vec<AgentEvent> {
+        let mut out = Vec::new();
+        let kind = ev.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "system" | "assistant" | "user" | "stream_event" | "rate_limit_event" => {
+                self.stream = true;
+                self.carry = None;
+            }
+            _ => {}
+        }
+        match kind {
+            "assistant" => self.feed_assistant(ev, &mut out),
+            "result" => self.feed_result(ev, &mut out),
+            "rate_limit_event" => {
+                let info = ev.get("rate_limit_info");
+                let status = info.and_then(|i| i.get("status")).and_then(Value::as_str);
+                if status == Some("rejected") {
+                    let resets_at = info.and_then(|i| u64_field(i, "resetsAt"));
+                    let kind = info
+                        .and_then(|i| i.get("rateLimitType"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("usage");
+                    self.mark_limited(resets_at);
+                    out.push(AgentEvent::RateLimited {
+                        resets_at,
+                        message: format!("{kind} limit reached"),
+                    });
+                }
+            }
+            "system" if ev.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
+                let mut error = ev
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string();
+                if let Some(status) = u64_field(ev, "error_status") {
+                    error = format!("{error} ({status})");
+                }
+                out.push(AgentEvent::ApiRetry {
+                    attempt: u64_field(ev, "attempt").unwrap_or(0),
+                    error,
+                });
+            }
+            // Tool results ("user") can quote anything, old tags included;
+            // init and the many informational events carry nothing we need.
+            _ => {}
+        }
+        out
+    }
+
+    fn feed_assistant(&mut self, ev: &Value, out: &mut Vec<AgentEvent>) {
+        // A sub-agent's words are reported back to the main agent as a tool
+        // result; only the main agent decides the attempt's outcome.
+        let from_subagent = ev.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
+        let api_error = ev.get("error").and_then(Value::as_str);
+        let content = ev.pointer("/message/content").and_then(Value::as_array);
+        for block in content.into_iter().flatten() {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                    if !from_subagent {
+                        self.tags.scan(text);
+                    }
+                    self.note_last_line(text);
+                    if api_error == Some("rate_limit") {
+                        let resets_at = limit_epoch(text);
+                        self.mark_limited(resets_at);
+                        out.push(AgentEvent::RateLimited {
+                            resets_at,
+                            message: text.trim().to_string(),
+                        });
+                    }
+                    out.push(AgentEvent::Text(text.to_string()));
+                }
+                Some("tool_use") => {
+                    let name = block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    let summary = tool_summary(&name, block.get("input"));
+                    out.push(AgentEvent::ToolUse { name, summary });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn feed_result(&mut self, ev: &Value, out: &mut Vec<AgentEvent>) {
+        let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+        let text = match ev.get("result").and_then(Value::as_str) {
+            Some(t) => t.to_string(),
+            // Error subtypes (max turns, budget) have `errors` instead of `result`.
+            None => ev
+                .get("errors")
+                .and_then(Value::as_array)
+                .map(|errs| {
+                    errs.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default(),
+        };
+        let usage = result_usage(ev);
+        let cost_usd = ev.get("total_cost_usd").and_then(Value::as_f64);
+        let num_turns = u64_field(ev, "num_turns");
+        let api_error_status = u64_field(ev, "api_error_status");
+
+        self.tags.scan(&text);
+        self.note_last_line(&text);
+        if is_error && (api_error_status == Some(429) || LIMIT_ERROR_RE.is_match(&text)) {
+            let resets_at = limit_epoch(&text);
+            self.mark_limited(resets_at);
+            out.push(AgentEvent::RateLimited {
+                resets_at,
+                message: text.trim().to_string(),
+            });
+        }
+
+        let s = &mut self.summary;
+        s.result_seen = true;
+        s.is_error = is_error;
+        s.result_text.clone_from(&text);
+        s.usage.input_tokens += usage.input_tokens;
+        s.usage.output_tokens += usage.output_tokens;
+        s.usage.cache_creation_input_tokens += usage.cache_creation_input_tokens;
+        s.usage.cache_read_input_tokens += usage.cache_read_input_tokens;
+        // `total_cost_usd` is already cumulative over the session.
+        if cost_usd.is_some() {
+            s.cost_usd = cost_usd;
+        }
+        if num_turns.is_some() {
+            s.num_turns = num_turns;
+        }
+        out.push(AgentEvent::Result {
+            is_error,
+            text,
+            usage,
+            cost_usd,
+            num_turns,
+            api_error_status,
+        });
+    }
+
+    fn feed_plain(&mut self, line: &str) -> Vec<AgentEvent> {
+        let mut out = Vec::new();
+        if line.contains(ROOT_REFUSAL) {
+            self.summary.root_refusal = true;
+        }
+        if LIMIT_LINE_RE.is_match(line) {
+            let resets_at = limit_epoch(line);
+            self.mark_limited(resets_at);
+            out.push(AgentEvent::RateLimited {
+                resets_at,
+                message: line.trim().to_string(),
+            });
+        }
+        if !self.stream {
+            self.scan_plain(line);
+        }
+        if !line.trim().is_empty() {
+            self.note_last_line(line);
+            out.push(AgentEvent::Text(line.to_string()));
+        }
+        out
+    }
+
+    /// Scans a plain line, joined to the open tag carried from earlier lines.
+    /// The carry never holds a `</ralph>`, so no tag is counted twice.
+    fn scan_plain(&mut self, line: &str) {
+        let joined;
+        let (chunk, line_start) = match self.carry.take() {
+            Some(mut c) => {
+                c.push('\n');
+                let start = c.len();
+                c.push_str(line);
+                joined = c;
+                (joined.as_str(), start)
+            }
+            None => (line, 0),
+        };
+        if line.contains("</ralph>") {
+            self.tags.scan(chunk);
+        } else if line.contains('[') {
+            // Legacy forms are one-line.
+            self.tags.scan(line);
+        }
+        // The carry restarts at the last `<ralph>`: in the new line if it has
+        // one, else where the old carry started.
+        let open = match line.rfind("<ralph>") {
+            Some(i) => Some(line_start + i),
+            None if line_start > 0 => Some(0),
+            None => None,
+        };
+        if let Some(open) = open {
+            let rest = &chunk[open..];
+            if !rest.contains("</ralph>") && rest.len() <= CARRY_CAP {
+                self.carry = Some(rest.to_string());
+            }
+        }
+    }
+
+    fn note_last_line(&mut self, text: &str) {
+        if let Some(l) = last_nonempty_line(text) {
+            self.summary.last_line = truncate_chars(l, LAST_LINE_CAP);
+        }
+    }
+
+    /// A known reset time is never forgotten for a later "limited" without one.
+    fn mark_limited(&mut self, resets_at: Option<u64>) {
+        let known = self.summary.rate_limited.flatten();
+        self.summary.rate_limited = Some(resets_at.or(known));
     }
 
     /// Ends the output and returns the summary.
     pub fn finish(self) -> Summary {
-        todo!()
+        let mut summary = self.summary;
+        summary.signals = self.tags.signals();
+        summary
     }
+}
+
+fn limit_epoch(text: &str) -> Option<u64> {
+    LIMIT_EPOCH_RE
+        .captures(text)
+        .and_then(|c| c[1].parse().ok())
 }
 
 /// Scans a complete agent text for tags (used by `OutputParser` and tests).
 pub fn scan_text(text: &str) -> Signals {
-    let _ = text;
-    todo!()
+    let mut tags = TagScan::default();
+    tags.scan(text);
+    tags.signals()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn parse_lines(text: &str) -> Summary {
+        let mut p = OutputParser::new();
+        for line in text.lines() {
+            p.feed_line(line);
+        }
+        p.finish()
+    }
+
+    fn fixtures_dir() -> Option<PathBuf> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/compat/ralphetamine/tests/fixtures/claude-outputs");
+        if dir.is_dir() {
+            Some(dir)
+        } else {
+            eprintln!("skipping: fixtures not found at {}", dir.display());
+            None
+        }
+    }
+
+    fn fixture(name: &str) -> Option<String> {
+        let dir = fixtures_dir()?;
+        Some(std::fs::read_to_string(dir.join(name)).expect("fixture readable"))
+    }
+
+    /// Both entry points must agree on every recorded output.
+    fn both(text: &str) -> Signals {
+        let whole = scan_text(text);
+        let fed = parse_lines(text).signals;
+        assert_eq!(whole, fed, "scan_text and feed_line disagree");
+        whole
+    }
+
+    #[test]
+    fn fixtures_all_parse_consistently() {
+        let Some(dir) = fixtures_dir() else { return };
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            both(&text);
+            n += 1;
+        }
+        assert!(n >= 11, "expected all fixtures, saw {n}");
+    }
+
+    #[test]
+    fn fixture_done() {
+        for name in ["done.txt", "done-no-learns.txt"] {
+            let Some(text) = fixture(name) else { return };
+            let s = both(&text);
+            assert_eq!(s.done.as_deref(), Some("1.1"), "{name}");
+            assert_eq!(s.fail, None);
+            assert!(s.learnings.is_empty());
+        }
+    }
+
+    #[test]
+    fn fixture_fail_and_pipe() {
+        let Some(text) = fixture("fail.txt") else {
+            return;
+        };
+        let s = both(&text);
+        assert_eq!(s.done, None);
+        assert_eq!(
+            s.fail,
+            Some(("1.1".into(), "npm test failed with 3 errors".into()))
+        );
+
+        let Some(text) = fixture("fail-with-pipe.txt") else {
+            return;
+        };
+        let s = both(&text);
+        assert_eq!(
+            s.fail,
+            Some(("3.1".into(), "build-deploy pipeline error".into()))
+        );
+    }
+
+    #[test]
+    fn fixture_learn_multiple() {
+        let Some(text) = fixture("learn-multiple.txt") else {
+            return;
+        };
+        let s = both(&text);
+        assert_eq!(s.done.as_deref(), Some("2.1"));
+        assert_eq!(
+            s.learnings,
+            vec![
+                "vitest describe blocks should use consistent naming conventions".to_string(),
+                "SQLite migration columns need explicit type declarations".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn fixture_legacy_forms() {
+        let Some(text) = fixture("legacy-done.txt") else {
+            return;
+        };
+        assert_eq!(both(&text).done.as_deref(), Some("1.1"));
+        let Some(text) = fixture("legacy-fail.txt") else {
+            return;
+        };
+        let s = both(&text);
+        assert_eq!(s.done, None);
+        assert_eq!(
+            s.fail,
+            Some(("1.1".into(), "build error in component".into()))
+        );
+    }
+
+    #[test]
+    fn fixtures_without_story_signal() {
+        for name in [
+            "no-signal.txt",
+            "merge-done.txt",
+            "merge-fail.txt",
+            "test-review-done.txt",
+        ] {
+            let Some(text) = fixture(name) else { return };
+            let s = both(&text);
+            assert_eq!((s.done, s.fail), (None, None), "{name}");
+        }
+        let Some(text) = fixture("no-signal.txt") else {
+            return;
+        };
+        assert_eq!(
+            parse_lines(&text).last_line,
+            "Let me continue investigating the remaining issues."
+        );
+    }
+
+    fn assistant_text(text: &str) -> String {
+        serde_json::json!({
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+            "parent_tool_use_id": null,
+        })
+        .to_string()
+    }
+
+    fn tool_result(content: &str) -> String {
+        serde_json::json!({
+            "type": "user",
+            "message": {"role": "user", "content": [
+                {"tool_use_id": "t1", "type": "tool_result", "content": content, "is_error": false}
+            ]},
+            "tool_use_result": {"stdout": content, "stderr": ""},
+        })
+        .to_string()
+    }
+
+    fn result(text: &str, is_error: bool) -> String {
+        serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": is_error, "result": text,
+            "num_turns": 3, "total_cost_usd": 0.0237,
+            "usage": {"input_tokens": 2400, "output_tokens": 119,
+                      "cache_creation_input_tokens": 600, "cache_read_input_tokens": 10000},
+        })
+        .to_string()
+    }
+
+    const INIT: &str =
+        r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Bash"]}"#;
+
+    #[test]
+    fn done_only_in_tool_result_is_ignored() {
+        let out = [
+            INIT.to_string(),
+            assistant_text("Let me look at the old log."),
+            tool_result("<ralph>DONE 1.1</ralph>\n<ralph>LEARN: from a file</ralph>"),
+            result("I looked.", false),
+        ]
+        .join("\n");
+        let s = parse_lines(&out);
+        assert_eq!(s.signals, Signals::default());
+    }
+
+    #[test]
+    fn done_in_tool_use_input_is_ignored() {
+        let mut p = OutputParser::new();
+        p.feed_line(INIT);
+        let line = serde_json::json!({"type": "assistant", "message": {"content": [
+            {"type": "tool_use", "id": "t", "name": "Bash",
+             "input": {"command": "echo '<ralph>DONE 1.1</ralph>' > notes.txt && cat notes.txt"}}
+        ]}})
+        .to_string();
+        let ev = p.feed_line(&line);
+        assert_eq!(
+            ev,
+            vec![AgentEvent::ToolUse {
+                name: "Bash".into(),
+                summary: "echo '<ralph>DONE 1.1</ralph>' > notes.txt && cat notes.txt".into(),
+            }]
+        );
+        // The tool's stdout comes back on stderr-like plain lines too: still not agent text.
+        p.feed_line("<ralph>DONE 1.1</ralph>");
+        assert_eq!(p.finish().signals.done, None);
+    }
+
+    #[test]
+    fn tool_summaries() {
+        let mut p = OutputParser::new();
+        let line = serde_json::json!({"type": "assistant", "message": {"content": [
+            {"type": "tool_use", "name": "Edit", "input": {"file_path": "/w/src/lib.rs", "old_string": "a"}},
+            {"type": "tool_use", "name": "Bash", "input": {"command": format!("cargo test\n{}", "x".repeat(200))}},
+            {"type": "tool_use", "name": "TodoWrite", "input": {"todos": [1, 2]}},
+        ]}})
+        .to_string();
+        let ev = p.feed_line(&line);
+        let summaries: Vec<_> = ev
+            .iter()
+            .map(|e| match e {
+                AgentEvent::ToolUse { summary, .. } => summary.clone(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(summaries[0], "/w/src/lib.rs");
+        assert!(summaries[1].starts_with("cargo test xxx"));
+        assert!(!summaries[1].contains('\n'));
+        assert_eq!(summaries[1].chars().count(), TOOL_SUMMARY_CAP + 1);
+        assert_eq!(summaries[2], "2 todos");
+    }
+
+    #[test]
+    fn done_for_another_id_is_reported_as_is() {
+        let out = [
+            INIT.to_string(),
+            assistant_text("All good.\n<ralph>DONE 2.3</ralph>"),
+        ]
+        .join("\n");
+        assert_eq!(parse_lines(&out).signals.done.as_deref(), Some("2.3"));
+        assert_eq!(
+            scan_text("<ralph>DONE US-001</ralph>").done.as_deref(),
+            Some("US-001")
+        );
+        assert_eq!(
+            scan_text("<ralph>DONE  \n 3.1.2 </ralph>").done.as_deref(),
+            Some("3.1.2")
+        );
+        assert_eq!(scan_text("<ralph>DONE ../x</ralph>").done, None);
+    }
+
+    #[test]
+    fn assistant_text_and_result_are_scanned() {
+        let out = [
+            INIT.to_string(),
+            assistant_text("Working.\n<ralph>LEARN: use\nthe builder</ralph>"),
+            result(
+                "Done.\n<ralph>LEARN: use\nthe builder</ralph>\n<ralph>DONE 1.1</ralph>",
+                false,
+            ),
+        ]
+        .join("\n");
+        let s = parse_lines(&out);
+        assert_eq!(s.signals.done.as_deref(), Some("1.1"));
+        assert_eq!(s.signals.learnings, vec!["use\nthe builder".to_string()]);
+        assert!(s.result_seen && !s.is_error);
+        assert_eq!(s.last_line, "<ralph>DONE 1.1</ralph>");
+    }
+
+    #[test]
+    fn subagent_text_is_not_scanned() {
+        let line = serde_json::json!({"type": "assistant", "parent_tool_use_id": "toolu_1",
+            "message": {"content": [{"type": "text", "text": "<ralph>DONE 1.1</ralph>"}]}})
+        .to_string();
+        let mut p = OutputParser::new();
+        assert_eq!(
+            p.feed_line(&line),
+            vec![AgentEvent::Text("<ralph>DONE 1.1</ralph>".into())]
+        );
+        assert_eq!(p.finish().signals.done, None);
+    }
+
+    #[test]
+    fn error_result() {
+        let mut p = OutputParser::new();
+        p.feed_line(INIT);
+        let ev = p.feed_line(&result("Not logged in · Please run /login", true));
+        assert!(matches!(
+            &ev[..],
+            [AgentEvent::Result { is_error: true, .. }]
+        ));
+        let s = p.finish();
+        assert!(s.result_seen && s.is_error);
+        assert_eq!(s.result_text, "Not logged in · Please run /login");
+        assert_eq!(s.rate_limited, None);
+        assert_eq!(s.signals.done, None);
+    }
+
+    #[test]
+    fn max_turns_result_uses_errors() {
+        let line = r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3,"terminal_reason":"max_turns","errors":["Reached maximum number of turns (2)"]}"#;
+        let s = parse_lines(line);
+        assert!(s.is_error);
+        assert_eq!(s.result_text, "Reached maximum number of turns (2)");
+        assert_eq!(s.num_turns, Some(3));
+    }
+
+    #[test]
+    fn usage_and_cost() {
+        let mut p = OutputParser::new();
+        let ev = p.feed_line(&result("ok", false));
+        let want = Usage {
+            input_tokens: 2400,
+            output_tokens: 119,
+            cache_creation_input_tokens: 600,
+            cache_read_input_tokens: 10000,
+        };
+        assert_eq!(
+            ev,
+            vec![AgentEvent::Result {
+                is_error: false,
+                text: "ok".into(),
+                usage: want,
+                cost_usd: Some(0.0237),
+                num_turns: Some(3),
+                api_error_status: None,
+            }]
+        );
+        let s = p.finish();
+        assert_eq!(s.usage, want);
+        assert_eq!(s.cost_usd, Some(0.0237));
+        assert_eq!(s.num_turns, Some(3));
+    }
+
+    #[test]
+    fn model_usage_preferred_when_present() {
+        let line = r#"{"type":"result","is_error":false,"result":"ok","total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":1},"modelUsage":{"opus":{"inputTokens":100,"outputTokens":10,"cacheReadInputTokens":5,"cacheCreationInputTokens":7},"haiku":{"inputTokens":20,"outputTokens":2,"cacheReadInputTokens":0,"cacheCreationInputTokens":0}}}"#;
+        let s = parse_lines(line);
+        assert_eq!(
+            s.usage,
+            Usage {
+                input_tokens: 120,
+                output_tokens: 12,
+                cache_creation_input_tokens: 7,
+                cache_read_input_tokens: 5
+            }
+        );
+    }
+
+    #[test]
+    fn multi_line_learn_in_text_format() {
+        let text = "Notes follow.\n<ralph>LEARN: first line\nsecond line\n  third</ralph> trailing\n<ralph>DONE 1.1</ralph>\n";
+        let s = parse_lines(text);
+        assert_eq!(
+            s.signals.learnings,
+            vec!["first line\nsecond line\n  third".to_string()]
+        );
+        assert_eq!(s.signals.done.as_deref(), Some("1.1"));
+        assert_eq!(scan_text(text), s.signals);
+    }
+
+    #[test]
+    fn unclosed_tag_carry_is_bounded() {
+        let mut p = OutputParser::new();
+        p.feed_line("<ralph>LEARN: this never closes");
+        for _ in 0..2000 {
+            p.feed_line(&"z".repeat(100));
+        }
+        assert!(p.carry.is_none(), "carry must be dropped past the cap");
+        p.feed_line("</ralph>");
+        p.feed_line("<ralph>DONE 1.1</ralph>");
+        let s = p.finish();
+        assert!(s.signals.learnings.is_empty());
+        assert_eq!(s.signals.done.as_deref(), Some("1.1"));
+    }
+
+    #[test]
+    fn last_done_and_fail_win() {
+        let text = "<ralph>DONE 1.1</ralph>\n<ralph>FAIL 1.1: first</ralph>\n<ralph>DONE 1.2</ralph>\n<ralph>FAIL 1.3: second</ralph>";
+        let s = both(text);
+        assert_eq!(s.done.as_deref(), Some("1.2"));
+        assert_eq!(s.fail, Some(("1.3".into(), "second".into())));
+
+        let out = [
+            INIT.to_string(),
+            assistant_text("<ralph>DONE 1.1</ralph>"),
+            assistant_text("<ralph>DONE 1.4</ralph>"),
+        ]
+        .join("\n");
+        assert_eq!(parse_lines(&out).signals.done.as_deref(), Some("1.4"));
+    }
+
+    #[test]
+    fn fail_reason_rules() {
+        assert_eq!(
+            scan_text("<ralph>FAIL 2.1: a | b || c</ralph>").fail,
+            Some(("2.1".into(), "a - b -- c".into()))
+        );
+        // A reason may not contain `<`; such a tag is not a FAIL.
+        assert_eq!(scan_text("<ralph>FAIL 2.1: a < b</ralph>").fail, None);
+    }
+
+    #[test]
+    fn legacy_only_as_fallback() {
+        let s = both("[DONE] Story 1.1\n<ralph>FAIL 1.1: real</ralph>");
+        assert_eq!(s.done, None);
+        assert_eq!(s.fail, Some(("1.1".into(), "real".into())));
+        let s = both("[FAIL] Story 1.2 - flaky | tests\n[DONE] Story 1.2.");
+        assert_eq!(s.done.as_deref(), Some("1.2"));
+        assert_eq!(s.fail, Some(("1.2".into(), "flaky - tests".into())));
+    }
+
+    #[test]
+    fn learnings_deduplicated_in_order() {
+        let s = scan_text(
+            "<ralph>LEARN: b</ralph><ralph>LEARN:  a </ralph><ralph>LEARN: b</ralph><ralph>LEARN: </ralph>",
+        );
+        assert_eq!(s.learnings, vec!["b".to_string(), "a".to_string()]);
+    }
+
+    #[test]
+    fn rate_limit_event_rejected() {
+        let mut p = OutputParser::new();
+        let allowed = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1795352682,"utilization":0.92}}"#;
+        assert!(p.feed_line(allowed).is_empty());
+        let rejected = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1795356277,"rateLimitType":"five_hour"}}"#;
+        let ev = p.feed_line(rejected);
+        assert!(matches!(
+            &ev[..],
+            [AgentEvent::RateLimited {
+                resets_at: Some(1795356277),
+                ..
+            }]
+        ));
+        let synthetic = r#"{"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"You've hit your session limit · resets 2:04pm (UTC)"}]},"parent_tool_use_id":null,"error":"rate_limit"}"#;
+        p.feed_line(synthetic);
+        let res = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"num_turns":1,"result":"You've hit your session limit · resets 2:04pm (UTC)","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#;
+        p.feed_line(res);
+        let s = p.finish();
+        assert_eq!(s.rate_limited, Some(Some(1795356277)));
+        assert!(s.is_error);
+    }
+
+    #[test]
+    fn rate_limits_from_text() {
+        let s = parse_lines("You've hit your session limit · resets 2:04pm (UTC)");
+        assert_eq!(s.rate_limited, Some(None));
+        let s = parse_lines("Claude AI usage limit reached|1755615600");
+        assert_eq!(s.rate_limited, Some(Some(1755615600)));
+        let s = parse_lines(
+            r#"{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · slow down"}"#,
+        );
+        assert_eq!(s.rate_limited, Some(None));
+        let s = parse_lines(
+            r#"{"type":"result","is_error":true,"api_error_status":null,"result":"API Error: Request rejected (429) · slow down"}"#,
+        );
+        assert_eq!(s.rate_limited, Some(None));
+        // Prose about limits, or a successful result mentioning them, is not a limit.
+        let s = parse_lines(
+            "I added a banner shown when the usage limit is reached.\n<ralph>DONE 1.1</ralph>",
+        );
+        assert_eq!(s.rate_limited, None);
+        let s = parse_lines(&result("Implemented: hit your rate limit handling.", false));
+        assert_eq!(s.rate_limited, None);
+        let s = parse_lines(&result("API Error: 529 Overloaded", true));
+        assert_eq!(s.rate_limited, None);
+    }
+
+    #[test]
+    fn api_retry_event() {
+        let mut p = OutputParser::new();
+        let ev = p.feed_line(r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":615.5,"error_status":529,"error":"overloaded"}"#);
+        assert_eq!(
+            ev,
+            vec![AgentEvent::ApiRetry {
+                attempt: 2,
+                error: "overloaded (529)".into()
+            }]
+        );
+        assert!(p.feed_line(INIT).is_empty());
+    }
+
+    #[test]
+    fn root_refusal_line() {
+        let s = parse_lines(
+            "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons",
+        );
+        assert!(s.root_refusal);
+        assert!(s.last_line.starts_with("--dangerously-skip-permissions"));
+        assert!(
+            !parse_lines(&tool_result(
+                "--dangerously-skip-permissions cannot be used with root/sudo privileges"
+            ))
+            .root_refusal
+        );
+    }
+
+    #[test]
+    fn bad_input_never_panics() {
+        let mut p = OutputParser::new();
+        for line in [
+            "{",
+            "{}",
+            "[1,2]",
+            "null",
+            r#"{"type":5}"#,
+            r#"{"type":"assistant","message":{"content":"x"}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text"}]}}"#,
+            r#"{"type":"result","usage":{"input_tokens":-1},"num_turns":"x","total_cost_usd":"free"}"#,
+            "<ralph>",
+            "</ralph>",
+            "<ralph>DONE</ralph>",
+            "\u{0}\u{fffd}é",
+            "",
+        ] {
+            p.feed_line(line);
+        }
+        let s = p.finish();
+        assert!(s.result_seen);
+        assert_eq!(s.usage, Usage::default());
+    }
+
+    #[test]
+    fn last_line_is_truncated() {
+        let s = parse_lines(&format!("first\n{}\n\n", "é".repeat(1000)));
+        assert_eq!(s.last_line.chars().count(), LAST_LINE_CAP + 1);
+    }
 }

@@ -356,7 +356,10 @@ mod tests {
         st.start_attempt("1.2");
         assert_eq!(st.fail_attempt("1.2", "boom", 2), AfterFailure::Retry);
         st.start_attempt("1.1");
-        assert_eq!(st.fail_attempt("1.1", "boom", 2), AfterFailure::FailedForGood);
+        assert_eq!(
+            st.fail_attempt("1.1", "boom", 2),
+            AfterFailure::FailedForGood
+        );
         assert_eq!(st.status("1.1"), Status::Failed);
         assert_eq!(st.status("1.2"), Status::Pending);
         assert_eq!(st.record("1.1").unwrap().attempts_started, 2);

@@ -29,7 +29,10 @@ pub fn lock_path(root: &Path) -> PathBuf {
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     {
         let mut f = File::create(&tmp)?;
@@ -60,7 +63,11 @@ pub fn load_state(root: &Path) -> Result<State, Problem> {
                 Err(_) => Ok(State::default()),
             }
         }
-        Err(e) => Err(Problem::new(".ralph/state.json", None, format!("cannot read: {e}"))),
+        Err(e) => Err(Problem::new(
+            ".ralph/state.json",
+            None,
+            format!("cannot read: {e}"),
+        )),
     }
 }
 
@@ -99,8 +106,10 @@ impl RunLock {
                 .truncate(false)
                 .open(&path)
                 .map_err(LockError::Io)?;
-            if file.try_lock_exclusive().is_err() {
-                let pid = fs::read_to_string(&path).ok().and_then(|s| s.trim().parse().ok());
+            if FileExt::try_lock_exclusive(&file).is_err() {
+                let pid = fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok());
                 return Err(LockError::Held { pid });
             }
             let same = match (file.metadata(), fs::metadata(&path)) {
@@ -111,7 +120,9 @@ impl RunLock {
                 continue;
             }
             file.set_len(0).map_err(LockError::Io)?;
-            (&file).write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(LockError::Io)?;
+            (&file)
+                .write_all(format!("{}\n", std::process::id()).as_bytes())
+                .map_err(LockError::Io)?;
             return Ok(RunLock { file, path });
         }
         Err(LockError::Io(io::Error::other("lock file keeps changing")))
@@ -119,8 +130,10 @@ impl RunLock {
 
     /// True when some live process holds the lock (read-only commands use it).
     pub fn is_held(root: &Path) -> bool {
-        let Ok(file) = File::open(lock_path(root)) else { return false };
-        match file.try_lock_shared() {
+        let Ok(file) = File::open(lock_path(root)) else {
+            return false;
+        };
+        match FileExt::try_lock_shared(&file) {
             Ok(()) => {
                 let _ = FileExt::unlock(&file);
                 false
@@ -139,7 +152,10 @@ impl Drop for RunLock {
 
 /// Appends lines to `progress.txt` (the human log, SPEC 3.9).
 pub fn append_progress(root: &Path, line: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new().create(true).append(true).open(root.join("progress.txt"))?;
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("progress.txt"))?;
     writeln!(f, "{line}")
 }
 
@@ -181,7 +197,10 @@ mod tests {
     fn lock_is_exclusive_and_released_on_drop() {
         let dir = tempfile::tempdir().unwrap();
         let a = RunLock::acquire(dir.path()).unwrap();
-        assert!(matches!(RunLock::acquire(dir.path()), Err(LockError::Held { pid: Some(_) })));
+        assert!(matches!(
+            RunLock::acquire(dir.path()),
+            Err(LockError::Held { pid: Some(_) })
+        ));
         assert!(RunLock::is_held(dir.path()));
         drop(a);
         assert!(!lock_path(dir.path()).exists());

@@ -25,7 +25,10 @@ fn parts(secs: i64) -> (i64, u32, u32, i64, i64, i64, i64) {
 }
 
 pub fn now_secs() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 /// `2026-11-22T11:51:21Z`
@@ -41,10 +44,15 @@ pub fn iso_now() -> String {
 /// The bash tool's progress.txt stamp: `Sun 22 Nov 2026 11:51:21 UTC`.
 pub fn progress_stamp(secs: i64) -> String {
     const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     let (y, m, d, hh, mm, ss, wd) = parts(secs);
-    format!("{} {d:02} {} {y} {hh:02}:{mm:02}:{ss:02} UTC", DAYS[wd as usize], MONTHS[m as usize - 1])
+    format!(
+        "{} {d:02} {} {y} {hh:02}:{mm:02}:{ss:02} UTC",
+        DAYS[wd as usize],
+        MONTHS[m as usize - 1]
+    )
 }
 
 /// `1m05s`, `2h03m`, `42s`.

@@ -46,7 +46,11 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .expect("git runs");
-    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -64,7 +68,11 @@ impl RunResult {
 
 impl std::fmt::Debug for RunResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
@@ -83,7 +91,13 @@ impl Project {
         git(&root, &["config", "user.name", "Test"]);
         git(&root, &["config", "user.email", "test@example.com"]);
         git(&root, &["config", "commit.gpgsign", "false"]);
-        let p = Project { tmp, root, bin, home, scratch };
+        let p = Project {
+            tmp,
+            root,
+            bin,
+            home,
+            scratch,
+        };
         p.write("README.md", "demo\n");
         p
     }
@@ -99,7 +113,10 @@ impl Project {
             if t.is_empty() || t.starts_with('#') || t.starts_with("x ") {
                 continue;
             }
-            let (id, title) = t.split_once('|').map(|(a, b)| (a.trim(), b.trim())).unwrap_or((t, ""));
+            let (id, title) = t
+                .split_once('|')
+                .map(|(a, b)| (a.trim(), b.trim()))
+                .unwrap_or((t, ""));
             let epic = id.split('.').next().unwrap();
             p.write(
                 &format!("specs/epic-{epic}/story-{id}-spec.md"),
@@ -135,7 +152,14 @@ impl Project {
         let mut c = Command::new(RALPH);
         c.args(args)
             .current_dir(&self.root)
-            .env("PATH", format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap_or_default()))
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    self.bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
             .env("HOME", &self.home)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("CI", "1")
@@ -173,12 +197,18 @@ impl Project {
 
     /// First-parent subjects of `main`, oldest first.
     pub fn main_subjects(&self) -> Vec<String> {
-        let out = git(&self.root, &["log", "--first-parent", "--reverse", "--format=%s", "main"]);
+        let out = git(
+            &self.root,
+            &["log", "--first-parent", "--reverse", "--format=%s", "main"],
+        );
         out.lines().map(str::to_string).collect()
     }
 
     pub fn merges_of(&self, id: &str) -> usize {
-        self.main_subjects().iter().filter(|s| **s == format!("merge: story {id}")).count()
+        self.main_subjects()
+            .iter()
+            .filter(|s| **s == format!("merge: story {id}"))
+            .count()
     }
 
     pub fn worktrees(&self) -> Vec<String> {
@@ -189,14 +219,20 @@ impl Project {
     }
 
     pub fn branches(&self, pattern: &str) -> Vec<String> {
-        git(&self.root, &["branch", "--list", pattern, "--format=%(refname:short)"])
-            .lines()
-            .map(str::to_string)
-            .collect()
+        git(
+            &self.root,
+            &["branch", "--list", pattern, "--format=%(refname:short)"],
+        )
+        .lines()
+        .map(str::to_string)
+        .collect()
     }
 
     pub fn refs(&self, prefix: &str) -> Vec<String> {
-        git(&self.root, &["for-each-ref", "--format=%(refname)", prefix]).lines().map(str::to_string).collect()
+        git(&self.root, &["for-each-ref", "--format=%(refname)", prefix])
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     pub fn file_on_main(&self, rel: &str) -> Option<String> {
@@ -205,7 +241,9 @@ impl Project {
             .current_dir(&self.root)
             .output()
             .unwrap();
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// Every file under the project (except .git) with its content, plus
@@ -229,8 +267,14 @@ impl Project {
             }
         }
         walk(&self.root, &self.root, &mut out);
-        out.insert("<refs>".into(), git(&self.root, &["for-each-ref"]).into_bytes());
-        out.insert("<status>".into(), git(&self.root, &["status", "--porcelain", "--ignored"]).into_bytes());
+        out.insert(
+            "<refs>".into(),
+            git(&self.root, &["for-each-ref"]).into_bytes(),
+        );
+        out.insert(
+            "<status>".into(),
+            git(&self.root, &["status", "--porcelain", "--ignored"]).into_bytes(),
+        );
         out
     }
 }
@@ -239,7 +283,13 @@ impl Project {
 pub fn alive(pid: i32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap_or("").split_whitespace().next().unwrap_or("");
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
             state != "Z" && state != "X"
         }
         Err(_) => false,

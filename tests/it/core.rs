@@ -1,0 +1,487 @@
+//! The core of `ralph run`: attempts, verdicts, retries, landing, processes.
+
+use std::fs;
+
+use crate::harness::*;
+
+const THREE: &str = "1.1 | First\n1.2 | Second\n1.3 | Third\n";
+
+#[test]
+fn happy_path_with_a_fail_then_succeed_story() {
+    let p = Project::with_backlog(THREE, FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+say "working on $ID"
+tool "ls"
+tool_result "<ralph>DONE 9.9</ralph> quoted from an old file"
+if [ "$ID" = "1.2" ] && [ "$N" = "1" ]; then
+  result "<ralph>FAIL 1.2: tests are red</ralph>"
+  exit 0
+fi
+commit_file "src/$ID.txt"
+say "<ralph>LEARN: keep sqlite schema migrations small</ralph>"
+done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
+    for id in ["1.1", "1.2", "1.3"] {
+        assert_eq!(p.merges_of(id), 1, "one merge commit for {id}");
+        assert_eq!(
+            p.file_on_main(&format!("src/{id}.txt")).as_deref(),
+            Some(format!("{id}\n").as_str())
+        );
+        // The spec's status edit is part of the landing, on the branch and on disk.
+        let spec = format!("specs/epic-1/story-{id}-spec.md");
+        assert!(
+            p.file_on_main(&spec).unwrap().contains("status: done"),
+            "{id} spec on main"
+        );
+        assert!(p.read(&spec).contains("status: done"));
+    }
+    let s12 = p.story("1.2");
+    assert_eq!(s12["attempts"], 1, "one failed attempt counted: {s12}");
+    assert_eq!(s12["status"], "done");
+    assert_eq!(p.story("1.1")["attempts"], 0);
+    let st = p.state();
+    assert_eq!(st["retry_count"], 0);
+    assert!(st["current_story"].is_null());
+    assert!(
+        st["stories"]["1.1"]["usage"]["cache_read_input_tokens"]
+            .as_u64()
+            .unwrap()
+            >= 7
+    );
+    let progress = p.read("progress.txt");
+    assert!(
+        progress.contains("[FAIL] Story 1.2 - tests are red - "),
+        "{progress}"
+    );
+    assert!(progress.contains("(attempt 1/2)"));
+    for id in ["1.1", "1.2", "1.3"] {
+        assert!(
+            progress.contains(&format!("[DONE] Story {id} - ")),
+            "{progress}"
+        );
+    }
+    // Learnings are stored once however often they are reported.
+    assert_eq!(
+        progress
+            .matches("[LEARN] keep sqlite schema migrations small")
+            .count(),
+        1
+    );
+    assert!(p
+        .read(".ralph/learnings/data-model.md")
+        .contains("- [Story 1.1] keep sqlite schema migrations small"));
+    assert!(p.root.join(".ralph/logs/1.2/attempt-1.log").exists());
+    assert!(p.read(".ralph/logs/1.2/attempt-2.log").contains("DONE 1.2"));
+    assert_eq!(
+        p.worktrees().len(),
+        1,
+        "only the main checkout: {:?}",
+        p.worktrees()
+    );
+    assert!(
+        p.branches("ralph/*").is_empty(),
+        "{:?}",
+        p.branches("ralph/*")
+    );
+    assert!(!p.root.join(".ralph/.lock").exists());
+    assert_eq!(
+        git(&p.root, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+}
+
+#[test]
+fn a_story_that_always_fails_uses_its_retries_and_blocks_its_dependents() {
+    let p = Project::with_backlog(THREE, r#"{ "loop": { "max_retries": 3 } }"#);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "attempt $ID $N" >> "$SCRATCH/calls"
+if [ "$ID" = "1.1" ]; then commit_file "src/partial.txt"; exit 1; fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let calls = fs::read_to_string(p.scratch.join("calls")).unwrap();
+    assert_eq!(
+        calls, "attempt 1.1 1\nattempt 1.1 2\nattempt 1.1 3\n",
+        "dependents never ran"
+    );
+    let s = p.story("1.1");
+    assert_eq!(s["attempts"], 3);
+    assert_eq!(s["status"], "failed");
+    assert!(
+        s["last_error"].as_str().unwrap().contains("Exit code 1"),
+        "{s}"
+    );
+    assert!(p.completed().is_empty());
+    let progress = p.read("progress.txt");
+    for n in 1..=3 {
+        assert!(progress.contains(&format!("(attempt {n}/3)")), "{progress}");
+    }
+    assert!(r.all().contains("blocked: 1.2, 1.3"), "{r:?}");
+    // Every failed attempt's commits are kept under a ref; nothing landed.
+    assert_eq!(
+        p.refs("refs/ralph/attempts/1.1/").len(),
+        3,
+        "{:?}",
+        p.refs("refs/ralph/")
+    );
+    assert_eq!(p.main_subjects(), vec!["backlog"]);
+    let st = p.ralph(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(v["failed"], serde_json::json!(["1.1"]));
+    assert_eq!(v["blocked"], serde_json::json!(["1.2", "1.3"]));
+}
+
+#[test]
+fn a_hanging_agent_and_its_grandchildren_are_killed_at_the_timeout() {
+    let p = Project::with_backlog(
+        "1.1 | Hang\n",
+        r#"{ "loop": { "max_retries": 1, "grace_seconds": 1 } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+sleep 1000 &
+echo $! >> "$SCRATCH/pids"
+setsid sleep 1000 < /dev/null > /dev/null 2>&1 &
+echo $! >> "$SCRATCH/pids"
+say "sleeping"
+sleep 1000
+"#,
+    );
+    let r = p.ralph(&["run", "-t", "3"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let pids = pids_in(&p.scratch.join("pids"));
+    assert_eq!(pids.len(), 2);
+    for pid in pids {
+        assert!(!alive(pid), "grandchild {pid} outlived its attempt");
+    }
+    assert!(p.story("1.1")["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("Timeout after 3s"));
+}
+
+#[test]
+fn a_background_sleeper_left_by_a_successful_agent_is_swept() {
+    let p = Project::with_backlog("1.1 | Bg\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+setsid sleep 1000 < /dev/null > /dev/null 2>&1 &
+echo $! >> "$SCRATCH/pids"
+commit_file "src/a.txt"
+done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let pids = pids_in(&p.scratch.join("pids"));
+    assert_eq!(pids.len(), 1);
+    assert!(!alive(pids[0]));
+}
+
+#[test]
+fn an_agent_that_answers_sigterm_with_done_is_still_a_timeout() {
+    let p = Project::with_backlog(
+        "1.1 | Sly\n",
+        r#"{ "loop": { "max_retries": 1, "grace_seconds": 5 } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+commit_file "src/a.txt"
+trap 'done_; exit 0' TERM
+say "waiting"
+while true; do sleep 0.1; done
+"#,
+    );
+    let r = p.ralph(&["run", "-t", "2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(p.completed().is_empty());
+    assert!(
+        p.read(".ralph/logs/1.1/attempt-1.log").contains("DONE 1.1"),
+        "the DONE was printed"
+    );
+    assert!(p.story("1.1")["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("Timeout"));
+    assert_eq!(p.main_subjects(), vec!["backlog"]);
+}
+
+#[test]
+fn an_attempt_ends_when_the_agent_exits_even_if_a_grandchild_holds_stdout() {
+    let p = Project::with_backlog("1.1 | Pipe\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+commit_file "src/a.txt"
+done_
+sleep 1000 &
+echo $! >> "$SCRATCH/pids"
+exit 0
+"#,
+    );
+    let r = p.ralph(&["run", "-t", "600"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1"]);
+    for pid in pids_in(&p.scratch.join("pids")) {
+        assert!(!alive(pid));
+    }
+}
+
+#[test]
+fn signals_are_read_from_the_agents_own_text_only() {
+    let queue = "# [batch:1]\n1.1 | Other id\n1.2 | Tool result only\n1.3 | Is error\n1.4 | Silent\n1.5 | Fine\n";
+    let p = Project::with_backlog(queue, r#"{ "loop": { "max_retries": 1 } }"#);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+commit_file "src/$ID.txt"
+case "$ID" in
+  1.1) done_ 1.9 ;;
+  1.2) tool "grep DONE old.log"; tool_result "<ralph>DONE 1.2</ralph>"; result "looked around" ;;
+  1.3) result "API Error: server exploded <ralph>DONE 1.3</ralph>" true ;;
+  1.4) say "I did some work" ;;
+  1.5) done_ ;;
+esac
+"#,
+    );
+    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.5"]);
+    let err = |id: &str| p.story(id)["last_error"].as_str().unwrap_or("").to_string();
+    assert!(err("1.1").contains("Mismatched DONE"), "{}", err("1.1"));
+    assert!(
+        err("1.2").contains("No completion signal"),
+        "{}",
+        err("1.2")
+    );
+    assert!(err("1.3").contains("error"), "{}", err("1.3"));
+    assert!(
+        err("1.4").contains("No completion signal"),
+        "{}",
+        err("1.4")
+    );
+}
+
+#[test]
+fn a_huge_spec_with_special_characters_reaches_the_agent_intact() {
+    let p = Project::with_backlog("1.1 | Big\n", FAST_CONFIG);
+    let mut spec = String::from("---\nstatus: pending\n---\n# Big spec\n");
+    let line = "run `make && make test` for $HOME and \\1 and {{LEARNINGS}} {{TITLE}} & more\n";
+    while spec.len() < 300_000 {
+        spec.push_str(line);
+    }
+    p.write("specs/epic-1/story-1.1-spec.md", &spec);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+cp "$PROMPT_FILE" "$SCRATCH/prompt"
+commit_file "src/a.txt"; done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let prompt = fs::read_to_string(p.scratch.join("prompt")).unwrap();
+    assert!(
+        prompt.contains(&spec),
+        "the spec is in the prompt byte for byte"
+    );
+    assert!(prompt
+        .lines()
+        .next()
+        .unwrap()
+        .contains("implement Story 1.1: Big"));
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let p = Project::with_backlog(THREE, FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"echo called >> "$SCRATCH/calls"; done_"#);
+    let before = p.snapshot();
+    let r = p.ralph(&["run", "-d"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("[DRY RUN]"));
+    assert!(r.stdout.contains("implement Story 1.2: Second"), "{r:?}");
+    assert_eq!(p.snapshot(), before);
+    assert!(!p.scratch.join("calls").exists());
+}
+
+#[test]
+fn a_held_lock_means_exit_3_and_no_change() {
+    use fs2::FileExt;
+    let p = Project::with_backlog(THREE, FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"echo called >> "$SCRATCH/calls"; done_"#);
+    fs::create_dir_all(p.root.join(".ralph")).unwrap();
+    let f = fs::File::create(p.root.join(".ralph/.lock")).unwrap();
+    FileExt::lock_exclusive(&f).unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("another ralph run holds"), "{r:?}");
+    assert!(!p.scratch.join("calls").exists());
+    // Read-only commands still work while a run holds the lock.
+    assert_eq!(p.ralph(&["status"]).code, 0);
+    assert_eq!(p.ralph(&["stories"]).code, 0);
+    drop(f);
+    // A lock whose holder is gone is simply free.
+    assert_eq!(p.ralph(&["run", "-n", "1"]).code, 0);
+}
+
+#[test]
+fn a_failing_validation_command_blocks_landing() {
+    let config = r#"{ "loop": { "max_retries": 1 },
+      "validation": { "commands": [ { "name": "has-ok", "cmd": "test -f ok.txt", "required": true } ] } }"#;
+    let p = Project::with_backlog("1.1 | Gate\n", config);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/a.txt"; done_"#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(p.completed().is_empty());
+    assert_eq!(p.main_subjects(), vec!["backlog"], "nothing reached main");
+    assert!(p.story("1.1")["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("validation 'has-ok' failed"));
+    // The work is kept.
+    assert_eq!(p.refs("refs/ralph/attempts/1.1/").len(), 1);
+
+    // With the file present on the merged tree, the same gate lets it land.
+    p.write("ok.txt", "ok\n");
+    p.commit_all("add ok");
+    let r = p.ralph(&["run", "-s", "1.1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+}
+
+#[test]
+fn tentative_work_lands_only_through_required_validation() {
+    let config = r#"{ "loop": { "max_retries": 1 },
+      "validation": { "commands": [ { "name": "files", "cmd": "test -f src/a.txt", "required": true } ] } }"#;
+    let p = Project::with_backlog("1.1 | Quiet\n", config);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/a.txt"; say "committed, forgot the tag""#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert!(p
+        .read("progress.txt")
+        .contains("(tentative: commits detected, validated)"));
+}
+
+#[test]
+fn hooks_run_with_their_variables() {
+    let config = r#"{ "loop": { "max_retries": 2 }, "hooks": {
+        "pre_story": "echo \"pre $RALPH_STORY $RALPH_SPEC\" >> hooks.log",
+        "post_story": "echo \"post $RALPH_STORY $RALPH_RESULT\" >> hooks.log",
+        "pre_worktree": "test \"$RALPH_STORY\" != 1.2 || test -f $RALPH_PROJECT_DIR/allow-1.2"
+    } }"#;
+    let p = Project::with_backlog("# [batch:1]\n1.1 | A\n1.2 | B\n", config);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let log = p.read("hooks.log");
+    assert!(
+        log.contains("pre 1.1 specs/epic-1/story-1.1-spec.md"),
+        "{log}"
+    );
+    assert!(log.contains("post 1.1 done"), "{log}");
+    assert!(p.story("1.2")["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("pre_worktree hook failed"));
+    assert_eq!(p.completed(), vec!["1.1"]);
+}
+
+#[test]
+fn only_and_resume_select_stories() {
+    let p = Project::with_backlog(THREE, FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    assert_eq!(p.ralph(&["run", "-s", "1.2"]).code, 0);
+    assert_eq!(p.completed(), vec!["1.2"]);
+    assert_eq!(p.ralph(&["run", "-r", "1.3"]).code, 0);
+    assert_eq!(p.completed(), vec!["1.2", "1.3"]);
+    let r = p.ralph(&["run", "-r", "9.9"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("9.9"));
+    assert_eq!(p.ralph(&["run", "-n", "1"]).code, 0);
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "1.2\n1.3\n1.1\n"
+    );
+}
+
+#[test]
+fn a_root_refusal_is_reported_and_not_retried() {
+    let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 3 } }"#);
+    p.commit_all("backlog");
+    p.agent(
+        r#"echo "call" >> "$SCRATCH/calls"
+echo "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons" >&2
+exit 1"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("IS_SANDBOX=1"), "{r:?}");
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0);
+}
+
+#[test]
+fn the_agent_environment_is_set_and_claudecode_removed() {
+    let p = Project::with_backlog("1.1 | Env\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"env | grep -E '^(RALPH_|CLAUDECODE)' | sort > "$SCRATCH/env"
+commit_file "src/a.txt"; done_"#,
+    );
+    let r = {
+        let out = p.command(&["run"]).env("CLAUDECODE", "1").output().unwrap();
+        out.status.code().unwrap()
+    };
+    assert_eq!(r, 0);
+    let env = fs::read_to_string(p.scratch.join("env")).unwrap();
+    assert!(!env.contains("CLAUDECODE"), "{env}");
+    for var in [
+        "RALPH_STORY=1.1",
+        "RALPH_ATTEMPT=1",
+        "RALPH_BRANCH=ralph/story-1.1",
+        "RALPH_WORKTREE=",
+        "RALPH_PROJECT_DIR=",
+    ] {
+        assert!(env.contains(var), "{var} missing: {env}");
+    }
+}
+
+#[test]
+fn init_scaffolds_and_ignores_runtime_files() {
+    let p = Project::new();
+    let r = p.ralph(&["init"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(p.root.join(".ralph/config.json").exists());
+    assert!(p.root.join(".ralph/stories.txt").exists());
+    assert!(p.read(".gitignore").contains("/.ralph/state.json"));
+    assert_eq!(p.ralph(&["validate"]).code, 0);
+    let again = p.ralph(&["init"]);
+    assert!(again.stdout.contains("nothing changed"));
+}

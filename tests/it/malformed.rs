@@ -1,0 +1,215 @@
+//! Every malformed input exits 2 with a message naming the file, line or ID,
+//! and changes nothing (SPEC 7).
+
+use crate::harness::*;
+
+struct Case {
+    name: &'static str,
+    queue: &'static str,
+    config: &'static str,
+    /// Extra files written after the generated specs (path, content).
+    files: &'static [(&'static str, &'static str)],
+    /// Files removed after generation.
+    remove: &'static [&'static str],
+    /// Every one of these must appear in stderr.
+    expect: &'static [&'static str],
+    run_args: &'static [&'static str],
+}
+
+const OK_CONFIG: &str = "{}";
+
+fn case(name: &'static str) -> Case {
+    Case {
+        name,
+        queue: "1.1 | A\n1.2 | B\n",
+        config: OK_CONFIG,
+        files: &[],
+        remove: &[],
+        expect: &[],
+        run_args: &["run"],
+    }
+}
+
+fn corpus() -> Vec<Case> {
+    vec![
+        Case {
+            files: &[
+                (
+                    "specs/epic-1/story-1.1-spec.md",
+                    "---\ndepends_on: [1.2]\n---\n",
+                ),
+                (
+                    "specs/epic-1/story-1.2-spec.md",
+                    "---\ndepends_on: [1.1]\n---\n",
+                ),
+            ],
+            queue: "# [batch:1]\n1.1 | A\n1.2 | B\n",
+            expect: &["cycle", "1.1", "1.2"],
+            ..case("cycle")
+        },
+        Case {
+            files: &[(
+                "specs/epic-1/story-1.1-spec.md",
+                "---\ndepends_on: [1.1]\n---\n",
+            )],
+            expect: &["story-1.1-spec.md", "1.1"],
+            ..case("self dependency")
+        },
+        Case {
+            files: &[(
+                "specs/epic-1/story-1.2-spec.md",
+                "---\ndepends_on:\n  - 9.9\n---\n",
+            )],
+            expect: &["story-1.2-spec.md", "9.9"],
+            ..case("unknown dependency")
+        },
+        Case {
+            queue: "1.1 | A\n1.2 | B\n1.1 | again\n",
+            expect: &[".ralph/stories.txt:3", "1.1"],
+            ..case("duplicate id")
+        },
+        Case {
+            queue: "1.1 | A\n../x | escape\n",
+            expect: &[".ralph/stories.txt:2", "../x"],
+            ..case("dotdot id")
+        },
+        Case {
+            queue: "1.1 | A\n--force | flag\n",
+            expect: &[".ralph/stories.txt:2", "--force"],
+            ..case("flag-like id")
+        },
+        Case {
+            queue: "1.1 | A\nfoo bar | spaces\n",
+            expect: &[".ralph/stories.txt:2"],
+            ..case("id with a space")
+        },
+        Case {
+            remove: &["specs/epic-1/story-1.2-spec.md"],
+            expect: &["1.2", "specs/epic-1/story-1.2-*.md"],
+            ..case("missing spec")
+        },
+        Case {
+            config: "{ \"loop\": { \"max_retries\": 3, }\n",
+            expect: &[".ralph/config.json"],
+            ..case("bad json")
+        },
+        Case {
+            files: &[(
+                "specs/epic-1/story-1.2-spec.md",
+                "---\nstatus: [unclosed\n---\n",
+            )],
+            expect: &["story-1.2-spec.md"],
+            ..case("bad yaml")
+        },
+        Case {
+            files: &[("specs/epic-1/story-1.2-spec.md", "---\nstatus: pending\n")],
+            expect: &["story-1.2-spec.md"],
+            ..case("unterminated frontmatter")
+        },
+        Case {
+            config: r#"{ "specs": { "pattern": "specs/story-{{epic}}.md" } }"#,
+            expect: &[".ralph/config.json", "{{id}}"],
+            ..case("pattern without id")
+        },
+        Case {
+            config: r#"{ "loop": { "timeout_seconds": -5 } }"#,
+            expect: &[".ralph/config.json", "timeout_seconds"],
+            ..case("negative timeout")
+        },
+        Case {
+            config: r#"{ "loop": { "max_retries": 0 } }"#,
+            expect: &["max_retries"],
+            ..case("zero retries")
+        },
+        Case {
+            queue: "1.1 | A\n# [batch:abc]\n1.2 | B\n",
+            expect: &[".ralph/stories.txt:2"],
+            ..case("bad batch label")
+        },
+        Case {
+            files: &[(
+                "specs/epic-1/story-1.2-spec.md",
+                "---\ndepends_on: [\"a/b\"]\n---\n",
+            )],
+            expect: &["story-1.2-spec.md", "a/b"],
+            ..case("bad id in depends_on")
+        },
+        Case {
+            config: r#"{ "validation": { "commands": [ { "name": "x" } ] } }"#,
+            expect: &["validation"],
+            ..case("validation without cmd")
+        },
+        Case {
+            config: r#"{ "claude": { "flags": "--print" } }"#,
+            expect: &["claude.flags"],
+            ..case("flags not a list")
+        },
+        Case {
+            run_args: &["run", "-s", "7.7"],
+            expect: &["7.7"],
+            ..case("unknown -s story")
+        },
+        Case {
+            run_args: &["run", "-t", "-5"],
+            expect: &["-5"],
+            ..case("negative -t flag")
+        },
+    ]
+}
+
+#[test]
+fn malformed_inputs_exit_2_and_change_nothing() {
+    let cases = corpus();
+    assert!(cases.len() >= 15);
+    let mut failures = Vec::new();
+    for c in &cases {
+        let p = Project::with_backlog(c.queue, c.config);
+        for (path, content) in c.files {
+            p.write(path, content);
+        }
+        for path in c.remove {
+            std::fs::remove_file(p.root.join(path)).unwrap();
+        }
+        p.commit_all("backlog");
+        p.agent(r#"echo called >> "$SCRATCH/calls"; done_"#);
+        let before = p.snapshot();
+        let mut results = vec![p.ralph(c.run_args)];
+        if c.run_args == ["run"] {
+            results.push(p.ralph(&["validate"]));
+        }
+        for r in results {
+            let ok = r.code == 2 && c.expect.iter().all(|e| r.stderr.contains(e));
+            if !ok {
+                failures.push(format!(
+                    "case '{}': expected exit 2 mentioning {:?}, got {r:?}",
+                    c.name, c.expect
+                ));
+            }
+        }
+        if p.snapshot() != before {
+            failures.push(format!("case '{}': files changed", c.name));
+        }
+        if p.scratch.join("calls").exists() {
+            failures.push(format!("case '{}': the agent ran", c.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn validate_reports_every_problem_at_once() {
+    let p = Project::with_backlog(
+        "1.1 | A\n1.1 | dup\n../x | bad\n1.3 | C\n",
+        r#"{ "loop": { "timeout_seconds": -1 } }"#,
+    );
+    std::fs::remove_file(p.root.join("specs/epic-1/story-1.3-spec.md")).unwrap();
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for needle in [
+        ".ralph/stories.txt:2",
+        ".ralph/stories.txt:3",
+        "timeout_seconds",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle} missing: {r:?}");
+    }
+}
