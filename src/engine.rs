@@ -196,6 +196,7 @@ struct Shared {
     timeout: Duration,
     tag: String,
     required_validation: Vec<crate::config::ValidationCommand>,
+    log: TechLog,
 }
 
 struct RunningSlot {
@@ -313,6 +314,7 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .filter(|v| v.required)
             .cloned()
             .collect(),
+        log: log.clone(),
     });
 
     let mut d = Dispatcher::new(project, shared, state, jobs, opts, log, reconciled);
@@ -1083,6 +1085,16 @@ impl Dispatcher {
             failed.len(),
             blocked.len()
         ));
+        if !self.dispatch_latencies.is_empty() {
+            let mut l = self.dispatch_latencies.clone();
+            l.sort();
+            self.log.line(&format!(
+                "dispatch latency (ready -> slot): median {:.1} ms, max {:.1} ms over {} starts",
+                l[l.len() / 2].as_secs_f64() * 1e3,
+                l[l.len() - 1].as_secs_f64() * 1e3,
+                l.len()
+            ));
+        }
         if let Some(f) = &self.fatal {
             eprintln!("error: {f}");
             return Ok(EXIT_STORIES_FAILED);
@@ -1408,6 +1420,8 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
             }
         }
     };
+    s.log
+        .line(&format!("agent start story {id} attempt {}", ctx.attempt));
     let exit = process::run_attempt(spec_run, on_line, control).await;
     let summary = parser.finish();
     report.duration = started.elapsed();

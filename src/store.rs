@@ -173,7 +173,7 @@ impl TechLog {
     pub fn line(&self, msg: &str) {
         let Some(path) = &self.path else { return };
         if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(f, "[{}] {msg}", crate::timefmt::iso_now());
+            let _ = writeln!(f, "[{}] {msg}", crate::timefmt::iso_now_millis());
         }
     }
 }

@@ -41,6 +41,15 @@ pub fn iso_now() -> String {
     iso(now_secs())
 }
 
+/// `2026-11-22T11:51:21.123Z`: the technical log needs sub-second order.
+pub fn iso_now_millis() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let base = iso(d.as_secs() as i64);
+    format!("{}.{:03}Z", &base[..base.len() - 1], d.subsec_millis())
+}
+
 /// The bash tool's progress.txt stamp: `Sun 22 Nov 2026 11:51:21 UTC`.
 pub fn progress_stamp(secs: i64) -> String {
     const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
