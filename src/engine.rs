@@ -252,6 +252,20 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         Err(store::LockError::Io(e)) => return Err(e).context("taking .ralph/.lock"),
     };
 
+    let log = TechLog::new(Some(
+        opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
+    ));
+    let tag = project_tag(&root.canonicalize()?);
+    if git.branch_tip(&target)?.is_none() {
+        return Err(RalphError::Usage(format!(
+            "target branch {target} does not exist: create it or fix branchName in prd.json"
+        ))
+        .into());
+    }
+    // Processes, lock files and a half-done landing of a killed run are
+    // dealt with before the checkout is judged: they are ours, not the user's.
+    recover_processes_and_git(root, &git, &target, &tag, &log)?;
+
     let root_rel = git.rel_path(&root.canonicalize()?).unwrap_or_default();
     let prefix = if root_rel.is_empty() {
         String::new()
@@ -270,28 +284,14 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ))
         .into());
     }
-    let _ = git.exclude(
-        &RUNTIME_PATTERNS
-            .iter()
-            .map(|p| format!("/{prefix}{}", &p[1..]))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let excludes: Vec<String> = RUNTIME_PATTERNS
+        .iter()
+        .map(|p| format!("/{prefix}{}", &p[1..]))
+        .collect();
+    let _ = git.exclude(&excludes.iter().map(String::as_str).collect::<Vec<_>>());
 
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
-    if let Some(tip) = git.branch_tip(&target)? {
-        let _ = tip;
-    } else {
-        return Err(RalphError::Usage(format!("target branch {target} does not exist")).into());
-    }
-
-    let log = TechLog::new(Some(
-        opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
-    ));
-    let tag = project_tag(&root.canonicalize()?);
-    let reconciled = reconcile(root, &project, &git, &target, &tag, &mut state, &log)?;
+    let reconciled = reconcile(root, &project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
 
     let jobs = if opts.parallel || opts.jobs.is_some_and(|j| j > 1) {
@@ -330,6 +330,63 @@ struct Reconciled {
     reland: Vec<String>,
 }
 
+/// Path of the merge queue's landing intent (written before the main
+/// checkout is touched, removed once the landing is decided).
+fn landing_intent_path(root: &Path) -> PathBuf {
+    root.join(".ralph").join("landing.json")
+}
+
+/// First half of startup recovery: stop agents a killed run left behind,
+/// remove git lock files no live process can hold, and undo a landing that
+/// was cut short between updating the main checkout and moving the ref.
+fn recover_processes_and_git(
+    root: &Path,
+    git: &Git,
+    target: &str,
+    tag: &str,
+    log: &TechLog,
+) -> Result<()> {
+    let killed = process::kill_by_token_prefix(tag);
+    if killed > 0 {
+        log.line(&format!(
+            "reconcile: stopped {killed} process(es) left by an earlier run"
+        ));
+    }
+    for lock in git.lock_files() {
+        if process::lock_may_be_held(&lock, &git.workdir) {
+            log.line(&format!(
+                "reconcile: {} may be in use; left alone",
+                lock.display()
+            ));
+            continue;
+        }
+        if std::fs::remove_file(&lock).is_ok() {
+            log.line(&format!("reconcile: removed stale {}", lock.display()));
+        }
+    }
+    let intent_path = landing_intent_path(root);
+    if let Ok(text) = std::fs::read_to_string(&intent_path) {
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let (base, commit) = (
+            v["base"].as_str().unwrap_or(""),
+            v["commit"].as_str().unwrap_or(""),
+        );
+        let tip = git.branch_tip(target)?.unwrap_or_default();
+        if !base.is_empty() && tip == base && !commit.is_empty() {
+            let restored = git.rollback_partial_landing(&base.to_string(), &commit.to_string())?;
+            if !restored.is_empty() {
+                log.line(&format!(
+                    "reconcile: undid a half-done landing of story {} in the main checkout ({} files)",
+                    v["story"].as_str().unwrap_or("?"),
+                    restored.len()
+                ));
+            }
+        }
+        let _ = std::fs::remove_file(&intent_path);
+    }
+    Ok(())
+}
+
 /// Brings the state in line with git and the process table before anything
 /// runs (SPEC 6).
 fn reconcile(
@@ -337,30 +394,10 @@ fn reconcile(
     project: &Project,
     git: &Git,
     target: &str,
-    tag: &str,
     state: &mut State,
     log: &TechLog,
 ) -> Result<Reconciled> {
     let mut out = Reconciled::default();
-    // Agents a killed run left behind must be gone before their worktrees
-    // are touched.
-    for _ in 0..3 {
-        let pids = process::find_by_token_prefix(tag);
-        if pids.is_empty() {
-            break;
-        }
-        log.line(&format!(
-            "reconcile: stopping {} process(es) left by an earlier run",
-            pids.len()
-        ));
-        for pid in &pids {
-            // SAFETY: kill(2) has no memory-safety preconditions.
-            unsafe {
-                libc::kill(*pid, libc::SIGKILL);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let landed = git.landed_stories(target)?;
     for (id, commit) in &landed {
         if project.backlog.index_of(id).is_some() && !state.is_done(id) {
@@ -410,9 +447,40 @@ fn reconcile(
     // Worktrees whose directory vanished are pruned; live ones are reused.
     let wt_root = worktrees_dir(root);
     for wt in git.list_worktrees()? {
-        if wt.prunable || (wt.path.starts_with(&wt_root) && !wt.path.exists()) {
-            log.line(&format!("reconcile: pruning worktree {}", wt.name));
-            git.remove_worktree(&wt.name, &wt.path)?;
+        let ours =
+            wt.path.starts_with(&wt_root) || wt.path.starts_with(root.join(".ralph/worktrees"));
+        if ours {
+            let _ = git.clear_worktree_locks(&wt.name);
+        }
+        let gone = wt.path.as_os_str().is_empty() || !wt.path.exists();
+        if gone {
+            log.line(&format!(
+                "reconcile: pruning worktree {} (its directory is gone)",
+                wt.name
+            ));
+            if let Err(e) = git.prune_admin(&wt.name) {
+                log.line(&format!(
+                    "reconcile: could not prune worktree {}: {e}",
+                    wt.name
+                ));
+            }
+        } else if ours && wt.prunable {
+            log.line(&format!("reconcile: removing broken worktree {}", wt.name));
+            if let Err(e) = git.remove_worktree(&wt.name, &wt.path) {
+                log.line(&format!(
+                    "reconcile: could not remove worktree {}: {e}",
+                    wt.name
+                ));
+            }
+        }
+    }
+    // Temp files of state writes a kill interrupted.
+    if let Ok(rd) = std::fs::read_dir(root.join(".ralph")) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with('.') && n.contains(".tmp-") {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
     }
     Ok(out)
@@ -1261,6 +1329,7 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
                 let r = format!("refs/ralph/attempts/{id}/saved-{}", timefmt::now_secs());
                 s.git.save_ref(&branch, &r)?;
             }
+            s.git.release_branch(&branch, &worktrees_dir(&s.root))?;
             s.git.prepare_worktree(&wt_name, &wt_path, &branch, &base)?;
             Ok(base)
         })
@@ -1440,6 +1509,48 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
             return report;
         }
     };
+    // The agent may have left the worktree dirty, detached or on another
+    // branch: keep everything, and let the story branch hold its commits.
+    {
+        let s2 = s.clone();
+        let (wt, b, base2, id2, n) = (
+            wt_path.clone(),
+            branch.clone(),
+            base.clone(),
+            id.clone(),
+            ctx.attempt,
+        );
+        let kept = tokio::task::spawn_blocking(move || {
+            let unc = s2
+                .git
+                .save_uncommitted(&wt, &format!("refs/ralph/attempts/{id2}/{n}-uncommitted"))
+                .ok()
+                .flatten();
+            let adopted = s2
+                .git
+                .adopt_worktree_head(
+                    &wt,
+                    &b,
+                    &base2,
+                    &format!("refs/ralph/attempts/{id2}/{n}-head"),
+                )
+                .ok();
+            (unc, adopted)
+        })
+        .await
+        .unwrap_or((None, None));
+        if kept.0.is_some() {
+            s.log.line(&format!("story {id} attempt {}: uncommitted changes kept at refs/ralph/attempts/{id}/{}-uncommitted", ctx.attempt, ctx.attempt));
+        }
+        if let Some(a) = kept.1 {
+            if a != crate::gitops::Adopted::Unchanged {
+                s.log.line(&format!(
+                    "story {id} attempt {}: agent left its branch: {a:?}",
+                    ctx.attempt
+                ));
+            }
+        }
+    }
     let commits = {
         let s = s.clone();
         let (branch, base) = (branch.clone(), base.clone());
@@ -1551,11 +1662,14 @@ async fn land_one(s: &Arc<Shared>, req: LandRequest) -> LandResult {
                 return fail;
             }
         }
+        let intent = serde_json::json!({ "story": req.id, "base": base, "commit": commit });
+        let _ = store::write_atomic(&landing_intent_path(&s.root), intent.to_string().as_bytes());
         let landed = {
             let s = s.clone();
             let (base, commit) = (base.clone(), commit.clone());
             tokio::task::spawn_blocking(move || s.git.land(&s.target, &base, &commit)).await
         };
+        let _ = std::fs::remove_file(landing_intent_path(&s.root));
         match landed {
             Ok(Ok(LandOutcome::Landed)) => return LandResult::Landed { commit },
             Ok(Ok(LandOutcome::TargetMoved { .. })) => continue,

@@ -45,6 +45,14 @@ pub enum LandOutcome {
     },
 }
 
+/// What `adopt_worktree_head` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adopted {
+    Unchanged,
+    FastForwarded { to: Oid },
+    Saved { refname: String },
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorktreeInfo {
     pub name: String,
@@ -478,6 +486,43 @@ impl Git {
         Ok(())
     }
 
+    /// Removes the admin dir of a worktree whose working directory is gone
+    /// (or was never recorded), like `git worktree prune` does for one entry.
+    pub fn prune_admin(&self, name: &str) -> Result<()> {
+        let admin = self.admin_dir(name)?;
+        remove_path(&admin)
+    }
+
+    /// Detaches the HEAD of every linked worktree under `under` that has
+    /// `branch` checked out, so another of ralph's worktrees may take it (a
+    /// retry can land in a different job slot). Returns the worktrees
+    /// released. Worktrees elsewhere are never touched.
+    pub fn release_branch(&self, branch: &str, under: &Path) -> Result<Vec<String>> {
+        let refname = branch_ref(branch)?;
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(self.git_dir.join("worktrees")) else {
+            return Ok(out);
+        };
+        let under_canon = under.canonicalize().unwrap_or_else(|_| under.to_path_buf());
+        for entry in entries.flatten() {
+            let admin = entry.path();
+            if head_file_ref(&admin).as_deref() != Some(refname.as_str()) {
+                continue;
+            }
+            let Some(path) = admin_worktree_path(&admin) else {
+                continue;
+            };
+            if !(path.starts_with(under) || path.starts_with(&under_canon)) || !path.is_dir() {
+                continue;
+            }
+            let wrepo = open_worktree_repo(&path, &admin)?;
+            let head = wrepo.head()?.peel_to_commit()?.id();
+            wrepo.set_head_detached(head)?;
+            out.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        Ok(out)
+    }
+
     /// Deletes a local branch if it exists.
     pub fn delete_branch(&self, branch: &str) -> Result<()> {
         let repo = self.repo()?;
@@ -625,6 +670,235 @@ impl Git {
     pub fn clear_worktree_locks(&self, name: &str) -> Result<Vec<PathBuf>> {
         let admin = self.admin_dir(name)?;
         remove_lock_files(&admin)
+    }
+
+    /// Lock files git or libgit2 leave behind when killed mid-write: in the
+    /// common dir (`index.lock`, `HEAD.lock`, `packed-refs.lock`, any
+    /// `refs/**.lock`) and in every worktree admin dir.
+    pub fn lock_files(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "lock") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for name in ["index.lock", "HEAD.lock", "packed-refs.lock", "config.lock"] {
+            let p = self.git_dir.join(name);
+            if p.exists() {
+                out.push(p);
+            }
+        }
+        walk(&self.git_dir.join("refs"), &mut out);
+        if let Ok(rd) = std::fs::read_dir(self.git_dir.join("worktrees")) {
+            for e in rd.flatten() {
+                for name in ["index.lock", "HEAD.lock"] {
+                    let p = e.path().join(name);
+                    if p.exists() {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Undoes a landing cut short between its checkout of the main working
+    /// directory and the ref move: every path the merge changes whose file
+    /// and index entry still match the old tip or the merge is put back to
+    /// the old tip. Paths matching neither are someone's edits and stay.
+    /// Returns the paths restored.
+    pub fn rollback_partial_landing(&self, base: &Oid, merge: &Oid) -> Result<Vec<String>> {
+        let repo = self.repo()?;
+        let base_c = repo.find_commit(parse_oid(base)?)?;
+        let merge_c = repo.find_commit(parse_oid(merge)?)?;
+        let (bt, mt) = (base_c.tree()?, merge_c.tree()?);
+        let diff = repo.diff_tree_to_tree(Some(&bt), Some(&mt), None)?;
+        let mut paths: Vec<String> = Vec::new();
+        for d in diff.deltas() {
+            for f in [d.old_file(), d.new_file()] {
+                if let Some(p) = f.path() {
+                    let p = p.to_string_lossy().replace('\\', "/");
+                    if !paths.contains(&p) {
+                        paths.push(p);
+                    }
+                }
+            }
+        }
+        let index = repo.index()?;
+        let entry_of = |tree: &git2::Tree<'_>, p: &str| {
+            tree.get_path(Path::new(p))
+                .ok()
+                .map(|e| (e.id(), e.filemode()))
+        };
+        let mut restore = Vec::new();
+        for p in &paths {
+            let b = entry_of(&bt, p).map(|e| e.0);
+            let m = entry_of(&mt, p).map(|e| e.0);
+            let full = self.workdir.join(p);
+            let wd = if full.is_file() {
+                Some(git2::Oid::hash_file(git2::ObjectType::Blob, &full)?)
+            } else {
+                None
+            };
+            let idx = index.get_path(Path::new(p), 0).map(|e| e.id);
+            if (wd == b || wd == m) && (idx == b || idx == m) {
+                restore.push(p.clone());
+            }
+        }
+        if restore.is_empty() {
+            return Ok(restore);
+        }
+        for p in &restore {
+            let full = self.workdir.join(p);
+            match entry_of(&bt, p) {
+                Some((id, mode)) => {
+                    let blob = repo.find_blob(id)?;
+                    if let Some(parent) = full.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    std::fs::write(&full, blob.content())?;
+                    use std::os::unix::fs::PermissionsExt;
+                    let perm = if mode == 0o100755 { 0o755 } else { 0o644 };
+                    std::fs::set_permissions(&full, std::fs::Permissions::from_mode(perm))?;
+                }
+                None => {
+                    if full.is_file() {
+                        std::fs::remove_file(&full)?;
+                    }
+                }
+            }
+        }
+        repo.reset_default(Some(base_c.as_object()), restore.iter().map(String::as_str))?;
+        Ok(restore)
+    }
+
+    /// Commits the uncommitted changes of the worktree at `path` (tracked
+    /// edits, deletions and untracked files that are not ignored) onto its
+    /// HEAD and points `refname` at that commit, without touching the
+    /// worktree. `None` when there was nothing to keep.
+    pub fn save_uncommitted(&self, path: &Path, refname: &str) -> Result<Option<Oid>> {
+        let wrepo = git2::Repository::open(path)?;
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false);
+        let statuses = wrepo.statuses(Some(&mut opts))?;
+        if statuses.is_empty() {
+            return Ok(None);
+        }
+        let head = wrepo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let mut idx = git2::Index::new()?;
+        if let Some(h) = &head {
+            idx.read_tree(&h.tree()?)?;
+        }
+        let workdir = wrepo
+            .workdir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| path.to_path_buf());
+        for st in statuses.iter() {
+            let Ok(rel) = st.path().map(str::to_string) else {
+                continue;
+            };
+            let full = workdir.join(&rel);
+            let meta = std::fs::symlink_metadata(&full);
+            match meta {
+                Ok(m) if m.is_file() => {
+                    use std::os::unix::fs::PermissionsExt;
+                    let id = wrepo.blob_path(&full)?;
+                    let mode = if m.permissions().mode() & 0o111 != 0 {
+                        0o100755
+                    } else {
+                        0o100644
+                    };
+                    idx.add(&git2::IndexEntry {
+                        ctime: git2::IndexTime::new(0, 0),
+                        mtime: git2::IndexTime::new(0, 0),
+                        dev: 0,
+                        ino: 0,
+                        mode,
+                        uid: 0,
+                        gid: 0,
+                        file_size: m.len() as u32,
+                        id,
+                        flags: (rel.len().min(0xfff)) as u16,
+                        flags_extended: 0,
+                        path: rel.into_bytes(),
+                    })?;
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = idx.remove_path(Path::new(&rel));
+                }
+            }
+        }
+        let tree_id = idx.write_tree_to(&wrepo)?;
+        let tree = wrepo.find_tree(tree_id)?;
+        if head.as_ref().is_some_and(|h| h.tree_id() == tree_id) {
+            return Ok(None);
+        }
+        let sig = signature(&wrepo)?;
+        let parents: Vec<&git2::Commit<'_>> = head.iter().collect();
+        let oid = wrepo.commit(
+            None,
+            &sig,
+            &sig,
+            "ralph: uncommitted changes left by an attempt",
+            &tree,
+            &parents,
+        )?;
+        wrepo.reference(refname, oid, true, "ralph: keep uncommitted work")?;
+        Ok(Some(oid.to_string()))
+    }
+
+    /// After an attempt, makes `branch` hold what the agent committed even if
+    /// it left the worktree at `path` on another branch or a detached HEAD:
+    /// when the worktree's HEAD descends from both `base` and the branch, the
+    /// branch is fast-forwarded to it; when they diverged, HEAD's commit is
+    /// kept at `save_as` and the branch is left alone.
+    pub fn adopt_worktree_head(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &Oid,
+        save_as: &str,
+    ) -> Result<Adopted> {
+        let repo = self.repo()?;
+        let Some(head) = self.head_commit_of_worktree(path)? else {
+            return Ok(Adopted::Unchanged);
+        };
+        let head = parse_oid(&head)?;
+        let base = parse_oid(base)?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(Adopted::Unchanged);
+        };
+        if head == b || head == base || repo.graph_descendant_of(b, head)? {
+            return Ok(Adopted::Unchanged);
+        }
+        let descends_from_base = repo.graph_descendant_of(head, base)?;
+        if descends_from_base && (b == base || repo.graph_descendant_of(head, b)?) {
+            repo.reference(
+                &branch_ref(branch)?,
+                head,
+                true,
+                "ralph: adopt the agent's commits",
+            )?;
+            return Ok(Adopted::FastForwarded {
+                to: head.to_string(),
+            });
+        }
+        repo.reference(save_as, head, true, "ralph: keep the agent's HEAD")?;
+        Ok(Adopted::Saved {
+            refname: save_as.to_string(),
+        })
     }
 
     /// Path of the main index lock file.

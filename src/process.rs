@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -691,6 +691,65 @@ fn reap(swept: &BTreeSet<i32>) {
 pub fn find_by_token_prefix(prefix: &str) -> Vec<i32> {
     let entry = token_entry(prefix);
     scan_proc(|e| e.starts_with(entry.as_bytes()))
+}
+
+/// Kills every process whose token starts with `prefix` (agents a killed run
+/// left behind), waiting until they are gone; returns how many there were.
+pub fn kill_by_token_prefix(prefix: &str) -> usize {
+    if prefix.is_empty() {
+        return 0;
+    }
+    let entry = token_entry(prefix);
+    let is_ours = |e: &[u8]| e.starts_with(entry.as_bytes());
+    let mut killed = BTreeSet::new();
+    for _ in 0..SWEEP_ROUNDS {
+        let found = scan_proc(is_ours);
+        for &pid in &found {
+            signal_if(pid, libc::SIGKILL, |p| has_entry(p, is_ours));
+            killed.insert(pid);
+        }
+        reap(&killed);
+        if found.is_empty() && killed.iter().all(|&p| is_dead(p)) {
+            break;
+        }
+        std::thread::sleep(SWEEP_PAUSE);
+    }
+    killed.len()
+}
+
+/// True when some live process has `path` open, or is a `git` process whose
+/// working directory is inside `repo_dir`: a lock file is only stale when
+/// neither holds (git writes no owner into its lock files).
+pub fn lock_may_be_held(path: &Path, repo_dir: &Path) -> bool {
+    let me = std::process::id().to_string();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return true;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let base = e.path();
+        if let Ok(fds) = fs::read_dir(base.join("fd")) {
+            for fd in fds.flatten() {
+                if fs::read_link(fd.path()).is_ok_and(|t| t == path) {
+                    return true;
+                }
+            }
+        }
+        let is_git = fs::read_to_string(base.join("comm")).is_ok_and(|c| c.trim() == "git");
+        if is_git && fs::read_link(base.join("cwd")).is_ok_and(|cwd| cwd.starts_with(repo_dir)) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Makes this process a child subreaper, so orphaned grandchildren are

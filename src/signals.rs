@@ -104,7 +104,7 @@ static DONE_RE: LazyLock<Regex> =
 static FAIL_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>FAIL\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
 static LEARN_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"<ralph>LEARN:([^<]*)</ralph>").unwrap());
+    LazyLock::new(|| Regex::new(r"(?s)<ralph>LEARN:(.*?)</ralph>").unwrap());
 static LEGACY_DONE_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"\[DONE\][ \t]+Story[ \t]+({ID})")).unwrap());
 static LEGACY_FAIL_RE: LazyLock<Regex> = LazyLock::new(|| {
@@ -164,6 +164,11 @@ impl TagScan {
         }
         for c in LEARN_RE.captures_iter(text) {
             let learning = c[1].trim();
+            // A learning may mention `Vec<u8>` or `lib/<name>.sh`, but never
+            // swallow another tag (an unclosed LEARN before a DONE).
+            if learning.contains("<ralph>") {
+                continue;
+            }
             if !learning.is_empty() && self.seen_learnings.insert(learning.to_string()) {
                 self.learnings.push(learning.to_string());
             }
@@ -1071,5 +1076,21 @@ mod tests {
     fn last_line_is_truncated() {
         let s = parse_lines(&format!("first\n{}\n\n", "é".repeat(1000)));
         assert_eq!(s.last_line.chars().count(), LAST_LINE_CAP + 1);
+    }
+}
+
+#[cfg(test)]
+mod learn_angle_brackets {
+    use super::*;
+
+    #[test]
+    fn a_learning_may_contain_angle_brackets() {
+        let s = scan_text(
+            "<ralph>LEARN: use Vec<u8> in lib/<name>.sh</ralph>\n<ralph>DONE 1.1</ralph>",
+        );
+        assert_eq!(s.learnings, vec!["use Vec<u8> in lib/<name>.sh"]);
+        let s = scan_text("<ralph>LEARN: never closed\n<ralph>DONE 1.1</ralph>");
+        assert!(s.learnings.is_empty());
+        assert_eq!(s.done.as_deref(), Some("1.1"));
     }
 }

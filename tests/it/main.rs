@@ -5,4 +5,5 @@ mod harness;
 
 mod compat;
 mod core;
+mod crash;
 mod malformed;

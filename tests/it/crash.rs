@@ -1,0 +1,502 @@
+//! Crash safety (SPEC 6): kill -9 anywhere, Ctrl-C, orphaned agents, stale
+//! locks, dirty checkouts, agents that leave their worktree in odd states.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+/// Waits (bounded) until `cond` holds: the event-driven way to sync with a
+/// ralph run in another process.
+fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Starts `ralph args` in a session of its own (so the test can kill the
+/// whole session, as a closed terminal or a crashed machine would).
+fn spawn(p: &Project, args: &[&str]) -> Child {
+    let mut c = p.command(args);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no shared state.
+    unsafe {
+        c.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    c.spawn().expect("ralph starts")
+}
+
+fn kill_session(sid: i32) {
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: getsid/kill have no memory-safety preconditions.
+        unsafe {
+            if libc::getsid(pid) == sid {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+fn count_lines(path: &Path) -> usize {
+    fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// xorshift64*: a seeded, dependency-free random source.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const TORTURE_QUEUE: &str = "\
+1.1 | Foundation
+1.2 | Core
+# [batch:1]
+2.1 | A
+2.2 | B
+2.3 | C
+2.4 | D
+2.5 | E
+# [batch:2]
+3.1 | F
+3.2 | G
+3.3 | H
+3.4 | I
+3.5 | J
+";
+
+fn lock_files_in_git(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(d: &Path, out: &mut Vec<String>) {
+        for e in fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "lock") {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    walk(&root.join(".git"), &mut out);
+    out
+}
+
+#[test]
+fn sigkill_at_random_moments_then_resume_lands_every_story_exactly_once() {
+    let seed: u64 = std::env::var("RALPH_TORTURE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_1234);
+    let kills: usize = std::env::var("RALPH_TORTURE_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    let p = Project::with_backlog(
+        TORTURE_QUEUE,
+        r#"{ "loop": { "max_retries": 50, "grace_seconds": 1 } }"#,
+    );
+    p.commit_all("backlog");
+    // Agents work a little (so kills land mid-attempt), leave a background
+    // process behind half the time, commit their own file and say DONE.
+    p.agent(
+        r#"
+echo $$ >> "$SCRATCH/pids"
+case "$ID" in *1|*4) d=0.4 ;; *2|*5) d=0.2 ;; *) d=0.1 ;; esac
+sleep $d
+if [ "$ID" = "2.2" ] || [ "$ID" = "3.3" ]; then
+  setsid sleep 1000 < /dev/null > /dev/null 2>&1 &
+  echo $! >> "$SCRATCH/pids"
+fi
+commit_file "src/$ID.txt"
+sleep 0.05
+done_
+"#,
+    );
+    let log = p.root.join("ralph.log");
+    let mut rng = Rng(seed);
+    let mut survived = 0;
+    let mut finished_early = 0;
+    for _ in 0..kills {
+        let before = count_lines(&log);
+        let mut child = spawn(&p, &["run", "--parallel", "-j", "4"]);
+        let pid = child.id() as i32;
+        let target = before + 1 + rng.below(14) as usize;
+        let mut exited = None;
+        wait_until("a kill point", Duration::from_secs(120), || {
+            if let Ok(Some(st)) = child.try_wait() {
+                exited = Some(st);
+                return true;
+            }
+            count_lines(&log) >= target
+        });
+        if let Some(st) = exited {
+            finished_early += 1;
+            if st.code() == Some(0) {
+                break;
+            }
+            continue;
+        }
+        if rng.below(2) == 0 {
+            // SAFETY: plain kill(2).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        } else {
+            kill_session(pid);
+        }
+        let _ = child.wait();
+        survived += 1;
+    }
+    let mut last = None;
+    for _ in 0..5 {
+        let r = p.ralph(&["run", "--parallel", "-j", "4"]);
+        let done = r.code == 0;
+        last = Some(r);
+        if done {
+            break;
+        }
+    }
+    let last = last.unwrap();
+    assert_eq!(
+        last.code,
+        0,
+        "the backlog finishes after the crashes: {last:?}\n{}\n{}",
+        p.read(".ralph/state.json"),
+        p.read("progress.txt")
+    );
+
+    let ids = [
+        "1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5", "3.1", "3.2", "3.3", "3.4", "3.5",
+    ];
+    let mut wasted = 0u64;
+    for id in ids {
+        assert_eq!(
+            p.merges_of(id),
+            1,
+            "story {id} landed exactly once: {:?}",
+            p.main_subjects()
+        );
+        assert_eq!(
+            p.file_on_main(&format!("src/{id}.txt")).as_deref(),
+            Some(format!("{id}\n").as_str())
+        );
+        wasted += p.story(id)["attempts_started"]
+            .as_u64()
+            .unwrap_or(1)
+            .saturating_sub(1);
+    }
+    assert_eq!(p.completed(), ids.to_vec());
+    assert_eq!(p.worktrees().len(), 1, "{:?}", p.worktrees());
+    assert!(!p.root.join(".ralph/.lock").exists());
+    assert!(
+        lock_files_in_git(&p.root).is_empty(),
+        "{:?}",
+        lock_files_in_git(&p.root)
+    );
+    for pid in pids_in(&p.scratch.join("pids")) {
+        assert!(!alive(pid), "agent process {pid} is still alive");
+    }
+    eprintln!(
+        "torture: seed {seed:#x}: {survived} kills survived ({finished_early} runs ended before their kill point), \
+         0 stories lost or duplicated, {wasted} agent attempts beyond one per story"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_agents_saves_state_and_resume_finishes() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n",
+        r#"{ "loop": { "grace_seconds": 2 } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo $$ >> "$SCRATCH/pids"
+if [ ! -e "$SCRATCH/release" ]; then
+  touch "$SCRATCH/started-$ID"
+  sleep 1000 &
+  echo $! >> "$SCRATCH/pids"
+  wait
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let mut child = spawn(&p, &["run", "--parallel", "-j", "2"]);
+    wait_until("two agents running", Duration::from_secs(60), || {
+        fs::read_dir(&p.scratch)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("started-"))
+            .count()
+            >= 2
+    });
+    let t = Instant::now();
+    // SAFETY: plain kill(2).
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    let took = t.elapsed();
+    assert_eq!(status.code(), Some(130));
+    for pid in pids_in(&p.scratch.join("pids")) {
+        assert!(!alive(pid), "agent process {pid} outlived ralph");
+    }
+    let st = p.state();
+    for (id, rec) in st["stories"].as_object().unwrap() {
+        assert_ne!(rec["status"], "running", "{id} left running");
+        assert_eq!(
+            rec["attempts"], 0,
+            "an interrupted attempt does not count: {id}"
+        );
+    }
+    assert!(!p.root.join(".ralph/.lock").exists());
+    eprintln!(
+        "ctrl-c: exit 130 {:.0} ms after SIGINT",
+        took.as_secs_f64() * 1e3
+    );
+    fs::write(p.scratch.join("release"), "").unwrap();
+    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
+}
+
+#[test]
+fn a_second_concurrent_run_exits_3_at_once() {
+    let p = Project::with_backlog("1.1 | A\n", "{}");
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+touch "$SCRATCH/started"
+for i in $(seq 1 6000); do [ -e "$SCRATCH/release" ] && break; sleep 0.01; done
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let mut first = spawn(&p, &["run"]);
+    wait_until("the first run's agent", Duration::from_secs(60), || {
+        p.scratch.join("started").exists()
+    });
+    let second = p.ralph(&["run"]);
+    assert_eq!(second.code, 3, "{second:?}");
+    assert!(second.stderr.contains("another ralph run"), "{second:?}");
+    assert!(second.stderr.contains("PID"), "{second:?}");
+    // Read-only commands work during the run.
+    let st = p.ralph(&["status"]);
+    assert_eq!(st.code, 0);
+    assert!(st.stdout.contains("Run in progress: yes"), "{st:?}");
+    assert!(st.stdout.contains("Running: 1.1"), "{st:?}");
+    assert_eq!(p.ralph(&["graph"]).code, 0);
+    assert_eq!(p.ralph(&["validate"]).code, 0);
+    fs::write(p.scratch.join("release"), "").unwrap();
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+    assert_eq!(p.completed(), vec!["1.1"]);
+}
+
+#[test]
+fn a_dirty_checkout_is_refused_with_the_file_list() {
+    let p = Project::with_backlog("1.1 | A\n", "{}");
+    p.write("notes.txt", "mine\n");
+    p.commit_all("backlog");
+    p.agent(r#"echo called >> "$SCRATCH/calls"; done_"#);
+    p.write("README.md", "my own edit\n");
+    p.write("notes.txt", "my other edit\n");
+    p.write("untracked.txt", "fine\n");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("README.md") && r.stderr.contains("notes.txt"),
+        "{r:?}"
+    );
+    assert!(!r.stderr.contains("untracked.txt"));
+    assert!(!p.scratch.join("calls").exists());
+    assert_eq!(
+        p.read("README.md"),
+        "my own edit\n",
+        "the user's work is untouched"
+    );
+}
+
+#[test]
+fn agents_that_leave_their_worktree_odd_lose_nothing() {
+    let p = Project::with_backlog("1.1 | Branch\n1.2 | Detached\n1.3 | Dirty\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+case "$ID" in
+  1.1) git checkout -q -b agent-side-branch; commit_file "src/$ID.txt" ;;
+  1.2) git checkout -q --detach; commit_file "src/$ID.txt" ;;
+  1.3) commit_file "src/$ID.txt"; echo wip > notes-wip.txt; echo changed >> README.md ;;
+esac
+done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for id in ["1.1", "1.2", "1.3"] {
+        assert_eq!(p.merges_of(id), 1);
+        assert!(
+            p.file_on_main(&format!("src/{id}.txt")).is_some(),
+            "{id}'s commit landed"
+        );
+    }
+    let kept = p.refs("refs/ralph/attempts/1.3/");
+    assert_eq!(
+        kept,
+        vec!["refs/ralph/attempts/1.3/1-uncommitted".to_string()]
+    );
+    let wip = git(
+        &p.root,
+        &[
+            "show",
+            "refs/ralph/attempts/1.3/1-uncommitted:notes-wip.txt",
+        ],
+    );
+    assert_eq!(wip, "wip\n");
+    assert!(
+        p.file_on_main("notes-wip.txt").is_none(),
+        "uncommitted work is kept, not landed"
+    );
+}
+
+#[test]
+fn stale_git_locks_are_removed_but_held_ones_are_not() {
+    let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    // Left by a killed git: nobody holds it.
+    fs::write(p.root.join(".git/index.lock"), "").unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!p.root.join(".git/index.lock").exists());
+
+    // Held open by a live process: left alone, and the landing waits for a person.
+    let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let lock = p.root.join(".git/index.lock");
+    let mut holder = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 3>'{}'; touch '{}/held'; exec sleep 1000",
+            lock.display(),
+            p.scratch.display()
+        ))
+        .spawn()
+        .unwrap();
+    wait_until("the lock holder", Duration::from_secs(30), || {
+        p.scratch.join("held").exists()
+    });
+    let r = p.ralph(&["run"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        lock.exists(),
+        "a lock a live process holds is never removed"
+    );
+    assert!(p.completed().is_empty());
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+#[test]
+fn a_landing_cut_short_in_the_main_checkout_is_rolled_back() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.write("shared.txt", "base\n");
+    p.commit_all("backlog");
+    let base = git(&p.root, &["rev-parse", "HEAD"]).trim().to_string();
+    // A merge commit whose checkout was half applied when ralph died.
+    git(&p.root, &["checkout", "-q", "-b", "ralph/story-9.9"]);
+    p.write("shared.txt", "from the merge\n");
+    p.write("added.txt", "new\n");
+    p.commit_all("story work");
+    let side = git(&p.root, &["rev-parse", "HEAD"]).trim().to_string();
+    git(&p.root, &["checkout", "-q", "main"]);
+    let tree = git(&p.root, &["rev-parse", &format!("{side}^{{tree}}")])
+        .trim()
+        .to_string();
+    let merge = git(
+        &p.root,
+        &[
+            "commit-tree",
+            &tree,
+            "-p",
+            &base,
+            "-p",
+            &side,
+            "-m",
+            "merge: story 9.9",
+        ],
+    )
+    .trim()
+    .to_string();
+    git(
+        &p.root,
+        &["checkout", &merge, "--", "shared.txt", "added.txt"],
+    );
+    git(&p.root, &["branch", "-D", "ralph/story-9.9"]);
+    p.write(
+        ".ralph/landing.json",
+        &format!(r#"{{"story":"9.9","base":"{base}","commit":"{merge}"}}"#),
+    );
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.read("shared.txt"), "base\n");
+    assert!(!p.root.join("added.txt").exists());
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(
+        git(&p.root, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+}
+
+/// Regression: after a kill, a story's branch is still checked out in the
+/// slot it ran in; a resumed run that gives it another slot must free it
+/// instead of failing every attempt at once.
+#[test]
+fn a_story_resumed_in_another_slot_takes_its_branch_back() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n",
+        r#"{ "loop": { "max_retries": 2 } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+if [ ! -e "$SCRATCH/release" ]; then
+  touch "$SCRATCH/started-$ID"
+  exec sleep 1000
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let mut child = spawn(&p, &["run", "--parallel", "-j", "2"]);
+    wait_until("both agents", Duration::from_secs(60), || {
+        p.scratch.join("started-1.1").exists() && p.scratch.join("started-1.2").exists()
+    });
+    kill_session(child.id() as i32);
+    let _ = child.wait();
+    fs::write(p.scratch.join("release"), "").unwrap();
+    let r = p.ralph(&["run", "--parallel", "-j", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert_eq!(p.story("1.1")["attempts"], 0);
+    assert_eq!(p.story("1.2")["attempts"], 0);
+}
