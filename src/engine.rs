@@ -902,8 +902,8 @@ impl Dispatcher {
                 self.state.requeue(&id);
                 self.sched.set(r.idx, Node::Pending);
                 let wait = resets_at
-                    .and_then(|t| u64::try_from(t as i64 - timefmt::now_secs()).ok())
-                    .map(|s| Duration::from_secs(s + 5))
+                    .map(|t| (t as i64 - timefmt::now_secs()).max(0) as u64)
+                    .map(|s| Duration::from_secs(s + 2))
                     .unwrap_or(self.rate_backoff);
                 self.rate_backoff = (self.rate_backoff * 2).min(Duration::from_secs(1800));
                 self.pause_until = Some(Instant::now() + wait);

@@ -485,3 +485,27 @@ fn init_scaffolds_and_ignores_runtime_files() {
     let again = p.ralph(&["init"]);
     assert!(again.stdout.contains("nothing changed"));
 }
+
+#[test]
+fn a_usage_limit_pauses_and_is_not_a_failure() {
+    let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+if [ "$N" = "1" ]; then
+  now=$(date +%s)
+  printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now - 10))"
+  result "You've hit your session limit · resets 2:04pm (UTC)" true
+  exit 1
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("usage/rate limit"), "{r:?}");
+    let s = p.story("1.1");
+    assert_eq!(s["attempts"], 0, "a usage limit is not counted: {s}");
+    assert_eq!(s["attempts_started"], 2);
+    assert_eq!(p.merges_of("1.1"), 1);
+}
