@@ -239,6 +239,8 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             })?,
     };
 
+    check_agent_command(root, &project.config)?;
+
     let lock = match RunLock::acquire(root) {
         Ok(l) => l,
         Err(store::LockError::Held { pid }) => {
@@ -257,10 +259,20 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     ));
     let tag = project_tag(&root.canonicalize()?);
     if git.branch_tip(&target)?.is_none() {
-        return Err(RalphError::Usage(format!(
-            "target branch {target} does not exist: create it or fix branchName in prd.json"
-        ))
-        .into());
+        // prd.json names a branch that does not exist yet: start it at HEAD.
+        let head = git.head_commit_of_worktree(&git.workdir).ok().flatten();
+        match head {
+            Some(h) if matches!(backlog.source, Source::Prd { branch: Some(_) }) => {
+                git.ensure_branch(&target, &h)?;
+                log.line(&format!("created target branch {target} at {h}"));
+            }
+            _ => {
+                return Err(RalphError::Usage(format!(
+                    "target branch {target} does not exist: create it or fix branchName in prd.json"
+                ))
+                .into())
+            }
+        }
     }
     // Processes, lock files and a half-done landing of a killed run are
     // dealt with before the checkout is judged: they are ours, not the user's.
@@ -321,6 +333,39 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let code = d.run().await;
     drop(lock);
     code
+}
+
+/// A missing agent executable is a setup problem, not a story failure:
+/// without this every story would burn its retries in milliseconds.
+fn check_agent_command(root: &Path, config: &Config) -> Result<()> {
+    let program = &config.agent_command;
+    let found = if program.contains('/') {
+        let p = Path::new(program);
+        let p = if p.is_relative() {
+            root.join(p)
+        } else {
+            p.to_path_buf()
+        };
+        p.is_file()
+    } else {
+        std::env::var_os("PATH")
+            .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+            .unwrap_or(false)
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(RalphError::Usage(format!(
+            "agent command '{program}' not found{}: install it (Claude Code: npm install -g \
+             @anthropic-ai/claude-code) or set claude.command in .ralph/config.json",
+            if program.contains('/') {
+                String::new()
+            } else {
+                " on PATH".to_string()
+            }
+        ))
+        .into())
+    }
 }
 
 /// What startup reconciliation found and did.

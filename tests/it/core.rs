@@ -509,3 +509,63 @@ commit_file "src/$ID.txt"; done_
     assert_eq!(s["attempts_started"], 2);
     assert_eq!(p.merges_of("1.1"), 1);
 }
+
+#[test]
+fn a_missing_agent_command_is_a_setup_error() {
+    let p = Project::with_backlog(
+        "1.1 | A\n",
+        r#"{ "claude": { "command": "no-such-agent-xyz" } }"#,
+    );
+    p.commit_all("backlog");
+    let before = p.snapshot();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("no-such-agent-xyz") && r.stderr.contains("claude.command"),
+        "{r:?}"
+    );
+    assert_eq!(p.snapshot(), before);
+}
+
+#[test]
+fn a_prd_json_backlog_lands_on_its_branch_and_sets_passes() {
+    let p = Project::new();
+    p.write(
+        "prd.json",
+        r#"{
+  "branchName": "ralph/feature",
+  "userStories": [
+    { "id": "US-002", "title": "Second", "description": "Needs the first", "acceptanceCriteria": ["works"], "priority": 2, "passes": false, "dependsOn": ["US-001"] },
+    { "id": "US-001", "title": "First", "description": "Start", "acceptanceCriteria": ["works"], "priority": 1, "passes": false },
+    { "id": "US-000", "title": "Old", "description": "Done before", "acceptanceCriteria": [], "priority": 0, "passes": true }
+  ]
+}
+"#,
+    );
+    p.commit_all("prd");
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; grep -q "Needs the first\|Start" "$PROMPT_FILE" || exit 3; commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "US-001\nUS-002\n"
+    );
+    let subjects = git(
+        &p.root,
+        &["log", "--first-parent", "--format=%s", "ralph/feature"],
+    );
+    assert!(
+        subjects.contains("merge: story US-001") && subjects.contains("merge: story US-002"),
+        "{subjects}"
+    );
+    assert_eq!(
+        git(&p.root, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "main",
+        "the user's checkout stays put"
+    );
+    let prd = git(&p.root, &["show", "ralph/feature:prd.json"]);
+    let v: serde_json::Value = serde_json::from_str(&prd).unwrap();
+    for s in v["userStories"].as_array().unwrap() {
+        assert_eq!(s["passes"], true, "{s}");
+    }
+}
