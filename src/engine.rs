@@ -368,6 +368,24 @@ fn check_agent_command(root: &Path, config: &Config) -> Result<()> {
     }
 }
 
+/// True when an attempt's log holds a clean DONE for `id`: the agent had
+/// finished and committed when the run died, so its work can go straight to
+/// the merge queue (which still merges and validates it) instead of being
+/// redone. Read line by line: logs can be huge.
+fn attempt_log_says_done(path: &Path, id: &str) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut parser = OutputParser::new();
+    for line in std::io::BufReader::new(f).split(b'\n') {
+        let Ok(line) = line else { return false };
+        parser.feed_line(&String::from_utf8_lossy(&line));
+    }
+    let s = parser.finish();
+    s.signals.done.as_deref() == Some(id) && !s.is_error && s.rate_limited.is_none()
+}
+
 /// What startup reconciliation found and did.
 #[derive(Debug, Default)]
 struct Reconciled {
@@ -475,10 +493,21 @@ fn reconcile(
         if ahead == 0 {
             continue;
         }
-        if landing.contains(&id) && project.backlog.index_of(&id).is_some() {
+        let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
+        let log_path = root
+            .join(".ralph/logs")
+            .join(&id)
+            .join(format!("attempt-{n}.log"));
+        let finished = !landing.contains(&id) && attempt_log_says_done(&log_path, &id);
+        if (landing.contains(&id) || finished) && project.backlog.index_of(&id).is_some() {
             out.reland.push(id.clone());
             log.line(&format!(
-                "reconcile: story {id} was landing; it goes back to the merge queue"
+                "reconcile: story {id} {}; it goes to the merge queue",
+                if finished {
+                    "had reported DONE when the run died"
+                } else {
+                    "was landing"
+                }
             ));
         } else {
             let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
