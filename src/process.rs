@@ -638,10 +638,14 @@ pub fn sweep_token(token: &str) -> usize {
         return 0;
     }
     let needle = token_entry(token);
-    let is_ours = |entry: &[u8]| entry == needle.as_bytes();
+    kill_all_matching(|entry: &[u8]| entry == needle.as_bytes())
+}
+
+/// SIGKILLs every process with a matching environment entry until a scan
+/// finds none and everything killed is dead: a holder may fork between scan
+/// and kill, and SIGKILL takes a moment to land. Returns the distinct PIDs.
+fn kill_all_matching(is_ours: impl Fn(&[u8]) -> bool + Copy) -> usize {
     let mut killed = BTreeSet::new();
-    // Until a scan finds no holder and everything killed is dead: a holder
-    // may fork between scan and kill, and SIGKILL takes a moment to land.
     for _ in 0..SWEEP_ROUNDS {
         let found = scan_proc(is_ours);
         for &pid in &found {
@@ -700,21 +704,7 @@ pub fn kill_by_token_prefix(prefix: &str) -> usize {
         return 0;
     }
     let entry = token_entry(prefix);
-    let is_ours = |e: &[u8]| e.starts_with(entry.as_bytes());
-    let mut killed = BTreeSet::new();
-    for _ in 0..SWEEP_ROUNDS {
-        let found = scan_proc(is_ours);
-        for &pid in &found {
-            signal_if(pid, libc::SIGKILL, |p| has_entry(p, is_ours));
-            killed.insert(pid);
-        }
-        reap(&killed);
-        if found.is_empty() && killed.iter().all(|&p| is_dead(p)) {
-            break;
-        }
-        std::thread::sleep(SWEEP_PAUSE);
-    }
-    killed.len()
+    kill_all_matching(|e: &[u8]| e.starts_with(entry.as_bytes()))
 }
 
 /// True when some live process has `path` open, or is a `git` process whose
