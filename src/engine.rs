@@ -813,6 +813,11 @@ impl Dispatcher {
             if self.limit_reached() {
                 return;
             }
+            // One job is the sequential loop: the next story starts from a
+            // tip that holds the previous one, so it waits for its landing.
+            if self.jobs == 1 && self.sched.count(Node::Landing) > 0 {
+                return;
+            }
             let Some(idx) = self.sched.next() else { return };
             self.start(idx, slot);
         }
@@ -1309,6 +1314,9 @@ async fn cleanup_worktrees(shared: &Arc<Shared>) {
     .await;
 }
 
+/// Serialises every worktree preparation of this process.
+static WORKTREE_PREP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct AttemptCtx {
     shared: Arc<Shared>,
     story: Story,
@@ -1393,6 +1401,10 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
         let (branch, wt_name, wt_path, id) =
             (branch.clone(), wt_name.clone(), wt_path.clone(), id.clone());
         tokio::task::spawn_blocking(move || -> crate::gitops::Result<Oid> {
+            // libgit2 does not guard concurrent worktree creation in one
+            // repository (the admin dir and the checked-out check race), and
+            // releasing a branch from another slot must not race that slot.
+            let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
             let base = s.git.branch_tip(&s.target)?.ok_or_else(|| {
                 crate::gitops::GitError::Other(format!("target branch {} vanished", s.target))
             })?;
@@ -1773,6 +1785,7 @@ async fn validate_merged(
         let s = s.clone();
         let (path, commit, base) = (path.clone(), commit.clone(), base.clone());
         tokio::task::spawn_blocking(move || {
+            let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
             s.git
                 .prepare_worktree("validate", &path, "ralph/validate", &base)?;
             s.git.checkout_detached(&path, &commit)

@@ -7,3 +7,4 @@ mod compat;
 mod core;
 mod crash;
 mod malformed;
+mod parallel;
