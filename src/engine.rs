@@ -1550,11 +1550,9 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
         for ev in parser.feed_line(line) {
             let text = match ev {
                 AgentEvent::ToolUse { name, summary } => format!("{name}: {summary}"),
-                AgentEvent::Text(t) => t
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("")
-                    .to_string(),
+                // `-v` streams the whole text; the display keeps one line.
+                AgentEvent::Text(t) if verbose => t.trim().to_string(),
+                AgentEvent::Text(t) => crate::report::render_activity(&t),
                 AgentEvent::ApiRetry { attempt, error } => format!("API retry {attempt}: {error}"),
                 AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
                 AgentEvent::Result { is_error, .. } => {

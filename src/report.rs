@@ -38,28 +38,37 @@ fn short_count(n: u64) -> String {
 }
 
 /// `3/8 done · 2 running · 1 failed · 0 blocked · 4m10s · 12.3k tokens · $0.42`
-pub fn render_totals(t: &Totals, elapsed: Duration) -> String {
-    format!(
-        "{}/{} done · {} running · {} failed · {} blocked · {} · {} tokens · ${:.2}",
-        t.done,
-        t.total,
-        t.running,
-        t.failed,
-        t.blocked,
-        human_duration(elapsed.as_secs_f64()),
+/// (the live display leaves out the elapsed time: indicatif ticks it).
+pub fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
+    let mut s = format!(
+        "{}/{} done · {} running · {} failed · {} blocked",
+        t.done, t.total, t.running, t.failed, t.blocked
+    );
+    if let Some(e) = elapsed {
+        s.push_str(&format!(" · {}", human_duration(e.as_secs_f64())));
+    }
+    s.push_str(&format!(
+        " · {} tokens · ${:.2}",
         short_count(tokens(&t.usage)),
         t.cost_usd
-    )
+    ));
+    s
 }
 
-/// One line per running story: `1.2  Seed data  1m02s  Bash: npm test`.
-pub fn render_story_line(id: &str, title: &str, elapsed: Duration, activity: &str) -> String {
+/// The fixed part of a running story's line: ID and title, padded.
+pub fn render_story_prefix(id: &str, title: &str) -> String {
     let title: String = title.chars().take(40).collect();
-    let activity: String = activity.chars().take(70).collect();
-    format!(
-        "{id:<8} {title:<40} {:>6}  {activity}",
-        human_duration(elapsed.as_secs_f64())
-    )
+    format!("{id:<8} {title:<40}")
+}
+
+/// The latest activity, one line, bounded.
+pub fn render_activity(text: &str) -> String {
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    first.chars().take(70).collect()
 }
 
 struct Live {
@@ -110,16 +119,20 @@ impl Reporter {
 
     pub fn totals(&self, t: &Totals) {
         if let Some(l) = &self.live {
-            l.overall
-                .set_message(render_totals(t, self.started.elapsed()));
+            l.overall.set_message(render_totals(t, None));
         }
     }
 
     pub fn story_started(&mut self, id: &str, title: &str) {
         if let Some(l) = &mut self.live {
             let bar = l.multi.add(ProgressBar::new_spinner());
-            bar.set_style(ProgressStyle::with_template("  {msg}").expect("static template"));
-            bar.set_message(render_story_line(id, title, Duration::ZERO, "starting"));
+            bar.set_style(
+                ProgressStyle::with_template("  {prefix} {elapsed:>5}  {msg}")
+                    .expect("static template"),
+            );
+            bar.set_prefix(render_story_prefix(id, title));
+            bar.set_message("starting");
+            bar.enable_steady_tick(Duration::from_secs(1));
             l.stories
                 .insert(id.to_string(), (bar, title.to_string(), Instant::now()));
         }
@@ -133,8 +146,8 @@ impl Reporter {
             if self.verbose {
                 l.multi.suspend(|| eprintln!("  [{id}] {text}"));
             }
-            if let Some((bar, title, start)) = l.stories.get(id) {
-                bar.set_message(render_story_line(id, title, start.elapsed(), text));
+            if let Some((bar, _, _)) = l.stories.get(id) {
+                bar.set_message(render_activity(text));
             }
         }
     }
@@ -182,8 +195,15 @@ mod tests {
             cost_usd: 0.421,
         };
         assert_eq!(
-            render_totals(&t, Duration::from_secs(250)),
+            render_totals(&t, Some(Duration::from_secs(250))),
             "3/8 done · 2 running · 1 failed · 0 blocked · 4m10s · 12.3k tokens · $0.42"
         );
+    }
+
+    #[test]
+    fn activity_is_one_bounded_line() {
+        assert_eq!(render_activity("\n  first line\nsecond"), "first line");
+        assert_eq!(render_activity(&"x".repeat(200)).len(), 70);
+        assert_eq!(render_story_prefix("1.1", "T").len(), 8 + 1 + 40);
     }
 }

@@ -569,3 +569,26 @@ fn a_prd_json_backlog_lands_on_its_branch_and_sets_passes() {
         assert_eq!(s["passes"], true, "{s}");
     }
 }
+
+#[test]
+fn verbose_streams_the_agents_text() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"printf '{"type":"assistant","message":{"content":[{"type":"text","text":"thinking about the schema\\nsecond line of thought"}]}}\n'
+tool_result "SECRET TOOL OUTPUT"; commit_file "src/a.txt"; done_"#,
+    );
+    let r = p.ralph(&["run", "-v"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("[1.1] thinking about the schema"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("second line of thought"), "{r:?}");
+    assert!(!r.all().contains("SECRET TOOL OUTPUT"));
+    let quiet = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    quiet.commit_all("backlog");
+    quiet.agent(r#"say "thinking about the schema"; commit_file "src/a.txt"; done_"#);
+    let r = quiet.ralph(&["run"]);
+    assert!(!r.all().contains("thinking about the schema"), "{r:?}");
+}
