@@ -530,3 +530,49 @@ exec sleep 1000
         "the agent ran once"
     );
 }
+
+#[test]
+fn a_second_ctrl_c_kills_agents_that_ignore_sigterm() {
+    let p = Project::with_backlog(
+        "1.1 | Stubborn\n",
+        r#"{ "loop": { "grace_seconds": 600 } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo $$ >> "$SCRATCH/pids"
+trap 'touch "$SCRATCH/got-term"' TERM
+touch "$SCRATCH/started"
+while true; do sleep 0.05; done
+"#,
+    );
+    let mut child = spawn(&p, &["run"]);
+    wait_until("the agent", Duration::from_secs(60), || {
+        p.scratch.join("started").exists()
+    });
+    let pid = child.id() as i32;
+    // SAFETY: plain kill(2).
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    wait_until(
+        "SIGTERM reaching the agent",
+        Duration::from_secs(60),
+        || p.scratch.join("got-term").exists(),
+    );
+    // SAFETY: plain kill(2).
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    // Far less than the 600 s grace: only the second Ctrl-C can end it.
+    let mut status = None;
+    wait_until(
+        "ralph to exit after the second Ctrl-C",
+        Duration::from_secs(60),
+        || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        },
+    );
+    assert_eq!(status.unwrap().code(), Some(130));
+    for pid in pids_in(&p.scratch.join("pids")) {
+        assert!(!alive(pid), "agent {pid} survived");
+    }
+    assert_eq!(p.story("1.1")["status"], "pending");
+}
