@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::engine::{self, RunOptions};
 use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_LOCKED, EXIT_OK};
+use crate::report::{self, GraphNode};
 use crate::schedule::{Node, Scheduler};
 use crate::state::{State, Status};
 use crate::store::{self, RunLock};
@@ -221,23 +222,18 @@ fn node_states(project: &engine::Project, state: &State) -> Scheduler {
     Scheduler::new(&project.dag, nodes, None)
 }
 
-fn label(node: Node) -> &'static str {
-    match node {
-        Node::Done => "done",
-        Node::Running => "run ",
-        Node::Landing => "land",
-        Node::Failed => "fail",
-        Node::Blocked => "blkd",
-        Node::Pending | Node::Excluded => "    ",
-    }
-}
-
 fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
     let (project, state) = load(root)?;
     let sched = node_states(&project, &state);
     let mut out = std::io::stdout().lock();
     for (i, s) in project.backlog.stories.iter().enumerate() {
-        writeln!(out, "[{}] {} | {}", label(sched.nodes[i]), s.id, s.title)?;
+        writeln!(
+            out,
+            "[{}] {} | {}",
+            report::label(sched.nodes[i]),
+            s.id,
+            s.title
+        )?;
     }
     Ok(EXIT_OK)
 }
@@ -334,86 +330,33 @@ fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
 fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
     let (project, state) = load(root)?;
     let sched = node_states(&project, &state);
-    let stories = &project.backlog.stories;
-    let status = |i: usize| label(sched.nodes[i]).trim().to_string();
-    let status = |i: usize| {
-        let s = status(i);
-        if s.is_empty() {
-            "pending".to_string()
-        } else {
-            s
-        }
+    let nodes: Vec<GraphNode> = project
+        .backlog
+        .stories
+        .iter()
+        .enumerate()
+        .map(|(i, s)| GraphNode {
+            id: &s.id,
+            title: &s.title,
+            node: sched.nodes[i],
+        })
+        .collect();
+    let edges: Vec<(usize, usize)> = project
+        .dag
+        .graph
+        .raw_edges()
+        .iter()
+        .map(|e| (e.source().index(), e.target().index()))
+        .collect();
+    let format = match format {
+        GraphFormat::Dot => report::GraphStyle::Dot,
+        GraphFormat::Mermaid => report::GraphStyle::Mermaid,
+        GraphFormat::Text => report::GraphStyle::Text,
     };
-    let mut out = String::new();
-    match format {
-        GraphFormat::Dot => {
-            out.push_str("digraph stories {\n  rankdir=LR;\n");
-            for (i, s) in stories.iter().enumerate() {
-                let color = match sched.nodes[i] {
-                    Node::Done => "palegreen",
-                    Node::Failed => "salmon",
-                    Node::Blocked => "lightgrey",
-                    Node::Running | Node::Landing => "lightblue",
-                    _ => "white",
-                };
-                out.push_str(&format!(
-                    "  \"{}\" [label=\"{}\\n{}\\n[{}]\", style=filled, fillcolor={color}];\n",
-                    s.id,
-                    s.id,
-                    s.title.replace('"', "'"),
-                    status(i)
-                ));
-            }
-            for e in project.dag.graph.raw_edges() {
-                out.push_str(&format!(
-                    "  \"{}\" -> \"{}\";\n",
-                    stories[e.source().index()].id,
-                    stories[e.target().index()].id
-                ));
-            }
-            out.push_str("}\n");
-        }
-        GraphFormat::Mermaid => {
-            out.push_str("graph LR\n");
-            for (i, s) in stories.iter().enumerate() {
-                out.push_str(&format!(
-                    "  s{i}[\"{} {} ({})\"]\n",
-                    s.id,
-                    s.title.replace('"', "'"),
-                    status(i)
-                ));
-            }
-            for e in project.dag.graph.raw_edges() {
-                out.push_str(&format!(
-                    "  s{} --> s{}\n",
-                    e.source().index(),
-                    e.target().index()
-                ));
-            }
-        }
-        GraphFormat::Text => {
-            for i in project.dag.topo_order() {
-                let waits: Vec<&str> = project
-                    .dag
-                    .waits_for(i)
-                    .iter()
-                    .map(|&w| stories[w].id.as_str())
-                    .collect();
-                out.push_str(&format!(
-                    "[{}] {} {}{}\n",
-                    label(sched.nodes[i]),
-                    stories[i].id,
-                    stories[i].title,
-                    if waits.is_empty() {
-                        String::new()
-                    } else {
-                        format!("  <- {}", waits.join(", "))
-                    }
-                ));
-            }
-        }
-    }
-    print!("{out}");
+    print!(
+        "{}",
+        report::render_graph(&nodes, &edges, &project.dag.topo_order(), format)
+    );
     Ok(EXIT_OK)
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::schedule::Node;
 use crate::signals::Usage;
 use crate::timefmt::human_duration;
 
@@ -175,6 +176,108 @@ impl Reporter {
     }
 }
 
+/// The four-character status tag of `ralph stories` and `ralph graph`.
+pub fn label(node: Node) -> &'static str {
+    match node {
+        Node::Done => "done",
+        Node::Running => "run ",
+        Node::Landing => "land",
+        Node::Failed => "fail",
+        Node::Blocked => "blkd",
+        Node::Pending | Node::Excluded => "    ",
+    }
+}
+
+fn status_word(node: Node) -> &'static str {
+    match label(node).trim() {
+        "" => "pending",
+        s => s,
+    }
+}
+
+/// One story of `ralph graph`.
+#[derive(Debug, Clone)]
+pub struct GraphNode<'a> {
+    pub id: &'a str,
+    pub title: &'a str,
+    pub node: Node,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphStyle {
+    Dot,
+    Mermaid,
+    Text,
+}
+
+/// Renders the DAG; `edges` are `(waited for, waiting)` index pairs and
+/// `order` a topological order (used by the text form).
+pub fn render_graph(
+    nodes: &[GraphNode<'_>],
+    edges: &[(usize, usize)],
+    order: &[usize],
+    style: GraphStyle,
+) -> String {
+    let quote = |s: &str| s.replace('"', "'");
+    let mut out = String::new();
+    match style {
+        GraphStyle::Dot => {
+            out.push_str("digraph stories {\n  rankdir=LR;\n");
+            for n in nodes {
+                let color = match n.node {
+                    Node::Done => "palegreen",
+                    Node::Failed => "salmon",
+                    Node::Blocked => "lightgrey",
+                    Node::Running | Node::Landing => "lightblue",
+                    Node::Pending | Node::Excluded => "white",
+                };
+                out.push_str(&format!(
+                    "  \"{}\" [label=\"{}\\n{}\\n[{}]\", style=filled, fillcolor={color}];\n",
+                    n.id,
+                    n.id,
+                    quote(n.title),
+                    status_word(n.node)
+                ));
+            }
+            for &(a, b) in edges {
+                out.push_str(&format!("  \"{}\" -> \"{}\";\n", nodes[a].id, nodes[b].id));
+            }
+            out.push_str("}\n");
+        }
+        GraphStyle::Mermaid => {
+            out.push_str("graph LR\n");
+            for (i, n) in nodes.iter().enumerate() {
+                out.push_str(&format!(
+                    "  s{i}[\"{} {} ({})\"]\n",
+                    n.id,
+                    quote(n.title),
+                    status_word(n.node)
+                ));
+            }
+            for &(a, b) in edges {
+                out.push_str(&format!("  s{a} --> s{b}\n"));
+            }
+        }
+        GraphStyle::Text => {
+            for &i in order {
+                let mut waits: Vec<&str> = edges
+                    .iter()
+                    .filter(|e| e.1 == i)
+                    .map(|e| nodes[e.0].id)
+                    .collect();
+                waits.sort_unstable();
+                let n = &nodes[i];
+                out.push_str(&format!("[{}] {} {}", label(n.node), n.id, n.title));
+                if !waits.is_empty() {
+                    out.push_str(&format!("  <- {}", waits.join(", ")));
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,5 +308,33 @@ mod tests {
         assert_eq!(render_activity("\n  first line\nsecond"), "first line");
         assert_eq!(render_activity(&"x".repeat(200)).len(), 70);
         assert_eq!(render_story_prefix("1.1", "T").len(), 8 + 1 + 40);
+    }
+
+    #[test]
+    fn graph_forms() {
+        let nodes = [
+            GraphNode {
+                id: "1.1",
+                title: "A \"q\"",
+                node: Node::Done,
+            },
+            GraphNode {
+                id: "1.2",
+                title: "B",
+                node: Node::Pending,
+            },
+        ];
+        let edges = [(0, 1)];
+        let text = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Text);
+        assert_eq!(text, "[done] 1.1 A \"q\"\n[    ] 1.2 B  <- 1.1\n");
+        let dot = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Dot);
+        assert!(dot.contains("\"1.1\" -> \"1.2\";"), "{dot}");
+        assert!(dot.contains("A 'q'"), "{dot}");
+        assert!(dot.contains("[pending]"), "{dot}");
+        let mermaid = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Mermaid);
+        assert!(
+            mermaid.starts_with("graph LR\n") && mermaid.contains("s0 --> s1"),
+            "{mermaid}"
+        );
     }
 }
