@@ -809,16 +809,19 @@ impl Dispatcher {
         if self.stopping || self.fatal.is_some() || self.pause_until.is_some() {
             return;
         }
-        while let Some(slot) = self.slots.iter().position(Option::is_none) {
+        // One job is the sequential loop: the next story starts from a tip
+        // that holds the previous one, so it waits for its landing.
+        if self.jobs == 1 && self.sched.count(Node::Landing) > 0 {
+            return;
+        }
+        let free = self.slots.iter().filter(|s| s.is_none()).count();
+        for idx in self.sched.pick(free) {
             if self.limit_reached() {
                 return;
             }
-            // One job is the sequential loop: the next story starts from a
-            // tip that holds the previous one, so it waits for its landing.
-            if self.jobs == 1 && self.sched.count(Node::Landing) > 0 {
+            let Some(slot) = self.slots.iter().position(Option::is_none) else {
                 return;
-            }
-            let Some(idx) = self.sched.next() else { return };
+            };
             self.start(idx, slot);
         }
     }

@@ -80,6 +80,46 @@ impl Scheduler {
         r
     }
 
+    /// Pending stories that become ready as soon as the stories now landing
+    /// land (every wait is satisfied or landing, at least one landing).
+    pub fn imminent(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| {
+                self.nodes[i] == Node::Pending
+                    && self.waits[i]
+                        .iter()
+                        .any(|&w| self.nodes[w] == Node::Landing)
+                    && self.waits[i]
+                        .iter()
+                        .all(|&w| self.satisfied(w) || self.nodes[w] == Node::Landing)
+            })
+            .collect()
+    }
+
+    /// What to start now in `free` slots: the best `free` stories among the
+    /// ready ones *and* the imminent ones, so a landing story's critical
+    /// dependents are not beaten to the slot by lesser work that happens to
+    /// be ready a few milliseconds earlier. Imminent picks start nothing now;
+    /// their slot stays free until the landing decides.
+    pub fn pick(&self, free: usize) -> Vec<usize> {
+        let ready = self.ready();
+        if free == 0 || ready.is_empty() {
+            return Vec::new();
+        }
+        let mut all: Vec<(usize, bool)> = ready.iter().map(|&i| (i, true)).collect();
+        all.extend(self.imminent().into_iter().map(|i| (i, false)));
+        all.sort_by(|a, b| {
+            self.priority[b.0]
+                .cmp(&self.priority[a.0])
+                .then(a.0.cmp(&b.0))
+        });
+        all.into_iter()
+            .take(free)
+            .filter(|(_, ready)| *ready)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// The next story to start, if any is ready.
     pub fn next(&self) -> Option<usize> {
         self.ready().into_iter().next()
@@ -232,5 +272,49 @@ mod tests {
         nodes[3] = Node::Pending;
         let s = Scheduler::new(&d, nodes, None);
         assert_eq!(s.ready(), vec![3]);
+    }
+
+    #[test]
+    fn a_landing_storys_critical_dependent_keeps_the_slot() {
+        // a; batch: b (small), c depends on b (large, so b heads the
+        // heaviest chain), d (small, independent).
+        let backlog = Backlog {
+            source: Source::StoriesTxt,
+            stories: vec![
+                story("a", 0, &[], None),
+                story("b", 1, &[], Some("small")),
+                story("c", 1, &["b"], Some("large")),
+                story("d", 1, &[], Some("small")),
+            ],
+            sections: vec![
+                Section {
+                    label: None,
+                    chain: true,
+                },
+                Section {
+                    label: Some("1".into()),
+                    chain: false,
+                },
+            ],
+            skipped: vec![],
+        };
+        let d = Dag::build(&backlog).unwrap();
+        let w: Vec<u64> = backlog
+            .stories
+            .iter()
+            .map(|s| estimation_weight(s.estimation.as_deref()))
+            .collect();
+        let mut s = Scheduler::new(
+            &d,
+            vec![Node::Done, Node::Landing, Node::Pending, Node::Pending],
+            Some(&w),
+        );
+        assert_eq!(s.imminent(), vec![2]);
+        // One free slot: it waits for c rather than going to d.
+        assert_eq!(s.pick(1), Vec::<usize>::new());
+        // Two free slots: d starts, one stays for c.
+        assert_eq!(s.pick(2), vec![3]);
+        s.set(1, Node::Done);
+        assert_eq!(s.pick(1), vec![2]);
     }
 }
