@@ -1,1 +1,1397 @@
-fn main() {}
+//! The figures of BENCHMARKS.md, measured on the release `ralph` binary.
+//!
+//! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
+//!
+//! FIGURE is one of `rss`, `validate`, `makespan`, `overhead`, `latency`
+//! (default: all). `--quick` takes fewer samples (a smoke run, not for the
+//! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
+//! markers of BENCHMARKS.md; without it nothing is written into the repo.
+//!
+//! Every input (git repositories, backlogs, fake agents) is generated in temp
+//! dirs. The fake agent is a bash script named `claude` first on PATH: it
+//! reads the prompt from stdin, takes the story ID from `implement Story
+//! <id>:` on the prompt's first line, and prints Claude Code stream-json.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+const FIGURES: [&str; 5] = ["rss", "validate", "makespan", "overhead", "latency"];
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+fn main() {
+    let mut selected: Vec<String> = Vec::new();
+    let mut write = false;
+    let mut quick = false;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--write" => write = true,
+            "--quick" => quick = true,
+            // cargo passes `--bench` to every bench binary.
+            "--bench" => {}
+            f if FIGURES.contains(&f) => selected.push(f.to_string()),
+            other => {
+                eprintln!(
+                    "unknown argument {other:?}; figures: {} (flags: --quick, --write)",
+                    FIGURES.join(", ")
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    if selected.is_empty() {
+        selected = FIGURES.iter().map(|s| s.to_string()).collect();
+    }
+    let bin = ralph_bin();
+    let machine = Machine::probe();
+    println!("ralph: {}", bin.display());
+    println!("{}", machine.line());
+    println!();
+
+    let mut done: Vec<Figure> = Vec::new();
+    for name in &selected {
+        let load_before = loadavg();
+        let started = Instant::now();
+        let mut fig = match name.as_str() {
+            "rss" => fig_rss(&bin, quick),
+            "validate" => fig_validate(&bin, quick),
+            "makespan" => fig_makespan(&bin, quick),
+            "overhead" => fig_overhead(&bin, quick),
+            "latency" => fig_latency(&bin, quick),
+            _ => unreachable!(),
+        };
+        fig.notes.push(format!(
+            "load average (1 min) {load_before} before, {} after; figure took {:.0} s",
+            loadavg(),
+            started.elapsed().as_secs_f64()
+        ));
+        print!("{}", fig.text());
+        println!();
+        done.push(fig);
+    }
+    if write {
+        if quick {
+            eprintln!("--write ignored with --quick: quick runs are not for the record");
+        } else {
+            write_markdown(&machine, &done);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Environment
+
+fn ralph_bin() -> PathBuf {
+    // Cargo sets this for benches (it builds the binary target first, in the
+    // bench profile, which inherits `release`).
+    let p = match option_env!("CARGO_BIN_EXE_ralph") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(MANIFEST_DIR).join("target/release/ralph"),
+    };
+    if !p.exists() {
+        eprintln!(
+            "{} does not exist: run `cargo build --release` first",
+            p.display()
+        );
+        std::process::exit(2);
+    }
+    p
+}
+
+struct Machine {
+    nproc: usize,
+    model: String,
+    kernel: String,
+    date: String,
+    commit: String,
+}
+
+impl Machine {
+    fn probe() -> Machine {
+        let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let model = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .and_then(|r| r.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        Machine {
+            nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            model,
+            kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+            date: cmd_stdout(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"])),
+            commit: cmd_stdout(Command::new("git").args([
+                "-C",
+                MANIFEST_DIR,
+                "rev-parse",
+                "--short",
+                "HEAD",
+            ])),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "machine: {} CPUs (nproc), {}, Linux {}; {}; ralph at {}",
+            self.nproc, self.model, self.kernel, self.date, self.commit
+        )
+    }
+}
+
+fn cmd_stdout(c: &mut Command) -> String {
+    c.output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------
+// Statistics and tables
+
+#[derive(Clone, Copy)]
+enum Cmp {
+    Lt,
+    Le,
+}
+
+struct Row {
+    metric: String,
+    unit: &'static str,
+    samples: Vec<f64>,
+    target: Option<(Cmp, f64)>,
+}
+
+impl Row {
+    fn new(metric: &str, unit: &'static str, samples: Vec<f64>) -> Row {
+        Row {
+            metric: metric.into(),
+            unit,
+            samples,
+            target: None,
+        }
+    }
+
+    fn target(mut self, cmp: Cmp, value: f64) -> Row {
+        self.target = Some((cmp, value));
+        self
+    }
+
+    fn met(&self) -> Option<bool> {
+        let m = median(&self.samples);
+        self.target.map(|(c, v)| match c {
+            Cmp::Lt => m < v,
+            Cmp::Le => m <= v,
+        })
+    }
+
+    fn cells(&self) -> [String; 7] {
+        let s = &self.samples;
+        let f = |v: f64| fmt_num(v, self.unit);
+        let (q1, q3) = (quantile(s, 0.25), quantile(s, 0.75));
+        [
+            self.metric.clone(),
+            format!("{} {}", f(median(s)), self.unit),
+            format!("{} – {}", f(min(s)), f(max(s))),
+            if s.len() >= 4 {
+                format!("{} – {}", f(q1), f(q3))
+            } else {
+                "–".into()
+            },
+            s.len().to_string(),
+            match self.target {
+                Some((Cmp::Lt, v)) => format!("< {} {}", fmt_num(v, self.unit), self.unit),
+                Some((Cmp::Le, v)) => format!("≤ {} {}", fmt_num(v, self.unit), self.unit),
+                None => String::new(),
+            },
+            match self.met() {
+                Some(true) => "yes".into(),
+                Some(false) => "**no**".into(),
+                None => String::new(),
+            },
+        ]
+    }
+}
+
+const HEADER: [&str; 7] = ["metric", "median", "min – max", "IQR", "n", "target", "met"];
+
+struct Figure {
+    name: &'static str,
+    title: &'static str,
+    rows: Vec<Row>,
+    notes: Vec<String>,
+}
+
+impl Figure {
+    fn new(name: &'static str, title: &'static str) -> Figure {
+        Figure {
+            name,
+            title,
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn text(&self) -> String {
+        let cells: Vec<[String; 7]> = self.rows.iter().map(Row::cells).collect();
+        let mut width = HEADER.map(|h| h.chars().count());
+        for r in &cells {
+            for (w, c) in width.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let mut out = format!("== {} ({})\n", self.title, self.name);
+        let line = |cols: &[String]| {
+            let mut l = String::new();
+            for (c, w) in cols.iter().zip(width) {
+                let pad = w.saturating_sub(c.chars().count());
+                let _ = write!(l, "{c}{}  ", " ".repeat(pad));
+            }
+            l.trim_end().to_string() + "\n"
+        };
+        out += &line(&HEADER.map(String::from));
+        for r in &cells {
+            out += &line(&r.clone().map(|c| c.replace("**", "")));
+        }
+        for n in &self.notes {
+            out += &format!("  {n}\n");
+        }
+        out
+    }
+
+    fn markdown(&self) -> String {
+        let mut out = format!("| {} |\n", HEADER.join(" | "));
+        out += &format!("|{}\n", "---|".repeat(HEADER.len()));
+        for r in &self.rows {
+            out += &format!("| {} |\n", r.cells().join(" | "));
+        }
+        out += "\n";
+        for n in &self.notes {
+            out += &format!("- {n}\n");
+        }
+        out
+    }
+}
+
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let s = sorted(v);
+    let pos = q * (s.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+}
+
+fn median(v: &[f64]) -> f64 {
+    quantile(v, 0.5)
+}
+
+fn min(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn max(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+fn fmt_num(v: f64, unit: &str) -> String {
+    match unit {
+        "×" => format!("{v:.3}"),
+        "s" => format!("{v:.2}"),
+        "MB/s" | "MB" | "ms" => format!("{v:.1}"),
+        _ => format!("{v}"),
+    }
+}
+
+fn write_markdown(machine: &Machine, figs: &[Figure]) {
+    let path = Path::new(MANIFEST_DIR).join("BENCHMARKS.md");
+    let mut doc = fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n".into());
+    let mut blocks: Vec<(String, String)> = vec![("machine".into(), machine.line() + "\n")];
+    for f in figs {
+        blocks.push((f.name.to_string(), f.markdown()));
+    }
+    for (name, body) in blocks {
+        let open = format!("<!-- bench:{name} -->");
+        let close = format!("<!-- /bench:{name} -->");
+        let block = format!("{open}\n{body}{close}");
+        match (doc.find(&open), doc.find(&close)) {
+            (Some(a), Some(b)) if b > a => doc.replace_range(a..b + close.len(), &block),
+            _ => doc = format!("{}\n\n## {name}\n\n{block}\n", doc.trim_end()),
+        }
+    }
+    fs::write(&path, doc).expect("write BENCHMARKS.md");
+    println!("updated {}", path.display());
+}
+
+// ---------------------------------------------------------------------------
+// Backlogs, projects and fake agents
+
+#[derive(Clone)]
+struct Story {
+    id: String,
+    title: String,
+    est: &'static str,
+    deps: Vec<String>,
+}
+
+/// A stories.txt section: `None` = unbatched (before any batch line).
+struct Section {
+    label: Option<String>,
+    comment: Option<String>,
+    stories: Vec<Story>,
+}
+
+struct Backlog {
+    sections: Vec<Section>,
+}
+
+impl Backlog {
+    fn stories(&self) -> impl Iterator<Item = &Story> {
+        self.sections.iter().flat_map(|s| s.stories.iter())
+    }
+
+    fn queue(&self) -> String {
+        let mut q = String::from("# generated by benches/figures.rs\n");
+        for s in &self.sections {
+            if let Some(l) = &s.label {
+                let _ = writeln!(q, "\n# [batch:{l}]");
+            }
+            if let Some(c) = &s.comment {
+                let _ = writeln!(q, "# {c}");
+            }
+            for st in &s.stories {
+                let _ = writeln!(q, "{} | {}", st.id, st.title);
+            }
+        }
+        q
+    }
+
+    fn spec(st: &Story) -> (String, String) {
+        let epic = st.id.split('.').next().unwrap_or("0");
+        let slug: String = st
+            .title
+            .to_ascii_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join("-");
+        let deps = st
+            .deps
+            .iter()
+            .map(|d| format!("\"{d}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = format!(
+            "---\nid: \"{id}\"\nepic: {epic}\ntitle: \"{title}\"\nstatus: pending\npriority: 2\n\
+             estimation: {est}\ndepends_on: [{deps}]\n---\n\n# Story {id}: {title}\n\n\
+             As a user I want {lower} so that the product moves forward.\n\n\
+             ## Acceptance criteria\n\n- {title} works end to end\n- errors name the file and line\n\
+             - unit tests cover the happy path and one failure\n\n## Notes\n\n\
+             Keep the change small; follow the conventions of the surrounding code.\n",
+            id = st.id,
+            title = st.title,
+            est = st.est,
+            lower = st.title.to_ascii_lowercase(),
+        );
+        (format!("specs/epic-{epic}/story-{}-{slug}.md", st.id), text)
+    }
+
+    fn write_to(&self, root: &Path) {
+        write(root, ".ralph/stories.txt", &self.queue());
+        for st in self.stories() {
+            let (rel, text) = Backlog::spec(st);
+            write(root, &rel, &text);
+        }
+    }
+
+    /// SPEC 3.5, implemented here independently of ralph: each story waits
+    /// for its depends_on and for every story of all earlier sections;
+    /// unbatched and `[batch:0]` stories form a chain in file order.
+    fn waits(&self) -> (Vec<Story>, Vec<Vec<usize>>) {
+        let all: Vec<Story> = self.stories().cloned().collect();
+        let index: HashMap<&str, usize> = all
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let mut waits: Vec<Vec<usize>> = vec![Vec::new(); all.len()];
+        let mut earlier: Vec<usize> = Vec::new();
+        let mut i = 0;
+        for sec in &self.sections {
+            let chain = sec.label.as_deref().is_none_or(|l| l == "0");
+            let members: Vec<usize> = (i..i + sec.stories.len()).collect();
+            for (k, &m) in members.iter().enumerate() {
+                waits[m].extend(earlier.iter().copied());
+                if chain && k > 0 {
+                    waits[m].push(members[k - 1]);
+                }
+                for d in &all[m].deps {
+                    waits[m].push(index[d.as_str()]);
+                }
+                waits[m].sort_unstable();
+                waits[m].dedup();
+            }
+            earlier.extend(members);
+            i += sec.stories.len();
+        }
+        (all, waits)
+    }
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().expect("a file has a parent")).expect("mkdir");
+    fs::write(p, text).expect("write file");
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct Project {
+    tmp: TempDir,
+    root: PathBuf,
+    bin: PathBuf,
+}
+
+impl Project {
+    /// A git repo on `main` holding the backlog (and whatever `extra` adds),
+    /// committed, with a fake agent `claude` whose body is `agent_body`.
+    fn new(backlog: &Backlog, agent_body: &str, extra: impl FnOnce(&Path)) -> Project {
+        Project::new_in(&std::env::temp_dir(), backlog, agent_body, extra)
+    }
+
+    /// As `new`, with the temp dir under `base`.
+    fn new_in(
+        base: &Path,
+        backlog: &Backlog,
+        agent_body: &str,
+        extra: impl FnOnce(&Path),
+    ) -> Project {
+        let mut tmp = tempfile::Builder::new()
+            .prefix("ralph-bench-")
+            .tempdir_in(base)
+            .expect("tempdir");
+        if std::env::var_os("RALPH_BENCH_KEEP").is_some() {
+            tmp.disable_cleanup(true);
+            eprintln!("  keeping {}", tmp.path().display());
+        }
+        let root = tmp.path().join("proj");
+        let bin = tmp.path().join("bin");
+        fs::create_dir_all(&root).expect("mkdir");
+        fs::create_dir_all(&bin).expect("mkdir");
+        git(&root, &["init", "-q", "-b", "main"]);
+        for (k, v) in [
+            ("user.name", "Bench"),
+            ("user.email", "bench@example.com"),
+            ("commit.gpgsign", "false"),
+        ] {
+            git(&root, &["config", k, v]);
+        }
+        write(&root, "README.md", "bench project\n");
+        write(
+            &root,
+            ".ralph/config.json",
+            "{ \"loop\": { \"max_retries\": 1 } }\n",
+        );
+        backlog.write_to(&root);
+        extra(&root);
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "bench project"]);
+        // Settles the index stat data so nobody pays a refresh in the timing.
+        git(&root, &["status", "--porcelain"]);
+        let p = Project { tmp, root, bin };
+        p.agent(agent_body);
+        p
+    }
+
+    fn agent(&self, body: &str) {
+        let path = self.bin.join("claude");
+        fs::write(&path, format!("{AGENT_PRELUDE}\n{body}\n")).expect("write agent");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    fn path_env(&self) -> String {
+        format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// `ralph ARGS` in the project, output to files next to the project.
+    fn ralph(&self, bin: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(bin);
+        c.args(args)
+            .current_dir(&self.root)
+            .env("PATH", self.path_env())
+            .env("HOME", self.tmp.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("CI", "1")
+            .env_remove("RALPH_ATTEMPT_TOKEN")
+            .env_remove("CLAUDECODE")
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(self.tmp.path().join("stdout")).expect("stdout file"))
+            .stderr(fs::File::create(self.tmp.path().join("stderr")).expect("stderr file"));
+        c
+    }
+
+    fn output_tail(&self) -> String {
+        let mut s = String::new();
+        for f in ["stdout", "stderr"] {
+            let t = fs::read_to_string(self.tmp.path().join(f)).unwrap_or_default();
+            let lines: Vec<&str> = t.lines().collect();
+            let _ = writeln!(s, "--- {f}");
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                let _ = writeln!(s, "{l}");
+            }
+        }
+        s
+    }
+
+    /// Runs ralph to completion; panics (with its output) unless it exits 0.
+    fn run_ok(&self, bin: &Path, args: &[&str]) -> Duration {
+        let t = Instant::now();
+        let status = self.ralph(bin, args).status().expect("ralph starts");
+        let wall = t.elapsed();
+        self.check(status, args);
+        wall
+    }
+
+    fn check(&self, status: ExitStatus, args: &[&str]) {
+        assert!(
+            status.success(),
+            "ralph {args:?} in {} ended with {status}\n{}",
+            self.root.display(),
+            self.output_tail()
+        );
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.root.join("ralph.log")).unwrap_or_default()
+    }
+
+    fn merges_on_main(&self) -> usize {
+        let out = Command::new("git")
+            .args(["log", "--first-parent", "--format=%s", "main"])
+            .current_dir(&self.root)
+            .output()
+            .expect("git log");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("merge: story "))
+            .count()
+    }
+}
+
+/// Shared start of every fake agent: the prompt from stdin, the story ID
+/// from its first line (RALPH_STORY only as a fallback), helpers that print
+/// stream-json.
+const AGENT_PRELUDE: &str = r#"#!/bin/bash
+prompt="$(cat)"
+first="${prompt%%$'\n'*}"
+id=""
+case "$first" in
+  *"implement Story "*:*) id="${first#*implement Story }"; id="${id%%:*}" ;;
+esac
+[ -n "$id" ] || id="$RALPH_STORY"
+init() { printf '{"type":"system","subtype":"init","session_id":"bench-%s","tools":["Bash"]}\n' "$id"; }
+say() { printf '{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"%s"}]}}\n' "$1"; }
+finish() {
+  mkdir -p bench-out
+  printf '%s\n' "$id" > "bench-out/$id.txt"
+  git add "bench-out/$id.txt" && git commit -q -m "feat(story-$id): bench change"
+  say "implemented $id"
+  printf '{"type":"result","subtype":"success","is_error":false,"result":"done <ralph>DONE %s</ralph>","num_turns":2,"total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}\n' "$id"
+}
+init
+"#;
+
+/// An agent that sleeps the duration listed for its story, then commits.
+fn sleeping_agent(durations: &[(String, f64)]) -> String {
+    let mut s = String::from("case \"$id\" in\n");
+    for (id, d) in durations {
+        let _ = writeln!(s, "  \"{id}\") sleep {d:.3} ;;");
+    }
+    s += "esac\nfinish\n";
+    s
+}
+
+/// The generator of figure 1: ~`bytes` of stream-json made of assistant
+/// text blocks, tool calls and tool results of a few KB each.
+const STREAM_GEN: &str = r#"
+import json, sys
+total = int(sys.argv[1])
+words = ("the parser keeps every line under a megabyte and the merge queue "
+         "lands one story at a time while tests run in the worktree").split()
+def prose(n, seed):
+    out, i = [], seed
+    size = 0
+    while size < n:
+        w = words[i % len(words)]
+        out.append(w)
+        size += len(w) + 1
+        i = i * 7 + 3
+        if i % 13 == 0:
+            out.append("\n")
+    return " ".join(out)
+lines, size, k = [], 0, 0
+while size < (1 << 20):
+    k += 1
+    for ev in (
+        {"type": "assistant", "message": {"id": "msg_%d" % k, "role": "assistant",
+         "content": [{"type": "text", "text": prose(3000, k)}]}},
+        {"type": "assistant", "message": {"id": "msg_%db" % k, "role": "assistant",
+         "content": [{"type": "tool_use", "id": "toolu_%d" % k, "name": "Bash",
+                      "input": {"command": "cat src/module_%d.rs" % k}}]}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result",
+         "tool_use_id": "toolu_%d" % k, "content": prose(4000, k + 5), "is_error": False}]}},
+    ):
+        line = json.dumps(ev) + "\n"
+        lines.append(line)
+        size += len(line)
+chunk = "".join(lines).encode()
+out = sys.stdout.buffer
+written = 0
+while written < total:
+    out.write(chunk)
+    written += len(chunk)
+out.flush()
+"#;
+
+fn stories(epic: usize, n: usize, est: impl Fn(usize) -> &'static str) -> Vec<Story> {
+    (1..=n)
+        .map(|k| Story {
+            id: format!("{epic}.{k}"),
+            title: format!("Feature {k} of epic {epic}"),
+            est: est(k),
+            deps: Vec::new(),
+        })
+        .collect()
+}
+
+fn batch(label: &str, stories: Vec<Story>) -> Section {
+    Section {
+        label: Some(label.into()),
+        comment: None,
+        stories,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// ralph.log
+
+/// Milliseconds since the epoch of a `[YYYY-MM-DDTHH:MM:SS.mmmZ] ` prefix.
+fn log_time(line: &str) -> Option<(i64, &str)> {
+    let rest = line.strip_prefix('[')?;
+    let (ts, msg) = rest.split_once("] ")?;
+    let num = |a: usize, b: usize| ts.get(a..b)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (h, mi, s, ms) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
+    let mut days = 0i64;
+    for year in 1970..y {
+        days += if is_leap(year) { 366 } else { 365 };
+    }
+    let month_days = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    for (m, len) in month_days.iter().enumerate().take((mo - 1) as usize) {
+        days += len + i64::from(m == 1 && is_leap(y));
+    }
+    days += d - 1;
+    Some((((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms, msg))
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+/// `landed story X` and `agent start story Y attempt 1` times, by story.
+fn log_events(log: &str) -> (HashMap<String, i64>, HashMap<String, i64>) {
+    let mut landed = HashMap::new();
+    let mut started = HashMap::new();
+    for line in log.lines() {
+        let Some((t, msg)) = log_time(line) else {
+            continue;
+        };
+        if let Some(r) = msg.strip_prefix("landed story ") {
+            if let Some((id, _)) = r.split_once(' ') {
+                landed.insert(id.to_string(), t);
+            }
+        } else if let Some(r) = msg.strip_prefix("agent start story ") {
+            if let Some((id, _)) = r.split_once(' ') {
+                started.entry(id.to_string()).or_insert(t);
+            }
+        }
+    }
+    (landed, started)
+}
+
+// ---------------------------------------------------------------------------
+// Figure 1: peak RSS while one agent prints 1 GiB of stream-json
+
+fn fig_rss(bin: &Path, quick: bool) -> Figure {
+    const GIB: u64 = 1 << 30;
+    let runs = if quick { 1 } else { 5 };
+    let mut fig = Figure::new(
+        "rss",
+        "Peak RSS of ralph while one agent prints 1 GiB of stream-json",
+    );
+    let backlog = Backlog {
+        sections: vec![Section {
+            label: None,
+            comment: None,
+            stories: stories(1, 1, |_| "medium"),
+        }],
+    };
+    let big_agent = format!("python3 - {GIB} <<'PY'\n{STREAM_GEN}\nPY\nfinish\n");
+    let small_agent = "say \"a short attempt\"\nfinish\n";
+    let (mut peak, mut wall, mut rate) = (Vec::new(), Vec::new(), Vec::new());
+    let mut base_peak = Vec::new();
+    for i in 0..runs {
+        let p = Project::new(&backlog, &big_agent, |_| {});
+        let (hwm, t) = run_polling_rss(&p, bin, &["run"]);
+        let logged = fs::metadata(p.root.join(".ralph/logs/1.1/attempt-1.log"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(
+            logged >= GIB,
+            "the attempt log has {logged} bytes, expected ≥ 1 GiB"
+        );
+        assert_eq!(p.merges_on_main(), 1, "story 1.1 landed");
+        eprintln!(
+            "  rss run {}/{runs}: peak {:.1} MB, {:.1} s",
+            i + 1,
+            hwm,
+            t.as_secs_f64()
+        );
+        peak.push(hwm);
+        wall.push(t.as_secs_f64());
+        rate.push(logged as f64 / 1e6 / t.as_secs_f64());
+        drop(p);
+        let q = Project::new(&backlog, small_agent, |_| {});
+        base_peak.push(run_polling_rss(&q, bin, &["run"]).0);
+    }
+    fig.rows
+        .push(Row::new("peak RSS (VmHWM), 1 GiB of output", "MB", peak).target(Cmp::Lt, 64.0));
+    fig.rows.push(Row::new(
+        "peak RSS (VmHWM), a 1 KB attempt",
+        "MB",
+        base_peak,
+    ));
+    fig.rows
+        .push(Row::new("wall time of `ralph run`", "s", wall));
+    fig.rows
+        .push(Row::new("throughput (output bytes / wall)", "MB/s", rate));
+    fig.notes.push(
+        "VmHWM of the ralph process alone (polled every 5 ms from `/proc/<pid>/status`), \
+         so the agent's python and git children are not counted; MB = 10^6 bytes"
+            .into(),
+    );
+    fig
+}
+
+/// Runs ralph, polling its VmHWM; returns the last value seen (MB) and the
+/// wall time.
+fn run_polling_rss(p: &Project, bin: &Path, args: &[&str]) -> (f64, Duration) {
+    let t = Instant::now();
+    let mut child = p.ralph(bin, args).spawn().expect("ralph starts");
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut hwm_kb = 0u64;
+    let status = loop {
+        if let Ok(s) = fs::read_to_string(&status_path) {
+            if let Some(v) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                hwm_kb = hwm_kb.max(v);
+            }
+        }
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wall = t.elapsed();
+    p.check(status, args);
+    (hwm_kb as f64 * 1024.0 / 1e6, wall)
+}
+
+// ---------------------------------------------------------------------------
+// Figure 2: `ralph validate` on 2,000 stories
+
+fn validate_backlog() -> Backlog {
+    let ests = ["small", "medium", "medium", "large"];
+    let mut sections = Vec::new();
+    for b in 0..10 {
+        let mut all = Vec::new();
+        for e in [2 * b + 1, 2 * b + 2] {
+            let mut st = stories(e, 100, |k| ests[(k * 7 + e) % 4]);
+            for k in 1..=100usize {
+                let deps = &mut st[k - 1].deps;
+                if k % 4 == 0 {
+                    deps.push(format!("{e}.{}", k - 1));
+                }
+                if k % 10 == 5 && k > 10 {
+                    deps.push(format!("{e}.{}", k - 10));
+                }
+                // Across epics of the same batch section.
+                if k == 50 && e % 2 == 0 {
+                    deps.push(format!("{}.50", e - 1));
+                }
+            }
+            all.extend(st);
+        }
+        sections.push(Section {
+            label: Some((b + 1).to_string()),
+            comment: Some(format!("Epics {} and {}", 2 * b + 1, 2 * b + 2)),
+            stories: all,
+        });
+    }
+    Backlog { sections }
+}
+
+fn fig_validate(bin: &Path, quick: bool) -> Figure {
+    let runs = if quick { 5 } else { 30 };
+    let mut fig = Figure::new(
+        "validate",
+        "Wall time of `ralph validate` on a 2,000-story backlog",
+    );
+    let backlog = validate_backlog();
+    let n = backlog.stories().count();
+    let edges: usize = backlog.stories().map(|s| s.deps.len()).sum();
+    let p = Project::new(&backlog, "finish\n", |_| {});
+    // One untimed run warms the page cache (the specs were just written).
+    p.run_ok(bin, &["validate"]);
+    let mut t = Vec::new();
+    for _ in 0..runs {
+        t.push(p.run_ok(bin, &["validate"]).as_secs_f64() * 1e3);
+    }
+    fig.rows
+        .push(Row::new("`ralph validate` wall time", "ms", t).target(Cmp::Lt, 300.0));
+    fig.notes.push(format!(
+        "{n} stories (20 epics × 100) in 10 `[batch:N]` sections, {edges} depends_on edges, \
+         one spec file with YAML frontmatter per story; warm page cache (one untimed run first)"
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure 3: makespan of a 40-story DAG with -j 4
+
+/// A small deterministic PRNG (xorshift64*), so the generated DAG is the
+/// same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// 40 stories: 2 unbatched (a chain), then `[batch:1]` 14, `[batch:2]` 14,
+/// `[batch:3]` 10. Estimations are drawn small/small/medium/medium/medium/
+/// large; each batched story after the first of its section depends, with
+/// probability 0.35, on a random earlier story of the same section.
+fn makespan_backlog(seed: u64) -> Backlog {
+    let ests = ["small", "small", "medium", "medium", "medium", "large"];
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut sections = Vec::new();
+    for (si, n) in [2usize, 14, 14, 10].into_iter().enumerate() {
+        let epic = si + 1;
+        let mut st = stories(epic, n, |_| "medium");
+        for (k, story) in st.iter_mut().enumerate() {
+            story.est = ests[rng.below(ests.len())];
+            if k > 0 && si > 0 && rng.below(100) < 35 {
+                let d = rng.below(k);
+                story.deps.push(format!("{epic}.{}", d + 1));
+            }
+        }
+        sections.push(Section {
+            label: (si > 0).then(|| si.to_string()),
+            comment: None,
+            stories: st,
+        });
+    }
+    Backlog { sections }
+}
+
+/// What the schedule of a backlog can be, in the durations' own units.
+struct Plan {
+    d: Vec<f64>,
+    cp: f64,
+    work: f64,
+    lb: f64,
+    batch_sync: f64,
+    dag_sim: f64,
+}
+
+fn plan(backlog: &Backlog, d: Vec<f64>, jobs: usize) -> Plan {
+    let (_, waits) = backlog.waits();
+    let cp = critical_path(&d, &waits);
+    let work: f64 = d.iter().sum();
+    let lb = cp.max(work / jobs as f64);
+    // Batch-synchronous: each section runs (list-scheduled, file order, its
+    // own depends_on) only after the previous one finished.
+    let mut batch_sync = 0.0;
+    let mut i = 0;
+    for sec in &backlog.sections {
+        let order: Vec<usize> = (i..i + sec.stories.len()).collect();
+        batch_sync += list_schedule(&d, &waits, &order, jobs);
+        i += sec.stories.len();
+    }
+    // The whole DAG list-scheduled by the heaviest chain downstream (ralph's
+    // rule), with zero overhead.
+    let n = d.len();
+    let mut tail = vec![0.0f64; n];
+    for v in (0..n).rev() {
+        let down = (0..n)
+            .filter(|&j| waits[j].contains(&v))
+            .map(|j| tail[j])
+            .fold(0.0, f64::max);
+        tail[v] = d[v] + down;
+    }
+    let mut prio: Vec<usize> = (0..n).collect();
+    prio.sort_by(|&a, &b| tail[b].total_cmp(&tail[a]).then(a.cmp(&b)));
+    let dag_sim = list_schedule(&d, &waits, &prio, jobs);
+    Plan {
+        d,
+        cp,
+        work,
+        lb,
+        batch_sync,
+        dag_sim,
+    }
+}
+
+fn units(est: &str) -> f64 {
+    match est {
+        "small" => 1.0,
+        "large" => 4.0,
+        _ => 2.0,
+    }
+}
+
+/// Longest path through the DAG (sum of durations).
+fn critical_path(d: &[f64], waits: &[Vec<usize>]) -> f64 {
+    // Stories only wait for earlier stories here, so file order is topological.
+    let mut finish = vec![0.0f64; d.len()];
+    for i in 0..d.len() {
+        assert!(
+            waits[i].iter().all(|&w| w < i),
+            "generated DAG goes forward"
+        );
+        let start = waits[i].iter().map(|&w| finish[w]).fold(0.0, f64::max);
+        finish[i] = start + d[i];
+    }
+    finish.iter().copied().fold(0.0, f64::max)
+}
+
+/// Greedy list scheduling of `tasks` on `workers`: whenever a worker is free,
+/// it takes the ready task that comes first in `order`. Waits on tasks outside
+/// `tasks` count as satisfied. Returns the makespan.
+fn list_schedule(d: &[f64], waits: &[Vec<usize>], order: &[usize], workers: usize) -> f64 {
+    let inside: std::collections::HashSet<usize> = order.iter().copied().collect();
+    let mut finish: HashMap<usize, f64> = HashMap::new();
+    let mut running: Vec<(f64, usize)> = Vec::new();
+    let mut now = 0.0f64;
+    while finish.len() < order.len() {
+        let done = |j: usize, finish: &HashMap<usize, f64>| {
+            !inside.contains(&j) || finish.get(&j).is_some_and(|&f| f <= now)
+        };
+        let started = |i: usize| finish.contains_key(&i);
+        let mut progressed = false;
+        if running.len() < workers {
+            if let Some(&i) = order
+                .iter()
+                .find(|&&i| !started(i) && waits[i].iter().all(|&w| done(w, &finish)))
+            {
+                finish.insert(i, now + d[i]);
+                running.push((now + d[i], i));
+                progressed = true;
+            }
+        }
+        if !progressed {
+            // Advance to the next completion.
+            running.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (t, _) = running.remove(0);
+            now = t;
+        }
+        running.retain(|&(t, _)| t > now);
+    }
+    finish.values().copied().fold(0.0, f64::max)
+}
+
+fn fig_makespan(bin: &Path, quick: bool) -> Figure {
+    const JOBS: usize = 4;
+    let mut fig = Figure::new("makespan", "Makespan of a 40-story DAG with -j 4");
+    let make = |seed: u64| {
+        let b = makespan_backlog(seed);
+        let d: Vec<f64> = b.stories().map(|s| units(s.est)).collect();
+        let p = plan(&b, d, JOBS);
+        (seed, b, p)
+    };
+    let edges = |b: &Backlog| b.stories().map(|s| s.deps.len()).sum::<usize>();
+    // DAG A, the one the target is about: the first seed whose lower bound
+    // is attainable (a zero-overhead critical-path-first schedule comes
+    // within 2 % of it), so the figure measures ralph rather than the slack
+    // of the bound.
+    let a = (0u64..)
+        .map(make)
+        .find(|(_, b, p)| p.dag_sim <= 1.02 * p.lb && edges(b) >= 8)
+        .expect("some seed works");
+    // DAG B: the generator's first DAG as it comes (seed 0, or the next one
+    // when seed 0 is DAG A); its bound need not be attainable.
+    let b = make(if a.0 == 0 { 1 } else { 0 });
+    for (name, (seed, backlog, p), runs) in [
+        ("A", a, if quick { 1 } else { 3 }),
+        ("B", b, if quick { 1 } else { 2 }),
+    ] {
+        let all: Vec<Story> = backlog.stories().cloned().collect();
+        // Scale so the lower bound is ~50 s.
+        let unit = ((50.0 / p.lb) * 100.0).round() / 100.0;
+        let d: Vec<f64> = p.d.iter().map(|u| u * unit).collect();
+        let (cp, work, lb) = (p.cp * unit, p.work * unit, p.lb * unit);
+        let (batch_sync, dag_sim) = (p.batch_sync * unit, p.dag_sim * unit);
+        let durations: Vec<(String, f64)> = all
+            .iter()
+            .map(|s| s.id.clone())
+            .zip(d.iter().copied())
+            .collect();
+        let agent = sleeping_agent(&durations);
+        let mut walls = Vec::new();
+        for r in 0..runs {
+            let proj = Project::new(&backlog, &agent, |_| {});
+            let wall = proj
+                .run_ok(bin, &["run", "--parallel", "-j", "4"])
+                .as_secs_f64();
+            assert_eq!(proj.merges_on_main(), all.len(), "every story landed");
+            eprintln!(
+                "  makespan DAG {name} run {}/{runs}: {wall:.2} s (lower bound {lb:.2} s)",
+                r + 1
+            );
+            walls.push(wall);
+        }
+        let ratios: Vec<f64> = walls.iter().map(|w| w / lb).collect();
+        fig.rows
+            .push(Row::new(&format!("DAG {name}: ralph makespan"), "s", walls));
+        let ratio = Row::new(&format!("DAG {name}: ralph ÷ lower bound"), "×", ratios);
+        fig.rows.push(if name == "A" {
+            ratio.target(Cmp::Le, 1.10)
+        } else {
+            ratio
+        });
+        fig.rows.push(Row::new(
+            &format!("DAG {name}: batch-synchronous (simulated, no overhead) ÷ lower bound"),
+            "×",
+            vec![batch_sync / lb],
+        ));
+        fig.rows.push(Row::new(
+            &format!("DAG {name}: critical-path-first list schedule (simulated, no overhead) ÷ lower bound"),
+            "×",
+            vec![dag_sim / lb],
+        ));
+        fig.notes.push(format!(
+            "DAG {name} (generator seed {seed}): {} depends_on edges; unit {unit:.2} s; total work {work:.1} s, \
+             work ÷ 4 = {:.1} s, critical path {cp:.1} s, lower bound {lb:.1} s; batch-synchronous \
+             {batch_sync:.1} s; critical-path-first list schedule {dag_sim:.1} s",
+            edges(&backlog),
+            work / JOBS as f64,
+        ));
+    }
+    fig.notes.push(
+        "40 stories: 2 unbatched (a chain) + [batch:1] 14 + [batch:2] 14 + [batch:3] 10; the agent \
+         sleeps small = 1, medium = 2, large = 4 units; makespan = wall time of \
+         `ralph run --parallel -j 4`, start to exit (startup, landing and cleanup included)"
+            .into(),
+    );
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure 4: overhead per story against a git-CLI shell loop
+
+/// 100 dirs × 100 files of ~400 bytes.
+fn ten_thousand_files(root: &Path) {
+    let filler = "lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod.\n";
+    for d in 0..100 {
+        let dir = root.join(format!("src/d{d:02}"));
+        fs::create_dir_all(&dir).expect("mkdir");
+        for f in 0..100 {
+            let mut text = format!("// file d{d:02}/f{f:02}\n");
+            while text.len() < 400 {
+                text += filler;
+            }
+            fs::write(dir.join(format!("f{f:02}.txt")), text).expect("write");
+        }
+    }
+}
+
+const BASELINE: &str = r#"#!/bin/bash
+# The same work as `ralph run` per story, with the git CLI.
+set -euo pipefail
+root="$1"; wts="$2"; logs="$3"; shift 3
+cd "$root"
+for id in "$@"; do
+  wt="$wts/story-$id"
+  git worktree add -q -b "ralph/story-$id" "$wt" main
+  spec=$(ls specs/epic-${id%%.*}/story-$id-*.md)
+  { printf 'You are an autonomous coding agent. Your task is to implement Story %s: bench\n\n' "$id"; cat "$spec"; } \
+    | (cd "$wt" && claude --print --output-format stream-json > "$logs/$id.log")
+  grep -q "<ralph>DONE $id</ralph>" "$logs/$id.log"
+  git merge -q --no-ff -m "merge: story $id" "ralph/story-$id"
+  git worktree remove "$wt"
+  git branch -q -d "ralph/story-$id"
+done
+"#;
+
+/// A tmpfs for the 10,000-file repos when there is one: on this class of VM
+/// creating files on the disk costs ~0.5 ms each and varies with the other
+/// tenants, which would swamp what the figure compares.
+fn memory_tmp() -> PathBuf {
+    if let Some(p) = std::env::var_os("RALPH_BENCH_FAST_TMP") {
+        return PathBuf::from(p);
+    }
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() && tempfile::tempdir_in(shm).is_ok() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+fn fig_overhead(bin: &Path, quick: bool) -> Figure {
+    const N: usize = 30;
+    let runs = if quick { 1 } else { 3 };
+    let mut fig = Figure::new(
+        "overhead",
+        "Overhead per story: ralph against a git-CLI shell loop",
+    );
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, N, |_| "small"))],
+    };
+    let ids: Vec<String> = backlog.stories().map(|s| s.id.clone()).collect();
+    let agent = "finish\n";
+    let mem = memory_tmp();
+    let new = || Project::new_in(&mem, &backlog, agent, ten_thousand_files);
+    let (mut seq, mut par, mut base) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        let p = new();
+        let t = p.run_ok(bin, &["run"]).as_secs_f64();
+        assert_eq!(p.merges_on_main(), N);
+        seq.push(t);
+        drop(p);
+
+        let p = new();
+        let script = p.tmp.path().join("baseline.sh");
+        fs::write(&script, BASELINE).expect("write baseline");
+        let (wts, logs) = (p.tmp.path().join("wt"), p.tmp.path().join("logs"));
+        fs::create_dir_all(&wts).expect("mkdir");
+        fs::create_dir_all(&logs).expect("mkdir");
+        let start = Instant::now();
+        let status = Command::new("bash")
+            .arg(&script)
+            .arg(&p.root)
+            .arg(&wts)
+            .arg(&logs)
+            .args(&ids)
+            .env("PATH", p.path_env())
+            .env("HOME", p.tmp.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(Stdio::null())
+            .status()
+            .expect("bash runs");
+        let b = start.elapsed().as_secs_f64();
+        assert!(status.success(), "the baseline script failed");
+        assert_eq!(p.merges_on_main(), N);
+        base.push(b);
+        drop(p);
+
+        let p = new();
+        let t4 = p
+            .run_ok(bin, &["run", "--parallel", "-j", "4"])
+            .as_secs_f64();
+        assert_eq!(p.merges_on_main(), N);
+        par.push(t4);
+        eprintln!(
+            "  overhead run {}/{runs}: ralph {t:.2} s, shell {b:.2} s, ralph -j 4 {t4:.2} s",
+            r + 1
+        );
+    }
+    let ratio = |a: &[f64]| a.iter().zip(&base).map(|(x, y)| x / y).collect::<Vec<_>>();
+    let per_story = |a: &[f64]| a.iter().map(|x| x / N as f64 * 1e3).collect::<Vec<_>>();
+    fig.rows
+        .push(Row::new("ralph (sequential) ÷ shell loop", "×", ratio(&seq)).target(Cmp::Le, 1.0));
+    fig.rows.push(Row::new(
+        "ralph --parallel -j 4 ÷ shell loop",
+        "×",
+        ratio(&par),
+    ));
+    fig.rows.push(Row::new(
+        "ralph (sequential), per story",
+        "ms",
+        per_story(&seq),
+    ));
+    fig.rows.push(Row::new(
+        "ralph --parallel -j 4, per story",
+        "ms",
+        per_story(&par),
+    ));
+    fig.rows.push(Row::new(
+        "shell loop (git CLI), per story",
+        "ms",
+        per_story(&base),
+    ));
+    fig.notes.push(format!(
+        "{N} independent stories in one batch; repo of 10,000 committed files (100 dirs × 100 × ~400 B); \
+         the agent writes one file and commits at once; ratios pair run i of ralph with run i of the \
+         shell loop; wall times include ralph's startup and final cleanup; temp dirs in {}",
+        mem.display()
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure 5: dispatch latency
+
+fn fig_latency(bin: &Path, quick: bool) -> Figure {
+    let runs = if quick { 1 } else { 5 };
+    let mut fig = Figure::new(
+        "latency",
+        "Dispatch latency: last dependency landed -> agent start",
+    );
+    // A 20-story chain by depends_on, 3 stories fanning out of it, and 2 long
+    // independent stories: at most 4 run at once, so a slot is always free
+    // and the figure is ralph's latency, not a wait for a slot.
+    let mut chain = stories(5, 20, |_| "small");
+    for k in 2..=20 {
+        chain[k - 1].deps.push(format!("5.{}", k - 1));
+    }
+    let mut fan = stories(6, 3, |_| "small");
+    for (s, d) in fan.iter_mut().zip(["5.5", "5.10", "5.15"]) {
+        s.deps.push(d.into());
+    }
+    let long = stories(7, 2, |_| "large");
+    let mut all = chain;
+    all.extend(fan);
+    all.extend(long);
+    let backlog = Backlog {
+        sections: vec![batch("1", all)],
+    };
+    let durations: Vec<(String, f64)> = backlog
+        .stories()
+        .map(|s| {
+            let d = match s.id.as_str() {
+                "7.1" => 4.0,
+                "7.2" => 6.0,
+                _ => 0.25,
+            };
+            (s.id.clone(), d)
+        })
+        .collect();
+    let agent = sleeping_agent(&durations);
+    let deps: Vec<(String, Vec<String>)> = backlog
+        .stories()
+        .filter(|s| !s.deps.is_empty())
+        .map(|s| (s.id.clone(), s.deps.clone()))
+        .collect();
+    let mut lat = Vec::new();
+    let mut run_medians = Vec::new();
+    let mut quoted = Vec::new();
+    for r in 0..runs {
+        let p = Project::new(&backlog, &agent, |_| {});
+        p.run_ok(bin, &["run", "--parallel", "-j", "4"]);
+        let log = p.log();
+        let (landed, started) = log_events(&log);
+        let mut this = Vec::new();
+        for (y, ds) in &deps {
+            let last = ds.iter().filter_map(|d| landed.get(d)).max();
+            if let (Some(&l), Some(&s)) = (last, started.get(y)) {
+                this.push((s - l) as f64);
+            }
+        }
+        assert_eq!(
+            this.len(),
+            deps.len(),
+            "every dependent story started after its dependency"
+        );
+        if let Some(l) = log
+            .lines()
+            .rev()
+            .find(|l| l.contains("dispatch latency (ready -> slot)"))
+        {
+            quoted.push(l.split_once("] ").map_or(l, |x| x.1).to_string());
+        }
+        eprintln!(
+            "  latency run {}/{runs}: median {:.0} ms, max {:.0} ms",
+            r + 1,
+            median(&this),
+            max(&this)
+        );
+        run_medians.push(median(&this));
+        lat.extend(this);
+    }
+    fig.rows.push(
+        Row::new(
+            "landed X -> agent start Y (all dependents, pooled)",
+            "ms",
+            lat,
+        )
+        .target(Cmp::Lt, 50.0),
+    );
+    fig.rows
+        .push(Row::new("median of each run", "ms", run_medians));
+    fig.notes.push(format!(
+        "25 stories in one batch, -j 4: a 20-story depends_on chain (0.25 s each), 3 stories \
+         depending on chain stories 5, 10 and 15, 2 independent stories of 4 s and 6 s; {} \
+         dependents per run; times from ralph.log (ms resolution)",
+        deps.len()
+    ));
+    for (i, q) in quoted.iter().enumerate() {
+        fig.notes.push(format!("run {} ralph.log: `{q}`", i + 1));
+    }
+    fig
+}
