@@ -576,3 +576,47 @@ while true; do sleep 0.05; done
     }
     assert_eq!(p.story("1.1")["status"], "pending");
 }
+
+#[test]
+fn agents_orphaned_by_a_killed_run_are_stopped_and_no_one_elses() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+if [ ! -e "$SCRATCH/release" ]; then
+  echo $$ > "$SCRATCH/orphan"
+  exec sleep 1000
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    // A process of another project's ralph: same variable, other prefix.
+    let mut decoy = std::process::Command::new("sleep")
+        .arg("1000")
+        .env("RALPH_ATTEMPT_TOKEN", "ralph-00000000-1-1.1-1")
+        .spawn()
+        .unwrap();
+    let mut child = spawn(&p, &["run"]);
+    wait_until("the agent", Duration::from_secs(60), || {
+        p.scratch.join("orphan").exists()
+    });
+    // SAFETY: plain kill(2): ralph alone dies, its agent lives on.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let orphan = pids_in(&p.scratch.join("orphan"))[0];
+    assert!(alive(orphan), "the agent outlived the killed ralph");
+    fs::write(p.scratch.join("release"), "").unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!alive(orphan), "the orphaned agent was stopped");
+    assert!(p
+        .read("ralph.log")
+        .contains("stopped 1 process(es) left by an earlier run"));
+    assert!(
+        alive(decoy.id() as i32),
+        "a process that is not ours is never touched"
+    );
+    decoy.kill().unwrap();
+    decoy.wait().unwrap();
+    assert_eq!(p.merges_of("1.1"), 1);
+}
