@@ -276,6 +276,7 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     }
     // Processes, lock files and a half-done landing of a killed run are
     // dealt with before the checkout is judged: they are ours, not the user's.
+    process::set_shell_token_prefix(&tag);
     recover_processes_and_git(root, &git, &target, &tag, &log)?;
 
     let root_rel = git.rel_path(&root.canonicalize()?).unwrap_or_default();
@@ -770,12 +771,15 @@ impl Dispatcher {
             self.reporter.totals(&self.totals());
             let busy =
                 self.slots.iter().any(Option::is_some) || self.sched.count(Node::Landing) > 0;
-            if !busy {
-                let can_start =
-                    !self.stopping && !self.limit_reached() && self.sched.next().is_some();
-                if !can_start {
-                    break;
-                }
+            // dispatch() just started everything it could: with nothing in
+            // flight the run is over, unless it only waits out a usage limit.
+            let waiting_out_limit = self.pause_until.is_some()
+                && !self.stopping
+                && self.fatal.is_none()
+                && !self.limit_reached()
+                && self.sched.next().is_some();
+            if !busy && !waiting_out_limit {
+                break;
             }
             let pause = self.pause_until;
             tokio::select! {
@@ -864,9 +868,33 @@ impl Dispatcher {
             events: self.events_tx.clone(),
             verbose: self.opts.verbose,
         };
+        let log_path = self
+            .shared
+            .root
+            .join(".ralph/logs")
+            .join(&self.story(idx).id)
+            .join(format!("attempt-{attempt}.log"));
         tokio::spawn(async move {
             let events = ctx.events.clone();
-            let report = run_one_attempt(ctx, control_rx).await;
+            // A panic in an attempt must free its slot, not hang the run.
+            let report = match tokio::spawn(run_one_attempt(ctx, control_rx)).await {
+                Ok(r) => r,
+                Err(e) => AttemptReport {
+                    idx,
+                    slot,
+                    attempt,
+                    verdict: Verdict::Failed {
+                        reason: format!("internal error in the attempt: {e}"),
+                        kind: ResultKind::Error,
+                    },
+                    usage: Usage::default(),
+                    cost_usd: 0.0,
+                    duration: Duration::ZERO,
+                    learnings: Vec::new(),
+                    saved_ref: None,
+                    log_path,
+                },
+            };
             let _ = events.send(Event::AttemptDone(Box::new(report)));
         });
     }
@@ -1697,7 +1725,12 @@ async fn merge_queue(
 ) {
     while let Some(req) = rx.recv().await {
         let idx = req.idx;
-        let result = land_one(&shared, req).await;
+        let shared2 = shared.clone();
+        // A panic while landing must answer the dispatcher, not hang the run.
+        let result = match tokio::spawn(async move { land_one(&shared2, req).await }).await {
+            Ok(r) => r,
+            Err(e) => LandResult::Error(format!("internal error while landing: {e}")),
+        };
         let _ = events.send(Event::Landed { idx, result });
     }
 }

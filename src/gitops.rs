@@ -749,8 +749,19 @@ impl Git {
             } else {
                 None
             };
+            // A kill in the middle of writing a file leaves a truncated copy
+            // of one side: that is ours too.
+            let truncated_of = |side: Option<git2::Oid>| -> bool {
+                let (Some(side), Ok(content)) = (side, std::fs::read(&full)) else {
+                    return false;
+                };
+                repo.find_blob(side)
+                    .is_ok_and(|blob| blob.content().starts_with(&content))
+            };
             let idx = index.get_path(Path::new(p), 0).map(|e| e.id);
-            if (wd == b || wd == m) && (idx == b || idx == m) {
+            let wd_ours =
+                wd == b || wd == m || (wd.is_some() && (truncated_of(m) || truncated_of(b)));
+            if wd_ours && (idx == b || idx == m) {
                 restore.push(p.clone());
             }
         }

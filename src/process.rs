@@ -105,6 +105,15 @@ fn children() -> MutexGuard<'static, BTreeSet<i32>> {
     CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Prefix of hook and validation tokens: the project's tag, so that a
+/// hook orphaned by a killed run is found like an orphaned agent.
+static SHELL_TOKEN_PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the token prefix of `run_shell` children (once per process).
+pub fn set_shell_token_prefix(prefix: &str) {
+    let _ = SHELL_TOKEN_PREFIX.set(prefix.to_string());
+}
+
 /// A token no other attempt of any ralph process on this machine carries:
 /// `<prefix>-<pid>-<counter>-<nanos>`.
 pub fn unique_token(prefix: &str) -> String {
@@ -163,7 +172,13 @@ pub async fn run_shell(
         log_path: PathBuf::new(),
         timeout,
         grace: SHELL_GRACE,
-        token: unique_token("ralph-shell"),
+        token: unique_token(&format!(
+            "{}shell",
+            SHELL_TOKEN_PREFIX
+                .get()
+                .map(String::as_str)
+                .unwrap_or("ralph-")
+        )),
     };
     let mut tail = String::new();
     let mut on_line = |line: &str| {

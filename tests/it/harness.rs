@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use tempfile::TempDir;
 
@@ -79,7 +79,12 @@ impl std::fmt::Debug for RunResult {
 impl Project {
     /// An empty repository with one commit on `main`.
     pub fn new() -> Project {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut tmp = tempfile::tempdir().expect("tempdir");
+        // RALPH_TEST_KEEP=1 keeps every project for a post-mortem.
+        if std::env::var_os("RALPH_TEST_KEEP").is_some() {
+            tmp.disable_cleanup(true);
+            eprintln!("keeping {}", tmp.path().display());
+        }
         let root = tmp.path().join("proj");
         let bin = tmp.path().join("bin");
         let home = tmp.path().join("home");
@@ -169,12 +174,44 @@ impl Project {
         c
     }
 
+    /// Runs ralph to completion. A run that hangs fails the test after
+    /// five minutes instead of hanging the suite.
     pub fn ralph(&self, args: &[&str]) -> RunResult {
-        let out: Output = self.command(args).output().expect("ralph runs");
+        use std::io::Read;
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ralph runs");
+        let mut out_pipe = child.stdout.take().unwrap();
+        let mut err_pipe = child.stderr.take().unwrap();
+        let out_t = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = out_pipe.read_to_end(&mut s);
+            s
+        });
+        let err_t = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = err_pipe.read_to_end(&mut s);
+            s
+        });
+        let limit = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                break st;
+            }
+            if std::time::Instant::now() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("ralph {args:?} did not finish within 5 minutes");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
         RunResult {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out_t.join().unwrap_or_default()).into_owned(),
+            stderr: String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned(),
         }
     }
 
