@@ -400,6 +400,21 @@ fn landing_intent_path(root: &Path) -> PathBuf {
     root.join(".ralph").join("landing.json")
 }
 
+/// Deletes git lock files that no live process has open and no git process
+/// works next to (git writes no owner into them, so this is the only safe
+/// test); a lock that may be in use is left alone and logged.
+fn remove_stale_git_locks(git: &Git, log: &TechLog) {
+    for lock in git.lock_files() {
+        if process::lock_may_be_held(&lock, &git.workdir) {
+            log.line(&format!("{} may be in use; left alone", lock.display()));
+            continue;
+        }
+        if std::fs::remove_file(&lock).is_ok() {
+            log.line(&format!("removed stale {}", lock.display()));
+        }
+    }
+}
+
 /// First half of startup recovery: stop agents a killed run left behind,
 /// remove git lock files no live process can hold, and undo a landing that
 /// was cut short between updating the main checkout and moving the ref.
@@ -416,18 +431,7 @@ fn recover_processes_and_git(
             "reconcile: stopped {killed} process(es) left by an earlier run"
         ));
     }
-    for lock in git.lock_files() {
-        if process::lock_may_be_held(&lock, &git.workdir) {
-            log.line(&format!(
-                "reconcile: {} may be in use; left alone",
-                lock.display()
-            ));
-            continue;
-        }
-        if std::fs::remove_file(&lock).is_ok() {
-            log.line(&format!("reconcile: removed stale {}", lock.display()));
-        }
-    }
+    remove_stale_git_locks(git, log);
     let intent_path = landing_intent_path(root);
     if let Ok(text) = std::fs::read_to_string(&intent_path) {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -1225,6 +1229,9 @@ impl Dispatcher {
     async fn finish_run(&mut self) -> Result<i32> {
         // Worktrees are scratch space: the work lives on branches and refs.
         cleanup_worktrees(&self.shared).await;
+        // A sweep may have killed a git an agent started mid-write (its
+        // automatic maintenance, say): leave no stale lock behind.
+        remove_stale_git_locks(&self.shared.git, &self.log);
         self.reporter.finish();
         let t = self.totals();
         let failed: Vec<String> = (0..self.sched.nodes.len())

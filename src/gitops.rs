@@ -690,10 +690,17 @@ impl Git {
             }
         }
         let mut out = Vec::new();
-        for name in ["index.lock", "HEAD.lock", "packed-refs.lock", "config.lock"] {
-            let p = self.git_dir.join(name);
-            if p.exists() {
-                out.push(p);
+        // Top level (index, HEAD, packed-refs, config, shallow, …) and the
+        // object store's maintenance lock, which `git commit` takes for its
+        // automatic maintenance.
+        for dir in [self.git_dir.clone(), self.git_dir.join("objects")] {
+            if let Ok(rd) = std::fs::read_dir(&dir) {
+                for e in rd.flatten() {
+                    let p = e.path();
+                    if p.is_file() && p.extension().is_some_and(|x| x == "lock") {
+                        out.push(p);
+                    }
+                }
             }
         }
         walk(&self.git_dir.join("refs"), &mut out);

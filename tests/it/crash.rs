@@ -401,11 +401,14 @@ fn stale_git_locks_are_removed_but_held_ones_are_not() {
     let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
     p.commit_all("backlog");
     p.agent(r#"commit_file "src/$ID.txt"; done_"#);
-    // Left by a killed git: nobody holds it.
+    // Left by a killed git: nobody holds them (the maintenance lock is what
+    // a `git commit` killed during its automatic maintenance leaves).
     fs::write(p.root.join(".git/index.lock"), "").unwrap();
+    fs::write(p.root.join(".git/objects/maintenance.lock"), "").unwrap();
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!p.root.join(".git/index.lock").exists());
+    assert!(!p.root.join(".git/objects/maintenance.lock").exists());
 
     // Held open by a live process: left alone, and the landing waits for a person.
     let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
