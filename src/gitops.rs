@@ -1988,4 +1988,144 @@ mod tests {
         g.exclude(&["x"]).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n");
     }
+
+    #[test]
+    fn release_branch_frees_it_from_an_idle_slot_only_under_the_dir() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let w0 = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &w0, "ralph/story-1.1", &base)
+            .unwrap();
+        let elsewhere = g.workdir.join("other-dir");
+        assert!(g
+            .release_branch("ralph/story-1.1", &elsewhere)
+            .unwrap()
+            .is_empty());
+        assert!(g
+            .prepare_worktree("slot-1", &wt_path(&g, "slot-1"), "ralph/story-1.1", &base)
+            .is_err());
+        let released = g
+            .release_branch("ralph/story-1.1", &g.workdir.join(".ralph/worktrees"))
+            .unwrap();
+        assert_eq!(released, vec!["slot-0".to_string()]);
+        assert_eq!(g.resolve_branch_at_head(&w0).unwrap(), None);
+        g.prepare_worktree("slot-1", &wt_path(&g, "slot-1"), "ralph/story-1.1", &base)
+            .unwrap();
+    }
+
+    #[test]
+    fn save_uncommitted_keeps_edits_and_new_files_without_touching_the_worktree() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/story-1.1", &base)
+            .unwrap();
+        assert_eq!(g.save_uncommitted(&wt, "refs/ralph/x").unwrap(), None);
+        write(&wt, "a.txt", "changed\n");
+        write(&wt, "new/file.txt", "new\n");
+        write(&wt, "target/ignored", "i\n");
+        std::fs::remove_file(wt.join("README")).unwrap();
+        let before = porcelain(&wt);
+        let saved = g.save_uncommitted(&wt, "refs/ralph/x").unwrap().unwrap();
+        assert_eq!(porcelain(&wt), before, "the worktree is untouched");
+        let show = |p: &str| git(&g.workdir, &["show", &format!("{saved}:{p}")]);
+        assert_eq!(show("a.txt"), "changed\n");
+        assert_eq!(show("new/file.txt"), "new\n");
+        let files = git(&g.workdir, &["ls-tree", "-r", "--name-only", &saved]);
+        assert!(
+            !files.contains("README") && !files.contains("target/"),
+            "{files}"
+        );
+    }
+
+    #[test]
+    fn adopt_worktree_head_follows_a_detached_or_switched_agent() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, "ralph/story-1.1", &base)
+            .unwrap();
+        assert_eq!(
+            g.adopt_worktree_head(&wt, "ralph/story-1.1", &base, "refs/ralph/h")
+                .unwrap(),
+            Adopted::Unchanged
+        );
+        git(&wt, &["checkout", "-q", "--detach"]);
+        write(&wt, "x.txt", "x\n");
+        let c = commit_all(&wt, "work");
+        assert_eq!(
+            g.adopt_worktree_head(&wt, "ralph/story-1.1", &base, "refs/ralph/h")
+                .unwrap(),
+            Adopted::FastForwarded { to: c.clone() }
+        );
+        assert_eq!(tip_of(&g, "ralph/story-1.1"), c);
+        // Diverged: the agent restarted from the base on a branch of its own.
+        git(&wt, &["checkout", "-q", "-b", "agent-branch", &base]);
+        write(&wt, "y.txt", "y\n");
+        let d = commit_all(&wt, "other take");
+        assert_eq!(
+            g.adopt_worktree_head(&wt, "ralph/story-1.1", &base, "refs/ralph/h")
+                .unwrap(),
+            Adopted::Saved {
+                refname: "refs/ralph/h".into()
+            }
+        );
+        assert_eq!(
+            tip_of(&g, "ralph/story-1.1"),
+            c,
+            "the branch keeps its own work"
+        );
+        assert_eq!(git(&g.workdir, &["rev-parse", "refs/ralph/h"]).trim(), d);
+    }
+
+    #[test]
+    fn rollback_restores_paths_a_cut_short_landing_wrote() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        git(&g.workdir, &["checkout", "-q", "-b", "side"]);
+        write(&g.workdir, "a.txt", "one\ntwo\nTHREE\n");
+        write(&g.workdir, "added.txt", "a long enough added file\n");
+        let side = commit_all(&g.workdir, "side");
+        git(&g.workdir, &["checkout", "-q", "main"]);
+        // The merge's files half-written: one complete, one truncated.
+        write(&g.workdir, "a.txt", "one\ntwo\nTHREE\n");
+        write(&g.workdir, "added.txt", "a long");
+        // And the user's own edit of a file the merge does not touch.
+        write(&g.workdir, "README", "mine\n");
+        let mut restored = g.rollback_partial_landing(&base, &side).unwrap();
+        restored.sort();
+        assert_eq!(restored, vec!["a.txt".to_string(), "added.txt".to_string()]);
+        assert_eq!(read(&g.workdir, "a.txt"), "one\ntwo\nthree\n");
+        assert!(!g.workdir.join("added.txt").exists());
+        assert_eq!(read(&g.workdir, "README"), "mine\n");
+        // A file the merge touches but holding someone's own content stays.
+        write(&g.workdir, "a.txt", "someone else's\n");
+        let again = g.rollback_partial_landing(&base, &side).unwrap();
+        assert!(!again.contains(&"a.txt".to_string()), "{again:?}");
+        assert_eq!(read(&g.workdir, "a.txt"), "someone else's\n");
+    }
+
+    #[test]
+    fn lock_files_lists_top_level_objects_refs_and_worktree_locks() {
+        let (_tmp, g) = fixture();
+        for p in [
+            "index.lock",
+            "objects/maintenance.lock",
+            "refs/heads/main.lock",
+        ] {
+            std::fs::write(g.git_dir.join(p), "").unwrap();
+        }
+        let names: Vec<String> = g
+            .lock_files()
+            .iter()
+            .map(|p| p.strip_prefix(&g.git_dir).unwrap().display().to_string())
+            .collect();
+        for p in [
+            "index.lock",
+            "objects/maintenance.lock",
+            "refs/heads/main.lock",
+        ] {
+            assert!(names.contains(&p.to_string()), "{p} missing from {names:?}");
+        }
+    }
 }
