@@ -166,6 +166,13 @@ done_
             if st.code() == Some(0) {
                 break;
             }
+            // A run that gives up on its own after a crash is worth a look.
+            let said = fs::read_to_string(p.scratch.join("ralph.stderr")).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(6).collect();
+            eprintln!(
+                "torture: a run exited {:?} on its own; its last words: {tail:?}",
+                st.code()
+            );
             continue;
         }
         if rng.below(2) == 0 {
