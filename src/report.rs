@@ -91,7 +91,8 @@ impl Reporter {
             let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
             let overall = multi.add(ProgressBar::new_spinner());
             overall.set_style(
-                ProgressStyle::with_template("{spinner} {msg}").expect("static template"),
+                ProgressStyle::with_template("{spinner} {msg} · {elapsed}")
+                    .expect("static template"),
             );
             overall.enable_steady_tick(Duration::from_millis(250));
             Live {
