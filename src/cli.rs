@@ -145,6 +145,14 @@ fn report_error(e: &anyhow::Error) -> i32 {
 }
 
 fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
+    if !matches!(cmd, Command::Run(_)) {
+        // `ralph graph | head` should end quietly like any filter. Not for
+        // `run`: it writes to agents' stdin and must see EPIPE, not die.
+        // SAFETY: restoring a default signal disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cmd {
         Command::Run(a) => cmd_run(a, root),
         Command::Status { json } => cmd_status(root, json),

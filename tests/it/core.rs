@@ -592,3 +592,31 @@ tool_result "SECRET TOOL OUTPUT"; commit_file "src/a.txt"; done_"#,
     let r = quiet.ralph(&["run"]);
     assert!(!r.all().contains("thinking about the schema"), "{r:?}");
 }
+
+#[test]
+fn read_only_output_into_a_closed_pipe_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    let mut queue = String::new();
+    for i in 1..=3000 {
+        queue.push_str(&format!(
+            "1.{i} | A story title long enough to fill the pipe quickly\n"
+        ));
+    }
+    let p = Project::with_backlog(&queue, "{}");
+    let mut child = p
+        .command(&["stories"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("1.1 |"), "{first}");
+    // The reader is gone; ralph must not panic on the broken pipe.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
