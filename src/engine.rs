@@ -175,6 +175,9 @@ enum LandResult {
     CheckoutBlocked {
         paths: Vec<String>,
     },
+    /// Ctrl-C stopped it before the ref moved; the story stays `landing` in
+    /// the state so the next run lands it without redoing it.
+    Interrupted,
     Error(String),
 }
 
@@ -579,6 +582,7 @@ struct Dispatcher {
     events_rx: mpsc::UnboundedReceiver<Event>,
     land_tx: mpsc::UnboundedSender<LandRequest>,
     land_rx: Option<mpsc::UnboundedReceiver<LandRequest>>,
+    land_control: watch::Sender<Control>,
     attempts_this_run: u64,
     limit: Option<u64>,
     stopping: bool,
@@ -678,6 +682,7 @@ impl Dispatcher {
             events_rx,
             land_tx,
             land_rx: Some(land_rx),
+            land_control: watch::channel(Control::Run).0,
             attempts_this_run: 0,
             limit,
             stopping: false,
@@ -738,7 +743,12 @@ impl Dispatcher {
         let shared = self.shared.clone();
         let land_rx = self.land_rx.take().expect("run is called once");
         let events = self.events_tx.clone();
-        let lander = tokio::spawn(merge_queue(shared, land_rx, events));
+        let lander = tokio::spawn(merge_queue(
+            shared,
+            land_rx,
+            events,
+            self.land_control.subscribe(),
+        ));
 
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sigterm = signal(SignalKind::terminate())?;
@@ -913,12 +923,14 @@ impl Dispatcher {
             for s in self.slots.iter().flatten() {
                 let _ = s.control.send(Control::Stop);
             }
+            let _ = self.land_control.send(Control::Stop);
         } else if !self.killing {
             self.killing = true;
             self.reporter.line("ralph: killing agents now");
             for s in self.slots.iter().flatten() {
                 let _ = s.control.send(Control::Kill);
             }
+            let _ = self.land_control.send(Control::Kill);
         }
     }
 
@@ -1188,6 +1200,13 @@ impl Dispatcher {
                     story_branch(&id)
                 ));
                 self.save();
+            }
+            LandResult::Interrupted => {
+                // Still `landing` in the state: the next run lands it.
+                self.sched.set(idx, Node::Pending);
+                self.reporter.line(&format!(
+                    "[stop] {id} was waiting to land; the next `ralph run` lands it"
+                ));
             }
             LandResult::Error(e) => {
                 self.log.line(&format!("landing {id} failed: {e}"));
@@ -1729,12 +1748,19 @@ async fn merge_queue(
     shared: Arc<Shared>,
     mut rx: mpsc::UnboundedReceiver<LandRequest>,
     events: mpsc::UnboundedSender<Event>,
+    control: watch::Receiver<Control>,
 ) {
     while let Some(req) = rx.recv().await {
         let idx = req.idx;
+        if *control.borrow() != Control::Run {
+            let result = LandResult::Interrupted;
+            let _ = events.send(Event::Landed { idx, result });
+            continue;
+        }
         let shared2 = shared.clone();
+        let ctl = control.clone();
         // A panic while landing must answer the dispatcher, not hang the run.
-        let result = match tokio::spawn(async move { land_one(&shared2, req).await }).await {
+        let result = match tokio::spawn(async move { land_one(&shared2, req, ctl).await }).await {
             Ok(r) => r,
             Err(e) => LandResult::Error(format!("internal error while landing: {e}")),
         };
@@ -1742,7 +1768,11 @@ async fn merge_queue(
     }
 }
 
-async fn land_one(s: &Arc<Shared>, req: LandRequest) -> LandResult {
+async fn land_one(
+    s: &Arc<Shared>,
+    req: LandRequest,
+    control: watch::Receiver<Control>,
+) -> LandResult {
     let branch = story_branch(&req.id);
     let message = format!("merge: story {}\n\n{}\n", req.id, req.title);
     for _round in 0..5 {
@@ -1785,7 +1815,7 @@ async fn land_one(s: &Arc<Shared>, req: LandRequest) -> LandResult {
             Err(e) => return LandResult::Error(e.to_string()),
         };
         if !s.required_validation.is_empty() {
-            if let Some(fail) = validate_merged(s, &req, &commit, &base).await {
+            if let Some(fail) = validate_merged(s, &req, &commit, &base, control.clone()).await {
                 return fail;
             }
         }
@@ -1820,6 +1850,7 @@ async fn validate_merged(
     req: &LandRequest,
     commit: &Oid,
     base: &Oid,
+    control: watch::Receiver<Control>,
 ) -> Option<LandResult> {
     let path = worktrees_dir(&s.root).join("validate");
     let prep = {
@@ -1847,8 +1878,11 @@ async fn validate_merged(
             ("RALPH_STORY", &req.id),
             ("RALPH_PROJECT_DIR", &s.root.display().to_string()),
         ]);
-        match process::run_shell(&v.cmd, path.clone(), env, s.timeout).await {
+        let run =
+            process::run_shell_controlled(&v.cmd, path.clone(), env, s.timeout, control.clone());
+        match run.await {
             Ok(r) if r.success => {}
+            Ok(r) if r.interrupted => return Some(LandResult::Interrupted),
             Ok(r) => {
                 let rf = format!("refs/ralph/attempts/{}/{}", req.id, req.attempt);
                 let saved = s.git.save_ref(&story_branch(&req.id), &rf).ok().map(|_| rf);

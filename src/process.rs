@@ -150,6 +150,8 @@ pub struct ShellResult {
     pub success: bool,
     pub code: Option<i32>,
     pub timed_out: bool,
+    /// Stopped through the caller's control channel.
+    pub interrupted: bool,
     /// Last ~4 KiB of combined output.
     pub tail: String,
 }
@@ -161,6 +163,20 @@ pub async fn run_shell(
     cwd: PathBuf,
     env: Vec<(String, String)>,
     timeout: Duration,
+) -> std::io::Result<ShellResult> {
+    // Nothing but its timeout stops a hook.
+    let (_control_tx, control) = watch::channel(Control::Run);
+    run_shell_controlled(cmd, cwd, env, timeout, control).await
+}
+
+/// `run_shell` that the caller can also stop (Ctrl-C during a long
+/// validation command); `ShellResult::interrupted` tells it happened.
+pub async fn run_shell_controlled(
+    cmd: &str,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+    control: watch::Receiver<Control>,
 ) -> std::io::Result<ShellResult> {
     let spec = AttemptSpec {
         program: "bash".into(),
@@ -189,18 +205,18 @@ pub async fn run_shell(
             tail.drain(..cut);
         }
     };
-    // Nothing but its timeout stops a hook.
-    let (_control_tx, control) = watch::channel(Control::Run);
     let exit = supervise(spec, None, &mut on_line, control).await?;
     if tail.len() > SHELL_TAIL {
         let cut = floor_char_boundary(&tail, tail.len() - SHELL_TAIL);
         tail.drain(..cut);
     }
-    let timed_out = exit.stopped.is_some();
+    let timed_out = exit.stopped == Some(StopReason::Timeout);
+    let interrupted = exit.stopped == Some(StopReason::Interrupted);
     Ok(ShellResult {
-        success: exit.code == Some(0) && !timed_out,
+        success: exit.code == Some(0) && exit.stopped.is_none(),
         code: exit.code,
         timed_out,
+        interrupted,
         tail,
     })
 }

@@ -676,3 +676,39 @@ fn a_landing_blocked_by_a_file_in_the_way_ends_the_run_and_keeps_both() {
         "the story's work is kept on its branch"
     );
 }
+
+#[test]
+fn ctrl_c_during_a_slow_validation_stops_it_and_resume_lands_without_redoing() {
+    let config = r#"{ "loop": { "grace_seconds": 1 }, "validation": { "commands": [
+        { "name": "slow", "cmd": "touch \"$SCRATCH/validating\"; while [ ! -e \"$SCRATCH/release\" ]; do sleep 0.05; done", "required": true } ] } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    p.agent(r#"echo "$N" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    let mut child = spawn(&p, &["run"]);
+    wait_until("the validation command", Duration::from_secs(60), || {
+        p.scratch.join("validating").exists()
+    });
+    // SAFETY: plain kill(2).
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut status = None;
+    wait_until(
+        "ralph to stop the validation and exit",
+        Duration::from_secs(60),
+        || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        },
+    );
+    assert_eq!(status.unwrap().code(), Some(130));
+    assert_eq!(p.story("1.1")["status"], "landing");
+    assert_eq!(p.main_subjects(), vec!["backlog"]);
+    fs::write(p.scratch.join("release"), "").unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "1\n",
+        "the agent ran once"
+    );
+}
