@@ -1340,7 +1340,6 @@ fn fig_latency(bin: &Path, quick: bool) -> Figure {
         .collect();
     let mut lat = Vec::new();
     let mut run_medians = Vec::new();
-    let mut quoted = Vec::new();
     for r in 0..runs {
         let p = Project::new(&backlog, &agent, |_| {});
         p.run_ok(bin, &["run", "--parallel", "-j", "4"]);
@@ -1358,13 +1357,6 @@ fn fig_latency(bin: &Path, quick: bool) -> Figure {
             deps.len(),
             "every dependent story started after its dependency"
         );
-        if let Some(l) = log
-            .lines()
-            .rev()
-            .find(|l| l.contains("dispatch latency (ready -> slot)"))
-        {
-            quoted.push(l.split_once("] ").map_or(l, |x| x.1).to_string());
-        }
         eprintln!(
             "  latency run {}/{runs}: median {:.0} ms, max {:.0} ms",
             r + 1,
@@ -1390,8 +1382,5 @@ fn fig_latency(bin: &Path, quick: bool) -> Figure {
          dependents per run; times from ralph.log (ms resolution)",
         deps.len()
     ));
-    for (i, q) in quoted.iter().enumerate() {
-        fig.notes.push(format!("run {} ralph.log: `{q}`", i + 1));
-    }
     fig
 }

@@ -5,13 +5,13 @@ use crate::config::{Config, DEFAULT_AGENT_FLAGS};
 use crate::process::{AttemptExit, StopReason};
 use crate::signals::Summary;
 
-/// Program and arguments of the agent. The prompt goes to stdin, never argv.
-pub fn command_line(config: &Config) -> (String, Vec<String>) {
-    let args = match &config.agent_flags {
+/// The agent's arguments: `claude.flags`, or the defaults of SPEC 4.2. The
+/// prompt goes to stdin, never argv.
+pub fn agent_args(config: &Config) -> Vec<String> {
+    match &config.agent_flags {
         Some(f) => f.clone(),
         None => DEFAULT_AGENT_FLAGS.iter().map(|s| s.to_string()).collect(),
-    };
-    (config.agent_command.clone(), args)
+    }
 }
 
 /// Variables removed from the agent's environment: a nested Claude Code

@@ -10,7 +10,7 @@ use crate::engine::{self, RunOptions};
 use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_LOCKED, EXIT_OK};
 use crate::report::{self, GraphNode};
 use crate::schedule::{Node, Scheduler};
-use crate::state::{State, Status};
+use crate::state::State;
 use crate::store::{self, RunLock};
 
 #[derive(Debug, Parser)]
@@ -176,34 +176,11 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         verbose: a.verbose,
         log: a.log,
     };
-    let opts = with_config_defaults(root, opts);
     crate::process::become_subreaper();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(engine::run(root, opts))
-}
-
-/// `--parallel` also comes from `parallel.enabled`; `-j` defaults to
-/// `parallel.max_concurrent` when the user set it, else 4 (SPEC 2).
-fn with_config_defaults(root: &Path, mut opts: RunOptions) -> RunOptions {
-    let user: serde_json::Value = std::fs::read_to_string(root.join(".ralph/config.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    let enabled = matches!(
-        user.pointer("/parallel/enabled"),
-        Some(serde_json::Value::Bool(true))
-    ) || user.pointer("/parallel/enabled").and_then(|v| v.as_str()) == Some("true");
-    opts.parallel |= enabled;
-    if opts.parallel && opts.jobs.is_none() {
-        let set = user.pointer("/parallel/max_concurrent").and_then(|v| {
-            v.as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-        });
-        opts.jobs = Some(set.map(|n| n.max(1) as usize).unwrap_or(4));
-    }
-    opts
 }
 
 fn load(root: &Path) -> anyhow::Result<(engine::Project, State)> {
@@ -218,14 +195,7 @@ fn node_states(project: &engine::Project, state: &State) -> Scheduler {
         .backlog
         .stories
         .iter()
-        .map(|s| match state.status(&s.id) {
-            Status::Done => Node::Done,
-            Status::Failed => Node::Failed,
-            Status::Running => Node::Running,
-            Status::Landing => Node::Landing,
-            Status::Pending if s.prd_passes && !state.stories.contains_key(&s.id) => Node::Done,
-            Status::Pending => Node::Pending,
-        })
+        .map(|s| engine::story_node(state, s))
         .collect();
     Scheduler::new(&project.dag, nodes, None)
 }

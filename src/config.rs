@@ -45,7 +45,9 @@ pub struct Config {
     pub learnings_enabled: bool,
     pub learnings_max: usize,
     pub parallel_enabled: bool,
-    pub max_concurrent: usize,
+    /// `parallel.max_concurrent` when the user set it; `-j` falls back to 4
+    /// otherwise (SPEC 2).
+    pub max_concurrent: Option<usize>,
     pub hooks: Hooks,
     /// `loop.grace_seconds` (default 10): SIGTERM → SIGKILL grace period.
     pub grace_secs: u64,
@@ -90,8 +92,7 @@ pub fn defaults() -> Value {
             "max_inject_count": 5
         },
         "parallel": {
-            "enabled": false,
-            "max_concurrent": 8
+            "enabled": false
         },
         "hooks": {
             "pre_iteration": "",
@@ -495,11 +496,13 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         "a whole number of learnings",
     ) as usize;
     let parallel_enabled = r.boolean("parallel.enabled");
-    let max_concurrent = r.uint(
-        "parallel.max_concurrent",
-        1,
-        "a whole number of workers, at least 1",
-    ) as usize;
+    let max_concurrent = r.get("parallel.max_concurrent").is_some().then(|| {
+        r.uint(
+            "parallel.max_concurrent",
+            1,
+            "a whole number of workers, at least 1",
+        ) as usize
+    });
 
     let hooks = Hooks {
         pre_iteration: r.string("hooks.pre_iteration", true),
@@ -567,7 +570,7 @@ mod tests {
         assert!(c.learnings_enabled);
         assert_eq!(c.learnings_max, 5);
         assert!(!c.parallel_enabled);
-        assert_eq!(c.max_concurrent, 8);
+        assert_eq!(c.max_concurrent, None);
         assert_eq!(c.hooks, Hooks::default());
         assert_eq!(c.grace_secs, 10);
     }
@@ -602,7 +605,7 @@ mod tests {
         assert!(!c.learnings_enabled);
         assert_eq!(c.learnings_max, 2);
         assert!(c.parallel_enabled);
-        assert_eq!(c.max_concurrent, 3);
+        assert_eq!(c.max_concurrent, Some(3));
         assert_eq!(c.timeout_secs, 60);
         assert_eq!(c.max_retries, 2);
         assert_eq!(c.max_iterations, 0);
@@ -784,7 +787,7 @@ mod tests {
             full.hooks.pre_story,
             "echo \"Starting $RALPH_STORY\" >> hooks.log"
         );
-        assert_eq!(full.max_concurrent, 2);
+        assert_eq!(full.max_concurrent, Some(2));
         assert_eq!(full.learnings_max, 3);
     }
 }

@@ -97,26 +97,101 @@ pub fn load_project(root: &Path) -> Result<Project, Vec<Problem>> {
     })
 }
 
-/// Paths ralph writes at run time; kept out of git and out of the dirty check.
+/// Paths ralph writes at run time, as gitignore patterns anchored at the
+/// project root: kept out of git and out of the dirty check.
 pub const RUNTIME_PATTERNS: &[&str] = &[
     "/.ralph/state.json",
     "/.ralph/.lock",
+    "/.ralph/landing.json",
     "/.ralph/logs/",
     "/.ralph/worktrees/",
     "/.ralph/learnings/",
-    "/.ralph/*.tmp*",
+    "/.ralph/.*.tmp-*",
     "/progress.txt",
     "/ralph.log",
 ];
 
+/// True when `rel_to_root` matches one of `RUNTIME_PATTERNS`.
 fn is_runtime_path(rel_to_root: &str) -> bool {
-    rel_to_root == ".ralph/state.json"
-        || rel_to_root == ".ralph/.lock"
-        || rel_to_root.starts_with(".ralph/logs/")
-        || rel_to_root.starts_with(".ralph/worktrees/")
-        || rel_to_root.starts_with(".ralph/learnings/")
-        || rel_to_root == "progress.txt"
-        || rel_to_root == "ralph.log"
+    RUNTIME_PATTERNS.iter().any(|p| {
+        let p = &p[1..];
+        if let Some(dir) = p.strip_suffix('/') {
+            rel_to_root.starts_with(dir) && rel_to_root[dir.len()..].starts_with('/')
+        } else if p.contains('*') {
+            glob::Pattern::new(p).is_ok_and(|g| g.matches(rel_to_root))
+        } else {
+            rel_to_root == p
+        }
+    })
+}
+
+/// `.ralph/logs/<id>/attempt-<n>.log`: the raw output of one attempt.
+fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
+    root.join(".ralph/logs")
+        .join(id)
+        .join(format!("attempt-{attempt}.log"))
+}
+
+/// True when `path` is one of ralph's worktrees (under `.ralph/worktrees`).
+fn is_ours(root: &Path, path: &Path) -> bool {
+    let dir = worktrees_dir(root);
+    path.starts_with(&dir) || dir.canonicalize().is_ok_and(|c| path.starts_with(c))
+}
+
+/// The agent executable: a project-local one (`bin/agent`) is found from the
+/// project root, not from the worktree the child starts in; a bare name is
+/// looked up on PATH. `None` when it does not exist.
+fn resolve_agent(root: &Path, program: &str) -> Option<String> {
+    if program.contains('/') {
+        let p = Path::new(program);
+        let p = if p.is_relative() {
+            root.join(p)
+        } else {
+            p.to_path_buf()
+        };
+        p.is_file().then(|| p.display().to_string())
+    } else {
+        let paths = std::env::var_os("PATH")?;
+        std::env::split_paths(&paths)
+            .any(|d| d.join(program).is_file())
+            .then(|| program.to_string())
+    }
+}
+
+/// The prompt of one attempt (SPEC 4.1): the project's template or the
+/// built-in one, with the story's spec and its most relevant learnings.
+fn build_prompt(
+    root: &Path,
+    config: &Config,
+    story: &Story,
+    learnings_pool: &[String],
+    retry_context: Option<&str>,
+) -> std::io::Result<String> {
+    let spec = backlog::spec_text(root, story)?;
+    let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings_max);
+    let template = std::fs::read_to_string(root.join(".ralph/templates/implement.md"))
+        .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
+    let input = PromptInput {
+        id: &story.id,
+        title: &story.title,
+        spec: &spec,
+        learnings: &chosen,
+        retry_context,
+    };
+    Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
+}
+
+/// A story's node as the state describes it (prd.json's `passes: true`
+/// counts as done for a story ralph has no record of).
+pub fn story_node(state: &State, story: &Story) -> Node {
+    match state.status(&story.id) {
+        Status::Done => Node::Done,
+        Status::Failed => Node::Failed,
+        Status::Running => Node::Running,
+        Status::Landing => Node::Landing,
+        Status::Pending if story.prd_passes && state.record(&story.id).is_none() => Node::Done,
+        Status::Pending => Node::Pending,
+    }
 }
 
 /// Short stable hash of the project path: the prefix of every attempt token,
@@ -200,6 +275,8 @@ struct Shared {
     tag: String,
     required_validation: Vec<crate::config::ValidationCommand>,
     log: TechLog,
+    /// `claude.command`, resolved once at start.
+    agent_program: String,
 }
 
 struct RunningSlot {
@@ -208,6 +285,9 @@ struct RunningSlot {
 
 /// Runs the backlog; returns the exit code.
 pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
+    // Worktree paths, git's paths and the project tag all compare against
+    // the canonical root.
+    let root = &root.canonicalize()?;
     let project = load_project(root).map_err(RalphError::BadInput)?;
     let backlog = &project.backlog;
     for (flag, id) in [("-s", &opts.story), ("-r", &opts.resume)] {
@@ -242,7 +322,18 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             })?,
     };
 
-    check_agent_command(root, &project.config)?;
+    let agent_program = resolve_agent(root, &project.config.agent_command).ok_or_else(|| {
+        let program = &project.config.agent_command;
+        RalphError::Usage(format!(
+            "agent command '{program}' not found{}: install it (Claude Code: npm install -g \
+             @anthropic-ai/claude-code) or set claude.command in .ralph/config.json",
+            if program.contains('/') {
+                ""
+            } else {
+                " on PATH"
+            }
+        ))
+    })?;
 
     let lock = match RunLock::acquire(root) {
         Ok(l) => l,
@@ -260,7 +351,7 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let log = TechLog::new(Some(
         opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
     ));
-    let tag = project_tag(&root.canonicalize()?);
+    let tag = project_tag(root);
     if git.branch_tip(&target)?.is_none() {
         // prd.json names a branch that does not exist yet: start it at HEAD.
         let head = git.head_commit_of_worktree(&git.workdir).ok().flatten();
@@ -282,7 +373,7 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     process::set_shell_token_prefix(&tag);
     recover_processes_and_git(root, &git, &target, &tag, &log)?;
 
-    let root_rel = git.rel_path(&root.canonicalize()?).unwrap_or_default();
+    let root_rel = git.rel_path(root).unwrap_or_default();
     let prefix = if root_rel.is_empty() {
         String::new()
     } else {
@@ -310,8 +401,15 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let reconciled = reconcile(root, &project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
 
-    let jobs = if opts.parallel || opts.jobs.is_some_and(|j| j > 1) {
-        opts.jobs.unwrap_or(project.config.max_concurrent).max(1)
+    // `--parallel` also comes from `parallel.enabled`; `-j` defaults to
+    // `parallel.max_concurrent` when the user set it, else 4 (SPEC 2).
+    let parallel =
+        opts.parallel || project.config.parallel_enabled || opts.jobs.is_some_and(|j| j > 1);
+    let jobs = if parallel {
+        opts.jobs
+            .or(project.config.max_concurrent)
+            .unwrap_or(4)
+            .max(1)
     } else {
         1
     };
@@ -331,45 +429,13 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .cloned()
             .collect(),
         log: log.clone(),
+        agent_program,
     });
 
     let mut d = Dispatcher::new(project, shared, state, jobs, opts, log, reconciled);
     let code = d.run().await;
     drop(lock);
     code
-}
-
-/// A missing agent executable is a setup problem, not a story failure:
-/// without this every story would burn its retries in milliseconds.
-fn check_agent_command(root: &Path, config: &Config) -> Result<()> {
-    let program = &config.agent_command;
-    let found = if program.contains('/') {
-        let p = Path::new(program);
-        let p = if p.is_relative() {
-            root.join(p)
-        } else {
-            p.to_path_buf()
-        };
-        p.is_file()
-    } else {
-        std::env::var_os("PATH")
-            .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
-            .unwrap_or(false)
-    };
-    if found {
-        Ok(())
-    } else {
-        Err(RalphError::Usage(format!(
-            "agent command '{program}' not found{}: install it (Claude Code: npm install -g \
-             @anthropic-ai/claude-code) or set claude.command in .ralph/config.json",
-            if program.contains('/') {
-                String::new()
-            } else {
-                " on PATH".to_string()
-            }
-        ))
-        .into())
-    }
 }
 
 /// True when an attempt's log holds a clean DONE for `id`: the agent had
@@ -471,13 +537,14 @@ fn reconcile(
     let mut out = Reconciled::default();
     let landed = git.landed_stories(target)?;
     for (id, commit) in &landed {
-        if project.backlog.index_of(id).is_some() && !state.is_done(id) {
+        let Some(i) = project.backlog.index_of(id) else {
+            continue;
+        };
+        if !state.is_done(id) {
             log.line(&format!(
                 "reconcile: story {id} is on {target} ({commit}); marking it done"
             ));
-            let title = project.backlog.stories[project.backlog.index_of(id).unwrap_or(0)]
-                .title
-                .clone();
+            let title = &project.backlog.stories[i].title;
             state.mark_done(id, Some(commit));
             let _ = store::append_progress(
                 root,
@@ -502,12 +569,9 @@ fn reconcile(
             continue;
         }
         let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
-        let log_path = root
-            .join(".ralph/logs")
-            .join(&id)
-            .join(format!("attempt-{n}.log"));
-        let finished = !landing.contains(&id) && attempt_log_says_done(&log_path, &id);
-        if (landing.contains(&id) || finished) && project.backlog.index_of(&id).is_some() {
+        let was_landing = landing.contains(&id);
+        let finished = !was_landing && attempt_log_says_done(&attempt_log_path(root, &id, n), &id);
+        if (was_landing || finished) && project.backlog.index_of(&id).is_some() {
             out.reland.push(id.clone());
             log.line(&format!(
                 "reconcile: story {id} {}; it goes to the merge queue",
@@ -518,7 +582,6 @@ fn reconcile(
                 }
             ));
         } else {
-            let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
             let r = format!("refs/ralph/attempts/{id}/{n}-interrupted");
             let _ = git.save_ref(&branch, &r);
             log.line(&format!(
@@ -527,10 +590,8 @@ fn reconcile(
         }
     }
     // Worktrees whose directory vanished are pruned; live ones are reused.
-    let wt_root = worktrees_dir(root);
     for wt in git.list_worktrees()? {
-        let ours =
-            wt.path.starts_with(&wt_root) || wt.path.starts_with(root.join(".ralph/worktrees"));
+        let ours = is_ours(root, &wt.path);
         if ours {
             let _ = git.clear_worktree_locks(&wt.name);
         }
@@ -556,15 +617,7 @@ fn reconcile(
             }
         }
     }
-    // Temp files of state writes a kill interrupted.
-    if let Ok(rd) = std::fs::read_dir(root.join(".ralph")) {
-        for e in rd.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if n.starts_with('.') && n.contains(".tmp-") {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
+    store::remove_stale_temp_files(&root.join(".ralph"));
     Ok(out)
 }
 
@@ -591,8 +644,6 @@ struct Dispatcher {
     pause_until: Option<Instant>,
     rate_backoff: Duration,
     retry_context: HashMap<usize, String>,
-    ready_since: HashMap<usize, Instant>,
-    pub dispatch_latencies: Vec<Duration>,
     reland: VecDeque<usize>,
 }
 
@@ -618,28 +669,19 @@ impl Dispatcher {
             .stories
             .iter()
             .enumerate()
-            .map(|(i, s)| {
-                if state.is_done(&s.id) || (s.prd_passes && !state.stories.contains_key(&s.id)) {
-                    if !state.is_done(&s.id) {
-                        state.mark_done(&s.id, None);
-                    }
-                    return Node::Done;
+            .map(|(i, s)| match story_node(&state, s) {
+                Node::Done => {
+                    // prd.json's `passes` joins the state's completed list.
+                    state.mark_done(&s.id, None);
+                    Node::Done
                 }
-                if only.is_some_and(|o| o != i) || i < first {
-                    return Node::Excluded;
+                _ if only.is_some_and(|o| o != i) || i < first => Node::Excluded,
+                Node::Failed if only == Some(i) => {
+                    // An explicit `-s` gives a failed story a fresh budget.
+                    state.reset_attempts(&s.id);
+                    Node::Pending
                 }
-                if state.status(&s.id) == Status::Failed {
-                    if only == Some(i) {
-                        // An explicit `-s` gives a failed story a fresh budget.
-                        if let Some(r) = state.stories.get_mut(&s.id) {
-                            r.attempts = 0;
-                            r.status = Status::Pending;
-                        }
-                        return Node::Pending;
-                    }
-                    return Node::Failed;
-                }
-                Node::Pending
+                node => node,
             })
             .collect();
         let weights: Vec<u64> = backlog
@@ -691,8 +733,6 @@ impl Dispatcher {
             pause_until: None,
             rate_backoff: Duration::from_secs(60),
             retry_context: HashMap::new(),
-            ready_since: HashMap::new(),
-            dispatch_latencies: Vec::new(),
             reland,
         }
     }
@@ -778,7 +818,6 @@ impl Dispatcher {
                     .unwrap_or(0),
             );
         }
-        self.mark_ready_times();
 
         loop {
             self.dispatch();
@@ -797,9 +836,18 @@ impl Dispatcher {
             }
             let pause = self.pause_until;
             tokio::select! {
-                ev = self.events_rx.recv() => {
-                    if let Some(ev) = ev { self.handle(ev).await; }
-                }
+                ev = self.events_rx.recv() => match ev {
+                    // Activity changes nothing the scheduler looks at: show
+                    // it and keep waiting (an agent may stream a lot of it).
+                    Some(Event::Activity { idx, text }) => {
+                        let id = self.story(idx).id.clone();
+                        self.reporter.activity(&id, &text);
+                        continue;
+                    }
+                    Some(Event::AttemptDone(r)) => self.attempt_done(*r),
+                    Some(Event::Landed { idx, result }) => self.landed(idx, result),
+                    None => {}
+                },
                 _ = sigint.recv() => self.on_signal("interrupt"),
                 _ = sigterm.recv() => self.on_signal("terminate"),
                 _ = sighup.recv() => self.on_signal("hangup"),
@@ -814,13 +862,6 @@ impl Dispatcher {
         ));
         let _ = lander.await;
         self.finish_run().await
-    }
-
-    fn mark_ready_times(&mut self) {
-        let now = Instant::now();
-        for i in self.sched.ready() {
-            self.ready_since.entry(i).or_insert(now);
-        }
     }
 
     fn dispatch(&mut self) {
@@ -846,9 +887,6 @@ impl Dispatcher {
 
     fn start(&mut self, idx: usize, slot: usize) {
         let story = self.story(idx).clone();
-        if let Some(t) = self.ready_since.remove(&idx) {
-            self.dispatch_latencies.push(t.elapsed());
-        }
         self.attempts_this_run += 1;
         let attempt = self.state.start_attempt(&story.id);
         self.save();
@@ -882,12 +920,7 @@ impl Dispatcher {
             events: self.events_tx.clone(),
             verbose: self.opts.verbose,
         };
-        let log_path = self
-            .shared
-            .root
-            .join(".ralph/logs")
-            .join(&self.story(idx).id)
-            .join(format!("attempt-{attempt}.log"));
+        let log_path = attempt_log_path(&self.shared.root, &self.story(idx).id, attempt);
         tokio::spawn(async move {
             let events = ctx.events.clone();
             // A panic in an attempt must free its slot, not hang the run.
@@ -920,18 +953,21 @@ impl Dispatcher {
                 "ralph: {what} received: stopping agents (again to kill them at once); state is saved"
             ));
             self.log.line(&format!("{what}: graceful stop"));
-            for s in self.slots.iter().flatten() {
-                let _ = s.control.send(Control::Stop);
-            }
-            let _ = self.land_control.send(Control::Stop);
+            self.stop_all(Control::Stop);
         } else if !self.killing {
             self.killing = true;
             self.reporter.line("ralph: killing agents now");
-            for s in self.slots.iter().flatten() {
-                let _ = s.control.send(Control::Kill);
-            }
-            let _ = self.land_control.send(Control::Kill);
+            self.stop_all(Control::Kill);
         }
+    }
+
+    /// Tells every running attempt and the merge queue to stop.
+    fn stop_all(&mut self, how: Control) {
+        self.stopping = true;
+        for s in self.slots.iter().flatten() {
+            let _ = s.control.send(how);
+        }
+        let _ = self.land_control.send(how);
     }
 
     fn send_to_landing(&mut self, idx: usize, attempt: u32) {
@@ -939,17 +975,13 @@ impl Dispatcher {
         self.state.begin_landing(&story.id);
         self.save();
         self.sched.set(idx, Node::Landing);
-        let root_canon = self
-            .shared
-            .root
-            .canonicalize()
-            .unwrap_or_else(|_| self.shared.root.clone());
+        let root = &self.shared.root;
         let spec_rel = story
             .spec_path
             .as_ref()
-            .and_then(|p| self.shared.git.rel_path(&root_canon.join(p)));
+            .and_then(|p| self.shared.git.rel_path(&root.join(p)));
         let prd_rel = match self.project.backlog.source {
-            Source::Prd { .. } => self.shared.git.rel_path(&root_canon.join("prd.json")),
+            Source::Prd { .. } => self.shared.git.rel_path(&root.join("prd.json")),
             Source::StoriesTxt => None,
         };
         let _ = self.land_tx.send(LandRequest {
@@ -960,18 +992,6 @@ impl Dispatcher {
             spec_rel,
             prd_rel,
         });
-    }
-
-    async fn handle(&mut self, ev: Event) {
-        match ev {
-            Event::Activity { idx, text } => {
-                let id = self.story(idx).id.clone();
-                self.reporter.activity(&id, &text);
-            }
-            Event::AttemptDone(r) => self.attempt_done(*r),
-            Event::Landed { idx, result } => self.landed(idx, result),
-        }
-        self.mark_ready_times();
     }
 
     fn attempt_done(&mut self, r: AttemptReport) {
@@ -1058,10 +1078,7 @@ impl Dispatcher {
                      Run ralph as a normal user, or set IS_SANDBOX=1 if this is a sandbox or container."
                         .into(),
                 );
-                self.stopping = true;
-                for s in self.slots.iter().flatten() {
-                    let _ = s.control.send(Control::Stop);
-                }
+                self.stop_all(Control::Stop);
             }
         }
         self.save();
@@ -1163,7 +1180,7 @@ impl Dispatcher {
                 self.log
                     .line(&format!("conflict landing {id}: {paths:?}; kept at {kept}"));
                 if n > self.shared.config.max_retries + 2 {
-                    self.state.stories.entry(id.clone()).or_default().status = Status::Failed;
+                    self.state.give_up(&id);
                     let blocked = self.sched.fail(idx);
                     self.reporter.line(&format!(
                         "[FAIL] {id} conflicted {n} times; a person is needed ({} blocked)",
@@ -1289,16 +1306,6 @@ impl Dispatcher {
             failed.len(),
             blocked.len()
         ));
-        if !self.dispatch_latencies.is_empty() {
-            let mut l = self.dispatch_latencies.clone();
-            l.sort();
-            self.log.line(&format!(
-                "dispatch latency (ready -> slot): median {:.1} ms, max {:.1} ms over {} starts",
-                l[l.len() / 2].as_secs_f64() * 1e3,
-                l[l.len() - 1].as_secs_f64() * 1e3,
-                l.len()
-            ));
-        }
         if let Some(f) = &self.fatal {
             eprintln!("error: {f}");
             return Ok(EXIT_STORIES_FAILED);
@@ -1343,17 +1350,13 @@ pub fn set_prd_passes(text: &str, id: &str) -> Option<String> {
 async fn cleanup_worktrees(shared: &Arc<Shared>) {
     let s = shared.clone();
     let _ = tokio::task::spawn_blocking(move || {
-        let dir = worktrees_dir(&s.root);
-        let canon = dir.canonicalize().unwrap_or(dir.clone());
         if let Ok(list) = s.git.list_worktrees() {
-            for wt in list {
-                if wt.path.starts_with(&canon) || wt.path.starts_with(&dir) {
-                    let _ = s.git.remove_worktree(&wt.name, &wt.path);
-                }
+            for wt in list.into_iter().filter(|wt| is_ours(&s.root, &wt.path)) {
+                let _ = s.git.remove_worktree(&wt.name, &wt.path);
             }
         }
         let _ = s.git.delete_branch("ralph/validate");
-        let _ = std::fs::remove_dir(&dir);
+        let _ = std::fs::remove_dir(worktrees_dir(&s.root));
         // Story branches go once their work is on the target or kept under a
         // ref; a branch holding unsaved work stays.
         for b in s
@@ -1417,9 +1420,7 @@ async fn run_hook(
         )),
         Err(e) => Some(format!("hook {name} could not start: {e}")),
     }
-    .inspect(|msg| {
-        crate::store::TechLog::new(Some(shared.root.join("ralph.log"))).line(msg);
-    })
+    .inspect(|msg| shared.log.line(msg))
 }
 
 /// One attempt from worktree to verdict. Never panics the dispatcher: every
@@ -1430,12 +1431,7 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     let branch = story_branch(&id);
     let wt_name = format!("slot-{}", ctx.slot);
     let wt_path = worktrees_dir(&s.root).join(&wt_name);
-    let log_path = s
-        .root
-        .join(".ralph")
-        .join("logs")
-        .join(&id)
-        .join(format!("attempt-{}.log", ctx.attempt));
+    let log_path = attempt_log_path(&s.root, &id, ctx.attempt);
     let mut report = AttemptReport {
         idx: ctx.idx,
         slot: ctx.slot,
@@ -1549,36 +1545,26 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
     )
     .await;
 
-    let spec = match backlog::spec_text(&s.root, &ctx.story) {
+    let pool = if s.config.learnings_enabled {
+        learnings::load(&s.root)
+    } else {
+        Vec::new()
+    };
+    let text = match build_prompt(
+        &s.root,
+        &s.config,
+        &ctx.story,
+        &pool,
+        ctx.retry_context.as_deref(),
+    ) {
         Ok(t) => t,
         Err(e) => {
             report.verdict = fail(format!("cannot read the spec: {e}"), ResultKind::Error);
             return report;
         }
     };
-    let all_learnings = if s.config.learnings_enabled {
-        learnings::load(&s.root)
-    } else {
-        Vec::new()
-    };
-    let chosen = learnings::select_relevant(&all_learnings, &spec, s.config.learnings_max);
-    let template = std::fs::read_to_string(s.root.join(".ralph/templates/implement.md"))
-        .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
-    let input = PromptInput {
-        id: &id,
-        title: &ctx.story.title,
-        spec: &spec,
-        learnings: &chosen,
-        retry_context: ctx.retry_context.as_deref(),
-    };
-    let text = prompt::render(&template, &prompt::vars_for(&s.config, &input));
-
-    let (mut program, args) = agent::command_line(&s.config);
-    // A project-local agent (`bin/agent`) is found from the project root, not
-    // from the worktree the child starts in.
-    if program.contains('/') && Path::new(&program).is_relative() {
-        program = s.root.join(&program).display().to_string();
-    }
+    let program = s.agent_program.clone();
+    let args = agent::agent_args(&s.config);
     let token = format!("{}{}-{}-{}", s.tag, std::process::id(), id, ctx.attempt);
     let spec_run = AttemptSpec {
         program,
@@ -1950,23 +1936,40 @@ fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
                 format!("  (after {})", waits.join(", "))
             }
         );
-        let spec = backlog::spec_text(&project.root, s).unwrap_or_default();
-        let chosen =
-            learnings::select_relevant(&all_learnings, &spec, project.config.learnings_max);
-        let template = std::fs::read_to_string(project.root.join(".ralph/templates/implement.md"))
-            .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
-        let input = PromptInput {
-            id: &s.id,
-            title: &s.title,
-            spec: &spec,
-            learnings: &chosen,
-            retry_context: None,
-        };
-        let text = prompt::render(&template, &prompt::vars_for(&project.config, &input));
+        let text = build_prompt(&project.root, &project.config, s, &all_learnings, None)
+            .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
         println!("  [DRY RUN] prompt head:");
         for line in text.lines().take(12) {
             println!("    | {line}");
         }
     }
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_paths_come_from_the_one_pattern_list() {
+        for p in [
+            ".ralph/state.json",
+            ".ralph/landing.json",
+            ".ralph/logs/1.1/attempt-1.log",
+            ".ralph/worktrees/slot-0/x",
+            ".ralph/.state.json.tmp-42",
+            "progress.txt",
+            "ralph.log",
+        ] {
+            assert!(is_runtime_path(p), "{p}");
+        }
+        for p in [
+            ".ralph/stories.txt",
+            ".ralph/logsx",
+            "src/progress.txt",
+            "specs/a.md",
+        ] {
+            assert!(!is_runtime_path(p), "{p}");
+        }
+    }
 }

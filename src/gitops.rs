@@ -641,29 +641,6 @@ impl Git {
             .map(str::to_string))
     }
 
-    /// Subjects of `target`'s first-parent history, newest first, at most
-    /// `limit` of them; empty when the branch does not exist.
-    pub fn commit_subjects(&self, target: &str, limit: usize) -> Result<Vec<String>> {
-        let repo = self.repo()?;
-        let Some(tip) = tip(&repo, target)? else {
-            return Ok(Vec::new());
-        };
-        let mut walk = repo.revwalk()?;
-        walk.simplify_first_parent()?;
-        walk.push(tip)?;
-        let mut out = Vec::new();
-        for oid in walk.take(limit) {
-            let commit = repo.find_commit(oid?)?;
-            out.push(
-                commit
-                    .summary_bytes()
-                    .map(|s| String::from_utf8_lossy(s).into_owned())
-                    .unwrap_or_default(),
-            );
-        }
-        Ok(out)
-    }
-
     /// Deletes the stale `index.lock`, `HEAD.lock` and `locked` files of the
     /// worktree `name` and returns the ones that existed. Only for ralph's own
     /// worktrees, once no process can be running in them.
@@ -917,11 +894,6 @@ impl Git {
         Ok(Adopted::Saved {
             refname: save_as.to_string(),
         })
-    }
-
-    /// Path of the main index lock file.
-    pub fn main_index_lock(&self) -> PathBuf {
-        self.git_dir.join("index.lock")
     }
 
     /// Converts a path under the workdir to a repo-relative string with `/`.
@@ -1889,8 +1861,11 @@ mod tests {
         assert_eq!(got[0].1, first);
         assert_eq!(got[2].1, second);
         assert!(g.landed_stories("missing").unwrap().is_empty());
-        let subjects = g.commit_subjects("main", 2).unwrap();
-        assert_eq!(subjects, vec!["merge side", "merge: story 1.1"]);
+        let subjects = git(
+            dir,
+            &["log", "--first-parent", "-n", "2", "--format=%s", "main"],
+        );
+        assert_eq!(subjects, "merge side\nmerge: story 1.1\n");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -36,14 +37,19 @@ const TOPICS: &[(&str, &str)] = &[
     ),
 ];
 
+static TOPIC_RES: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
+    TOPICS
+        .iter()
+        .map(|(topic, pat)| (*topic, Regex::new(pat).expect("static pattern")))
+        .collect()
+});
+
 pub fn categorize(text: &str) -> &'static str {
     let lower = text.to_lowercase();
-    for (topic, pat) in TOPICS {
-        if Regex::new(pat).map(|r| r.is_match(&lower)).unwrap_or(false) {
-            return topic;
-        }
-    }
-    "uncategorized"
+    TOPIC_RES
+        .iter()
+        .find(|(_, re)| re.is_match(&lower))
+        .map_or("uncategorized", |(topic, _)| topic)
 }
 
 /// The learning's text without its `- [Story X] ` prefix, for dedup.

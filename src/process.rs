@@ -721,6 +721,7 @@ fn reap(swept: &BTreeSet<i32>) {
     }
 }
 
+#[cfg(test)]
 /// PIDs of live processes whose `TOKEN_VAR` starts with `prefix` (e.g. a
 /// project's prefix, to find agents orphaned by a killed run).
 pub fn find_by_token_prefix(prefix: &str) -> Vec<i32> {

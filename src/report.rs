@@ -75,7 +75,7 @@ pub fn render_activity(text: &str) -> String {
 struct Live {
     multi: MultiProgress,
     overall: ProgressBar,
-    stories: BTreeMap<String, (ProgressBar, String, Instant)>,
+    stories: BTreeMap<String, ProgressBar>,
 }
 
 pub struct Reporter {
@@ -135,8 +135,7 @@ impl Reporter {
             bar.set_prefix(render_story_prefix(id, title));
             bar.set_message("starting");
             bar.enable_steady_tick(Duration::from_secs(1));
-            l.stories
-                .insert(id.to_string(), (bar, title.to_string(), Instant::now()));
+            l.stories.insert(id.to_string(), bar);
         }
     }
 
@@ -148,7 +147,7 @@ impl Reporter {
             if self.verbose {
                 l.multi.suspend(|| eprintln!("  [{id}] {text}"));
             }
-            if let Some((bar, _, _)) = l.stories.get(id) {
+            if let Some(bar) = l.stories.get(id) {
                 bar.set_message(render_activity(text));
             }
         }
@@ -156,7 +155,7 @@ impl Reporter {
 
     pub fn story_finished(&mut self, id: &str) {
         if let Some(l) = &mut self.live {
-            if let Some((bar, _, _)) = l.stories.remove(id) {
+            if let Some(bar) = l.stories.remove(id) {
                 bar.finish_and_clear();
                 l.multi.remove(&bar);
             }
@@ -169,7 +168,7 @@ impl Reporter {
 
     pub fn finish(&mut self) {
         if let Some(l) = self.live.take() {
-            for (_, (bar, _, _)) in l.stories {
+            for bar in l.stories.into_values() {
                 bar.finish_and_clear();
             }
             l.overall.finish_and_clear();

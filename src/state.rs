@@ -235,6 +235,18 @@ impl State {
         }
     }
 
+    /// An explicit `ralph run -s ID` gives a failed story a fresh budget.
+    pub fn reset_attempts(&mut self, id: &str) {
+        let r = self.rec(id);
+        r.attempts = 0;
+        r.status = Status::Pending;
+    }
+
+    /// The story will not be tried again this run or later without a person.
+    pub fn give_up(&mut self, id: &str) {
+        self.rec(id).status = Status::Failed;
+    }
+
     /// The merge conflicted: back to the queue; returns the conflict count.
     pub fn conflict(&mut self, id: &str, note: &str) -> u32 {
         let r = self.rec(id);

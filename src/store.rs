@@ -24,6 +24,20 @@ pub fn lock_path(root: &Path) -> PathBuf {
     ralph_dir(root).join(".lock")
 }
 
+/// Marks `write_atomic`'s temp files: `.<name>.tmp-<pid>`.
+const TMP_MARK: &str = ".tmp-";
+
+/// Removes the temp files of atomic writes in `dir` that a kill interrupted.
+pub fn remove_stale_temp_files(dir: &Path) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with('.') && n.contains(TMP_MARK) {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Writes `data` to `path` so that a crash leaves either the old or the new
 /// content: temp file in the same directory, fsync, rename, fsync of the dir.
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
@@ -33,7 +47,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = dir.join(format!(".{name}{TMP_MARK}{}", std::process::id()));
     {
         let mut f = File::create(&tmp)?;
         f.write_all(data)?;
@@ -167,6 +181,10 @@ pub struct TechLog {
 
 impl TechLog {
     pub fn new(path: Option<PathBuf>) -> TechLog {
+        // `-l logs/run.log` should work in a fresh checkout too.
+        if let Some(dir) = path.as_deref().and_then(Path::parent) {
+            let _ = fs::create_dir_all(dir);
+        }
         TechLog { path }
     }
 

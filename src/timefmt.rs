@@ -37,10 +37,6 @@ pub fn iso(secs: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
 }
 
-pub fn iso_now() -> String {
-    iso(now_secs())
-}
-
 /// `2026-11-22T11:51:21.123Z`: the technical log needs sub-second order.
 pub fn iso_now_millis() -> String {
     let d = SystemTime::now()

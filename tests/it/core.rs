@@ -620,3 +620,21 @@ fn read_only_output_into_a_closed_pipe_ends_quietly() {
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{out:?}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
+
+/// Regression: hook failures went to `ralph.log` even with `-l FILE`.
+#[test]
+fn the_technical_log_goes_where_l_says() {
+    let config = r#"{ "hooks": { "pre_story": "echo nope; exit 7" } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph(&["run", "-l", "logs/tech.log"]);
+    assert_eq!(
+        r.code, 0,
+        "a failing pre_story hook is logged and ignored: {r:?}"
+    );
+    let log = p.read("logs/tech.log");
+    assert!(log.contains("hook pre_story exited 7: nope"), "{log}");
+    assert!(log.contains("landed story 1.1"), "{log}");
+    assert!(!p.root.join("ralph.log").exists());
+}

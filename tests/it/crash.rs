@@ -40,6 +40,16 @@ fn spawn(p: &Project, args: &[&str]) -> Child {
     c.spawn().expect("ralph starts")
 }
 
+/// Waits (bounded) for `child` to exit on its own and returns its status.
+fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_until(what, Duration::from_secs(60), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    status.expect("waited for it")
+}
+
 fn kill_session(sid: i32) {
     for e in fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
@@ -588,16 +598,8 @@ while true; do sleep 0.05; done
     // SAFETY: plain kill(2).
     unsafe { libc::kill(pid, libc::SIGINT) };
     // Far less than the 600 s grace: only the second Ctrl-C can end it.
-    let mut status = None;
-    wait_until(
-        "ralph to exit after the second Ctrl-C",
-        Duration::from_secs(60),
-        || {
-            status = child.try_wait().unwrap();
-            status.is_some()
-        },
-    );
-    assert_eq!(status.unwrap().code(), Some(130));
+    let status = wait_exit(&mut child, "ralph to exit after the second Ctrl-C");
+    assert_eq!(status.code(), Some(130));
     for pid in pids_in(&p.scratch.join("pids")) {
         assert!(!alive(pid), "agent {pid} survived");
     }
@@ -658,12 +660,8 @@ fn a_landing_blocked_by_a_file_in_the_way_ends_the_run_and_keeps_both() {
     p.agent(r#"commit_file "src/$ID.txt" "agent's"; done_"#);
     p.write("src/1.1.txt", "the user's own file\n");
     let mut child = spawn(&p, &["run"]);
-    let mut status = None;
-    wait_until("ralph to end the run", Duration::from_secs(60), || {
-        status = child.try_wait().unwrap();
-        status.is_some()
-    });
-    assert_eq!(status.unwrap().code(), Some(1));
+    let status = wait_exit(&mut child, "ralph to end the run");
+    assert_eq!(status.code(), Some(1));
     let stderr = fs::read_to_string(p.scratch.join("ralph.stderr")).unwrap();
     assert!(
         stderr.contains("src/1.1.txt") && stderr.contains("commit or stash"),
@@ -690,16 +688,8 @@ fn ctrl_c_during_a_slow_validation_stops_it_and_resume_lands_without_redoing() {
     });
     // SAFETY: plain kill(2).
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let mut status = None;
-    wait_until(
-        "ralph to stop the validation and exit",
-        Duration::from_secs(60),
-        || {
-            status = child.try_wait().unwrap();
-            status.is_some()
-        },
-    );
-    assert_eq!(status.unwrap().code(), Some(130));
+    let status = wait_exit(&mut child, "ralph to stop the validation and exit");
+    assert_eq!(status.code(), Some(130));
     assert_eq!(p.story("1.1")["status"], "landing");
     assert_eq!(p.main_subjects(), vec!["backlog"]);
     fs::write(p.scratch.join("release"), "").unwrap();
