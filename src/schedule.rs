@@ -173,17 +173,11 @@ mod tests {
         }
     }
 
-    /// a; then a batch of b, c (c large), d; d depends on b; e depends on c.
-    fn dag() -> Dag {
-        let backlog = Backlog {
+    /// An unbatched head (section 0) and one `[batch:1]` section.
+    fn unbatched_then_batch_1(stories: Vec<Story>) -> Backlog {
+        Backlog {
             source: Source::StoriesTxt,
-            stories: vec![
-                story("a", 0, &[], None),
-                story("b", 1, &[], Some("small")),
-                story("c", 1, &[], Some("large")),
-                story("d", 1, &["b"], None),
-                story("e", 1, &["c"], None),
-            ],
+            stories,
             sections: vec![
                 Section {
                     label: None,
@@ -195,7 +189,18 @@ mod tests {
                 },
             ],
             skipped: vec![],
-        };
+        }
+    }
+
+    /// a; then a batch of b, c (c large), d; d depends on b; e depends on c.
+    fn dag() -> Dag {
+        let backlog = unbatched_then_batch_1(vec![
+            story("a", 0, &[], None),
+            story("b", 1, &[], Some("small")),
+            story("c", 1, &[], Some("large")),
+            story("d", 1, &["b"], None),
+            story("e", 1, &["c"], None),
+        ]);
         Dag::build(&backlog).unwrap()
     }
 
@@ -253,26 +258,12 @@ mod tests {
     fn a_landing_storys_critical_dependent_keeps_the_slot() {
         // a; batch: b (small), c depends on b (large, so b heads the
         // heaviest chain), d (small, independent).
-        let backlog = Backlog {
-            source: Source::StoriesTxt,
-            stories: vec![
-                story("a", 0, &[], None),
-                story("b", 1, &[], Some("small")),
-                story("c", 1, &["b"], Some("large")),
-                story("d", 1, &[], Some("small")),
-            ],
-            sections: vec![
-                Section {
-                    label: None,
-                    chain: true,
-                },
-                Section {
-                    label: Some("1".into()),
-                    chain: false,
-                },
-            ],
-            skipped: vec![],
-        };
+        let backlog = unbatched_then_batch_1(vec![
+            story("a", 0, &[], None),
+            story("b", 1, &[], Some("small")),
+            story("c", 1, &["b"], Some("large")),
+            story("d", 1, &[], Some("small")),
+        ]);
         let d = Dag::build(&backlog).unwrap();
         let w: Vec<u64> = backlog
             .stories

@@ -98,6 +98,11 @@ fn the_fixture_state_files_and_progress_load() {
         );
         let r = p.ralph(&["status", "--json"]);
         assert_eq!(r.code, 0, "{f}: {r:?}");
+        // What the old file says is done is what ralph reports as done.
+        let old: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(fx.join(f)).unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(v["done"], old["completed_stories"], "{f}: {r:?}");
     }
     // No state file but a progress.txt: its DONE lines seed the state.
     let p = Project::with_backlog("1.1 | A\n1.2 | B\n2.1 | C\n", "{}");
