@@ -1263,6 +1263,17 @@ impl Dispatcher {
     }
 
     async fn finish_run(&mut self) -> Result<i32> {
+        // Each attempt was swept as it ended; this catches a process that
+        // was caught mid-exec then and only got its token afterwards.
+        let tag = self.shared.tag.clone();
+        let late = tokio::task::spawn_blocking(move || process::kill_by_token_prefix(&tag))
+            .await
+            .unwrap_or(0);
+        if late > 0 {
+            self.log.line(&format!(
+                "run end: stopped {late} process(es) that outlived their attempt"
+            ));
+        }
         // Worktrees are scratch space: the work lives on branches and refs.
         cleanup_worktrees(&self.shared).await;
         // A sweep may have killed a git an agent started mid-write (its

@@ -590,20 +590,87 @@ fn token_entry(token: &str) -> String {
 /// PIDs (other than ours) with an environment entry `is_match` accepts.
 /// Processes we may not read, and zombies (whose environment is empty), are skipped.
 fn scan_proc(is_match: impl Fn(&[u8]) -> bool) -> Vec<i32> {
+    scan_proc_unsettled(is_match).0
+}
+
+/// The matching PIDs, and the live user processes caught in the middle of
+/// execve(2): until the kernel has laid out the new stack, such a process
+/// shows neither arguments nor environment, so a scan at that moment cannot
+/// tell whether it is ours; it is looked at again.
+fn scan_proc_unsettled(is_match: impl Fn(&[u8]) -> bool) -> (Vec<i32>, Vec<i32>) {
     let me = std::process::id() as i32;
+    let (mut ours, mut unsettled) = (Vec::new(), Vec::new());
     let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
+        return (ours, unsettled);
     };
-    dir.flatten()
+    for pid in dir
+        .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me && has_entry(pid, &is_match))
-        .collect()
+        .filter(|&pid| pid != me)
+    {
+        match environ_match(pid, &is_match) {
+            EnvMatch::Yes => ours.push(pid),
+            EnvMatch::Empty => match fs::read(format!("/proc/{pid}/cmdline")) {
+                Ok(args) if args.is_empty() => {
+                    if is_live_user_process(pid) {
+                        unsettled.push(pid);
+                    }
+                }
+                // Arguments but no environment: either an exec finished
+                // between the two reads, or a process really started with
+                // an empty environment. A second read tells which.
+                Ok(_) => {
+                    if has_entry(pid, &is_match) {
+                        ours.push(pid);
+                    }
+                }
+                Err(_) => {}
+            },
+            EnvMatch::No => {}
+        }
+    }
+    (ours, unsettled)
+}
+
+enum EnvMatch {
+    Yes,
+    No,
+    Empty,
+}
+
+fn environ_match(pid: i32, is_match: impl Fn(&[u8]) -> bool) -> EnvMatch {
+    match fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) if env.is_empty() => EnvMatch::Empty,
+        Ok(env) if env.split(|&b| b == 0).any(is_match) => EnvMatch::Yes,
+        Ok(_) | Err(_) => EnvMatch::No,
+    }
 }
 
 fn has_entry(pid: i32, is_match: impl Fn(&[u8]) -> bool) -> bool {
-    match fs::read(format!("/proc/{pid}/environ")) {
-        Ok(env) => env.split(|&b| b == 0).any(is_match),
-        Err(_) => false,
+    matches!(environ_match(pid, is_match), EnvMatch::Yes)
+}
+
+/// Not a kernel thread, not exiting, not a zombie: kernel threads and dying
+/// processes also show an empty environment, and never gain one.
+fn is_live_user_process(pid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let Ok(stat) = fs::read(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
+        return false;
+    };
+    let Ok(rest) = std::str::from_utf8(&stat[close + 1..]) else {
+        return false;
+    };
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next().and_then(|f| f.bytes().next());
+    // After the state: ppid, pgrp, session, tty_nr, tpgid, then flags.
+    let flags = fields.nth(5).and_then(|f| f.parse::<u64>().ok());
+    match (state, flags) {
+        (Some(b'Z' | b'X' | b'x'), _) | (None, _) | (_, None) => false,
+        (Some(_), Some(flags)) => flags & (PF_EXITING | PF_KTHREAD) == 0,
     }
 }
 
@@ -678,13 +745,15 @@ pub fn sweep_token(token: &str) -> usize {
 fn kill_all_matching(is_ours: impl Fn(&[u8]) -> bool + Copy) -> usize {
     let mut killed = BTreeSet::new();
     for _ in 0..SWEEP_ROUNDS {
-        let found = scan_proc(is_ours);
+        let (found, unsettled) = scan_proc_unsettled(is_ours);
         for &pid in &found {
             signal_if(pid, libc::SIGKILL, |p| has_entry(p, is_ours));
             killed.insert(pid);
         }
         reap(&killed);
-        if found.is_empty() && killed.iter().all(|&p| is_dead(p)) {
+        // An exec can be held up for a while on a loaded machine; the
+        // bound on rounds is what stops a process stuck there forever.
+        if found.is_empty() && unsettled.is_empty() && killed.iter().all(|&p| is_dead(p)) {
             break;
         }
         std::thread::sleep(SWEEP_PAUSE);
@@ -1202,6 +1271,28 @@ mod tests {
         assert!(loud.success);
         assert!(loud.tail.len() <= SHELL_TAIL);
         assert!(loud.tail.ends_with("4999\n5000\n"));
+    }
+
+    /// Mid-exec, a process shows neither arguments nor environment (CI once
+    /// caught a `setsid sleep` that way and the sweep missed it); such a
+    /// process is looked at again. One that merely has an empty environment
+    /// is settled: not ours, and no reason to wait.
+    #[test]
+    fn empty_environment_alone_is_settled_and_foreign() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("1000")
+            .env_clear()
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(is_live_user_process(pid));
+        let (ours, unsettled) = scan_proc_unsettled(|_| true);
+        assert!(!ours.contains(&pid) && !unsettled.contains(&pid));
+        assert_eq!(sweep_token(&unique_token("ralph-emptyenv")), 0);
+        assert!(!is_dead(pid), "a process without our token was killed");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_live_user_process(pid));
     }
 
     #[test]
