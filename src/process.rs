@@ -1273,6 +1273,38 @@ mod tests {
         assert!(loud.tail.ends_with("4999\n5000\n"));
     }
 
+    /// spawn() returns as soon as the child is past the point of no return
+    /// in execve(2), which can be before its new arguments and environment
+    /// are readable; tests that look at those wait for them.
+    fn wait_for_exec(pid: i32) {
+        for _ in 0..10_000 {
+            if fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|a| !a.is_empty()) {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        panic!("{pid} never finished its exec");
+    }
+
+    /// The window the sweep must not miss: a token holder swept the moment
+    /// spawn() returns is often still inside execve(2).
+    #[test]
+    fn a_token_holder_swept_straight_after_spawn_is_killed() {
+        for _ in 0..50 {
+            let token = unique_token("ralph-fresh");
+            let mut child = std::process::Command::new("/bin/sleep")
+                .arg("1000")
+                .env(TOKEN_VAR, &token)
+                .spawn()
+                .unwrap();
+            let swept = sweep_token(&token);
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            assert_eq!(swept, 1, "the sweep missed a process that was mid-exec");
+            assert_eq!(status.signal(), Some(libc::SIGKILL));
+        }
+    }
+
     /// Mid-exec, a process shows neither arguments nor environment (CI once
     /// caught a `setsid sleep` that way and the sweep missed it); such a
     /// process is looked at again. One that merely has an empty environment
@@ -1286,6 +1318,7 @@ mod tests {
             .unwrap();
         let pid = child.id() as i32;
         assert!(is_live_user_process(pid));
+        wait_for_exec(pid);
         let (ours, unsettled) = scan_proc_unsettled(|_| true);
         assert!(!ours.contains(&pid) && !unsettled.contains(&pid));
         assert_eq!(sweep_token(&unique_token("ralph-emptyenv")), 0);
@@ -1305,7 +1338,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        // spawn() returns only once exec has happened, so the token is visible.
+        wait_for_exec(pid);
         assert_eq!(find_by_token_prefix(&prefix), vec![pid]);
         assert!(find_by_token_prefix(&format!("{prefix}-b")).is_empty());
         assert_eq!(
