@@ -494,6 +494,15 @@ fn recover_processes_and_git(
     tag: &str,
     log: &TechLog,
 ) -> Result<()> {
+    match process::probe_cgroups(tag) {
+        Some(dir) => log.line(&format!(
+            "processes: each child runs in a cgroup of its own under {}",
+            dir.display()
+        )),
+        None => {
+            log.line("processes: no writable cgroup v2 here; the token sweep alone finds leftovers")
+        }
+    }
     let killed = process::kill_by_token_prefix(tag);
     if killed > 0 {
         log.line(&format!(

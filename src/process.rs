@@ -1,17 +1,21 @@
 //! The only module that starts child processes: agent attempts, hooks and
 //! validation commands. Each child runs in its own process group, carries a
-//! unique token in its environment, and is swept (with everything it started,
-//! even in new sessions) when it ends.
+//! unique token in its environment, and, where one can be made, runs in a
+//! cgroup of its own; when it ends, everything it started is swept, even
+//! processes in new sessions.
+
+mod cgroup;
 
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
@@ -234,6 +238,7 @@ fn floor_char_boundary(s: &str, mut idx: usize) -> usize {
 struct Leftovers {
     pid: i32,
     token: String,
+    cgroup: Option<Arc<cgroup::Cgroup>>,
     tasks: Vec<JoinHandle<()>>,
     armed: bool,
 }
@@ -245,6 +250,9 @@ impl Drop for Leftovers {
         }
         if self.armed {
             signal_group(self.pid, libc::SIGKILL);
+            if let Some(cg) = self.cgroup.take().and_then(|c| Arc::try_unwrap(c).ok()) {
+                cg.kill_and_remove();
+            }
             sweep_token(&self.token);
             children().remove(&self.pid);
         }
@@ -255,6 +263,7 @@ impl Drop for Leftovers {
 struct Stopper {
     pgid: i32,
     token: String,
+    cgroup: Option<Arc<cgroup::Cgroup>>,
     grace: Duration,
     stopped: Option<StopReason>,
     killed: bool,
@@ -291,15 +300,25 @@ impl Stopper {
         signal_group(self.pgid, sig);
         let token = self.token.clone();
         let pgid = self.pgid;
+        let cgroup = self.cgroup.clone();
         let _ = tokio::task::spawn_blocking(move || {
+            // Group members got it already; a second SIGTERM can read as
+            // "exit now" to a program that handles the first one.
+            let in_group = |pid| matches!(proc_state(pid), Some((_, _, pgrp)) if pgrp == pgid);
             let needle = token_entry(&token);
+            let mut done = BTreeSet::new();
             for pid in scan_proc(|entry| entry == needle.as_bytes()) {
-                // Group members got it already; a second SIGTERM can read as
-                // "exit now" to a program that handles the first one.
-                if matches!(proc_state(pid), Some((_, _, pgrp)) if pgrp == pgid) {
-                    continue;
+                if !in_group(pid) {
+                    signal_if(pid, sig, |p| has_entry(p, |e| e == needle.as_bytes()));
                 }
-                signal_if(pid, sig, |p| has_entry(p, |e| e == needle.as_bytes()));
+                done.insert(pid);
+            }
+            if let Some(cg) = cgroup {
+                for pid in cg.pids() {
+                    if !in_group(pid) && !done.contains(&pid) {
+                        signal_if(pid, sig, |p| cg.holds(p));
+                    }
+                }
             }
         })
         .await;
@@ -333,6 +352,20 @@ async fn supervise(
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     cmd.env(TOKEN_VAR, &spec.token);
     cmd.process_group(0);
+    let cgroup = cgroup::Cgroup::create(&spec.token);
+    let join = cgroup.as_ref().and_then(cgroup::Cgroup::procs_file);
+    if let Some(f) = &join {
+        let fd = f.as_raw_fd();
+        // SAFETY: between fork and exec only write(2) runs, which is
+        // async-signal-safe; `f` outlives spawn(). "0" means "this process".
+        // A failed write leaves the child outside, and the token still works.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::write(fd, b"0".as_ptr().cast(), 1);
+                Ok(())
+            });
+        }
+    }
     cmd.stdin(if stdin_data.is_empty() {
         Stdio::null()
     } else {
@@ -349,12 +382,15 @@ async fn supervise(
         }
         child
     };
+    drop(join);
     let Some(pid) = child.id().map(|p| p as i32) else {
         return Err(io::Error::other("child exited before its pid was known"));
     };
+    let cgroup = cgroup.map(Arc::new);
     let mut leftovers = Leftovers {
         pid,
         token: spec.token.clone(),
+        cgroup: cgroup.clone(),
         tasks: Vec::new(),
         armed: true,
     };
@@ -379,6 +415,7 @@ async fn supervise(
     let mut stopper = Stopper {
         pgid: pid,
         token: spec.token.clone(),
+        cgroup: cgroup.clone(),
         grace: spec.grace,
         stopped: None,
         killed: false,
@@ -424,11 +461,19 @@ async fn supervise(
     };
     children().remove(&pid);
 
-    // The group may outlive its leader; then whatever still carries the token.
+    // The group may outlive its leader; then everything in its cgroup, and
+    // whatever still carries the token.
     let token = spec.token.clone();
-    let swept = tokio::task::spawn_blocking(move || sweep_token(&token))
-        .await
-        .unwrap_or(0);
+    leftovers.cgroup = None;
+    stopper.cgroup = None;
+    let cgroup = cgroup.and_then(|c| Arc::try_unwrap(c).ok());
+    let swept = tokio::task::spawn_blocking(move || {
+        let in_cgroup = cgroup.map(|c| c.kill_and_remove()).unwrap_or_default();
+        reap(&in_cgroup.iter().copied().collect());
+        in_cgroup.len() + sweep_token(&token)
+    })
+    .await
+    .unwrap_or(0);
     signal_group(pid, libc::SIGKILL);
     leftovers.armed = false;
 
@@ -804,8 +849,19 @@ pub fn kill_by_token_prefix(prefix: &str) -> usize {
     if prefix.is_empty() {
         return 0;
     }
+    let in_cgroups = cgroup::kill_by_prefix(prefix);
+    reap(&in_cgroups.iter().copied().collect());
     let entry = token_entry(prefix);
-    kill_all_matching(|e: &[u8]| e.starts_with(entry.as_bytes()))
+    in_cgroups.len() + kill_all_matching(|e: &[u8]| e.starts_with(entry.as_bytes()))
+}
+
+/// Where children get cgroups of their own, found by making (and removing)
+/// one; `None` when that is not possible here.
+pub fn probe_cgroups(prefix: &str) -> Option<PathBuf> {
+    let probe = cgroup::Cgroup::create(&unique_token(&format!("{prefix}probe")))?;
+    let dir = probe.parent();
+    probe.kill_and_remove();
+    Some(dir)
 }
 
 /// True when some live process has `path` open, or is a `git` process whose
@@ -952,6 +1008,32 @@ mod tests {
         assert!(exit.swept >= 1, "swept {}", exit.swept);
         assert_eq!(lines, vec!["bye"]);
         assert!(gone(read_pid(a.dir.path(), "session.pid")));
+    }
+
+    /// A grandchild that clears its environment and leaves the group carries
+    /// nothing the token sweep can see; its cgroup still holds it.
+    #[tokio::test]
+    async fn a_grandchild_without_environment_is_swept_through_the_cgroup() {
+        if probe_cgroups("ralph-cgtest").is_none() {
+            eprintln!("skipped: no writable cgroup v2 on this machine");
+            return;
+        }
+        let a = agent(
+            "env -i /usr/bin/setsid /usr/bin/sleep 1000 &\necho $! > \"$DIR/escapee.pid\"\n\
+             echo $$ > \"$DIR/agent.pid\"\nexit 0\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let (exit, _) = run(a.spec.clone()).await;
+        assert_eq!(exit.code, Some(0));
+        let escapee = read_pid(a.dir.path(), "escapee.pid");
+        assert!(
+            gone(escapee),
+            "{escapee} cleared its environment and survived"
+        );
+        assert!(exit.swept >= 1, "swept {}", exit.swept);
+        let dir = probe_cgroups("ralph-cgtest").unwrap().join(&a.spec.token);
+        assert!(!dir.exists(), "{} was left behind", dir.display());
     }
 
     #[tokio::test]

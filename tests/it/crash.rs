@@ -650,6 +650,57 @@ commit_file "src/$ID.txt"; done_
     assert_eq!(p.merges_of("1.1"), 1);
 }
 
+/// A tool command that clears its environment (`env -i`) and starts a new
+/// session carries neither the token nor the group: only the attempt's
+/// cgroup still holds it, at the end of the attempt and after a kill -9.
+#[test]
+fn processes_that_clear_their_environment_are_stopped_too() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+env -i /usr/bin/setsid /usr/bin/sleep 1000 < /dev/null > /dev/null 2>&1 &
+echo $! >> "$SCRATCH/escapees"
+if [ ! -e "$SCRATCH/release" ]; then
+  touch "$SCRATCH/started"
+  exec sleep 1000
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let mut child = spawn(&p, &["run"]);
+    wait_until("the agent", Duration::from_secs(60), || {
+        p.scratch.join("started").exists()
+    });
+    if p.read("ralph.log").contains("no writable cgroup") {
+        eprintln!("skipped: no writable cgroup v2 here, and nothing else can find these");
+        // SAFETY: plain kill(2) on our own children.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        for pid in pids_in(&p.scratch.join("escapees")) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        return;
+    }
+    // SAFETY: plain kill(2): ralph alone dies, its agent lives on.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let first = pids_in(&p.scratch.join("escapees"))[0];
+    assert!(alive(first), "the escapee outlived the killed ralph");
+    fs::write(p.scratch.join("release"), "").unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let escapees = pids_in(&p.scratch.join("escapees"));
+    assert_eq!(escapees.len(), 2, "one per attempt");
+    for pid in escapees {
+        assert!(!alive(pid), "{pid} cleared its environment and survived");
+    }
+    assert!(p
+        .read("ralph.log")
+        .contains("stopped 2 process(es) left by an earlier run"));
+    assert_eq!(p.merges_of("1.1"), 1);
+}
+
 /// Regression: a landing blocked by the user's file in the way used to leave
 /// the run waiting forever (the story was back in the queue, but nothing may
 /// start once a person is needed).
