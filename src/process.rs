@@ -469,8 +469,7 @@ async fn supervise(
     let cgroup = cgroup.and_then(|c| Arc::try_unwrap(c).ok());
     let swept = tokio::task::spawn_blocking(move || {
         let in_cgroup = cgroup.map(|c| c.kill_and_remove()).unwrap_or_default();
-        reap(&in_cgroup.iter().copied().collect());
-        in_cgroup.len() + sweep_token(&token)
+        sweep_token_after(&token, in_cgroup.into_iter().collect())
     })
     .await
     .unwrap_or(0);
@@ -777,18 +776,26 @@ fn is_dead(pid: i32) -> bool {
 /// Kills (SIGKILL) every process whose environment has `TOKEN_VAR=token`;
 /// returns how many. Never touches processes without our token.
 pub fn sweep_token(token: &str) -> usize {
+    sweep_token_after(token, BTreeSet::new())
+}
+
+/// `sweep_token` after a cgroup kill of `already`: those are counted once
+/// (a dying process leaves `cgroup.procs` while its environment is still
+/// readable, so the scan can meet it again).
+fn sweep_token_after(token: &str, already: BTreeSet<i32>) -> usize {
     if token.is_empty() {
-        return 0;
+        return already.len();
     }
     let needle = token_entry(token);
-    kill_all_matching(|entry: &[u8]| entry == needle.as_bytes())
+    kill_all_matching(|entry: &[u8]| entry == needle.as_bytes(), already)
 }
 
 /// SIGKILLs every process with a matching environment entry until a scan
 /// finds none and everything killed is dead: a holder may fork between scan
-/// and kill, and SIGKILL takes a moment to land. Returns the distinct PIDs.
-fn kill_all_matching(is_ours: impl Fn(&[u8]) -> bool + Copy) -> usize {
-    let mut killed = BTreeSet::new();
+/// and kill, and SIGKILL takes a moment to land. Returns the distinct PIDs,
+/// `killed` (those already killed another way) included.
+fn kill_all_matching(is_ours: impl Fn(&[u8]) -> bool + Copy, mut killed: BTreeSet<i32>) -> usize {
+    reap(&killed);
     for _ in 0..SWEEP_ROUNDS {
         let (found, unsettled) = scan_proc_unsettled(is_ours);
         for &pid in &found {
@@ -849,10 +856,9 @@ pub fn kill_by_token_prefix(prefix: &str) -> usize {
     if prefix.is_empty() {
         return 0;
     }
-    let in_cgroups = cgroup::kill_by_prefix(prefix);
-    reap(&in_cgroups.iter().copied().collect());
+    let in_cgroups = cgroup::kill_by_prefix(prefix).into_iter().collect();
     let entry = token_entry(prefix);
-    in_cgroups.len() + kill_all_matching(|e: &[u8]| e.starts_with(entry.as_bytes()))
+    kill_all_matching(|e: &[u8]| e.starts_with(entry.as_bytes()), in_cgroups)
 }
 
 /// Where children get cgroups of their own, found by making (and removing)

@@ -153,7 +153,9 @@ fn holds(dir: &Path, pid: i32) -> bool {
 }
 
 fn kill_dir(dir: &Path) -> Vec<i32> {
-    let mut members = std::collections::BTreeSet::new();
+    // Read before the kill: a dying process drops out of cgroup.procs as
+    // soon as it starts exiting, long before it is gone.
+    let mut members: std::collections::BTreeSet<i32> = pids_in(dir).into_iter().collect();
     let by_kill_file = OpenOptions::new()
         .write(true)
         .open(dir.join("cgroup.kill"))

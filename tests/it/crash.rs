@@ -638,9 +638,11 @@ commit_file "src/$ID.txt"; done_
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!alive(orphan), "the orphaned agent was stopped");
-    assert!(p
-        .read("ralph.log")
-        .contains("stopped 1 process(es) left by an earlier run"));
+    let log = p.read("ralph.log");
+    assert!(
+        log.contains("stopped 1 process(es) left by an earlier run"),
+        "{log}"
+    );
     assert!(
         alive(decoy.id() as i32),
         "a process that is not ours is never touched"
@@ -695,9 +697,11 @@ commit_file "src/$ID.txt"; done_
     for pid in escapees {
         assert!(!alive(pid), "{pid} cleared its environment and survived");
     }
-    assert!(p
-        .read("ralph.log")
-        .contains("stopped 2 process(es) left by an earlier run"));
+    let log = p.read("ralph.log");
+    assert!(
+        log.contains("stopped 2 process(es) left by an earlier run"),
+        "{log}"
+    );
     assert_eq!(p.merges_of("1.1"), 1);
 }
 
