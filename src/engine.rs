@@ -335,18 +335,7 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ))
     })?;
 
-    let lock = match RunLock::acquire(root) {
-        Ok(l) => l,
-        Err(store::LockError::Held { pid }) => {
-            let who = pid.map(|p| format!(" (PID {p})")).unwrap_or_default();
-            return Err(RalphError::Locked(format!(
-                "another ralph run holds this project's lock{who}: wait for it to finish, \
-                 or stop it; `ralph status` works meanwhile"
-            ))
-            .into());
-        }
-        Err(store::LockError::Io(e)) => return Err(e).context("taking .ralph/.lock"),
-    };
+    let lock = acquire_run_lock(root).await?;
 
     let log = TechLog::new(Some(
         opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
@@ -481,6 +470,50 @@ fn remove_stale_git_locks(git: &Git, log: &TechLog) {
         if std::fs::remove_file(&lock).is_ok() {
             log.line(&format!("removed stale {}", lock.display()));
         }
+    }
+}
+
+/// How long a lock whose recorded holder is dead may stay held: a child the
+/// dead run forked keeps the lock's file open until its exec closes it.
+const DEAD_HOLDER_WAIT: Duration = Duration::from_secs(5);
+
+/// Takes `.ralph/.lock`. A live holder means another run: exit 3 at once.
+/// A holder that died by SIGKILL while forking a child leaves the OS lock
+/// with that child for the moment until its exec: wait for it, briefly.
+async fn acquire_run_lock(root: &Path) -> Result<RunLock> {
+    let deadline = tokio::time::Instant::now() + DEAD_HOLDER_WAIT;
+    let mut told = false;
+    loop {
+        let pid = match RunLock::acquire(root) {
+            Ok(lock) => return Ok(lock),
+            Err(store::LockError::Io(e)) => return Err(e).context("taking .ralph/.lock"),
+            Err(store::LockError::Held { pid }) => pid,
+        };
+        let gone = pid.is_some_and(|p| !process::pid_is_alive(p as i32));
+        if gone && tokio::time::Instant::now() < deadline {
+            if !told {
+                eprintln!(
+                    "waiting for .ralph/.lock: its holder (PID {}) is gone, but a process it \
+                     started still has the lock open",
+                    pid.unwrap_or(0)
+                );
+                told = true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        let who = pid.map(|p| format!(" (PID {p})")).unwrap_or_default();
+        let hint = if gone {
+            "; that PID is gone, so a process it started keeps the lock open: \
+             `fuser -v .ralph/.lock` shows which"
+        } else {
+            ""
+        };
+        return Err(RalphError::Locked(format!(
+            "another ralph run holds this project's lock{who}: wait for it to finish, \
+             or stop it; `ralph status` works meanwhile{hint}"
+        ))
+        .into());
     }
 }
 

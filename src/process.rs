@@ -769,6 +769,11 @@ fn proc_state(pid: i32) -> Option<(u8, i32, i32)> {
     Some((state, ppid, pgrp))
 }
 
+/// True while `pid` runs (a zombie counts as gone).
+pub fn pid_is_alive(pid: i32) -> bool {
+    pid > 0 && !is_dead(pid)
+}
+
 fn is_dead(pid: i32) -> bool {
     matches!(proc_state(pid), None | Some((b'Z' | b'X' | b'x', _, _)))
 }

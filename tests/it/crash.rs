@@ -347,6 +347,54 @@ commit_file "src/$ID.txt"; done_
     assert_eq!(p.completed(), vec!["1.1"]);
 }
 
+/// A run SIGKILLed while it was forking a child leaves the OS lock with that
+/// child until its exec closes the file. The torture test met this as runs
+/// that exited 3 naming a dead PID; now the next run waits it out.
+#[test]
+fn a_lock_kept_open_by_a_dead_runs_child_is_waited_for_then_taken() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let lock = p.root.join(".ralph/.lock");
+    fs::write(&lock, format!("{dead_pid}\n")).unwrap();
+    let locked = p.scratch.join("locked");
+    let mut holder = std::process::Command::new("flock")
+        .arg("-x")
+        .arg(&lock)
+        .args(["sh", "-c", "touch \"$0\"; exec cat"])
+        .arg(&locked)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the holder's lock", Duration::from_secs(60), || {
+        locked.exists()
+    });
+    let mut run = spawn(&p, &["run"]);
+    wait_until(
+        "ralph to wait for the lock",
+        Duration::from_secs(60),
+        || {
+            if let Ok(Some(st)) = run.try_wait() {
+                panic!(
+                    "ralph gave up instead of waiting ({st:?}): {}",
+                    fs::read_to_string(p.scratch.join("ralph.stderr")).unwrap_or_default()
+                );
+            }
+            fs::read_to_string(p.scratch.join("ralph.stderr"))
+                .unwrap_or_default()
+                .contains(&format!("its holder (PID {dead_pid}) is gone"))
+        },
+    );
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    let st = wait_exit(&mut run, "the run");
+    assert_eq!(st.code(), Some(0));
+    assert_eq!(p.merges_of("1.1"), 1);
+}
+
 #[test]
 fn a_dirty_checkout_is_refused_with_the_file_list() {
     let p = Project::with_backlog("1.1 | A\n", "{}");
