@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
@@ -238,7 +238,7 @@ fn floor_char_boundary(s: &str, mut idx: usize) -> usize {
 struct Leftovers {
     pid: i32,
     token: String,
-    cgroup: Option<Arc<cgroup::Cgroup>>,
+    cgroup: Option<cgroup::Cgroup>,
     tasks: Vec<JoinHandle<()>>,
     armed: bool,
 }
@@ -250,7 +250,7 @@ impl Drop for Leftovers {
         }
         if self.armed {
             signal_group(self.pid, libc::SIGKILL);
-            if let Some(cg) = self.cgroup.take().and_then(|c| Arc::try_unwrap(c).ok()) {
+            if let Some(cg) = self.cgroup.take() {
                 cg.kill_and_remove();
             }
             sweep_token(&self.token);
@@ -263,7 +263,8 @@ impl Drop for Leftovers {
 struct Stopper {
     pgid: i32,
     token: String,
-    cgroup: Option<Arc<cgroup::Cgroup>>,
+    /// The attempt's cgroup directory (owned by `Leftovers`).
+    cgroup_dir: Option<PathBuf>,
     grace: Duration,
     stopped: Option<StopReason>,
     killed: bool,
@@ -300,11 +301,11 @@ impl Stopper {
         signal_group(self.pgid, sig);
         let token = self.token.clone();
         let pgid = self.pgid;
-        let cgroup = self.cgroup.clone();
+        let cgroup_dir = self.cgroup_dir.clone();
         let _ = tokio::task::spawn_blocking(move || {
             // Group members got it already; a second SIGTERM can read as
             // "exit now" to a program that handles the first one.
-            let in_group = |pid| matches!(proc_state(pid), Some((_, _, pgrp)) if pgrp == pgid);
+            let in_group = |pid| proc_stat(pid).is_some_and(|st| st.pgrp == pgid);
             let needle = token_entry(&token);
             let mut done = BTreeSet::new();
             for pid in scan_proc(|entry| entry == needle.as_bytes()) {
@@ -313,10 +314,10 @@ impl Stopper {
                 }
                 done.insert(pid);
             }
-            if let Some(cg) = cgroup {
-                for pid in cg.pids() {
+            if let Some(dir) = cgroup_dir {
+                for pid in cgroup::pids_in(&dir) {
                     if !in_group(pid) && !done.contains(&pid) {
-                        signal_if(pid, sig, |p| cg.holds(p));
+                        signal_if(pid, sig, |p| cgroup::holds(&dir, p));
                     }
                 }
             }
@@ -386,11 +387,11 @@ async fn supervise(
     let Some(pid) = child.id().map(|p| p as i32) else {
         return Err(io::Error::other("child exited before its pid was known"));
     };
-    let cgroup = cgroup.map(Arc::new);
+    let cgroup_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
     let mut leftovers = Leftovers {
         pid,
         token: spec.token.clone(),
-        cgroup: cgroup.clone(),
+        cgroup,
         tasks: Vec::new(),
         armed: true,
     };
@@ -415,7 +416,7 @@ async fn supervise(
     let mut stopper = Stopper {
         pgid: pid,
         token: spec.token.clone(),
-        cgroup: cgroup.clone(),
+        cgroup_dir,
         grace: spec.grace,
         stopped: None,
         killed: false,
@@ -464,9 +465,7 @@ async fn supervise(
     // The group may outlive its leader; then everything in its cgroup, and
     // whatever still carries the token.
     let token = spec.token.clone();
-    leftovers.cgroup = None;
-    stopper.cgroup = None;
-    let cgroup = cgroup.and_then(|c| Arc::try_unwrap(c).ok());
+    let cgroup = leftovers.cgroup.take();
     let swept = tokio::task::spawn_blocking(move || {
         let in_cgroup = cgroup.map(|c| c.kill_and_remove()).unwrap_or_default();
         sweep_token_after(&token, in_cgroup.into_iter().collect())
@@ -699,23 +698,7 @@ fn has_entry(pid: i32, is_match: impl Fn(&[u8]) -> bool) -> bool {
 fn is_live_user_process(pid: i32) -> bool {
     const PF_EXITING: u64 = 0x4;
     const PF_KTHREAD: u64 = 0x0020_0000;
-    let Ok(stat) = fs::read(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
-        return false;
-    };
-    let Ok(rest) = std::str::from_utf8(&stat[close + 1..]) else {
-        return false;
-    };
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next().and_then(|f| f.bytes().next());
-    // After the state: ppid, pgrp, session, tty_nr, tpgid, then flags.
-    let flags = fields.nth(5).and_then(|f| f.parse::<u64>().ok());
-    match (state, flags) {
-        (Some(b'Z' | b'X' | b'x'), _) | (None, _) | (_, None) => false,
-        (Some(_), Some(flags)) => flags & (PF_EXITING | PF_KTHREAD) == 0,
-    }
+    proc_stat(pid).is_some_and(|st| !st.is_dead() && st.flags & (PF_EXITING | PF_KTHREAD) == 0)
 }
 
 /// Sends `sig` to `pid` only if it is still the process `still_ours`
@@ -755,9 +738,22 @@ fn signal_if(pid: i32, sig: i32, still_ours: impl Fn(i32) -> bool) {
     }
 }
 
-/// State letter, parent and process group from `/proc/<pid>/stat`, or
+/// What this module reads from `/proc/<pid>/stat`.
+struct ProcStat {
+    state: u8,
+    ppid: i32,
+    pgrp: i32,
+    flags: u64,
+}
+
+impl ProcStat {
+    fn is_dead(&self) -> bool {
+        matches!(self.state, b'Z' | b'X' | b'x')
+    }
+}
+
 /// `None` when the process is gone.
-fn proc_state(pid: i32) -> Option<(u8, i32, i32)> {
+fn proc_stat(pid: i32) -> Option<ProcStat> {
     let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses; fields follow the last ')'.
     let close = stat.iter().rposition(|&b| b == b')')?;
@@ -766,7 +762,14 @@ fn proc_state(pid: i32) -> Option<(u8, i32, i32)> {
     let state = fields.next()?.bytes().next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
-    Some((state, ppid, pgrp))
+    // Then session, tty_nr and tpgid before the flags.
+    let flags = fields.nth(3)?.parse().ok()?;
+    Some(ProcStat {
+        state,
+        ppid,
+        pgrp,
+        flags,
+    })
 }
 
 /// True while `pid` runs (a zombie counts as gone).
@@ -775,7 +778,7 @@ pub fn pid_is_alive(pid: i32) -> bool {
 }
 
 fn is_dead(pid: i32) -> bool {
-    matches!(proc_state(pid), None | Some((b'Z' | b'X' | b'x', _, _)))
+    proc_stat(pid).is_none_or(|st| st.is_dead())
 }
 
 /// Kills (SIGKILL) every process whose environment has `TOKEN_VAR=token`;
@@ -833,7 +836,7 @@ fn reap(swept: &BTreeSet<i32>) {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| matches!(proc_state(pid), Some((b'Z', ppid, _)) if ppid == me));
+        .filter(|&pid| proc_stat(pid).is_some_and(|st| st.state == b'Z' && st.ppid == me));
     let candidates: BTreeSet<i32> = swept.iter().copied().chain(zombies).collect();
     for pid in candidates {
         if registry.contains(&pid) {
@@ -869,10 +872,9 @@ pub fn kill_by_token_prefix(prefix: &str) -> usize {
 /// Where children get cgroups of their own, found by making (and removing)
 /// one; `None` when that is not possible here.
 pub fn probe_cgroups(prefix: &str) -> Option<PathBuf> {
+    // Nothing joins the probe; dropping it removes it.
     let probe = cgroup::Cgroup::create(&unique_token(&format!("{prefix}probe")))?;
-    let dir = probe.parent();
-    probe.kill_and_remove();
-    Some(dir)
+    probe.dir().parent().map(Path::to_path_buf)
 }
 
 /// True when some live process has `path` open, or is a `git` process whose
@@ -960,16 +962,22 @@ mod tests {
         Agent { dir, spec }
     }
 
+    /// `run_attempt` under the test limit, so a regression fails instead of hanging.
+    async fn bounded(
+        spec: AttemptSpec,
+        on_line: impl FnMut(&str) + Send,
+        control: watch::Receiver<Control>,
+    ) -> AttemptExit {
+        tokio::time::timeout(TEST_LIMIT, run_attempt(spec, on_line, control))
+            .await
+            .expect("attempt ran past the test limit")
+            .expect("attempt ran")
+    }
+
     async fn run(spec: AttemptSpec) -> (AttemptExit, Vec<String>) {
         let mut lines = Vec::new();
         let (_tx, rx) = watch::channel(Control::Run);
-        let exit = tokio::time::timeout(
-            TEST_LIMIT,
-            run_attempt(spec, |l| lines.push(l.to_string()), rx),
-        )
-        .await
-        .expect("attempt ran past the test limit")
-        .expect("attempt ran");
+        let exit = bounded(spec, |l| lines.push(l.to_string()), rx).await;
         (exit, lines)
     }
 
@@ -1159,10 +1167,7 @@ mod tests {
                 let _ = tx.send(Control::Kill);
             }
         };
-        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec.clone(), on_line, rx))
-            .await
-            .unwrap()
-            .unwrap();
+        let exit = bounded(a.spec.clone(), on_line, rx).await;
         assert_eq!(exit.stopped, Some(StopReason::Interrupted));
         assert_eq!(seen_in_log.as_deref(), Some("first\n"));
     }
@@ -1207,10 +1212,7 @@ mod tests {
                 let _ = tx.send(Control::Stop);
             }
         };
-        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, on_line, rx))
-            .await
-            .unwrap()
-            .unwrap();
+        let exit = bounded(a.spec, on_line, rx).await;
         assert_eq!(exit.stopped, Some(StopReason::Interrupted));
         assert_eq!(exit.signal, Some(libc::SIGTERM));
     }
@@ -1234,10 +1236,7 @@ mod tests {
             }
             _ => {}
         };
-        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, on_line, rx))
-            .await
-            .unwrap()
-            .unwrap();
+        let exit = bounded(a.spec, on_line, rx).await;
         assert_eq!(exit.stopped, Some(StopReason::Interrupted));
         assert_eq!(exit.signal, Some(libc::SIGKILL));
     }
@@ -1246,10 +1245,7 @@ mod tests {
     async fn stop_before_start_is_honoured() {
         let a = agent("sleep 1000\n", TEST_LIMIT, Duration::from_secs(30));
         let (_tx, rx) = watch::channel(Control::Kill);
-        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, |_| {}, rx))
-            .await
-            .unwrap()
-            .unwrap();
+        let exit = bounded(a.spec, |_| {}, rx).await;
         assert_eq!(exit.stopped, Some(StopReason::Interrupted));
         assert_eq!(exit.signal, Some(libc::SIGKILL));
     }
@@ -1268,10 +1264,7 @@ mod tests {
         let log_path = a.spec.log_path.clone();
         let mut count = 0usize;
         let (_tx, rx) = watch::channel(Control::Run);
-        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, |_| count += 1, rx))
-            .await
-            .unwrap()
-            .unwrap();
+        let exit = bounded(a.spec, |_| count += 1, rx).await;
         assert_eq!(exit.code, Some(0));
         let per_line = line.len() + 1;
         assert_ne!(TOTAL % per_line, 0);
@@ -1289,11 +1282,7 @@ mod tests {
         );
         let mut lens = Vec::new();
         let (_tx, rx) = watch::channel(Control::Run);
-        let exit =
-            tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, |l| lens.push(l.len()), rx))
-                .await
-                .unwrap()
-                .unwrap();
+        let exit = bounded(a.spec, |l| lens.push(l.len()), rx).await;
         assert_eq!(exit.code, Some(0));
         assert!(lens.iter().all(|&n| n <= MAX_LINE), "{lens:?}");
         assert_eq!(lens.iter().sum::<usize>(), 3_000_000);

@@ -95,39 +95,28 @@ impl Cgroup {
             .ok()
     }
 
-    /// The directory it was made in.
-    pub(super) fn parent(&self) -> PathBuf {
-        self.dir.parent().map(Path::to_path_buf).unwrap_or_default()
-    }
-
-    /// The processes in it now.
-    pub(super) fn pids(&self) -> Vec<i32> {
-        pids_in(&self.dir)
-    }
-
-    /// True when `pid` is (still) a member: guards a signal against a PID
-    /// that was reused after we read the member list.
-    pub(super) fn holds(&self, pid: i32) -> bool {
-        holds(&self.dir, pid)
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Kills every member, waits until they are gone and removes the cgroup;
     /// returns the PIDs that were members.
     pub(super) fn kill_and_remove(self) -> Vec<i32> {
-        kill_dir(&self.dir)
+        kill_members(&self.dir)
     }
 }
 
-/// A cgroup whose child never started (spawn failed) is empty: remove it.
-/// A populated one refuses, and is left to `kill_and_remove` or a later
-/// prefix sweep.
+/// Removing is the one thing every path ends with: an empty cgroup (spawn
+/// failed, or its members were killed) goes; a populated one refuses (EBUSY)
+/// and is left to a later prefix sweep.
 impl Drop for Cgroup {
     fn drop(&mut self) {
         let _ = fs::remove_dir(&self.dir);
     }
 }
 
-fn pids_in(dir: &Path) -> Vec<i32> {
+/// The processes in the cgroup at `dir` now.
+pub(super) fn pids_in(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
         .unwrap_or_default()
         .lines()
@@ -135,7 +124,9 @@ fn pids_in(dir: &Path) -> Vec<i32> {
         .collect()
 }
 
-fn holds(dir: &Path, pid: i32) -> bool {
+/// True when `pid` is (still) in the cgroup at `dir`: guards a signal
+/// against a PID that was reused after the member list was read.
+pub(super) fn holds(dir: &Path, pid: i32) -> bool {
     let Some(base) = base() else {
         return false;
     };
@@ -152,7 +143,7 @@ fn holds(dir: &Path, pid: i32) -> bool {
     })
 }
 
-fn kill_dir(dir: &Path) -> Vec<i32> {
+fn kill_members(dir: &Path) -> Vec<i32> {
     // Read before the kill: a dying process drops out of cgroup.procs as
     // soon as it starts exiting, long before it is gone.
     let mut members: std::collections::BTreeSet<i32> = pids_in(dir).into_iter().collect();
@@ -179,8 +170,6 @@ fn kill_dir(dir: &Path) -> Vec<i32> {
         }
         std::thread::sleep(EMPTY_PAUSE);
     }
-    // EBUSY while something is still dying: the next prefix sweep retries.
-    let _ = fs::remove_dir(dir);
     members.into_iter().collect()
 }
 
@@ -197,7 +186,7 @@ pub(super) fn kill_by_prefix(prefix: &str) -> Vec<i32> {
     for e in rd.flatten() {
         let name = e.file_name();
         if name.to_str().is_some_and(|n| n.starts_with(prefix)) && e.path().is_dir() {
-            pids.extend(kill_dir(&e.path()));
+            pids.extend(Cgroup { dir: e.path() }.kill_and_remove());
         }
     }
     pids
