@@ -1250,6 +1250,15 @@ mod tests {
     const SPEC: &str = "specs/epic-1/story-1.1-x.md";
 
     /// A repo on `main` with a spec, a couple of files and `target/` ignored.
+    fn assert_on_branch(g: &Git, worktree: &Path, branch: &str) {
+        assert_eq!(
+            g.resolve_branch_at_head(worktree).unwrap().as_deref(),
+            Some(branch),
+            "{}",
+            worktree.display()
+        );
+    }
+
     fn fixture() -> (tempfile::TempDir, Git) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
@@ -1379,10 +1388,7 @@ mod tests {
         g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
             .unwrap();
         assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
-        assert_eq!(
-            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
-            Some("ralph/1.1")
-        );
+        assert_on_branch(&g, &wt, "ralph/1.1");
         assert_eq!(
             g.head_commit_of_worktree(&wt).unwrap().as_deref(),
             Some(base.as_str())
@@ -1408,10 +1414,7 @@ mod tests {
         assert!(!wt.join("new.txt").exists());
         assert!(!wt.join("committed.txt").exists());
         assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
-        assert_eq!(
-            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
-            Some("ralph/1.2")
-        );
+        assert_on_branch(&g, &wt, "ralph/1.2");
         assert_eq!(porcelain(&wt), "");
         // The previous attempt's branch keeps its commit.
         assert_eq!(g.commits_ahead("ralph/1.1", &base).unwrap(), 1);
@@ -1458,10 +1461,7 @@ mod tests {
         std::fs::remove_dir_all(&w0).unwrap();
         g.prepare_worktree("slot-1", &w1, "ralph/1.1", &base)
             .unwrap();
-        assert_eq!(
-            g.resolve_branch_at_head(&w1).unwrap().as_deref(),
-            Some("ralph/1.1")
-        );
+        assert_on_branch(&g, &w1, "ralph/1.1");
     }
 
     #[test]
@@ -1473,10 +1473,7 @@ mod tests {
         g.prepare_worktree("slot-1", &wt, "ralph/1.1", &base)
             .unwrap();
         assert!(!wt.join("junk").exists());
-        assert_eq!(
-            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
-            Some("ralph/1.1")
-        );
+        assert_on_branch(&g, &wt, "ralph/1.1");
     }
 
     #[test]
@@ -1499,10 +1496,7 @@ mod tests {
             assert!(!admin.join(f).exists(), "{f} left behind");
         }
         assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
-        assert_eq!(
-            g.resolve_branch_at_head(&wt).unwrap().as_deref(),
-            Some("ralph/1.2")
-        );
+        assert_on_branch(&g, &wt, "ralph/1.2");
         assert!(!g.list_worktrees().unwrap()[0].locked);
     }
 
@@ -1529,10 +1523,7 @@ mod tests {
             .prepare_worktree("slot-3", &g.workdir.clone(), "ralph/9", &base)
             .is_err());
         // Nothing was disturbed by the refusals.
-        assert_eq!(
-            g.resolve_branch_at_head(&w1).unwrap().as_deref(),
-            Some("ralph/1.2")
-        );
+        assert_on_branch(&g, &w1, "ralph/1.2");
         assert!(!wt_path(&g, "slot-2").exists());
     }
 
