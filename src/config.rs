@@ -22,6 +22,8 @@ pub struct Hooks {
     pub post_story: String,
     pub post_iteration: String,
     pub pre_worktree: String,
+    /// Seconds `pre_worktree` may take (the bash tool's key).
+    pub pre_worktree_timeout: u64,
 }
 
 /// The effective configuration after merging.
@@ -99,7 +101,8 @@ pub fn defaults() -> Value {
             "pre_story": "",
             "post_story": "",
             "post_iteration": "",
-            "pre_worktree": ""
+            "pre_worktree": "",
+            "pre_worktree_timeout": 120
         }
     })
 }
@@ -510,6 +513,11 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         post_story: r.string("hooks.post_story", true),
         post_iteration: r.string("hooks.post_iteration", true),
         pre_worktree: r.string("hooks.pre_worktree", true),
+        pre_worktree_timeout: r.uint(
+            "hooks.pre_worktree_timeout",
+            1,
+            "a positive number of seconds",
+        ),
     };
 
     let problems = std::mem::take(&mut r.problems);
@@ -554,6 +562,18 @@ mod tests {
     }
 
     #[test]
+    fn pre_worktree_timeout_is_the_bash_tools_key() {
+        assert_eq!(cfg(json!({})).unwrap().hooks.pre_worktree_timeout, 120);
+        let c = cfg(json!({"hooks": {"pre_worktree_timeout": "30"}})).unwrap();
+        assert_eq!(c.hooks.pre_worktree_timeout, 30);
+        let bad = cfg(json!({"hooks": {"pre_worktree_timeout": 0}})).unwrap_err();
+        assert_eq!(
+            messages(&bad),
+            vec!["hooks.pre_worktree_timeout must be a positive number of seconds, got 0"]
+        );
+    }
+
+    #[test]
     fn defaults_match_the_spec() {
         let c = cfg(json!({})).unwrap();
         assert_eq!(c.specs_pattern, "specs/epic-{{epic}}/story-{{id}}-*.md");
@@ -571,7 +591,13 @@ mod tests {
         assert_eq!(c.learnings_max, 5);
         assert!(!c.parallel_enabled);
         assert_eq!(c.max_concurrent, None);
-        assert_eq!(c.hooks, Hooks::default());
+        assert_eq!(
+            c.hooks,
+            Hooks {
+                pre_worktree_timeout: 120,
+                ..Hooks::default()
+            }
+        );
         assert_eq!(c.grace_secs, 10);
     }
 

@@ -1449,6 +1449,9 @@ fn hook_env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Limit of the hooks other than `pre_worktree` (which has its own key).
+const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
+
 async fn run_hook(
     shared: &Shared,
     name: &str,
@@ -1558,7 +1561,7 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
         &hooks.pre_iteration,
         s.root.clone(),
         hook_env(&[("RALPH_ITERATION", &iter_s)]),
-        Duration::from_secs(600),
+        HOOK_TIMEOUT,
     )
     .await;
     if let Some(msg) = run_hook(
@@ -1572,13 +1575,7 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
             ("RALPH_BRANCH", &branch),
             ("RALPH_PROJECT_DIR", &root_s),
         ]),
-        Duration::from_secs(
-            s.config
-                .raw
-                .pointer("/hooks/pre_worktree_timeout")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(120),
-        ),
+        Duration::from_secs(hooks.pre_worktree_timeout),
     )
     .await
     {
@@ -1594,7 +1591,7 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
         &hooks.pre_story,
         s.root.clone(),
         hook_env(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]),
-        Duration::from_secs(600),
+        HOOK_TIMEOUT,
     )
     .await;
 
@@ -1766,7 +1763,7 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
             &hooks.post_story,
             s.root.clone(),
             hook_env(&[("RALPH_STORY", &id), ("RALPH_RESULT", result)]),
-            Duration::from_secs(600),
+            HOOK_TIMEOUT,
         )
         .await;
         let _ = run_hook(
@@ -1775,7 +1772,7 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
             &hooks.post_iteration,
             s.root.clone(),
             hook_env(&[("RALPH_ITERATION", &iter_s)]),
-            Duration::from_secs(600),
+            HOOK_TIMEOUT,
         )
         .await;
     }
