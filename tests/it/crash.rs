@@ -9,16 +9,6 @@ use std::time::{Duration, Instant};
 
 use crate::harness::*;
 
-/// Waits (bounded) until `cond` holds: the event-driven way to sync with a
-/// ralph run in another process.
-fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Starts `ralph args` in a session of its own (so the test can kill the
 /// whole session, as a closed terminal or a crashed machine would).
 fn spawn(p: &Project, args: &[&str]) -> Child {

@@ -342,3 +342,16 @@ pub fn pids_in(path: &Path) -> Vec<i32> {
 }
 
 pub const FAST_CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 } }"#;
+
+/// Waits (bounded) until `cond` holds: the event-driven way to sync with a
+/// ralph run in another process.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + limit;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

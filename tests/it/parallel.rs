@@ -707,3 +707,76 @@ done_
     assert_eq!(p.file_on_main("target/cache-slot-0"), None);
     only_main_worktree(&p);
 }
+
+/// Issue 3's live display, through a real terminal: `script` gives ralph a
+/// pseudo-terminal, and the test reads what it drew. Each agent announces a
+/// tool use and then waits, so the lines can only be there because ralph
+/// drew them while both stories ran. The terminal is made wide enough that
+/// no line is cut.
+#[test]
+fn with_a_terminal_the_live_display_shows_totals_and_each_running_story() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | Alpha story\n1.2 | Beta story\n",
+        r#"{ "loop": { "max_retries": 1 } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+tool "make check-$ID"
+for _ in $(seq 1 6000); do [ -e "$SCRATCH/release" ] && break; sleep 0.01; done
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let inner = p.command(&["run", "--parallel", "-j", "2"]);
+    let mut outer = std::process::Command::new("script");
+    outer
+        .args([
+            "-qfec",
+            &format!("stty cols 200 rows 40; exec '{RALPH}' run --parallel -j 2"),
+            "/dev/null",
+        ])
+        .current_dir(&p.root)
+        .stdin(std::process::Stdio::null());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => outer.env(k, v),
+            None => outer.env_remove(k),
+        };
+    }
+    // The live display is for people at a terminal; CI gets plain lines.
+    outer.env_remove("CI");
+    let screen = p.scratch.join("screen");
+    outer.stdout(fs::File::create(&screen).unwrap());
+    let mut child = outer.spawn().expect("script(1) runs");
+    let drawn = || fs::read_to_string(&screen).unwrap_or_default();
+    wait_until(
+        "both stories on screen",
+        std::time::Duration::from_secs(60),
+        || {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "the run ended before the display showed both: {st:?}\n{}",
+                    drawn()
+                );
+            }
+            let s = drawn();
+            [
+                "1.1",
+                "Alpha story",
+                "Bash: make check-1.1",
+                "1.2",
+                "Beta story",
+                "Bash: make check-1.2",
+            ]
+            .iter()
+            .all(|want| s.contains(want))
+                && s.contains("0/2 done · 2 running · 0 failed · 0 blocked")
+        },
+    );
+    fs::write(p.scratch.join("release"), "").unwrap();
+    assert!(child.wait().unwrap().success(), "{}", drawn());
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    let s = drawn();
+    assert!(s.contains("\x1b["), "drawn with terminal control sequences");
+    assert!(s.contains("ALL STORIES COMPLETE"), "{s}");
+}
