@@ -339,16 +339,7 @@ fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
 }
 
 fn cmd_reset(root: &Path, id: Option<String>, yes: bool) -> anyhow::Result<i32> {
-    let _lock = match RunLock::acquire(root) {
-        Ok(l) => l,
-        Err(store::LockError::Held { .. }) => {
-            return Err(RalphError::Locked(
-                "a ralph run holds this project's lock: stop it before resetting state".into(),
-            )
-            .into())
-        }
-        Err(store::LockError::Io(e)) => return Err(e.into()),
-    };
+    let _lock = crate::engine::take_run_lock(root, "before resetting state")?;
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
     match id {
         Some(id) => {

@@ -335,7 +335,7 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ))
     })?;
 
-    let lock = acquire_run_lock(root).await?;
+    let lock = take_run_lock(root, "before running")?;
 
     let log = TechLog::new(Some(
         opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
@@ -477,11 +477,12 @@ fn remove_stale_git_locks(git: &Git, log: &TechLog) {
 /// dead run forked keeps the lock's file open until its exec closes it.
 const DEAD_HOLDER_WAIT: Duration = Duration::from_secs(5);
 
-/// Takes `.ralph/.lock`. A live holder means another run: exit 3 at once.
-/// A holder that died by SIGKILL while forking a child leaves the OS lock
-/// with that child for the moment until its exec: wait for it, briefly.
-async fn acquire_run_lock(root: &Path) -> Result<RunLock> {
-    let deadline = tokio::time::Instant::now() + DEAD_HOLDER_WAIT;
+/// Takes `.ralph/.lock` for a run, or for `ralph reset` (`doing` says
+/// which, for the message). A live holder means another run: exit 3 at
+/// once. A holder that died by SIGKILL while forking a child leaves the OS
+/// lock with that child until its exec: wait for it, briefly.
+pub fn take_run_lock(root: &Path, doing: &str) -> Result<RunLock> {
+    let deadline = Instant::now() + DEAD_HOLDER_WAIT;
     let mut told = false;
     loop {
         let pid = match RunLock::acquire(root) {
@@ -490,7 +491,7 @@ async fn acquire_run_lock(root: &Path) -> Result<RunLock> {
             Err(store::LockError::Held { pid }) => pid,
         };
         let gone = pid.is_some_and(|p| !process::pid_is_alive(p as i32));
-        if gone && tokio::time::Instant::now() < deadline {
+        if gone && Instant::now() < deadline {
             if !told {
                 eprintln!(
                     "waiting for .ralph/.lock: its holder (PID {}) is gone, but a process it \
@@ -499,7 +500,8 @@ async fn acquire_run_lock(root: &Path) -> Result<RunLock> {
                 );
                 told = true;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            // Only at start-up, before anything else runs.
+            std::thread::sleep(Duration::from_millis(10));
             continue;
         }
         let who = pid.map(|p| format!(" (PID {p})")).unwrap_or_default();
@@ -511,7 +513,7 @@ async fn acquire_run_lock(root: &Path) -> Result<RunLock> {
         };
         return Err(RalphError::Locked(format!(
             "another ralph run holds this project's lock{who}: wait for it to finish, \
-             or stop it; `ralph status` works meanwhile{hint}"
+             or stop it {doing}; `ralph status` works meanwhile{hint}"
         ))
         .into());
     }
@@ -1564,195 +1566,202 @@ async fn run_one_attempt(ctx: AttemptCtx, control: watch::Receiver<Control>) -> 
         HOOK_TIMEOUT,
     )
     .await;
-    if let Some(msg) = run_hook(
-        &s,
-        "pre_worktree",
-        &hooks.pre_worktree,
-        wt_path.clone(),
-        hook_env(&[
-            ("RALPH_STORY", &id),
-            ("RALPH_WORKTREE", &wt_s),
-            ("RALPH_BRANCH", &branch),
-            ("RALPH_PROJECT_DIR", &root_s),
-        ]),
-        Duration::from_secs(hooks.pre_worktree_timeout),
-    )
-    .await
-    {
-        report.verdict = fail(
-            format!("pre_worktree hook failed: {msg}"),
-            ResultKind::Error,
-        );
-        return report;
-    }
-    let _ = run_hook(
-        &s,
-        "pre_story",
-        &hooks.pre_story,
-        s.root.clone(),
-        hook_env(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]),
-        HOOK_TIMEOUT,
-    )
-    .await;
-
-    let pool = if s.config.learnings_enabled {
-        learnings::load(&s.root)
-    } else {
-        Vec::new()
-    };
-    let text = match build_prompt(
-        &s.root,
-        &s.config,
-        &ctx.story,
-        &pool,
-        ctx.retry_context.as_deref(),
-    ) {
-        Ok(t) => t,
-        Err(e) => {
-            report.verdict = fail(format!("cannot read the spec: {e}"), ResultKind::Error);
-            return report;
-        }
-    };
-    let program = s.agent_program.clone();
-    let args = agent::agent_args(&s.config);
-    let token = format!("{}{}-{}-{}", s.tag, std::process::id(), id, ctx.attempt);
-    let spec_run = AttemptSpec {
-        program,
-        args,
-        cwd: wt_path.clone(),
-        env: hook_env(&[
-            ("RALPH_STORY", &id),
-            ("RALPH_ATTEMPT", &ctx.attempt.to_string()),
-            ("RALPH_WORKTREE", &wt_s),
-            ("RALPH_BRANCH", &branch),
-            ("RALPH_PROJECT_DIR", &root_s),
-        ]),
-        env_remove: agent::ENV_REMOVE.iter().map(|s| s.to_string()).collect(),
-        stdin: text.into_bytes(),
-        log_path: log_path.clone(),
-        timeout: s.timeout,
-        grace: Duration::from_secs(s.config.grace_secs),
-        token,
-    };
-    let mut parser = OutputParser::new();
-    let events = ctx.events.clone();
-    let idx = ctx.idx;
-    let verbose = ctx.verbose;
-    let mut last_sent = Instant::now() - Duration::from_secs(1);
-    let on_line = |line: &str| {
-        for ev in parser.feed_line(line) {
-            let text = match ev {
-                AgentEvent::ToolUse { name, summary } => format!("{name}: {summary}"),
-                // `-v` streams the whole text; the display keeps one line.
-                AgentEvent::Text(t) if verbose => t.trim().to_string(),
-                AgentEvent::Text(t) => crate::report::render_activity(&t),
-                AgentEvent::ApiRetry { attempt, error } => format!("API retry {attempt}: {error}"),
-                AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
-                AgentEvent::Result { is_error, .. } => {
-                    if is_error {
-                        "finished with an error".into()
-                    } else {
-                        "finished".into()
-                    }
-                }
-            };
-            if text.is_empty() {
-                continue;
-            }
-            // The display needs the latest activity, not every line.
-            if verbose || last_sent.elapsed() >= Duration::from_millis(200) {
-                last_sent = Instant::now();
-                let _ = events.send(Event::Activity { idx, text });
-            }
-        }
-    };
-    s.log
-        .line(&format!("agent start story {id} attempt {}", ctx.attempt));
-    let exit = process::run_attempt(spec_run, on_line, control).await;
-    let summary = parser.finish();
-    report.duration = started.elapsed();
-    report.usage = summary.usage;
-    report.cost_usd = summary.cost_usd.unwrap_or(0.0);
-    report.learnings = summary.signals.learnings.clone();
-    let exit = match exit {
-        Ok(e) => e,
-        Err(e) => {
-            let msg = if e.kind() == std::io::ErrorKind::NotFound {
-                format!("agent command '{}' not found: install it or set claude.command in .ralph/config.json", s.config.agent_command)
-            } else {
-                format!("could not start the agent: {e}")
-            };
-            report.verdict = fail(msg, ResultKind::Error);
-            return report;
-        }
-    };
-    // The agent may have left the worktree dirty, detached or on another
-    // branch: keep everything, and let the story branch hold its commits.
-    {
-        let s2 = s.clone();
-        let (wt, b, base2, id2, n) = (
+    // Once pre_iteration has run, post_story and post_iteration run too,
+    // whatever ends the attempt early.
+    'attempt: {
+        if let Some(msg) = run_hook(
+            &s,
+            "pre_worktree",
+            &hooks.pre_worktree,
             wt_path.clone(),
-            branch.clone(),
-            base.clone(),
-            id.clone(),
-            ctx.attempt,
-        );
-        let kept = tokio::task::spawn_blocking(move || {
-            let unc = s2
-                .git
-                .save_uncommitted(&wt, &format!("refs/ralph/attempts/{id2}/{n}-uncommitted"))
-                .ok()
-                .flatten();
-            let adopted = s2
-                .git
-                .adopt_worktree_head(
-                    &wt,
-                    &b,
-                    &base2,
-                    &format!("refs/ralph/attempts/{id2}/{n}-head"),
-                )
-                .ok();
-            (unc, adopted)
-        })
+            hook_env(&[
+                ("RALPH_STORY", &id),
+                ("RALPH_WORKTREE", &wt_s),
+                ("RALPH_BRANCH", &branch),
+                ("RALPH_PROJECT_DIR", &root_s),
+            ]),
+            Duration::from_secs(hooks.pre_worktree_timeout),
+        )
         .await
-        .unwrap_or((None, None));
-        if kept.0.is_some() {
-            s.log.line(&format!("story {id} attempt {}: uncommitted changes kept at refs/ralph/attempts/{id}/{}-uncommitted", ctx.attempt, ctx.attempt));
+        {
+            report.verdict = fail(
+                format!("pre_worktree hook failed: {msg}"),
+                ResultKind::Error,
+            );
+            break 'attempt;
         }
-        if let Some(a) = kept.1 {
-            if a != crate::gitops::Adopted::Unchanged {
-                s.log.line(&format!(
-                    "story {id} attempt {}: agent left its branch: {a:?}",
-                    ctx.attempt
-                ));
+        let _ = run_hook(
+            &s,
+            "pre_story",
+            &hooks.pre_story,
+            s.root.clone(),
+            hook_env(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]),
+            HOOK_TIMEOUT,
+        )
+        .await;
+
+        let pool = if s.config.learnings_enabled {
+            learnings::load(&s.root)
+        } else {
+            Vec::new()
+        };
+        let text = match build_prompt(
+            &s.root,
+            &s.config,
+            &ctx.story,
+            &pool,
+            ctx.retry_context.as_deref(),
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                report.verdict = fail(format!("cannot read the spec: {e}"), ResultKind::Error);
+                break 'attempt;
+            }
+        };
+        let program = s.agent_program.clone();
+        let args = agent::agent_args(&s.config);
+        let token = format!("{}{}-{}-{}", s.tag, std::process::id(), id, ctx.attempt);
+        let spec_run = AttemptSpec {
+            program,
+            args,
+            cwd: wt_path.clone(),
+            env: hook_env(&[
+                ("RALPH_STORY", &id),
+                ("RALPH_ATTEMPT", &ctx.attempt.to_string()),
+                ("RALPH_WORKTREE", &wt_s),
+                ("RALPH_BRANCH", &branch),
+                ("RALPH_PROJECT_DIR", &root_s),
+            ]),
+            env_remove: agent::ENV_REMOVE.iter().map(|s| s.to_string()).collect(),
+            stdin: text.into_bytes(),
+            log_path: log_path.clone(),
+            timeout: s.timeout,
+            grace: Duration::from_secs(s.config.grace_secs),
+            token,
+        };
+        let mut parser = OutputParser::new();
+        let events = ctx.events.clone();
+        let idx = ctx.idx;
+        let verbose = ctx.verbose;
+        let mut last_sent = Instant::now() - Duration::from_secs(1);
+        let on_line = |line: &str| {
+            for ev in parser.feed_line(line) {
+                let text = match ev {
+                    AgentEvent::ToolUse { name, summary } => format!("{name}: {summary}"),
+                    // `-v` streams the whole text; the display keeps one line.
+                    AgentEvent::Text(t) if verbose => t.trim().to_string(),
+                    AgentEvent::Text(t) => crate::report::render_activity(&t),
+                    AgentEvent::ApiRetry { attempt, error } => {
+                        format!("API retry {attempt}: {error}")
+                    }
+                    AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
+                    AgentEvent::Result { is_error, .. } => {
+                        if is_error {
+                            "finished with an error".into()
+                        } else {
+                            "finished".into()
+                        }
+                    }
+                };
+                if text.is_empty() {
+                    continue;
+                }
+                // The display needs the latest activity, not every line.
+                if verbose || last_sent.elapsed() >= Duration::from_millis(200) {
+                    last_sent = Instant::now();
+                    let _ = events.send(Event::Activity { idx, text });
+                }
+            }
+        };
+        s.log
+            .line(&format!("agent start story {id} attempt {}", ctx.attempt));
+        let exit = process::run_attempt(spec_run, on_line, control).await;
+        let summary = parser.finish();
+        report.duration = started.elapsed();
+        report.usage = summary.usage;
+        report.cost_usd = summary.cost_usd.unwrap_or(0.0);
+        report.learnings = summary.signals.learnings.clone();
+        let exit = match exit {
+            Ok(e) => e,
+            Err(e) => {
+                let msg = if e.kind() == std::io::ErrorKind::NotFound {
+                    format!("agent command '{}' not found: install it or set claude.command in .ralph/config.json", s.config.agent_command)
+                } else {
+                    format!("could not start the agent: {e}")
+                };
+                report.verdict = fail(msg, ResultKind::Error);
+                break 'attempt;
+            }
+        };
+        // The agent may have left the worktree dirty, detached or on another
+        // branch: keep everything, and let the story branch hold its commits.
+        {
+            let s2 = s.clone();
+            let (wt, b, base2, id2, n) = (
+                wt_path.clone(),
+                branch.clone(),
+                base.clone(),
+                id.clone(),
+                ctx.attempt,
+            );
+            let kept = tokio::task::spawn_blocking(move || {
+                let unc = s2
+                    .git
+                    .save_uncommitted(&wt, &format!("refs/ralph/attempts/{id2}/{n}-uncommitted"))
+                    .ok()
+                    .flatten();
+                let adopted = s2
+                    .git
+                    .adopt_worktree_head(
+                        &wt,
+                        &b,
+                        &base2,
+                        &format!("refs/ralph/attempts/{id2}/{n}-head"),
+                    )
+                    .ok();
+                (unc, adopted)
+            })
+            .await
+            .unwrap_or((None, None));
+            if kept.0.is_some() {
+                s.log.line(&format!("story {id} attempt {}: uncommitted changes kept at refs/ralph/attempts/{id}/{}-uncommitted", ctx.attempt, ctx.attempt));
+            }
+            if let Some(a) = kept.1 {
+                if a != crate::gitops::Adopted::Unchanged {
+                    s.log.line(&format!(
+                        "story {id} attempt {}: agent left its branch: {a:?}",
+                        ctx.attempt
+                    ));
+                }
             }
         }
-    }
-    let commits = {
-        let s = s.clone();
-        let (branch, base) = (branch.clone(), base.clone());
-        tokio::task::spawn_blocking(move || s.git.commits_ahead(&branch, &base).unwrap_or(0))
-            .await
-            .unwrap_or(0)
-    };
-    report.verdict = agent::classify(
-        &id,
-        &exit,
-        &summary,
-        commits,
-        s.timeout.as_secs(),
-        !s.required_validation.is_empty(),
-    );
-    if matches!(
-        report.verdict,
-        Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }
-    ) && commits > 0
-    {
-        let r = format!("refs/ralph/attempts/{id}/{}", ctx.attempt);
-        let s2 = s.clone();
-        let (b2, r2) = (branch.clone(), r.clone());
-        if let Ok(Ok(())) = tokio::task::spawn_blocking(move || s2.git.save_ref(&b2, &r2)).await {
-            report.saved_ref = Some(r);
+        let commits = {
+            let s = s.clone();
+            let (branch, base) = (branch.clone(), base.clone());
+            tokio::task::spawn_blocking(move || s.git.commits_ahead(&branch, &base).unwrap_or(0))
+                .await
+                .unwrap_or(0)
+        };
+        report.verdict = agent::classify(
+            &id,
+            &exit,
+            &summary,
+            commits,
+            s.timeout.as_secs(),
+            !s.required_validation.is_empty(),
+        );
+        if matches!(
+            report.verdict,
+            Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }
+        ) && commits > 0
+        {
+            let r = format!("refs/ralph/attempts/{id}/{}", ctx.attempt);
+            let s2 = s.clone();
+            let (b2, r2) = (branch.clone(), r.clone());
+            if let Ok(Ok(())) = tokio::task::spawn_blocking(move || s2.git.save_ref(&b2, &r2)).await
+            {
+                report.saved_ref = Some(r);
+            }
         }
     }
     if !matches!(report.verdict, Verdict::Interrupted) {
