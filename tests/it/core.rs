@@ -384,6 +384,8 @@ fn tentative_work_lands_only_through_required_validation() {
 #[test]
 fn hooks_run_with_their_variables() {
     let config = r#"{ "loop": { "max_retries": 2 }, "hooks": {
+        "pre_iteration": "echo \"iteration $RALPH_ITERATION\" >> hooks.log",
+        "post_iteration": "echo \"end of iteration\" >> hooks.log",
         "pre_story": "echo \"pre $RALPH_STORY $RALPH_SPEC\" >> hooks.log",
         "post_story": "echo \"post $RALPH_STORY $RALPH_RESULT\" >> hooks.log",
         "pre_worktree": "test \"$RALPH_STORY\" != 1.2 || test -f $RALPH_PROJECT_DIR/allow-1.2"
@@ -399,6 +401,12 @@ fn hooks_run_with_their_variables() {
         "{log}"
     );
     assert!(log.contains("post 1.1 done"), "{log}");
+    assert!(log.contains("iteration 1\n"), "{log}");
+    // 1.1 once, 1.2 twice (its pre_worktree hook fails both attempts), and
+    // every attempt that began an iteration ends it, failed ones too.
+    assert_eq!(log.matches("iteration ").count(), 3, "{log}");
+    assert_eq!(log.matches("end of iteration").count(), 3, "{log}");
+    assert_eq!(log.matches("post 1.2 error").count(), 2, "{log}");
     assert!(p.story("1.2")["last_error"]
         .as_str()
         .unwrap()
@@ -637,4 +645,50 @@ fn the_technical_log_goes_where_l_says() {
     assert!(log.contains("hook pre_story exited 7: nope"), "{log}");
     assert!(log.contains("landed story 1.1"), "{log}");
     assert!(!p.root.join("ralph.log").exists());
+}
+
+#[test]
+fn reset_forgets_one_story_and_with_confirmation_all_state() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n",
+        r#"{ "loop": { "max_retries": 1 } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "$ID" >> "$SCRATCH/calls"
+if [ "$ID" = 1.1 ] && [ ! -e "$SCRATCH/fixed" ]; then result "cannot" true; exit 1; fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.story("1.1")["status"], "failed");
+    assert_eq!(p.completed(), vec!["1.2"]);
+
+    let r = p.ralph(&["reset", "1.1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(p.story("1.1").is_null(), "{}", p.story("1.1"));
+    assert_eq!(p.completed(), vec!["1.2"], "other stories are kept");
+    let r = p.ralph(&["reset", "9.9"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("9.9"), "{r:?}");
+
+    fs::write(p.scratch.join("fixed"), "").unwrap();
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+
+    // Without a terminal to ask, forgetting everything needs --yes.
+    let r = p.ralph(&["reset"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--yes"), "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert_eq!(p.ralph(&["reset", "--yes"]).code, 0);
+    assert!(p.completed().is_empty());
+
+    // The merges are still on main: the next run knows, and runs no agent.
+    let calls = fs::read_to_string(p.scratch.join("calls")).unwrap();
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert_eq!(fs::read_to_string(p.scratch.join("calls")).unwrap(), calls);
+    assert_eq!(p.merges_of("1.1"), 1);
 }
