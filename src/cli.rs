@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::engine::{self, RunOptions};
-use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_LOCKED, EXIT_OK};
+use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK};
+use crate::project::{self, Project};
 use crate::report::{self, GraphNode};
+use crate::run::{self, RunOptions};
 use crate::schedule::{Node, Scheduler};
 use crate::state::State;
 use crate::store::{self, RunLock};
@@ -116,9 +117,16 @@ pub fn main() -> i32 {
     }
 }
 
+/// Prints `e` (with its hint on a line of its own) and returns its exit code.
 fn report_error(e: &anyhow::Error) -> i32 {
-    match e.downcast_ref::<RalphError>() {
-        Some(RalphError::BadInput(problems)) => {
+    let Some(r) = e.downcast_ref::<RalphError>() else {
+        // Not the user's input: ralph itself (or its environment) failed.
+        eprintln!("error: {e:#}");
+        eprintln!("hint: nothing is lost; fix the cause and run the command again");
+        return EXIT_INTERNAL;
+    };
+    match r {
+        RalphError::BadInput(problems) => {
             for p in problems {
                 eprintln!("error: {p}");
             }
@@ -127,21 +135,13 @@ fn report_error(e: &anyhow::Error) -> i32 {
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" }
             );
-            EXIT_BAD_INPUT
         }
-        Some(RalphError::Usage(m)) => {
-            eprintln!("error: {m}");
-            EXIT_BAD_INPUT
-        }
-        Some(RalphError::Locked(m)) => {
-            eprintln!("error: {m}");
-            EXIT_LOCKED
-        }
-        None => {
-            eprintln!("error: {e:#}");
-            crate::error::EXIT_STORIES_FAILED
-        }
+        other => eprintln!("error: {other}"),
     }
+    if let Some(h) = r.hint() {
+        eprintln!("hint: {h}");
+    }
+    r.exit_code()
 }
 
 fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
@@ -177,25 +177,22 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         log: a.log,
     };
     crate::process::become_subreaper();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(engine::run(root, opts))
+    run::run(root, opts)
 }
 
-fn load(root: &Path) -> anyhow::Result<(engine::Project, State)> {
-    let project = engine::load_project(root).map_err(RalphError::BadInput)?;
+fn load(root: &Path) -> anyhow::Result<(Project, State)> {
+    let project = project::load(root).map_err(RalphError::BadInput)?;
     let state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
     Ok((project, state))
 }
 
 /// Each story's scheduling status, as a run would see it now.
-fn node_states(project: &engine::Project, state: &State) -> Scheduler {
+fn node_states(project: &Project, state: &State) -> Scheduler {
     let nodes = project
         .backlog
         .stories
         .iter()
-        .map(|s| engine::story_node(state, s))
+        .map(|s| run::story_node(state, s))
         .collect();
     Scheduler::new(&project.dag, nodes, None)
 }
@@ -295,7 +292,7 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
 }
 
 fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
-    let project = engine::load_project(root).map_err(RalphError::BadInput)?;
+    let project = project::load(root).map_err(RalphError::BadInput)?;
     let edges = project.dag.graph.edge_count();
     println!(
         "ok: {} stories, {} dependency edges, no problems",
@@ -339,12 +336,12 @@ fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
 }
 
 fn cmd_reset(root: &Path, id: Option<String>, yes: bool) -> anyhow::Result<i32> {
-    let _lock = crate::engine::take_run_lock(root, "before resetting state")?;
+    let _lock = run::take_run_lock(root, "before resetting state")?;
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
     match id {
         Some(id) => {
             if !state.stories.contains_key(&id) && !state.completed_stories.contains(&id) {
-                return Err(RalphError::Usage(format!("story {id} has no recorded state")).into());
+                return Err(RalphError::usage(format!("story {id} has no recorded state")).into());
             }
             state.reset_story(&id);
             store::save_state(root, &state)?;
@@ -355,10 +352,9 @@ fn cmd_reset(root: &Path, id: Option<String>, yes: bool) -> anyhow::Result<i32> 
         None => {
             if !yes {
                 if !std::io::stdin().is_terminal() {
-                    return Err(RalphError::Usage(
-                        "resetting all state needs confirmation: run `ralph reset --yes`".into(),
-                    )
-                    .into());
+                    return Err(RalphError::usage("resetting all state needs confirmation")
+                        .with_hint("run `ralph reset --yes`")
+                        .into());
                 }
                 eprint!("Forget every story's status and attempts? [y/N] ");
                 let mut answer = String::new();
@@ -410,7 +406,7 @@ fn cmd_init(root: &Path) -> anyhow::Result<i32> {
     std::fs::create_dir_all(root.join("specs"))?;
     let gi = root.join(".gitignore");
     let existing = std::fs::read_to_string(&gi).unwrap_or_default();
-    let missing: Vec<&str> = engine::RUNTIME_PATTERNS
+    let missing: Vec<&str> = project::RUNTIME_PATTERNS
         .iter()
         .copied()
         .filter(|p| !existing.lines().any(|l| l.trim() == *p))

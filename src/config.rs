@@ -216,7 +216,9 @@ impl<'a> Reader<'a> {
 
     fn problem(&mut self, path: &str, message: String) {
         let line = self.text.and_then(|t| line_of_key(t, path));
-        self.problems.push(Problem::new(self.file, line, message));
+        let mut p = Problem::new(self.file, line, message);
+        p.key = Some(path.to_string());
+        self.problems.push(p);
     }
 
     /// A non-negative integer, written as a JSON number or a numeric string.

@@ -10,6 +10,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_STORIES_FAILED: i32 = 1;
 pub const EXIT_BAD_INPUT: i32 = 2;
 pub const EXIT_LOCKED: i32 = 3;
+/// ralph itself failed (state not writable, a git error, a bug): nothing is
+/// lost; fix the cause and run again.
+pub const EXIT_INTERNAL: i32 = 4;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// One thing wrong with the user's input, located as precisely as we can.
@@ -20,6 +23,9 @@ pub struct Problem {
     /// 1-based line, when the problem has one.
     pub line: Option<usize>,
     pub message: String,
+    /// The config key the problem is about, for callers that act on which
+    /// setting is wrong (never on the message text).
+    pub key: Option<String>,
 }
 
 impl Problem {
@@ -28,6 +34,7 @@ impl Problem {
             file: file.into(),
             line,
             message: message.into(),
+            key: None,
         }
     }
 }
@@ -41,18 +48,63 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Errors that end a command with a specific exit code.
+/// Errors that end a command with a specific exit code. A hint says what
+/// to do and is rendered on its own line, apart from the message.
 #[derive(Debug, thiserror::Error)]
 pub enum RalphError {
     /// Bad usage, config or backlog: nothing was changed (exit 2).
     #[error("{}", render_problems(.0))]
     BadInput(Vec<Problem>),
     /// Bad usage with a free-form message (exit 2).
-    #[error("{0}")]
-    Usage(String),
+    #[error("{message}")]
+    Usage {
+        message: String,
+        hint: Option<String>,
+    },
     /// Another run holds the lock (exit 3).
-    #[error("{0}")]
-    Locked(String),
+    #[error("{message}")]
+    Locked {
+        message: String,
+        hint: Option<String>,
+    },
+}
+
+impl RalphError {
+    pub fn usage(message: impl Into<String>) -> RalphError {
+        RalphError::Usage {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Adds what the user should do.
+    pub fn with_hint(self, h: impl Into<String>) -> RalphError {
+        match self {
+            RalphError::Usage { message, .. } => RalphError::Usage {
+                message,
+                hint: Some(h.into()),
+            },
+            RalphError::Locked { message, .. } => RalphError::Locked {
+                message,
+                hint: Some(h.into()),
+            },
+            other => other,
+        }
+    }
+
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            RalphError::Usage { hint, .. } | RalphError::Locked { hint, .. } => hint.as_deref(),
+            RalphError::BadInput(_) => None,
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RalphError::BadInput(_) | RalphError::Usage { .. } => EXIT_BAD_INPUT,
+            RalphError::Locked { .. } => EXIT_LOCKED,
+        }
+    }
 }
 
 pub fn render_problems(problems: &[Problem]) -> String {

@@ -75,9 +75,6 @@ pub struct Git {
 /// behind. They are ours to delete: nothing but ralph runs in its worktrees.
 const WORKTREE_LOCK_FILES: [&str; 3] = ["index.lock", "HEAD.lock", "locked"];
 
-/// Subject prefix of the commits that land a story on the target branch.
-const LANDING_PREFIX: &str = "merge: story ";
-
 impl Git {
     /// Opens the repository containing `project_root` (searching upwards).
     pub fn open(project_root: &Path) -> Result<Git> {
@@ -377,11 +374,8 @@ impl Git {
                 .summary_bytes()
                 .map(String::from_utf8_lossy)
                 .unwrap_or_default();
-            if let Some(id) = summary.strip_prefix(LANDING_PREFIX) {
-                let id = id.trim();
-                if !id.is_empty() {
-                    newest_first.push((id.to_string(), oid.to_string()));
-                }
+            if let Some(id) = crate::project::landed_id(&summary) {
+                newest_first.push((id.to_string(), oid.to_string()));
             }
         }
         let mut seen = std::collections::HashSet::new();

@@ -7,15 +7,16 @@ pub mod backlog;
 pub mod cli;
 pub mod config;
 pub mod dag;
-pub mod engine;
 pub mod error;
 pub mod gitops;
 pub mod learnings;
 pub mod process;
+pub mod project;
 pub mod prompt;
 pub mod report;
+pub mod run;
 pub mod schedule;
-pub mod signals;
+
 pub mod state;
 pub mod store;
 pub mod timefmt;

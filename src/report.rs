@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::agent::output::Usage;
 use crate::schedule::Node;
-use crate::signals::Usage;
 use crate::timefmt::human_duration;
 
 /// Totals shown on the overall line.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Totals {
     pub done: usize,
     pub total: usize,
@@ -70,6 +70,238 @@ pub fn render_activity(text: &str) -> String {
         .unwrap_or("")
         .trim();
     first.chars().take(70).collect()
+}
+
+/// A line a run prints about one of its events, as data; `render` is the
+/// only place its words are chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Header {
+        total: usize,
+        done: usize,
+        jobs: usize,
+        target: String,
+    },
+    Started {
+        id: String,
+        title: String,
+        attempt: u32,
+        max: u32,
+    },
+    Finished {
+        id: String,
+        secs: f64,
+    },
+    RateLimited {
+        id: String,
+        wait_secs: f64,
+    },
+    Stopped {
+        id: String,
+    },
+    Failed {
+        id: String,
+        attempt: u32,
+        max: u32,
+        reason: String,
+        log: Option<String>,
+        kept: Option<String>,
+    },
+    FailedForGood {
+        id: String,
+        max: u32,
+        blocked: Vec<String>,
+    },
+    Landed {
+        id: String,
+        title: String,
+        secs: f64,
+        tokens: u64,
+        cost_usd: f64,
+        commit: String,
+    },
+    Conflict {
+        id: String,
+        target: String,
+        paths: Vec<String>,
+    },
+    ConflictGiveUp {
+        id: String,
+        conflicts: u32,
+        blocked: usize,
+    },
+    LandingStopped {
+        id: String,
+    },
+    Stopping {
+        signal: String,
+    },
+    Killing,
+    SaveFailed {
+        error: String,
+    },
+}
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The line the user sees for `m`.
+pub fn render(m: &Message) -> String {
+    match m {
+        Message::Header {
+            total,
+            done,
+            jobs,
+            target,
+        } => format!(
+            "ralph: {total} stories, {done} done, {} to run · {} · landing on {target}",
+            total - done,
+            plural(*jobs, "job")
+        ),
+        Message::Started {
+            id,
+            title,
+            attempt,
+            max,
+        } => format!("[run ] {id} {title} (attempt {attempt}/{max})"),
+        Message::Finished { id, secs } => {
+            format!("[land] {id} finished in {}; landing", human_duration(*secs))
+        }
+        Message::RateLimited { id, wait_secs } => format!(
+            "[wait] {id}: the agent hit a usage/rate limit; pausing new work for {}",
+            human_duration(*wait_secs)
+        ),
+        Message::Stopped { id } => {
+            format!("[stop] {id} stopped; it will be redone by the next `ralph run`")
+        }
+        Message::Failed {
+            id,
+            attempt,
+            max,
+            reason,
+            log,
+            kept,
+        } => {
+            let log = log
+                .as_ref()
+                .map(|l| format!(" (log: {l})"))
+                .unwrap_or_default();
+            let kept = kept
+                .as_ref()
+                .map(|r| format!("; its commits are kept at {r}"))
+                .unwrap_or_default();
+            format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
+        }
+        Message::FailedForGood { id, max, blocked } => format!(
+            "[FAIL] {id} failed {max} times; a person is needed (`ralph run -s {id}` retries it){}",
+            if blocked.is_empty() {
+                String::new()
+            } else {
+                format!("; blocked: {}", blocked.join(", "))
+            }
+        ),
+        Message::Landed {
+            id,
+            title,
+            secs,
+            tokens,
+            cost_usd,
+            commit,
+        } => format!(
+            "[done] {id} {title} ({}, {tokens} tokens, ${cost_usd:.2}) → {}",
+            human_duration(*secs),
+            &commit[..commit.len().min(10)]
+        ),
+        Message::Conflict { id, target, paths } => format!(
+            "[conf] {id} conflicts with {target} in {}; redoing it from the new tip",
+            paths.join(", ")
+        ),
+        Message::ConflictGiveUp {
+            id,
+            conflicts,
+            blocked,
+        } => format!(
+            "[FAIL] {id} conflicted {conflicts} times; a person is needed ({blocked} blocked)"
+        ),
+        Message::LandingStopped { id } => {
+            format!("[stop] {id} was waiting to land; the next `ralph run` lands it")
+        }
+        Message::Stopping { signal } => format!(
+            "ralph: {signal} received: stopping agents (again to kill them at once); state is saved"
+        ),
+        Message::Killing => "ralph: killing agents now".to_string(),
+        Message::SaveFailed { error } => format!("error: cannot save state: {error}"),
+    }
+}
+
+/// What a run reports when it ends.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSummary {
+    pub done: usize,
+    pub total: usize,
+    pub failed: Vec<String>,
+    pub blocked: Vec<String>,
+    pub pending: usize,
+    pub elapsed_secs: f64,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// `-n`/`loop.max_iterations`, when it stopped a run with work left.
+    pub limit_reached: Option<u64>,
+    /// Every selected story is done and nothing went wrong.
+    pub all_complete: bool,
+}
+
+/// The summary printed on stdout at the end of `ralph run`.
+pub fn render_summary(s: &RunSummary) -> String {
+    let mut out = format!(
+        "RUN SUMMARY: {}/{} done, {} failed, {} blocked, {} pending · {} · {} tokens · ${:.2}\n",
+        s.done,
+        s.total,
+        s.failed.len(),
+        s.blocked.len(),
+        s.pending,
+        human_duration(s.elapsed_secs),
+        tokens(&s.usage),
+        s.cost_usd
+    );
+    if !s.failed.is_empty() {
+        out.push_str(&format!(
+            "failed: {} (see .ralph/logs/<id>/; retry with `ralph run -s <id>`)\n",
+            s.failed.join(", ")
+        ));
+    }
+    if !s.blocked.is_empty() {
+        out.push_str(&format!("blocked: {}\n", s.blocked.join(", ")));
+    }
+    if let Some(n) = s.limit_reached {
+        out.push_str(&format!("Reached iteration limit ({n})\n"));
+    } else if s.all_complete {
+        out.push_str("ALL STORIES COMPLETE\n");
+    }
+    out
+}
+
+/// `progress.txt` line of a landed story (Ralph v2's format).
+pub fn progress_done(id: &str, title: &str, unix: i64, tentative: bool) -> String {
+    format!(
+        "[DONE] Story {id} - {title} - {}{}",
+        crate::timefmt::progress_stamp(unix),
+        if tentative {
+            " (tentative: commits detected, validated)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// `progress.txt` line of a failed attempt (Ralph v2's format).
+pub fn progress_fail(id: &str, reason: &str, unix: i64, attempt: u32, max: u32) -> String {
+    format!(
+        "[FAIL] Story {id} - {} - {} (attempt {attempt}/{max})",
+        reason.replace('|', "-"),
+        crate::timefmt::progress_stamp(unix)
+    )
 }
 
 struct Live {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::signals::Usage;
+use crate::agent::output::Usage;
 
 pub const FORMAT_VERSION: u32 = 2;
 
@@ -37,11 +37,33 @@ impl Status {
     }
 }
 
+/// How one attempt ended, as `state.json` records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// DONE for this story.
+    Done,
+    /// No DONE but commits, landed only through required validation.
+    Tentative,
+    /// The agent reported FAIL.
+    Fail,
+    Timeout,
+    #[default]
+    Error,
+    /// Exit 0 without a signal or commits.
+    NoSignal,
+    RateLimited,
+    Interrupted,
+    /// Written by a newer ralph; kept readable.
+    #[serde(other)]
+    Unknown,
+}
+
 /// One finished attempt, kept for `status` and cost reporting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct AttemptRecord {
     pub number: u32,
-    pub outcome: String,
+    pub outcome: Outcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub duration_secs: f64,
@@ -191,10 +213,7 @@ impl State {
     /// Adds one attempt's cost and time to the story's totals.
     pub fn add_usage(&mut self, id: &str, usage: Usage, cost: f64, secs: f64) {
         let r = self.rec(id);
-        r.usage.input_tokens += usage.input_tokens;
-        r.usage.output_tokens += usage.output_tokens;
-        r.usage.cache_creation_input_tokens += usage.cache_creation_input_tokens;
-        r.usage.cache_read_input_tokens += usage.cache_read_input_tokens;
+        r.usage += usage;
         r.cost_usd += cost;
         r.duration_secs += secs;
     }
@@ -303,10 +322,7 @@ impl State {
         let mut u = Usage::default();
         let mut cost = 0.0;
         for r in self.stories.values() {
-            u.input_tokens += r.usage.input_tokens;
-            u.output_tokens += r.usage.output_tokens;
-            u.cache_creation_input_tokens += r.usage.cache_creation_input_tokens;
-            u.cache_read_input_tokens += r.usage.cache_read_input_tokens;
+            u += r.usage;
             cost += r.cost_usd;
         }
         (u, cost)

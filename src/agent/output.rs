@@ -17,6 +17,15 @@ pub struct Usage {
     pub cache_read_input_tokens: u64,
 }
 
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cache_creation_input_tokens += o.cache_creation_input_tokens;
+        self.cache_read_input_tokens += o.cache_read_input_tokens;
+    }
+}
+
 /// What one line of agent output meant.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
@@ -442,10 +451,7 @@ impl OutputParser {
         s.result_seen = true;
         s.is_error = is_error;
         s.result_text.clone_from(&text);
-        s.usage.input_tokens += usage.input_tokens;
-        s.usage.output_tokens += usage.output_tokens;
-        s.usage.cache_creation_input_tokens += usage.cache_creation_input_tokens;
-        s.usage.cache_read_input_tokens += usage.cache_read_input_tokens;
+        s.usage += usage;
         // `total_cost_usd` is already cumulative over the session.
         if cost_usd.is_some() {
             s.cost_usd = cost_usd;

@@ -1,9 +1,12 @@
 //! One agent attempt as data: the command line, the environment and the
 //! verdict (SPEC 4.2–4.4). Pure; `process` runs it and `engine` acts on it.
 
+pub mod output;
+
+use crate::agent::output::Summary;
 use crate::config::{Config, DEFAULT_AGENT_FLAGS};
 use crate::process::{AttemptExit, StopReason};
-use crate::signals::Summary;
+use crate::state::Outcome;
 
 /// The agent's arguments: `claude.flags`, or the defaults of SPEC 4.2. The
 /// prompt goes to stdin, never argv.
@@ -58,6 +61,23 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// How `state.json` records an attempt with this verdict.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Verdict::Done => Outcome::Done,
+            Verdict::Tentative => Outcome::Tentative,
+            Verdict::Failed { kind, .. } => match kind {
+                ResultKind::Timeout => Outcome::Timeout,
+                ResultKind::Error => Outcome::Error,
+                ResultKind::NoSignal => Outcome::NoSignal,
+                ResultKind::Done | ResultKind::Fail => Outcome::Fail,
+            },
+            Verdict::RateLimited { .. } => Outcome::RateLimited,
+            Verdict::Interrupted => Outcome::Interrupted,
+            Verdict::RootRefusal => Outcome::Error,
+        }
+    }
+
     pub fn kind(&self) -> ResultKind {
         match self {
             Verdict::Done | Verdict::Tentative => ResultKind::Done,
@@ -154,7 +174,7 @@ fn with_detail(reason: String, summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signals::Signals;
+    use crate::agent::output::Signals;
     use std::time::Duration;
 
     fn exit(code: i32) -> AttemptExit {

@@ -1,0 +1,239 @@
+//! `prd.json` backlogs: user stories, their spec text, their lines. Pure.
+
+use super::*;
+
+pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
+    let file = Path::new(PRD_FILE);
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let doc: serde_json::Value = serde_json::from_str(body).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg
+            .rfind(" at line ")
+            .map_or(msg.as_str(), |i| &msg[..i])
+            .to_string();
+        vec![Problem::new(
+            file,
+            Some(e.line()).filter(|&l| l > 0),
+            format!("invalid JSON ({msg}); fix the syntax"),
+        )]
+    })?;
+    let Some(obj) = doc.as_object() else {
+        return Err(vec![Problem::new(
+            file,
+            Some(1),
+            "prd.json must be a JSON object with a \"userStories\" array",
+        )]);
+    };
+    let Some(items) = obj.get("userStories").and_then(|v| v.as_array()) else {
+        return Err(vec![Problem::new(
+            file,
+            None,
+            "prd.json has no \"userStories\" array; add one (each story needs at least an \"id\" and a \"title\")",
+        )]);
+    };
+    let branch = obj
+        .get("branchName")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .filter(|s| !s.is_empty());
+
+    let mut problems = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut stories: Vec<(f64, Story)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("userStories[{i}]");
+        let Some(s) = item.as_object() else {
+            problems.push(Problem::new(
+                file,
+                None,
+                format!("{at} must be an object with \"id\" and \"title\""),
+            ));
+            continue;
+        };
+        let id = match s.get("id") {
+            Some(serde_json::Value::String(id)) => id.trim().to_string(),
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            _ => {
+                problems.push(Problem::new(
+                    file,
+                    None,
+                    format!("{at} has no \"id\"; give it a string ID such as \"US-001\""),
+                ));
+                continue;
+            }
+        };
+        let line = prd_line(text, &id);
+        if let Err(reason) = check_id(&id) {
+            problems.push(Problem::new(
+                file,
+                line,
+                format!("{at}: invalid story ID {id:?}: it {reason}"),
+            ));
+            continue;
+        }
+        if let Some(&first) = seen.get(&id) {
+            problems.push(Problem::new(
+                file,
+                line,
+                format!(
+                    "story {id} appears twice in userStories (entries {first} and {i}); remove one"
+                ),
+            ));
+            continue;
+        }
+        seen.insert(id.clone(), i);
+        let mut bad =
+            |what: String| problems.push(Problem::new(file, line, format!("story {id}: {what}")));
+
+        let title = match s.get("title") {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(t)) => t.trim().to_string(),
+            Some(other) => {
+                bad(format!("\"title\" must be a string, got {other}"));
+                String::new()
+            }
+        };
+        let description = match s.get("description") {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(d)) => d.clone(),
+            Some(other) => {
+                bad(format!("\"description\" must be a string, got {other}"));
+                String::new()
+            }
+        };
+        let criteria: Vec<String> = match s.get("acceptanceCriteria") {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::String(c)) => vec![c.clone()],
+            Some(serde_json::Value::Array(list)) => {
+                match list
+                    .iter()
+                    .map(|c| c.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                {
+                    Some(v) => v,
+                    None => {
+                        bad("\"acceptanceCriteria\" must be an array of strings".to_string());
+                        Vec::new()
+                    }
+                }
+            }
+            Some(other) => {
+                bad(format!(
+                    "\"acceptanceCriteria\" must be an array of strings, got {other}"
+                ));
+                Vec::new()
+            }
+        };
+        // Stories without a priority run after every prioritised one.
+        let priority = match s.get("priority") {
+            None | Some(serde_json::Value::Null) => f64::INFINITY,
+            Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(f64::INFINITY),
+            Some(serde_json::Value::String(p)) if p.trim().parse::<f64>().is_ok() => {
+                p.trim().parse::<f64>().unwrap_or(f64::INFINITY)
+            }
+            Some(other) => {
+                bad(format!(
+                    "\"priority\" must be a number (lower runs first), got {other}"
+                ));
+                f64::INFINITY
+            }
+        };
+        let passes = match s.get("passes") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(serde_json::Value::String(p)) if p == "true" || p == "false" => p == "true",
+            Some(other) => {
+                bad(format!("\"passes\" must be true or false, got {other}"));
+                false
+            }
+        };
+        let mut depends_on = Vec::new();
+        match s.get("dependsOn") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Array(list)) => {
+                for dep in list {
+                    let dep_id = match dep {
+                        serde_json::Value::String(d) => d.trim().to_string(),
+                        serde_json::Value::Number(n) => n.to_string(),
+                        other => {
+                            bad(format!(
+                                "\"dependsOn\" entries must be story IDs, got {other}"
+                            ));
+                            continue;
+                        }
+                    };
+                    match check_id(&dep_id) {
+                        Ok(()) => depends_on.push(dep_id),
+                        Err(reason) => bad(format!(
+                            "dependsOn entry {dep_id:?} is not a valid story ID: it {reason}"
+                        )),
+                    }
+                }
+            }
+            Some(other) => bad(format!(
+                "\"dependsOn\" must be an array of story IDs, got {other}"
+            )),
+        }
+        let title = if title.is_empty() { id.clone() } else { title };
+        let prd_spec = render_prd_spec(&id, &title, &description, &criteria);
+        stories.push((
+            priority,
+            Story {
+                id,
+                title,
+                line: 0,
+                section: 0,
+                spec_path: None,
+                depends_on,
+                estimation: None,
+                prd_passes: passes,
+                prd_spec: Some(prd_spec),
+            },
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    // sort_by is stable, so equal priorities keep file order.
+    stories.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(Backlog {
+        source: Source::Prd { branch },
+        stories: stories.into_iter().map(|(_, s)| s).collect(),
+        sections: vec![Section {
+            label: None,
+            chain: false,
+        }],
+        skipped: Vec::new(),
+    })
+}
+
+/// Best-effort line of a story in prd.json: the first line naming `"id"` and the ID.
+pub(super) fn prd_line(text: &str, id: &str) -> Option<usize> {
+    let quoted = format!("\"{id}\"");
+    text.lines()
+        .position(|l| l.contains("\"id\"") && (l.contains(&quoted) || l.contains(id)))
+        .map(|i| i + 1)
+}
+
+pub(super) fn render_prd_spec(
+    id: &str,
+    title: &str,
+    description: &str,
+    criteria: &[String],
+) -> String {
+    let mut out = format!("# Story {id}: {title}\n");
+    if !description.trim().is_empty() {
+        out.push_str("\n## Description\n\n");
+        out.push_str(description.trim());
+        out.push('\n');
+    }
+    if !criteria.is_empty() {
+        out.push_str("\n## Acceptance Criteria\n\n");
+        for c in criteria {
+            out.push_str("- ");
+            out.push_str(c.trim());
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,253 @@
+//! A loaded project and every name ralph gives things in it: runtime paths,
+//! the story branch, the `refs/ralph/...` refs that keep work, the merge
+//! subject that marks a landed story. Each name is built here and parsed
+//! here, nowhere else, so a rename cannot leave a reader behind.
+
+use std::path::{Path, PathBuf};
+
+use crate::backlog::{self, Backlog};
+use crate::config::Config;
+use crate::dag::Dag;
+use crate::error::Problem;
+
+/// A loaded, valid project.
+#[derive(Debug, Clone)]
+pub(crate) struct Project {
+    pub(crate) root: PathBuf,
+    pub(crate) config: Config,
+    pub(crate) backlog: Backlog,
+    pub(crate) dag: Dag,
+}
+
+/// Loads config, backlog and DAG, collecting every problem.
+pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
+    let (config, mut problems) = match crate::config::load(root) {
+        Ok(c) => (c, Vec::new()),
+        Err(p) => {
+            // Keep going with the defaults so one run of `validate` shows
+            // the backlog's problems too — unless the spec pattern itself is
+            // broken, which would only add noise.
+            if p.iter().any(|x| x.key.as_deref() == Some("specs.pattern")) {
+                return Err(p);
+            }
+            let defaults = crate::config::from_value(
+                crate::config::defaults(),
+                Path::new(".ralph/config.json"),
+            )
+            .map_err(|_| p.clone())?;
+            (defaults, p)
+        }
+    };
+    let backlog = match backlog::load(root, &config) {
+        Ok(b) => b,
+        Err(mut p) => {
+            problems.append(&mut p);
+            return Err(problems);
+        }
+    };
+    let dag = match Dag::build(&backlog) {
+        Ok(d) => d,
+        Err(mut p) => {
+            problems.append(&mut p);
+            return Err(problems);
+        }
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Project {
+        root: root.to_path_buf(),
+        config,
+        backlog,
+        dag,
+    })
+}
+
+/// Paths ralph writes at run time, as gitignore patterns anchored at the
+/// project root: kept out of git and out of the dirty check.
+pub(crate) const RUNTIME_PATTERNS: &[&str] = &[
+    "/.ralph/state.json",
+    "/.ralph/.lock",
+    "/.ralph/landing.json",
+    "/.ralph/logs/",
+    "/.ralph/worktrees/",
+    "/.ralph/learnings/",
+    "/.ralph/.*.tmp-*",
+    "/progress.txt",
+    "/ralph.log",
+];
+
+/// True when `rel_to_root` matches one of `RUNTIME_PATTERNS`.
+pub(crate) fn is_runtime_path(rel_to_root: &str) -> bool {
+    RUNTIME_PATTERNS.iter().any(|p| {
+        let p = &p[1..];
+        if let Some(dir) = p.strip_suffix('/') {
+            rel_to_root.starts_with(dir) && rel_to_root[dir.len()..].starts_with('/')
+        } else if p.contains('*') {
+            glob::Pattern::new(p).is_ok_and(|g| g.matches(rel_to_root))
+        } else {
+            rel_to_root == p
+        }
+    })
+}
+
+/// `.ralph/logs/<id>/attempt-<n>.log`: the raw output of one attempt.
+pub(crate) fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
+    root.join(".ralph/logs")
+        .join(id)
+        .join(format!("attempt-{attempt}.log"))
+}
+
+/// The landing intent, written before the main checkout is touched and
+/// removed once the landing is decided.
+pub(crate) fn landing_intent_path(root: &Path) -> PathBuf {
+    root.join(".ralph").join("landing.json")
+}
+
+/// Where the slot worktrees (and the validation one) live.
+pub(crate) fn worktrees_dir(root: &Path) -> PathBuf {
+    root.join(".ralph").join("worktrees")
+}
+
+/// The worktree of job slot `slot`: its name and its path.
+pub(crate) fn slot_worktree(root: &Path, slot: usize) -> (String, PathBuf) {
+    let name = format!("slot-{slot}");
+    let path = worktrees_dir(root).join(&name);
+    (name, path)
+}
+
+/// Name of the worktree the merge queue validates merged trees in.
+pub(crate) const VALIDATE_WORKTREE: &str = "validate";
+/// Its branch (deleted at the end of a run).
+pub(crate) const VALIDATE_BRANCH: &str = "ralph/validate";
+
+/// True when `path` is one of ralph's worktrees (under `.ralph/worktrees`).
+pub(crate) fn is_ours(root: &Path, path: &Path) -> bool {
+    let dir = worktrees_dir(root);
+    path.starts_with(&dir) || dir.canonicalize().is_ok_and(|c| path.starts_with(c))
+}
+
+/// Prefix of every story branch.
+pub(crate) const STORY_BRANCH_PREFIX: &str = "ralph/story-";
+
+pub(crate) fn story_branch(id: &str) -> String {
+    format!("{STORY_BRANCH_PREFIX}{id}")
+}
+
+/// Prefix of every ref that keeps work (attempts, conflicts).
+pub(crate) const KEPT_REFS: &str = "refs/ralph/";
+
+/// The refs under which one attempt's work is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeptRef {
+    /// The commits of a failed or interrupted attempt.
+    Attempt,
+    /// What the agent left uncommitted.
+    Uncommitted,
+    /// Where the agent's worktree HEAD was, when it left the story branch.
+    Head,
+    /// A run died while the attempt was running.
+    Interrupted,
+    /// The branch's commits, found unsaved before it was moved.
+    Saved,
+    /// The work whose landing conflicted.
+    Conflict,
+}
+
+/// The full ref name keeping attempt `n` of story `id`.
+pub(crate) fn kept_ref(kind: KeptRef, id: &str, n: u32) -> String {
+    match kind {
+        KeptRef::Attempt => format!("{KEPT_REFS}attempts/{id}/{n}"),
+        KeptRef::Uncommitted => format!("{KEPT_REFS}attempts/{id}/{n}-uncommitted"),
+        KeptRef::Head => format!("{KEPT_REFS}attempts/{id}/{n}-head"),
+        KeptRef::Interrupted => format!("{KEPT_REFS}attempts/{id}/{n}-interrupted"),
+        KeptRef::Saved => format!("{KEPT_REFS}attempts/{id}/saved-{n}"),
+        KeptRef::Conflict => format!("{KEPT_REFS}conflicts/{id}/{n}"),
+    }
+}
+
+const MERGE_PREFIX: &str = "merge: story ";
+
+/// The message of a story's landing commit: its subject is what marks the
+/// story as landed (SPEC 5).
+pub(crate) fn merge_message(id: &str, title: &str) -> String {
+    format!("{MERGE_PREFIX}{id}\n\n{title}\n")
+}
+
+/// The story ID a commit subject marks as landed, if it is a landing.
+pub(crate) fn landed_id(subject: &str) -> Option<&str> {
+    let id = subject.strip_prefix(MERGE_PREFIX)?.trim();
+    (!id.is_empty()).then_some(id)
+}
+
+/// Short stable hash of the project path: the prefix of every attempt token,
+/// so processes a killed run left behind can be found (and only ours).
+pub(crate) fn project_tag(root: &Path) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in root.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("ralph-{:08x}-", h as u32)
+}
+
+/// The token of one attempt: the project tag, this run's PID, the story and
+/// the attempt number.
+pub(crate) fn attempt_token(tag: &str, id: &str, attempt: u32) -> String {
+    format!("{tag}{}-{id}-{attempt}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_paths_come_from_the_one_pattern_list() {
+        for p in [
+            ".ralph/state.json",
+            ".ralph/landing.json",
+            ".ralph/logs/1.1/attempt-1.log",
+            ".ralph/worktrees/slot-0/x",
+            ".ralph/.state.json.tmp-42",
+            "progress.txt",
+            "ralph.log",
+        ] {
+            assert!(is_runtime_path(p), "{p}");
+        }
+        for p in [
+            ".ralph/stories.txt",
+            ".ralph/logsx",
+            "src/progress.txt",
+            "specs/a.md",
+        ] {
+            assert!(!is_runtime_path(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_merge_subject_round_trips() {
+        let msg = merge_message("2.10", "Add a thing");
+        let subject = msg.lines().next().unwrap();
+        assert_eq!(landed_id(subject), Some("2.10"));
+        assert_eq!(landed_id("merge: story "), None);
+        assert_eq!(landed_id("Merge branch 'x'"), None);
+    }
+
+    #[test]
+    fn kept_refs_live_under_one_prefix() {
+        for kind in [
+            KeptRef::Attempt,
+            KeptRef::Uncommitted,
+            KeptRef::Head,
+            KeptRef::Interrupted,
+            KeptRef::Saved,
+            KeptRef::Conflict,
+        ] {
+            assert!(kept_ref(kind, "1.1", 3).starts_with(KEPT_REFS));
+        }
+        assert_eq!(
+            kept_ref(KeptRef::Attempt, "1.1", 3),
+            "refs/ralph/attempts/1.1/3"
+        );
+    }
+}

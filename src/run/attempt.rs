@@ -1,0 +1,390 @@
+//! One attempt, from worktree to verdict, on this machine: prepare the
+//! slot's worktree at the target's tip, run the hooks, render the prompt,
+//! run the agent in its own process group, keep whatever it left, and
+//! classify the result (SPEC 4.4). Every failure becomes a verdict.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::agent::output::{AgentEvent, OutputParser};
+use crate::agent::{self, ResultKind, Verdict};
+use crate::backlog::{self, Story};
+use crate::config::Config;
+use crate::gitops::{GitError, Oid};
+use crate::learnings;
+use crate::process::{self, AttemptSpec, Control};
+use crate::project::{self, KeptRef};
+use crate::prompt::{self, PromptInput};
+
+use super::context::{env_pairs, RunContext, WORKTREE_PREP};
+use super::dispatcher::Executor;
+use super::events::{AttemptReport, AttemptRequest, Event};
+
+/// Limit of the hooks other than `pre_worktree` (which has its own key).
+const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Shortest gap between two activity lines sent to the display (it needs
+/// the latest, not every line).
+const ACTIVITY_GAP: Duration = Duration::from_millis(200);
+
+/// Attempts in slot worktrees of the main repository, agents as children.
+pub(crate) struct LocalExecutor {
+    pub(crate) ctx: Arc<RunContext>,
+    pub(crate) verbose: bool,
+}
+
+impl Executor for LocalExecutor {
+    fn run(
+        &self,
+        req: AttemptRequest,
+        story: Story,
+        control: watch::Receiver<Control>,
+        activity: mpsc::UnboundedSender<Event>,
+    ) -> impl std::future::Future<Output = AttemptReport> + Send + 'static {
+        let (ctx, verbose) = (self.ctx.clone(), self.verbose);
+        async move { run_attempt(ctx, req, story, control, activity, verbose).await }
+    }
+
+    fn log_rel(&self, id: &str, attempt: u32) -> String {
+        rel(
+            &self.ctx.root,
+            &project::attempt_log_path(&self.ctx.root, id, attempt),
+        )
+    }
+}
+
+fn rel(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+/// The prompt of one attempt (SPEC 4.1): the project's template or the
+/// built-in one, with the story's spec and its most relevant learnings.
+pub(crate) fn build_prompt(
+    root: &Path,
+    config: &Config,
+    story: &Story,
+    learnings_pool: &[String],
+    retry_context: Option<&str>,
+) -> std::io::Result<String> {
+    let spec = backlog::spec_text(root, story)?;
+    let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings_max);
+    let template = std::fs::read_to_string(root.join(".ralph/templates/implement.md"))
+        .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
+    let input = PromptInput {
+        id: &story.id,
+        title: &story.title,
+        spec: &spec,
+        learnings: &chosen,
+        retry_context,
+    };
+    Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
+}
+
+/// Runs hook `name` (`cmd`, when set); `Some` is what went wrong.
+async fn run_hook(
+    ctx: &RunContext,
+    name: &str,
+    cmd: &str,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+) -> Option<String> {
+    if cmd.trim().is_empty() {
+        return None;
+    }
+    match process::run_shell(cmd, cwd, env, timeout).await {
+        Ok(r) if r.success => None,
+        Ok(r) => Some(format!(
+            "hook {name} {}: {}",
+            if r.timed_out {
+                "timed out".to_string()
+            } else {
+                format!("exited {}", r.code.unwrap_or(-1))
+            },
+            r.tail.lines().last().unwrap_or("")
+        )),
+        Err(e) => Some(format!("hook {name} could not start: {e}")),
+    }
+    .inspect(|msg| ctx.log.line(msg))
+}
+
+async fn blocking<T: Send + 'static>(
+    ctx: &Arc<RunContext>,
+    f: impl FnOnce(&RunContext) -> T + Send + 'static,
+) -> Result<T, String> {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || f(&ctx))
+        .await
+        .map_err(|e| format!("internal error in a git task: {e}"))
+}
+
+/// Puts the slot's worktree on the story branch at the target's tip; a
+/// previous attempt's unsaved commits on that branch are kept first.
+fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
+    let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
+    let branch = project::story_branch(id);
+    let (wt_name, wt_path) = project::slot_worktree(&ctx.root, slot);
+    let base = ctx
+        .git
+        .branch_tip(&ctx.target)?
+        .ok_or_else(|| GitError::Other(format!("target branch {} vanished", ctx.target)))?;
+    if ctx.git.branch_tip(&branch)?.is_some()
+        && ctx.git.commits_ahead(&branch, &base)? > 0
+        && !ctx.git.tip_saved_under(&branch, project::KEPT_REFS)?
+    {
+        let stamp = crate::timefmt::now_secs().max(0) as u32;
+        ctx.git
+            .save_ref(&branch, &project::kept_ref(KeptRef::Saved, id, stamp))?;
+    }
+    ctx.git
+        .release_branch(&branch, &project::worktrees_dir(&ctx.root))?;
+    ctx.git
+        .prepare_worktree(&wt_name, &wt_path, &branch, &base)?;
+    Ok(base)
+}
+
+/// The agent may have left the worktree dirty, detached or on another
+/// branch: keep everything, and let the story branch hold its commits.
+fn keep_what_the_agent_left(ctx: &RunContext, id: &str, n: u32, wt: &Path, base: &Oid) {
+    let branch = project::story_branch(id);
+    let unc = project::kept_ref(KeptRef::Uncommitted, id, n);
+    if let Ok(Some(_)) = ctx.git.save_uncommitted(wt, &unc) {
+        ctx.log.line(&format!(
+            "story {id} attempt {n}: uncommitted changes kept at {unc}"
+        ));
+    }
+    let head = project::kept_ref(KeptRef::Head, id, n);
+    if let Ok(a) = ctx.git.adopt_worktree_head(wt, &branch, base, &head) {
+        if a != crate::gitops::Adopted::Unchanged {
+            ctx.log.line(&format!(
+                "story {id} attempt {n}: agent left its branch: {a:?}"
+            ));
+        }
+    }
+}
+
+async fn run_attempt(
+    ctx: Arc<RunContext>,
+    req: AttemptRequest,
+    story: Story,
+    control: watch::Receiver<Control>,
+    events: mpsc::UnboundedSender<Event>,
+    verbose: bool,
+) -> AttemptReport {
+    let id = story.id.clone();
+    let n = req.attempt;
+    let branch = project::story_branch(&id);
+    let (_, wt_path) = project::slot_worktree(&ctx.root, req.slot);
+    let log_path = project::attempt_log_path(&ctx.root, &id, n);
+    let fail = |reason: String| Verdict::Failed {
+        reason,
+        kind: ResultKind::Error,
+    };
+    let mut report = AttemptReport::empty(&req, Verdict::Interrupted, rel(&ctx.root, &log_path));
+    let started = Instant::now();
+
+    let (id2, slot) = (id.clone(), req.slot);
+    let base = match blocking(&ctx, move |c| prepare(c, &id2, slot)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            report.verdict = fail(format!("could not prepare the worktree: {e}"));
+            return report;
+        }
+        Err(e) => {
+            report.verdict = fail(e);
+            return report;
+        }
+    };
+
+    let root_s = ctx.root.display().to_string();
+    let wt_s = wt_path.display().to_string();
+    let spec_s = story
+        .spec_path
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let iter_s = req.iteration.to_string();
+    let hooks = &ctx.config.hooks;
+    let _ = run_hook(
+        &ctx,
+        "pre_iteration",
+        &hooks.pre_iteration,
+        ctx.root.clone(),
+        env_pairs(&[("RALPH_ITERATION", &iter_s)]),
+        HOOK_TIMEOUT,
+    )
+    .await;
+    // Once pre_iteration has run, post_story and post_iteration run too,
+    // whatever ends the attempt early: break out of this block, never return.
+    'attempt: {
+        if let Some(msg) = run_hook(
+            &ctx,
+            "pre_worktree",
+            &hooks.pre_worktree,
+            wt_path.clone(),
+            env_pairs(&[
+                ("RALPH_STORY", &id),
+                ("RALPH_WORKTREE", &wt_s),
+                ("RALPH_BRANCH", &branch),
+                ("RALPH_PROJECT_DIR", &root_s),
+            ]),
+            Duration::from_secs(hooks.pre_worktree_timeout),
+        )
+        .await
+        {
+            report.verdict = fail(format!("pre_worktree hook failed: {msg}"));
+            break 'attempt;
+        }
+        let _ = run_hook(
+            &ctx,
+            "pre_story",
+            &hooks.pre_story,
+            ctx.root.clone(),
+            env_pairs(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]),
+            HOOK_TIMEOUT,
+        )
+        .await;
+
+        let pool = if ctx.config.learnings_enabled {
+            learnings::load(&ctx.root)
+        } else {
+            Vec::new()
+        };
+        let text = match build_prompt(
+            &ctx.root,
+            &ctx.config,
+            &story,
+            &pool,
+            req.retry_context.as_deref(),
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                report.verdict = fail(format!("cannot read the spec: {e}"));
+                break 'attempt;
+            }
+        };
+        let spec_run = AttemptSpec {
+            program: ctx.agent_program.clone(),
+            args: agent::agent_args(&ctx.config),
+            cwd: wt_path.clone(),
+            env: env_pairs(&[
+                ("RALPH_STORY", &id),
+                ("RALPH_ATTEMPT", &n.to_string()),
+                ("RALPH_WORKTREE", &wt_s),
+                ("RALPH_BRANCH", &branch),
+                ("RALPH_PROJECT_DIR", &root_s),
+            ]),
+            env_remove: agent::ENV_REMOVE.iter().map(|s| s.to_string()).collect(),
+            stdin: text.into_bytes(),
+            log_path: log_path.clone(),
+            timeout: ctx.timeout,
+            grace: Duration::from_secs(ctx.config.grace_secs),
+            token: project::attempt_token(&ctx.tag, &id, n),
+        };
+        let mut parser = OutputParser::new();
+        let idx = req.idx;
+        let mut last_sent = Instant::now() - ACTIVITY_GAP;
+        let on_line = |line: &str| {
+            for ev in parser.feed_line(line) {
+                let text = activity_text(ev, verbose);
+                if text.is_empty() {
+                    continue;
+                }
+                if verbose || last_sent.elapsed() >= ACTIVITY_GAP {
+                    last_sent = Instant::now();
+                    let _ = events.send(Event::Activity { idx, text });
+                }
+            }
+        };
+        ctx.log.line(&format!("agent start story {id} attempt {n}"));
+        let exit = process::run_attempt(spec_run, on_line, control).await;
+        let summary = parser.finish();
+        report.duration = started.elapsed();
+        report.usage = summary.usage;
+        report.cost_usd = summary.cost_usd.unwrap_or(0.0);
+        report.learnings = summary.signals.learnings.clone();
+        let exit = match exit {
+            Ok(e) => e,
+            Err(e) => {
+                report.verdict = fail(if e.kind() == std::io::ErrorKind::NotFound {
+                    format!(
+                        "agent command '{}' not found: install it or set claude.command in .ralph/config.json",
+                        ctx.config.agent_command
+                    )
+                } else {
+                    format!("could not start the agent: {e}")
+                });
+                break 'attempt;
+            }
+        };
+        let (id2, wt2, base2, b2) = (id.clone(), wt_path.clone(), base.clone(), branch.clone());
+        let commits = blocking(&ctx, move |c| {
+            keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
+            c.git.commits_ahead(&b2, &base2).unwrap_or(0)
+        })
+        .await
+        .unwrap_or(0);
+        report.verdict = agent::classify(
+            &id,
+            &exit,
+            &summary,
+            commits,
+            ctx.timeout.as_secs(),
+            !ctx.required_validation.is_empty(),
+        );
+        let unlanded = matches!(
+            report.verdict,
+            Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }
+        );
+        if unlanded && commits > 0 {
+            let r = project::kept_ref(KeptRef::Attempt, &id, n);
+            let (b2, r2) = (branch.clone(), r.clone());
+            if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b2, &r2)).await {
+                report.saved_ref = Some(r);
+            }
+        }
+    }
+    if !matches!(report.verdict, Verdict::Interrupted) {
+        let result = report.verdict.kind().as_str();
+        let _ = run_hook(
+            &ctx,
+            "post_story",
+            &hooks.post_story,
+            ctx.root.clone(),
+            env_pairs(&[("RALPH_STORY", &id), ("RALPH_RESULT", result)]),
+            HOOK_TIMEOUT,
+        )
+        .await;
+        let _ = run_hook(
+            &ctx,
+            "post_iteration",
+            &hooks.post_iteration,
+            ctx.root.clone(),
+            env_pairs(&[("RALPH_ITERATION", &iter_s)]),
+            HOOK_TIMEOUT,
+        )
+        .await;
+    }
+    report
+}
+
+/// One line of what the agent is doing, for the display ("" for nothing).
+fn activity_text(ev: AgentEvent, verbose: bool) -> String {
+    match ev {
+        AgentEvent::ToolUse { name, summary } => format!("{name}: {summary}"),
+        // `-v` streams the whole text; the display keeps one line.
+        AgentEvent::Text(t) if verbose => t.trim().to_string(),
+        AgentEvent::Text(t) => crate::report::render_activity(&t),
+        AgentEvent::ApiRetry { attempt, error } => format!("API retry {attempt}: {error}"),
+        AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
+        AgentEvent::Result { is_error, .. } => if is_error {
+            "finished with an error"
+        } else {
+            "finished"
+        }
+        .to_string(),
+    }
+}

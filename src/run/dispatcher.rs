@@ -1,0 +1,226 @@
+//! The run loop: waits for the next event (a finished attempt or landing,
+//! agent activity, an OS signal, the end of a pause), hands it to the pure
+//! transition and carries out the actions it returns. It decides nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{Id, JoinSet};
+
+use crate::agent::{ResultKind, Verdict};
+use crate::backlog::Story;
+use crate::learnings;
+use crate::process::Control;
+use crate::report::{self, Reporter};
+use crate::store;
+use crate::timefmt;
+
+use super::context::RunContext;
+use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
+use super::land::{self, LandRequest};
+use super::model::Model;
+use super::transition::{handle, is_over};
+
+/// Where attempts run. Today a local worktree and a child process
+/// (`attempt::LocalExecutor`); a remote executor is another implementation.
+pub(crate) trait Executor: Send + Sync + 'static {
+    /// Runs one attempt to its verdict. `activity` takes what the agent is
+    /// doing, for the display; `control` asks it to stop.
+    fn run(
+        &self,
+        req: AttemptRequest,
+        story: Story,
+        control: watch::Receiver<Control>,
+        activity: mpsc::UnboundedSender<Event>,
+    ) -> impl Future<Output = AttemptReport> + Send + 'static;
+
+    /// The log of an attempt, relative to the project root (for a report
+    /// made up when the attempt's task died).
+    fn log_rel(&self, id: &str, attempt: u32) -> String;
+}
+
+/// What a task in the set was doing, to answer for it if it panics.
+enum Task {
+    Attempt(AttemptRequest),
+    Landing(usize),
+}
+
+pub(crate) struct Dispatcher<E: Executor> {
+    pub(crate) model: Model,
+    pub(crate) reporter: Reporter,
+    ctx: Arc<RunContext>,
+    executor: Arc<E>,
+    tasks: JoinSet<Event>,
+    owners: HashMap<Id, Task>,
+    controls: HashMap<usize, watch::Sender<Control>>,
+    land_control: watch::Sender<Control>,
+    activity_tx: mpsc::UnboundedSender<Event>,
+    activity_rx: mpsc::UnboundedReceiver<Event>,
+}
+
+fn now() -> Now {
+    Now {
+        mono: Instant::now(),
+        unix: timefmt::now_secs(),
+    }
+}
+
+impl<E: Executor> Dispatcher<E> {
+    pub(crate) fn new(
+        model: Model,
+        reporter: Reporter,
+        ctx: Arc<RunContext>,
+        executor: E,
+    ) -> Dispatcher<E> {
+        let (activity_tx, activity_rx) = mpsc::unbounded_channel();
+        Dispatcher {
+            model,
+            reporter,
+            ctx,
+            executor: Arc::new(executor),
+            tasks: JoinSet::new(),
+            owners: HashMap::new(),
+            controls: HashMap::new(),
+            land_control: watch::channel(Control::Run).0,
+            activity_tx,
+            activity_rx,
+        }
+    }
+
+    /// Runs until the transition says the run is over.
+    pub(crate) async fn run(&mut self, reland: Vec<usize>) -> Result<()> {
+        let mut sigint = signal(SignalKind::interrupt())?;
+        let mut sigterm = signal(SignalKind::terminate())?;
+        let mut sighup = signal(SignalKind::hangup())?;
+        self.feed(Event::Start { reland });
+        while !is_over(&self.model) {
+            if self.tasks.is_empty() && self.model.busy() {
+                // Every result comes back through the task set: with the
+                // set empty nothing can answer, so waiting would hang.
+                return Err(anyhow!(
+                    "internal error: the run waits for work no task is doing; \
+                     run `ralph run` again to resume"
+                ));
+            }
+            let pause = self.model.pause_until;
+            let event = tokio::select! {
+                Some(ev) = self.activity_rx.recv() => ev,
+                Some(joined) = self.tasks.join_next_with_id() => self.joined(joined),
+                _ = sigint.recv() => Event::Signal(OsSignal::Interrupt),
+                _ = sigterm.recv() => Event::Signal(OsSignal::Terminate),
+                _ = sighup.recv() => Event::Signal(OsSignal::Hangup),
+                _ = sleep_until(pause), if pause.is_some() => Event::Timer,
+            };
+            self.feed(event);
+        }
+        Ok(())
+    }
+
+    /// A task's result, or a failure in its name when it panicked.
+    fn joined(&mut self, joined: Result<(Id, Event), tokio::task::JoinError>) -> Event {
+        let (id, result) = match joined {
+            Ok((id, ev)) => (id, Ok(ev)),
+            Err(e) => (e.id(), Err(e)),
+        };
+        let task = self.owners.remove(&id);
+        match (result, task) {
+            (Ok(ev), _) => ev,
+            (Err(e), Some(Task::Attempt(req))) => {
+                let log_rel = self.executor.log_rel(self.model.id(req.idx), req.attempt);
+                let verdict = Verdict::Failed {
+                    reason: format!("internal error in the attempt: {e}"),
+                    kind: ResultKind::Error,
+                };
+                Event::AttemptFinished(Box::new(AttemptReport::empty(&req, verdict, log_rel)))
+            }
+            (Err(e), Some(Task::Landing(idx))) => Event::LandingFinished {
+                idx,
+                result: LandResult::Error(format!("internal error while landing: {e}")),
+            },
+            (Err(e), None) => Event::SaveFailed(format!("internal error: unknown task {e}")),
+        }
+    }
+
+    /// Hands `event` to the transition and carries out its actions; an
+    /// action that fails becomes the next event.
+    fn feed(&mut self, event: Event) {
+        let mut queue = VecDeque::from([event]);
+        while let Some(ev) = queue.pop_front() {
+            for action in handle(&mut self.model, ev, now()) {
+                if let Some(next) = self.execute(action) {
+                    queue.push_back(next);
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, action: Action) -> Option<Event> {
+        let root = &self.ctx.root;
+        match action {
+            Action::Save => {
+                if let Err(e) = store::save_state(root, &self.model.state) {
+                    return Some(Event::SaveFailed(format!("{e:#}")));
+                }
+            }
+            Action::Say(m) => self.reporter.line(&report::render(&m)),
+            Action::Progress(line) => progress(&self.ctx, &line),
+            Action::Log(line) => self.ctx.log.line(&line),
+            Action::Totals(t) => self.reporter.totals(&t),
+            Action::StoryStarted { id, title } => self.reporter.story_started(&id, &title),
+            Action::StoryFinished { id } => self.reporter.story_finished(&id),
+            Action::Activity { id, text } => self.reporter.activity(&id, &text),
+            Action::RecordLearnings { id, learnings } => {
+                if let Ok(added) = learnings::record(root, &id, &learnings) {
+                    for l in added {
+                        progress(&self.ctx, &format!("[LEARN] {l}"));
+                    }
+                }
+            }
+            Action::StartAttempt(req) => {
+                let (control, control_rx) = watch::channel(Control::Run);
+                self.controls.insert(req.slot, control);
+                let story = self.model.stories[req.idx].clone();
+                let fut =
+                    self.executor
+                        .run(req.clone(), story, control_rx, self.activity_tx.clone());
+                let handle = self
+                    .tasks
+                    .spawn(async move { Event::AttemptFinished(Box::new(fut.await)) });
+                self.owners.insert(handle.id(), Task::Attempt(req));
+            }
+            Action::Land { idx, attempt } => {
+                let req = LandRequest::new(&self.ctx, &self.model.stories[idx], idx, attempt);
+                let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
+                let handle = self.tasks.spawn(async move {
+                    let result = land::land(&ctx, &req, control).await;
+                    Event::LandingFinished { idx, result }
+                });
+                self.owners.insert(handle.id(), Task::Landing(idx));
+            }
+            Action::Control(how) => {
+                for c in self.controls.values() {
+                    let _ = c.send(how);
+                }
+                let _ = self.land_control.send(how);
+            }
+        }
+        None
+    }
+}
+
+fn progress(ctx: &RunContext, line: &str) {
+    if let Err(e) = store::append_progress(&ctx.root, line) {
+        ctx.log.line(&format!("cannot append to progress.txt: {e}"));
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at.into()).await;
+    }
+}

@@ -1,0 +1,167 @@
+//! What the run loop receives (`Event`) and what it is asked to carry out
+//! (`Action`): plain data, so the transition between them is a pure function.
+
+use std::time::{Duration, Instant};
+
+use crate::agent::output::Usage;
+use crate::agent::Verdict;
+use crate::gitops::Oid;
+use crate::process::Control;
+use crate::report::{Message, Totals};
+
+/// The OS signals a run reacts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OsSignal {
+    Interrupt,
+    Terminate,
+    Hangup,
+}
+
+impl OsSignal {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            OsSignal::Interrupt => "interrupt",
+            OsSignal::Terminate => "terminate",
+            OsSignal::Hangup => "hangup",
+        }
+    }
+}
+
+/// Messages into the transition.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// The run begins: stories found finished by reconcile go to landing.
+    Start {
+        reland: Vec<usize>,
+    },
+    /// A line of what an agent is doing, for the display.
+    Activity {
+        idx: usize,
+        text: String,
+    },
+    AttemptFinished(Box<AttemptReport>),
+    LandingFinished {
+        idx: usize,
+        result: LandResult,
+    },
+    Signal(OsSignal),
+    /// The usage-limit pause may be over.
+    Timer,
+    /// `state.json` could not be written: ralph itself failed.
+    SaveFailed(String),
+}
+
+/// What one attempt came back with.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptReport {
+    pub(crate) idx: usize,
+    pub(crate) slot: usize,
+    pub(crate) attempt: u32,
+    pub(crate) verdict: Verdict,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    pub(crate) duration: Duration,
+    pub(crate) learnings: Vec<String>,
+    pub(crate) saved_ref: Option<String>,
+    /// The attempt's log, relative to the project root.
+    pub(crate) log_rel: String,
+}
+
+impl AttemptReport {
+    /// A report for an attempt that ended before its agent ran (or whose
+    /// task died): nothing used, nothing kept.
+    pub(crate) fn empty(req: &AttemptRequest, verdict: Verdict, log_rel: String) -> AttemptReport {
+        AttemptReport {
+            idx: req.idx,
+            slot: req.slot,
+            attempt: req.attempt,
+            verdict,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            duration: Duration::ZERO,
+            learnings: Vec::new(),
+            saved_ref: None,
+            log_rel,
+        }
+    }
+}
+
+/// How a landing ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LandResult {
+    Landed {
+        commit: Oid,
+    },
+    Conflict {
+        paths: Vec<String>,
+        saved_ref: Option<String>,
+    },
+    ValidationFailed {
+        name: String,
+        tail: String,
+        saved_ref: Option<String>,
+    },
+    CheckoutBlocked {
+        paths: Vec<String>,
+    },
+    /// Ctrl-C stopped it before the ref moved; the story stays `landing` in
+    /// the state so the next run lands it without redoing it.
+    Interrupted,
+    Error(String),
+}
+
+/// One attempt to start, as the transition decides it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AttemptRequest {
+    pub(crate) idx: usize,
+    pub(crate) slot: usize,
+    pub(crate) attempt: u32,
+    /// Attempts started by this run, this one included (`RALPH_ITERATION`).
+    pub(crate) iteration: u64,
+    /// What the previous attempt left to say (failure, conflict).
+    pub(crate) retry_context: Option<String>,
+}
+
+/// What the transition asks the dispatcher to do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Action {
+    /// Write `state.json` now (before anything that depends on it).
+    Save,
+    Say(Message),
+    /// A line for `progress.txt`.
+    Progress(String),
+    /// A line for the technical log.
+    Log(String),
+    Totals(Totals),
+    StoryStarted {
+        id: String,
+        title: String,
+    },
+    StoryFinished {
+        id: String,
+    },
+    Activity {
+        id: String,
+        text: String,
+    },
+    /// Keep what the agent learnt (and say which lines were new).
+    RecordLearnings {
+        id: String,
+        learnings: Vec<String>,
+    },
+    StartAttempt(AttemptRequest),
+    Land {
+        idx: usize,
+        attempt: u32,
+    },
+    /// Tell every running attempt and the landing in progress.
+    Control(Control),
+}
+
+/// The clock as the transition sees it: read once per event by the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Now {
+    pub(crate) mono: Instant,
+    /// Seconds since the Unix epoch (reset times are given in it).
+    pub(crate) unix: i64,
+}

@@ -1,0 +1,270 @@
+//! The merge queue's work for one story: merge it onto the target's tip
+//! (with its spec's `status: done` edit), validate the merged tree, write
+//! the landing intent, move the target with a compare-and-swap that also
+//! updates the main checkout, and tidy up after a landing. The transition
+//! decides the order; git work runs on blocking threads.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::backlog::{mark_done, Story};
+use crate::gitops::{GitError, LandOutcome, MergeOutcome, Oid};
+use crate::process::{self, Control};
+use crate::project::{self, KeptRef};
+use crate::store;
+
+use super::context::{env_pairs, RunContext, WORKTREE_PREP};
+use super::events::LandResult;
+
+/// Rounds of merge → validate → compare-and-swap before giving up on a
+/// target that keeps moving under the queue.
+const ROUNDS: usize = 5;
+
+/// One story to land.
+#[derive(Debug, Clone)]
+pub(crate) struct LandRequest {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) attempt: u32,
+    /// The story's spec, repository-relative, when it is a file to edit.
+    pub(crate) spec_rel: Option<String>,
+    /// prd.json, repository-relative, when the backlog is one.
+    pub(crate) prd_rel: Option<String>,
+}
+
+impl LandRequest {
+    pub(crate) fn new(ctx: &RunContext, story: &Story, _idx: usize, attempt: u32) -> LandRequest {
+        let spec_rel = story
+            .spec_path
+            .as_ref()
+            .and_then(|p| ctx.git.rel_path(&ctx.root.join(p)));
+        let prd_rel = if ctx.prd {
+            ctx.git.rel_path(&ctx.root.join("prd.json"))
+        } else {
+            None
+        };
+        LandRequest {
+            id: story.id.clone(),
+            title: story.title.clone(),
+            attempt,
+            spec_rel,
+            prd_rel,
+        }
+    }
+}
+
+/// What `.ralph/landing.json` records while the main checkout may be
+/// half-updated: enough for the next start to undo it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct LandingIntent {
+    pub(crate) story: String,
+    /// The target's tip the landing started from.
+    pub(crate) base: Oid,
+    /// The merge commit being landed.
+    pub(crate) commit: Oid,
+}
+
+impl LandingIntent {
+    pub(crate) fn read(root: &std::path::Path) -> Option<LandingIntent> {
+        let text = std::fs::read_to_string(project::landing_intent_path(root)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    ctx: &Arc<RunContext>,
+    f: impl FnOnce(&RunContext) -> T + Send + 'static,
+) -> Result<T, String> {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || f(&ctx))
+        .await
+        .map_err(|e| format!("internal error in a git task: {e}"))
+}
+
+/// Lands one story; never panics the caller.
+pub(crate) async fn land(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    control: watch::Receiver<Control>,
+) -> LandResult {
+    if *control.borrow() != Control::Run {
+        return LandResult::Interrupted;
+    }
+    let result = land_rounds(ctx, req, control).await;
+    if let LandResult::Landed { .. } = &result {
+        let req = req.clone();
+        let _ = blocking(ctx, move |c| after_landing(c, &req)).await;
+    }
+    result
+}
+
+async fn land_rounds(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    control: watch::Receiver<Control>,
+) -> LandResult {
+    let branch = project::story_branch(&req.id);
+    for _round in 0..ROUNDS {
+        let r = req.clone();
+        let merged = blocking(ctx, move |c| {
+            let mut paths = Vec::new();
+            paths.extend(r.spec_rel.clone());
+            paths.extend(r.prd_rel.clone());
+            let edit = mark_done::landing_edit(
+                r.spec_rel.clone(),
+                r.prd_rel.clone(),
+                c.config.status_field.clone(),
+                r.id.clone(),
+            );
+            c.git.merge_story(
+                &c.target,
+                &project::story_branch(&r.id),
+                &project::merge_message(&r.id, &r.title),
+                &paths,
+                &edit,
+            )
+        })
+        .await;
+        let (commit, base) = match merged {
+            Ok(Ok(MergeOutcome::Merged { commit, base })) => (commit, base),
+            Ok(Ok(MergeOutcome::Conflict { paths })) => {
+                let saved = keep(ctx, &branch, KeptRef::Conflict, req).await;
+                return LandResult::Conflict {
+                    paths,
+                    saved_ref: saved,
+                };
+            }
+            Ok(Err(e)) => return LandResult::Error(e.to_string()),
+            Err(e) => return LandResult::Error(e),
+        };
+        if !ctx.required_validation.is_empty() {
+            if let Some(fail) = validate_merged(ctx, req, &commit, &base, control.clone()).await {
+                return fail;
+            }
+        }
+        let intent = LandingIntent {
+            story: req.id.clone(),
+            base: base.clone(),
+            commit: commit.clone(),
+        };
+        let text = serde_json::to_string(&intent).expect("the intent serialises");
+        // Without the intent a crash mid-checkout could not be undone: no
+        // intent, no landing.
+        if let Err(e) =
+            store::write_atomic(&project::landing_intent_path(&ctx.root), text.as_bytes())
+        {
+            return LandResult::Error(format!(
+                "cannot write .ralph/landing.json before landing: {e}"
+            ));
+        }
+        let (b, c2) = (base.clone(), commit.clone());
+        let landed = blocking(ctx, move |c| c.git.land(&c.target, &b, &c2)).await;
+        let _ = std::fs::remove_file(project::landing_intent_path(&ctx.root));
+        match landed {
+            Ok(Ok(LandOutcome::Landed)) => return LandResult::Landed { commit },
+            Ok(Ok(LandOutcome::TargetMoved { .. })) => continue,
+            Ok(Ok(LandOutcome::CheckoutBlocked { paths })) => {
+                return LandResult::CheckoutBlocked { paths }
+            }
+            Ok(Err(e)) => return LandResult::Error(e.to_string()),
+            Err(e) => return LandResult::Error(e),
+        }
+    }
+    LandResult::Error(format!(
+        "{} kept moving while landing; will retry",
+        ctx.target
+    ))
+}
+
+/// Keeps the story branch's commits under a ref of `kind`.
+async fn keep(
+    ctx: &Arc<RunContext>,
+    branch: &str,
+    kind: KeptRef,
+    req: &LandRequest,
+) -> Option<String> {
+    let r = project::kept_ref(kind, &req.id, req.attempt);
+    let (b, r2) = (branch.to_string(), r.clone());
+    match blocking(ctx, move |c| c.git.save_ref(&b, &r2)).await {
+        Ok(Ok(())) => Some(r),
+        _ => None,
+    }
+}
+
+/// After the ref moved: the story branch goes (its work is on the target),
+/// and a spec git does not track gets its `status: done` on disk.
+fn after_landing(ctx: &RunContext, req: &LandRequest) {
+    let _ = ctx.git.delete_branch(&project::story_branch(&req.id));
+    let head = ctx.git.head_branch().ok().flatten();
+    if head.as_deref() == Some(ctx.target.as_str()) {
+        mark_done::finish_on_disk(
+            &ctx.root,
+            req.spec_rel.as_deref().map(|s| ctx.git.workdir.join(s)),
+            req.prd_rel.as_deref().map(|p| ctx.git.workdir.join(p)),
+            &ctx.config.status_field,
+            &req.id,
+        );
+    }
+}
+
+/// Runs the required validation commands on the merged tree, in a worktree
+/// of its own; `Some` is the failure.
+async fn validate_merged(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    commit: &Oid,
+    base: &Oid,
+    control: watch::Receiver<Control>,
+) -> Option<LandResult> {
+    let path = project::worktrees_dir(&ctx.root).join(project::VALIDATE_WORKTREE);
+    let (p, commit, base) = (path.clone(), commit.clone(), base.clone());
+    let prep = blocking(ctx, move |c| -> Result<(), GitError> {
+        let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
+        c.git.prepare_worktree(
+            project::VALIDATE_WORKTREE,
+            &p,
+            project::VALIDATE_BRANCH,
+            &base,
+        )?;
+        c.git.checkout_detached(&p, &commit)
+    })
+    .await;
+    match prep {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Some(LandResult::Error(format!(
+                "preparing the validation worktree: {e}"
+            )))
+        }
+        Err(e) => return Some(LandResult::Error(e)),
+    }
+    for v in &ctx.required_validation {
+        let env = env_pairs(&[
+            ("RALPH_STORY", &req.id),
+            ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
+        ]);
+        let run =
+            process::run_shell_controlled(&v.cmd, path.clone(), env, ctx.timeout, control.clone());
+        match run.await {
+            Ok(r) if r.success => {}
+            Ok(r) if r.interrupted => return Some(LandResult::Interrupted),
+            Ok(r) => {
+                let branch = project::story_branch(&req.id);
+                let saved = keep(ctx, &branch, KeptRef::Attempt, req).await;
+                return Some(LandResult::ValidationFailed {
+                    name: v.name.clone(),
+                    tail: r.tail,
+                    saved_ref: saved,
+                });
+            }
+            Err(e) => {
+                return Some(LandResult::Error(format!(
+                    "validation '{}' could not start: {e}",
+                    v.name
+                )))
+            }
+        }
+    }
+    None
+}

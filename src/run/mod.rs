@@ -1,0 +1,361 @@
+//! `ralph run`. The startup sequence (load, run lock, process and git
+//! recovery, the dirty-checkout check, reconcile) runs synchronously before
+//! the tokio runtime exists; the runtime carries only the run itself
+//! (`dispatcher`, deciding through the pure `transition`); the end of the
+//! run (sweeps, worktree cleanup, the summary) is synchronous again.
+//!
+//! Files: `events` (what the loop receives and does), `model` and
+//! `transition` (pure policy), `dispatcher` (the loop), `attempt` (one
+//! attempt on this machine), `land` (the merge queue's work), `recover`
+//! (startup and shutdown housekeeping), `context` (what tasks share).
+
+mod attempt;
+mod context;
+mod dispatcher;
+mod events;
+mod land;
+mod model;
+mod recover;
+mod transition;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::backlog::Source;
+use crate::error::{RalphError, EXIT_OK};
+use crate::gitops::Git;
+use crate::process;
+use crate::project::{self, Project, RUNTIME_PATTERNS};
+use crate::report::{self, Reporter};
+use crate::store::{self, TechLog};
+
+pub(crate) use model::story_node;
+pub(crate) use recover::take_run_lock;
+
+/// `ralph run` options after merging flags with the config.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunOptions {
+    pub(crate) parallel: bool,
+    pub(crate) jobs: Option<usize>,
+    pub(crate) iterations: Option<u64>,
+    pub(crate) story: Option<String>,
+    pub(crate) resume: Option<String>,
+    pub(crate) timeout: Option<u64>,
+    pub(crate) dry_run: bool,
+    pub(crate) verbose: bool,
+    pub(crate) log: Option<PathBuf>,
+}
+
+/// The agent executable: a project-local one (`bin/agent`) is found from the
+/// project root, not from the worktree the child starts in; a bare name is
+/// looked up on PATH. `None` when it does not exist.
+fn resolve_agent(root: &Path, program: &str) -> Option<String> {
+    if program.contains('/') {
+        let p = Path::new(program);
+        let p = if p.is_relative() {
+            root.join(p)
+        } else {
+            p.to_path_buf()
+        };
+        p.is_file().then(|| p.display().to_string())
+    } else {
+        let paths = std::env::var_os("PATH")?;
+        std::env::split_paths(&paths)
+            .any(|d| d.join(program).is_file())
+            .then(|| program.to_string())
+    }
+}
+
+/// The branch stories land on: prd.json's `branchName`, else the main
+/// checkout's branch.
+fn target_branch(project: &Project, git: &Git) -> Result<String> {
+    if let Source::Prd { branch: Some(b) } = &project.backlog.source {
+        return Ok(b.clone());
+    }
+    let head = git
+        .head_branch()
+        .map_err(|e| RalphError::usage(e.to_string()))?;
+    head.ok_or_else(|| {
+        RalphError::usage(
+            "the main checkout has no branch checked out (detached HEAD or no commits)",
+        )
+        .with_hint("check out the branch stories should land on, with at least one commit")
+        .into()
+    })
+}
+
+/// Runs the backlog; returns the exit code.
+pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
+    // Worktree paths, git's paths and the project tag all compare against
+    // the canonical root.
+    let root = &root.canonicalize()?;
+    let project = project::load(root).map_err(RalphError::BadInput)?;
+    let backlog = &project.backlog;
+    for (flag, id) in [("-s", &opts.story), ("-r", &opts.resume)] {
+        if let Some(id) = id {
+            if backlog.index_of(id).is_none() {
+                return Err(RalphError::usage(format!(
+                    "{flag} {id}: no such story in the backlog"
+                ))
+                .with_hint("`ralph stories` lists them")
+                .into());
+            }
+        }
+    }
+    if opts.timeout == Some(0) {
+        return Err(RalphError::usage("-t must be a positive number of seconds").into());
+    }
+    if opts.dry_run {
+        return dry_run(&project, &opts);
+    }
+
+    let git = Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
+    let target = target_branch(&project, &git)?;
+    let agent_program = resolve_agent(root, &project.config.agent_command).ok_or_else(|| {
+        let program = &project.config.agent_command;
+        let where_ = if program.contains('/') {
+            ""
+        } else {
+            " on PATH"
+        };
+        RalphError::usage(format!("agent command '{program}' not found{where_}")).with_hint(
+            "install it (Claude Code: npm install -g @anthropic-ai/claude-code) \
+             or set claude.command in .ralph/config.json",
+        )
+    })?;
+
+    let lock = take_run_lock(root, "before running")?;
+    let log = TechLog::new(Some(
+        opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
+    ));
+    let tag = project::project_tag(root);
+    if git.branch_tip(&target)?.is_none() {
+        // prd.json names a branch that does not exist yet: start it at HEAD.
+        let head = git.head_commit_of_worktree(&git.workdir).ok().flatten();
+        match head {
+            Some(h) if matches!(backlog.source, Source::Prd { branch: Some(_) }) => {
+                git.ensure_branch(&target, &h)?;
+                log.line(&format!("created target branch {target} at {h}"));
+            }
+            _ => {
+                return Err(
+                    RalphError::usage(format!("target branch {target} does not exist"))
+                        .with_hint("create it, or fix branchName in prd.json")
+                        .into(),
+                )
+            }
+        }
+    }
+    // Processes, lock files and a half-done landing of a killed run are
+    // dealt with before the checkout is judged: they are ours, not the user's.
+    process::set_shell_token_prefix(&tag);
+    recover::recover_processes_and_git(root, &git, &target, &tag, &log)?;
+    refuse_dirty_checkout(root, &git)?;
+
+    let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
+    store::save_state(root, &state)?;
+
+    // `--parallel` also comes from `parallel.enabled`; `-j` defaults to
+    // `parallel.max_concurrent` when the user set it, else 4 (SPEC 2).
+    let config = &project.config;
+    let parallel = opts.parallel || config.parallel_enabled || opts.jobs.is_some_and(|j| j > 1);
+    let jobs = if parallel {
+        opts.jobs.or(config.max_concurrent).unwrap_or(4).max(1)
+    } else {
+        1
+    };
+    let ctx = Arc::new(context::RunContext {
+        root: root.to_path_buf(),
+        config: config.clone(),
+        git: git.clone(),
+        target: target.clone(),
+        timeout: Duration::from_secs(opts.timeout.unwrap_or(config.timeout_secs)),
+        tag: tag.clone(),
+        required_validation: config
+            .validation
+            .iter()
+            .filter(|v| v.required)
+            .cloned()
+            .collect(),
+        log: log.clone(),
+        agent_program,
+        prd: matches!(backlog.source, Source::Prd { .. }),
+    });
+    let policy = model::Policy {
+        jobs,
+        max_retries: config.max_retries,
+        limit: opts
+            .iterations
+            .or(Some(config.max_iterations))
+            .filter(|&n| n > 0),
+        target: target.clone(),
+    };
+    let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
+    let first = opts
+        .resume
+        .as_ref()
+        .and_then(|r| backlog.index_of(r))
+        .unwrap_or(0);
+    let model = model::Model::new(
+        backlog.stories.clone(),
+        &project.dag,
+        state,
+        policy,
+        only,
+        first,
+    );
+    let reland: Vec<usize> = reland
+        .iter()
+        .filter_map(|id| backlog.index_of(id))
+        .collect();
+    let started = Instant::now();
+    let executor = attempt::LocalExecutor {
+        ctx: ctx.clone(),
+        verbose: opts.verbose,
+    };
+    let mut d = dispatcher::Dispatcher::new(model, Reporter::new(opts.verbose), ctx, executor);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let looped = rt.block_on(d.run(reland));
+    // Attempts and landings have answered; what is left in the runtime (a
+    // process reaper blocked on a pipe, say) must not hold the exit.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let code = finish(
+        root, &git, &target, &tag, &log, d.model, d.reporter, started, looped,
+    );
+    drop(lock);
+    code
+}
+
+/// The dirty-checkout check: tracked files with local changes could be
+/// overwritten by a landing (runtime files excluded).
+fn refuse_dirty_checkout(root: &Path, git: &Git) -> Result<()> {
+    let root_rel = git.rel_path(root).unwrap_or_default();
+    let prefix = if root_rel.is_empty() {
+        String::new()
+    } else {
+        format!("{root_rel}/")
+    };
+    let dirty = git
+        .dirty_tracked_files(&|p: &str| {
+            project::is_runtime_path(p.strip_prefix(&prefix).unwrap_or(p))
+        })
+        .context("reading the main checkout's status")?;
+    if !dirty.is_empty() {
+        let list: Vec<String> = dirty.iter().take(20).map(|p| format!("  {p}")).collect();
+        return Err(RalphError::usage(format!(
+            "the main checkout has uncommitted changes to tracked files that landing could \
+             overwrite:\n{}",
+            list.join("\n")
+        ))
+        .with_hint("commit or stash them, then run `ralph run` again")
+        .into());
+    }
+    let excludes: Vec<String> = RUNTIME_PATTERNS
+        .iter()
+        .map(|p| format!("/{prefix}{}", &p[1..]))
+        .collect();
+    let _ = git.exclude(&excludes.iter().map(String::as_str).collect::<Vec<_>>());
+    Ok(())
+}
+
+/// The end of a run, after the loop: sweep, tidy, save, summarise.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    root: &Path,
+    git: &Git,
+    target: &str,
+    tag: &str,
+    log: &TechLog,
+    model: model::Model,
+    mut reporter: Reporter,
+    started: Instant,
+    looped: Result<()>,
+) -> Result<i32> {
+    // Each attempt was swept as it ended; this catches a process that was
+    // caught mid-exec then and only got its token afterwards.
+    let late = process::kill_by_token_prefix(tag);
+    if late > 0 {
+        log.line(&format!(
+            "run end: stopped {late} process(es) that outlived their attempt"
+        ));
+    }
+    recover::cleanup_worktrees(root, git, target);
+    // A sweep may have killed a git an agent started mid-write (its
+    // automatic maintenance, say): leave no stale lock behind.
+    recover::remove_stale_git_locks(git, log);
+    reporter.finish();
+    let saved = store::save_state(root, &model.state);
+    looped?;
+    let (summary, error, code) = transition::finish(&model, started.elapsed().as_secs_f64());
+    print!("{}", report::render_summary(&summary));
+    log.line(&format!(
+        "run end: {} done, {} failed, {} blocked",
+        summary.done,
+        summary.failed.len(),
+        summary.blocked.len()
+    ));
+    saved?;
+    if let Some(e) = error {
+        eprintln!("error: {e}");
+    }
+    Ok(code)
+}
+
+/// `ralph run -d`: the plan and each prompt's head; nothing is changed.
+fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
+    let state = store::load_state(&project.root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    let b = &project.backlog;
+    let order: Vec<usize> = match &opts.story {
+        Some(s) => b.index_of(s).into_iter().collect(),
+        None => {
+            let first = opts
+                .resume
+                .as_ref()
+                .and_then(|r| b.index_of(r))
+                .unwrap_or(0);
+            project
+                .dag
+                .topo_order()
+                .into_iter()
+                .filter(|&i| i >= first)
+                .collect()
+        }
+    };
+    println!(
+        "[DRY RUN] plan ({} stories; nothing will be changed):",
+        order.len()
+    );
+    let all_learnings = crate::learnings::load(&project.root);
+    for i in order {
+        let s = &b.stories[i];
+        if state.is_done(&s.id) {
+            println!("  [done] {} {}", s.id, s.title);
+            continue;
+        }
+        let waits: Vec<&str> = project
+            .dag
+            .waits_for(i)
+            .iter()
+            .map(|&w| b.stories[w].id.as_str())
+            .collect();
+        let after = if waits.is_empty() {
+            String::new()
+        } else {
+            format!("  (after {})", waits.join(", "))
+        };
+        println!("  [    ] {} {}{after}", s.id, s.title);
+        let text = attempt::build_prompt(&project.root, &project.config, s, &all_learnings, None)
+            .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
+        println!("  [DRY RUN] prompt head:");
+        for line in text.lines().take(12) {
+            println!("    | {line}");
+        }
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,294 @@
+//! The run's model: the saved state and the scheduler's view of it, changed
+//! only together through `apply`, plus what the run itself keeps in memory
+//! (slots, the landing queue, pauses, signals). Pure.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::backlog::Story;
+use crate::dag::Dag;
+use crate::schedule::{estimation_weight, Node, Scheduler};
+use crate::state::{AfterFailure, State, Status};
+
+/// A story's node as the state describes it (prd.json's `passes: true`
+/// counts as done for a story ralph has no record of).
+pub(crate) fn story_node(state: &State, story: &Story) -> Node {
+    match state.status(&story.id) {
+        Status::Done => Node::Done,
+        Status::Failed => Node::Failed,
+        Status::Running => Node::Running,
+        Status::Landing => Node::Landing,
+        Status::Pending if story.prd_passes && state.record(&story.id).is_none() => Node::Done,
+        Status::Pending => Node::Pending,
+    }
+}
+
+/// The run's fixed parameters.
+#[derive(Debug, Clone)]
+pub(crate) struct Policy {
+    pub(crate) jobs: usize,
+    pub(crate) max_retries: u32,
+    /// Most attempts this run (`-n`, `loop.max_iterations`).
+    pub(crate) limit: Option<u64>,
+    pub(crate) target: String,
+}
+
+impl Policy {
+    /// Conflicts after which a story needs a person: a story that keeps
+    /// colliding is not helped by more redos.
+    pub(crate) fn max_conflicts(&self) -> u32 {
+        self.max_retries + 2
+    }
+
+    /// First wait after a usage limit without a reset time.
+    pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(60);
+    /// Longest wait after repeated usage limits without a reset time.
+    pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1800);
+}
+
+/// Why the run stops starting work before the backlog is finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fatal {
+    /// Something only a person can fix (exit 1).
+    NeedsPerson(String),
+    /// ralph itself failed, e.g. the state cannot be written (exit 4).
+    Internal(String),
+}
+
+/// Ctrl-C once stops gracefully, twice kills at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) enum SignalCount {
+    #[default]
+    None,
+    Once,
+    Twice,
+}
+
+/// A status change of one story, applied to the state and the scheduler
+/// together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Change<'a> {
+    /// An attempt starts.
+    Start,
+    /// Finished work goes to the merge queue.
+    BeginLanding,
+    /// Back to the queue without counting (interrupted, rate-limited,
+    /// blocked checkout).
+    Requeue,
+    /// A failed attempt, counted against the retry budget.
+    Fail {
+        reason: &'a str,
+    },
+    /// The landing conflicted.
+    Conflict {
+        note: &'a str,
+    },
+    /// No more tries without a person.
+    GiveUp,
+    Landed {
+        commit: &'a str,
+    },
+    /// Ctrl-C caught the story waiting to land. The state keeps it
+    /// `landing` so the next run lands it; the scheduler lets it go, as
+    /// nothing more happens to it in this run.
+    LandingInterrupted,
+}
+
+/// What `apply` found out while changing a story.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Applied {
+    /// The attempt's number (`Start`).
+    pub(crate) attempt: u32,
+    /// Failed attempts or conflicts counted so far (`Fail`, `Conflict`).
+    pub(crate) count: u32,
+    /// The story failed for good (`Fail`, `GiveUp`).
+    pub(crate) failed_for_good: bool,
+    /// Stories newly blocked by that.
+    pub(crate) blocked: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Model {
+    pub(crate) state: State,
+    sched: Scheduler,
+    pub(crate) stories: Vec<Story>,
+    pub(crate) policy: Policy,
+    /// The story each job slot is running.
+    pub(crate) slots: Vec<Option<usize>>,
+    /// Stories waiting for the merge queue, with their attempt number.
+    pub(crate) land_queue: VecDeque<(usize, u32)>,
+    /// The story being landed now (one at a time).
+    pub(crate) landing: Option<usize>,
+    pub(crate) attempts_this_run: u64,
+    pub(crate) signals: SignalCount,
+    pub(crate) fatal: Option<Fatal>,
+    pub(crate) pause_until: Option<Instant>,
+    pub(crate) backoff: Duration,
+    pub(crate) retry_context: HashMap<usize, String>,
+}
+
+impl Model {
+    /// The model of a run over `stories` from `state`: `only` (`-s`) and
+    /// `first` (`-r`) exclude the others.
+    pub(crate) fn new(
+        stories: Vec<Story>,
+        dag: &Dag,
+        mut state: State,
+        policy: Policy,
+        only: Option<usize>,
+        first: usize,
+    ) -> Model {
+        let nodes: Vec<Node> = stories
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match story_node(&state, s) {
+                Node::Done => {
+                    // prd.json's `passes` joins the state's completed list.
+                    state.mark_done(&s.id, None);
+                    Node::Done
+                }
+                _ if only.is_some_and(|o| o != i) || i < first => Node::Excluded,
+                Node::Failed if only == Some(i) => {
+                    // An explicit `-s` gives a failed story a fresh budget.
+                    state.reset_attempts(&s.id);
+                    Node::Pending
+                }
+                node => node,
+            })
+            .collect();
+        let weights: Vec<u64> = stories
+            .iter()
+            .map(|s| estimation_weight(s.estimation.as_deref()))
+            .collect();
+        let parallel = policy.jobs > 1;
+        let sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
+        Model {
+            state,
+            sched,
+            stories,
+            slots: vec![None; policy.jobs],
+            policy,
+            land_queue: VecDeque::new(),
+            landing: None,
+            attempts_this_run: 0,
+            signals: SignalCount::None,
+            fatal: None,
+            pause_until: None,
+            backoff: Policy::FIRST_BACKOFF,
+            retry_context: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn id(&self, idx: usize) -> &str {
+        &self.stories[idx].id
+    }
+
+    pub(crate) fn node(&self, idx: usize) -> Node {
+        self.sched.nodes[idx]
+    }
+
+    pub(crate) fn sched(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    /// The one place a story's status changes: the state (what is saved)
+    /// and the scheduler (what runs next) move together.
+    pub(crate) fn apply(&mut self, idx: usize, change: Change<'_>) -> Applied {
+        let id = self.stories[idx].id.clone();
+        let mut out = Applied::default();
+        match change {
+            Change::Start => {
+                out.attempt = self.state.start_attempt(&id);
+                self.sched.set(idx, Node::Running);
+            }
+            Change::BeginLanding => {
+                self.state.begin_landing(&id);
+                self.sched.set(idx, Node::Landing);
+            }
+            Change::Requeue => {
+                self.state.requeue(&id);
+                self.sched.set(idx, Node::Pending);
+            }
+            Change::Fail { reason } => {
+                let after = self
+                    .state
+                    .fail_attempt(&id, reason, self.policy.max_retries);
+                out.count = self.state.record(&id).map(|r| r.attempts).unwrap_or(0);
+                match after {
+                    AfterFailure::Retry => self.sched.set(idx, Node::Pending),
+                    AfterFailure::FailedForGood => {
+                        out.failed_for_good = true;
+                        out.blocked = self.sched.fail(idx);
+                    }
+                }
+            }
+            Change::Conflict { note } => {
+                out.count = self.state.conflict(&id, note);
+                self.sched.set(idx, Node::Pending);
+            }
+            Change::GiveUp => {
+                self.state.give_up(&id);
+                out.failed_for_good = true;
+                out.blocked = self.sched.fail(idx);
+            }
+            Change::Landed { commit } => {
+                self.state.mark_done(&id, Some(commit));
+                self.sched.set(idx, Node::Done);
+            }
+            Change::LandingInterrupted => {
+                self.sched.set(idx, Node::Pending);
+            }
+        }
+        debug_assert!(
+            self.in_step(idx) || change == Change::LandingInterrupted,
+            "state and scheduler disagree on {id} after {change:?}"
+        );
+        out
+    }
+
+    /// True when the state and the scheduler agree on story `idx`.
+    pub(crate) fn in_step(&self, idx: usize) -> bool {
+        let node = self.sched.nodes[idx];
+        let expected = story_node(&self.state, &self.stories[idx]);
+        node == expected
+            || node == Node::Excluded
+            || (node == Node::Blocked && expected == Node::Pending)
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.signals != SignalCount::None
+    }
+
+    pub(crate) fn limit_reached(&self) -> bool {
+        self.policy
+            .limit
+            .is_some_and(|l| self.attempts_this_run >= l)
+    }
+
+    pub(crate) fn count(&self, node: Node) -> usize {
+        self.sched.count(node)
+    }
+
+    /// Stories selected for this run.
+    pub(crate) fn selected(&self) -> usize {
+        self.sched
+            .nodes
+            .iter()
+            .filter(|n| **n != Node::Excluded)
+            .count()
+    }
+
+    pub(crate) fn ids_with(&self, node: Node) -> Vec<String> {
+        (0..self.stories.len())
+            .filter(|&i| self.sched.nodes[i] == node)
+            .map(|i| self.stories[i].id.clone())
+            .collect()
+    }
+
+    /// Anything in flight: an attempt, a landing, or work queued to land.
+    pub(crate) fn busy(&self) -> bool {
+        self.slots.iter().any(Option::is_some)
+            || self.landing.is_some()
+            || !self.land_queue.is_empty()
+    }
+}

@@ -1,0 +1,262 @@
+//! Startup and shutdown housekeeping, run synchronously outside the async
+//! loop: the run lock, what a killed run left behind (processes, git lock
+//! files, a half-done landing), reconciling the state with git, and the
+//! worktrees and branches tidied at the end.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::agent::output::OutputParser;
+use crate::error::RalphError;
+use crate::gitops::Git;
+use crate::process;
+use crate::project::{self, KeptRef, Project};
+use crate::state::{State, Status};
+use crate::store::{self, RunLock, TechLog};
+use crate::{report, timefmt};
+
+use super::land::LandingIntent;
+
+/// How long a lock whose recorded holder is dead may stay held: a child the
+/// dead run forked keeps the lock's file open until its exec closes it.
+const DEAD_HOLDER_WAIT: Duration = Duration::from_secs(5);
+
+/// Takes `.ralph/.lock` for a run, or for `ralph reset` (`doing` says
+/// which, for the message). A live holder means another run: exit 3 at
+/// once. A holder that died by SIGKILL while forking a child leaves the OS
+/// lock with that child until its exec: wait for it, briefly.
+pub(crate) fn take_run_lock(root: &Path, doing: &str) -> Result<RunLock> {
+    let deadline = Instant::now() + DEAD_HOLDER_WAIT;
+    let mut told = false;
+    loop {
+        let pid = match RunLock::acquire(root) {
+            Ok(lock) => return Ok(lock),
+            Err(store::LockError::Io(e)) => return Err(e).context("taking .ralph/.lock"),
+            Err(store::LockError::Held { pid }) => pid,
+        };
+        let gone = pid.is_some_and(|p| !process::pid_is_alive(p as i32));
+        if gone && Instant::now() < deadline {
+            if !told {
+                eprintln!(
+                    "waiting for .ralph/.lock: its holder (PID {}) is gone, but a process it \
+                     started still has the lock open",
+                    pid.unwrap_or(0)
+                );
+                told = true;
+            }
+            // Only at start-up, before anything else runs.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let who = pid.map(|p| format!(" (PID {p})")).unwrap_or_default();
+        let hint = if gone {
+            "that PID is gone, so a process it started keeps the lock open: \
+             `fuser -v .ralph/.lock` shows which"
+                .to_string()
+        } else {
+            format!("wait for it to finish, or stop it {doing}; `ralph status` works meanwhile")
+        };
+        return Err(RalphError::Locked {
+            message: format!("another ralph run holds this project's lock{who}"),
+            hint: Some(hint),
+        }
+        .into());
+    }
+}
+
+/// Deletes git lock files that no live process has open and no git process
+/// works next to (git writes no owner into them, so this is the only safe
+/// test); a lock that may be in use is left alone and logged.
+pub(crate) fn remove_stale_git_locks(git: &Git, log: &TechLog) {
+    for lock in git.lock_files() {
+        if process::lock_may_be_held(&lock, &git.workdir) {
+            log.line(&format!("{} may be in use; left alone", lock.display()));
+            continue;
+        }
+        if std::fs::remove_file(&lock).is_ok() {
+            log.line(&format!("removed stale {}", lock.display()));
+        }
+    }
+}
+
+/// First half of startup recovery: stop agents a killed run left behind,
+/// remove git lock files no live process can hold, and undo a landing that
+/// was cut short between updating the main checkout and moving the ref.
+pub(crate) fn recover_processes_and_git(
+    root: &Path,
+    git: &Git,
+    target: &str,
+    tag: &str,
+    log: &TechLog,
+) -> Result<()> {
+    match process::probe_cgroups(tag) {
+        Some(dir) => log.line(&format!(
+            "processes: each child runs in a cgroup of its own under {}",
+            dir.display()
+        )),
+        None => {
+            log.line("processes: no writable cgroup v2 here; the token sweep alone finds leftovers")
+        }
+    }
+    let killed = process::kill_by_token_prefix(tag);
+    if killed > 0 {
+        log.line(&format!(
+            "reconcile: stopped {killed} process(es) left by an earlier run"
+        ));
+    }
+    remove_stale_git_locks(git, log);
+    let intent_path = project::landing_intent_path(root);
+    if let Some(intent) = LandingIntent::read(root) {
+        let tip = git.branch_tip(target)?.unwrap_or_default();
+        if tip == intent.base {
+            let restored = git.rollback_partial_landing(&intent.base, &intent.commit)?;
+            if !restored.is_empty() {
+                log.line(&format!(
+                    "reconcile: undid a half-done landing of story {} in the main checkout ({} files)",
+                    intent.story,
+                    restored.len()
+                ));
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&intent_path);
+    Ok(())
+}
+
+/// True when an attempt's log holds a clean DONE for `id`: the agent had
+/// finished and committed when the run died, so its work can go straight to
+/// the merge queue (which still merges and validates it) instead of being
+/// redone. Read line by line: logs can be huge.
+fn attempt_log_says_done(path: &Path, id: &str) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut parser = OutputParser::new();
+    for line in std::io::BufReader::new(f).split(b'\n') {
+        let Ok(line) = line else { return false };
+        parser.feed_line(&String::from_utf8_lossy(&line));
+    }
+    let s = parser.finish();
+    s.signals.done.as_deref() == Some(id) && !s.is_error && s.rate_limited.is_none()
+}
+
+/// Brings the state in line with git and the process table before anything
+/// runs (SPEC 6); returns the stories whose finished work goes straight to
+/// the merge queue.
+pub(crate) fn reconcile(
+    project: &Project,
+    git: &Git,
+    target: &str,
+    state: &mut State,
+    log: &TechLog,
+) -> Result<Vec<String>> {
+    let root = &project.root;
+    let mut reland = Vec::new();
+    for (id, commit) in &git.landed_stories(target)? {
+        let Some(i) = project.backlog.index_of(id) else {
+            continue;
+        };
+        if !state.is_done(id) {
+            log.line(&format!(
+                "reconcile: story {id} is on {target} ({commit}); marking it done"
+            ));
+            state.mark_done(id, Some(commit));
+            let title = &project.backlog.stories[i].title;
+            let line = report::progress_done(id, title, timefmt::now_secs(), false);
+            let _ = store::append_progress(root, &line);
+        }
+    }
+    let landing: Vec<String> = state
+        .stories
+        .iter()
+        .filter(|(_, r)| r.status == Status::Landing)
+        .map(|(id, _)| id.clone())
+        .collect();
+    let target_tip = git.branch_tip(target)?.unwrap_or_default();
+    for id in state.requeue_interrupted() {
+        let branch = project::story_branch(&id);
+        if git.commits_ahead(&branch, &target_tip).unwrap_or(0) == 0 {
+            continue;
+        }
+        let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
+        let was_landing = landing.contains(&id);
+        let finished =
+            !was_landing && attempt_log_says_done(&project::attempt_log_path(root, &id, n), &id);
+        if (was_landing || finished) && project.backlog.index_of(&id).is_some() {
+            reland.push(id.clone());
+            log.line(&format!(
+                "reconcile: story {id} {}; it goes to the merge queue",
+                if finished {
+                    "had reported DONE when the run died"
+                } else {
+                    "was landing"
+                }
+            ));
+        } else {
+            let r = project::kept_ref(KeptRef::Interrupted, &id, n);
+            let _ = git.save_ref(&branch, &r);
+            log.line(&format!(
+                "reconcile: story {id} was interrupted; its commits are kept at {r}"
+            ));
+        }
+    }
+    // Worktrees whose directory vanished are pruned; live ones are reused.
+    for wt in git.list_worktrees()? {
+        let ours = project::is_ours(root, &wt.path);
+        if ours {
+            let _ = git.clear_worktree_locks(&wt.name);
+        }
+        let gone = wt.path.as_os_str().is_empty() || !wt.path.exists();
+        if gone {
+            log.line(&format!(
+                "reconcile: pruning worktree {} (its directory is gone)",
+                wt.name
+            ));
+            if let Err(e) = git.prune_admin(&wt.name) {
+                log.line(&format!(
+                    "reconcile: could not prune worktree {}: {e}",
+                    wt.name
+                ));
+            }
+        } else if ours && wt.prunable {
+            log.line(&format!("reconcile: removing broken worktree {}", wt.name));
+            if let Err(e) = git.remove_worktree(&wt.name, &wt.path) {
+                log.line(&format!(
+                    "reconcile: could not remove worktree {}: {e}",
+                    wt.name
+                ));
+            }
+        }
+    }
+    store::remove_stale_temp_files(&root.join(".ralph"));
+    Ok(reland)
+}
+
+/// The end of a run: worktrees are scratch space (the work lives on
+/// branches and refs), and story branches go once their work is on the
+/// target or kept under a ref; a branch holding unsaved work stays.
+pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str) {
+    if let Ok(list) = git.list_worktrees() {
+        for wt in list
+            .into_iter()
+            .filter(|wt| project::is_ours(root, &wt.path))
+        {
+            let _ = git.remove_worktree(&wt.name, &wt.path);
+        }
+    }
+    let _ = git.delete_branch(project::VALIDATE_BRANCH);
+    let _ = std::fs::remove_dir(project::worktrees_dir(root));
+    for b in git
+        .branches_with_prefix(project::STORY_BRANCH_PREFIX)
+        .unwrap_or_default()
+    {
+        let merged = git.is_merged(&b, target).unwrap_or(false);
+        let saved = git.tip_saved_under(&b, project::KEPT_REFS).unwrap_or(false);
+        if merged || saved {
+            let _ = git.delete_branch(&b);
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! Every decision of a run: `handle(model, event, now)` changes the model
+//! and returns the actions to carry out, in order. Retries, conflict
+//! limits, usage-limit pauses and backoff, one-job gating, the merge queue's
+//! order, `-n`, Ctrl-C once and twice, what is saved and what is said.
+//!
+//! Pure: no I/O, no clock (the caller passes `now`), no git, no tokio.
+
+use std::time::Duration;
+
+use crate::agent::Verdict;
+use crate::process::Control;
+use crate::report::{self, Message, RunSummary, Totals};
+use crate::schedule::Node;
+use crate::state::{AttemptRecord, Outcome};
+
+use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
+use super::model::{Change, Fatal, Model, Policy, SignalCount};
+
+/// Applies `event` to `model`; returns what to do.
+pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
+    let mut out = Vec::new();
+    match event {
+        Event::Start { reland } => {
+            let t = totals(model);
+            out.push(Action::Say(Message::Header {
+                total: t.total,
+                done: t.done,
+                jobs: model.policy.jobs,
+                target: model.policy.target.clone(),
+            }));
+            out.push(Action::Log(format!(
+                "run start: {} jobs, target {}",
+                model.policy.jobs, model.policy.target
+            )));
+            for idx in reland {
+                let attempt = model
+                    .state
+                    .record(model.id(idx))
+                    .map(|r| r.attempts_started)
+                    .unwrap_or(0);
+                send_to_landing(model, idx, attempt, &mut out);
+            }
+        }
+        Event::Activity { idx, text } => {
+            // Changes nothing the scheduler looks at.
+            return vec![Action::Activity {
+                id: model.id(idx).to_string(),
+                text,
+            }];
+        }
+        Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
+        Event::LandingFinished { idx, result } => {
+            landing_finished(model, idx, result, now, &mut out);
+        }
+        Event::Signal(sig) => on_signal(model, sig, &mut out),
+        Event::Timer => {
+            if model.pause_until.is_some_and(|t| now.mono >= t) {
+                model.pause_until = None;
+            }
+        }
+        Event::SaveFailed(error) => {
+            out.push(Action::Say(Message::SaveFailed {
+                error: error.clone(),
+            }));
+            out.push(Action::Log(format!("cannot save state: {error}")));
+            // Going on would run work whose result cannot be recorded.
+            if model.fatal.is_none() {
+                model.fatal = Some(Fatal::Internal(format!(
+                    "cannot save .ralph/state.json: {error}; the state on disk is the last one \
+                     saved: free space or fix permissions, then run `ralph run` again"
+                )));
+                out.push(Action::Control(Control::Stop));
+            }
+        }
+    }
+    next_landing(model, &mut out);
+    dispatch(model, &mut out);
+    out.push(Action::Totals(totals(model)));
+    out
+}
+
+/// True when the run has nothing left to wait for.
+pub(crate) fn is_over(model: &Model) -> bool {
+    let waiting_out_limit = model.pause_until.is_some()
+        && !model.stopping()
+        && model.fatal.is_none()
+        && !model.limit_reached()
+        && model.sched().next().is_some();
+    !model.busy() && !waiting_out_limit
+}
+
+pub(crate) fn totals(model: &Model) -> Totals {
+    let (usage, cost) = model.state.total_usage();
+    Totals {
+        done: model.count(Node::Done),
+        total: model.selected(),
+        running: model.count(Node::Running) + model.count(Node::Landing),
+        failed: model.count(Node::Failed),
+        blocked: model.count(Node::Blocked),
+        usage,
+        cost_usd: cost,
+    }
+}
+
+/// How the run ended: the summary, an error for stderr, the exit code.
+pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<String>, i32) {
+    use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
+    let t = totals(model);
+    let mut summary = RunSummary {
+        done: t.done,
+        total: t.total,
+        failed: model.ids_with(Node::Failed),
+        blocked: model.ids_with(Node::Blocked),
+        pending: model.count(Node::Pending),
+        elapsed_secs,
+        usage: t.usage,
+        cost_usd: t.cost_usd,
+        limit_reached: None,
+        all_complete: false,
+    };
+    match &model.fatal {
+        Some(Fatal::NeedsPerson(m)) => return (summary, Some(m.clone()), EXIT_STORIES_FAILED),
+        Some(Fatal::Internal(m)) => return (summary, Some(m.clone()), EXIT_INTERNAL),
+        None => {}
+    }
+    if model.stopping() {
+        return (summary, None, EXIT_INTERRUPTED);
+    }
+    if !summary.failed.is_empty() || !summary.blocked.is_empty() {
+        return (summary, None, EXIT_STORIES_FAILED);
+    }
+    if model.limit_reached() && model.sched().next().is_some() {
+        summary.limit_reached = model.policy.limit;
+    } else {
+        summary.all_complete = summary.done == summary.total;
+    }
+    (summary, None, EXIT_OK)
+}
+
+/// Starts what can start.
+fn dispatch(model: &mut Model, out: &mut Vec<Action>) {
+    if model.stopping() || model.fatal.is_some() || model.pause_until.is_some() {
+        return;
+    }
+    // One job is the sequential loop: the next story starts from a tip
+    // that holds the previous one, so it waits for its landing.
+    if model.policy.jobs == 1 && model.count(Node::Landing) > 0 {
+        return;
+    }
+    let free = model.slots.iter().filter(|s| s.is_none()).count();
+    for idx in model.sched().pick(free) {
+        if model.limit_reached() {
+            return;
+        }
+        let Some(slot) = model.slots.iter().position(Option::is_none) else {
+            return;
+        };
+        start(model, idx, slot, out);
+    }
+}
+
+fn start(model: &mut Model, idx: usize, slot: usize, out: &mut Vec<Action>) {
+    model.attempts_this_run += 1;
+    let attempt = model.apply(idx, Change::Start).attempt;
+    model.slots[slot] = Some(idx);
+    out.push(Action::Save);
+    let story = &model.stories[idx];
+    let (id, title) = (story.id.clone(), story.title.clone());
+    let counted = model.state.record(&id).map(|r| r.attempts).unwrap_or(0) + 1;
+    out.push(Action::Say(Message::Started {
+        id: id.clone(),
+        title: title.clone(),
+        attempt: counted,
+        max: model.policy.max_retries,
+    }));
+    out.push(Action::StoryStarted {
+        id: id.clone(),
+        title,
+    });
+    out.push(Action::Log(format!(
+        "start story {id} attempt {attempt} in slot {slot}"
+    )));
+    out.push(Action::StartAttempt(AttemptRequest {
+        idx,
+        slot,
+        attempt,
+        iteration: model.attempts_this_run,
+        retry_context: model.retry_context.get(&idx).cloned(),
+    }));
+}
+
+fn send_to_landing(model: &mut Model, idx: usize, attempt: u32, out: &mut Vec<Action>) {
+    model.apply(idx, Change::BeginLanding);
+    out.push(Action::Save);
+    model.land_queue.push_back((idx, attempt));
+}
+
+/// The merge queue lands one story at a time, in arrival order; once the
+/// run is stopping, what waits stays `landing` for the next run.
+fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
+    if model.landing.is_some() {
+        return;
+    }
+    if model.stopping() {
+        while let Some((idx, _)) = model.land_queue.pop_front() {
+            model.apply(idx, Change::LandingInterrupted);
+            out.push(Action::Say(Message::LandingStopped {
+                id: model.id(idx).to_string(),
+            }));
+        }
+        return;
+    }
+    if let Some((idx, attempt)) = model.land_queue.pop_front() {
+        model.landing = Some(idx);
+        out.push(Action::Land { idx, attempt });
+    }
+}
+
+fn on_signal(model: &mut Model, sig: OsSignal, out: &mut Vec<Action>) {
+    match model.signals {
+        SignalCount::None => {
+            model.signals = SignalCount::Once;
+            out.push(Action::Say(Message::Stopping {
+                signal: sig.name().to_string(),
+            }));
+            out.push(Action::Log(format!("{}: graceful stop", sig.name())));
+            out.push(Action::Control(Control::Stop));
+        }
+        SignalCount::Once => {
+            model.signals = SignalCount::Twice;
+            out.push(Action::Say(Message::Killing));
+            out.push(Action::Control(Control::Kill));
+        }
+        SignalCount::Twice => {}
+    }
+}
+
+fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec<Action>) {
+    let id = model.id(r.idx).to_string();
+    model.slots[r.slot] = None;
+    out.push(Action::StoryFinished { id: id.clone() });
+    model
+        .state
+        .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
+    if !r.learnings.is_empty() {
+        out.push(Action::RecordLearnings {
+            id: id.clone(),
+            learnings: r.learnings.clone(),
+        });
+    }
+    let mut rec = AttemptRecord {
+        number: r.attempt,
+        outcome: r.verdict.outcome(),
+        reason: None,
+        duration_secs: r.duration.as_secs_f64(),
+        usage: r.usage,
+        cost_usd: r.cost_usd,
+        saved_ref: r.saved_ref.clone(),
+    };
+    match &r.verdict {
+        Verdict::Done | Verdict::Tentative => {
+            model.state.push_history(&id, rec);
+            model.retry_context.remove(&r.idx);
+            out.push(Action::Say(Message::Finished {
+                id: id.clone(),
+                secs: r.duration.as_secs_f64(),
+            }));
+            send_to_landing(model, r.idx, r.attempt, out);
+        }
+        Verdict::Failed { reason, .. } => {
+            rec.reason = Some(reason.clone());
+            model.state.push_history(&id, rec);
+            count_failure(
+                model,
+                r.idx,
+                reason,
+                r.saved_ref.as_deref(),
+                Some(&r.log_rel),
+                now,
+                out,
+            );
+        }
+        Verdict::RateLimited { resets_at } => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            let wait = match resets_at {
+                // A little past the reset, so the quota has really come back.
+                Some(t) => Duration::from_secs((*t as i64 - now.unix).max(0) as u64 + 2),
+                None => model.backoff,
+            };
+            model.backoff = (model.backoff * 2).min(Policy::MAX_BACKOFF);
+            model.pause_until = Some(now.mono + wait);
+            out.push(Action::Say(Message::RateLimited {
+                id: id.clone(),
+                wait_secs: wait.as_secs_f64(),
+            }));
+            out.push(Action::Log(format!("rate limited on {id}; pause {wait:?}")));
+        }
+        Verdict::Interrupted => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            out.push(Action::Say(Message::Stopped { id: id.clone() }));
+        }
+        Verdict::RootRefusal => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            model.fatal = Some(Fatal::NeedsPerson(
+                "Claude Code refuses --dangerously-skip-permissions when run as root. \
+                 Run ralph as a normal user, or set IS_SANDBOX=1 if this is a sandbox or container."
+                    .into(),
+            ));
+            if model.signals == SignalCount::None {
+                model.signals = SignalCount::Once;
+            }
+            out.push(Action::Control(Control::Stop));
+        }
+    }
+    out.push(Action::Save);
+}
+
+fn count_failure(
+    model: &mut Model,
+    idx: usize,
+    reason: &str,
+    saved_ref: Option<&str>,
+    log: Option<&str>,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let id = model.id(idx).to_string();
+    let max = model.policy.max_retries;
+    let applied = model.apply(idx, Change::Fail { reason });
+    let n = applied.count;
+    let one_line = reason.replace('\n', " ");
+    out.push(Action::Progress(report::progress_fail(
+        &id, &one_line, now.unix, n, max,
+    )));
+    out.push(Action::Say(Message::Failed {
+        id: id.clone(),
+        attempt: n,
+        max,
+        reason: one_line.clone(),
+        log: log.filter(|l| !l.is_empty()).map(str::to_string),
+        kept: saved_ref.map(str::to_string),
+    }));
+    out.push(Action::Log(format!(
+        "story {id} failed attempt {n}/{max}: {one_line}"
+    )));
+    if applied.failed_for_good {
+        let blocked = applied.blocked.iter().map(|&b| model.id(b).to_string());
+        out.push(Action::Say(Message::FailedForGood {
+            id,
+            max,
+            blocked: blocked.collect(),
+        }));
+    } else {
+        let mut ctx = format!("The previous attempt at this story failed: {one_line}.");
+        if let Some(r) = saved_ref {
+            ctx.push_str(&format!(
+                " Its commits are kept at the git ref {r} if you want to look at them; \
+                 you start again from the current code."
+            ));
+        }
+        model.retry_context.insert(idx, ctx);
+    }
+}
+
+fn landing_finished(
+    model: &mut Model,
+    idx: usize,
+    result: LandResult,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    if model.landing == Some(idx) {
+        model.landing = None;
+    }
+    let story = model.stories[idx].clone();
+    let id = story.id.clone();
+    let target = model.policy.target.clone();
+    match result {
+        LandResult::Landed { commit } => {
+            model.apply(idx, Change::Landed { commit: &commit });
+            out.push(Action::Save);
+            let rec = model.state.record(&id).cloned().unwrap_or_default();
+            let tentative = rec
+                .history
+                .last()
+                .is_some_and(|h| h.outcome == Outcome::Tentative);
+            out.push(Action::Progress(report::progress_done(
+                &id,
+                &story.title,
+                now.unix,
+                tentative,
+            )));
+            out.push(Action::Say(Message::Landed {
+                id: id.clone(),
+                title: story.title.clone(),
+                secs: rec.duration_secs,
+                tokens: report::tokens(&rec.usage),
+                cost_usd: rec.cost_usd,
+                commit: commit.clone(),
+            }));
+            out.push(Action::Log(format!("landed story {id} as {commit}")));
+        }
+        LandResult::Conflict { paths, saved_ref } => {
+            let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
+            let where_ = if paths.is_empty() {
+                "some files".to_string()
+            } else {
+                paths.join(", ")
+            };
+            let note = format!(
+                "Your earlier work on this story conflicted with changes that landed on {target} \
+                 meanwhile (in {where_}). That work is kept at the git ref {kept}. Start from the \
+                 current code, which includes those changes, and implement the story again on top of it."
+            );
+            let n = model
+                .apply(
+                    idx,
+                    Change::Conflict {
+                        note: &format!("merge conflict in {}", paths.join(", ")),
+                    },
+                )
+                .count;
+            out.push(Action::Say(Message::Conflict {
+                id: id.clone(),
+                target,
+                paths: paths.clone(),
+            }));
+            out.push(Action::Log(format!(
+                "conflict landing {id}: {paths:?}; kept at {kept}"
+            )));
+            if n > model.policy.max_conflicts() {
+                let blocked = model.apply(idx, Change::GiveUp).blocked;
+                out.push(Action::Say(Message::ConflictGiveUp {
+                    id,
+                    conflicts: n,
+                    blocked: blocked.len(),
+                }));
+            } else {
+                model.retry_context.insert(idx, note);
+            }
+            out.push(Action::Save);
+        }
+        LandResult::ValidationFailed {
+            name,
+            tail,
+            saved_ref,
+        } => {
+            let tail_line = tail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            let reason = format!("validation '{name}' failed on the merged tree: {tail_line}");
+            count_failure(model, idx, &reason, saved_ref.as_deref(), None, now, out);
+            out.push(Action::Save);
+        }
+        LandResult::CheckoutBlocked { paths } => {
+            model.apply(idx, Change::Requeue);
+            model.fatal = Some(Fatal::NeedsPerson(format!(
+                "story {id} is ready to land, but the main checkout has local changes to {}: \
+                 commit or stash them and run `ralph run` again (the story's work is kept on {})",
+                paths.join(", "),
+                crate::project::story_branch(&id)
+            )));
+            out.push(Action::Save);
+        }
+        LandResult::Interrupted => {
+            model.apply(idx, Change::LandingInterrupted);
+            out.push(Action::Say(Message::LandingStopped { id }));
+        }
+        LandResult::Error(e) => {
+            out.push(Action::Log(format!("landing {id} failed: {e}")));
+            count_failure(
+                model,
+                idx,
+                &format!("landing failed: {e}"),
+                None,
+                None,
+                now,
+                out,
+            );
+            out.push(Action::Save);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "transition_tests.rs"]
+mod tests;
