@@ -52,8 +52,6 @@ pub(crate) fn set_status_done(text: &str, field: &str) -> String {
     out
 }
 
-/// Resolves `specs.pattern` for `id` to a glob relative to the root.
-
 /// Sets `passes: true` on story `id` of a prd.json text.
 pub(crate) fn set_prd_passes(text: &str, id: &str) -> Option<String> {
     let mut v: serde_json::Value = serde_json::from_str(text).ok()?;

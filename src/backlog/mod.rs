@@ -146,7 +146,7 @@ const MAX_ID_LEN: usize = 64;
 const QUEUE_FILE: &str = ".ralph/stories.txt";
 const PRD_FILE: &str = "prd.json";
 
-/// Parses stories.txt text (SPEC 3.2). Problems name `file` and the line.
+/// Resolves `specs.pattern` for `id` to a glob relative to the root.
 pub fn spec_glob(pattern: &str, id: &str) -> String {
     let epic = id.split('.').next().unwrap_or(id);
     pattern.replace("{{epic}}", epic).replace("{{id}}", id)

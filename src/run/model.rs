@@ -183,6 +183,7 @@ impl Model {
         &self.stories[idx].id
     }
 
+    #[cfg(test)]
     pub(crate) fn node(&self, idx: usize) -> Node {
         self.sched.nodes[idx]
     }

@@ -198,9 +198,6 @@ fn send_to_landing(model: &mut Model, idx: usize, attempt: u32, out: &mut Vec<Ac
 /// The merge queue lands one story at a time, in arrival order; once the
 /// run is stopping, what waits stays `landing` for the next run.
 fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
-    if model.landing.is_some() {
-        return;
-    }
     if model.stopping() {
         while let Some((idx, _)) = model.land_queue.pop_front() {
             model.apply(idx, Change::LandingInterrupted);
@@ -208,6 +205,9 @@ fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
                 id: model.id(idx).to_string(),
             }));
         }
+        return;
+    }
+    if model.landing.is_some() {
         return;
     }
     if let Some((idx, attempt)) = model.land_queue.pop_front() {

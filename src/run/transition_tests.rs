@@ -1,1 +1,538 @@
+//! Table tests of every policy of the transition: plain data in, actions
+//! out, no processes, no git, no clock.
+
+use std::time::{Duration, Instant};
+
 use super::*;
+use crate::agent::ResultKind;
+use crate::backlog::{Backlog, Section, Source, Story};
+use crate::dag::Dag;
+use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
+use crate::state::{State, Status};
+
+fn story(id: &str, deps: &[&str]) -> Story {
+    Story {
+        id: id.into(),
+        title: format!("Story {id}"),
+        line: 0,
+        section: 0,
+        spec_path: None,
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        estimation: None,
+        prd_passes: false,
+        prd_spec: None,
+    }
+}
+
+/// A model over `stories` (ID, dependencies) in one batch section.
+fn model_with(
+    stories: &[(&str, &[&str])],
+    jobs: usize,
+    max_retries: u32,
+    limit: Option<u64>,
+) -> Model {
+    let stories: Vec<Story> = stories.iter().map(|(id, deps)| story(id, deps)).collect();
+    let backlog = Backlog {
+        source: Source::StoriesTxt,
+        stories: stories.clone(),
+        sections: vec![Section {
+            label: Some("1".into()),
+            chain: false,
+        }],
+        skipped: vec![],
+    };
+    let dag = Dag::build(&backlog).expect("a valid DAG");
+    let policy = Policy {
+        jobs,
+        max_retries,
+        limit,
+        target: "main".into(),
+    };
+    Model::new(stories, &dag, State::default(), policy, None, 0)
+}
+
+fn t0() -> Now {
+    Now {
+        mono: Instant::now(),
+        unix: 1_700_000_000,
+    }
+}
+
+fn later(now: Now, secs: u64) -> Now {
+    Now {
+        mono: now.mono + Duration::from_secs(secs),
+        unix: now.unix + secs as i64,
+    }
+}
+
+fn finished(req: &AttemptRequest, verdict: Verdict) -> Event {
+    let mut r = AttemptReport::empty(
+        req,
+        verdict,
+        format!(".ralph/logs/x/attempt-{}.log", req.attempt),
+    );
+    r.duration = Duration::from_secs(3);
+    Event::AttemptFinished(Box::new(r))
+}
+
+fn failed(reason: &str) -> Verdict {
+    Verdict::Failed {
+        reason: reason.into(),
+        kind: ResultKind::Fail,
+    }
+}
+
+fn starts(actions: &[Action]) -> Vec<AttemptRequest> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StartAttempt(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn lands(actions: &[Action]) -> Vec<usize> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Land { idx, .. } => Some(*idx),
+            _ => None,
+        })
+        .collect()
+}
+
+fn said(actions: &[Action]) -> Vec<Message> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Say(m) => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn landed(idx: usize) -> Event {
+    Event::LandingFinished {
+        idx,
+        result: LandResult::Landed {
+            commit: format!("{idx:040}"),
+        },
+    }
+}
+
+/// Starts the run and returns the first attempts.
+fn begin(m: &mut Model) -> Vec<AttemptRequest> {
+    starts(&handle(m, Event::Start { reland: vec![] }, t0()))
+}
+
+#[test]
+fn a_started_attempt_is_saved_before_it_is_started() {
+    let mut m = model_with(&[("1.1", &[])], 1, 3, None);
+    let actions = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    let save = actions.iter().position(|a| *a == Action::Save).unwrap();
+    let start = actions
+        .iter()
+        .position(|a| matches!(a, Action::StartAttempt(_)))
+        .unwrap();
+    assert!(save < start, "{actions:?}");
+    assert_eq!(m.state.status("1.1"), Status::Running);
+    assert_eq!(m.node(0), Node::Running);
+}
+
+#[test]
+fn a_failure_is_retried_with_its_reason_then_given_up() {
+    let mut m = model_with(&[("1.1", &[])], 1, 2, None);
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].retry_context, None);
+    let a = handle(&mut m, finished(&first[0], failed("tests broke")), t0());
+    let retry = starts(&a);
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0].attempt, 2);
+    assert!(retry[0]
+        .retry_context
+        .as_deref()
+        .unwrap()
+        .contains("tests broke"));
+    assert!(a.iter().any(
+        |x| matches!(x, Action::Progress(p) if p.starts_with("[FAIL] Story 1.1 - tests broke"))
+    ));
+    let a = handle(&mut m, finished(&retry[0], failed("still broken")), t0());
+    assert!(starts(&a).is_empty());
+    assert!(said(&a)
+        .iter()
+        .any(|s| matches!(s, Message::FailedForGood { id, .. } if id == "1.1")));
+    assert_eq!(m.state.status("1.1"), Status::Failed);
+    assert!(is_over(&m));
+    assert_eq!(finish(&m, 1.0).2, EXIT_STORIES_FAILED);
+}
+
+#[test]
+fn a_story_that_fails_for_good_blocks_its_dependents_only() {
+    let mut m = model_with(
+        &[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("d", &[])],
+        2,
+        1,
+        None,
+    );
+    let first = begin(&mut m);
+    assert_eq!(first.iter().map(|r| r.idx).collect::<Vec<_>>(), vec![0, 3]);
+    let a = handle(&mut m, finished(&first[0], failed("no")), t0());
+    let blocked = said(&a)
+        .into_iter()
+        .find_map(|s| match s {
+            Message::FailedForGood { blocked, .. } => Some(blocked),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(blocked, vec!["b", "c"]);
+    assert_eq!(m.node(1), Node::Blocked);
+    assert_eq!(m.node(3), Node::Running);
+}
+
+#[test]
+fn a_conflict_sends_the_story_back_with_a_note_until_the_limit() {
+    let mut m = model_with(&[("1.1", &[])], 1, 1, None);
+    let mut req = begin(&mut m).remove(0);
+    let limit = m.policy.max_conflicts();
+    for n in 1..=limit + 1 {
+        let a = handle(&mut m, finished(&req, Verdict::Done), t0());
+        assert_eq!(lands(&a), vec![0]);
+        assert_eq!(m.state.status("1.1"), Status::Landing);
+        let conflict = LandResult::Conflict {
+            paths: vec!["FEATURES.md".into()],
+            saved_ref: Some(format!("refs/ralph/conflicts/1.1/{n}")),
+        };
+        let a = handle(
+            &mut m,
+            Event::LandingFinished {
+                idx: 0,
+                result: conflict,
+            },
+            t0(),
+        );
+        if n <= limit {
+            req = starts(&a).remove(0);
+            let note = req.retry_context.clone().unwrap();
+            assert!(
+                note.contains("FEATURES.md") && note.contains("refs/ralph/conflicts/1.1/"),
+                "{note}"
+            );
+        } else {
+            assert!(starts(&a).is_empty());
+            assert!(said(&a)
+                .iter()
+                .any(|s| matches!(s, Message::ConflictGiveUp { .. })));
+            assert_eq!(m.state.status("1.1"), Status::Failed);
+        }
+    }
+    // Conflicts are not failed attempts: the retry budget is untouched.
+    assert_eq!(m.state.record("1.1").unwrap().attempts, 0);
+}
+
+#[test]
+fn a_usage_limit_with_a_reset_time_pauses_until_just_after_it() {
+    let mut m = model_with(&[("1.1", &[]), ("1.2", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let now = t0();
+    let limited = Verdict::RateLimited {
+        resets_at: Some((now.unix + 100) as u64),
+    };
+    let a = handle(&mut m, finished(&req, limited), now);
+    assert!(starts(&a).is_empty());
+    assert_eq!(m.pause_until, Some(now.mono + Duration::from_secs(102)));
+    // Not counted, and the run waits instead of ending.
+    assert_eq!(m.state.record("1.1").unwrap().attempts, 0);
+    assert_eq!(m.state.status("1.1"), Status::Pending);
+    assert!(!is_over(&m));
+    assert!(starts(&handle(&mut m, Event::Timer, later(now, 50))).is_empty());
+    let a = handle(&mut m, Event::Timer, later(now, 102));
+    assert_eq!(
+        starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(),
+        vec![0]
+    );
+}
+
+#[test]
+fn a_usage_limit_without_a_reset_time_backs_off_doubling() {
+    let mut m = model_with(&[("1.1", &[])], 1, 3, None);
+    let mut now = t0();
+    let mut req = begin(&mut m).remove(0);
+    for wait in [60, 120, 240] {
+        handle(
+            &mut m,
+            finished(&req, Verdict::RateLimited { resets_at: None }),
+            now,
+        );
+        assert_eq!(m.pause_until, Some(now.mono + Duration::from_secs(wait)));
+        now = later(now, wait);
+        req = starts(&handle(&mut m, Event::Timer, now)).remove(0);
+    }
+}
+
+#[test]
+fn one_job_waits_for_the_previous_landing() {
+    let mut m = model_with(&[("1.1", &[]), ("1.2", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let a = handle(&mut m, finished(&req, Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![0]);
+    assert!(
+        starts(&a).is_empty(),
+        "the next story waits for the tip holding 1.1"
+    );
+    let a = handle(&mut m, landed(0), t0());
+    assert_eq!(
+        starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(),
+        vec![1]
+    );
+    assert_eq!(
+        m.state.record("1.1").unwrap().landed_commit.as_deref(),
+        Some(format!("{:040}", 0).as_str())
+    );
+}
+
+#[test]
+fn with_more_jobs_a_dependent_waits_for_its_dependencys_landing_only() {
+    let mut m = model_with(
+        &[("a", &[]), ("b", &["a"]), ("c", &[]), ("d", &[])],
+        2,
+        3,
+        None,
+    );
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 2);
+    let a = handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    // a's slot is free; b is not ready until a lands.
+    assert!(starts(&a).iter().all(|r| r.idx != 1));
+    let a = handle(&mut m, landed(0), t0());
+    assert!(starts(&a).iter().any(|r| r.idx == 1), "{a:?}");
+}
+
+#[test]
+fn the_merge_queue_lands_one_story_at_a_time_in_arrival_order() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 3, None);
+    let first = begin(&mut m);
+    let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![1]);
+    let a = handle(&mut m, finished(&first[0], Verdict::Tentative), t0());
+    assert!(lands(&a).is_empty());
+    assert_eq!(m.state.status("a"), Status::Landing);
+    let a = handle(&mut m, landed(1), t0());
+    assert_eq!(lands(&a), vec![0]);
+    let a = handle(&mut m, landed(0), t0());
+    assert!(a.iter().any(
+        |x| matches!(x, Action::Progress(p) if p.contains("Story a") && p.contains("tentative"))
+    ));
+    assert!(is_over(&m));
+    let (summary, error, code) = finish(&m, 1.0);
+    assert_eq!(
+        (summary.done, summary.all_complete, error, code),
+        (2, true, None, EXIT_OK)
+    );
+}
+
+#[test]
+fn the_iteration_limit_stops_new_attempts_and_says_so() {
+    let mut m = model_with(&[("a", &[]), ("b", &[]), ("c", &[])], 3, 3, Some(2));
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 2);
+    let a = handle(&mut m, finished(&first[0], failed("x")), t0());
+    assert!(starts(&a).is_empty());
+    handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    handle(&mut m, landed(1), t0());
+    assert!(is_over(&m));
+    let (summary, _, code) = finish(&m, 1.0);
+    assert_eq!((summary.limit_reached, code), (Some(2), EXIT_OK));
+}
+
+#[test]
+fn ctrl_c_once_stops_gracefully_and_twice_kills() {
+    let mut m = model_with(&[("a", &[]), ("b", &[]), ("c", &[])], 2, 3, None);
+    let first = begin(&mut m);
+    let a = handle(&mut m, Event::Signal(OsSignal::Interrupt), t0());
+    assert!(a.contains(&Action::Control(Control::Stop)));
+    let a = handle(&mut m, Event::Signal(OsSignal::Interrupt), t0());
+    assert!(a.contains(&Action::Control(Control::Kill)));
+    let a = handle(&mut m, finished(&first[0], Verdict::Interrupted), t0());
+    assert!(starts(&a).is_empty(), "nothing starts once stopping");
+    assert_eq!(m.state.status("a"), Status::Pending);
+    assert_eq!(m.state.record("a").unwrap().attempts, 0);
+    assert!(!is_over(&m));
+    handle(&mut m, finished(&first[1], Verdict::Interrupted), t0());
+    assert!(is_over(&m));
+    assert_eq!(finish(&m, 1.0).2, EXIT_INTERRUPTED);
+}
+
+#[test]
+fn ctrl_c_leaves_queued_landings_for_the_next_run() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 3, None);
+    let first = begin(&mut m);
+    handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    let a = handle(&mut m, Event::Signal(OsSignal::Terminate), t0());
+    assert!(said(&a).contains(&Message::LandingStopped { id: "b".into() }));
+    // b stays `landing` on disk, so the next run lands it without the agent.
+    assert_eq!(m.state.status("b"), Status::Landing);
+    let a = handle(
+        &mut m,
+        Event::LandingFinished {
+            idx: 0,
+            result: LandResult::Interrupted,
+        },
+        t0(),
+    );
+    assert!(lands(&a).is_empty());
+    assert_eq!(m.state.status("a"), Status::Landing);
+    assert!(is_over(&m));
+}
+
+#[test]
+fn a_state_that_cannot_be_saved_stops_the_run_as_ralphs_own_failure() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let a = handle(
+        &mut m,
+        Event::SaveFailed("No space left on device".into()),
+        t0(),
+    );
+    assert!(a.contains(&Action::Control(Control::Stop)));
+    let a = handle(&mut m, finished(&req, Verdict::Interrupted), t0());
+    assert!(starts(&a).is_empty());
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_INTERNAL);
+    assert!(error.unwrap().contains("No space left"));
+}
+
+#[test]
+fn a_blocked_checkout_needs_a_person_and_keeps_the_work() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let blocked = LandResult::CheckoutBlocked {
+        paths: vec!["README.md".into()],
+    };
+    let a = handle(
+        &mut m,
+        Event::LandingFinished {
+            idx: 0,
+            result: blocked,
+        },
+        t0(),
+    );
+    assert!(starts(&a).is_empty());
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("README.md"));
+}
+
+#[test]
+fn a_root_refusal_is_not_retried() {
+    let mut m = model_with(&[("a", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let a = handle(&mut m, finished(&req, Verdict::RootRefusal), t0());
+    assert!(starts(&a).is_empty());
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("IS_SANDBOX=1"));
+}
+
+#[test]
+fn a_validation_failure_counts_and_names_no_empty_log() {
+    let mut m = model_with(&[("a", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let fail = LandResult::ValidationFailed {
+        name: "tests".into(),
+        tail: "ok 1\nFAILED: 2 tests\n\n".into(),
+        saved_ref: Some("refs/ralph/attempts/a/1".into()),
+    };
+    let a = handle(
+        &mut m,
+        Event::LandingFinished {
+            idx: 0,
+            result: fail,
+        },
+        t0(),
+    );
+    let failed = said(&a)
+        .into_iter()
+        .find(|s| matches!(s, Message::Failed { .. }))
+        .unwrap();
+    let line = crate::report::render(&failed);
+    assert!(
+        line.contains("validation 'tests' failed on the merged tree: FAILED: 2 tests"),
+        "{line}"
+    );
+    assert!(!line.contains("(log: )"), "{line}");
+    assert_eq!(starts(&a).len(), 1);
+}
+
+#[test]
+fn finished_work_found_at_startup_goes_straight_to_landing() {
+    let mut m = model_with(&[("a", &[]), ("b", &["a"])], 1, 3, None);
+    let a = handle(&mut m, Event::Start { reland: vec![0] }, t0());
+    assert_eq!(lands(&a), vec![0]);
+    assert!(starts(&a).is_empty());
+    let a = handle(&mut m, landed(0), t0());
+    assert_eq!(
+        starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(),
+        vec![1]
+    );
+}
+
+#[test]
+fn state_and_scheduler_never_drift_over_a_long_mixed_run() {
+    let ids: Vec<String> = (0..12).map(|i| format!("s{i}")).collect();
+    let deps: Vec<(&str, Vec<&str>)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            (
+                id.as_str(),
+                if i % 3 == 2 {
+                    vec![ids[i - 1].as_str()]
+                } else {
+                    vec![]
+                },
+            )
+        })
+        .collect();
+    let spec: Vec<(&str, &[&str])> = deps.iter().map(|(id, d)| (*id, d.as_slice())).collect();
+    let mut m = model_with(&spec, 3, 2, None);
+    let mut running = begin(&mut m);
+    let mut step = 0u64;
+    let mut now = t0();
+    while !is_over(&m) {
+        step += 1;
+        assert!(step < 500, "the run does not converge");
+        let a = if let Some(idx) = m.landing {
+            let result = if step % 4 == 0 {
+                LandResult::Conflict {
+                    paths: vec!["f".into()],
+                    saved_ref: None,
+                }
+            } else {
+                LandResult::Landed {
+                    commit: "c".repeat(40),
+                }
+            };
+            handle(&mut m, Event::LandingFinished { idx, result }, now)
+        } else if let Some(req) = running.pop() {
+            let verdict = match step % 5 {
+                0 => failed("flaky"),
+                1 => Verdict::RateLimited { resets_at: None },
+                _ => Verdict::Done,
+            };
+            handle(&mut m, finished(&req, verdict), now)
+        } else {
+            now = later(now, 3600);
+            handle(&mut m, Event::Timer, now)
+        };
+        running.extend(starts(&a));
+        for i in 0..m.stories.len() {
+            assert!(m.in_step(i), "{} drifted at step {step}", m.id(i));
+        }
+    }
+}
