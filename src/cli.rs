@@ -20,7 +20,7 @@ use crate::store::{self, RunLock};
     version,
     about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Project root (the directory holding .ralph/ or prd.json)
     #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,

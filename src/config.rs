@@ -9,53 +9,57 @@ use serde_json::{json, Value};
 use crate::error::Problem;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationCommand {
-    pub name: String,
-    pub cmd: String,
-    pub required: bool,
+pub(crate) struct ValidationCommand {
+    pub(crate) name: String,
+    pub(crate) cmd: String,
+    pub(crate) required: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Hooks {
-    pub pre_iteration: String,
-    pub pre_story: String,
-    pub post_story: String,
-    pub post_iteration: String,
-    pub pre_worktree: String,
+pub(crate) struct Hooks {
+    pub(crate) pre_iteration: String,
+    pub(crate) pre_story: String,
+    pub(crate) post_story: String,
+    pub(crate) post_iteration: String,
+    pub(crate) pre_worktree: String,
     /// Seconds `pre_worktree` may take (the bash tool's key).
-    pub pre_worktree_timeout: u64,
+    pub(crate) pre_worktree_timeout: u64,
 }
 
 /// The effective configuration after merging.
 #[derive(Debug, Clone)]
-pub struct Config {
-    /// The merged JSON (unknown keys kept).
-    pub raw: Value,
-    pub specs_pattern: String,
-    pub status_field: String,
-    pub max_iterations: u64,
-    pub timeout_secs: u64,
-    pub max_retries: u32,
-    pub validation: Vec<ValidationCommand>,
-    pub blocked_commands: Vec<String>,
+pub(crate) struct Config {
+    /// The merged JSON (unknown keys kept, as SPEC 3.1 promises).
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "kept for the unknown-key check")
+    )]
+    pub(crate) raw: Value,
+    pub(crate) specs_pattern: String,
+    pub(crate) status_field: String,
+    pub(crate) max_iterations: u64,
+    pub(crate) timeout_secs: u64,
+    pub(crate) max_retries: u32,
+    pub(crate) validation: Vec<ValidationCommand>,
+    pub(crate) blocked_commands: Vec<String>,
     /// `claude.command` (default `claude`): the agent executable.
-    pub agent_command: String,
+    pub(crate) agent_command: String,
     /// `claude.flags`; `None` means the default flags of SPEC 4.2.
-    pub agent_flags: Option<Vec<String>>,
-    pub commit_format: String,
-    pub stage_paths: Vec<String>,
-    pub learnings_enabled: bool,
-    pub learnings_max: usize,
-    pub parallel_enabled: bool,
+    pub(crate) agent_flags: Option<Vec<String>>,
+    pub(crate) commit_format: String,
+    pub(crate) stage_paths: Vec<String>,
+    pub(crate) learnings_enabled: bool,
+    pub(crate) learnings_max: usize,
+    pub(crate) parallel_enabled: bool,
     /// `parallel.max_concurrent` when the user set it; `-j` falls back to 4
     /// otherwise (SPEC 2).
-    pub max_concurrent: Option<usize>,
-    pub hooks: Hooks,
+    pub(crate) max_concurrent: Option<usize>,
+    pub(crate) hooks: Hooks,
     /// `loop.grace_seconds` (default 10): SIGTERM → SIGKILL grace period.
-    pub grace_secs: u64,
+    pub(crate) grace_secs: u64,
 }
 
-pub const DEFAULT_AGENT_FLAGS: &[&str] = &[
+pub(crate) const DEFAULT_AGENT_FLAGS: &[&str] = &[
     "--print",
     "--dangerously-skip-permissions",
     "--output-format",
@@ -64,7 +68,7 @@ pub const DEFAULT_AGENT_FLAGS: &[&str] = &[
 ];
 
 /// The built-in defaults as JSON (SPEC 3.1).
-pub fn defaults() -> Value {
+pub(crate) fn defaults() -> Value {
     // `claude.flags` is deliberately absent: "no flags configured" must stay
     // distinguishable from an explicit list so the SPEC 4.2 defaults apply.
     json!({
@@ -108,7 +112,7 @@ pub fn defaults() -> Value {
 }
 
 /// Deep merge: objects merge key by key, arrays and scalars replace.
-pub fn deep_merge(base: &mut Value, over: Value) {
+pub(crate) fn deep_merge(base: &mut Value, over: Value) {
     match (base, over) {
         (Value::Object(base), Value::Object(over)) => {
             for (key, value) in over {
@@ -125,12 +129,12 @@ pub fn deep_merge(base: &mut Value, over: Value) {
 }
 
 /// Builds a `Config` from merged JSON; every problem is reported against `file`.
-pub fn from_value(raw: Value, file: &Path) -> Result<Config, Vec<Problem>> {
+pub(crate) fn from_value(raw: Value, file: &Path) -> Result<Config, Vec<Problem>> {
     build(raw, file, None)
 }
 
 /// Reads `<root>/.ralph/config.json` (optional) and merges it over the defaults.
-pub fn load(root: &Path) -> Result<Config, Vec<Problem>> {
+pub(crate) fn load(root: &Path) -> Result<Config, Vec<Problem>> {
     let rel = Path::new(CONFIG_FILE);
     let path = root.join(rel);
     let text = match std::fs::read_to_string(&path) {
@@ -528,7 +532,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         return Err(problems);
     }
     Ok(Config {
-        raw,
+        raw: raw.clone(),
         specs_pattern,
         status_field,
         max_iterations,

@@ -14,15 +14,15 @@ use crate::backlog::{Backlog, Source};
 use crate::error::Problem;
 
 #[derive(Debug, Clone)]
-pub struct Dag {
-    pub graph: DiGraph<usize, ()>,
+pub(crate) struct Dag {
+    pub(crate) graph: DiGraph<usize, ()>,
 }
 
 impl Dag {
     /// Builds the DAG from `depends_on` and the batch sections. An unknown
     /// dependency, a self-dependency or a cycle is a problem naming the IDs (the
     /// cycle's IDs in order) and the spec or queue file involved.
-    pub fn build(backlog: &Backlog) -> Result<Dag, Vec<Problem>> {
+    pub(crate) fn build(backlog: &Backlog) -> Result<Dag, Vec<Problem>> {
         let n = backlog.stories.len();
         let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(n, n);
         for i in 0..n {
@@ -97,37 +97,40 @@ impl Dag {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.graph.node_count()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.graph.node_count() == 0
     }
 
     /// Stories `i` waits for directly.
-    pub fn waits_for(&self, i: usize) -> Vec<usize> {
+    pub(crate) fn waits_for(&self, i: usize) -> Vec<usize> {
         self.neighbors(i, Direction::Incoming)
     }
 
     /// Stories that wait for `i` directly.
-    pub fn dependents(&self, i: usize) -> Vec<usize> {
+    pub(crate) fn dependents(&self, i: usize) -> Vec<usize> {
         self.neighbors(i, Direction::Outgoing)
     }
 
+    #[cfg(test)]
     /// Everything downstream of `i` (not including `i`), sorted.
-    pub fn descendants(&self, i: usize) -> Vec<usize> {
+    pub(crate) fn descendants(&self, i: usize) -> Vec<usize> {
         self.reach(i, Direction::Outgoing)
     }
 
+    #[cfg(test)]
     /// Everything upstream of `i` (not including `i`), sorted.
-    pub fn ancestors(&self, i: usize) -> Vec<usize> {
+    pub(crate) fn ancestors(&self, i: usize) -> Vec<usize> {
         self.reach(i, Direction::Incoming)
     }
 
     /// For each node, the weight of the heaviest path starting at it (its own
     /// weight included): the critical-path priority used for dispatch.
-    pub fn critical_path(&self, weights: &[u64]) -> Vec<u64> {
+    pub(crate) fn critical_path(&self, weights: &[u64]) -> Vec<u64> {
         let n = self.len();
         let mut best = vec![0u64; n];
         // Reverse topological order: every dependent is final before its
@@ -145,7 +148,7 @@ impl Dag {
     }
 
     /// A topological order (file order among independent stories).
-    pub fn topo_order(&self) -> Vec<usize> {
+    pub(crate) fn topo_order(&self) -> Vec<usize> {
         let n = self.len();
         let mut indegree: Vec<usize> = (0..n)
             .map(|i| {
@@ -187,6 +190,7 @@ impl Dag {
         out
     }
 
+    #[cfg(test)]
     fn reach(&self, i: usize, dir: Direction) -> Vec<usize> {
         let n = self.len();
         if i >= n {

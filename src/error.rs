@@ -6,30 +6,34 @@
 use std::fmt;
 use std::path::PathBuf;
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_STORIES_FAILED: i32 = 1;
-pub const EXIT_BAD_INPUT: i32 = 2;
-pub const EXIT_LOCKED: i32 = 3;
+pub(crate) const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_STORIES_FAILED: i32 = 1;
+pub(crate) const EXIT_BAD_INPUT: i32 = 2;
+pub(crate) const EXIT_LOCKED: i32 = 3;
 /// ralph itself failed (state not writable, a git error, a bug): nothing is
 /// lost; fix the cause and run again.
-pub const EXIT_INTERNAL: i32 = 4;
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub(crate) const EXIT_INTERNAL: i32 = 4;
+pub(crate) const EXIT_INTERRUPTED: i32 = 130;
 
 /// One thing wrong with the user's input, located as precisely as we can.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// Path relative to the project root when inside it.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// 1-based line, when the problem has one.
-    pub line: Option<usize>,
-    pub message: String,
+    pub(crate) line: Option<usize>,
+    pub(crate) message: String,
     /// The config key the problem is about, for callers that act on which
     /// setting is wrong (never on the message text).
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
 }
 
 impl Problem {
-    pub fn new(file: impl Into<PathBuf>, line: Option<usize>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        file: impl Into<PathBuf>,
+        line: Option<usize>,
+        message: impl Into<String>,
+    ) -> Self {
         Problem {
             file: file.into(),
             line,
@@ -51,7 +55,7 @@ impl fmt::Display for Problem {
 /// Errors that end a command with a specific exit code. A hint says what
 /// to do and is rendered on its own line, apart from the message.
 #[derive(Debug, thiserror::Error)]
-pub enum RalphError {
+pub(crate) enum RalphError {
     /// Bad usage, config or backlog: nothing was changed (exit 2).
     #[error("{}", render_problems(.0))]
     BadInput(Vec<Problem>),
@@ -70,7 +74,7 @@ pub enum RalphError {
 }
 
 impl RalphError {
-    pub fn usage(message: impl Into<String>) -> RalphError {
+    pub(crate) fn usage(message: impl Into<String>) -> RalphError {
         RalphError::Usage {
             message: message.into(),
             hint: None,
@@ -78,7 +82,7 @@ impl RalphError {
     }
 
     /// Adds what the user should do.
-    pub fn with_hint(self, h: impl Into<String>) -> RalphError {
+    pub(crate) fn with_hint(self, h: impl Into<String>) -> RalphError {
         match self {
             RalphError::Usage { message, .. } => RalphError::Usage {
                 message,
@@ -92,14 +96,14 @@ impl RalphError {
         }
     }
 
-    pub fn hint(&self) -> Option<&str> {
+    pub(crate) fn hint(&self) -> Option<&str> {
         match self {
             RalphError::Usage { hint, .. } | RalphError::Locked { hint, .. } => hint.as_deref(),
             RalphError::BadInput(_) => None,
         }
     }
 
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             RalphError::BadInput(_) | RalphError::Usage { .. } => EXIT_BAD_INPUT,
             RalphError::Locked { .. } => EXIT_LOCKED,
@@ -107,7 +111,7 @@ impl RalphError {
     }
 }
 
-pub fn render_problems(problems: &[Problem]) -> String {
+pub(crate) fn render_problems(problems: &[Problem]) -> String {
     problems
         .iter()
         .map(|p| p.to_string())

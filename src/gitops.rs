@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-pub type Oid = String;
+pub(crate) type Oid = String;
 
 #[derive(Debug, thiserror::Error)]
-pub enum GitError {
+pub(crate) enum GitError {
     #[error("{path}: not inside a git repository (run `git init` and commit first)")]
     NotARepo { path: PathBuf },
     #[error("git: {0}")]
@@ -19,11 +19,11 @@ pub enum GitError {
     Other(String),
 }
 
-pub type Result<T> = std::result::Result<T, GitError>;
+pub(crate) type Result<T> = std::result::Result<T, GitError>;
 
 /// Outcome of building a merge commit (no ref moves).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MergeOutcome {
+pub(crate) enum MergeOutcome {
     /// The merge commit exists (unreferenced); `base` is the target tip it was built on.
     Merged { commit: Oid, base: Oid },
     /// The story branch conflicts with the target tip; nothing was written.
@@ -32,7 +32,7 @@ pub enum MergeOutcome {
 
 /// Outcome of moving the target branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LandOutcome {
+pub(crate) enum LandOutcome {
     Landed,
     /// The target branch no longer points at the expected commit.
     TargetMoved {
@@ -47,28 +47,28 @@ pub enum LandOutcome {
 
 /// What `adopt_worktree_head` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Adopted {
+pub(crate) enum Adopted {
     Unchanged,
     FastForwarded { to: Oid },
     Saved { refname: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorktreeInfo {
-    pub name: String,
-    pub path: PathBuf,
+pub(crate) struct WorktreeInfo {
+    pub(crate) name: String,
+    pub(crate) path: PathBuf,
     /// The admin dir exists but the working directory is gone or broken.
-    pub prunable: bool,
-    pub locked: bool,
+    pub(crate) prunable: bool,
+    pub(crate) locked: bool,
 }
 
 /// Handle on the repository that contains the project root.
 #[derive(Debug, Clone)]
-pub struct Git {
+pub(crate) struct Git {
     /// The main working directory (repository workdir).
-    pub workdir: PathBuf,
+    pub(crate) workdir: PathBuf,
     /// The common git dir (`.git`).
-    pub git_dir: PathBuf,
+    pub(crate) git_dir: PathBuf,
 }
 
 /// Files inside a worktree's admin dir that a killed process can leave
@@ -77,7 +77,7 @@ const WORKTREE_LOCK_FILES: [&str; 3] = ["index.lock", "HEAD.lock", "locked"];
 
 impl Git {
     /// Opens the repository containing `project_root` (searching upwards).
-    pub fn open(project_root: &Path) -> Result<Git> {
+    pub(crate) fn open(project_root: &Path) -> Result<Git> {
         let repo = match git2::Repository::discover(project_root) {
             Ok(repo) => repo,
             Err(e) => return Err(open_error(project_root, e)),
@@ -94,7 +94,7 @@ impl Git {
 
     /// The branch checked out in the main working directory; `None` when
     /// HEAD is detached or unborn.
-    pub fn head_branch(&self) -> Result<Option<String>> {
+    pub(crate) fn head_branch(&self) -> Result<Option<String>> {
         let repo = self.repo()?;
         let head = repo.find_reference("HEAD")?;
         let Some(branch) = head.symbolic_target()?.and_then(branch_of_ref) else {
@@ -105,13 +105,13 @@ impl Git {
     }
 
     /// The commit a local branch points at, if the branch exists.
-    pub fn branch_tip(&self, branch: &str) -> Result<Option<Oid>> {
+    pub(crate) fn branch_tip(&self, branch: &str) -> Result<Option<Oid>> {
         let repo = self.repo()?;
         Ok(tip(&repo, branch)?.map(|o| o.to_string()))
     }
 
     /// Creates `branch` at `at` unless it exists.
-    pub fn ensure_branch(&self, branch: &str, at: &Oid) -> Result<()> {
+    pub(crate) fn ensure_branch(&self, branch: &str, at: &Oid) -> Result<()> {
         let repo = self.repo()?;
         if tip(&repo, branch)?.is_some() {
             return Ok(());
@@ -132,7 +132,7 @@ impl Git {
     /// `base`, untracked-but-not-ignored files removed (ignored build output is
     /// kept warm). Stale admin dirs, stale `index.lock`/`HEAD.lock`/`locked`
     /// files of this worktree and a leftover directory are cleaned first.
-    pub fn prepare_worktree(
+    pub(crate) fn prepare_worktree(
         &self,
         name: &str,
         path: &Path,
@@ -188,7 +188,7 @@ impl Git {
 
     /// Checks out `commit` detached in the worktree at `path` (forced), removing
     /// untracked-but-not-ignored files: used to validate a merged tree.
-    pub fn checkout_detached(&self, path: &Path, commit: &Oid) -> Result<()> {
+    pub(crate) fn checkout_detached(&self, path: &Path, commit: &Oid) -> Result<()> {
         self.refuse_main_workdir(path)?;
         let oid = parse_oid(commit)?;
         let wrepo = git2::Repository::open(path)?;
@@ -206,7 +206,7 @@ impl Git {
     }
 
     /// Commits reachable from `branch` but not from `base`.
-    pub fn commits_ahead(&self, branch: &str, base: &Oid) -> Result<usize> {
+    pub(crate) fn commits_ahead(&self, branch: &str, base: &Oid) -> Result<usize> {
         let repo = self.repo()?;
         let Some(tip) = tip(&repo, branch)? else {
             return Ok(0);
@@ -224,7 +224,7 @@ impl Git {
 
     /// Points `refname` (a full ref such as `refs/ralph/attempts/1.2/1`) at
     /// the tip of `branch`, overwriting it.
-    pub fn save_ref(&self, branch: &str, refname: &str) -> Result<()> {
+    pub(crate) fn save_ref(&self, branch: &str, refname: &str) -> Result<()> {
         let repo = self.repo()?;
         if let Some(tip) = tip(&repo, branch)? {
             repo.reference(refname, tip, true, &format!("ralph: save {branch}"))?;
@@ -237,7 +237,7 @@ impl Git {
     /// `message` (a single-parent commit when the story has no commits of its
     /// own). `edit` is applied to each repo-relative path in `edit_paths` that
     /// exists in the merged tree: `Some(new)` replaces the file's content.
-    pub fn merge_story(
+    pub(crate) fn merge_story(
         &self,
         target: &str,
         story_branch: &str,
@@ -290,7 +290,7 @@ impl Git {
     /// Moves `target` from `expected` to `new` (compare-and-swap). When the
     /// main working directory has `target` checked out, its files and index are
     /// updated first with a safe checkout that never overwrites local changes.
-    pub fn land(&self, target: &str, expected: &Oid, new: &Oid) -> Result<LandOutcome> {
+    pub(crate) fn land(&self, target: &str, expected: &Oid, new: &Oid) -> Result<LandOutcome> {
         let repo = self.repo()?;
         let refname = branch_ref(target)?;
         let expected_oid = parse_oid(expected)?;
@@ -358,7 +358,7 @@ impl Git {
 
     /// Story IDs with a `merge: story <id>` commit in `target`'s first-parent
     /// history, with that commit, oldest first.
-    pub fn landed_stories(&self, target: &str) -> Result<Vec<(String, Oid)>> {
+    pub(crate) fn landed_stories(&self, target: &str) -> Result<Vec<(String, Oid)>> {
         let repo = self.repo()?;
         let Some(tip) = tip(&repo, target)? else {
             return Ok(Vec::new());
@@ -389,7 +389,7 @@ impl Git {
     /// Tracked files of the main working directory with uncommitted changes
     /// (staged or not), repo-relative, excluding paths for which `ignore`
     /// returns true.
-    pub fn dirty_tracked_files(&self, ignore: &dyn Fn(&str) -> bool) -> Result<Vec<String>> {
+    pub(crate) fn dirty_tracked_files(&self, ignore: &dyn Fn(&str) -> bool) -> Result<Vec<String>> {
         use git2::Status;
         let repo = self.repo()?;
         let mut opts = git2::StatusOptions::new();
@@ -420,7 +420,7 @@ impl Git {
     }
 
     /// Worktrees of this repository, including broken admin dirs git2 hides.
-    pub fn list_worktrees(&self) -> Result<Vec<WorktreeInfo>> {
+    pub(crate) fn list_worktrees(&self) -> Result<Vec<WorktreeInfo>> {
         let repo = self.repo()?;
         let mut names = std::collections::BTreeSet::new();
         for name in repo.worktrees()?.iter_bytes() {
@@ -459,7 +459,7 @@ impl Git {
     }
 
     /// Removes a worktree: its directory, its admin dir and its lock files.
-    pub fn remove_worktree(&self, name: &str, path: &Path) -> Result<()> {
+    pub(crate) fn remove_worktree(&self, name: &str, path: &Path) -> Result<()> {
         let admin = self.admin_dir(name)?;
         self.refuse_main_workdir(path)?;
         if admin.is_dir() {
@@ -482,7 +482,7 @@ impl Git {
 
     /// Removes the admin dir of a worktree whose working directory is gone
     /// (or was never recorded), like `git worktree prune` does for one entry.
-    pub fn prune_admin(&self, name: &str) -> Result<()> {
+    pub(crate) fn prune_admin(&self, name: &str) -> Result<()> {
         let admin = self.admin_dir(name)?;
         remove_path(&admin)
     }
@@ -491,7 +491,7 @@ impl Git {
     /// `branch` checked out, so another of ralph's worktrees may take it (a
     /// retry can land in a different job slot). Returns the worktrees
     /// released. Worktrees elsewhere are never touched.
-    pub fn release_branch(&self, branch: &str, under: &Path) -> Result<Vec<String>> {
+    pub(crate) fn release_branch(&self, branch: &str, under: &Path) -> Result<Vec<String>> {
         let refname = branch_ref(branch)?;
         let mut out = Vec::new();
         let Ok(entries) = std::fs::read_dir(self.git_dir.join("worktrees")) else {
@@ -518,7 +518,7 @@ impl Git {
     }
 
     /// Deletes a local branch if it exists.
-    pub fn delete_branch(&self, branch: &str) -> Result<()> {
+    pub(crate) fn delete_branch(&self, branch: &str) -> Result<()> {
         let repo = self.repo()?;
         let deleted = match repo.find_branch(branch, git2::BranchType::Local) {
             Ok(mut b) => b.delete(),
@@ -529,7 +529,7 @@ impl Git {
     }
 
     /// Local branch names starting with `prefix`.
-    pub fn branches_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+    pub(crate) fn branches_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
         let repo = self.repo()?;
         let mut out = Vec::new();
         for b in repo.branches(Some(git2::BranchType::Local))? {
@@ -545,7 +545,7 @@ impl Git {
 
     /// True when the tip of `branch` is already kept by a ref under
     /// `ref_prefix` (e.g. `refs/ralph/`), so moving the branch loses nothing.
-    pub fn tip_saved_under(&self, branch: &str, ref_prefix: &str) -> Result<bool> {
+    pub(crate) fn tip_saved_under(&self, branch: &str, ref_prefix: &str) -> Result<bool> {
         let repo = self.repo()?;
         let Some(b) = tip(&repo, branch)? else {
             return Ok(true);
@@ -560,7 +560,7 @@ impl Git {
     }
 
     /// True when every commit of `branch` is reachable from `target`.
-    pub fn is_merged(&self, branch: &str, target: &str) -> Result<bool> {
+    pub(crate) fn is_merged(&self, branch: &str, target: &str) -> Result<bool> {
         let repo = self.repo()?;
         let Some(b) = tip(&repo, branch)? else {
             return Ok(true);
@@ -573,7 +573,7 @@ impl Git {
 
     /// Adds `patterns` to `.git/info/exclude` unless present (runtime files
     /// are ignored without touching the user's `.gitignore`).
-    pub fn exclude(&self, patterns: &[&str]) -> Result<()> {
+    pub(crate) fn exclude(&self, patterns: &[&str]) -> Result<()> {
         let info = self.git_dir.join("info");
         std::fs::create_dir_all(&info)?;
         let file = info.join("exclude");
@@ -606,7 +606,7 @@ impl Git {
 
     /// The commit checked out in the worktree at `path` (attached or
     /// detached); `None` when its HEAD is unborn.
-    pub fn head_commit_of_worktree(&self, path: &Path) -> Result<Option<Oid>> {
+    pub(crate) fn head_commit_of_worktree(&self, path: &Path) -> Result<Option<Oid>> {
         let wrepo = git2::Repository::open(path)?;
         let head = match wrepo.head() {
             Ok(h) => h,
@@ -626,7 +626,8 @@ impl Git {
 
     /// The local branch checked out in the worktree at `path`; `None` when
     /// its HEAD is detached.
-    pub fn resolve_branch_at_head(&self, path: &Path) -> Result<Option<String>> {
+    #[cfg(test)]
+    pub(crate) fn resolve_branch_at_head(&self, path: &Path) -> Result<Option<String>> {
         let wrepo = git2::Repository::open(path)?;
         let head = wrepo.find_reference("HEAD")?;
         Ok(head
@@ -638,7 +639,7 @@ impl Git {
     /// Deletes the stale `index.lock`, `HEAD.lock` and `locked` files of the
     /// worktree `name` and returns the ones that existed. Only for ralph's own
     /// worktrees, once no process can be running in them.
-    pub fn clear_worktree_locks(&self, name: &str) -> Result<Vec<PathBuf>> {
+    pub(crate) fn clear_worktree_locks(&self, name: &str) -> Result<Vec<PathBuf>> {
         let admin = self.admin_dir(name)?;
         remove_lock_files(&admin)
     }
@@ -646,7 +647,7 @@ impl Git {
     /// Lock files git or libgit2 leave behind when killed mid-write: in the
     /// common dir (`index.lock`, `HEAD.lock`, `packed-refs.lock`, any
     /// `refs/**.lock`) and in every worktree admin dir.
-    pub fn lock_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn lock_files(&self) -> Vec<PathBuf> {
         fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             let Ok(rd) = std::fs::read_dir(dir) else {
                 return;
@@ -694,7 +695,7 @@ impl Git {
     /// and index entry still match the old tip or the merge is put back to
     /// the old tip. Paths matching neither are someone's edits and stay.
     /// Returns the paths restored.
-    pub fn rollback_partial_landing(&self, base: &Oid, merge: &Oid) -> Result<Vec<String>> {
+    pub(crate) fn rollback_partial_landing(&self, base: &Oid, merge: &Oid) -> Result<Vec<String>> {
         let repo = self.repo()?;
         let base_c = repo.find_commit(parse_oid(base)?)?;
         let merge_c = repo.find_commit(parse_oid(merge)?)?;
@@ -774,7 +775,7 @@ impl Git {
     /// edits, deletions and untracked files that are not ignored) onto its
     /// HEAD and points `refname` at that commit, without touching the
     /// worktree. `None` when there was nothing to keep.
-    pub fn save_uncommitted(&self, path: &Path, refname: &str) -> Result<Option<Oid>> {
+    pub(crate) fn save_uncommitted(&self, path: &Path, refname: &str) -> Result<Option<Oid>> {
         let wrepo = git2::Repository::open(path)?;
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true)
@@ -853,7 +854,7 @@ impl Git {
     /// when the worktree's HEAD descends from both `base` and the branch, the
     /// branch is fast-forwarded to it; when they diverged, HEAD's commit is
     /// kept at `save_as` and the branch is left alone.
-    pub fn adopt_worktree_head(
+    pub(crate) fn adopt_worktree_head(
         &self,
         path: &Path,
         branch: &str,
@@ -891,7 +892,7 @@ impl Git {
     }
 
     /// Converts a path under the workdir to a repo-relative string with `/`.
-    pub fn rel_path(&self, abs_or_rel_to_workdir: &Path) -> Option<String> {
+    pub(crate) fn rel_path(&self, abs_or_rel_to_workdir: &Path) -> Option<String> {
         let p = abs_or_rel_to_workdir
             .strip_prefix(&self.workdir)
             .unwrap_or(abs_or_rel_to_workdir);

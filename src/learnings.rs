@@ -44,7 +44,7 @@ static TOPIC_RES: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
         .collect()
 });
 
-pub fn categorize(text: &str) -> &'static str {
+pub(crate) fn categorize(text: &str) -> &'static str {
     let lower = text.to_lowercase();
     TOPIC_RES
         .iter()
@@ -53,7 +53,7 @@ pub fn categorize(text: &str) -> &'static str {
 }
 
 /// The learning's text without its `- [Story X] ` prefix, for dedup.
-pub fn body(line: &str) -> &str {
+pub(crate) fn body(line: &str) -> &str {
     let l = line.trim().trim_start_matches("- ").trim_start();
     if l.starts_with('[') {
         if let Some(end) = l.find("] ") {
@@ -65,7 +65,7 @@ pub fn body(line: &str) -> &str {
 
 /// Top `n` lines by how many of their words (4+ chars) appear in the spec;
 /// ties keep file order; duplicates (same text) appear once.
-pub fn select_relevant(lines: &[String], spec: &str, n: usize) -> Vec<String> {
+pub(crate) fn select_relevant(lines: &[String], spec: &str, n: usize) -> Vec<String> {
     let spec_lc = spec.to_lowercase();
     let mut seen = HashSet::new();
     let mut scored: Vec<(usize, usize, &String)> = Vec::new();
@@ -91,7 +91,7 @@ pub fn select_relevant(lines: &[String], spec: &str, n: usize) -> Vec<String> {
 }
 
 /// Every `- ` line of `.ralph/learnings/*.md` (top level), files in name order.
-pub fn load(root: &Path) -> Vec<String> {
+pub(crate) fn load(root: &Path) -> Vec<String> {
     let dir = root.join(".ralph/learnings");
     let Ok(rd) = fs::read_dir(&dir) else {
         return Vec::new();
@@ -117,7 +117,7 @@ pub fn load(root: &Path) -> Vec<String> {
 
 /// Stores new learnings of `story`; returns the texts actually added (ones
 /// already known are skipped).
-pub fn record(root: &Path, story: &str, texts: &[String]) -> std::io::Result<Vec<String>> {
+pub(crate) fn record(root: &Path, story: &str, texts: &[String]) -> std::io::Result<Vec<String>> {
     let existing: HashSet<String> = load(root).iter().map(|l| body(l).to_lowercase()).collect();
     let dir = root.join(".ralph/learnings");
     let mut added = Vec::new();

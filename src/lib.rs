@@ -2,21 +2,23 @@
 //! worktrees, landing verified merges on the target branch. See CLAUDE.md for
 //! the architecture map.
 
-pub mod agent;
-pub mod backlog;
-pub mod cli;
-pub mod config;
-pub mod dag;
-pub mod error;
-pub mod gitops;
-pub mod learnings;
-pub mod process;
-pub mod project;
-pub mod prompt;
-pub mod report;
-pub mod run;
-pub mod schedule;
+#![warn(unreachable_pub)]
 
-pub mod state;
-pub mod store;
-pub mod timefmt;
+mod agent;
+mod backlog;
+pub mod cli;
+mod config;
+mod dag;
+mod error;
+mod gitops;
+mod learnings;
+mod process;
+mod project;
+mod prompt;
+mod report;
+mod run;
+mod schedule;
+
+mod state;
+mod store;
+mod timefmt;

@@ -24,51 +24,51 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 /// Environment variable that marks every process an attempt started.
-pub const TOKEN_VAR: &str = "RALPH_ATTEMPT_TOKEN";
+pub(crate) const TOKEN_VAR: &str = "RALPH_ATTEMPT_TOKEN";
 
 /// What to run for one agent attempt.
 #[derive(Debug, Clone)]
-pub struct AttemptSpec {
-    pub program: String,
-    pub args: Vec<String>,
-    pub cwd: PathBuf,
+pub(crate) struct AttemptSpec {
+    pub(crate) program: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) cwd: PathBuf,
     /// Added to the inherited environment.
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// Removed from the inherited environment (e.g. `CLAUDECODE`).
-    pub env_remove: Vec<String>,
+    pub(crate) env_remove: Vec<String>,
     /// Written to stdin, which is then closed.
-    pub stdin: Vec<u8>,
+    pub(crate) stdin: Vec<u8>,
     /// stdout and stderr are appended here as they arrive.
-    pub log_path: PathBuf,
-    pub timeout: Duration,
-    pub grace: Duration,
+    pub(crate) log_path: PathBuf,
+    pub(crate) timeout: Duration,
+    pub(crate) grace: Duration,
     /// Unique token, exported as `TOKEN_VAR`.
-    pub token: String,
+    pub(crate) token: String,
 }
 
 /// Why the attempt was stopped by ralph, if it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     Timeout,
     Interrupted,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttemptExit {
+pub(crate) struct AttemptExit {
     /// Exit code, or `None` when killed by a signal.
-    pub code: Option<i32>,
+    pub(crate) code: Option<i32>,
     /// The signal that ended it, if any.
-    pub signal: Option<i32>,
+    pub(crate) signal: Option<i32>,
     /// Set whenever ralph signalled the attempt, whatever it exited with.
-    pub stopped: Option<StopReason>,
-    pub duration: Duration,
+    pub(crate) stopped: Option<StopReason>,
+    pub(crate) duration: Duration,
     /// Processes killed by the final sweep.
-    pub swept: usize,
+    pub(crate) swept: usize,
 }
 
 /// Requests sent to a running attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
+pub(crate) enum Control {
     Run,
     /// Graceful stop: SIGTERM, grace, SIGKILL.
     Stop,
@@ -78,7 +78,7 @@ pub enum Control {
 
 /// Longest line handed to `on_line`; longer ones are split, so a child that
 /// prints without newlines cannot make us buffer its whole output.
-pub const MAX_LINE: usize = 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 1024 * 1024;
 
 /// How long output is still read after the child exited and was swept: long
 /// enough for what is already in the pipes, short enough that a process we
@@ -114,13 +114,13 @@ fn children() -> MutexGuard<'static, BTreeSet<i32>> {
 static SHELL_TOKEN_PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Sets the token prefix of `run_shell` children (once per process).
-pub fn set_shell_token_prefix(prefix: &str) {
+pub(crate) fn set_shell_token_prefix(prefix: &str) {
     let _ = SHELL_TOKEN_PREFIX.set(prefix.to_string());
 }
 
 /// A token no other attempt of any ralph process on this machine carries:
 /// `<prefix>-<pid>-<counter>-<nanos>`.
-pub fn unique_token(prefix: &str) -> String {
+pub(crate) fn unique_token(prefix: &str) -> String {
     let n = TOKEN_COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -133,7 +133,7 @@ pub fn unique_token(prefix: &str) -> String {
 /// appended to the log and passed to `on_line` as it arrives; nothing is kept
 /// in memory. Ends at the process's exit (not pipe EOF), then sweeps every
 /// process carrying the token. `control` lets the caller stop it.
-pub async fn run_attempt(
+pub(crate) async fn run_attempt(
     spec: AttemptSpec,
     mut on_line: impl FnMut(&str) + Send,
     control: watch::Receiver<Control>,
@@ -150,19 +150,19 @@ pub async fn run_attempt(
 
 /// Result of a shell command (hook or validation).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShellResult {
-    pub success: bool,
-    pub code: Option<i32>,
-    pub timed_out: bool,
+pub(crate) struct ShellResult {
+    pub(crate) success: bool,
+    pub(crate) code: Option<i32>,
+    pub(crate) timed_out: bool,
     /// Stopped through the caller's control channel.
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
     /// Last ~4 KiB of combined output.
-    pub tail: String,
+    pub(crate) tail: String,
 }
 
 /// Runs `bash -c cmd` in `cwd` with `env`, in its own group, with a timeout;
 /// the group and everything carrying its token is killed afterwards.
-pub async fn run_shell(
+pub(crate) async fn run_shell(
     cmd: &str,
     cwd: PathBuf,
     env: Vec<(String, String)>,
@@ -175,7 +175,7 @@ pub async fn run_shell(
 
 /// `run_shell` that the caller can also stop (Ctrl-C during a long
 /// validation command); `ShellResult::interrupted` tells it happened.
-pub async fn run_shell_controlled(
+pub(crate) async fn run_shell_controlled(
     cmd: &str,
     cwd: PathBuf,
     env: Vec<(String, String)>,
@@ -773,7 +773,7 @@ fn proc_stat(pid: i32) -> Option<ProcStat> {
 }
 
 /// True while `pid` runs (a zombie counts as gone).
-pub fn pid_is_alive(pid: i32) -> bool {
+pub(crate) fn pid_is_alive(pid: i32) -> bool {
     pid > 0 && !is_dead(pid)
 }
 
@@ -783,7 +783,7 @@ fn is_dead(pid: i32) -> bool {
 
 /// Kills (SIGKILL) every process whose environment has `TOKEN_VAR=token`;
 /// returns how many. Never touches processes without our token.
-pub fn sweep_token(token: &str) -> usize {
+pub(crate) fn sweep_token(token: &str) -> usize {
     sweep_token_after(token, BTreeSet::new())
 }
 
@@ -853,14 +853,14 @@ fn reap(swept: &BTreeSet<i32>) {
 #[cfg(test)]
 /// PIDs of live processes whose `TOKEN_VAR` starts with `prefix` (e.g. a
 /// project's prefix, to find agents orphaned by a killed run).
-pub fn find_by_token_prefix(prefix: &str) -> Vec<i32> {
+pub(crate) fn find_by_token_prefix(prefix: &str) -> Vec<i32> {
     let entry = token_entry(prefix);
     scan_proc(|e| e.starts_with(entry.as_bytes()))
 }
 
 /// Kills every process whose token starts with `prefix` (agents a killed run
 /// left behind), waiting until they are gone; returns how many there were.
-pub fn kill_by_token_prefix(prefix: &str) -> usize {
+pub(crate) fn kill_by_token_prefix(prefix: &str) -> usize {
     if prefix.is_empty() {
         return 0;
     }
@@ -871,7 +871,7 @@ pub fn kill_by_token_prefix(prefix: &str) -> usize {
 
 /// Where children get cgroups of their own, found by making (and removing)
 /// one; `None` when that is not possible here.
-pub fn probe_cgroups(prefix: &str) -> Option<PathBuf> {
+pub(crate) fn probe_cgroups(prefix: &str) -> Option<PathBuf> {
     // Nothing joins the probe; dropping it removes it.
     let probe = cgroup::Cgroup::create(&unique_token(&format!("{prefix}probe")))?;
     probe.dir().parent().map(Path::to_path_buf)
@@ -880,7 +880,7 @@ pub fn probe_cgroups(prefix: &str) -> Option<PathBuf> {
 /// True when some live process has `path` open, or is a `git` process whose
 /// working directory is inside `repo_dir`: a lock file is only stale when
 /// neither holds (git writes no owner into its lock files).
-pub fn lock_may_be_held(path: &Path, repo_dir: &Path) -> bool {
+pub(crate) fn lock_may_be_held(path: &Path, repo_dir: &Path) -> bool {
     let me = std::process::id().to_string();
     let Ok(rd) = fs::read_dir("/proc") else {
         return true;
@@ -918,7 +918,7 @@ pub fn lock_may_be_held(path: &Path, repo_dir: &Path) -> bool {
 /// From then on every sweep also reaps zombie children of ours that this
 /// module did not spawn: nothing else in the process may start children
 /// and wait for them.
-pub fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: prctl with integer arguments only.

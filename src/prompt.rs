@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use crate::config::Config;
 
 /// The built-in implement template. Its first line names the story.
-pub const BUILTIN_TEMPLATE: &str = "\
+pub(crate) const BUILTIN_TEMPLATE: &str = "\
 You are an autonomous coding agent. Your task is to implement Story {{STORY_ID}}: {{TITLE}}
 
 You work alone, in a git worktree of the project on a branch made for this
@@ -57,28 +57,28 @@ story. Implement this one story and nothing else.
 
 /// Variables whose emptiness `{{#if VAR}}` tests, and which are substituted.
 #[derive(Debug, Clone, Default)]
-pub struct Vars {
+pub(crate) struct Vars {
     map: HashMap<String, String>,
 }
 
 impl Vars {
-    pub fn set(&mut self, key: &str, value: impl Into<String>) {
+    pub(crate) fn set(&mut self, key: &str, value: impl Into<String>) {
         self.map.insert(key.to_string(), value.into());
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.map.get(key).map(String::as_str)
     }
 }
 
 /// Renders `template` with `vars`.
-pub fn render(template: &str, vars: &Vars) -> String {
+pub(crate) fn render(template: &str, vars: &Vars) -> String {
     substitute(&resolve_conditionals(template, vars), vars)
 }
 
 /// Drops `{{#if VAR}}`/`{{/if}}` lines, and the lines between them when
 /// VAR is empty or unknown. Tags must sit on their own lines.
-pub fn resolve_conditionals(template: &str, vars: &Vars) -> String {
+pub(crate) fn resolve_conditionals(template: &str, vars: &Vars) -> String {
     let mut out = String::with_capacity(template.len());
     // Depth of nested blocks being skipped (0 = emitting).
     let mut skip_depth = 0usize;
@@ -109,7 +109,7 @@ fn if_tag(line: &str) -> Option<&str> {
 }
 
 /// Replaces each `{{NAME}}` of a known variable; everything else stays.
-pub fn substitute(text: &str, vars: &Vars) -> String {
+pub(crate) fn substitute(text: &str, vars: &Vars) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
@@ -131,7 +131,7 @@ pub fn substitute(text: &str, vars: &Vars) -> String {
 }
 
 /// `commit.format` with `{{id}}` and `{{title}}` replaced (literally).
-pub fn commit_message(format: &str, id: &str, title: &str) -> String {
+pub(crate) fn commit_message(format: &str, id: &str, title: &str) -> String {
     let mut v = Vars::default();
     v.set("id", id);
     v.set("title", title);
@@ -140,7 +140,7 @@ pub fn commit_message(format: &str, id: &str, title: &str) -> String {
 
 /// The backticked path at the start of each line under a spec's
 /// "Files to Create/Modify" heading, until the next heading.
-pub fn spec_file_paths(spec: &str) -> Vec<String> {
+pub(crate) fn spec_file_paths(spec: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut inside = false;
     for line in spec.lines() {
@@ -178,7 +178,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The staging instructions: scoped to the story's files when known.
-pub fn stage_instructions(paths: &[String]) -> String {
+pub(crate) fn stage_instructions(paths: &[String]) -> String {
     if paths.is_empty() {
         return "   Stage only the files this story touches, naming each one \
                 (`git add -- <path>`); never `git add -A` or `git add .`."
@@ -196,17 +196,17 @@ pub fn stage_instructions(paths: &[String]) -> String {
 
 /// Everything needed to render one story's prompt.
 #[derive(Debug, Clone)]
-pub struct PromptInput<'a> {
-    pub id: &'a str,
-    pub title: &'a str,
-    pub spec: &'a str,
-    pub learnings: &'a [String],
+pub(crate) struct PromptInput<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) spec: &'a str,
+    pub(crate) learnings: &'a [String],
     /// Set on a redo: what went wrong before (conflict, failure).
-    pub retry_context: Option<&'a str>,
+    pub(crate) retry_context: Option<&'a str>,
 }
 
 /// Builds the variables of SPEC 4.1 from the config and the story.
-pub fn vars_for(config: &Config, input: &PromptInput<'_>) -> Vars {
+pub(crate) fn vars_for(config: &Config, input: &PromptInput<'_>) -> Vars {
     let mut v = Vars::default();
     v.set("STORY_ID", input.id);
     v.set("TITLE", input.title);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -14,17 +14,17 @@ use crate::timefmt::human_duration;
 
 /// Totals shown on the overall line.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Totals {
-    pub done: usize,
-    pub total: usize,
-    pub running: usize,
-    pub failed: usize,
-    pub blocked: usize,
-    pub usage: Usage,
-    pub cost_usd: f64,
+pub(crate) struct Totals {
+    pub(crate) done: usize,
+    pub(crate) total: usize,
+    pub(crate) running: usize,
+    pub(crate) failed: usize,
+    pub(crate) blocked: usize,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
 }
 
-pub fn tokens(u: &Usage) -> u64 {
+pub(crate) fn tokens(u: &Usage) -> u64 {
     u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
 }
 
@@ -40,7 +40,7 @@ fn short_count(n: u64) -> String {
 
 /// `3/8 done · 2 running · 1 failed · 0 blocked · 4m10s · 12.3k tokens · $0.42`
 /// (the live display leaves out the elapsed time: indicatif ticks it).
-pub fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
+pub(crate) fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
     let mut s = format!(
         "{}/{} done · {} running · {} failed · {} blocked",
         t.done, t.total, t.running, t.failed, t.blocked
@@ -57,13 +57,13 @@ pub fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
 }
 
 /// The fixed part of a running story's line: ID and title, padded.
-pub fn render_story_prefix(id: &str, title: &str) -> String {
+pub(crate) fn render_story_prefix(id: &str, title: &str) -> String {
     let title: String = title.chars().take(40).collect();
     format!("{id:<8} {title:<40}")
 }
 
 /// The latest activity, one line, bounded.
-pub fn render_activity(text: &str) -> String {
+pub(crate) fn render_activity(text: &str) -> String {
     let first = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -75,7 +75,7 @@ pub fn render_activity(text: &str) -> String {
 /// A line a run prints about one of its events, as data; `render` is the
 /// only place its words are chosen.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Message {
+pub(crate) enum Message {
     Header {
         total: usize,
         done: usize,
@@ -147,7 +147,7 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 /// The line the user sees for `m`.
-pub fn render(m: &Message) -> String {
+pub(crate) fn render(m: &Message) -> String {
     match m {
         Message::Header {
             total,
@@ -237,23 +237,23 @@ pub fn render(m: &Message) -> String {
 
 /// What a run reports when it ends.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunSummary {
-    pub done: usize,
-    pub total: usize,
-    pub failed: Vec<String>,
-    pub blocked: Vec<String>,
-    pub pending: usize,
-    pub elapsed_secs: f64,
-    pub usage: Usage,
-    pub cost_usd: f64,
+pub(crate) struct RunSummary {
+    pub(crate) done: usize,
+    pub(crate) total: usize,
+    pub(crate) failed: Vec<String>,
+    pub(crate) blocked: Vec<String>,
+    pub(crate) pending: usize,
+    pub(crate) elapsed_secs: f64,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
     /// `-n`/`loop.max_iterations`, when it stopped a run with work left.
-    pub limit_reached: Option<u64>,
+    pub(crate) limit_reached: Option<u64>,
     /// Every selected story is done and nothing went wrong.
-    pub all_complete: bool,
+    pub(crate) all_complete: bool,
 }
 
 /// The summary printed on stdout at the end of `ralph run`.
-pub fn render_summary(s: &RunSummary) -> String {
+pub(crate) fn render_summary(s: &RunSummary) -> String {
     let mut out = format!(
         "RUN SUMMARY: {}/{} done, {} failed, {} blocked, {} pending · {} · {} tokens · ${:.2}\n",
         s.done,
@@ -283,7 +283,7 @@ pub fn render_summary(s: &RunSummary) -> String {
 }
 
 /// `progress.txt` line of a landed story (Ralph v2's format).
-pub fn progress_done(id: &str, title: &str, unix: i64, tentative: bool) -> String {
+pub(crate) fn progress_done(id: &str, title: &str, unix: i64, tentative: bool) -> String {
     format!(
         "[DONE] Story {id} - {title} - {}{}",
         crate::timefmt::progress_stamp(unix),
@@ -296,7 +296,7 @@ pub fn progress_done(id: &str, title: &str, unix: i64, tentative: bool) -> Strin
 }
 
 /// `progress.txt` line of a failed attempt (Ralph v2's format).
-pub fn progress_fail(id: &str, reason: &str, unix: i64, attempt: u32, max: u32) -> String {
+pub(crate) fn progress_fail(id: &str, reason: &str, unix: i64, attempt: u32, max: u32) -> String {
     format!(
         "[FAIL] Story {id} - {} - {} (attempt {attempt}/{max})",
         reason.replace('|', "-"),
@@ -310,14 +310,13 @@ struct Live {
     stories: BTreeMap<String, ProgressBar>,
 }
 
-pub struct Reporter {
+pub(crate) struct Reporter {
     live: Option<Live>,
-    started: Instant,
     verbose: bool,
 }
 
 impl Reporter {
-    pub fn new(verbose: bool) -> Reporter {
+    pub(crate) fn new(verbose: bool) -> Reporter {
         let tty = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
         let live = tty.then(|| {
             let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
@@ -333,15 +332,11 @@ impl Reporter {
                 stories: BTreeMap::new(),
             }
         });
-        Reporter {
-            live,
-            started: Instant::now(),
-            verbose,
-        }
+        Reporter { live, verbose }
     }
 
     /// A plain event line (printed above the live display when there is one).
-    pub fn line(&self, text: &str) {
+    pub(crate) fn line(&self, text: &str) {
         match &self.live {
             Some(l) => l.multi.suspend(|| eprintln!("{text}")),
             None => {
@@ -351,13 +346,13 @@ impl Reporter {
         }
     }
 
-    pub fn totals(&self, t: &Totals) {
+    pub(crate) fn totals(&self, t: &Totals) {
         if let Some(l) = &self.live {
             l.overall.set_message(render_totals(t, None));
         }
     }
 
-    pub fn story_started(&mut self, id: &str, title: &str) {
+    pub(crate) fn story_started(&mut self, id: &str, title: &str) {
         if let Some(l) = &mut self.live {
             let bar = l.multi.add(ProgressBar::new_spinner());
             bar.set_style(
@@ -371,7 +366,7 @@ impl Reporter {
         }
     }
 
-    pub fn activity(&mut self, id: &str, text: &str) {
+    pub(crate) fn activity(&mut self, id: &str, text: &str) {
         if self.verbose && self.live.is_none() {
             self.line(&format!("  [{id}] {text}"));
         }
@@ -385,7 +380,7 @@ impl Reporter {
         }
     }
 
-    pub fn story_finished(&mut self, id: &str) {
+    pub(crate) fn story_finished(&mut self, id: &str) {
         if let Some(l) = &mut self.live {
             if let Some(bar) = l.stories.remove(id) {
                 bar.finish_and_clear();
@@ -394,11 +389,7 @@ impl Reporter {
         }
     }
 
-    pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Some(l) = self.live.take() {
             for bar in l.stories.into_values() {
                 bar.finish_and_clear();
@@ -409,7 +400,7 @@ impl Reporter {
 }
 
 /// The four-character status tag of `ralph stories` and `ralph graph`.
-pub fn label(node: Node) -> &'static str {
+pub(crate) fn label(node: Node) -> &'static str {
     match node {
         Node::Done => "done",
         Node::Running => "run ",
@@ -429,14 +420,14 @@ fn status_word(node: Node) -> &'static str {
 
 /// One story of `ralph graph`.
 #[derive(Debug, Clone)]
-pub struct GraphNode<'a> {
-    pub id: &'a str,
-    pub title: &'a str,
-    pub node: Node,
+pub(crate) struct GraphNode<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) node: Node,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GraphStyle {
+pub(crate) enum GraphStyle {
     Dot,
     Mermaid,
     Text,
@@ -444,7 +435,7 @@ pub enum GraphStyle {
 
 /// Renders the DAG; `edges` are `(waited for, waiting)` index pairs and
 /// `order` a topological order (used by the text form).
-pub fn render_graph(
+pub(crate) fn render_graph(
     nodes: &[GraphNode<'_>],
     edges: &[(usize, usize)],
     order: &[usize],

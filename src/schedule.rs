@@ -5,7 +5,7 @@
 use crate::dag::Dag;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Node {
+pub(crate) enum Node {
     /// Selected and not started (or sent back to the queue).
     Pending,
     Running,
@@ -21,8 +21,8 @@ pub enum Node {
 }
 
 #[derive(Debug, Clone)]
-pub struct Scheduler {
-    pub nodes: Vec<Node>,
+pub(crate) struct Scheduler {
+    pub(crate) nodes: Vec<Node>,
     waits: Vec<Vec<usize>>,
     dependents: Vec<Vec<usize>>,
     /// Higher starts first; ties go to the earlier story in file order.
@@ -30,7 +30,7 @@ pub struct Scheduler {
 }
 
 /// Weight of a story for critical-path ordering, from its `estimation`.
-pub fn estimation_weight(estimation: Option<&str>) -> u64 {
+pub(crate) fn estimation_weight(estimation: Option<&str>) -> u64 {
     match estimation.map(|e| e.trim().to_ascii_lowercase()) {
         Some(e) if e == "small" || e == "s" => 1,
         Some(e) if e == "large" || e == "l" => 5,
@@ -41,7 +41,7 @@ pub fn estimation_weight(estimation: Option<&str>) -> u64 {
 impl Scheduler {
     /// `weights`: `None` for file order (sequential mode), otherwise the
     /// per-story weights whose heaviest downstream chain sets priority.
-    pub fn new(dag: &Dag, initial: Vec<Node>, weights: Option<&[u64]>) -> Scheduler {
+    pub(crate) fn new(dag: &Dag, initial: Vec<Node>, weights: Option<&[u64]>) -> Scheduler {
         let n = dag.len();
         let waits = (0..n).map(|i| dag.waits_for(i)).collect();
         let dependents = (0..n).map(|i| dag.dependents(i)).collect();
@@ -67,12 +67,12 @@ impl Scheduler {
         matches!(self.nodes[i], Node::Done | Node::Excluded)
     }
 
-    pub fn is_ready(&self, i: usize) -> bool {
+    pub(crate) fn is_ready(&self, i: usize) -> bool {
         self.nodes[i] == Node::Pending && self.waits[i].iter().all(|&w| self.satisfied(w))
     }
 
     /// Ready stories, best first.
-    pub fn ready(&self) -> Vec<usize> {
+    pub(crate) fn ready(&self) -> Vec<usize> {
         let mut r: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.is_ready(i))
             .collect();
@@ -82,7 +82,7 @@ impl Scheduler {
 
     /// Pending stories that become ready as soon as the stories now landing
     /// land (every wait is satisfied or landing, at least one landing).
-    pub fn imminent(&self) -> Vec<usize> {
+    pub(crate) fn imminent(&self) -> Vec<usize> {
         (0..self.nodes.len())
             .filter(|&i| {
                 self.nodes[i] == Node::Pending
@@ -101,7 +101,7 @@ impl Scheduler {
     /// dependents are not beaten to the slot by lesser work that happens to
     /// be ready a few milliseconds earlier. Imminent picks start nothing now;
     /// their slot stays free until the landing decides.
-    pub fn pick(&self, free: usize) -> Vec<usize> {
+    pub(crate) fn pick(&self, free: usize) -> Vec<usize> {
         let ready = self.ready();
         if free == 0 || ready.is_empty() {
             return Vec::new();
@@ -121,16 +121,16 @@ impl Scheduler {
     }
 
     /// The next story to start, if any is ready.
-    pub fn next(&self) -> Option<usize> {
+    pub(crate) fn next(&self) -> Option<usize> {
         self.ready().into_iter().next()
     }
 
-    pub fn set(&mut self, i: usize, node: Node) {
+    pub(crate) fn set(&mut self, i: usize, node: Node) {
         self.nodes[i] = node;
     }
 
     /// Marks `i` failed for good; returns the stories this newly blocks.
-    pub fn fail(&mut self, i: usize) -> Vec<usize> {
+    pub(crate) fn fail(&mut self, i: usize) -> Vec<usize> {
         self.nodes[i] = Node::Failed;
         self.block_downstream(i)
     }
@@ -149,7 +149,7 @@ impl Scheduler {
         out
     }
 
-    pub fn count(&self, node: Node) -> usize {
+    pub(crate) fn count(&self, node: Node) -> usize {
         self.nodes.iter().filter(|&&n| n == node).count()
     }
 }

@@ -12,11 +12,11 @@ use serde_json::{Map, Value};
 
 use crate::agent::output::Usage;
 
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     #[default]
     Pending,
     Running,
@@ -25,22 +25,10 @@ pub enum Status {
     Failed,
 }
 
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::Running => "running",
-            Status::Landing => "landing",
-            Status::Done => "done",
-            Status::Failed => "failed",
-        }
-    }
-}
-
 /// How one attempt ended, as `state.json` records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// DONE for this story.
     Done,
     /// No DONE but commits, landed only through required validation.
@@ -61,70 +49,70 @@ pub enum Outcome {
 
 /// One finished attempt, kept for `status` and cost reporting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct AttemptRecord {
-    pub number: u32,
-    pub outcome: Outcome,
+pub(crate) struct AttemptRecord {
+    pub(crate) number: u32,
+    pub(crate) outcome: Outcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub duration_secs: f64,
+    pub(crate) reason: Option<String>,
+    pub(crate) duration_secs: f64,
     #[serde(default)]
-    pub usage: Usage,
+    pub(crate) usage: Usage,
     #[serde(default)]
-    pub cost_usd: f64,
+    pub(crate) cost_usd: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub saved_ref: Option<String>,
+    pub(crate) saved_ref: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct StoryRecord {
+pub(crate) struct StoryRecord {
     #[serde(default)]
-    pub status: Status,
+    pub(crate) status: Status,
     /// Failed attempts counted against `loop.max_retries`.
     #[serde(default)]
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// Every attempt ever started (numbers the log files).
     #[serde(default)]
-    pub attempts_started: u32,
+    pub(crate) attempts_started: u32,
     /// Landings that hit a merge conflict and sent the story back.
     #[serde(default)]
-    pub conflicts: u32,
+    pub(crate) conflicts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
+    pub(crate) last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub landed_commit: Option<String>,
+    pub(crate) landed_commit: Option<String>,
     #[serde(default)]
-    pub usage: Usage,
+    pub(crate) usage: Usage,
     #[serde(default)]
-    pub cost_usd: f64,
+    pub(crate) cost_usd: f64,
     #[serde(default)]
-    pub duration_secs: f64,
+    pub(crate) duration_secs: f64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<AttemptRecord>,
+    pub(crate) history: Vec<AttemptRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct State {
+pub(crate) struct State {
     #[serde(default)]
-    pub format_version: u32,
+    pub(crate) format_version: u32,
     #[serde(default)]
-    pub completed_stories: Vec<String>,
+    pub(crate) completed_stories: Vec<String>,
     #[serde(default)]
-    pub current_story: Option<String>,
+    pub(crate) current_story: Option<String>,
     #[serde(default)]
-    pub retry_count: u64,
+    pub(crate) retry_count: u64,
     #[serde(default)]
-    pub absorbed_stories: Map<String, Value>,
+    pub(crate) absorbed_stories: Map<String, Value>,
     #[serde(default)]
-    pub merged_stories: Vec<String>,
+    pub(crate) merged_stories: Vec<String>,
     #[serde(default)]
-    pub decomposed_stories: Map<String, Value>,
+    pub(crate) decomposed_stories: Map<String, Value>,
     #[serde(default)]
-    pub pipeline_iteration: u64,
+    pub(crate) pipeline_iteration: u64,
     #[serde(default)]
-    pub stories: BTreeMap<String, StoryRecord>,
+    pub(crate) stories: BTreeMap<String, StoryRecord>,
     /// Keys we do not know are kept as they were.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub(crate) extra: Map<String, Value>,
 }
 
 impl Default for State {
@@ -146,14 +134,14 @@ impl Default for State {
 
 /// What happened to a story after a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AfterFailure {
+pub(crate) enum AfterFailure {
     Retry,
     FailedForGood,
 }
 
 impl State {
     /// Parses any version of the file, upgrading it in memory.
-    pub fn from_json(text: &str) -> Result<State, serde_json::Error> {
+    pub(crate) fn from_json(text: &str) -> Result<State, serde_json::Error> {
         let mut st: State = serde_json::from_str(text)?;
         st.upgrade();
         Ok(st)
@@ -161,7 +149,7 @@ impl State {
 
     /// Brings an older file up to the current format: records for completed
     /// stories, the version number.
-    pub fn upgrade(&mut self) {
+    pub(crate) fn upgrade(&mut self) {
         dedup_in_place(&mut self.completed_stories);
         for id in self.completed_stories.clone() {
             let rec = self.stories.entry(id).or_default();
@@ -171,7 +159,7 @@ impl State {
     }
 
     /// A state seeded from `progress.txt`'s `[DONE] Story <id>` lines.
-    pub fn bootstrap_from_progress(progress: &str) -> State {
+    pub(crate) fn bootstrap_from_progress(progress: &str) -> State {
         let mut st = State::default();
         for line in progress.lines() {
             if let Some(rest) = line.strip_prefix("[DONE] Story ") {
@@ -185,15 +173,15 @@ impl State {
         st
     }
 
-    pub fn record(&self, id: &str) -> Option<&StoryRecord> {
+    pub(crate) fn record(&self, id: &str) -> Option<&StoryRecord> {
         self.stories.get(id)
     }
 
-    pub fn status(&self, id: &str) -> Status {
+    pub(crate) fn status(&self, id: &str) -> Status {
         self.stories.get(id).map(|r| r.status).unwrap_or_default()
     }
 
-    pub fn is_done(&self, id: &str) -> bool {
+    pub(crate) fn is_done(&self, id: &str) -> bool {
         self.status(id) == Status::Done
     }
 
@@ -202,7 +190,7 @@ impl State {
     }
 
     /// Marks the start of an attempt; returns its number (1-based).
-    pub fn start_attempt(&mut self, id: &str) -> u32 {
+    pub(crate) fn start_attempt(&mut self, id: &str) -> u32 {
         self.current_story = Some(id.to_string());
         let r = self.rec(id);
         r.status = Status::Running;
@@ -211,14 +199,14 @@ impl State {
     }
 
     /// Adds one attempt's cost and time to the story's totals.
-    pub fn add_usage(&mut self, id: &str, usage: Usage, cost: f64, secs: f64) {
+    pub(crate) fn add_usage(&mut self, id: &str, usage: Usage, cost: f64, secs: f64) {
         let r = self.rec(id);
         r.usage += usage;
         r.cost_usd += cost;
         r.duration_secs += secs;
     }
 
-    pub fn push_history(&mut self, id: &str, rec: AttemptRecord) {
+    pub(crate) fn push_history(&mut self, id: &str, rec: AttemptRecord) {
         let r = self.rec(id);
         r.history.push(rec);
         // Bounded so a story retried for weeks cannot bloat the file.
@@ -229,7 +217,12 @@ impl State {
     }
 
     /// Records a failed attempt and decides whether the story gets another.
-    pub fn fail_attempt(&mut self, id: &str, reason: &str, max_retries: u32) -> AfterFailure {
+    pub(crate) fn fail_attempt(
+        &mut self,
+        id: &str,
+        reason: &str,
+        max_retries: u32,
+    ) -> AfterFailure {
         let r = self.rec(id);
         r.attempts += 1;
         r.last_error = Some(reason.to_string());
@@ -247,7 +240,7 @@ impl State {
     }
 
     /// An attempt that did not count (interrupted, rate-limited, crashed run).
-    pub fn requeue(&mut self, id: &str) {
+    pub(crate) fn requeue(&mut self, id: &str) {
         let r = self.rec(id);
         if matches!(r.status, Status::Running | Status::Landing) {
             r.status = Status::Pending;
@@ -255,19 +248,19 @@ impl State {
     }
 
     /// An explicit `ralph run -s ID` gives a failed story a fresh budget.
-    pub fn reset_attempts(&mut self, id: &str) {
+    pub(crate) fn reset_attempts(&mut self, id: &str) {
         let r = self.rec(id);
         r.attempts = 0;
         r.status = Status::Pending;
     }
 
     /// The story will not be tried again this run or later without a person.
-    pub fn give_up(&mut self, id: &str) {
+    pub(crate) fn give_up(&mut self, id: &str) {
         self.rec(id).status = Status::Failed;
     }
 
     /// The merge conflicted: back to the queue; returns the conflict count.
-    pub fn conflict(&mut self, id: &str, note: &str) -> u32 {
+    pub(crate) fn conflict(&mut self, id: &str, note: &str) -> u32 {
         let r = self.rec(id);
         r.conflicts += 1;
         r.status = Status::Pending;
@@ -275,12 +268,12 @@ impl State {
         r.conflicts
     }
 
-    pub fn begin_landing(&mut self, id: &str) {
+    pub(crate) fn begin_landing(&mut self, id: &str) {
         self.rec(id).status = Status::Landing;
     }
 
     /// The story's merge is on the target branch.
-    pub fn mark_done(&mut self, id: &str, commit: Option<&str>) {
+    pub(crate) fn mark_done(&mut self, id: &str, commit: Option<&str>) {
         let r = self.rec(id);
         r.status = Status::Done;
         if let Some(c) = commit {
@@ -297,7 +290,7 @@ impl State {
     }
 
     /// Forgets one story's attempts (`ralph reset ID`).
-    pub fn reset_story(&mut self, id: &str) {
+    pub(crate) fn reset_story(&mut self, id: &str) {
         self.stories.remove(id);
         self.completed_stories.retain(|c| c != id);
         if self.current_story.as_deref() == Some(id) {
@@ -307,7 +300,7 @@ impl State {
     }
 
     /// Stories left running or landing by a previous run go back to pending.
-    pub fn requeue_interrupted(&mut self) -> Vec<String> {
+    pub(crate) fn requeue_interrupted(&mut self) -> Vec<String> {
         let mut out = Vec::new();
         for (id, r) in self.stories.iter_mut() {
             if matches!(r.status, Status::Running | Status::Landing) {
@@ -318,7 +311,7 @@ impl State {
         out
     }
 
-    pub fn total_usage(&self) -> (Usage, f64) {
+    pub(crate) fn total_usage(&self) -> (Usage, f64) {
         let mut u = Usage::default();
         let mut cost = 0.0;
         for r in self.stories.values() {
@@ -328,7 +321,7 @@ impl State {
         (u, cost)
     }
 
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("state serialises");
         s.push('\n');
         s

@@ -12,15 +12,15 @@ use fs2::FileExt;
 use crate::error::Problem;
 use crate::state::State;
 
-pub fn ralph_dir(root: &Path) -> PathBuf {
+pub(crate) fn ralph_dir(root: &Path) -> PathBuf {
     root.join(".ralph")
 }
 
-pub fn state_path(root: &Path) -> PathBuf {
+pub(crate) fn state_path(root: &Path) -> PathBuf {
     ralph_dir(root).join("state.json")
 }
 
-pub fn lock_path(root: &Path) -> PathBuf {
+pub(crate) fn lock_path(root: &Path) -> PathBuf {
     ralph_dir(root).join(".lock")
 }
 
@@ -28,7 +28,7 @@ pub fn lock_path(root: &Path) -> PathBuf {
 const TMP_MARK: &str = ".tmp-";
 
 /// Removes the temp files of atomic writes in `dir` that a kill interrupted.
-pub fn remove_stale_temp_files(dir: &Path) {
+pub(crate) fn remove_stale_temp_files(dir: &Path) {
     let Ok(rd) = fs::read_dir(dir) else { return };
     for e in rd.flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
@@ -40,7 +40,7 @@ pub fn remove_stale_temp_files(dir: &Path) {
 
 /// Writes `data` to `path` so that a crash leaves either the old or the new
 /// content: temp file in the same directory, fsync, rename, fsync of the dir.
-pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let name = path
@@ -60,7 +60,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
 
 /// Loads the state: the file (upgraded), else a bootstrap from `progress.txt`,
 /// else empty. A file that is not valid JSON is a problem for the user.
-pub fn load_state(root: &Path) -> Result<State, Problem> {
+pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
     let path = state_path(root);
     match fs::read_to_string(&path) {
         Ok(text) if text.trim().is_empty() => Ok(State::default()),
@@ -85,7 +85,7 @@ pub fn load_state(root: &Path) -> Result<State, Problem> {
     }
 }
 
-pub fn save_state(root: &Path, state: &State) -> Result<()> {
+pub(crate) fn save_state(root: &Path, state: &State) -> Result<()> {
     write_atomic(&state_path(root), state.to_json().as_bytes())
         .with_context(|| format!("writing {}", state_path(root).display()))
 }
@@ -94,20 +94,20 @@ pub fn save_state(root: &Path, state: &State) -> Result<()> {
 /// file holds our PID for people to read; the OS lock is what counts, so a
 /// holder that died (even by SIGKILL) leaves a lock that is simply free.
 #[derive(Debug)]
-pub struct RunLock {
+pub(crate) struct RunLock {
     file: File,
     path: PathBuf,
 }
 
 /// Why the lock could not be taken.
 #[derive(Debug)]
-pub enum LockError {
+pub(crate) enum LockError {
     Held { pid: Option<u32> },
     Io(io::Error),
 }
 
 impl RunLock {
-    pub fn acquire(root: &Path) -> Result<RunLock, LockError> {
+    pub(crate) fn acquire(root: &Path) -> Result<RunLock, LockError> {
         let path = lock_path(root);
         fs::create_dir_all(ralph_dir(root)).map_err(LockError::Io)?;
         // A previous holder unlinks the file when it releases; if we locked a
@@ -143,7 +143,7 @@ impl RunLock {
     }
 
     /// True when some live process holds the lock (read-only commands use it).
-    pub fn is_held(root: &Path) -> bool {
+    pub(crate) fn is_held(root: &Path) -> bool {
         let Ok(file) = File::open(lock_path(root)) else {
             return false;
         };
@@ -165,7 +165,7 @@ impl Drop for RunLock {
 }
 
 /// Appends lines to `progress.txt` (the human log, SPEC 3.9).
-pub fn append_progress(root: &Path, line: &str) -> io::Result<()> {
+pub(crate) fn append_progress(root: &Path, line: &str) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
@@ -175,12 +175,12 @@ pub fn append_progress(root: &Path, line: &str) -> io::Result<()> {
 
 /// The technical log (`ralph.log` or `-l FILE`).
 #[derive(Debug, Clone)]
-pub struct TechLog {
+pub(crate) struct TechLog {
     path: Option<PathBuf>,
 }
 
 impl TechLog {
-    pub fn new(path: Option<PathBuf>) -> TechLog {
+    pub(crate) fn new(path: Option<PathBuf>) -> TechLog {
         // `-l logs/run.log` should work in a fresh checkout too.
         if let Some(dir) = path.as_deref().and_then(Path::parent) {
             let _ = fs::create_dir_all(dir);
@@ -188,7 +188,7 @@ impl TechLog {
         TechLog { path }
     }
 
-    pub fn line(&self, msg: &str) {
+    pub(crate) fn line(&self, msg: &str) {
         let Some(path) = &self.path else { return };
         if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
             let _ = writeln!(f, "[{}] {msg}", crate::timefmt::iso_now_millis());

@@ -24,7 +24,7 @@ fn parts(secs: i64) -> (i64, u32, u32, i64, i64, i64, i64) {
     (y, m, d, rem / 3600, (rem / 60) % 60, rem % 60, weekday)
 }
 
-pub fn now_secs() -> i64 {
+pub(crate) fn now_secs() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -32,13 +32,13 @@ pub fn now_secs() -> i64 {
 }
 
 /// `2026-11-22T11:51:21Z`
-pub fn iso(secs: i64) -> String {
+pub(crate) fn iso(secs: i64) -> String {
     let (y, m, d, hh, mm, ss, _) = parts(secs);
     format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
 }
 
 /// `2026-11-22T11:51:21.123Z`: the technical log needs sub-second order.
-pub fn iso_now_millis() -> String {
+pub(crate) fn iso_now_millis() -> String {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -47,7 +47,7 @@ pub fn iso_now_millis() -> String {
 }
 
 /// The bash tool's progress.txt stamp: `Sun 22 Nov 2026 11:51:21 UTC`.
-pub fn progress_stamp(secs: i64) -> String {
+pub(crate) fn progress_stamp(secs: i64) -> String {
     const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -61,7 +61,7 @@ pub fn progress_stamp(secs: i64) -> String {
 }
 
 /// `1m05s`, `2h03m`, `42s`.
-pub fn human_duration(secs: f64) -> String {
+pub(crate) fn human_duration(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
     if s >= 3600 {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)

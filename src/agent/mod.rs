@@ -1,7 +1,7 @@
 //! One agent attempt as data: the command line, the environment and the
 //! verdict (SPEC 4.2–4.4). Pure; `process` runs it and `engine` acts on it.
 
-pub mod output;
+pub(crate) mod output;
 
 use crate::agent::output::Summary;
 use crate::config::{Config, DEFAULT_AGENT_FLAGS};
@@ -10,7 +10,7 @@ use crate::state::Outcome;
 
 /// The agent's arguments: `claude.flags`, or the defaults of SPEC 4.2. The
 /// prompt goes to stdin, never argv.
-pub fn agent_args(config: &Config) -> Vec<String> {
+pub(crate) fn agent_args(config: &Config) -> Vec<String> {
     match &config.agent_flags {
         Some(f) => f.clone(),
         None => DEFAULT_AGENT_FLAGS.iter().map(|s| s.to_string()).collect(),
@@ -19,11 +19,11 @@ pub fn agent_args(config: &Config) -> Vec<String> {
 
 /// Variables removed from the agent's environment: a nested Claude Code
 /// refuses to start when it sees it is inside another one.
-pub const ENV_REMOVE: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
+pub(crate) const ENV_REMOVE: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
 
 /// `post_story`'s `RALPH_RESULT` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResultKind {
+pub(crate) enum ResultKind {
     Done,
     Fail,
     Timeout,
@@ -32,7 +32,7 @@ pub enum ResultKind {
 }
 
 impl ResultKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ResultKind::Done => "done",
             ResultKind::Fail => "fail",
@@ -45,7 +45,7 @@ impl ResultKind {
 
 /// What the engine does with a finished attempt.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// DONE for this story: land it.
     Done,
     /// No DONE but commits: land it only through required validation.
@@ -62,7 +62,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// How `state.json` records an attempt with this verdict.
-    pub fn outcome(&self) -> Outcome {
+    pub(crate) fn outcome(&self) -> Outcome {
         match self {
             Verdict::Done => Outcome::Done,
             Verdict::Tentative => Outcome::Tentative,
@@ -78,7 +78,7 @@ impl Verdict {
         }
     }
 
-    pub fn kind(&self) -> ResultKind {
+    pub(crate) fn kind(&self) -> ResultKind {
         match self {
             Verdict::Done | Verdict::Tentative => ResultKind::Done,
             Verdict::Failed { kind, .. } => *kind,
@@ -89,7 +89,7 @@ impl Verdict {
 }
 
 /// Applies the outcome rules of SPEC 4.4, in order.
-pub fn classify(
+pub(crate) fn classify(
     id: &str,
     exit: &AttemptExit,
     summary: &Summary,

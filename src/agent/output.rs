@@ -10,11 +10,11 @@ use serde_json::Value;
 
 /// Token usage of one attempt (summed over results).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_creation_input_tokens: u64,
-    pub cache_read_input_tokens: u64,
+pub(crate) struct Usage {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) cache_creation_input_tokens: u64,
+    pub(crate) cache_read_input_tokens: u64,
 }
 
 impl std::ops::AddAssign for Usage {
@@ -28,7 +28,7 @@ impl std::ops::AddAssign for Usage {
 
 /// What one line of agent output meant.
 #[derive(Debug, Clone, PartialEq)]
-pub enum AgentEvent {
+pub(crate) enum AgentEvent {
     /// Assistant text (or a text-format line).
     Text(String),
     /// The agent called a tool; `summary` is a short one-line description.
@@ -53,18 +53,18 @@ pub enum AgentEvent {
 
 /// A parsed DONE/FAIL decision and the learnings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Signals {
+pub(crate) struct Signals {
     /// ID of the last `<ralph>DONE id</ralph>` (or legacy `[DONE] Story id`).
-    pub done: Option<String>,
+    pub(crate) done: Option<String>,
     /// (id, reason) of the last FAIL tag, `|` in the reason replaced by `-`.
-    pub fail: Option<(String, String)>,
+    pub(crate) fail: Option<(String, String)>,
     /// LEARN texts in order, without duplicates.
-    pub learnings: Vec<String>,
+    pub(crate) learnings: Vec<String>,
 }
 
 /// Incremental parser for one attempt's output.
 #[derive(Debug, Default)]
-pub struct OutputParser {
+pub(crate) struct OutputParser {
     tags: TagScan,
     /// Text from an unclosed `<ralph>` in plain-text output, so a tag split
     /// over lines (a multi-line LEARN) is still found. Capped by `CARRY_CAP`.
@@ -78,21 +78,21 @@ pub struct OutputParser {
 
 /// Everything the parser concluded once the output ended.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Summary {
-    pub signals: Signals,
+pub(crate) struct Summary {
+    pub(crate) signals: Signals,
     /// The last `result` event, if any.
-    pub result_seen: bool,
-    pub is_error: bool,
-    pub result_text: String,
-    pub usage: Usage,
-    pub cost_usd: Option<f64>,
-    pub num_turns: Option<u64>,
+    pub(crate) result_seen: bool,
+    pub(crate) is_error: bool,
+    pub(crate) result_text: String,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) num_turns: Option<u64>,
     /// A usage/rate limit answer (SPEC 4.5).
-    pub rate_limited: Option<Option<u64>>,
+    pub(crate) rate_limited: Option<Option<u64>>,
     /// Claude Code refused `--dangerously-skip-permissions` as root.
-    pub root_refusal: bool,
+    pub(crate) root_refusal: bool,
     /// Last non-empty line of agent text or stderr, for error messages.
-    pub last_line: String,
+    pub(crate) last_line: String,
 }
 
 /// Longest unclosed `<ralph>` tag carried across plain-text lines; past it
@@ -308,7 +308,7 @@ fn tool_summary(name: &str, input: Option<&Value>) -> String {
 }
 
 impl OutputParser {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -316,7 +316,7 @@ impl OutputParser {
     /// JSON lines are understood as stream-json or a json `result`; anything
     /// else is plain text. Only agent text (assistant text blocks, the final
     /// result, plain text lines) is scanned for tags — never tool inputs or results.
-    pub fn feed_line(&mut self, line: &str) -> Vec<AgentEvent> {
+    pub(crate) fn feed_line(&mut self, line: &str) -> Vec<AgentEvent> {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let trimmed = line.trim_start();
         if trimmed.starts_with('{') {
@@ -540,7 +540,7 @@ impl OutputParser {
     }
 
     /// Ends the output and returns the summary.
-    pub fn finish(self) -> Summary {
+    pub(crate) fn finish(self) -> Summary {
         let mut summary = self.summary;
         summary.signals = self.tags.signals();
         summary
@@ -553,8 +553,10 @@ fn limit_epoch(text: &str) -> Option<u64> {
         .and_then(|c| c[1].parse().ok())
 }
 
-/// Scans a complete agent text for tags (used by `OutputParser` and tests).
-pub fn scan_text(text: &str) -> Signals {
+/// Scans a complete agent text for tags (tests check the line-fed parser
+/// agrees with it).
+#[cfg(test)]
+pub(crate) fn scan_text(text: &str) -> Signals {
     let mut tags = TagScan::default();
     tags.scan(text);
     tags.signals()

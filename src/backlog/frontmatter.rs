@@ -43,7 +43,7 @@ pub(super) fn find_frontmatter(text: &str) -> FrontmatterFind {
 }
 
 /// Parses optional YAML frontmatter at the top of a spec.
-pub fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, Problem> {
+pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, Problem> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let span = match find_frontmatter(text) {
         FrontmatterFind::None => return Ok(Frontmatter::default()),

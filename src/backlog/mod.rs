@@ -23,7 +23,7 @@ use queue::*;
 
 /// Where the stories came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// `.ralph/stories.txt`.
     StoriesTxt,
     /// `prd.json`; `branch` is its `branchName` when present.
@@ -32,79 +32,79 @@ pub enum Source {
 
 /// A section of `stories.txt`: the unbatched head, or one `# [batch:N]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Section {
+pub(crate) struct Section {
     /// `None` for the unbatched head; otherwise the label text (`"1"`, `"31.5"`).
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// True for the unbatched head and for a section labelled exactly `0`:
     /// its stories form a chain in file order (SPEC 3.5).
-    pub chain: bool,
+    pub(crate) chain: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Story {
-    pub id: String,
-    pub title: String,
+pub(crate) struct Story {
+    pub(crate) id: String,
+    pub(crate) title: String,
     /// 1-based line in stories.txt (0 for prd.json stories).
-    pub line: usize,
+    pub(crate) line: usize,
     /// Index into `Backlog::sections` (always 0 for prd.json).
-    pub section: usize,
+    pub(crate) section: usize,
     /// Spec path relative to the project root (`None` for prd.json stories).
-    pub spec_path: Option<PathBuf>,
+    pub(crate) spec_path: Option<PathBuf>,
     /// IDs from frontmatter `depends_on` (or prd.json `dependsOn`), normalised to strings.
-    pub depends_on: Vec<String>,
+    pub(crate) depends_on: Vec<String>,
     /// Frontmatter `estimation` (small / medium / large), if any.
-    pub estimation: Option<String>,
+    pub(crate) estimation: Option<String>,
     /// prd.json only: `passes: true`.
-    pub prd_passes: bool,
+    pub(crate) prd_passes: bool,
     /// prd.json only: the markdown rendered from description and acceptance criteria.
-    pub prd_spec: Option<String>,
+    pub(crate) prd_spec: Option<String>,
 }
 
 #[derive(Debug, Clone)]
-pub struct Backlog {
-    pub source: Source,
+pub(crate) struct Backlog {
+    pub(crate) source: Source,
     /// Active stories in file order (prd.json: by priority, then file order).
-    pub stories: Vec<Story>,
-    pub sections: Vec<Section>,
+    pub(crate) stories: Vec<Story>,
+    pub(crate) sections: Vec<Section>,
     /// IDs of `x `-skipped lines (a `depends_on` naming one is satisfied, not unknown).
-    pub skipped: Vec<String>,
+    pub(crate) skipped: Vec<String>,
 }
 
 impl Backlog {
-    pub fn index_of(&self, id: &str) -> Option<usize> {
+    pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.stories.iter().position(|s| s.id == id)
     }
 }
 
 /// One story line of stories.txt before spec lookup.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueEntry {
-    pub id: String,
-    pub title: String,
-    pub line: usize,
-    pub section: usize,
+pub(crate) struct QueueEntry {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) line: usize,
+    pub(crate) section: usize,
 }
 
 /// The parsed queue file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Queue {
-    pub entries: Vec<QueueEntry>,
-    pub sections: Vec<Section>,
-    pub skipped: Vec<String>,
+pub(crate) struct Queue {
+    pub(crate) entries: Vec<QueueEntry>,
+    pub(crate) sections: Vec<Section>,
+    pub(crate) skipped: Vec<String>,
 }
 
 /// Frontmatter fields ralph uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Frontmatter {
-    pub id: Option<String>,
-    pub title: Option<String>,
-    pub status: Option<String>,
-    pub estimation: Option<String>,
-    pub depends_on: Vec<String>,
+pub(crate) struct Frontmatter {
+    pub(crate) id: Option<String>,
+    pub(crate) title: Option<String>,
+    pub(crate) status: Option<String>,
+    pub(crate) estimation: Option<String>,
+    pub(crate) depends_on: Vec<String>,
 }
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
-pub fn check_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_id(id: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("is empty".to_string());
     }
@@ -147,13 +147,13 @@ const QUEUE_FILE: &str = ".ralph/stories.txt";
 const PRD_FILE: &str = "prd.json";
 
 /// Resolves `specs.pattern` for `id` to a glob relative to the root.
-pub fn spec_glob(pattern: &str, id: &str) -> String {
+pub(crate) fn spec_glob(pattern: &str, id: &str) -> String {
     let epic = id.split('.').next().unwrap_or(id);
     pattern.replace("{{epic}}", epic).replace("{{id}}", id)
 }
 
 /// Loads the whole backlog of the project at `root`, reporting every problem.
-pub fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>> {
+pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>> {
     let queue_path = root.join(QUEUE_FILE);
     match std::fs::read_to_string(&queue_path) {
         Ok(text) => load_queue(root, config, &text),
@@ -383,7 +383,7 @@ fn list_files(dir: &Path) -> Vec<String> {
 }
 
 /// The text that goes into the prompt as `{{SPEC_CONTENT}}`.
-pub fn spec_text(root: &Path, story: &Story) -> std::io::Result<String> {
+pub(crate) fn spec_text(root: &Path, story: &Story) -> std::io::Result<String> {
     match (&story.spec_path, &story.prd_spec) {
         (Some(p), _) => std::fs::read_to_string(root.join(p)),
         (None, Some(s)) => Ok(s.clone()),

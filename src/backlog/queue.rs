@@ -5,7 +5,7 @@ use super::*;
 
 /// Parses stories.txt text (SPEC 3.2). Problems name `file` and the line.
 #[cfg(test)]
-pub fn parse_queue(text: &str, file: &Path) -> Result<Queue, Vec<Problem>> {
+pub(crate) fn parse_queue(text: &str, file: &Path) -> Result<Queue, Vec<Problem>> {
     let (queue, problems) = parse_queue_lenient(text, file);
     if problems.is_empty() {
         Ok(queue)
