@@ -505,6 +505,144 @@ pub(crate) fn render_graph(
 mod tests {
     use super::*;
 
+    /// Every line a run can print about its events, one per variant.
+    #[test]
+    fn run_lines_snapshot() {
+        let id = || "2.3".to_string();
+        let messages = [
+            Message::Header {
+                total: 12,
+                done: 4,
+                jobs: 1,
+                target: "main".into(),
+            },
+            Message::Header {
+                total: 12,
+                done: 0,
+                jobs: 4,
+                target: "feature/x".into(),
+            },
+            Message::Started {
+                id: id(),
+                title: "Add the parser".into(),
+                attempt: 2,
+                max: 3,
+            },
+            Message::Finished {
+                id: id(),
+                secs: 754.0,
+            },
+            Message::RateLimited {
+                id: id(),
+                wait_secs: 3602.0,
+            },
+            Message::Stopped { id: id() },
+            Message::Failed {
+                id: id(),
+                attempt: 1,
+                max: 3,
+                reason: "Exit code 1: tests failed".into(),
+                log: Some(".ralph/logs/2.3/attempt-1.log".into()),
+                kept: Some("refs/ralph/attempts/2.3/1".into()),
+            },
+            Message::Failed {
+                id: id(),
+                attempt: 2,
+                max: 3,
+                reason: "validation 'tests' failed on the merged tree: 1 failed".into(),
+                log: None,
+                kept: None,
+            },
+            Message::FailedForGood {
+                id: id(),
+                max: 3,
+                blocked: vec!["2.4".into(), "3.1".into()],
+            },
+            Message::FailedForGood {
+                id: id(),
+                max: 3,
+                blocked: vec![],
+            },
+            Message::Landed {
+                id: id(),
+                title: "Add the parser".into(),
+                secs: 61.0,
+                tokens: 123_456,
+                cost_usd: 0.4249,
+                commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            },
+            Message::Conflict {
+                id: id(),
+                target: "main".into(),
+                paths: vec!["FEATURES.md".into(), "src/lib.rs".into()],
+            },
+            Message::ConflictGiveUp {
+                id: id(),
+                conflicts: 6,
+                blocked: 2,
+            },
+            Message::LandingStopped { id: id() },
+            Message::Stopping {
+                signal: "interrupt".into(),
+            },
+            Message::Killing,
+            Message::SaveFailed {
+                error: "No space left on device (os error 28)".into(),
+            },
+        ];
+        let lines: Vec<String> = messages.iter().map(render).collect();
+        insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    #[test]
+    fn run_summary_snapshot() {
+        let usage = Usage {
+            input_tokens: 1_200_000,
+            output_tokens: 34_000,
+            ..Usage::default()
+        };
+        let failed = RunSummary {
+            done: 7,
+            total: 10,
+            failed: vec!["2.3".into()],
+            blocked: vec!["2.4".into(), "3.1".into()],
+            pending: 0,
+            elapsed_secs: 4000.0,
+            usage,
+            cost_usd: 12.5,
+            limit_reached: None,
+            all_complete: false,
+        };
+        let complete = RunSummary {
+            done: 10,
+            failed: vec![],
+            blocked: vec![],
+            all_complete: true,
+            ..failed.clone()
+        };
+        let limited = RunSummary {
+            done: 3,
+            pending: 7,
+            failed: vec![],
+            blocked: vec![],
+            limit_reached: Some(3),
+            ..failed.clone()
+        };
+        let text = [failed, complete, limited]
+            .iter()
+            .map(render_summary)
+            .collect::<Vec<_>>()
+            .join("---\n");
+        insta::assert_snapshot!(text);
+        assert_eq!(
+            progress_done("1.1", "Title", 1_700_000_000, true),
+            format!(
+                "[DONE] Story 1.1 - Title - {} (tentative: commits detected, validated)",
+                crate::timefmt::progress_stamp(1_700_000_000)
+            )
+        );
+    }
+
     #[test]
     fn totals_line() {
         let t = Totals {
