@@ -14,11 +14,22 @@ use crate::schedule::{Node, Scheduler};
 use crate::state::State;
 use crate::store::{self, RunLock};
 
+/// The exit codes of every command (SPEC 2), shown by `--help`.
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0    every selected story is done (or nothing to do, or a dry run)
+  1    stories failed or are blocked: a person is needed
+  2    bad usage, config or backlog: nothing was changed
+  3    another `ralph run` holds this project's lock
+  4    ralph itself failed (state not writable, a git error, a bug): nothing is lost
+  130  interrupted; `ralph run` resumes";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ralph",
     version,
-    about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges"
+    about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges",
+    after_help = EXIT_CODES_HELP
 )]
 pub(crate) struct Cli {
     /// Project root (the directory holding .ralph/ or prd.json)

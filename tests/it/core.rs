@@ -692,3 +692,36 @@ commit_file "src/$ID.txt"; done_
     assert_eq!(fs::read_to_string(p.scratch.join("calls")).unwrap(), calls);
     assert_eq!(p.merges_of("1.1"), 1);
 }
+
+/// ralph's own failures have their own exit code (4), distinct from "stories
+/// failed" (1): here the state file becomes unwritable mid-run (a directory
+/// takes its place), the run stops at once with exit 4 and says why, and once
+/// the cause is gone the next run finishes without losing the agent's work.
+#[test]
+fn a_state_that_cannot_be_saved_ends_the_run_with_exit_4() {
+    let p = Project::with_backlog("1.1 | First\n1.2 | Second\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+if [ "$ID" = "1.1" ] && [ ! -e "$RALPH_PROJECT_DIR/.ralph/sabotaged" ]; then
+  touch "$RALPH_PROJECT_DIR/.ralph/sabotaged"
+  rm -f "$RALPH_PROJECT_DIR/.ralph/state.json"
+  mkdir -p "$RALPH_PROJECT_DIR/.ralph/state.json/blocker"
+fi
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.stderr.contains("cannot save"), "{r:?}");
+    assert!(
+        !r.all().contains("[run ] 1.2"),
+        "nothing starts once the state cannot be saved: {r:?}"
+    );
+    fs::remove_dir_all(p.root.join(".ralph/state.json")).unwrap();
+    let again = p.ralph(&["run"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.merges_of("1.2"), 1);
+}
