@@ -64,6 +64,16 @@ pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
     let path = state_path(root);
     match fs::read_to_string(&path) {
         Ok(text) if text.trim().is_empty() => Ok(State::default()),
+        Ok(text) if newer_format(&text).is_some() => Err(Problem::new(
+            ".ralph/state.json",
+            None,
+            format!(
+                "written by a newer ralph (format_version {}; this one reads up to {}): \
+                 upgrade ralph; the file is left as it is",
+                newer_format(&text).unwrap_or(0),
+                crate::state::FORMAT_VERSION
+            ),
+        )),
         Ok(text) => State::from_json(&text).map_err(|e| {
             Problem::new(
                 ".ralph/state.json",
@@ -83,6 +93,14 @@ pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
             format!("cannot read: {e}"),
         )),
     }
+}
+
+/// The file's `format_version` when it is newer than this ralph writes:
+/// rewriting such a file would drop what the newer ralph keeps in it.
+fn newer_format(text: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let n = v.get("format_version")?.as_u64()?;
+    (n > u64::from(crate::state::FORMAT_VERSION)).then_some(n)
 }
 
 pub(crate) fn save_state(root: &Path, state: &State) -> Result<()> {

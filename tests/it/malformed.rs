@@ -213,3 +213,21 @@ fn validate_reports_every_problem_at_once() {
         assert!(r.stderr.contains(needle), "{needle} missing: {r:?}");
     }
 }
+
+/// A state file from a newer ralph is refused (exit 2) and left byte for
+/// byte as it was: rewriting it would drop what the newer version keeps.
+#[test]
+fn a_state_file_from_a_newer_ralph_is_refused_and_kept() {
+    let p = Project::with_backlog("1.1 | First\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"echo called >> "$SCRATCH/calls"; done_"#);
+    let newer = "{\"format_version\": 99, \"completed_stories\": [], \"future\": {\"x\": 1}}\n";
+    p.write(".ralph/state.json", newer);
+    for args in [&["run"][..], &["status"], &["run", "-d"]] {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("newer ralph"), "{r:?}");
+    }
+    assert_eq!(p.read(".ralph/state.json"), newer);
+    assert!(!p.scratch.join("calls").exists());
+}
