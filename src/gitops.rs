@@ -543,6 +543,18 @@ impl Git {
         Ok(out)
     }
 
+    /// Full names of the refs under `prefix` (e.g. `refs/ralph/`), sorted.
+    pub(crate) fn refs_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+        let repo = self.repo()?;
+        let mut out = Vec::new();
+        let mut refs = repo.references_glob(&format!("{prefix}*"))?;
+        for name in refs.names() {
+            out.push(name?.to_string());
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// True when the tip of `branch` is already kept by a ref under
     /// `ref_prefix` (e.g. `refs/ralph/`), so moving the branch loses nothing.
     pub(crate) fn tip_saved_under(&self, branch: &str, ref_prefix: &str) -> Result<bool> {

@@ -166,6 +166,29 @@ pub(crate) fn kept_ref(kind: KeptRef, id: &str, n: u32) -> String {
     }
 }
 
+/// The story and attempt number a kept ref names (`refs/ralph/attempts/<id>/<n>`,
+/// `.../<n>-uncommitted`, `refs/ralph/conflicts/<id>/<n>`, ...); `None` for
+/// refs numbered otherwise (`saved-<time>`) and for other refs.
+pub(crate) fn kept_ref_attempt(refname: &str) -> Option<(&str, u32)> {
+    let rest = refname
+        .strip_prefix(KEPT_REFS)?
+        .split_once('/')
+        .filter(|(kind, _)| matches!(*kind, "attempts" | "conflicts"))?
+        .1;
+    let (id, last) = rest.rsplit_once('/')?;
+    let digits = last.split('-').next()?;
+    Some((id, digits.parse().ok()?))
+}
+
+/// The attempt number an attempt log's file name carries (`attempt-<n>.log`).
+pub(crate) fn attempt_log_number(file_name: &str) -> Option<u32> {
+    file_name
+        .strip_prefix("attempt-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
+}
+
 const MERGE_PREFIX: &str = "merge: story ";
 
 /// The message of a story's landing commit: its subject is what marks the
@@ -231,6 +254,27 @@ mod tests {
         assert_eq!(landed_id(subject), Some("2.10"));
         assert_eq!(landed_id("merge: story "), None);
         assert_eq!(landed_id("Merge branch 'x'"), None);
+    }
+
+    #[test]
+    fn kept_refs_name_their_attempt() {
+        for kind in [
+            KeptRef::Attempt,
+            KeptRef::Uncommitted,
+            KeptRef::Head,
+            KeptRef::Interrupted,
+            KeptRef::Conflict,
+        ] {
+            assert_eq!(
+                kept_ref_attempt(&kept_ref(kind, "2.10", 7)),
+                Some(("2.10", 7))
+            );
+        }
+        assert_eq!(kept_ref_attempt(&kept_ref(KeptRef::Saved, "1.1", 99)), None);
+        assert_eq!(kept_ref_attempt("refs/ralph/other/1.1/3"), None);
+        assert_eq!(kept_ref_attempt("refs/heads/main"), None);
+        assert_eq!(attempt_log_number("attempt-12.log"), Some(12));
+        assert_eq!(attempt_log_number("validation-1.log"), None);
     }
 
     #[test]

@@ -198,6 +198,14 @@ impl State {
         r.attempts_started
     }
 
+    /// Makes the next attempt's number larger than `n`, an attempt number
+    /// already used by kept refs or logs (after `ralph reset ID`, say), so
+    /// no ref and no log of an earlier attempt is overwritten.
+    pub(crate) fn number_attempts_after(&mut self, id: &str, n: u32) {
+        let r = self.rec(id);
+        r.attempts_started = r.attempts_started.max(n);
+    }
+
     /// Adds one attempt's cost and time to the story's totals.
     pub(crate) fn add_usage(&mut self, id: &str, usage: Usage, cost: f64, secs: f64) {
         let r = self.rec(id);

@@ -231,8 +231,39 @@ pub(crate) fn reconcile(
             }
         }
     }
+    number_attempts_after_kept_work(project, git, state);
     store::remove_stale_temp_files(&root.join(".ralph"));
     Ok(reland)
+}
+
+/// Attempt numbers continue after the highest one any kept ref or attempt
+/// log uses: the state may have forgotten them (`ralph reset ID`), and a
+/// new attempt must never overwrite an old one's ref or log.
+fn number_attempts_after_kept_work(project: &Project, git: &Git, state: &mut State) {
+    let mut highest: std::collections::HashMap<String, u32> = Default::default();
+    let mut note = |id: &str, n: u32| {
+        let h = highest.entry(id.to_string()).or_default();
+        *h = (*h).max(n);
+    };
+    for r in git.refs_with_prefix(project::KEPT_REFS).unwrap_or_default() {
+        if let Some((id, n)) = project::kept_ref_attempt(&r) {
+            note(id, n);
+        }
+    }
+    for story in &project.backlog.stories {
+        let dir = project::attempt_log_path(&project.root, &story.id, 1);
+        let Some(dir) = dir.parent() else { continue };
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if let Some(n) = project::attempt_log_number(&entry.file_name().to_string_lossy()) {
+                note(&story.id, n);
+            }
+        }
+    }
+    for (id, n) in highest {
+        if project.backlog.index_of(&id).is_some() {
+            state.number_attempts_after(&id, n);
+        }
+    }
 }
 
 /// The end of a run: worktrees are scratch space (the work lives on

@@ -725,3 +725,33 @@ done_
     assert_eq!(p.merges_of("1.1"), 1);
     assert_eq!(p.merges_of("1.2"), 1);
 }
+
+/// `ralph reset ID` forgets a story's attempts, but not its kept work: the
+/// next attempts are numbered after the highest kept ref and log, so no
+/// earlier attempt's ref (or log) is overwritten (issue 9, finding 6).
+#[test]
+fn attempts_after_a_reset_never_overwrite_kept_refs() {
+    let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo x >> "$SCRATCH/calls"
+commit_file "src/try-$(wc -l < "$SCRATCH/calls").txt"
+result "cannot" true; exit 1
+"#,
+    );
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    let first = git(&p.root, &["rev-parse", "refs/ralph/attempts/1.1/1"]);
+    let first_log = p.read(".ralph/logs/1.1/attempt-1.log");
+    assert_eq!(p.ralph(&["reset", "1.1"]).code, 0);
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(
+        git(&p.root, &["rev-parse", "refs/ralph/attempts/1.1/1"]),
+        first,
+        "the first attempt's ref was moved"
+    );
+    assert_eq!(p.read(".ralph/logs/1.1/attempt-1.log"), first_log);
+    let second = git(&p.root, &["rev-parse", "refs/ralph/attempts/1.1/2"]);
+    assert_ne!(second, first);
+    assert!(git(&p.root, &["show", "--stat", second.trim()]).contains("try-2.txt"));
+}
