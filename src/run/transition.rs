@@ -458,10 +458,13 @@ fn landing_finished(
             out.push(Action::Save);
         }
         LandResult::CheckoutBlocked { paths } => {
-            model.apply(idx, Change::Requeue);
+            // The work is finished: it stays `landing`, so the next run lands
+            // it without running the agent again.
+            model.apply(idx, Change::LandingInterrupted);
             model.fatal = Some(Fatal::NeedsPerson(format!(
                 "story {id} is ready to land, but the main checkout has local changes to {}: \
-                 commit or stash them and run `ralph run` again (the story's work is kept on {})",
+                 commit or stash them and run `ralph run` again, which lands the story's work \
+                 (kept on {}) without running its agent again",
                 paths.join(", "),
                 crate::project::story_branch(&id)
             )));

@@ -425,6 +425,11 @@ fn a_blocked_checkout_needs_a_person_and_keeps_the_work() {
     let (_, error, code) = finish(&m, 1.0);
     assert_eq!(code, EXIT_STORIES_FAILED);
     assert!(error.unwrap().contains("README.md"));
+    assert_eq!(
+        m.state.status("a"),
+        Status::Landing,
+        "landed by the next run"
+    );
 }
 
 #[test]

@@ -750,7 +750,7 @@ commit_file "src/$ID.txt"; done_
 fn a_landing_blocked_by_a_file_in_the_way_ends_the_run_and_keeps_both() {
     let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
     p.commit_all("backlog");
-    p.agent(r#"commit_file "src/$ID.txt" "agent's"; done_"#);
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt" "agent's"; done_"#);
     p.write("src/1.1.txt", "the user's own file\n");
     let mut child = spawn(&p, &["run"]);
     let status = wait_exit(&mut child, "ralph to end the run");
@@ -766,6 +766,15 @@ fn a_landing_blocked_by_a_file_in_the_way_ends_the_run_and_keeps_both() {
         p.branches("ralph/story-1.1").len() == 1,
         "the story's work is kept on its branch"
     );
+    // With the user's file out of the way, the next run lands the kept,
+    // finished work instead of paying for the agent again (issue 9, 7).
+    fs::rename(p.root.join("src/1.1.txt"), p.scratch.join("mine.txt")).unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.merges_of("1.2"), 1);
+    let calls = fs::read_to_string(p.scratch.join("calls")).unwrap();
+    assert_eq!(calls.matches("1.1").count(), 1, "{calls}");
 }
 
 #[test]
