@@ -176,18 +176,30 @@ pub(crate) async fn run_shell(
 ) -> std::io::Result<ShellResult> {
     // Nothing but its timeout stops a hook.
     let (_control_tx, control) = watch::channel(Control::Run);
-    run_shell_controlled(cmd, cwd, env, timeout, control).await
+    run_shell_controlled(cmd, cwd, env, timeout, control, None).await
 }
 
 /// `run_shell` that the caller can also stop (Ctrl-C during a long
-/// validation command); `ShellResult::interrupted` tells it happened.
+/// validation command); `ShellResult::interrupted` tells it happened. With
+/// `log`, the whole output is also appended there.
 pub(crate) async fn run_shell_controlled(
     cmd: &str,
     cwd: PathBuf,
     env: Vec<(String, String)>,
     timeout: Duration,
     control: watch::Receiver<Control>,
+    log: Option<&Path>,
 ) -> std::io::Result<ShellResult> {
+    let log = match log {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let f = OpenOptions::new().create(true).append(true).open(path)?;
+            Some(BufWriter::new(f))
+        }
+        None => None,
+    };
     let spec = AttemptSpec {
         program: "bash".into(),
         args: vec!["-c".into(), cmd.into()],
@@ -215,7 +227,7 @@ pub(crate) async fn run_shell_controlled(
             tail.drain(..cut);
         }
     };
-    let exit = supervise(spec, None, &mut on_line, control).await?;
+    let exit = supervise(spec, log, &mut on_line, control).await?;
     if tail.len() > SHELL_TAIL {
         let cut = floor_char_boundary(&tail, tail.len() - SHELL_TAIL);
         tail.drain(..cut);

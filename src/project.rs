@@ -98,6 +98,14 @@ pub(crate) fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
         .join(format!("attempt-{attempt}.log"))
 }
 
+/// `.ralph/logs/<id>/validation-<n>.log`: the output of the validation
+/// commands run on attempt `n`'s merged tree.
+pub(crate) fn validation_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
+    root.join(".ralph/logs")
+        .join(id)
+        .join(format!("validation-{attempt}.log"))
+}
+
 /// The landing intent, written before the main checkout is touched and
 /// removed once the landing is decided.
 pub(crate) fn landing_intent_path(root: &Path) -> PathBuf {

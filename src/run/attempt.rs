@@ -3,7 +3,7 @@
 //! run the agent in its own process group, keep whatever it left, and
 //! classify the result (SPEC 4.4). Every failure becomes a verdict.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,12 +19,9 @@ use crate::process::{self, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
 use crate::prompt::{self, PromptInput};
 
-use super::context::{env_pairs, RunContext, WORKTREE_PREP};
+use super::context::{env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
 use super::dispatcher::Executor;
 use super::events::{AttemptReport, AttemptRequest, Event};
-
-/// Limit of the hooks other than `pre_worktree` (which has its own key).
-const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Shortest gap between two activity lines sent to the display (it needs
 /// the latest, not every line).
@@ -81,34 +78,6 @@ pub(crate) fn build_prompt(
         retry_context,
     };
     Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
-}
-
-/// Runs hook `name` (`cmd`, when set); `Some` is what went wrong.
-async fn run_hook(
-    ctx: &RunContext,
-    name: &str,
-    cmd: &str,
-    cwd: PathBuf,
-    env: Vec<(String, String)>,
-    timeout: Duration,
-) -> Option<String> {
-    if cmd.trim().is_empty() {
-        return None;
-    }
-    match process::run_shell(cmd, cwd, env, timeout).await {
-        Ok(r) if r.success => None,
-        Ok(r) => Some(format!(
-            "hook {name} {}: {}",
-            if r.timed_out {
-                "timed out".to_string()
-            } else {
-                format!("exited {}", r.code.unwrap_or(-1))
-            },
-            r.tail.lines().last().unwrap_or("")
-        )),
-        Err(e) => Some(format!("hook {name} could not start: {e}")),
-    }
-    .inspect(|msg| ctx.log.line(msg))
 }
 
 async fn blocking<T: Send + 'static>(
@@ -347,7 +316,10 @@ async fn run_attempt(
             }
         }
     }
-    if !matches!(report.verdict, Verdict::Interrupted) {
+    // Finished work is not done until it lands: its post hooks run after
+    // the landing, with the landing's outcome (`land::land`).
+    let lands = matches!(report.verdict, Verdict::Done | Verdict::Tentative);
+    if !matches!(report.verdict, Verdict::Interrupted) && !lands {
         let result = report.verdict.kind().as_str();
         let _ = run_hook(
             &ctx,
@@ -358,17 +330,22 @@ async fn run_attempt(
             HOOK_TIMEOUT,
         )
         .await;
-        let _ = run_hook(
-            &ctx,
-            "post_iteration",
-            &hooks.post_iteration,
-            ctx.root.clone(),
-            env_pairs(&[("RALPH_ITERATION", &iter_s)]),
-            HOOK_TIMEOUT,
-        )
-        .await;
+        post_iteration(&ctx, req.iteration).await;
     }
     report
+}
+
+/// The `post_iteration` hook of iteration `iteration`.
+pub(crate) async fn post_iteration(ctx: &RunContext, iteration: u64) {
+    let _ = run_hook(
+        ctx,
+        "post_iteration",
+        &ctx.config.hooks.post_iteration,
+        ctx.root.clone(),
+        env_pairs(&[("RALPH_ITERATION", &iteration.to_string())]),
+        HOOK_TIMEOUT,
+    )
+    .await;
 }
 
 /// One line of what the agent is doing, for the display ("" for nothing).

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::process;
+
 use crate::config::{Config, ValidationCommand};
 use crate::gitops::Git;
 use crate::store::TechLog;
@@ -37,4 +39,35 @@ pub(crate) fn env_pairs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+/// Limit of the hooks other than `pre_worktree` (which has its own key).
+pub(crate) const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Runs hook `name` (`cmd`, when set); `Some` is what went wrong.
+pub(crate) async fn run_hook(
+    ctx: &RunContext,
+    name: &str,
+    cmd: &str,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+) -> Option<String> {
+    if cmd.trim().is_empty() {
+        return None;
+    }
+    match process::run_shell(cmd, cwd, env, timeout).await {
+        Ok(r) if r.success => None,
+        Ok(r) => Some(format!(
+            "hook {name} {}: {}",
+            if r.timed_out {
+                "timed out".to_string()
+            } else {
+                format!("exited {}", r.code.unwrap_or(-1))
+            },
+            r.tail.lines().last().unwrap_or("")
+        )),
+        Err(e) => Some(format!("hook {name} could not start: {e}")),
+    }
+    .inspect(|msg| ctx.log.line(msg))
 }

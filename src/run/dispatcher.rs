@@ -193,11 +193,15 @@ impl<E: Executor> Dispatcher<E> {
                     .spawn(async move { Event::AttemptFinished(Box::new(fut.await)) });
                 self.owners.insert(handle.id(), Task::Attempt(req));
             }
-            Action::Land { idx, attempt } => {
+            Action::Land {
+                idx,
+                attempt,
+                iteration,
+            } => {
                 let req = LandRequest::new(&self.ctx, &self.model.stories[idx], idx, attempt);
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {
-                    let result = land::land(&ctx, &req, control).await;
+                    let result = land::land(&ctx, &req, control, iteration).await;
                     Event::LandingFinished { idx, result }
                 });
                 self.owners.insert(handle.id(), Task::Landing(idx));

@@ -65,6 +65,9 @@ pub(crate) struct AttemptReport {
     pub(crate) saved_ref: Option<String>,
     /// The attempt's log, relative to the project root.
     pub(crate) log_rel: String,
+    /// The attempt's `RALPH_ITERATION`: finished work's post hooks run
+    /// after its landing, with this number.
+    pub(crate) iteration: u64,
 }
 
 impl AttemptReport {
@@ -82,6 +85,7 @@ impl AttemptReport {
             learnings: Vec::new(),
             saved_ref: None,
             log_rel,
+            iteration: req.iteration,
         }
     }
 }
@@ -100,6 +104,8 @@ pub(crate) enum LandResult {
         name: String,
         tail: String,
         saved_ref: Option<String>,
+        /// The whole output, relative to the project root.
+        log_rel: String,
     },
     CheckoutBlocked {
         paths: Vec<String>,
@@ -153,6 +159,9 @@ pub(crate) enum Action {
     Land {
         idx: usize,
         attempt: u32,
+        /// The iteration whose post hooks wait for this landing (none for
+        /// work found finished at startup).
+        iteration: Option<u64>,
     },
     /// Tell every running attempt and the landing in progress.
     Control(Control),

@@ -14,7 +14,7 @@ use crate::process::{self, Control};
 use crate::project::{self, KeptRef};
 use crate::store;
 
-use super::context::{env_pairs, RunContext, WORKTREE_PREP};
+use super::context::{env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
 use super::events::LandResult;
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
@@ -87,6 +87,7 @@ pub(crate) async fn land(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     control: watch::Receiver<Control>,
+    iteration: Option<u64>,
 ) -> LandResult {
     if *control.borrow() != Control::Run {
         return LandResult::Interrupted;
@@ -96,7 +97,33 @@ pub(crate) async fn land(
         let req = req.clone();
         let _ = blocking(ctx, move |c| after_landing(c, &req)).await;
     }
+    if let (Some(iteration), Some(outcome)) = (iteration, hook_result(&result)) {
+        let env = env_pairs(&[("RALPH_STORY", &req.id), ("RALPH_RESULT", outcome)]);
+        let hooks = &ctx.config.hooks;
+        let _ = run_hook(
+            ctx,
+            "post_story",
+            &hooks.post_story,
+            ctx.root.clone(),
+            env,
+            HOOK_TIMEOUT,
+        )
+        .await;
+        super::attempt::post_iteration(ctx, iteration).await;
+    }
     result
+}
+
+/// `RALPH_RESULT` of finished work, once its landing decided; `None` when
+/// Ctrl-C interrupted it (hooks do not run for interrupted attempts).
+fn hook_result(result: &LandResult) -> Option<&'static str> {
+    match result {
+        LandResult::Landed { .. } => Some("done"),
+        LandResult::ValidationFailed { .. } => Some("fail"),
+        LandResult::Conflict { .. } => Some("conflict"),
+        LandResult::CheckoutBlocked { .. } | LandResult::Error(_) => Some("error"),
+        LandResult::Interrupted => None,
+    }
 }
 
 async fn land_rounds(
@@ -239,23 +266,35 @@ async fn validate_merged(
         }
         Err(e) => return Some(LandResult::Error(e)),
     }
+    let log = project::validation_log_path(&ctx.root, &req.id, req.attempt);
+    // A round that lost the race to a moving target validates again: the
+    // log holds the last round's output.
+    let _ = std::fs::remove_file(&log);
     for v in &ctx.required_validation {
         let env = env_pairs(&[
             ("RALPH_STORY", &req.id),
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
         ]);
-        let run =
-            process::run_shell_controlled(&v.cmd, path.clone(), env, ctx.timeout, control.clone());
+        let run = process::run_shell_controlled(
+            &v.cmd,
+            path.clone(),
+            env,
+            ctx.timeout,
+            control.clone(),
+            Some(&log),
+        );
         match run.await {
             Ok(r) if r.success => {}
             Ok(r) if r.interrupted => return Some(LandResult::Interrupted),
             Ok(r) => {
                 let branch = project::story_branch(&req.id);
                 let saved = keep(ctx, &branch, KeptRef::Attempt, req).await;
+                let log_rel = log.strip_prefix(&ctx.root).unwrap_or(&log);
                 return Some(LandResult::ValidationFailed {
                     name: v.name.clone(),
                     tail: r.tail,
                     saved_ref: saved,
+                    log_rel: log_rel.display().to_string(),
                 });
             }
             Err(e) => {

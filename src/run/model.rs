@@ -115,8 +115,9 @@ pub(crate) struct Model {
     pub(crate) policy: Policy,
     /// The story each job slot is running.
     pub(crate) slots: Vec<Option<usize>>,
-    /// Stories waiting for the merge queue, with their attempt number.
-    pub(crate) land_queue: VecDeque<(usize, u32)>,
+    /// Stories waiting for the merge queue: index, attempt number, and
+    /// the iteration whose post hooks wait for the landing.
+    pub(crate) land_queue: VecDeque<(usize, u32, Option<u64>)>,
     /// The story being landed now (one at a time).
     pub(crate) landing: Option<usize>,
     pub(crate) attempts_this_run: u64,

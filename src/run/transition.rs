@@ -38,7 +38,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                     .record(model.id(idx))
                     .map(|r| r.attempts_started)
                     .unwrap_or(0);
-                send_to_landing(model, idx, attempt, &mut out);
+                send_to_landing(model, idx, attempt, None, &mut out);
             }
         }
         Event::Activity { idx, text } => {
@@ -189,17 +189,23 @@ fn start(model: &mut Model, idx: usize, slot: usize, out: &mut Vec<Action>) {
     }));
 }
 
-fn send_to_landing(model: &mut Model, idx: usize, attempt: u32, out: &mut Vec<Action>) {
+fn send_to_landing(
+    model: &mut Model,
+    idx: usize,
+    attempt: u32,
+    iteration: Option<u64>,
+    out: &mut Vec<Action>,
+) {
     model.apply(idx, Change::BeginLanding);
     out.push(Action::Save);
-    model.land_queue.push_back((idx, attempt));
+    model.land_queue.push_back((idx, attempt, iteration));
 }
 
 /// The merge queue lands one story at a time, in arrival order; once the
 /// run is stopping, what waits stays `landing` for the next run.
 fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
     if model.stopping() {
-        while let Some((idx, _)) = model.land_queue.pop_front() {
+        while let Some((idx, ..)) = model.land_queue.pop_front() {
             model.apply(idx, Change::LandingInterrupted);
             out.push(Action::Say(Message::LandingStopped {
                 id: model.id(idx).to_string(),
@@ -210,9 +216,13 @@ fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
     if model.landing.is_some() {
         return;
     }
-    if let Some((idx, attempt)) = model.land_queue.pop_front() {
+    if let Some((idx, attempt, iteration)) = model.land_queue.pop_front() {
         model.landing = Some(idx);
-        out.push(Action::Land { idx, attempt });
+        out.push(Action::Land {
+            idx,
+            attempt,
+            iteration,
+        });
     }
 }
 
@@ -265,7 +275,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                 id: id.clone(),
                 secs: r.duration.as_secs_f64(),
             }));
-            send_to_landing(model, r.idx, r.attempt, out);
+            send_to_landing(model, r.idx, r.attempt, Some(r.iteration), out);
         }
         Verdict::Failed { reason, .. } => {
             rec.reason = Some(reason.clone());
@@ -447,6 +457,7 @@ fn landing_finished(
             name,
             tail,
             saved_ref,
+            log_rel,
         } => {
             let tail_line = tail
                 .lines()
@@ -454,7 +465,15 @@ fn landing_finished(
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("");
             let reason = format!("validation '{name}' failed on the merged tree: {tail_line}");
-            count_failure(model, idx, &reason, saved_ref.as_deref(), None, now, out);
+            count_failure(
+                model,
+                idx,
+                &reason,
+                saved_ref.as_deref(),
+                Some(&log_rel),
+                now,
+                out,
+            );
             out.push(Action::Save);
         }
         LandResult::CheckoutBlocked { paths } => {

@@ -444,7 +444,7 @@ fn a_root_refusal_is_not_retried() {
 }
 
 #[test]
-fn a_validation_failure_counts_and_names_no_empty_log() {
+fn a_validation_failure_counts_and_names_its_log() {
     let mut m = model_with(&[("a", &[])], 1, 3, None);
     let req = begin(&mut m).remove(0);
     handle(&mut m, finished(&req, Verdict::Done), t0());
@@ -452,6 +452,7 @@ fn a_validation_failure_counts_and_names_no_empty_log() {
         name: "tests".into(),
         tail: "ok 1\nFAILED: 2 tests\n\n".into(),
         saved_ref: Some("refs/ralph/attempts/a/1".into()),
+        log_rel: ".ralph/logs/a/validation-1.log".into(),
     };
     let a = handle(
         &mut m,
@@ -470,7 +471,10 @@ fn a_validation_failure_counts_and_names_no_empty_log() {
         line.contains("validation 'tests' failed on the merged tree: FAILED: 2 tests"),
         "{line}"
     );
-    assert!(!line.contains("(log: )"), "{line}");
+    assert!(
+        line.contains("(log: .ralph/logs/a/validation-1.log)"),
+        "{line}"
+    );
     assert_eq!(starts(&a).len(), 1);
 }
 

@@ -343,12 +343,22 @@ fn a_held_lock_means_exit_3_and_no_change() {
 #[test]
 fn a_failing_validation_command_blocks_landing() {
     let config = r#"{ "loop": { "max_retries": 1 },
-      "validation": { "commands": [ { "name": "has-ok", "cmd": "test -f ok.txt", "required": true } ] } }"#;
+      "validation": { "commands": [ { "name": "has-ok", "cmd": "seq 1 500; echo 'no ok.txt here' >&2; test -f ok.txt", "required": true } ] } }"#;
     let p = Project::with_backlog("1.1 | Gate\n", config);
     p.commit_all("backlog");
     p.agent(r#"commit_file "src/a.txt"; done_"#);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 1, "{r:?}");
+    // The whole output is kept and the failure line names it (issue 9, 8).
+    let log = p.read(".ralph/logs/1.1/validation-1.log");
+    assert!(
+        log.starts_with("1\n2\n") && log.contains("500\nno ok.txt here\n"),
+        "{log}"
+    );
+    assert!(
+        r.stderr.contains("(log: .ralph/logs/1.1/validation-1.log)"),
+        "{r:?}"
+    );
     assert!(p.completed().is_empty());
     assert_eq!(p.main_subjects(), vec!["backlog"], "nothing reached main");
     assert!(p.story("1.1")["last_error"]
@@ -754,4 +764,29 @@ result "cannot" true; exit 1
     let second = git(&p.root, &["rev-parse", "refs/ralph/attempts/1.1/2"]);
     assert_ne!(second, first);
     assert!(git(&p.root, &["show", "--stat", second.trim()]).contains("try-2.txt"));
+}
+
+/// `post_story` hears the story's final outcome: finished work that fails
+/// validation on the merged tree is `fail`, not `done` (issue 9, finding 8),
+/// and every iteration still ends with `post_iteration`.
+#[test]
+fn post_story_reports_the_landing_outcome() {
+    let config = r#"{ "loop": { "max_retries": 2 },
+      "validation": { "commands": [ { "name": "gate", "cmd": "test -f \"$RALPH_PROJECT_DIR/open\"", "required": true } ] },
+      "hooks": {
+        "pre_iteration": "echo \"iteration $RALPH_ITERATION\" >> hooks.log",
+        "post_iteration": "echo \"end $RALPH_ITERATION\" >> hooks.log",
+        "post_story": "echo \"post $RALPH_STORY $RALPH_RESULT\" >> hooks.log"
+    } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    // The gate opens after the first landing's validation failed.
+    p.agent(r#"if [ "$N" = 2 ]; then touch "$RALPH_PROJECT_DIR/open"; fi; commit_file "src/$ID-$N.txt"; done_"#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let log = p.read("hooks.log");
+    assert_eq!(
+        log, "iteration 1\npost 1.1 fail\nend 1\niteration 2\npost 1.1 done\nend 2\n",
+        "{r:?}"
+    );
 }
