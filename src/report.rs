@@ -99,6 +99,12 @@ pub(crate) enum Message {
     Stopped {
         id: String,
     },
+    /// A fault outside the story: not counted, tried again after a pause.
+    Fault {
+        id: String,
+        reason: String,
+        wait_secs: f64,
+    },
     Failed {
         id: String,
         attempt: u32,
@@ -170,6 +176,14 @@ pub(crate) fn render(m: &Message) -> String {
         }
         Message::RateLimited { id, wait_secs } => format!(
             "[wait] {id}: the agent hit a usage/rate limit; pausing new work for {}",
+            human_duration(*wait_secs)
+        ),
+        Message::Fault {
+            id,
+            reason,
+            wait_secs,
+        } => format!(
+            "[wait] {id}: {reason}; not counted as an attempt, trying again in {}",
             human_duration(*wait_secs)
         ),
         Message::Stopped { id } => {
@@ -537,6 +551,11 @@ mod tests {
                 wait_secs: 3602.0,
             },
             Message::Stopped { id: id() },
+            Message::Fault {
+                id: id(),
+                reason: "could not prepare the worktree of slot 1: No space left on device".into(),
+                wait_secs: 10.0,
+            },
             Message::Failed {
                 id: id(),
                 attempt: 1,

@@ -42,6 +42,8 @@ pub(crate) enum Outcome {
     NoSignal,
     RateLimited,
     Interrupted,
+    /// A fault outside the story (machine, project, agent installation).
+    Fault,
     /// Written by a newer ralph; kept readable.
     #[serde(other)]
     Unknown,

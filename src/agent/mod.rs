@@ -58,6 +58,18 @@ pub(crate) enum Verdict {
     Interrupted,
     /// Claude Code refused to run as root without IS_SANDBOX=1: retrying is futile.
     RootRefusal,
+    /// Something outside the story went wrong (the machine, the project, the
+    /// agent's installation): not an attempt, never counted.
+    Fault { reason: String, kind: FaultKind },
+}
+
+/// What a fault outside the story needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaultKind {
+    /// Likely to pass: wait a little and try again.
+    Transient,
+    /// Only a person can fix it: stop the run cleanly and say what to do.
+    NeedsPerson,
 }
 
 impl Verdict {
@@ -75,6 +87,7 @@ impl Verdict {
             Verdict::RateLimited { .. } => Outcome::RateLimited,
             Verdict::Interrupted => Outcome::Interrupted,
             Verdict::RootRefusal => Outcome::Error,
+            Verdict::Fault { .. } => Outcome::Fault,
         }
     }
 
@@ -82,7 +95,9 @@ impl Verdict {
         match self {
             Verdict::Done | Verdict::Tentative => ResultKind::Done,
             Verdict::Failed { kind, .. } => *kind,
-            Verdict::RateLimited { .. } | Verdict::RootRefusal => ResultKind::Error,
+            Verdict::RateLimited { .. } | Verdict::RootRefusal | Verdict::Fault { .. } => {
+                ResultKind::Error
+            }
             Verdict::Interrupted => ResultKind::Timeout,
         }
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::output::{AgentEvent, OutputParser};
-use crate::agent::{self, ResultKind, Verdict};
+use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;
 use crate::gitops::{GitError, Oid};
@@ -115,6 +115,25 @@ fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
     Ok(base)
 }
 
+/// `prepare`, and when the slot is broken (an agent deleted its `.git`, a
+/// crash left it half-made) the slot is removed and made again, once.
+fn prepare_or_rebuild(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
+    match prepare(ctx, id, slot) {
+        Ok(base) => Ok(base),
+        Err(first) => {
+            let (name, path) = project::slot_worktree(&ctx.root, slot);
+            ctx.log.line(&format!(
+                "slot {slot} could not be prepared ({first}); rebuilding it"
+            ));
+            {
+                let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = ctx.git.remove_worktree(&name, &path);
+            }
+            prepare(ctx, id, slot)
+        }
+    }
+}
+
 /// The agent may have left the worktree dirty, detached or on another
 /// branch: keep everything, and let the story branch hold its commits.
 fn keep_what_the_agent_left(ctx: &RunContext, id: &str, n: u32, wt: &Path, base: &Oid) {
@@ -156,10 +175,15 @@ async fn run_attempt(
     let started = Instant::now();
 
     let (id2, slot) = (id.clone(), req.slot);
-    let base = match blocking(&ctx, move |c| prepare(c, &id2, slot)).await {
+    let base = match blocking(&ctx, move |c| prepare_or_rebuild(c, &id2, slot)).await {
         Ok(Ok(b)) => b,
+        // The slot could not be made even from scratch: the machine's
+        // trouble, not the story's (disk, permissions, a held lock).
         Ok(Err(e)) => {
-            report.verdict = fail(format!("could not prepare the worktree: {e}"));
+            report.verdict = Verdict::Fault {
+                reason: format!("could not prepare the worktree of slot {slot}: {e}"),
+                kind: FaultKind::Transient,
+            };
             return report;
         }
         Err(e) => {
@@ -231,21 +255,29 @@ async fn run_attempt(
         ) {
             Ok(t) => t,
             Err(e) => {
-                report.verdict = fail(format!("cannot read the spec: {e}"));
+                report.verdict = Verdict::Fault {
+                    reason: format!(
+                        "cannot read the spec of story {id} ({spec_s}): {e}; restore it, \
+                         then run `ralph run` again"
+                    ),
+                    kind: FaultKind::NeedsPerson,
+                };
                 break 'attempt;
             }
         };
+        let mut agent_env = env_pairs(&[
+            ("RALPH_STORY", &id),
+            ("RALPH_ATTEMPT", &n.to_string()),
+            ("RALPH_WORKTREE", &wt_s),
+            ("RALPH_BRANCH", &branch),
+            ("RALPH_PROJECT_DIR", &root_s),
+        ]);
+        agent_env.push(ceiling(&ctx.root));
         let spec_run = AttemptSpec {
             program: ctx.agent_program.clone(),
             args: agent::agent_args(&ctx.config),
             cwd: wt_path.clone(),
-            env: env_pairs(&[
-                ("RALPH_STORY", &id),
-                ("RALPH_ATTEMPT", &n.to_string()),
-                ("RALPH_WORKTREE", &wt_s),
-                ("RALPH_BRANCH", &branch),
-                ("RALPH_PROJECT_DIR", &root_s),
-            ]),
+            env: agent_env,
             env_remove: agent::ENV_REMOVE.iter().map(|s| s.to_string()).collect(),
             stdin: text.into_bytes(),
             log_path: log_path.clone(),
@@ -277,15 +309,22 @@ async fn run_attempt(
         report.learnings = summary.signals.learnings.clone();
         let exit = match exit {
             Ok(e) => e,
-            Err(e) => {
-                report.verdict = fail(if e.kind() == std::io::ErrorKind::NotFound {
-                    format!(
-                        "agent command '{}' not found: install it or set claude.command in .ralph/config.json",
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                report.verdict = Verdict::Fault {
+                    reason: format!(
+                        "agent command '{}' not found: install it or set claude.command in \
+                         .ralph/config.json",
                         ctx.config.agent_command
-                    )
-                } else {
-                    format!("could not start the agent: {e}")
-                });
+                    ),
+                    kind: FaultKind::NeedsPerson,
+                };
+                break 'attempt;
+            }
+            Err(e) => {
+                report.verdict = Verdict::Fault {
+                    reason: format!("could not start the agent: {e}"),
+                    kind: FaultKind::Transient,
+                };
                 break 'attempt;
             }
         };
@@ -346,6 +385,18 @@ pub(crate) async fn post_iteration(ctx: &RunContext, iteration: u64) {
         HOOK_TIMEOUT,
     )
     .await;
+}
+
+/// `GIT_CEILING_DIRECTORIES` for an agent: git run in a slot whose `.git`
+/// file the agent deleted must fail, not walk up into the main repository
+/// (the slots live inside it) and act there. The user's own ceilings stay.
+fn ceiling(root: &Path) -> (String, String) {
+    let ours = project::worktrees_dir(root).display().to_string();
+    let value = match std::env::var("GIT_CEILING_DIRECTORIES") {
+        Ok(v) if !v.is_empty() => format!("{v}:{ours}"),
+        _ => ours,
+    };
+    ("GIT_CEILING_DIRECTORIES".to_string(), value)
 }
 
 /// One line of what the agent is doing, for the display ("" for nothing).

@@ -44,6 +44,10 @@ impl Policy {
     pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(60);
     /// Longest wait after repeated usage limits without a reset time.
     pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1800);
+    /// First wait after a transient fault outside the story.
+    pub(crate) const FAULT_BACKOFF: Duration = Duration::from_secs(5);
+    /// Transient faults in a row after which a person is asked instead.
+    pub(crate) const MAX_TRANSIENT_FAULTS: u32 = 5;
 }
 
 /// Why the run stops starting work before the backlog is finished.
@@ -126,6 +130,8 @@ pub(crate) struct Model {
     pub(crate) pause_until: Option<Instant>,
     pub(crate) backoff: Duration,
     pub(crate) retry_context: HashMap<usize, String>,
+    /// Transient faults in a row, per story (reset by any other outcome).
+    pub(crate) faults: HashMap<usize, u32>,
 }
 
 impl Model {
@@ -177,6 +183,7 @@ impl Model {
             pause_until: None,
             backoff: Policy::FIRST_BACKOFF,
             retry_context: HashMap::new(),
+            faults: HashMap::new(),
         }
     }
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::agent::Verdict;
+use crate::agent::{FaultKind, Verdict};
 use crate::process::Control;
 use crate::report::{self, Message, RunSummary, Totals};
 use crate::schedule::Node;
@@ -248,6 +248,9 @@ fn on_signal(model: &mut Model, sig: OsSignal, out: &mut Vec<Action>) {
 fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec<Action>) {
     let id = model.id(r.idx).to_string();
     model.slots[r.slot] = None;
+    if !matches!(r.verdict, Verdict::Fault { .. }) {
+        model.faults.remove(&r.idx);
+    }
     out.push(Action::StoryFinished { id: id.clone() });
     model
         .state
@@ -311,21 +314,56 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
             model.apply(r.idx, Change::Requeue);
             out.push(Action::Say(Message::Stopped { id: id.clone() }));
         }
+        Verdict::Fault { reason, kind } => {
+            rec.reason = Some(reason.clone());
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            let n = {
+                let n = model.faults.entry(r.idx).or_default();
+                *n += 1;
+                *n
+            };
+            out.push(Action::Log(format!(
+                "fault on {id} ({n} in a row): {reason}"
+            )));
+            if *kind == FaultKind::Transient && n < Policy::MAX_TRANSIENT_FAULTS {
+                let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
+                let until = now.mono + wait;
+                model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
+                out.push(Action::Say(Message::Fault {
+                    id: id.clone(),
+                    reason: reason.clone(),
+                    wait_secs: wait.as_secs_f64(),
+                }));
+            } else {
+                needs_person(model, reason.clone(), out);
+            }
+        }
         Verdict::RootRefusal => {
             model.state.push_history(&id, rec);
             model.apply(r.idx, Change::Requeue);
-            model.fatal = Some(Fatal::NeedsPerson(
+            needs_person(
+                model,
                 "Claude Code refuses --dangerously-skip-permissions when run as root. \
                  Run ralph as a normal user, or set IS_SANDBOX=1 if this is a sandbox or container."
                     .into(),
-            ));
-            if model.signals == SignalCount::None {
-                model.signals = SignalCount::Once;
-            }
-            out.push(Action::Control(Control::Stop));
+                out,
+            );
         }
     }
     out.push(Action::Save);
+}
+
+/// Only a person can go on: nothing new starts, running agents are stopped
+/// (their attempts are not counted), and the run ends with `message`.
+fn needs_person(model: &mut Model, message: String, out: &mut Vec<Action>) {
+    if model.fatal.is_none() {
+        model.fatal = Some(Fatal::NeedsPerson(message));
+    }
+    if model.signals == SignalCount::None {
+        model.signals = SignalCount::Once;
+    }
+    out.push(Action::Control(Control::Stop));
 }
 
 fn count_failure(

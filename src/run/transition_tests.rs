@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::agent::ResultKind;
+use crate::agent::{FaultKind, ResultKind};
 use crate::backlog::{Backlog, Section, Source, Story};
 use crate::dag::Dag;
 use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
@@ -543,5 +543,54 @@ fn state_and_scheduler_never_drift_over_a_long_mixed_run() {
         for i in 0..m.stories.len() {
             assert!(m.in_step(i), "{} drifted at step {step}", m.id(i));
         }
+    }
+}
+
+fn fault(kind: FaultKind) -> Verdict {
+    Verdict::Fault {
+        reason: "could not prepare the worktree".into(),
+        kind,
+    }
+}
+
+#[test]
+fn a_transient_fault_is_not_counted_and_waits_longer_each_time() {
+    let mut m = model_with(&[("a", &[])], 1, 2, None);
+    let mut now = t0();
+    let mut req = begin(&mut m).remove(0);
+    for wait in [5, 10, 20, 40] {
+        let a = handle(&mut m, finished(&req, fault(FaultKind::Transient)), now);
+        assert!(starts(&a).is_empty());
+        assert_eq!(m.pause_until, Some(now.mono + Duration::from_secs(wait)));
+        assert_eq!(m.state.record("a").unwrap().attempts, 0, "not counted");
+        now = later(now, wait);
+        req = starts(&handle(&mut m, Event::Timer, now)).remove(0);
+    }
+    // The fifth in a row asks for a person instead of waiting forever.
+    handle(&mut m, finished(&req, fault(FaultKind::Transient)), now);
+    assert!(is_over(&m));
+    assert_eq!(finish(&m, 1.0).2, EXIT_STORIES_FAILED);
+    assert_eq!(m.state.status("a"), Status::Pending);
+}
+
+#[test]
+fn a_fault_that_needs_a_person_stops_the_run_without_counting() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 2, None);
+    let first = begin(&mut m);
+    let a = handle(
+        &mut m,
+        finished(&first[0], fault(FaultKind::NeedsPerson)),
+        t0(),
+    );
+    assert!(a.contains(&Action::Control(Control::Stop)));
+    assert!(starts(&a).is_empty());
+    handle(&mut m, finished(&first[1], Verdict::Interrupted), t0());
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("could not prepare"));
+    for id in ["a", "b"] {
+        assert_eq!(m.state.record(id).unwrap().attempts, 0);
+        assert_eq!(m.state.status(id), Status::Pending);
     }
 }

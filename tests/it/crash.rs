@@ -804,3 +804,77 @@ fn ctrl_c_during_a_slow_validation_stops_it_and_resume_lands_without_redoing() {
         "the agent ran once"
     );
 }
+
+/// Faults outside the story are not attempts (issue 9, finding 5): a spec
+/// deleted mid-run and an agent binary gone mid-run stop the run cleanly
+/// with one message, burn no retry, and the next run finishes once the
+/// cause is gone, without `ralph reset`.
+#[test]
+fn faults_outside_the_story_stop_cleanly_and_burn_no_retries() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n1.3 | C\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "$ID" >> "$SCRATCH/calls"
+if [ "$ID" = 1.1 ]; then rm "$RALPH_PROJECT_DIR/specs/epic-1/story-1.2-spec.md"; fi
+if [ "$ID" = 1.2 ]; then mv "$0" "$SCRATCH/agent.away"; fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("cannot read the spec of story 1.2"),
+        "{r:?}"
+    );
+    assert_eq!(p.story("1.2")["attempts"], 0, "{}", p.story("1.2"));
+    assert_eq!(p.story("1.2")["status"], "pending");
+    assert_eq!(p.merges_of("1.1"), 1);
+
+    git(
+        &p.root,
+        &["checkout", "--", "specs/epic-1/story-1.2-spec.md"],
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("not found"), "{r:?}");
+    assert_eq!(p.merges_of("1.2"), 1);
+    assert_eq!(p.story("1.3")["attempts"], 0, "{}", p.story("1.3"));
+
+    fs::rename(p.scratch.join("agent.away"), p.bin.join("claude")).unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
+}
+
+/// An agent that deletes its worktree's `.git` file cannot make its git act
+/// on the main repository (the slots live inside it), and its slot is
+/// rebuilt for the next attempt (issue 9, finding 5).
+#[test]
+fn an_agent_that_deletes_its_worktree_git_file_cannot_touch_the_main_repository() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+if [ "$N" = 1 ]; then
+  rm -f .git
+  echo evil > evil.txt
+  git add -A 2>/dev/null
+  git commit -qm "evil commit" 2>/dev/null
+  result "<ralph>FAIL 1.1: broke my checkout</ralph>"
+  exit 0
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let log = git(&p.root, &["log", "--all", "--format=%s"]);
+    assert!(!log.contains("evil commit"), "{log}");
+    assert_eq!(
+        git(&p.root, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert!(p.file_on_main("evil.txt").is_none());
+}
