@@ -52,24 +52,165 @@ pub(crate) fn set_status_done(text: &str, field: &str) -> String {
     out
 }
 
-/// Sets `passes: true` on story `id` of a prd.json text.
+/// Sets `passes: true` on story `id` of a prd.json text, changing nothing
+/// else: the user's key order, indentation and spacing stay as they were.
+/// `None` when the text is not a prd.json with that story.
 pub(crate) fn set_prd_passes(text: &str, id: &str) -> Option<String> {
-    let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let stories = v.get_mut("userStories")?.as_array_mut()?;
-    for s in stories {
-        let sid = match s.get("id") {
-            Some(serde_json::Value::String(x)) => x.clone(),
-            Some(other) => other.to_string(),
-            None => continue,
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let stories = v.get("userStories")?.as_array()?;
+    let k = stories.iter().position(|s| match s.get("id") {
+        Some(serde_json::Value::String(x)) => x == id,
+        Some(other) => other.to_string() == id,
+        None => false,
+    })?;
+    if stories[k].get("passes") == Some(&serde_json::Value::Bool(true)) {
+        return Some(text.to_string());
+    }
+    let b = text.as_bytes();
+    let top = json::members(b, json::skip_ws(b, 0))?;
+    let (_, arr) = top
+        .into_iter()
+        .find(|(key, _)| json::key_is(b, key, "userStories"))?;
+    let story = json::elements(b, arr.start)?.get(k)?.clone();
+    let members = json::members(b, story.start)?;
+    let mut out = String::with_capacity(text.len() + 24);
+    if let Some((_, value)) = members
+        .iter()
+        .find(|(key, _)| json::key_is(b, key, "passes"))
+    {
+        out.push_str(&text[..value.start]);
+        out.push_str("true");
+        out.push_str(&text[value.end..]);
+    } else if let Some((key, value)) = members.last() {
+        // After the last member, indented like it.
+        let line_start = text[..key.start].rfind('\n').map_or(0, |n| n + 1);
+        let lead = &text[line_start..key.start];
+        let sep = if lead.trim().is_empty() {
+            format!(",\n{lead}")
+        } else {
+            ", ".to_string()
         };
-        if sid == id {
-            s.as_object_mut()?
-                .insert("passes".into(), serde_json::Value::Bool(true));
+        out.push_str(&text[..value.end]);
+        out.push_str(&sep);
+        out.push_str("\"passes\": true");
+        out.push_str(&text[value.end..]);
+    } else {
+        let open = story.start + 1;
+        out.push_str(&text[..open]);
+        out.push_str("\"passes\": true");
+        out.push_str(&text[open..]);
+    }
+    Some(out)
+}
+
+/// Byte spans of a JSON text already known to be valid: just enough to
+/// edit one value in place.
+mod json {
+    use std::ops::Range;
+
+    pub(super) fn skip_ws(b: &[u8], mut i: usize) -> usize {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    }
+
+    /// The end (exclusive) of the value starting at `i`.
+    fn value_end(b: &[u8], i: usize) -> Option<usize> {
+        match *b.get(i)? {
+            b'"' => {
+                let mut j = i + 1;
+                while j < b.len() {
+                    match b[j] {
+                        b'\\' => j += 2,
+                        b'"' => return Some(j + 1),
+                        _ => j += 1,
+                    }
+                }
+                None
+            }
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                let mut j = i;
+                while j < b.len() {
+                    match b[j] {
+                        b'"' => {
+                            j = value_end(b, j)?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                return Some(j + 1);
+                            }
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                None
+            }
+            _ => {
+                let mut j = i;
+                while j < b.len()
+                    && !matches!(b[j], b',' | b'}' | b']')
+                    && !b[j].is_ascii_whitespace()
+                {
+                    j += 1;
+                }
+                Some(j)
+            }
         }
     }
-    let mut out = serde_json::to_string_pretty(&v).ok()?;
-    out.push('\n');
-    Some(out)
+
+    /// The (key, value) spans of the object starting at `i`.
+    pub(super) fn members(b: &[u8], i: usize) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+        if *b.get(i)? != b'{' {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut j = skip_ws(b, i + 1);
+        while *b.get(j)? != b'}' {
+            let key = j..value_end(b, j)?;
+            j = skip_ws(b, key.end);
+            if *b.get(j)? != b':' {
+                return None;
+            }
+            let start = skip_ws(b, j + 1);
+            let value = start..value_end(b, start)?;
+            out.push((key, value.clone()));
+            j = skip_ws(b, value.end);
+            if *b.get(j)? == b',' {
+                j = skip_ws(b, j + 1);
+            }
+        }
+        Some(out)
+    }
+
+    /// The element spans of the array starting at `i`.
+    pub(super) fn elements(b: &[u8], i: usize) -> Option<Vec<Range<usize>>> {
+        if *b.get(i)? != b'[' {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut j = skip_ws(b, i + 1);
+        while *b.get(j)? != b']' {
+            let value = j..value_end(b, j)?;
+            out.push(value.clone());
+            j = skip_ws(b, value.end);
+            if *b.get(j)? == b',' {
+                j = skip_ws(b, j + 1);
+            }
+        }
+        Some(out)
+    }
+
+    /// True when the key span holds the string `name` (keys with escapes
+    /// are compared decoded).
+    pub(super) fn key_is(b: &[u8], key: &Range<usize>, name: &str) -> bool {
+        serde_json::from_slice::<String>(&b[key.clone()]).is_ok_and(|k| k == name)
+    }
 }
 
 /// The edit a landing commit carries for story `id`: given a
@@ -115,5 +256,35 @@ pub(crate) fn finish_on_disk(
     }
     if let Some(p) = prd {
         rewrite(&p, &|t| set_prd_passes(t, id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_is_set_in_place_keeping_order_and_format() {
+        let text = "{\n    \"project\": \"x\",\n    \"userStories\": [\n        {\n            \"id\": \"US-001\",\n            \"title\": \"A\",\n            \"passes\": false,\n            \"notes\": \"keep {braces} and \\\"quotes\\\"\"\n        },\n        { \"title\": \"B\", \"id\": 2 }\n    ],\n    \"branchName\": \"main\"\n}\n";
+        let one = set_prd_passes(text, "US-001").unwrap();
+        assert_eq!(one, text.replace("\"passes\": false", "\"passes\": true"));
+        let two = set_prd_passes(&one, "2").unwrap();
+        assert_eq!(
+            two,
+            one.replace("\"id\": 2 }", "\"id\": 2, \"passes\": true }")
+        );
+        let v: serde_json::Value = serde_json::from_str(&two).unwrap();
+        assert_eq!(v["userStories"][1]["passes"], true);
+        assert_eq!(set_prd_passes(&two, "2").unwrap(), two, "already done");
+        assert_eq!(set_prd_passes(&two, "US-404"), None);
+        let multi = "{\"userStories\": [\n  {\n    \"id\": \"a\"\n  }\n]}";
+        assert_eq!(
+            set_prd_passes(multi, "a").unwrap(),
+            "{\"userStories\": [\n  {\n    \"id\": \"a\",\n    \"passes\": true\n  }\n]}"
+        );
+        assert_eq!(
+            set_prd_passes("{\"userStories\": [{}, {\"id\": \"b\"}]}", "b").unwrap(),
+            "{\"userStories\": [{}, {\"id\": \"b\", \"passes\": true}]}"
+        );
     }
 }

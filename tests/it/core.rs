@@ -586,6 +586,13 @@ fn a_prd_json_backlog_lands_on_its_branch_and_sets_passes() {
     for s in v["userStories"].as_array().unwrap() {
         assert_eq!(s["passes"], true, "{s}");
     }
+    // Only the two values changed: the user's key order and layout stay
+    // (issue 9, finding 9).
+    let original = git(&p.root, &["show", "main:prd.json"]);
+    assert_eq!(
+        prd,
+        original.replace("\"passes\": false", "\"passes\": true")
+    );
 }
 
 #[test]
