@@ -60,7 +60,7 @@ pub(crate) fn set_prd_passes(text: &str, id: &str) -> Option<String> {
     let stories = v.get("userStories")?.as_array()?;
     let k = stories.iter().position(|s| match s.get("id") {
         Some(serde_json::Value::String(x)) => x == id,
-        Some(other) => other.to_string() == id,
+        Some(other) => serde_json::from_str::<serde_json::Value>(id).ok().as_ref() == Some(other),
         None => false,
     })?;
     if stories[k].get("passes") == Some(&serde_json::Value::Bool(true)) {
