@@ -120,8 +120,14 @@ pub fn main() -> i32 {
             };
         }
     };
-    let root = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let root = root.canonicalize().unwrap_or(root);
+    let start = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let start = start.canonicalize().unwrap_or(start);
+    // Like git, commands work from anywhere inside the project; `init`
+    // makes one where it is asked to.
+    let root = match cli.command {
+        Command::Init => start,
+        _ => project::find_root(&start),
+    };
     match dispatch(cli.command, &root) {
         Ok(code) => code,
         Err(e) => report_error(&e),

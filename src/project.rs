@@ -63,6 +63,16 @@ pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
     })
 }
 
+/// The project root for a command started in `start`: the nearest
+/// directory at or above it holding `.ralph/` or `prd.json`, else `start`.
+pub(crate) fn find_root(start: &Path) -> PathBuf {
+    start
+        .ancestors()
+        .find(|d| d.join(".ralph").is_dir() || d.join("prd.json").is_file())
+        .unwrap_or(start)
+        .to_path_buf()
+}
+
 /// Paths ralph writes at run time, as gitignore patterns anchored at the
 /// project root: kept out of git and out of the dirty check.
 pub(crate) const RUNTIME_PATTERNS: &[&str] = &[

@@ -797,3 +797,28 @@ fn post_story_reports_the_landing_outcome() {
         "{r:?}"
     );
 }
+
+/// Commands find the project from a subdirectory, as git does (issue 9,
+/// finding 9).
+#[test]
+fn commands_work_from_a_subdirectory() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.write("src/deep/keep.txt", "x\n");
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let out = p
+        .command(&["run"])
+        .current_dir(p.root.join("src/deep"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert!(!p.root.join("src/deep/.ralph").exists());
+    let out = p
+        .command(&["status", "--json"])
+        .current_dir(p.root.join("src"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["done"], serde_json::json!(["1.1"]));
+}
