@@ -156,6 +156,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     refuse_dirty_checkout(root, &git)?;
 
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    recover::refuse_foreign_story_branches(&project, &git, &target, &state)?;
     let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
 

@@ -143,6 +143,50 @@ fn attempt_log_says_done(path: &Path, id: &str) -> bool {
     s.signals.done.as_deref() == Some(id) && !s.is_error && s.rate_limited.is_none()
 }
 
+/// Refuses story branches holding commits ralph did not make (a branch of
+/// that name made by the user, a stale one from another tool): ralph would
+/// otherwise move it for its own attempt.
+pub(crate) fn refuse_foreign_story_branches(
+    project: &Project,
+    git: &Git,
+    target: &str,
+    state: &State,
+) -> Result<()> {
+    let Some(tip) = git.branch_tip(target)? else {
+        return Ok(());
+    };
+    let mut foreign = Vec::new();
+    for story in &project.backlog.stories {
+        let branch = project::story_branch(&story.id);
+        let ours = state
+            .record(&story.id)
+            .is_some_and(|r| r.attempts_started > 0);
+        if ours || git.branch_tip(&branch)?.is_none() {
+            continue;
+        }
+        if git.commits_ahead(&branch, &tip)? > 0
+            && !git.tip_saved_under(&branch, project::KEPT_REFS)?
+        {
+            foreign.push(branch);
+        }
+    }
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    Err(RalphError::usage(format!(
+        "{} commits ralph did not make, and ralph would move {} for its own attempts: {}",
+        if foreign.len() == 1 {
+            "a story branch holds"
+        } else {
+            "story branches hold"
+        },
+        if foreign.len() == 1 { "it" } else { "them" },
+        foreign.join(", ")
+    ))
+    .with_hint("rename them (git branch -m <old> <new>) or delete them, then run `ralph run` again")
+    .into())
+}
+
 /// Brings the state in line with git and the process table before anything
 /// runs (SPEC 6); returns the stories whose finished work goes straight to
 /// the merge queue.
