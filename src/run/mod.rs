@@ -156,7 +156,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     refuse_dirty_checkout(root, &git)?;
 
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
-    recover::refuse_foreign_story_branches(&project, &git, &target, &state)?;
+    for line in recover::keep_unknown_story_branches(&project, &git, &target, &state, &log)? {
+        eprintln!("{line}");
+    }
     let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
 

@@ -143,48 +143,45 @@ fn attempt_log_says_done(path: &Path, id: &str) -> bool {
     s.signals.done.as_deref() == Some(id) && !s.is_error && s.rate_limited.is_none()
 }
 
-/// Refuses story branches holding commits ralph did not make (a branch of
-/// that name made by the user, a stale one from another tool): ralph would
-/// otherwise move it for its own attempt.
-pub(crate) fn refuse_foreign_story_branches(
+/// Keeps story branches holding commits ralph has no record of (a branch
+/// of that name made by the user, or ralph's own after its state was lost)
+/// under a ref, and says so: ralph moves story branches for its attempts.
+/// Returns the lines to tell the user.
+pub(crate) fn keep_unknown_story_branches(
     project: &Project,
     git: &Git,
     target: &str,
     state: &State,
-) -> Result<()> {
+    log: &TechLog,
+) -> Result<Vec<String>> {
     let Some(tip) = git.branch_tip(target)? else {
-        return Ok(());
+        return Ok(Vec::new());
     };
-    let mut foreign = Vec::new();
+    let mut told = Vec::new();
     for story in &project.backlog.stories {
         let branch = project::story_branch(&story.id);
-        let ours = state
+        let known = state
             .record(&story.id)
             .is_some_and(|r| r.attempts_started > 0);
-        if ours || git.branch_tip(&branch)?.is_none() {
+        if known || git.branch_tip(&branch)?.is_none() {
             continue;
         }
-        if git.commits_ahead(&branch, &tip)? > 0
-            && !git.tip_saved_under(&branch, project::KEPT_REFS)?
-        {
-            foreign.push(branch);
+        let ahead = git.commits_ahead(&branch, &tip)?;
+        if ahead == 0 || git.tip_saved_under(&branch, project::KEPT_REFS)? {
+            continue;
         }
+        let stamp = timefmt::now_secs().max(0) as u32;
+        let r = project::kept_ref(KeptRef::Saved, &story.id, stamp);
+        git.save_ref(&branch, &r)?;
+        let line = format!(
+            "note: {branch} holds {ahead} commit(s) ralph has no record of; they are kept at {r} \
+             (ralph reuses that branch name for story {})",
+            story.id
+        );
+        log.line(&line);
+        told.push(line);
     }
-    if foreign.is_empty() {
-        return Ok(());
-    }
-    Err(RalphError::usage(format!(
-        "{} commits ralph did not make, and ralph would move {} for its own attempts: {}",
-        if foreign.len() == 1 {
-            "a story branch holds"
-        } else {
-            "story branches hold"
-        },
-        if foreign.len() == 1 { "it" } else { "them" },
-        foreign.join(", ")
-    ))
-    .with_hint("rename them (git branch -m <old> <new>) or delete them, then run `ralph run` again")
-    .into())
+    Ok(told)
 }
 
 /// Brings the state in line with git and the process table before anything

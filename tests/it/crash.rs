@@ -879,11 +879,11 @@ commit_file "src/$ID.txt"; done_
     assert!(p.file_on_main("evil.txt").is_none());
 }
 
-/// A `ralph/story-<id>` branch with commits ralph did not make is the
-/// user's: the run refuses (exit 2) naming it, and leaves it as it was
-/// (issue 9, finding 9).
+/// A `ralph/story-<id>` branch with commits ralph has no record of is
+/// kept under a ref before ralph reuses the name, and the user is told
+/// where (issue 9, finding 9: it used to be moved and deleted silently).
 #[test]
-fn a_story_branch_with_foreign_commits_is_refused_and_kept() {
+fn a_story_branch_with_foreign_commits_is_kept_and_reported() {
     let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
     p.commit_all("backlog");
     git(&p.root, &["checkout", "-q", "-b", "ralph/story-1.1"]);
@@ -891,14 +891,19 @@ fn a_story_branch_with_foreign_commits_is_refused_and_kept() {
     p.commit_all("my own work on this branch");
     git(&p.root, &["checkout", "-q", "main"]);
     let tip = git(&p.root, &["rev-parse", "ralph/story-1.1"]);
-    p.agent(r#"echo called >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
-    let r = p.ralph(&["run"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("ralph/story-1.1"), "{r:?}");
-    assert_eq!(git(&p.root, &["rev-parse", "ralph/story-1.1"]), tip);
-    assert!(!p.scratch.join("calls").exists());
-    git(&p.root, &["branch", "-m", "ralph/story-1.1", "mine"]);
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(git(&p.root, &["rev-parse", "mine"]), tip);
+    let kept: Vec<String> = p
+        .refs("refs/ralph/attempts/1.1/")
+        .into_iter()
+        .filter(|r| r.contains("/saved-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(git(&p.root, &["rev-parse", &kept[0]]), tip);
+    assert!(
+        r.stderr.contains("ralph/story-1.1") && r.stderr.contains(&kept[0]),
+        "{r:?}"
+    );
+    assert_eq!(p.merges_of("1.1"), 1);
 }
