@@ -583,6 +583,16 @@ impl Git {
         Ok(b == t || repo.graph_descendant_of(t, b)?)
     }
 
+    /// True when `commit` is `branch`'s tip or one of its ancestors.
+    pub(crate) fn branch_contains(&self, branch: &str, commit: &Oid) -> Result<bool> {
+        let repo = self.repo()?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(false);
+        };
+        let c = parse_oid(commit)?;
+        Ok(b == c || repo.graph_descendant_of(b, c)?)
+    }
+
     /// Adds `patterns` to `.git/info/exclude` unless present (runtime files
     /// are ignored without touching the user's `.gitignore`).
     pub(crate) fn exclude(&self, patterns: &[&str]) -> Result<()> {

@@ -329,12 +329,30 @@ async fn run_attempt(
             }
         };
         let (id2, wt2, base2, b2) = (id.clone(), wt_path.clone(), base.clone(), branch.clone());
-        let commits = blocking(&ctx, move |c| {
+        let (commits, moved) = blocking(&ctx, move |c| {
             keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
-            c.git.commits_ahead(&b2, &base2).unwrap_or(0)
+            let commits = c.git.commits_ahead(&b2, &base2).unwrap_or(0);
+            (commits, target_moved_by_agent(c, &b2, &base2))
         })
         .await
-        .unwrap_or(0);
+        .unwrap_or((0, None));
+        if let Some(now) = moved {
+            report.verdict = Verdict::Fault {
+                reason: format!(
+                    "the agent of story {id} moved {target} itself, from {base} to its own \
+                     unvalidated commit {now}; ralph left {target} as it is and stops. To undo \
+                     it: git update-ref refs/heads/{target} {base} {now}",
+                    target = ctx.target
+                ),
+                kind: FaultKind::NeedsPerson,
+            };
+            let r = project::kept_ref(KeptRef::Attempt, &id, n);
+            let (b3, r2) = (branch.clone(), r.clone());
+            if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b3, &r2)).await {
+                report.saved_ref = Some(r);
+            }
+            break 'attempt;
+        }
         report.verdict = agent::classify(
             &id,
             &exit,
@@ -385,6 +403,21 @@ pub(crate) async fn post_iteration(ctx: &RunContext, iteration: u64) {
         HOOK_TIMEOUT,
     )
     .await;
+}
+
+/// The target's new tip when the agent moved the target itself: it moved
+/// since the attempt began, to a commit of the story's own work (no landing
+/// and no user commit puts one there). `None` otherwise.
+fn target_moved_by_agent(ctx: &RunContext, branch: &str, base: &Oid) -> Option<Oid> {
+    let now = ctx.git.branch_tip(&ctx.target).ok()??;
+    if &now == base {
+        return None;
+    }
+    ctx.git
+        .branch_contains(branch, &now)
+        .ok()
+        .filter(|&c| c)
+        .map(|_| now)
 }
 
 /// `GIT_CEILING_DIRECTORIES` for an agent: git run in a slot whose `.git`

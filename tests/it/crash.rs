@@ -907,3 +907,40 @@ fn a_story_branch_with_foreign_commits_is_kept_and_reported() {
     );
     assert_eq!(p.merges_of("1.1"), 1);
 }
+
+/// An agent that moves the target itself (`git update-ref` from its
+/// worktree) is caught: the run stops, leaves the target as it is, says
+/// what happened and how to undo it, and counts no attempt (issue 9, 4).
+#[test]
+fn an_agent_that_moves_the_target_itself_stops_the_run() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    let before = git(&p.root, &["rev-parse", "main"]).trim().to_string();
+    p.agent(
+        r#"
+commit_file "src/$ID.txt"
+if [ "$ID" = 1.1 ] && [ ! -e "$SCRATCH/once" ]; then
+  touch "$SCRATCH/once"
+  git update-ref refs/heads/main HEAD
+fi
+done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let agents = git(&p.root, &["rev-parse", "main"]).trim().to_string();
+    assert_ne!(agents, before);
+    let undo = format!("git update-ref refs/heads/main {before} {agents}");
+    assert!(r.stderr.contains(&undo), "{r:?}");
+    assert!(!r.all().contains("[run ] 1.2"), "{r:?}");
+    assert_eq!(p.story("1.1")["attempts"], 0);
+    assert!(p.completed().is_empty());
+    // The user undoes it as told; the next run lands both, validated.
+    let args: Vec<&str> = undo.split(' ').skip(1).collect();
+    git(&p.root, &args);
+    git(&p.root, &["reset", "-q", "--hard"]);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.merges_of("1.2"), 1);
+}
