@@ -7,4 +7,5 @@ mod compat;
 mod core;
 mod crash;
 mod malformed;
+mod landing;
 mod parallel;
