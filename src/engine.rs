@@ -322,6 +322,19 @@ pub async fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             })?,
     };
 
+    if let Some(wt) = git
+        .branch_checked_out_elsewhere(&target, &worktrees_dir(root))
+        .map_err(|e| RalphError::Usage(e.to_string()))?
+    {
+        let wt = wt.display();
+        return Err(RalphError::Usage(format!(
+            "target branch {target} is checked out in the worktree {wt}: landing would move it \
+             under that worktree. Switch that worktree to another branch (`git -C {wt} switch \
+             --detach`) or remove it (`git worktree remove {wt}`), then run again"
+        ))
+        .into());
+    }
+
     let agent_program = resolve_agent(root, &project.config.agent_command).ok_or_else(|| {
         let program = &project.config.agent_command;
         RalphError::Usage(format!(
@@ -1866,10 +1879,25 @@ async fn land_one(
         }
         let intent = serde_json::json!({ "story": req.id, "base": base, "commit": commit });
         let _ = store::write_atomic(&landing_intent_path(&s.root), intent.to_string().as_bytes());
-        let landed = {
-            let s = s.clone();
-            let (base, commit) = (base.clone(), commit.clone());
-            tokio::task::spawn_blocking(move || s.git.land(&s.target, &base, &commit)).await
+        let landed = loop {
+            let landed = {
+                let s = s.clone();
+                let (base, commit) = (base.clone(), commit.clone());
+                tokio::task::spawn_blocking(move || s.git.land(&s.target, &base, &commit)).await
+            };
+            // The user's git holds the main checkout's index.lock (an open
+            // commit editor, say): not the story's failure. `land` waited a
+            // while already; wait on until it is free or the run stops.
+            match &landed {
+                Ok(Ok(LandOutcome::Busy { lock })) if *control.borrow() == Control::Run => {
+                    s.log.line(&format!(
+                        "landing {}: {} is held by another git process; waiting",
+                        req.id,
+                        lock.display()
+                    ));
+                }
+                _ => break landed,
+            }
         };
         let _ = std::fs::remove_file(landing_intent_path(&s.root));
         match landed {
@@ -1878,6 +1906,7 @@ async fn land_one(
             Ok(Ok(LandOutcome::CheckoutBlocked { paths })) => {
                 return LandResult::CheckoutBlocked { paths }
             }
+            Ok(Ok(LandOutcome::Busy { .. })) => return LandResult::Interrupted,
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e.to_string()),
         }

@@ -147,8 +147,9 @@ fn report(what: &str, failures: Vec<(usize, Vec<String>)>, n: usize) {
 }
 
 /// The user adds and commits new files in a loop while stories land. git's
-/// own lock protocol makes some of their commands fail (`index.lock`
-/// exists, HEAD moved under `git commit`): like a person, the loop retries.
+/// own lock protocol makes some of their commands fail (`index.lock` or the
+/// branch's lock exists, HEAD moved under `git commit`): like a person, the
+/// loop retries.
 const USER_COMMITS: &str = r#"
 i=0
 mkdir -p user
@@ -163,6 +164,10 @@ while [ ! -e "$SCRATCH/stop" ]; do
     sleep 0.01
   done
   [ "$tries" -lt 500 ] && echo "$i" >> "$SCRATCH/user-commits"
+  # A person's pace, give or take: a loop with no pause at all commits
+  # between every merge and its landing, five times in a row, and the
+  # merge queue gives the story up as "kept moving".
+  sleep 0.05
 done
 "#;
 

@@ -6,6 +6,6 @@ mod harness;
 mod compat;
 mod core;
 mod crash;
-mod malformed;
 mod landing;
+mod malformed;
 mod parallel;
