@@ -305,6 +305,17 @@ impl Git {
     /// into place, then the ref moved. A landing that does not move the ref
     /// leaves the checkout as it found it.
     pub fn land(&self, target: &str, expected: &Oid, new: &Oid) -> Result<LandOutcome> {
+        self.land_waiting(target, expected, new, landing::LOCK_WAIT)
+    }
+
+    /// `land`, waiting up to `wait` for each lock someone else holds.
+    fn land_waiting(
+        &self,
+        target: &str,
+        expected: &Oid,
+        new: &Oid,
+        wait: std::time::Duration,
+    ) -> Result<LandOutcome> {
         let refname = branch_ref(target)?;
         let expected_oid = parse_oid(expected)?;
         let new_oid = parse_oid(new)?;
@@ -320,7 +331,7 @@ impl Git {
         let admin = repo.path().to_path_buf();
         drop(repo);
         let lock_path = admin.join("index.lock");
-        let Some(index_lock) = landing::LockFile::acquire(&lock_path, landing::LOCK_WAIT)
+        let Some(index_lock) = landing::LockFile::acquire(&lock_path, wait)
             .map_err(|e| landing::io_error("creating", &lock_path, e))?
         else {
             return Ok(LandOutcome::Busy { lock: lock_path });
@@ -333,7 +344,7 @@ impl Git {
         if let Some(dir) = ref_lock_path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let Some(ref_lock) = landing::LockFile::acquire(&ref_lock_path, landing::LOCK_WAIT)
+        let Some(ref_lock) = landing::LockFile::acquire(&ref_lock_path, wait)
             .map_err(|e| landing::io_error("creating", &ref_lock_path, e))?
         else {
             return Ok(LandOutcome::Busy {
@@ -2112,6 +2123,202 @@ mod tests {
             Err(GitError::Other(_))
         ));
         assert_eq!(tip_of(&g, "main"), main_tip);
+    }
+
+    #[test]
+    fn land_waits_for_someone_elses_index_lock_then_reports_busy() {
+        let (tmp, g, _, main_tip) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        let lock = dir.join(".git/index.lock");
+        std::fs::write(&lock, "").unwrap();
+        let wait = std::time::Duration::from_millis(30);
+        assert_eq!(
+            g.land_waiting("main", &base, &commit, wait).unwrap(),
+            LandOutcome::Busy { lock: lock.clone() }
+        );
+        assert!(lock.exists(), "someone else's lock is never removed");
+        assert_eq!(tip_of(&g, "main"), main_tip);
+        assert!(!dir.join("b.txt").exists());
+        std::fs::remove_file(&lock).unwrap();
+        let ref_lock = dir.join(".git/refs/heads/main.lock");
+        std::fs::write(&ref_lock, "").unwrap();
+        assert_eq!(
+            g.land_waiting("main", &base, &commit, wait).unwrap(),
+            LandOutcome::Busy {
+                lock: ref_lock.clone()
+            }
+        );
+        assert!(ref_lock.exists());
+        assert!(!lock.exists(), "ralph's own index.lock is released");
+        std::fs::remove_file(&ref_lock).unwrap();
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        assert_eq!(porcelain(dir), "");
+    }
+
+    #[test]
+    fn land_releases_its_locks_and_leaves_no_scratch_index_whatever_the_outcome() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let leftovers = || {
+            [
+                ".git/index.lock",
+                ".git/refs/heads/main.lock",
+                ".git/ralph-landing.index",
+                ".git/ralph-landing.index.lock",
+            ]
+            .into_iter()
+            .filter(|p| dir.join(p).exists())
+            .collect::<Vec<_>>()
+        };
+        write(dir, SPEC, "my own edit\n");
+        let (commit, base) = merged(&g);
+        assert!(matches!(
+            g.land("main", &base, &commit).unwrap(),
+            LandOutcome::CheckoutBlocked { .. }
+        ));
+        assert_eq!(leftovers(), Vec::<&str>::new());
+        git(dir, &["checkout", "--", SPEC]);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        assert_eq!(leftovers(), Vec::<&str>::new());
+        assert!(matches!(
+            g.land("main", &base, &commit).unwrap(),
+            LandOutcome::TargetMoved { .. }
+        ));
+        assert_eq!(leftovers(), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn landed_files_carry_no_stat_data_so_an_instant_same_size_edit_shows() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        // Same length, same second (and often the same timestamp tick) as
+        // the landing wrote it: only a content check can see this edit.
+        write(dir, "b.txt", "B\n");
+        let index = git2::Index::open(&dir.join(".git/index")).unwrap();
+        for p in ["b.txt", SPEC] {
+            let e = index.get_path(Path::new(p), 0).unwrap();
+            assert_eq!((e.file_size, e.mtime.seconds(), e.ino), (0, 0, 0), "{p}");
+        }
+        assert_eq!(porcelain(dir), " M b.txt\n");
+    }
+
+    #[test]
+    fn a_landing_whose_ref_move_fails_puts_files_and_index_back() {
+        let (tmp, g, _, main_tip) = diverged();
+        let dir = tmp.path();
+        write(dir, "README", "my notes\n");
+        let (commit, base) = merged(&g);
+        // `git status` refreshes the index file: read it once beforehand.
+        let status_before = porcelain(dir);
+        let index_before = std::fs::read(dir.join(".git/index")).unwrap();
+        let mtime_before = std::fs::metadata(dir.join(".git/index"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let repo = g.repo().unwrap();
+        let (b, m) = (
+            repo.find_commit(parse_oid(&base).unwrap()).unwrap(),
+            repo.find_commit(parse_oid(&commit).unwrap()).unwrap(),
+        );
+        let admin = repo.path().to_path_buf();
+        let undo = match update_checkout(&repo, &g.workdir, &admin, &b, &m).unwrap() {
+            Checkout::Updated(undo) => undo,
+            Checkout::Blocked(p) => panic!("blocked: {p:?}"),
+        };
+        assert_eq!(read(dir, "b.txt"), "b\n");
+        // Someone moves the branch without git's index lock.
+        let side = git(
+            dir,
+            &[
+                "commit-tree",
+                "-p",
+                &main_tip,
+                "-m",
+                "side",
+                &format!("{main_tip}^{{tree}}"),
+            ],
+        );
+        let side = side.trim().to_string();
+        git(dir, &["update-ref", "refs/heads/main", &side]);
+        let out = g
+            .finish_landing(
+                &repo,
+                "refs/heads/main",
+                "main",
+                m.id(),
+                b.id(),
+                Some(&undo),
+            )
+            .unwrap();
+        assert_eq!(out, LandOutcome::TargetMoved { now: side });
+        assert!(!dir.join("b.txt").exists());
+        assert_eq!(read(dir, "README"), "my notes\n");
+        assert!(read(dir, SPEC).contains("status: pending"));
+        assert_eq!(std::fs::read(dir.join(".git/index")).unwrap(), index_before);
+        let mtime_after = std::fs::metadata(dir.join(".git/index"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(mtime_after, mtime_before);
+        git(dir, &["reset", "-q", "--soft", &main_tip]);
+        assert_eq!(porcelain(dir), status_before);
+    }
+
+    #[test]
+    fn the_target_checked_out_in_another_worktree_is_named() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        git(dir, &["branch", "feature"]);
+        git(dir, &["branch", "story"]);
+        let ralph_wts = dir.join(".ralph/worktrees");
+        let mine = ralph_wts.join("slot-0");
+        std::fs::create_dir_all(&ralph_wts).unwrap();
+        git(
+            dir,
+            &["worktree", "add", "-q", mine.to_str().unwrap(), "story"],
+        );
+        let other = tempfile::tempdir().unwrap();
+        let other_wt = other.path().join("second");
+        git(
+            dir,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                other_wt.to_str().unwrap(),
+                "feature",
+            ],
+        );
+        let found = g
+            .branch_checked_out_elsewhere("feature", &ralph_wts)
+            .unwrap();
+        assert_eq!(found, Some(other_wt.canonicalize().unwrap()));
+        assert_eq!(
+            g.branch_checked_out_elsewhere("main", &ralph_wts).unwrap(),
+            None
+        );
+        assert_eq!(
+            g.branch_checked_out_elsewhere("story", &ralph_wts).unwrap(),
+            None
+        );
+        // A rebase in progress there still holds the branch (HEAD detached).
+        git(&other_wt, &["switch", "-q", "--detach"]);
+        assert_eq!(
+            g.branch_checked_out_elsewhere("feature", &ralph_wts)
+                .unwrap(),
+            None
+        );
+        let admin = dir.join(".git/worktrees/second/rebase-merge");
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(admin.join("head-name"), "refs/heads/feature\n").unwrap();
+        assert_eq!(
+            g.branch_checked_out_elsewhere("feature", &ralph_wts)
+                .unwrap(),
+            Some(other_wt.canonicalize().unwrap())
+        );
     }
 
     #[test]

@@ -1,26 +1,30 @@
 //! The main checkout's side of a landing, done the way git itself updates a
 //! checkout so that the user's own git commands never interleave with it:
 //!
-//! 1. `index.lock` is created with `O_EXCL`, exactly as git does, and held
-//!    until the ref has moved. Every git command that writes the index or
-//!    commits (`git add`, `git commit`, `git checkout`, `git merge`, …) takes
-//!    it first, so a user's command runs wholly before the landing (and the
-//!    landing then sees its commit and reports the target as moved) or wholly
-//!    after it (and sees the landed state). A live lock of someone else's is
-//!    waited for, briefly, then reported as busy: it is nobody's failure.
-//! 2. Under the lock: HEAD and the target's tip are checked again, the index
-//!    is read from disk (never a copy read before the lock), the files the
-//!    merge changes are written by a safe checkout that uses that index, and
-//!    the new index is written beside it and renamed over `index` while the
-//!    lock is still held, before the ref moves. A kill between the two leaves
-//!    the tip at the old commit with files and index of the merge, which is
-//!    the case start-up recovery already rolls back (`.ralph/landing.json`).
-//! 3. The ref moves (compare-and-swap), then the lock is removed. A landing
-//!    that cannot move the ref puts the index (same bytes, same mtime) and its
-//!    files back before releasing the lock: the checkout is as the user had it.
+//! 1. `index.lock` is created with `O_EXCL`, exactly as git does, then the
+//!    target branch's own lock (`refs/heads/<branch>.lock`), and both are
+//!    held until the ref has moved. Every git command that writes the index
+//!    takes the first; `git commit` lets go of it before it moves the branch,
+//!    which takes the second. So a user's command runs wholly before the
+//!    landing (which then sees the new commit and reports the target as
+//!    moved), wholly after it (and sees the landed state), or fails as git
+//!    fails when another git process is running. A live lock of someone
+//!    else's is waited for, briefly, then reported as busy: nobody's failure.
+//! 2. Under the locks: the target's tip and HEAD are read again, the index is
+//!    read from disk (never a copy read before the lock), the files the merge
+//!    changes are written by a safe checkout judged against that index, and
+//!    the new index is written beside it and renamed over `index` while
+//!    `index.lock` is still held, before the ref moves. A kill between the
+//!    two leaves the old tip with the merge's files and index, which start-up
+//!    recovery already rolls back (`.ralph/landing.json`); a kill after the
+//!    ref move leaves only stale lock files, which start-up removes.
+//! 3. The ref moves (compare-and-swap), then the locks go. A landing that
+//!    cannot move the ref puts its files and the index (same bytes, same
+//!    mtime) back before it lets go of `index.lock`: the checkout is as the
+//!    user had it.
 //!
 //! Index entries ralph writes never carry stat data it did not verify: the
-//! entries the merge changes are written "smudged" (zero stat, as `git
+//! entries the merge changes are written "smudged" (no stat data, as `git
 //! read-tree` writes them), so git and libgit2 hash those files before they
 //! trust them, and entries that were racily clean against the old index's
 //! mtime are smudged too, because the new index file is newer and would
