@@ -161,6 +161,12 @@ while [ ! -e "$SCRATCH/stop" ]; do
   until git add -- "$f" && git commit -qm "user $i"; do
     tries=$((tries+1))
     if [ "$tries" -ge 500 ]; then echo "$i" >> "$SCRATCH/user-gave-up"; break; fi
+    # `git commit` reads the index before it takes index.lock, so one that
+    # straddles a whole landing writes back the index it read (staged
+    # reverts of the landed story) and then fails on HEAD: git does that
+    # racing any other git process too. Its message says HEAD moved; a
+    # careful person resets the index to the new HEAD before trying again.
+    git reset -q 2>/dev/null
     sleep 0.01
   done
   [ "$tries" -lt 500 ] && echo "$i" >> "$SCRATCH/user-commits"
