@@ -150,6 +150,14 @@ fn report(what: &str, failures: Vec<(usize, Vec<String>)>, n: usize) {
 /// own lock protocol makes some of their commands fail (`index.lock` or the
 /// branch's lock exists, HEAD moved under `git commit`): like a person, the
 /// loop retries.
+///
+/// The commit names its path (`git commit -- <file>`): that form holds
+/// `index.lock` until HEAD has moved. A bare `git commit` reads the index
+/// before it takes the lock and writes that copy back before it moves HEAD,
+/// so one that straddles a whole landing leaves the landed story's changes
+/// staged as reverts (and then fails on HEAD); it does the same racing any
+/// other git command that updates the checkout, so no landing protocol can
+/// prevent it.
 const USER_COMMITS: &str = r#"
 i=0
 mkdir -p user
@@ -158,15 +166,9 @@ while [ ! -e "$SCRATCH/stop" ]; do
   f="user/u$i.txt"
   echo "user file $i" > "$f"
   tries=0
-  until git add -- "$f" && git commit -qm "user $i"; do
+  until git add -- "$f" && git commit -qm "user $i" -- "$f"; do
     tries=$((tries+1))
     if [ "$tries" -ge 500 ]; then echo "$i" >> "$SCRATCH/user-gave-up"; break; fi
-    # `git commit` reads the index before it takes index.lock, so one that
-    # straddles a whole landing writes back the index it read (staged
-    # reverts of the landed story) and then fails on HEAD: git does that
-    # racing any other git process too. Its message says HEAD moved; a
-    # careful person resets the index to the new HEAD before trying again.
-    git reset -q 2>/dev/null
     sleep 0.01
   done
   [ "$tries" -lt 500 ] && echo "$i" >> "$SCRATCH/user-commits"
