@@ -284,7 +284,7 @@ mod tests {
     }
 
     fn entry(path: &str, secs: i32, nanos: u32, size: u32, stage: u16) -> git2::IndexEntry {
-        let mut e = smudged_entry(path, git2::Oid::zero(), 0o100644);
+        let mut e = smudged_entry(path, git2::Oid::ZERO_SHA1, 0o100644);
         e.mtime = git2::IndexTime::new(secs, nanos);
         e.file_size = size;
         e.flags |= stage << 12;
@@ -309,13 +309,13 @@ mod tests {
 
     #[test]
     fn a_smudged_entry_has_no_stat_data_and_a_correct_name_length() {
-        let e = smudged_entry("src/a.rs", git2::Oid::zero(), 0o100755);
+        let e = smudged_entry("src/a.rs", git2::Oid::ZERO_SHA1, 0o100755);
         assert_eq!((e.file_size, e.mtime.seconds(), e.ino), (0, 0, 0));
         assert_eq!(e.flags, 8);
         assert_eq!(e.mode, 0o100755);
         let long = "x".repeat(5000);
         assert_eq!(
-            smudged_entry(&long, git2::Oid::zero(), 0o100644).flags,
+            smudged_entry(&long, git2::Oid::ZERO_SHA1, 0o100644).flags,
             0xfff
         );
     }
