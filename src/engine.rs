@@ -250,6 +250,11 @@ enum LandResult {
     CheckoutBlocked {
         paths: Vec<String>,
     },
+    /// Another process kept the main checkout's `lock` (a git lock file)
+    /// through every wait; nothing was written.
+    Busy {
+        lock: PathBuf,
+    },
     /// Ctrl-C stopped it before the ref moved; the story stays `landing` in
     /// the state so the next run lands it without redoing it.
     Interrupted,
@@ -1275,6 +1280,16 @@ impl Dispatcher {
                 ));
                 self.save();
             }
+            LandResult::Busy { lock } => {
+                // Still `landing` in the state: the next run lands it.
+                self.sched.set(idx, Node::Pending);
+                self.fatal = Some(format!(
+                    "story {id} is ready to land, but another process kept {} the whole time: \
+                     let that git command finish (no git running? then the lock is stale: \
+                     remove it) and run `ralph run` again to land it",
+                    lock.display()
+                ));
+            }
             LandResult::Interrupted => {
                 // Still `landing` in the state: the next run lands it.
                 self.sched.set(idx, Node::Pending);
@@ -1826,6 +1841,11 @@ async fn merge_queue(
     }
 }
 
+/// How many times a landing waits out someone else's git lock (each wait
+/// is `gitops`' own, a few seconds) before the run ends and leaves the
+/// story to the next run.
+const LAND_BUSY_ROUNDS: u32 = 2;
+
 async fn land_one(
     s: &Arc<Shared>,
     req: LandRequest,
@@ -1879,17 +1899,22 @@ async fn land_one(
         }
         let intent = serde_json::json!({ "story": req.id, "base": base, "commit": commit });
         let _ = store::write_atomic(&landing_intent_path(&s.root), intent.to_string().as_bytes());
+        let mut busy = 0;
         let landed = loop {
             let landed = {
                 let s = s.clone();
                 let (base, commit) = (base.clone(), commit.clone());
                 tokio::task::spawn_blocking(move || s.git.land(&s.target, &base, &commit)).await
             };
-            // The user's git holds the main checkout's index.lock (an open
-            // commit editor, say): not the story's failure. `land` waited a
-            // while already; wait on until it is free or the run stops.
+            // The user's git holds a lock of the main checkout (a commit
+            // in progress, say): not the story's failure. `land` waited a
+            // while already; wait on, a bounded number of times, unless the
+            // run stops.
             match &landed {
-                Ok(Ok(LandOutcome::Busy { lock })) if *control.borrow() == Control::Run => {
+                Ok(Ok(LandOutcome::Busy { lock }))
+                    if *control.borrow() == Control::Run && busy < LAND_BUSY_ROUNDS =>
+                {
+                    busy += 1;
                     s.log.line(&format!(
                         "landing {}: {} is held by another git process; waiting",
                         req.id,
@@ -1906,7 +1931,10 @@ async fn land_one(
             Ok(Ok(LandOutcome::CheckoutBlocked { paths })) => {
                 return LandResult::CheckoutBlocked { paths }
             }
-            Ok(Ok(LandOutcome::Busy { .. })) => return LandResult::Interrupted,
+            Ok(Ok(LandOutcome::Busy { .. })) if *control.borrow() != Control::Run => {
+                return LandResult::Interrupted
+            }
+            Ok(Ok(LandOutcome::Busy { lock })) => return LandResult::Busy { lock },
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e.to_string()),
         }

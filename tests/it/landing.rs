@@ -345,3 +345,44 @@ fn a_target_branch_checked_out_in_another_worktree_is_refused_before_anything_ru
     assert!(git(&p.root, &["log", "--format=%s", "feature"]).contains("merge: story US-001"));
     assert_eq!(git(&second, &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_user_holding_the_index_lock_makes_the_landing_wait_not_fail() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    // What `git commit` with its editor open looks like: a live process
+    // with index.lock open.
+    let lock = p.root.join(".git/index.lock");
+    let mut holder = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 3>'{}'; touch '{}/held'; exec sleep 1000",
+            lock.display(),
+            p.scratch.display()
+        ))
+        .spawn()
+        .unwrap();
+    wait_until("the lock holder", Duration::from_secs(30), || {
+        p.scratch.join("held").exists()
+    });
+    let mut ralph = spawn_run(&p);
+    wait_until("the landing to wait", Duration::from_secs(60), || {
+        p.read("ralph.log")
+            .contains("is held by another git process; waiting")
+    });
+    // The user's commit ends: git removes its lock.
+    fs::remove_file(&lock).unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let code = wait_exit(&mut ralph, "ralph to finish");
+    let out = fs::read_to_string(p.scratch.join("ralph.err")).unwrap_or_default();
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(p.merges_of("1.1"), 1);
+    let rec = p.story("1.1");
+    assert_eq!(rec["attempts_started"], 1, "{rec}");
+    assert_eq!(rec["attempts"], 0, "no failed attempt counted: {rec}");
+    assert!(!out.contains("[fail]"), "{out}");
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+}
