@@ -110,6 +110,11 @@ pub(crate) enum LandResult {
     CheckoutBlocked {
         paths: Vec<String>,
     },
+    /// Another process kept the main checkout's `lock` (a git lock file)
+    /// through every wait; nothing was written.
+    Busy {
+        lock: std::path::PathBuf,
+    },
     /// Ctrl-C stopped it before the ref moved; the story stays `landing` in
     /// the state so the next run lands it without redoing it.
     Interrupted,

@@ -21,6 +21,10 @@ use super::events::LandResult;
 /// target that keeps moving under the queue.
 const ROUNDS: usize = 5;
 
+/// Extra rounds a landing waits for someone else's git lock (each `land`
+/// waits about 5 s itself) before the run ends and leaves it for the next.
+const LAND_BUSY_ROUNDS: u32 = 2;
+
 /// One story to land.
 #[derive(Debug, Clone)]
 pub(crate) struct LandRequest {
@@ -121,7 +125,9 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         LandResult::Landed { .. } => Some("done"),
         LandResult::ValidationFailed { .. } => Some("fail"),
         LandResult::Conflict { .. } => Some("conflict"),
-        LandResult::CheckoutBlocked { .. } | LandResult::Error(_) => Some("error"),
+        LandResult::CheckoutBlocked { .. } | LandResult::Busy { .. } | LandResult::Error(_) => {
+            Some("error")
+        }
         LandResult::Interrupted => None,
     }
 }
@@ -185,8 +191,27 @@ async fn land_rounds(
                 "cannot write .ralph/landing.json before landing: {e}"
             ));
         }
-        let (b, c2) = (base.clone(), commit.clone());
-        let landed = blocking(ctx, move |c| c.git.land(&c.target, &b, &c2)).await;
+        let mut busy = 0;
+        let landed = loop {
+            let (b, c2) = (base.clone(), commit.clone());
+            let landed = blocking(ctx, move |c| c.git.land(&c.target, &b, &c2)).await;
+            // The user's git holds a lock of the main checkout (a commit in
+            // progress, say): not the story's failure. `land` waited a while
+            // already; wait on, a bounded number of times, unless the run stops.
+            match &landed {
+                Ok(Ok(LandOutcome::Busy { lock }))
+                    if *control.borrow() == Control::Run && busy < LAND_BUSY_ROUNDS =>
+                {
+                    busy += 1;
+                    ctx.log.line(&format!(
+                        "landing {}: {} is held by another git process; waiting",
+                        req.id,
+                        lock.display()
+                    ));
+                }
+                _ => break landed,
+            }
+        };
         let _ = std::fs::remove_file(project::landing_intent_path(&ctx.root));
         match landed {
             Ok(Ok(LandOutcome::Landed)) => return LandResult::Landed { commit },
@@ -194,6 +219,10 @@ async fn land_rounds(
             Ok(Ok(LandOutcome::CheckoutBlocked { paths })) => {
                 return LandResult::CheckoutBlocked { paths }
             }
+            Ok(Ok(LandOutcome::Busy { .. })) if *control.borrow() != Control::Run => {
+                return LandResult::Interrupted
+            }
+            Ok(Ok(LandOutcome::Busy { lock })) => return LandResult::Busy { lock },
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e),
         }

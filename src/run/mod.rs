@@ -114,6 +114,21 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
 
     let git = Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
     let target = target_branch(&project, &git)?;
+    if let Some(wt) = git
+        .branch_checked_out_elsewhere(&target, &project::worktrees_dir(root))
+        .map_err(|e| RalphError::usage(e.to_string()))?
+    {
+        let wt = wt.display();
+        return Err(RalphError::usage(format!(
+            "target branch {target} is checked out in the worktree {wt}: landing would move it \
+             under that worktree"
+        ))
+        .with_hint(format!(
+            "switch that worktree to another branch (`git -C {wt} switch --detach`) or remove \
+             it (`git worktree remove {wt}`), then run again"
+        ))
+        .into());
+    }
     let agent_program = resolve_agent(root, &project.config.agent_command).ok_or_else(|| {
         let program = &project.config.agent_command;
         let where_ = if program.contains('/') {

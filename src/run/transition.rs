@@ -527,6 +527,22 @@ fn landing_finished(
             )));
             out.push(Action::Save);
         }
+        LandResult::Busy { lock } => {
+            // Someone else's git, not the story: it stays `landing`, and
+            // the next run lands it.
+            model.apply(idx, Change::LandingInterrupted);
+            needs_person(
+                model,
+                format!(
+                    "story {id} is ready to land, but another process kept {} the whole time: \
+                     let that git command finish (no git running? then the lock is stale: \
+                     remove it) and run `ralph run` again to land it",
+                    lock.display()
+                ),
+                out,
+            );
+            out.push(Action::Save);
+        }
         LandResult::Interrupted => {
             model.apply(idx, Change::LandingInterrupted);
             out.push(Action::Say(Message::LandingStopped { id }));

@@ -6,5 +6,6 @@ mod harness;
 mod compat;
 mod core;
 mod crash;
+mod landing;
 mod malformed;
 mod parallel;

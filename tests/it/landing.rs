@@ -1,0 +1,388 @@
+//! Landing while the user works in the main checkout (issue 9): their
+//! commits, their uncommitted edits and their other worktrees must come
+//! through any number of landings intact.
+//!
+//! The user is a real process (bash running git) racing a real `-j 2` run.
+//! It starts once the first agent has (a file in `$SCRATCH` says so) and
+//! stops when the test creates `$SCRATCH/stop` after ralph exited. Each test
+//! runs `RALPH_RACE_ROUNDS` rounds (default 1) and reports every round that
+//! went wrong before failing, so before/after figures come from one command.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::*;
+
+/// Stories per round: enough landings for the user to race.
+const STORIES: usize = 16;
+
+/// Tracked files besides the backlog: a landing on a repo this size takes
+/// long enough for a user's git to land in the middle of it.
+const FILLER: usize = 1500;
+
+/// What a story's agent writes into `story/<id>.txt`, and what the user
+/// overwrites it with: the same length, so only a content check tells them apart.
+const AGENT_TEXT: &str = "story";
+const USER_TEXT: &str = "USER!";
+
+fn rounds() -> usize {
+    std::env::var("RALPH_RACE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// A project of `STORIES` independent stories (one batch, so `-j 2` runs
+/// two at once); each story adds `story/<id>.txt`.
+fn project() -> (Project, Vec<String>) {
+    let ids: Vec<String> = (1..=STORIES).map(|i| format!("1.{i}")).collect();
+    let mut queue = String::from("# [batch:1]\n");
+    for id in &ids {
+        queue.push_str(&format!("{id} | Story {id}\n"));
+    }
+    let p = Project::with_backlog(&queue, FAST_CONFIG);
+    for i in 0..FILLER {
+        p.write(&format!("src/m{}/f{i:04}.txt", i % 30), &format!("{i}\n"));
+    }
+    p.commit_all("backlog");
+    p.agent(&format!(
+        r#"touch "$SCRATCH/started-$ID"; commit_file "story/$ID.txt" "{AGENT_TEXT}"; done_"#
+    ));
+    (p, ids)
+}
+
+/// `ralph run --parallel -j 2` in the background, its output kept in `$SCRATCH`.
+fn spawn_run(p: &Project) -> Child {
+    let out = fs::File::create(p.scratch.join("ralph.out")).unwrap();
+    let err = fs::File::create(p.scratch.join("ralph.err")).unwrap();
+    p.command(&["run", "--parallel", "-j", "2"])
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("ralph starts")
+}
+
+/// The user: `script` run by bash in the main checkout, with the same
+/// git environment ralph gets.
+fn spawn_user(p: &Project, script: &str) -> Child {
+    Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&p.root)
+        .env("HOME", &p.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("SCRATCH", &p.scratch)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(p.scratch.join("user.err")).unwrap())
+        .spawn()
+        .expect("bash starts")
+}
+
+fn wait_exit(child: &mut Child, what: &str) -> i32 {
+    let mut code = None;
+    wait_until(what, Duration::from_secs(120), || {
+        code = child.try_wait().unwrap().map(|s| s.code().unwrap_or(-1));
+        code.is_some()
+    });
+    code.unwrap()
+}
+
+/// Runs ralph with `user` racing it; returns ralph's exit code and output.
+fn race(p: &Project, user: &str) -> (i32, String) {
+    let mut ralph = spawn_run(p);
+    // The dirty-checkout check at start-up must not see the user's work:
+    // the user starts once an agent runs.
+    wait_until("the first agent to start", Duration::from_secs(60), || {
+        fs::read_dir(&p.scratch).unwrap().flatten().any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("started-"))
+        })
+    });
+    let mut user = spawn_user(p, user);
+    let code = wait_exit(&mut ralph, "ralph to finish");
+    fs::write(p.scratch.join("stop"), "").unwrap();
+    wait_exit(&mut user, "the user's loop to stop");
+    let output = format!(
+        "{}\n{}\nuser stderr:\n{}",
+        fs::read_to_string(p.scratch.join("ralph.out")).unwrap_or_default(),
+        fs::read_to_string(p.scratch.join("ralph.err")).unwrap_or_default(),
+        fs::read_to_string(p.scratch.join("user.err")).unwrap_or_default()
+    );
+    (code, output)
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> bool {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// Fails the test with every round's problems once all rounds ran.
+fn report(what: &str, failures: Vec<(usize, Vec<String>)>, n: usize) {
+    let bad: Vec<String> = failures
+        .iter()
+        .filter(|(_, problems)| !problems.is_empty())
+        .map(|(round, problems)| format!("round {round}:\n  {}", problems.join("\n  ")))
+        .collect();
+    eprintln!("{what}: {} of {n} rounds went wrong", bad.len());
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The user adds and commits new files in a loop while stories land. git's
+/// own lock protocol makes some of their commands fail (`index.lock` or the
+/// branch's lock exists, HEAD moved under `git commit`): like a person, the
+/// loop retries.
+///
+/// The commit names its path (`git commit -- <file>`): that form holds
+/// `index.lock` until HEAD has moved. A bare `git commit` reads the index
+/// before it takes the lock and writes that copy back before it moves HEAD,
+/// so one that straddles a whole landing leaves the landed story's changes
+/// staged as reverts (and then fails on HEAD); it does the same racing any
+/// other git command that updates the checkout, so no landing protocol can
+/// prevent it.
+const USER_COMMITS: &str = r#"
+i=0
+mkdir -p user
+while [ ! -e "$SCRATCH/stop" ]; do
+  i=$((i+1))
+  f="user/u$i.txt"
+  echo "user file $i" > "$f"
+  tries=0
+  until git add -- "$f" && git commit -qm "user $i" -- "$f"; do
+    tries=$((tries+1))
+    if [ "$tries" -ge 500 ]; then echo "$i" >> "$SCRATCH/user-gave-up"; break; fi
+    sleep 0.01
+  done
+  [ "$tries" -lt 500 ] && echo "$i" >> "$SCRATCH/user-commits"
+  # A person's pace, give or take: a loop with no pause at all commits
+  # between every merge and its landing, five times in a row, and the
+  # merge queue gives the story up as "kept moving".
+  sleep 0.05
+done
+"#;
+
+#[test]
+fn a_user_committing_in_the_main_checkout_while_stories_land_loses_nothing() {
+    let n = rounds();
+    let mut failures = Vec::new();
+    for round in 1..=n {
+        let (p, ids) = project();
+        let (code, output) = race(&p, USER_COMMITS);
+        let mut problems = Vec::new();
+        if code != 0 {
+            problems.push(format!("ralph exited {code}:\n{output}"));
+        }
+        for id in &ids {
+            let m = p.merges_of(id);
+            if m != 1 {
+                problems.push(format!("merge: story {id} is on main {m} times"));
+            }
+        }
+        let committed = lines(&p.scratch.join("user-commits"));
+        if committed.is_empty() {
+            problems.push("the user never managed to commit".into());
+        }
+        for i in lines(&p.scratch.join("user-gave-up")) {
+            problems.push(format!("the user could not commit user/u{i}.txt"));
+        }
+        let log = git(&p.root, &["log", "--format=%s", "main"]);
+        for i in &committed {
+            let rel = format!("user/u{i}.txt");
+            if p.read(&rel) != format!("user file {i}\n") {
+                problems.push(format!("{rel}, committed by the user, is gone from disk"));
+            }
+            if !git_ok(&p.root, &["cat-file", "-e", &format!("main:{rel}")]) {
+                problems.push(format!("{rel} is not in main's tree"));
+            }
+            if !log.lines().any(|s| s == format!("user {i}")) {
+                problems.push(format!("the user's commit 'user {i}' is not on main"));
+            }
+        }
+        // Nothing a story wrote may sit uncommitted (or be committed by the
+        // user) outside its own merge commit.
+        for id in &ids {
+            let rel = format!("story/{id}.txt");
+            let introduced = git(
+                &p.root,
+                &["log", "--format=%s", "--diff-filter=A", "main", "--", &rel],
+            );
+            if introduced.lines().any(|s| s.starts_with("user ")) {
+                problems.push(format!("{rel} was committed by the user, not landed"));
+            }
+        }
+        let status = git(&p.root, &["status", "--porcelain"]);
+        if !status.is_empty() {
+            problems.push(format!("the main checkout is not clean:\n{status}"));
+        }
+        let again = p.ralph(&["run"]);
+        if again.code != 0 {
+            problems.push(format!("the next ralph run failed: {again:?}"));
+        }
+        failures.push((round, problems));
+    }
+    report("user-commit race", failures, n);
+}
+
+/// The user overwrites each story's file, the moment it lands in the main
+/// checkout, with content of the same length.
+fn user_edits(ids: &[String]) -> String {
+    let list = ids.join(" ");
+    format!(
+        r#"
+for id in {list}; do
+  f="story/$id.txt"
+  c=
+  # Builtins only: the user reacts within microseconds of the landing.
+  until [ "$c" = "{AGENT_TEXT}" ]; do
+    [ -e "$SCRATCH/stop" ] && exit 0
+    c=
+    read -r c 2>/dev/null < "$f"
+  done
+  echo "{USER_TEXT}" > "$f"
+  echo "$id" >> "$SCRATCH/user-edited"
+done
+"#
+    )
+}
+
+#[test]
+fn an_edit_made_while_stories_land_stays_visible_to_git() {
+    let n = rounds();
+    let mut failures = Vec::new();
+    for round in 1..=n {
+        let (p, ids) = project();
+        let (code, output) = race(&p, &user_edits(&ids));
+        let mut problems = Vec::new();
+        if code != 0 {
+            problems.push(format!("ralph exited {code}:\n{output}"));
+        }
+        let status = git(&p.root, &["status", "--porcelain"]);
+        let mut edited = 0;
+        for id in &ids {
+            let rel = format!("story/{id}.txt");
+            let on_disk = p.read(&rel);
+            let on_main = p.file_on_main(&rel);
+            if on_main.is_none() {
+                problems.push(format!("story {id} did not land"));
+                continue;
+            }
+            if Some(&on_disk) == on_main.as_ref() {
+                continue;
+            }
+            edited += 1;
+            if !status.lines().any(|l| l == format!(" M {rel}")) {
+                problems.push(format!(
+                    "{rel} holds the user's edit but git status does not show it:\n{status}"
+                ));
+            }
+        }
+        if edited == 0 {
+            problems.push("the user edited no landed file".into());
+        }
+        failures.push((round, problems));
+    }
+    report("hidden-edit race", failures, n);
+}
+
+#[test]
+fn a_target_branch_checked_out_in_another_worktree_is_refused_before_anything_runs() {
+    let p = Project::new();
+    p.write(
+        "prd.json",
+        r#"{
+  "branchName": "feature",
+  "userStories": [
+    { "id": "US-001", "title": "First", "description": "Start", "acceptanceCriteria": ["works"], "priority": 1, "passes": false }
+  ]
+}
+"#,
+    );
+    p.commit_all("prd");
+    git(&p.root, &["branch", "feature"]);
+    let second = p.tmp.path().join("second");
+    git(
+        &p.root,
+        &["worktree", "add", "-q", second.to_str().unwrap(), "feature"],
+    );
+    let tip = git(&p.root, &["rev-parse", "feature"]);
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let second_canon = second.canonicalize().unwrap();
+    assert!(
+        r.stderr.contains(&second_canon.display().to_string()),
+        "the message names the worktree: {r:?}"
+    );
+    assert!(r.stderr.contains("feature"), "{r:?}");
+    assert!(!p.scratch.join("calls").exists(), "no agent ran");
+    assert_eq!(git(&p.root, &["rev-parse", "feature"]), tip);
+    assert_eq!(git(&second, &["status", "--porcelain"]), "");
+    assert!(!p.root.join(".ralph/state.json").exists(), "nothing ran");
+
+    // Detaching that worktree's HEAD frees the branch: the run lands there.
+    git(&second, &["switch", "-q", "--detach"]);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(git(&p.root, &["log", "--format=%s", "feature"]).contains("merge: story US-001"));
+    assert_eq!(git(&second, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_user_holding_the_index_lock_makes_the_landing_wait_not_fail() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    // What `git commit` with its editor open looks like: a live process
+    // with index.lock open.
+    let lock = p.root.join(".git/index.lock");
+    let mut holder = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 3>'{}'; touch '{}/held'; exec sleep 1000",
+            lock.display(),
+            p.scratch.display()
+        ))
+        .spawn()
+        .unwrap();
+    wait_until("the lock holder", Duration::from_secs(30), || {
+        p.scratch.join("held").exists()
+    });
+    let mut ralph = spawn_run(&p);
+    wait_until("the landing to wait", Duration::from_secs(60), || {
+        p.read("ralph.log")
+            .contains("is held by another git process; waiting")
+    });
+    // The user's commit ends: git removes its lock.
+    fs::remove_file(&lock).unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let code = wait_exit(&mut ralph, "ralph to finish");
+    let out = fs::read_to_string(p.scratch.join("ralph.err")).unwrap_or_default();
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(p.merges_of("1.1"), 1);
+    let rec = p.story("1.1");
+    assert_eq!(rec["attempts_started"], 1, "{rec}");
+    assert_eq!(rec["attempts"], 0, "no failed attempt counted: {rec}");
+    assert!(!out.contains("[fail]"), "{out}");
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+}
