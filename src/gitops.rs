@@ -5,7 +5,14 @@
 
 use std::path::{Path, PathBuf};
 
+mod keep;
+mod land;
 mod landing;
+mod worktree;
+
+#[cfg(test)]
+use land::{update_checkout, Checkout};
+use worktree::*;
 
 pub(crate) type Oid = String;
 
@@ -134,85 +141,6 @@ impl Git {
         }
     }
 
-    /// Makes `path` a worktree named `name` with `branch` checked out at
-    /// `base`: the branch is created or force-moved to `base`. An existing valid
-    /// worktree of that name is reused: switched to `branch`, hard-reset to
-    /// `base`, untracked-but-not-ignored files removed (ignored build output is
-    /// kept warm). Stale admin dirs, stale `index.lock`/`HEAD.lock`/`locked`
-    /// files of this worktree and a leftover directory are cleaned first.
-    pub(crate) fn prepare_worktree(
-        &self,
-        name: &str,
-        path: &Path,
-        branch: &str,
-        base: &Oid,
-    ) -> Result<()> {
-        let admin = self.admin_dir(name)?;
-        self.refuse_main_workdir(path)?;
-        let repo = self.repo()?;
-        let base_oid = parse_oid(base)?;
-        let base_commit = repo.find_commit(base_oid)?;
-        let refname = branch_ref(branch)?;
-
-        if self.reusable_worktree(&repo, name, path) {
-            self.clear_worktree_locks(name)?;
-            if let Some(holder) = self.checked_out_elsewhere(&refname, Some(name)) {
-                return Err(checked_out_error(branch, &holder));
-            }
-            let wrepo = open_worktree_repo(path, &admin)?;
-            // Detach first so that moving the branch never rewrites the ref
-            // this worktree's HEAD is following mid-switch.
-            wrepo.set_head_detached(base_oid)?;
-            wrepo.reference(&refname, base_oid, true, "ralph: prepare worktree")?;
-            wrepo.set_head(&refname)?;
-            let obj = wrepo.find_object(base_oid, None)?;
-            force_checkout(&wrepo, &obj)?;
-            return Ok(());
-        }
-
-        // Not reusable: whatever is left of a previous worktree of this name
-        // is stale (crash, rm -rf) and would make `worktree add` fail.
-        remove_path(&admin)?;
-        remove_path(path)?;
-        if let Some(holder) = self.checked_out_elsewhere(&refname, Some(name)) {
-            return Err(checked_out_error(branch, &holder));
-        }
-        let reference =
-            repo.reference(&refname, base_commit.id(), true, "ralph: prepare worktree")?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let mut opts = git2::WorktreeAddOptions::new();
-        opts.reference(Some(&reference));
-        if let Err(e) = repo.worktree(name, path, Some(&opts)) {
-            // libgit2 never rolls back a failed add; an orphan admin dir
-            // would be invisible to git2 and block the next attempt.
-            let _ = remove_path(&admin);
-            let _ = remove_path(path);
-            return Err(e.into());
-        }
-        Ok(())
-    }
-
-    /// Checks out `commit` detached in the worktree at `path` (forced), removing
-    /// untracked-but-not-ignored files: used to validate a merged tree.
-    pub(crate) fn checkout_detached(&self, path: &Path, commit: &Oid) -> Result<()> {
-        self.refuse_main_workdir(path)?;
-        let oid = parse_oid(commit)?;
-        let wrepo = git2::Repository::open(path)?;
-        if !wrepo.is_worktree() {
-            return Err(GitError::Other(format!(
-                "{}: not a linked worktree; refusing a forced checkout there",
-                path.display()
-            )));
-        }
-        remove_lock_files(wrepo.path())?;
-        let obj = wrepo.find_object(oid, None)?;
-        obj.peel_to_commit()?;
-        wrepo.set_head_detached(oid)?;
-        force_checkout(&wrepo, &obj)
-    }
-
     /// Commits reachable from `branch` but not from `base`.
     pub(crate) fn commits_ahead(&self, branch: &str, base: &Oid) -> Result<usize> {
         let repo = self.repo()?;
@@ -228,16 +156,6 @@ impl Git {
             n += 1;
         }
         Ok(n)
-    }
-
-    /// Points `refname` (a full ref such as `refs/ralph/attempts/1.2/1`) at
-    /// the tip of `branch`, overwriting it.
-    pub(crate) fn save_ref(&self, branch: &str, refname: &str) -> Result<()> {
-        let repo = self.repo()?;
-        if let Some(tip) = tip(&repo, branch)? {
-            repo.reference(refname, tip, true, &format!("ralph: save {branch}"))?;
-        }
-        Ok(())
     }
 
     /// Builds the merge of `story_branch` into the current tip of `target`
@@ -293,180 +211,6 @@ impl Git {
             commit: commit.to_string(),
             base: t_oid.to_string(),
         })
-    }
-
-    /// Moves `target` from `expected` to `new` (compare-and-swap). When the
-    /// main working directory has `target` checked out, its files and index
-    /// are updated too, under git's own `index.lock` (see `landing`): a
-    /// safe checkout that never overwrites local changes, the index renamed
-    /// into place, then the ref moved. A landing that does not move the ref
-    /// leaves the checkout as it found it.
-    pub(crate) fn land(&self, target: &str, expected: &Oid, new: &Oid) -> Result<LandOutcome> {
-        self.land_waiting(target, expected, new, landing::LOCK_WAIT)
-    }
-
-    /// `land`, waiting up to `wait` for each lock someone else holds.
-    fn land_waiting(
-        &self,
-        target: &str,
-        expected: &Oid,
-        new: &Oid,
-        wait: std::time::Duration,
-    ) -> Result<LandOutcome> {
-        let refname = branch_ref(target)?;
-        let expected_oid = parse_oid(expected)?;
-        let new_oid = parse_oid(new)?;
-        let repo = self.repo()?;
-        repo.find_commit(new_oid)?;
-        // A tip that already moved needs no lock to say so.
-        let now = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
-        if now != expected_oid {
-            return Ok(LandOutcome::TargetMoved {
-                now: now.to_string(),
-            });
-        }
-        let admin = repo.path().to_path_buf();
-        drop(repo);
-        let lock_path = admin.join("index.lock");
-        let Some(index_lock) = landing::LockFile::acquire(&lock_path, wait)
-            .map_err(|e| landing::io_error("creating", &lock_path, e))?
-        else {
-            return Ok(LandOutcome::Busy { lock: lock_path });
-        };
-        // `git commit` writes the index and lets go of its lock before it
-        // moves the branch: only the ref's own lock keeps that move out of
-        // the landing, so the tip, the checkout's baseline (HEAD) and the
-        // files all agree until ralph moves the ref itself.
-        let ref_lock_path = self.git_dir.join(format!("{refname}.lock"));
-        if let Some(dir) = ref_lock_path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let Some(ref_lock) = landing::LockFile::acquire(&ref_lock_path, wait)
-            .map_err(|e| landing::io_error("creating", &ref_lock_path, e))?
-        else {
-            return Ok(LandOutcome::Busy {
-                lock: ref_lock_path,
-            });
-        };
-        // From here on no git command of the user's can change the index or
-        // the target: everything is read afresh, from disk.
-        let repo = self.repo()?;
-        if let Some(holder) = self.worktree_holding(&refname, None) {
-            return Err(GitError::Other(format!(
-                "branch {target:?} is checked out in the worktree {}; refusing to move it under \
-                 that worktree (switch it to another branch, then run again)",
-                holder.display()
-            )));
-        }
-        let now = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
-        if now != expected_oid {
-            return Ok(LandOutcome::TargetMoved {
-                now: now.to_string(),
-            });
-        }
-        let head = repo.find_reference("HEAD")?;
-        let checked_out = head.symbolic_target()? == Some(refname.as_str());
-        drop(head);
-        let undo = if checked_out {
-            if repo.state() != git2::RepositoryState::Clean {
-                return Err(GitError::Other(format!(
-                    "{}: a {:?} is in progress in the main checkout; finish or abort it, then resume",
-                    self.workdir.display(),
-                    repo.state()
-                )));
-            }
-            let base = repo.find_commit(expected_oid)?;
-            let merge = repo.find_commit(new_oid)?;
-            match update_checkout(&repo, &self.workdir, &admin, &base, &merge)? {
-                Checkout::Blocked(paths) => return Ok(LandOutcome::CheckoutBlocked { paths }),
-                Checkout::Updated(undo) => Some(undo),
-            }
-        } else {
-            None
-        };
-        // libgit2 moves the ref through the same lock file. Someone taking it
-        // in between makes the compare-and-swap fail, and `undo` then puts
-        // the checkout back: the index lock is still held.
-        drop(ref_lock);
-        let landed = self.finish_landing(
-            &repo,
-            &refname,
-            target,
-            new_oid,
-            expected_oid,
-            undo.as_ref(),
-        );
-        drop(index_lock);
-        landed
-    }
-
-    /// The ref move that ends a landing, `index.lock` held; `undo` puts the
-    /// main checkout back when the ref does not move.
-    fn finish_landing(
-        &self,
-        repo: &git2::Repository,
-        refname: &str,
-        target: &str,
-        new: git2::Oid,
-        expected: git2::Oid,
-        undo: Option<&Undo>,
-    ) -> Result<LandOutcome> {
-        let moved = cas_ref(repo, refname, new, expected);
-        if moved.is_err() {
-            if let Some(undo) = undo {
-                undo.apply(repo, &self.workdir)?;
-            }
-        }
-        match moved {
-            Ok(()) => Ok(LandOutcome::Landed),
-            Err(e) if e.code() == git2::ErrorCode::Modified => {
-                let now = tip(repo, target)?
-                    .map(|o| o.to_string())
-                    .unwrap_or_default();
-                Ok(LandOutcome::TargetMoved { now })
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The worktree, other than the project's own checkout and ralph's
-    /// worktrees under `ralph_worktrees`, that has `branch` checked out (or
-    /// is rebasing it): git refuses to move such a branch, and so must ralph,
-    /// or that worktree would show every landed story as a staged revert.
-    pub(crate) fn branch_checked_out_elsewhere(
-        &self,
-        branch: &str,
-        ralph_worktrees: &Path,
-    ) -> Result<Option<PathBuf>> {
-        let refname = branch_ref(branch)?;
-        Ok(self.worktree_holding(&refname, Some(ralph_worktrees)))
-    }
-
-    fn worktree_holding(&self, refname: &str, except_under: Option<&Path>) -> Option<PathBuf> {
-        let canon = |p: PathBuf| p.canonicalize().unwrap_or(p);
-        let mut candidates = Vec::new();
-        // The main worktree's admin dir is the common dir itself (a bare
-        // repository has none).
-        if self.git_dir.file_name() == Some(std::ffi::OsStr::new(".git")) {
-            if let Some(main) = self.git_dir.parent() {
-                candidates.push((
-                    canon(main.to_path_buf()),
-                    landing::checked_out_refs(&self.git_dir),
-                ));
-            }
-        }
-        if let Ok(entries) = std::fs::read_dir(self.git_dir.join("worktrees")) {
-            for entry in entries.flatten() {
-                let admin = entry.path();
-                // An admin dir whose working directory is gone is stale.
-                if let Some(path) = admin_worktree_path(&admin).filter(|p| p.is_dir()) {
-                    candidates.push((canon(path), landing::checked_out_refs(&admin)));
-                }
-            }
-        }
-        let except = except_under.map(|d| canon(d.to_path_buf()));
-        landing::holder_of(refname, &self.workdir, except.as_deref(), &candidates)
-            .map(Path::to_path_buf)
     }
 
     /// Story IDs with a `merge: story <id>` commit in `target`'s first-parent
@@ -529,104 +273,6 @@ impl Git {
         }
         out.sort();
         out.dedup();
-        Ok(out)
-    }
-
-    /// Worktrees of this repository, including broken admin dirs git2 hides.
-    pub(crate) fn list_worktrees(&self) -> Result<Vec<WorktreeInfo>> {
-        let repo = self.repo()?;
-        let mut names = std::collections::BTreeSet::new();
-        for name in repo.worktrees()?.iter_bytes() {
-            names.insert(String::from_utf8_lossy(name).into_owned());
-        }
-        match std::fs::read_dir(self.git_dir.join("worktrees")) {
-            Ok(entries) => {
-                for entry in entries {
-                    let entry = entry?;
-                    if entry.file_type()?.is_dir() {
-                        names.insert(entry.file_name().to_string_lossy().into_owned());
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-        let mut out = Vec::new();
-        for name in names {
-            let admin = self.git_dir.join("worktrees").join(&name);
-            let path = admin_worktree_path(&admin).unwrap_or_default();
-            let valid = repo
-                .find_worktree(&name)
-                .and_then(|wt| wt.validate())
-                .is_ok();
-            let prunable = path.as_os_str().is_empty() || !path.is_dir() || !valid;
-            let locked = admin.join("locked").exists();
-            out.push(WorktreeInfo {
-                name,
-                path,
-                prunable,
-                locked,
-            });
-        }
-        Ok(out)
-    }
-
-    /// Removes a worktree: its directory, its admin dir and its lock files.
-    pub(crate) fn remove_worktree(&self, name: &str, path: &Path) -> Result<()> {
-        let admin = self.admin_dir(name)?;
-        self.refuse_main_workdir(path)?;
-        if admin.is_dir() {
-            remove_lock_files(&admin)?;
-        }
-        let repo = self.repo()?;
-        if let Ok(wt) = repo.find_worktree(name) {
-            let same_dir = same_path(wt.path(), path);
-            let mut opts = git2::WorktreePruneOptions::new();
-            // Let prune delete the working tree only when it is the one we were
-            // asked about; a mismatched admin dir must not cost another dir.
-            opts.valid(true).locked(true).working_tree(same_dir);
-            // Best effort: whatever prune leaves is removed by hand below.
-            let _ = wt.prune(Some(&mut opts));
-        }
-        remove_path(&admin)?;
-        remove_path(path)?;
-        Ok(())
-    }
-
-    /// Removes the admin dir of a worktree whose working directory is gone
-    /// (or was never recorded), like `git worktree prune` does for one entry.
-    pub(crate) fn prune_admin(&self, name: &str) -> Result<()> {
-        let admin = self.admin_dir(name)?;
-        remove_path(&admin)
-    }
-
-    /// Detaches the HEAD of every linked worktree under `under` that has
-    /// `branch` checked out, so another of ralph's worktrees may take it (a
-    /// retry can land in a different job slot). Returns the worktrees
-    /// released. Worktrees elsewhere are never touched.
-    pub(crate) fn release_branch(&self, branch: &str, under: &Path) -> Result<Vec<String>> {
-        let refname = branch_ref(branch)?;
-        let mut out = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.git_dir.join("worktrees")) else {
-            return Ok(out);
-        };
-        let under_canon = under.canonicalize().unwrap_or_else(|_| under.to_path_buf());
-        for entry in entries.flatten() {
-            let admin = entry.path();
-            if head_file_ref(&admin).as_deref() != Some(refname.as_str()) {
-                continue;
-            }
-            let Some(path) = admin_worktree_path(&admin) else {
-                continue;
-            };
-            if !(path.starts_with(under) || path.starts_with(&under_canon)) || !path.is_dir() {
-                continue;
-            }
-            let wrepo = open_worktree_repo(&path, &admin)?;
-            let head = wrepo.head()?.peel_to_commit()?.id();
-            wrepo.set_head_detached(head)?;
-            out.push(entry.file_name().to_string_lossy().into_owned());
-        }
         Ok(out)
     }
 
@@ -739,254 +385,6 @@ impl Git {
         Ok(())
     }
 
-    /// The commit checked out in the worktree at `path` (attached or
-    /// detached); `None` when its HEAD is unborn.
-    pub(crate) fn head_commit_of_worktree(&self, path: &Path) -> Result<Option<Oid>> {
-        let wrepo = git2::Repository::open(path)?;
-        let head = match wrepo.head() {
-            Ok(h) => h,
-            Err(e)
-                if matches!(
-                    e.code(),
-                    git2::ErrorCode::UnbornBranch | git2::ErrorCode::NotFound
-                ) =>
-            {
-                return Ok(None)
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let id = head.peel_to_commit()?.id();
-        Ok(Some(id.to_string()))
-    }
-
-    /// The local branch checked out in the worktree at `path`; `None` when
-    /// its HEAD is detached.
-    #[cfg(test)]
-    pub(crate) fn resolve_branch_at_head(&self, path: &Path) -> Result<Option<String>> {
-        let wrepo = git2::Repository::open(path)?;
-        let head = wrepo.find_reference("HEAD")?;
-        Ok(head
-            .symbolic_target()?
-            .and_then(branch_of_ref)
-            .map(str::to_string))
-    }
-
-    /// Deletes the stale `index.lock`, `HEAD.lock` and `locked` files of the
-    /// worktree `name` and returns the ones that existed. Only for ralph's own
-    /// worktrees, once no process can be running in them.
-    pub(crate) fn clear_worktree_locks(&self, name: &str) -> Result<Vec<PathBuf>> {
-        let admin = self.admin_dir(name)?;
-        remove_lock_files(&admin)
-    }
-
-    /// Lock files git or libgit2 leave behind when killed mid-write: in the
-    /// common dir (`index.lock`, `HEAD.lock`, `packed-refs.lock`, any
-    /// `refs/**.lock`) and in every worktree admin dir.
-    pub(crate) fn lock_files(&self) -> Vec<PathBuf> {
-        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-            let Ok(rd) = std::fs::read_dir(dir) else {
-                return;
-            };
-            for e in rd.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    walk(&p, out);
-                } else if p.extension().is_some_and(|x| x == "lock") {
-                    out.push(p);
-                }
-            }
-        }
-        let mut out = Vec::new();
-        // Top level (index, HEAD, packed-refs, config, shallow, …) and the
-        // object store's maintenance lock, which `git commit` takes for its
-        // automatic maintenance.
-        for dir in [self.git_dir.clone(), self.git_dir.join("objects")] {
-            if let Ok(rd) = std::fs::read_dir(&dir) {
-                for e in rd.flatten() {
-                    let p = e.path();
-                    if p.is_file() && p.extension().is_some_and(|x| x == "lock") {
-                        out.push(p);
-                    }
-                }
-            }
-        }
-        walk(&self.git_dir.join("refs"), &mut out);
-        if let Ok(rd) = std::fs::read_dir(self.git_dir.join("worktrees")) {
-            for e in rd.flatten() {
-                for name in ["index.lock", "HEAD.lock"] {
-                    let p = e.path().join(name);
-                    if p.exists() {
-                        out.push(p);
-                    }
-                }
-            }
-        }
-        out.sort();
-        out
-    }
-
-    /// Undoes a landing cut short between its checkout of the main working
-    /// directory and the ref move: every path the merge changes whose file
-    /// and index entry still match the old tip or the merge is put back to
-    /// the old tip. Paths matching neither are someone's edits and stay.
-    /// Returns the paths restored.
-    pub(crate) fn rollback_partial_landing(&self, base: &Oid, merge: &Oid) -> Result<Vec<String>> {
-        let repo = self.repo()?;
-        let base_c = repo.find_commit(parse_oid(base)?)?;
-        let merge_c = repo.find_commit(parse_oid(merge)?)?;
-        let (bt, mt) = (base_c.tree()?, merge_c.tree()?);
-        let paths = changed_paths(&repo, &bt, &mt)?;
-        let index = repo.index()?;
-        let mut restore = Vec::new();
-        for p in &paths {
-            let b = blob_at(&bt, p);
-            let m = blob_at(&mt, p);
-            let full = self.workdir.join(p);
-            let wd = workdir_blob(&full)?;
-            // A kill in the middle of writing a file leaves a truncated copy
-            // of one side: that is ours too.
-            let truncated_of = |side: Option<git2::Oid>| -> bool {
-                let (Some(side), Ok(content)) = (side, std::fs::read(&full)) else {
-                    return false;
-                };
-                repo.find_blob(side)
-                    .is_ok_and(|blob| blob.content().starts_with(&content))
-            };
-            let idx = index.get_path(Path::new(p), 0).map(|e| e.id);
-            let wd_ours =
-                wd == b || wd == m || (wd.is_some() && (truncated_of(m) || truncated_of(b)));
-            if wd_ours && (idx == b || idx == m) {
-                restore.push(p.clone());
-            }
-        }
-        if restore.is_empty() {
-            return Ok(restore);
-        }
-        write_tree_files(&repo, &self.workdir, &bt, &restore)?;
-        repo.reset_default(Some(base_c.as_object()), restore.iter().map(String::as_str))?;
-        Ok(restore)
-    }
-
-    /// Commits the uncommitted changes of the worktree at `path` (tracked
-    /// edits, deletions and untracked files that are not ignored) onto its
-    /// HEAD and points `refname` at that commit, without touching the
-    /// worktree. `None` when there was nothing to keep.
-    pub(crate) fn save_uncommitted(&self, path: &Path, refname: &str) -> Result<Option<Oid>> {
-        let wrepo = git2::Repository::open(path)?;
-        let mut opts = git2::StatusOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_ignored(false);
-        let statuses = wrepo.statuses(Some(&mut opts))?;
-        if statuses.is_empty() {
-            return Ok(None);
-        }
-        let head = wrepo.head().ok().and_then(|h| h.peel_to_commit().ok());
-        let mut idx = git2::Index::new()?;
-        if let Some(h) = &head {
-            idx.read_tree(&h.tree()?)?;
-        }
-        let workdir = wrepo
-            .workdir()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| path.to_path_buf());
-        for st in statuses.iter() {
-            let Ok(rel) = st.path().map(str::to_string) else {
-                continue;
-            };
-            let full = workdir.join(&rel);
-            let meta = std::fs::symlink_metadata(&full);
-            match meta {
-                Ok(m) if m.is_file() => {
-                    use std::os::unix::fs::PermissionsExt;
-                    let id = wrepo.blob_path(&full)?;
-                    let mode = if m.permissions().mode() & 0o111 != 0 {
-                        0o100755
-                    } else {
-                        0o100644
-                    };
-                    idx.add(&git2::IndexEntry {
-                        ctime: git2::IndexTime::new(0, 0),
-                        mtime: git2::IndexTime::new(0, 0),
-                        dev: 0,
-                        ino: 0,
-                        mode,
-                        uid: 0,
-                        gid: 0,
-                        file_size: m.len() as u32,
-                        id,
-                        flags: (rel.len().min(0xfff)) as u16,
-                        flags_extended: 0,
-                        path: rel.into_bytes(),
-                    })?;
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    let _ = idx.remove_path(Path::new(&rel));
-                }
-            }
-        }
-        let tree_id = idx.write_tree_to(&wrepo)?;
-        let tree = wrepo.find_tree(tree_id)?;
-        if head.as_ref().is_some_and(|h| h.tree_id() == tree_id) {
-            return Ok(None);
-        }
-        let sig = signature(&wrepo)?;
-        let parents: Vec<&git2::Commit<'_>> = head.iter().collect();
-        let oid = wrepo.commit(
-            None,
-            &sig,
-            &sig,
-            "ralph: uncommitted changes left by an attempt",
-            &tree,
-            &parents,
-        )?;
-        wrepo.reference(refname, oid, true, "ralph: keep uncommitted work")?;
-        Ok(Some(oid.to_string()))
-    }
-
-    /// After an attempt, makes `branch` hold what the agent committed even if
-    /// it left the worktree at `path` on another branch or a detached HEAD:
-    /// when the worktree's HEAD descends from both `base` and the branch, the
-    /// branch is fast-forwarded to it; when they diverged, HEAD's commit is
-    /// kept at `save_as` and the branch is left alone.
-    pub(crate) fn adopt_worktree_head(
-        &self,
-        path: &Path,
-        branch: &str,
-        base: &Oid,
-        save_as: &str,
-    ) -> Result<Adopted> {
-        let repo = self.repo()?;
-        let Some(head) = self.head_commit_of_worktree(path)? else {
-            return Ok(Adopted::Unchanged);
-        };
-        let head = parse_oid(&head)?;
-        let base = parse_oid(base)?;
-        let Some(b) = tip(&repo, branch)? else {
-            return Ok(Adopted::Unchanged);
-        };
-        if head == b || head == base || repo.graph_descendant_of(b, head)? {
-            return Ok(Adopted::Unchanged);
-        }
-        let descends_from_base = repo.graph_descendant_of(head, base)?;
-        if descends_from_base && (b == base || repo.graph_descendant_of(head, b)?) {
-            repo.reference(
-                &branch_ref(branch)?,
-                head,
-                true,
-                "ralph: adopt the agent's commits",
-            )?;
-            return Ok(Adopted::FastForwarded {
-                to: head.to_string(),
-            });
-        }
-        repo.reference(save_as, head, true, "ralph: keep the agent's HEAD")?;
-        Ok(Adopted::Saved {
-            refname: save_as.to_string(),
-        })
-    }
-
     /// Converts a path under the workdir to a repo-relative string with `/`.
     pub(crate) fn rel_path(&self, abs_or_rel_to_workdir: &Path) -> Option<String> {
         let p = abs_or_rel_to_workdir
@@ -1001,64 +399,9 @@ impl Git {
     fn repo(&self) -> Result<git2::Repository> {
         git2::Repository::open(&self.workdir).map_err(|e| open_error(&self.workdir, e))
     }
-
-    /// The admin dir of worktree `name`, refusing names that would escape
-    /// `<git_dir>/worktrees` (they are later handed to `remove_dir_all`).
-    fn admin_dir(&self, name: &str) -> Result<PathBuf> {
-        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
-            return Err(GitError::Other(format!("invalid worktree name {name:?}")));
-        }
-        Ok(self.git_dir.join("worktrees").join(name))
-    }
-
-    /// Worktree paths are deleted and force-checked-out; the user's own
-    /// checkout (or anything containing it) must never be one of them.
-    fn refuse_main_workdir(&self, path: &Path) -> Result<()> {
-        let resolved = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-        if self.workdir.starts_with(&resolved) || self.git_dir.starts_with(&resolved) {
-            return Err(GitError::Other(format!(
-                "{}: is (or contains) the main checkout; refusing to use it as a worktree",
-                path.display()
-            )));
-        }
-        Ok(())
-    }
-
-    /// A worktree called `name` that git2 considers valid and whose working
-    /// directory is `path`.
-    fn reusable_worktree(&self, repo: &git2::Repository, name: &str, path: &Path) -> bool {
-        match repo.find_worktree(name) {
-            Ok(wt) => wt.validate().is_ok() && same_path(wt.path(), path),
-            Err(_) => false,
-        }
-    }
-
-    /// Who has `refname` checked out, other than worktree `except`: the main
-    /// checkout (`None`) or a linked worktree (`Some(name)`). Admin dirs whose
-    /// working directory is gone are stale and do not count.
-    fn checked_out_elsewhere(&self, refname: &str, except: Option<&str>) -> Option<Option<String>> {
-        if head_file_ref(&self.git_dir).as_deref() == Some(refname) {
-            return Some(None);
-        }
-        let entries = std::fs::read_dir(self.git_dir.join("worktrees")).ok()?;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if Some(name.as_str()) == except {
-                continue;
-            }
-            let admin = entry.path();
-            if head_file_ref(&admin).as_deref() != Some(refname) {
-                continue;
-            }
-            if admin_worktree_path(&admin).is_some_and(|p| p.is_dir()) {
-                return Some(Some(name));
-            }
-        }
-        None
-    }
 }
 
-fn open_error(path: &Path, e: git2::Error) -> GitError {
+pub(super) fn open_error(path: &Path, e: git2::Error) -> GitError {
     if e.code() == git2::ErrorCode::NotFound {
         return GitError::NotARepo {
             path: path.to_path_buf(),
@@ -1082,11 +425,11 @@ fn open_error(path: &Path, e: git2::Error) -> GitError {
     GitError::Git(e)
 }
 
-fn parse_oid(s: &str) -> Result<git2::Oid> {
+pub(super) fn parse_oid(s: &str) -> Result<git2::Oid> {
     git2::Oid::from_str(s.trim()).map_err(|_| GitError::Other(format!("not a commit ID: {s:?}")))
 }
 
-fn branch_ref(branch: &str) -> Result<String> {
+pub(super) fn branch_ref(branch: &str) -> Result<String> {
     let refname = format!("refs/heads/{branch}");
     if branch.is_empty() || !git2::Reference::is_valid_name(&refname) {
         return Err(GitError::Other(format!("invalid branch name {branch:?}")));
@@ -1094,15 +437,15 @@ fn branch_ref(branch: &str) -> Result<String> {
     Ok(refname)
 }
 
-fn branch_of_ref(refname: &str) -> Option<&str> {
+pub(super) fn branch_of_ref(refname: &str) -> Option<&str> {
     refname.strip_prefix("refs/heads/")
 }
 
-fn missing_branch(branch: &str) -> GitError {
+pub(super) fn missing_branch(branch: &str) -> GitError {
     GitError::Other(format!("branch {branch:?} does not exist"))
 }
 
-fn checked_out_error(branch: &str, holder: &Option<String>) -> GitError {
+pub(super) fn checked_out_error(branch: &str, holder: &Option<String>) -> GitError {
     let place = match holder {
         None => "the main checkout".to_string(),
         Some(name) => format!("worktree {name:?}"),
@@ -1111,7 +454,7 @@ fn checked_out_error(branch: &str, holder: &Option<String>) -> GitError {
 }
 
 /// The commit a local branch points at; `None` when the branch is missing.
-fn tip(repo: &git2::Repository, branch: &str) -> Result<Option<git2::Oid>> {
+pub(super) fn tip(repo: &git2::Repository, branch: &str) -> Result<Option<git2::Oid>> {
     let refname = branch_ref(branch)?;
     match repo.find_reference(&refname) {
         Ok(r) => Ok(Some(r.peel_to_commit()?.id())),
@@ -1122,7 +465,7 @@ fn tip(repo: &git2::Repository, branch: &str) -> Result<Option<git2::Oid>> {
 
 /// Author and committer of ralph's merge commits: the repo's identity when
 /// configured, so landings look like the user's, else a recognisable default.
-fn signature(repo: &git2::Repository) -> Result<git2::Signature<'static>> {
+pub(super) fn signature(repo: &git2::Repository) -> Result<git2::Signature<'static>> {
     let cfg = repo.config()?;
     let get = |key: &str| cfg.get_string(key).ok().filter(|v| !v.trim().is_empty());
     let name = get("user.name").unwrap_or_else(|| "ralph".to_string());
@@ -1136,7 +479,7 @@ fn signature(repo: &git2::Repository) -> Result<git2::Signature<'static>> {
 }
 
 /// Applies `edit` to the blobs at `paths` in `tree_id`, returning the new tree.
-fn apply_edits(
+pub(super) fn apply_edits(
     repo: &git2::Repository,
     tree_id: git2::Oid,
     paths: &[String],
@@ -1178,346 +521,6 @@ fn apply_edits(
         return Ok(tree_id);
     }
     Ok(update.create_updated(repo, &tree)?)
-}
-
-/// Makes a worktree's files and index exactly `obj`'s tree, deleting
-/// untracked files but keeping ignored ones (warm build output). HEAD must
-/// already name `obj`, directly or through its branch.
-fn force_checkout(wrepo: &git2::Repository, obj: &git2::Object<'_>) -> Result<()> {
-    let mut co = git2::build::CheckoutBuilder::new();
-    co.force().remove_untracked(true);
-    wrepo.checkout_tree(obj, Some(&mut co))?;
-    // A hard reset would be the obvious call, but libgit2 overwrites its
-    // checkout strategy with plain FORCE, dropping remove_untracked. A mixed
-    // reset rebuilds the index from the tree (keeping stat data of unchanged
-    // entries) and clears merge state.
-    wrepo.reset(obj, git2::ResetType::Mixed, None)?;
-    Ok(())
-}
-
-/// What the main checkout's update in a landing came to.
-enum Checkout {
-    /// Local changes are in the way of these paths; nothing was written.
-    Blocked(Vec<String>),
-    /// Files and index are the merge's; this puts them back.
-    Updated(Undo),
-}
-
-/// How to put the main checkout back as it was before a landing's update.
-struct Undo {
-    index: landing::IndexSnapshot,
-    admin: PathBuf,
-    base: git2::Oid,
-    merge: git2::Oid,
-}
-
-impl Undo {
-    /// Files the merge changed that still hold the merge's content go back
-    /// to the old tip's (a file changed since is someone's edit and stays),
-    /// then the old index returns byte for byte. `index.lock` must be held.
-    fn apply(&self, repo: &git2::Repository, workdir: &Path) -> Result<()> {
-        let bt = repo.find_commit(self.base)?.tree()?;
-        let mt = repo.find_commit(self.merge)?.tree()?;
-        let mut ours = Vec::new();
-        for p in changed_paths(repo, &bt, &mt)? {
-            if workdir_blob(&workdir.join(&p))? == blob_at(&mt, &p) {
-                ours.push(p);
-            }
-        }
-        write_tree_files(repo, workdir, &bt, &ours)?;
-        self.index
-            .restore(&self.admin)
-            .map_err(|e| landing::io_error("restoring", &self.admin.join("index"), e))?;
-        landing::clear_new_index(&self.admin)
-            .map_err(|e| landing::io_error("cleaning", &self.admin, e))
-    }
-}
-
-/// Updates the main checkout (working directory at `workdir`, admin dir
-/// `admin`, HEAD on the target at `base`) to `merge`. The caller holds
-/// `index.lock`; the new index is renamed into place before this returns.
-fn update_checkout(
-    repo: &git2::Repository,
-    workdir: &Path,
-    admin: &Path,
-    base: &git2::Commit<'_>,
-    merge: &git2::Commit<'_>,
-) -> Result<Checkout> {
-    let index_path = admin.join("index");
-    let io = |what: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |e| landing::io_error(what, &path, e)
-    };
-    let snapshot = landing::IndexSnapshot::read(&index_path).map_err(io("reading", &index_path))?;
-    let new_index = landing::new_index_path(admin);
-    landing::clear_new_index(admin).map_err(io("cleaning", admin))?;
-    snapshot
-        .write_to(&new_index)
-        .map_err(io("writing", &new_index))?;
-    // The checkout must judge the user's changes by the index as it is now,
-    // under the lock, and must not write it: ralph writes it below.
-    let mut index = git2::Index::open(&new_index)?;
-    repo.set_index(&mut index)?;
-    let undo = Undo {
-        index: snapshot,
-        admin: admin.to_path_buf(),
-        base: base.id(),
-        merge: merge.id(),
-    };
-    let blocked = std::cell::RefCell::new(Vec::new());
-    let result = {
-        let mut co = git2::build::CheckoutBuilder::new();
-        // While HEAD still names the old tip it is the checkout baseline,
-        // which is what lets a safe checkout tell the user's edits apart
-        // from the files the merge changes.
-        co.safe()
-            .update_index(false)
-            .notify_on(git2::CheckoutNotificationType::CONFLICT)
-            .notify(|_, path, _, _, _| {
-                if let Some(p) = path {
-                    blocked
-                        .borrow_mut()
-                        .push(p.to_string_lossy().replace('\\', "/"));
-                }
-                true
-            });
-        repo.checkout_tree(merge.tree()?.as_object(), Some(&mut co))
-    };
-    match result {
-        Ok(()) => {}
-        Err(e) if e.code() == git2::ErrorCode::Conflict => {
-            // libgit2 decides every action before writing anything.
-            landing::clear_new_index(admin).map_err(io("cleaning", admin))?;
-            let mut paths = blocked.into_inner();
-            paths.sort();
-            paths.dedup();
-            return Ok(Checkout::Blocked(paths));
-        }
-        Err(e) => {
-            let _ = undo.apply(repo, workdir);
-            return Err(e.into());
-        }
-    }
-    let written = write_landed_index(repo, &mut index, base, merge, &undo.index).and_then(|()| {
-        std::fs::rename(&new_index, &index_path).map_err(io("renaming", &new_index))
-    });
-    match written {
-        Ok(()) => Ok(Checkout::Updated(undo)),
-        Err(e) => {
-            let _ = undo.apply(repo, workdir);
-            Err(e)
-        }
-    }
-}
-
-/// The index after a landing: entries of the paths the merge changes carry
-/// its blobs with no stat data, racily clean entries lose theirs (see
-/// `landing`), every other entry stays exactly as the user's git left it.
-fn write_landed_index(
-    repo: &git2::Repository,
-    index: &mut git2::Index,
-    base: &git2::Commit<'_>,
-    merge: &git2::Commit<'_>,
-    old: &landing::IndexSnapshot,
-) -> Result<()> {
-    let diff = repo.diff_tree_to_tree(Some(&base.tree()?), Some(&merge.tree()?), None)?;
-    // Deletions first: a file replacing a directory (or the reverse) must
-    // not meet the entries it replaces.
-    for d in diff.deltas() {
-        if d.status() == git2::Delta::Deleted {
-            if let Some(p) = d.old_file().path() {
-                index.remove_path(p)?;
-            }
-        }
-    }
-    for d in diff.deltas() {
-        if d.status() == git2::Delta::Deleted {
-            continue;
-        }
-        let f = d.new_file();
-        if let Some(p) = f.path() {
-            let p = p.to_string_lossy().replace('\\', "/");
-            index.add(&landing::smudged_entry(&p, f.id(), u32::from(f.mode())))?;
-        }
-    }
-    for mut e in landing::racy_entries(index.iter(), old.stamp()) {
-        e.ctime = git2::IndexTime::new(0, 0);
-        e.mtime = git2::IndexTime::new(0, 0);
-        e.file_size = 0;
-        index.add(&e)?;
-    }
-    index.write()?;
-    Ok(())
-}
-
-/// Repo-relative paths that differ between two trees.
-fn changed_paths(
-    repo: &git2::Repository,
-    from: &git2::Tree<'_>,
-    to: &git2::Tree<'_>,
-) -> Result<Vec<String>> {
-    let diff = repo.diff_tree_to_tree(Some(from), Some(to), None)?;
-    let mut paths: Vec<String> = Vec::new();
-    for d in diff.deltas() {
-        for f in [d.old_file(), d.new_file()] {
-            if let Some(p) = f.path() {
-                let p = p.to_string_lossy().replace('\\', "/");
-                if !paths.contains(&p) {
-                    paths.push(p);
-                }
-            }
-        }
-    }
-    Ok(paths)
-}
-
-fn blob_at(tree: &git2::Tree<'_>, path: &str) -> Option<git2::Oid> {
-    tree.get_path(Path::new(path)).ok().map(|e| e.id())
-}
-
-/// The blob ID of the file at `full`; `None` when there is no file.
-fn workdir_blob(full: &Path) -> Result<Option<git2::Oid>> {
-    if full.is_file() {
-        Ok(Some(git2::Oid::hash_file(git2::ObjectType::Blob, full)?))
-    } else {
-        Ok(None)
-    }
-}
-
-/// Makes each of `paths` under `workdir` hold its content in `tree`
-/// (deleted when `tree` has none). Files only: the index is the caller's.
-fn write_tree_files(
-    repo: &git2::Repository,
-    workdir: &Path,
-    tree: &git2::Tree<'_>,
-    paths: &[String],
-) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    for p in paths {
-        let full = workdir.join(p);
-        match tree.get_path(Path::new(p)) {
-            Ok(entry) => {
-                let blob = repo.find_blob(entry.id())?;
-                if let Some(parent) = full.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                std::fs::write(&full, blob.content())?;
-                let perm = if entry.filemode() == 0o100755 {
-                    0o755
-                } else {
-                    0o644
-                };
-                std::fs::set_permissions(&full, std::fs::Permissions::from_mode(perm))?;
-            }
-            Err(_) => {
-                if full.is_file() {
-                    std::fs::remove_file(&full)?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Compare-and-swap of a ref, retrying briefly while another git process
-/// holds its lock file (never deleting that lock: it is not ours).
-fn cas_ref(
-    repo: &git2::Repository,
-    refname: &str,
-    new: git2::Oid,
-    expected: git2::Oid,
-) -> std::result::Result<(), git2::Error> {
-    let mut attempts = 0;
-    loop {
-        match repo.reference_matching(refname, new, true, expected, "ralph: land") {
-            Ok(_) => return Ok(()),
-            Err(e) if e.code() == git2::ErrorCode::Locked && attempts < 20 => {
-                attempts += 1;
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Opens the worktree at `path`, checking it really is the linked worktree
-/// administered by `admin`: a plain directory there must never resolve to
-/// some other repository that a forced checkout would then clobber.
-fn open_worktree_repo(path: &Path, admin: &Path) -> Result<git2::Repository> {
-    let wrepo = git2::Repository::open(path)?;
-    if !wrepo.is_worktree() || !same_path(wrepo.path(), admin) {
-        return Err(GitError::Other(format!(
-            "{}: is not the worktree administered by {}",
-            path.display(),
-            admin.display()
-        )));
-    }
-    Ok(wrepo)
-}
-
-fn remove_lock_files(admin: &Path) -> Result<Vec<PathBuf>> {
-    let mut removed = Vec::new();
-    for f in WORKTREE_LOCK_FILES {
-        let p = admin.join(f);
-        match std::fs::remove_file(&p) {
-            Ok(()) => removed.push(p),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(removed)
-}
-
-/// Removes a file, symlink or directory tree; a missing path is fine.
-fn remove_path(path: &Path) -> Result<()> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e.into()),
-    };
-    let res = if meta.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else {
-        std::fs::remove_file(path)
-    };
-    match res {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The ref a HEAD file in `dir` points at symbolically.
-fn head_file_ref(dir: &Path) -> Option<String> {
-    let content = std::fs::read_to_string(dir.join("HEAD")).ok()?;
-    content
-        .trim()
-        .strip_prefix("ref:")
-        .map(|r| r.trim().to_string())
-}
-
-/// The working directory recorded in a worktree admin dir's `gitdir` file.
-fn admin_worktree_path(admin: &Path) -> Option<PathBuf> {
-    let content = std::fs::read_to_string(admin.join("gitdir")).ok()?;
-    let gitfile = content.trim_end_matches(['\n', '\r']);
-    if gitfile.is_empty() {
-        return None;
-    }
-    let gitfile = Path::new(gitfile);
-    let dir = if gitfile.file_name() == Some(std::ffi::OsStr::new(".git")) {
-        gitfile.parent().unwrap_or(gitfile)
-    } else {
-        gitfile
-    };
-    Some(dir.to_path_buf())
-}
-
-fn same_path(a: &Path, b: &Path) -> bool {
-    let norm = |p: &Path| {
-        let p = p.components().as_path().to_path_buf();
-        p.canonicalize().unwrap_or(p)
-    };
-    norm(a) == norm(b)
 }
 
 #[cfg(test)]

@@ -1,7 +1,17 @@
 //! One agent attempt as data: the command line, the environment and the
 //! verdict (SPEC 4.2–4.4). Pure; `process` runs it and `engine` acts on it.
 
+mod agy;
+mod amp;
+mod backend;
+mod codex;
+mod cursor;
+mod gemini;
+mod opencode;
 pub(crate) mod output;
+pub(crate) mod reset;
+
+pub(crate) use backend::{Backend, Decoder};
 
 use crate::agent::output::Summary;
 use crate::config::{Config, DEFAULT_AGENT_FLAGS};

@@ -49,6 +49,17 @@ pub(crate) enum AgentEvent {
     },
     /// The CLI is retrying an API error itself.
     ApiRetry { attempt: u64, error: String },
+    /// The agent's session (thread) ID, for resuming it later.
+    SessionId(String),
+    /// Tokens (and cost, when the CLI says) to add to the attempt's totals,
+    /// from CLIs that report usage per step rather than in one result.
+    Usage { usage: Usage, cost_usd: Option<f64> },
+    /// The limit is near but not reached (Claude's `allowed_warning`,
+    /// Codex's `used_percent`).
+    LimitWarning {
+        resets_at: Option<u64>,
+        used_percent: Option<f64>,
+    },
 }
 
 /// A parsed DONE/FAIL decision and the learnings.
@@ -65,6 +76,9 @@ pub(crate) struct Signals {
 /// Incremental parser for one attempt's output.
 #[derive(Debug, Default)]
 pub(crate) struct OutputParser {
+    /// The JSON events of a CLI other than Claude Code go through its
+    /// decoder; `None` is Claude Code's format (and plain text).
+    decoder: Option<super::Decoder>,
     tags: TagScan,
     /// Text from an unclosed `<ralph>` in plain-text output, so a tag split
     /// over lines (a multi-line LEARN) is still found. Capped by `CARRY_CAP`.
@@ -93,6 +107,8 @@ pub(crate) struct Summary {
     pub(crate) root_refusal: bool,
     /// Last non-empty line of agent text or stderr, for error messages.
     pub(crate) last_line: String,
+    /// The agent's session ID, when its CLI reports one.
+    pub(crate) session_id: Option<String>,
 }
 
 /// Longest unclosed `<ralph>` tag carried across plain-text lines; past it
@@ -321,10 +337,84 @@ impl OutputParser {
         let trimmed = line.trim_start();
         if trimmed.starts_with('{') {
             if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(trimmed) {
-                return self.feed_event(&Value::Object(obj));
+                let ev = Value::Object(obj);
+                if let Some(d) = &mut self.decoder {
+                    let events = d.event(&ev);
+                    return self.absorb(events);
+                }
+                return self.feed_event(&ev);
             }
         }
         self.feed_plain(line)
+    }
+
+    /// A parser for the output of `backend`'s CLI.
+    pub(crate) fn for_backend(backend: super::Backend) -> Self {
+        OutputParser {
+            decoder: super::Decoder::for_backend(backend),
+            ..OutputParser::default()
+        }
+    }
+
+    /// Takes in what a backend's decoder made of one JSON event: agent text
+    /// is scanned for tags, results, usage and limits go into the summary.
+    fn absorb(&mut self, events: Vec<AgentEvent>) -> Vec<AgentEvent> {
+        self.stream = true;
+        self.carry = None;
+        let mut out = Vec::with_capacity(events.len());
+        for ev in events {
+            match &ev {
+                AgentEvent::Text(t) => {
+                    self.tags.scan(t);
+                    self.note_last_line(t);
+                }
+                AgentEvent::Result {
+                    is_error,
+                    text,
+                    usage,
+                    cost_usd,
+                    num_turns,
+                    api_error_status,
+                } => {
+                    self.tags.scan(text);
+                    self.note_last_line(text);
+                    if *is_error
+                        && (*api_error_status == Some(429) || LIMIT_ERROR_RE.is_match(text))
+                    {
+                        let resets_at = limit_epoch(text);
+                        self.mark_limited(resets_at);
+                        out.push(AgentEvent::RateLimited {
+                            resets_at,
+                            message: text.trim().to_string(),
+                        });
+                    }
+                    let s = &mut self.summary;
+                    s.result_seen = true;
+                    s.is_error = *is_error;
+                    s.result_text.clone_from(text);
+                    s.usage += *usage;
+                    if cost_usd.is_some() {
+                        s.cost_usd = *cost_usd;
+                    }
+                    if num_turns.is_some() {
+                        s.num_turns = *num_turns;
+                    }
+                }
+                AgentEvent::RateLimited { resets_at, .. } => self.mark_limited(*resets_at),
+                AgentEvent::Usage { usage, cost_usd } => {
+                    self.summary.usage += *usage;
+                    if let Some(c) = cost_usd {
+                        *self.summary.cost_usd.get_or_insert(0.0) += c;
+                    }
+                }
+                AgentEvent::SessionId(id) => self.summary.session_id = Some(id.clone()),
+                AgentEvent::ToolUse { .. }
+                | AgentEvent::ApiRetry { .. }
+                | AgentEvent::LimitWarning { .. } => {}
+            }
+            out.push(ev);
+        }
+        out
     }
 
     fn feed_event(&mut self, ev: &Value) -> Vec<AgentEvent> {

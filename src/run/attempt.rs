@@ -441,6 +441,11 @@ fn activity_text(ev: AgentEvent, verbose: bool) -> String {
         AgentEvent::Text(t) => crate::report::render_activity(&t),
         AgentEvent::ApiRetry { attempt, error } => format!("API retry {attempt}: {error}"),
         AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
+        AgentEvent::LimitWarning { used_percent, .. } => match used_percent {
+            Some(p) => format!("usage limit near ({p:.0}% used)"),
+            None => "usage limit near".to_string(),
+        },
+        AgentEvent::SessionId(_) | AgentEvent::Usage { .. } => String::new(),
         AgentEvent::Result { is_error, .. } => if is_error {
             "finished with an error"
         } else {

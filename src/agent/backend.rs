@@ -1,0 +1,142 @@
+//! The agent CLIs ralph drives: the default command line of each, how it
+//! takes the prompt, what must be removed from its environment, and which
+//! decoder reads its output. Pure data.
+
+use serde_json::Value;
+
+use super::output::AgentEvent;
+
+/// One agent CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Backend {
+    /// Claude Code (`claude -p --output-format stream-json`).
+    #[default]
+    Claude,
+    /// Codex (`codex exec --json`).
+    Codex,
+    /// Gemini CLI with a paid key.
+    Gemini,
+    /// Antigravity.
+    Agy,
+    Opencode,
+    /// Cursor's `cursor-agent`.
+    Cursor,
+    Amp,
+    /// Any command: plain text output, signal tags only.
+    Custom,
+}
+
+impl Backend {
+    pub(crate) const ALL: [Backend; 8] = [
+        Backend::Claude,
+        Backend::Codex,
+        Backend::Gemini,
+        Backend::Agy,
+        Backend::Opencode,
+        Backend::Cursor,
+        Backend::Amp,
+        Backend::Custom,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Backend::Claude => "claude",
+            Backend::Codex => "codex",
+            Backend::Gemini => "gemini",
+            Backend::Agy => "agy",
+            Backend::Opencode => "opencode",
+            Backend::Cursor => "cursor",
+            Backend::Amp => "amp",
+            Backend::Custom => "custom",
+        }
+    }
+
+    /// The backend called `name` (`agent.name`, `--agent`, frontmatter `agent:`).
+    pub(crate) fn parse(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name.trim())
+    }
+
+    /// The names, for messages.
+    pub(crate) fn names() -> String {
+        Backend::ALL.map(Backend::name).join(", ")
+    }
+
+    /// The executable when `agent.command` does not say.
+    pub(crate) fn default_command(self) -> &'static str {
+        match self {
+            Backend::Claude => "claude",
+            Backend::Codex => "codex",
+            Backend::Gemini => "gemini",
+            Backend::Agy => "agy",
+            Backend::Opencode => "opencode",
+            Backend::Cursor => "cursor-agent",
+            Backend::Amp => "amp",
+            Backend::Custom => "agent",
+        }
+    }
+
+    /// The arguments when `agent.flags` does not say. Every CLI here takes
+    /// the prompt on stdin (never argv: prompts are long and private).
+    pub(crate) fn default_args(self) -> &'static [&'static str] {
+        match self {
+            Backend::Claude => crate::config::DEFAULT_AGENT_FLAGS,
+            Backend::Codex => &[
+                "exec",
+                "--json",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--skip-git-repo-check",
+                "-",
+            ],
+            Backend::Gemini | Backend::Agy => &["--output-format", "stream-json", "--yolo"],
+            Backend::Opencode => &["run", "--format", "json"],
+            Backend::Cursor => &["-p", "--output-format", "stream-json", "--force"],
+            Backend::Amp => &["-x", "--stream-json", "--dangerously-allow-all"],
+            Backend::Custom => &[],
+        }
+    }
+
+    /// Variables removed from the agent's environment: a nested Claude Code
+    /// refuses to start when it sees it is inside another one, and the
+    /// other CLIs inherit nothing useful from them either.
+    pub(crate) fn env_remove(self) -> &'static [&'static str] {
+        &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"]
+    }
+}
+
+/// The output decoder of a backend whose JSON is not Claude Code's.
+#[derive(Debug)]
+pub(crate) enum Decoder {
+    Codex(super::codex::Decoder),
+    Gemini(super::gemini::Decoder),
+    Agy(super::agy::Decoder),
+    Opencode(super::opencode::Decoder),
+    Cursor(super::cursor::Decoder),
+    Amp(super::amp::Decoder),
+}
+
+impl Decoder {
+    /// `None` for Claude Code (its stream is the built-in format) and for a
+    /// custom command (plain text).
+    pub(crate) fn for_backend(b: Backend) -> Option<Decoder> {
+        Some(match b {
+            Backend::Claude | Backend::Custom => return None,
+            Backend::Codex => Decoder::Codex(Default::default()),
+            Backend::Gemini => Decoder::Gemini(Default::default()),
+            Backend::Agy => Decoder::Agy(Default::default()),
+            Backend::Opencode => Decoder::Opencode(Default::default()),
+            Backend::Cursor => Decoder::Cursor(Default::default()),
+            Backend::Amp => Decoder::Amp(Default::default()),
+        })
+    }
+
+    pub(crate) fn event(&mut self, ev: &Value) -> Vec<AgentEvent> {
+        match self {
+            Decoder::Codex(d) => d.event(ev),
+            Decoder::Gemini(d) => d.event(ev),
+            Decoder::Agy(d) => d.event(ev),
+            Decoder::Opencode(d) => d.event(ev),
+            Decoder::Cursor(d) => d.event(ev),
+            Decoder::Amp(d) => d.event(ev),
+        }
+    }
+}

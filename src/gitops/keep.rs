@@ -1,0 +1,136 @@
+//! Keeping work: refs that hold an attempt's commits, its uncommitted
+//! changes, and wherever the agent left its worktree's HEAD.
+
+use super::*;
+
+impl Git {
+    /// Points `refname` (a full ref such as `refs/ralph/attempts/1.2/1`) at
+    /// the tip of `branch`, overwriting it.
+    pub(crate) fn save_ref(&self, branch: &str, refname: &str) -> Result<()> {
+        let repo = self.repo()?;
+        if let Some(tip) = tip(&repo, branch)? {
+            repo.reference(refname, tip, true, &format!("ralph: save {branch}"))?;
+        }
+        Ok(())
+    }
+
+    /// Commits the uncommitted changes of the worktree at `path` (tracked
+    /// edits, deletions and untracked files that are not ignored) onto its
+    /// HEAD and points `refname` at that commit, without touching the
+    /// worktree. `None` when there was nothing to keep.
+    pub(crate) fn save_uncommitted(&self, path: &Path, refname: &str) -> Result<Option<Oid>> {
+        let wrepo = git2::Repository::open(path)?;
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false);
+        let statuses = wrepo.statuses(Some(&mut opts))?;
+        if statuses.is_empty() {
+            return Ok(None);
+        }
+        let head = wrepo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let mut idx = git2::Index::new()?;
+        if let Some(h) = &head {
+            idx.read_tree(&h.tree()?)?;
+        }
+        let workdir = wrepo
+            .workdir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| path.to_path_buf());
+        for st in statuses.iter() {
+            let Ok(rel) = st.path().map(str::to_string) else {
+                continue;
+            };
+            let full = workdir.join(&rel);
+            let meta = std::fs::symlink_metadata(&full);
+            match meta {
+                Ok(m) if m.is_file() => {
+                    use std::os::unix::fs::PermissionsExt;
+                    let id = wrepo.blob_path(&full)?;
+                    let mode = if m.permissions().mode() & 0o111 != 0 {
+                        0o100755
+                    } else {
+                        0o100644
+                    };
+                    idx.add(&git2::IndexEntry {
+                        ctime: git2::IndexTime::new(0, 0),
+                        mtime: git2::IndexTime::new(0, 0),
+                        dev: 0,
+                        ino: 0,
+                        mode,
+                        uid: 0,
+                        gid: 0,
+                        file_size: m.len() as u32,
+                        id,
+                        flags: (rel.len().min(0xfff)) as u16,
+                        flags_extended: 0,
+                        path: rel.into_bytes(),
+                    })?;
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = idx.remove_path(Path::new(&rel));
+                }
+            }
+        }
+        let tree_id = idx.write_tree_to(&wrepo)?;
+        let tree = wrepo.find_tree(tree_id)?;
+        if head.as_ref().is_some_and(|h| h.tree_id() == tree_id) {
+            return Ok(None);
+        }
+        let sig = signature(&wrepo)?;
+        let parents: Vec<&git2::Commit<'_>> = head.iter().collect();
+        let oid = wrepo.commit(
+            None,
+            &sig,
+            &sig,
+            "ralph: uncommitted changes left by an attempt",
+            &tree,
+            &parents,
+        )?;
+        wrepo.reference(refname, oid, true, "ralph: keep uncommitted work")?;
+        Ok(Some(oid.to_string()))
+    }
+
+    /// After an attempt, makes `branch` hold what the agent committed even if
+    /// it left the worktree at `path` on another branch or a detached HEAD:
+    /// when the worktree's HEAD descends from both `base` and the branch, the
+    /// branch is fast-forwarded to it; when they diverged, HEAD's commit is
+    /// kept at `save_as` and the branch is left alone.
+    pub(crate) fn adopt_worktree_head(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &Oid,
+        save_as: &str,
+    ) -> Result<Adopted> {
+        let repo = self.repo()?;
+        let Some(head) = self.head_commit_of_worktree(path)? else {
+            return Ok(Adopted::Unchanged);
+        };
+        let head = parse_oid(&head)?;
+        let base = parse_oid(base)?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(Adopted::Unchanged);
+        };
+        if head == b || head == base || repo.graph_descendant_of(b, head)? {
+            return Ok(Adopted::Unchanged);
+        }
+        let descends_from_base = repo.graph_descendant_of(head, base)?;
+        if descends_from_base && (b == base || repo.graph_descendant_of(head, b)?) {
+            repo.reference(
+                &branch_ref(branch)?,
+                head,
+                true,
+                "ralph: adopt the agent's commits",
+            )?;
+            return Ok(Adopted::FastForwarded {
+                to: head.to_string(),
+            });
+        }
+        repo.reference(save_as, head, true, "ralph: keep the agent's HEAD")?;
+        Ok(Adopted::Saved {
+            refname: save_as.to_string(),
+        })
+    }
+}
