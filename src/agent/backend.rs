@@ -111,21 +111,19 @@ pub(crate) enum Decoder {
     Agy(super::agy::Decoder),
     Opencode(super::opencode::Decoder),
     Cursor(super::cursor::Decoder),
-    Amp(super::amp::Decoder),
 }
 
 impl Decoder {
-    /// `None` for Claude Code (its stream is the built-in format) and for a
-    /// custom command (plain text).
+    /// `None` for Claude Code and Amp (whose `--stream-json` is Claude
+    /// Code's format, the built-in one) and for a custom command (plain text).
     pub(crate) fn for_backend(b: Backend) -> Option<Decoder> {
         Some(match b {
-            Backend::Claude | Backend::Custom => return None,
+            Backend::Claude | Backend::Amp | Backend::Custom => return None,
             Backend::Codex => Decoder::Codex(Default::default()),
             Backend::Gemini => Decoder::Gemini(Default::default()),
             Backend::Agy => Decoder::Agy(Default::default()),
             Backend::Opencode => Decoder::Opencode(Default::default()),
             Backend::Cursor => Decoder::Cursor(Default::default()),
-            Backend::Amp => Decoder::Amp(Default::default()),
         })
     }
 
@@ -136,7 +134,6 @@ impl Decoder {
             Decoder::Agy(d) => d.event(ev),
             Decoder::Opencode(d) => d.event(ev),
             Decoder::Cursor(d) => d.event(ev),
-            Decoder::Amp(d) => d.event(ev),
         }
     }
 }

@@ -2,7 +2,6 @@
 //! verdict (SPEC 4.2–4.4). Pure; `process` runs it and `engine` acts on it.
 
 mod agy;
-mod amp;
 mod backend;
 mod codex;
 mod cursor;
