@@ -72,15 +72,7 @@ pub(crate) struct AttemptExit {
     pub(crate) swept: usize,
 }
 
-/// Requests sent to a running attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Control {
-    Run,
-    /// Graceful stop: SIGTERM, grace, SIGKILL.
-    Stop,
-    /// SIGKILL at once.
-    Kill,
-}
+pub(crate) use crate::control::Control;
 
 /// Longest line handed to `on_line`; longer ones are split, so a child that
 /// prints without newlines cannot make us buffer its whole output.

@@ -510,10 +510,9 @@ impl OutputParser {
         let text = match ev.get("result").and_then(Value::as_str) {
             Some(t) => t.to_string(),
             // Amp puts its error text in `error`.
-            None if ev.get("error").and_then(Value::as_str).is_some() => ev["error"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
+            None if ev.get("error").and_then(Value::as_str).is_some() => {
+                ev["error"].as_str().unwrap_or_default().to_string()
+            }
             // Error subtypes (max turns, budget) have `errors` instead of `result`.
             None => ev
                 .get("errors")

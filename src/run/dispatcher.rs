@@ -14,9 +14,10 @@ use tokio::task::{Id, JoinSet};
 
 use crate::agent::{ResultKind, Verdict};
 use crate::backlog::Story;
+use crate::control::Control;
+use crate::display::Reporter;
 use crate::learnings;
-use crate::process::Control;
-use crate::report::{self, Reporter};
+use crate::report;
 use crate::store;
 use crate::timefmt;
 
@@ -141,6 +142,7 @@ impl<E: Executor> Dispatcher<E> {
             (Err(e), Some(Task::Landing(idx))) => Event::LandingFinished {
                 idx,
                 result: LandResult::Error(format!("internal error while landing: {e}")),
+                iteration: None,
             },
             (Err(e), None) => Event::SaveFailed(format!("internal error: unknown task {e}")),
         }
@@ -202,7 +204,11 @@ impl<E: Executor> Dispatcher<E> {
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {
                     let result = land::land(&ctx, &req, control, iteration).await;
-                    Event::LandingFinished { idx, result }
+                    Event::LandingFinished {
+                        idx,
+                        result,
+                        iteration,
+                    }
                 });
                 self.owners.insert(handle.id(), Task::Landing(idx));
             }

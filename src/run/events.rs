@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use crate::agent::output::Usage;
 use crate::agent::Verdict;
+use crate::control::Control;
 use crate::gitops::Oid;
-use crate::process::Control;
 use crate::report::{Message, Totals};
 
 /// The OS signals a run reacts to.
@@ -43,6 +43,9 @@ pub(crate) enum Event {
     LandingFinished {
         idx: usize,
         result: LandResult,
+        /// The iteration whose post hooks still wait for this story's
+        /// landing (kept when it goes back to the queue).
+        iteration: Option<u64>,
     },
     Signal(OsSignal),
     /// The usage-limit pause may be over.
@@ -115,6 +118,9 @@ pub(crate) enum LandResult {
     Busy {
         lock: std::path::PathBuf,
     },
+    /// The target moved under every round (the user committing, say): not
+    /// the story's fault; it waits for another turn of the merge queue.
+    Raced,
     /// Ctrl-C stopped it before the ref moved; the story stays `landing` in
     /// the state so the next run lands it without redoing it.
     Interrupted,

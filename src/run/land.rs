@@ -128,7 +128,7 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         LandResult::CheckoutBlocked { .. } | LandResult::Busy { .. } | LandResult::Error(_) => {
             Some("error")
         }
-        LandResult::Interrupted => None,
+        LandResult::Interrupted | LandResult::Raced => None,
     }
 }
 
@@ -227,10 +227,7 @@ async fn land_rounds(
             Err(e) => return LandResult::Error(e),
         }
     }
-    LandResult::Error(format!(
-        "{} kept moving while landing; will retry",
-        ctx.target
-    ))
+    LandResult::Raced
 }
 
 /// Keeps the story branch's commits under a ref of `kind`.

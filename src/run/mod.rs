@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::backlog::Source;
+use crate::display::Reporter;
 use crate::error::{RalphError, EXIT_OK};
 use crate::gitops::Git;
 use crate::process;
 use crate::project::{self, Project, RUNTIME_PATTERNS};
-use crate::report::{self, Reporter};
+use crate::report;
 use crate::store::{self, TechLog};
 
 pub(crate) use model::story_node;

@@ -48,6 +48,9 @@ impl Policy {
     pub(crate) const FAULT_BACKOFF: Duration = Duration::from_secs(5);
     /// Transient faults in a row after which a person is asked instead.
     pub(crate) const MAX_TRANSIENT_FAULTS: u32 = 5;
+    /// Merge-queue turns a story may lose to a moving target (each turn is
+    /// five merge rounds) before the run asks for a quieter target.
+    pub(crate) const MAX_RACES: u32 = 10;
 }
 
 /// Why the run stops starting work before the backlog is finished.
@@ -132,6 +135,8 @@ pub(crate) struct Model {
     pub(crate) retry_context: HashMap<usize, String>,
     /// Transient faults in a row, per story (reset by any other outcome).
     pub(crate) faults: HashMap<usize, u32>,
+    /// Turns of the merge queue lost to a moving target, per story.
+    pub(crate) races: HashMap<usize, u32>,
 }
 
 impl Model {
@@ -184,6 +189,7 @@ impl Model {
             backoff: Policy::FIRST_BACKOFF,
             retry_context: HashMap::new(),
             faults: HashMap::new(),
+            races: HashMap::new(),
         }
     }
 

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::agent::{FaultKind, Verdict};
-use crate::process::Control;
+use crate::control::Control;
 use crate::report::{self, Message, RunSummary, Totals};
 use crate::schedule::Node;
 use crate::state::{AttemptRecord, Outcome};
@@ -49,8 +49,12 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             }];
         }
         Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
-        Event::LandingFinished { idx, result } => {
-            landing_finished(model, idx, result, now, &mut out);
+        Event::LandingFinished {
+            idx,
+            result,
+            iteration,
+        } => {
+            landing_finished(model, idx, result, iteration, now, &mut out);
         }
         Event::Signal(sig) => on_signal(model, sig, &mut out),
         Event::Timer => {
@@ -417,11 +421,15 @@ fn landing_finished(
     model: &mut Model,
     idx: usize,
     result: LandResult,
+    iteration: Option<u64>,
     now: Now,
     out: &mut Vec<Action>,
 ) {
     if model.landing == Some(idx) {
         model.landing = None;
+    }
+    if result != LandResult::Raced {
+        model.races.remove(&idx);
     }
     let story = model.stories[idx].clone();
     let id = story.id.clone();
@@ -546,6 +554,32 @@ fn landing_finished(
         LandResult::Interrupted => {
             model.apply(idx, Change::LandingInterrupted);
             out.push(Action::Say(Message::LandingStopped { id }));
+        }
+        LandResult::Raced => {
+            let n = {
+                let n = model.races.entry(idx).or_default();
+                *n += 1;
+                *n
+            };
+            out.push(Action::Log(format!(
+                "landing {id}: {target} moved under it every round ({n} turns); it lands later"
+            )));
+            if n < Policy::MAX_RACES {
+                let attempt = model.state.record(&id).map_or(0, |r| r.attempts_started);
+                model.land_queue.push_back((idx, attempt, iteration));
+            } else {
+                model.apply(idx, Change::LandingInterrupted);
+                needs_person(
+                    model,
+                    format!(
+                        "story {id} is ready to land, but {target} kept moving under the merge \
+                         queue for {n} turns: pause your commits to {target} and run `ralph run` \
+                         again, which lands it without running its agent"
+                    ),
+                    out,
+                );
+                out.push(Action::Save);
+            }
         }
         LandResult::Error(e) => {
             out.push(Action::Log(format!("landing {id} failed: {e}")));

@@ -112,13 +112,21 @@ fn said(actions: &[Action]) -> Vec<Message> {
         .collect()
 }
 
-fn landed(idx: usize) -> Event {
+fn landing(idx: usize, result: LandResult) -> Event {
     Event::LandingFinished {
         idx,
-        result: LandResult::Landed {
+        result,
+        iteration: Some(1),
+    }
+}
+
+fn landed(idx: usize) -> Event {
+    landing(
+        idx,
+        LandResult::Landed {
             commit: format!("{idx:040}"),
         },
-    }
+    )
 }
 
 /// Starts the run and returns the first attempts.
@@ -204,14 +212,7 @@ fn a_conflict_sends_the_story_back_with_a_note_until_the_limit() {
             paths: vec!["FEATURES.md".into()],
             saved_ref: Some(format!("refs/ralph/conflicts/1.1/{n}")),
         };
-        let a = handle(
-            &mut m,
-            Event::LandingFinished {
-                idx: 0,
-                result: conflict,
-            },
-            t0(),
-        );
+        let a = handle(&mut m, landing(0, conflict), t0());
         if n <= limit {
             req = starts(&a).remove(0);
             let note = req.retry_context.clone().unwrap();
@@ -374,14 +375,7 @@ fn ctrl_c_leaves_queued_landings_for_the_next_run() {
     assert!(said(&a).contains(&Message::LandingStopped { id: "b".into() }));
     // b stays `landing` on disk, so the next run lands it without the agent.
     assert_eq!(m.state.status("b"), Status::Landing);
-    let a = handle(
-        &mut m,
-        Event::LandingFinished {
-            idx: 0,
-            result: LandResult::Interrupted,
-        },
-        t0(),
-    );
+    let a = handle(&mut m, landing(0, LandResult::Interrupted), t0());
     assert!(lands(&a).is_empty());
     assert_eq!(m.state.status("a"), Status::Landing);
     assert!(is_over(&m));
@@ -412,14 +406,7 @@ fn a_blocked_checkout_needs_a_person_and_keeps_the_work() {
     let blocked = LandResult::CheckoutBlocked {
         paths: vec!["README.md".into()],
     };
-    let a = handle(
-        &mut m,
-        Event::LandingFinished {
-            idx: 0,
-            result: blocked,
-        },
-        t0(),
-    );
+    let a = handle(&mut m, landing(0, blocked), t0());
     assert!(starts(&a).is_empty());
     assert!(is_over(&m));
     let (_, error, code) = finish(&m, 1.0);
@@ -454,14 +441,7 @@ fn a_validation_failure_counts_and_names_its_log() {
         saved_ref: Some("refs/ralph/attempts/a/1".into()),
         log_rel: ".ralph/logs/a/validation-1.log".into(),
     };
-    let a = handle(
-        &mut m,
-        Event::LandingFinished {
-            idx: 0,
-            result: fail,
-        },
-        t0(),
-    );
+    let a = handle(&mut m, landing(0, fail), t0());
     let failed = said(&a)
         .into_iter()
         .find(|s| matches!(s, Message::Failed { .. }))
@@ -527,7 +507,7 @@ fn state_and_scheduler_never_drift_over_a_long_mixed_run() {
                     commit: "c".repeat(40),
                 }
             };
-            handle(&mut m, Event::LandingFinished { idx, result }, now)
+            handle(&mut m, landing(idx, result), now)
         } else if let Some(req) = running.pop() {
             let verdict = match step % 5 {
                 0 => failed("flaky"),
@@ -593,4 +573,30 @@ fn a_fault_that_needs_a_person_stops_the_run_without_counting() {
         assert_eq!(m.state.record(id).unwrap().attempts, 0);
         assert_eq!(m.state.status(id), Status::Pending);
     }
+}
+
+#[test]
+fn a_landing_that_loses_the_race_waits_its_turn_without_counting() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 2, None);
+    let first = begin(&mut m);
+    handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    // a lost every round to a moving target: b gets the queue, a waits behind it.
+    let a = handle(&mut m, landing(0, LandResult::Raced), t0());
+    assert_eq!(lands(&a), vec![1]);
+    assert_eq!(m.state.status("a"), Status::Landing);
+    let a = handle(&mut m, landed(1), t0());
+    assert_eq!(lands(&a), vec![0]);
+    for _ in 2..Policy::MAX_RACES {
+        let a = handle(&mut m, landing(0, LandResult::Raced), t0());
+        assert_eq!(lands(&a), vec![0]);
+    }
+    assert_eq!(m.state.record("a").unwrap().attempts, 0, "never counted");
+    // A target that never holds still needs a person; the work stays landing.
+    handle(&mut m, landing(0, LandResult::Raced), t0());
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("kept moving"));
+    assert_eq!(m.state.status("a"), Status::Landing);
 }
