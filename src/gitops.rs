@@ -20,6 +20,11 @@ pub(crate) type Oid = String;
 pub(crate) enum GitError {
     #[error("{path}: not inside a git repository (run `git init` and commit first)")]
     NotARepo { path: PathBuf },
+    #[error(
+        "{path}: the repository is bare (no working tree): ralph lands stories in a checkout; \
+         clone it (`git clone {path} <dir>`) and run ralph there"
+    )]
+    Bare { path: PathBuf },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{0}")]
@@ -98,8 +103,8 @@ impl Git {
             Err(e) => return Err(open_error(project_root, e)),
         };
         let Some(workdir) = repo.workdir() else {
-            return Err(GitError::NotARepo {
-                path: project_root.to_path_buf(),
+            return Err(GitError::Bare {
+                path: repo.path().to_path_buf(),
             });
         };
         let workdir = workdir.canonicalize()?;

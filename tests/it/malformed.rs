@@ -231,3 +231,37 @@ fn a_state_file_from_a_newer_ralph_is_refused_and_kept() {
     assert_eq!(p.read(".ralph/state.json"), newer);
     assert!(!p.scratch.join("calls").exists());
 }
+
+/// A bare repository is named as one, not as "not inside a git repository"
+/// (issue 9, finding 9).
+#[test]
+fn a_bare_repository_is_named_as_such() {
+    let p = Project::with_backlog("1.1 | First\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    let bare = p.tmp.path().join("bare.git");
+    git(
+        p.tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            p.root.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    // The backlog files sit inside the bare repository's directory.
+    for f in [
+        ".ralph/stories.txt",
+        ".ralph/config.json",
+        "specs/epic-1/story-1.1-spec.md",
+    ] {
+        let to = bare.join(f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(p.root.join(f), &to).unwrap();
+    }
+    let out = p.command(&["run"]).current_dir(&bare).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bare"), "{stderr}");
+    assert!(!stderr.contains("not inside a git repository"), "{stderr}");
+}
