@@ -105,6 +105,10 @@ struct RunArgs {
     /// Technical log path
     #[arg(short = 'l', long = "log", value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Agent CLI for stories whose spec names none (default: agent.name, else claude):
+    /// claude, codex, gemini, agy, opencode, cursor, amp, custom
+    #[arg(long = "agent", value_name = "NAME")]
+    agent: Option<String>,
 }
 
 /// Entry point: returns the process exit code.
@@ -192,6 +196,7 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         dry_run: a.dry_run,
         verbose: a.verbose,
         log: a.log,
+        agent: a.agent,
     };
     crate::process::become_subreaper();
     run::run(root, opts)
@@ -310,6 +315,8 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
 
 fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
     let project = project::load(root).map_err(RalphError::BadInput)?;
+    // Every agent CLI the backlog would run must be installed.
+    run::resolve_agents(&project, project.config.agent_name)?;
     let edges = project.dag.graph.edge_count();
     println!(
         "ok: {} stories, {} dependency edges, no problems",

@@ -42,10 +42,19 @@ pub(crate) struct Config {
     pub(crate) max_retries: u32,
     pub(crate) validation: Vec<ValidationCommand>,
     pub(crate) blocked_commands: Vec<String>,
-    /// `claude.command` (default `claude`): the agent executable.
+    /// `claude.command` (default `claude`): Claude Code's executable.
     pub(crate) agent_command: String,
     /// `claude.flags`; `None` means the default flags of SPEC 4.2.
     pub(crate) agent_flags: Option<Vec<String>>,
+    /// `agent.name`: the backend stories run with (default `claude`).
+    pub(crate) agent_name: crate::agent::Backend,
+    /// `agent.command`: overrides the executable of `agent.name`.
+    pub(crate) agent_override_command: Option<String>,
+    /// `agent.flags`: override the arguments of `agent.name`.
+    pub(crate) agent_override_flags: Option<Vec<String>>,
+    /// `loop.idle_timeout_seconds` (default 600; 0 = none): an attempt that
+    /// prints nothing for this long is stopped like a timeout.
+    pub(crate) idle_timeout_secs: u64,
     pub(crate) commit_format: String,
     pub(crate) stage_paths: Vec<String>,
     pub(crate) learnings_enabled: bool,
@@ -80,7 +89,8 @@ pub(crate) fn defaults() -> Value {
             "max_iterations": 0,
             "timeout_seconds": 1800,
             "max_retries": 3,
-            "grace_seconds": 10
+            "grace_seconds": 10,
+            "idle_timeout_seconds": 600
         },
         "validation": {
             "commands": [],
@@ -88,6 +98,9 @@ pub(crate) fn defaults() -> Value {
         },
         "claude": {
             "command": "claude"
+        },
+        "agent": {
+            "name": "claude"
         },
         "commit": {
             "format": "feat(story-{{id}}): {{title}}",
@@ -433,6 +446,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         "loop",
         "validation",
         "claude",
+        "agent",
         "commit",
         "learnings",
         "parallel",
@@ -494,6 +508,28 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
 
     let agent_command = r.string("claude.command", false);
     let agent_flags = r.strings("claude.flags");
+    let name = r.string("agent.name", false);
+    let agent_name = crate::agent::Backend::parse(&name).unwrap_or_else(|| {
+        r.problem(
+            "agent.name",
+            format!(
+                "agent.name {name:?} is not an agent ralph knows; one of: {}",
+                crate::agent::Backend::names()
+            ),
+        );
+        crate::agent::Backend::Claude
+    });
+    let agent_override_command = r
+        .get("agent.command")
+        .is_some()
+        .then(|| r.string("agent.command", false))
+        .filter(|c| !c.is_empty());
+    let agent_override_flags = r.strings("agent.flags");
+    let idle_timeout_secs = r.uint(
+        "loop.idle_timeout_seconds",
+        0,
+        "a whole number of seconds (0 turns the watchdog off)",
+    );
 
     let commit_format = r.string("commit.format", false);
     let stage_paths = r.strings("commit.stage_paths").unwrap_or_default();
@@ -542,6 +578,10 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         blocked_commands,
         agent_command,
         agent_flags,
+        agent_name,
+        agent_override_command,
+        agent_override_flags,
+        idle_timeout_secs,
         commit_format,
         stage_paths,
         learnings_enabled,

@@ -370,6 +370,7 @@ mod tests {
                     .map(|(_, d)| d.iter().map(|s| s.to_string()).collect())
                     .unwrap_or_default(),
                 estimation: None,
+                agent: None,
                 prd_passes: false,
                 prd_spec: None,
             })

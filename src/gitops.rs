@@ -623,7 +623,7 @@ mod tests {
         git(tmp.path(), &["init", "-q", "--bare", "b.git"]);
         assert!(matches!(
             Git::open(&tmp.path().join("b.git")),
-            Err(GitError::NotARepo { .. })
+            Err(GitError::Bare { .. })
         ));
     }
 

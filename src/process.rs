@@ -47,6 +47,9 @@ pub(crate) struct AttemptSpec {
     /// stdout and stderr are appended here as they arrive.
     pub(crate) log_path: PathBuf,
     pub(crate) timeout: Duration,
+    /// Longest stretch without a line of output before the attempt is
+    /// stopped like a timeout (a CLI hung after a usage limit, say).
+    pub(crate) idle: Option<Duration>,
     pub(crate) grace: Duration,
     /// Unique token, exported as `TOKEN_VAR`.
     pub(crate) token: String,
@@ -56,6 +59,8 @@ pub(crate) struct AttemptSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StopReason {
     Timeout,
+    /// No output for the idle limit.
+    Idle,
     Interrupted,
 }
 
@@ -201,6 +206,7 @@ pub(crate) async fn run_shell_controlled(
         stdin: Vec::new(),
         log_path: PathBuf::new(),
         timeout,
+        idle: None,
         grace: SHELL_GRACE,
         token: unique_token(&format!(
             "{}shell",
@@ -435,6 +441,10 @@ async fn supervise(
     let mut timeout = pin!(tokio::time::sleep_until(
         timeout_at.unwrap_or_else(far_future)
     ));
+    let idle_at = |now: tokio::time::Instant| spec.idle.and_then(|d| now.checked_add(d));
+    let mut idle = pin!(tokio::time::sleep_until(
+        idle_at(tokio::time::Instant::now()).unwrap_or_else(far_future)
+    ));
     let mut grace = pin!(tokio::time::sleep_until(far_future()));
     let mut grace_armed = false;
     let mut control_open = true;
@@ -448,9 +458,20 @@ async fn supervise(
         tokio::select! {
             status = child.wait() => break status?,
             batch = rx.recv(), if output_open => match batch {
-                Some(batch) => deliver(&batch, &mut log, on_line, rx.is_empty()),
+                Some(batch) => {
+                    deliver(&batch, &mut log, on_line, rx.is_empty());
+                    if let Some(at) = idle_at(tokio::time::Instant::now()) {
+                        idle.as_mut().reset(at);
+                    }
+                }
                 None => output_open = false,
             },
+            () = &mut idle, if stopper.stopped.is_none() && spec.idle.is_some() => {
+                if let Some(at) = stopper.terminate(StopReason::Idle).await {
+                    grace.as_mut().reset(at);
+                    grace_armed = true;
+                }
+            }
             () = &mut timeout, if stopper.stopped.is_none() && timeout_at.is_some() => {
                 if let Some(at) = stopper.terminate(StopReason::Timeout).await {
                     grace.as_mut().reset(at);
@@ -654,6 +675,7 @@ mod tests {
             stdin: Vec::new(),
             log_path: dir.path().join("logs/deep/attempt.log"),
             timeout,
+            idle: None,
             grace,
             token: unique_token("ralph-test"),
         };

@@ -168,6 +168,7 @@ mod tests {
             spec_path: None,
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
             estimation: est.map(str::to_string),
+            agent: None,
             prd_passes: false,
             prd_spec: None,
         }

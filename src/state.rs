@@ -63,6 +63,9 @@ pub(crate) struct AttemptRecord {
     pub(crate) cost_usd: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) saved_ref: Option<String>,
+    /// The agent backend that ran the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::output::AgentEvent;
 
 /// One agent CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub(crate) enum Backend {
     /// Claude Code (`claude -p --output-format stream-json`).
     #[default]

@@ -17,18 +17,31 @@ use crate::config::{Config, DEFAULT_AGENT_FLAGS};
 use crate::process::{AttemptExit, StopReason};
 use crate::state::Outcome;
 
-/// The agent's arguments: `claude.flags`, or the defaults of SPEC 4.2. The
-/// prompt goes to stdin, never argv.
-pub(crate) fn agent_args(config: &Config) -> Vec<String> {
-    match &config.agent_flags {
-        Some(f) => f.clone(),
-        None => DEFAULT_AGENT_FLAGS.iter().map(|s| s.to_string()).collect(),
-    }
+/// The executable and arguments `backend` runs with: `agent.command` and
+/// `agent.flags` override those of the configured `agent.name`; Claude Code
+/// also keeps its `claude.command` and `claude.flags`; otherwise the
+/// backend's defaults. The prompt goes to stdin, never argv.
+pub(crate) fn invocation(config: &Config, backend: Backend) -> (String, Vec<String>) {
+    let chosen = backend == config.agent_name;
+    let command = match (&config.agent_override_command, backend) {
+        (Some(c), _) if chosen => c.clone(),
+        (_, Backend::Claude) => config.agent_command.clone(),
+        _ => backend.default_command().to_string(),
+    };
+    let args = match (&config.agent_override_flags, backend) {
+        (Some(f), _) if chosen => f.clone(),
+        (_, Backend::Claude) => match &config.agent_flags {
+            Some(f) => f.clone(),
+            None => DEFAULT_AGENT_FLAGS.iter().map(|s| s.to_string()).collect(),
+        },
+        _ => backend
+            .default_args()
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    };
+    (command, args)
 }
-
-/// Variables removed from the agent's environment: a nested Claude Code
-/// refuses to start when it sees it is inside another one.
-pub(crate) const ENV_REMOVE: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
 
 /// `post_story`'s `RALPH_RESULT` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +132,7 @@ pub(crate) fn classify(
     summary: &Summary,
     commits: usize,
     timeout_secs: u64,
+    idle_secs: u64,
     has_required_validation: bool,
 ) -> Verdict {
     match exit.stopped {
@@ -126,6 +140,15 @@ pub(crate) fn classify(
         Some(StopReason::Timeout) => {
             return Verdict::Failed {
                 reason: format!("Timeout after {timeout_secs}s"),
+                kind: ResultKind::Timeout,
+            }
+        }
+        Some(StopReason::Idle) => {
+            return Verdict::Failed {
+                reason: format!(
+                    "No output for {} (loop.idle_timeout_seconds): stopped as hung",
+                    crate::timefmt::human_duration(idle_secs as f64)
+                ),
                 kind: ResultKind::Timeout,
             }
         }
@@ -226,29 +249,37 @@ mod tests {
     fn outcome_table() {
         let ok = exit(0);
         assert_eq!(
-            classify("1.1", &ok, &summary(Some("1.1"), None), 0, 9, false),
+            classify("1.1", &ok, &summary(Some("1.1"), None), 0, 9, 600, false),
             Verdict::Done
         );
         assert!(matches!(
-            classify("1.1", &ok, &summary(Some("1.2"), None), 1, 9, true),
+            classify("1.1", &ok, &summary(Some("1.2"), None), 1, 9, 600, true),
             Verdict::Failed {
                 kind: ResultKind::Fail,
                 ..
             }
         ));
         assert_eq!(
-            classify("1.1", &ok, &summary(None, None), 1, 9, true),
+            classify("1.1", &ok, &summary(None, None), 1, 9, 600, true),
             Verdict::Tentative
         );
         assert!(matches!(
-            classify("1.1", &ok, &summary(None, None), 1, 9, false),
+            classify("1.1", &ok, &summary(None, None), 1, 9, 600, false),
             Verdict::Failed {
                 kind: ResultKind::NoSignal,
                 ..
             }
         ));
         assert!(matches!(
-            classify("1.1", &exit(1), &summary(Some("1.1"), None), 1, 9, false),
+            classify(
+                "1.1",
+                &exit(1),
+                &summary(Some("1.1"), None),
+                1,
+                9,
+                600,
+                false
+            ),
             Verdict::Failed {
                 kind: ResultKind::Error,
                 ..
@@ -257,7 +288,7 @@ mod tests {
         let mut err = summary(Some("1.1"), None);
         err.is_error = true;
         assert!(matches!(
-            classify("1.1", &ok, &err, 0, 9, false),
+            classify("1.1", &ok, &err, 0, 9, 600, false),
             Verdict::Failed { .. }
         ));
         assert_eq!(
@@ -267,6 +298,7 @@ mod tests {
                 &summary(None, Some(("1.1", "tests red"))),
                 0,
                 9,
+                600,
                 false
             ),
             Verdict::Failed {
@@ -281,7 +313,7 @@ mod tests {
         let mut e = exit(0);
         e.stopped = Some(StopReason::Timeout);
         assert!(matches!(
-            classify("1.1", &e, &summary(Some("1.1"), None), 3, 7, true),
+            classify("1.1", &e, &summary(Some("1.1"), None), 3, 7, 600, true),
             Verdict::Failed { kind: ResultKind::Timeout, ref reason } if reason == "Timeout after 7s"
         ));
     }

@@ -87,6 +87,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         status: field("status"),
         estimation: field("estimation"),
         depends_on: Vec::new(),
+        agent: field("agent"),
     };
 
     // +2: the index is 0-based and the opening fence is file line 1.

@@ -54,6 +54,8 @@ pub(crate) struct Story {
     pub(crate) depends_on: Vec<String>,
     /// Frontmatter `estimation` (small / medium / large), if any.
     pub(crate) estimation: Option<String>,
+    /// Frontmatter `agent`: the backend this story runs with, if not the run's.
+    pub(crate) agent: Option<crate::agent::Backend>,
     /// prd.json only: `passes: true`.
     pub(crate) prd_passes: bool,
     /// prd.json only: the markdown rendered from description and acceptance criteria.
@@ -101,6 +103,8 @@ pub(crate) struct Frontmatter {
     pub(crate) status: Option<String>,
     pub(crate) estimation: Option<String>,
     pub(crate) depends_on: Vec<String>,
+    /// The agent CLI this story runs with (`agent: codex`), if not the default.
+    pub(crate) agent: Option<String>,
 }
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
@@ -233,6 +237,26 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                 continue;
             }
         };
+        let agent = match fm
+            .agent
+            .as_deref()
+            .map(|a| (a, crate::agent::Backend::parse(a)))
+        {
+            None => None,
+            Some((_, Some(b))) => Some(b),
+            Some((name, None)) => {
+                problems.push(Problem::new(
+                    &spec,
+                    None,
+                    format!(
+                        "story {}: unknown agent {name:?} in the frontmatter; one of: {}",
+                        entry.id,
+                        crate::agent::Backend::names()
+                    ),
+                ));
+                continue;
+            }
+        };
         let title = if !entry.title.is_empty() {
             entry.title
         } else if let Some(t) = fm.title.filter(|t| !t.trim().is_empty()) {
@@ -248,6 +272,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
             spec_path: Some(spec),
             depends_on: fm.depends_on,
             estimation: fm.estimation,
+            agent,
             prd_passes: false,
             prd_spec: None,
         });
@@ -545,6 +570,7 @@ mod tests {
                 status: Some("pending".into()),
                 estimation: Some("medium".into()),
                 depends_on: vec!["2.1".into(), "2.2".into(), "2.3".into()],
+                agent: None,
             }
         );
         assert_eq!(

@@ -186,6 +186,7 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 spec_path: None,
                 depends_on,
                 estimation: None,
+                agent: None,
                 prd_passes: passes,
                 prd_spec: Some(prd_spec),
             },

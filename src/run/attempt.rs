@@ -172,6 +172,8 @@ async fn run_attempt(
         kind: ResultKind::Error,
     };
     let mut report = AttemptReport::empty(&req, Verdict::Interrupted, rel(&ctx.root, &log_path));
+    let backend = story.agent.unwrap_or(ctx.backend);
+    report.agent = Some(backend.name());
     let started = Instant::now();
 
     let (id2, slot) = (id.clone(), req.slot);
@@ -273,19 +275,22 @@ async fn run_attempt(
             ("RALPH_PROJECT_DIR", &root_s),
         ]);
         agent_env.push(ceiling(&ctx.root));
+        let (program, args) = ctx.agents[&backend].clone();
         let spec_run = AttemptSpec {
-            program: ctx.agent_program.clone(),
-            args: agent::agent_args(&ctx.config),
+            program,
+            args,
             cwd: wt_path.clone(),
             env: agent_env,
-            env_remove: agent::ENV_REMOVE.iter().map(|s| s.to_string()).collect(),
+            env_remove: backend.env_remove().iter().map(|s| s.to_string()).collect(),
             stdin: text.into_bytes(),
             log_path: log_path.clone(),
             timeout: ctx.timeout,
+            idle: (ctx.config.idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(ctx.config.idle_timeout_secs)),
             grace: Duration::from_secs(ctx.config.grace_secs),
             token: project::attempt_token(&ctx.tag, &id, n),
         };
-        let mut parser = OutputParser::new();
+        let mut parser = OutputParser::for_backend(backend);
         let idx = req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
         let on_line = |line: &str| {
@@ -312,9 +317,10 @@ async fn run_attempt(
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 report.verdict = Verdict::Fault {
                     reason: format!(
-                        "agent command '{}' not found: install it or set claude.command in \
-                         .ralph/config.json",
-                        ctx.config.agent_command
+                        "the {} agent's command '{}' not found: install it or set agent.command \
+                         in .ralph/config.json",
+                        backend.name(),
+                        ctx.agents[&backend].0
                     ),
                     kind: FaultKind::NeedsPerson,
                 };
@@ -359,6 +365,7 @@ async fn run_attempt(
             &summary,
             commits,
             ctx.timeout.as_secs(),
+            ctx.config.idle_timeout_secs,
             !ctx.required_validation.is_empty(),
         );
         let unlanded = matches!(

@@ -21,8 +21,11 @@ pub(crate) struct RunContext {
     pub(crate) tag: String,
     pub(crate) required_validation: Vec<ValidationCommand>,
     pub(crate) log: TechLog,
-    /// The agent executable, resolved once at start.
-    pub(crate) agent_program: String,
+    /// The backend stories run with unless their frontmatter names another.
+    pub(crate) backend: crate::agent::Backend,
+    /// Every backend this run may use: its executable (resolved once at
+    /// start) and arguments.
+    pub(crate) agents: std::collections::HashMap<crate::agent::Backend, (String, Vec<String>)>,
     /// The backlog is a prd.json (whose `passes` a landing sets).
     pub(crate) prd: bool,
 }

@@ -71,6 +71,8 @@ pub(crate) struct AttemptReport {
     /// The attempt's `RALPH_ITERATION`: finished work's post hooks run
     /// after its landing, with this number.
     pub(crate) iteration: u64,
+    /// The backend that ran (none when the attempt ended before its agent).
+    pub(crate) agent: Option<&'static str>,
 }
 
 impl AttemptReport {
@@ -89,6 +91,7 @@ impl AttemptReport {
             saved_ref: None,
             log_rel,
             iteration: req.iteration,
+            agent: None,
         }
     }
 }

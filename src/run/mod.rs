@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use std::collections::HashMap;
+
+use crate::agent::{self, Backend};
 use crate::backlog::Source;
 use crate::display::Reporter;
 use crate::error::{RalphError, EXIT_OK};
@@ -48,6 +51,8 @@ pub(crate) struct RunOptions {
     pub(crate) dry_run: bool,
     pub(crate) verbose: bool,
     pub(crate) log: Option<PathBuf>,
+    /// `--agent NAME`: the backend for stories that do not name their own.
+    pub(crate) agent: Option<String>,
 }
 
 /// The agent executable: a project-local one (`bin/agent`) is found from the
@@ -68,6 +73,46 @@ fn resolve_agent(root: &Path, program: &str) -> Option<String> {
             .any(|d| d.join(program).is_file())
             .then(|| program.to_string())
     }
+}
+
+/// The executable and arguments of every backend the backlog may use (the
+/// run's, and any a story's frontmatter names), each found once: a missing
+/// one is a usage error before anything runs.
+pub(crate) fn resolve_agents(
+    project: &Project,
+    default: Backend,
+) -> Result<HashMap<Backend, (String, Vec<String>)>, RalphError> {
+    let mut used: Vec<Backend> = vec![default];
+    used.extend(project.backlog.stories.iter().filter_map(|s| s.agent));
+    let mut out = HashMap::new();
+    for b in used {
+        if out.contains_key(&b) {
+            continue;
+        }
+        let (command, args) = agent::invocation(&project.config, b);
+        let Some(program) = resolve_agent(&project.root, &command) else {
+            let where_ = if command.contains('/') {
+                ""
+            } else {
+                " on PATH"
+            };
+            let install = match b {
+                Backend::Claude => "npm install -g @anthropic-ai/claude-code",
+                Backend::Codex => "npm install -g @openai/codex",
+                _ => "install it",
+            };
+            return Err(RalphError::usage(format!(
+                "the {} agent's command '{command}' was not found{where_}",
+                b.name()
+            ))
+            .with_hint(format!(
+                "{install}, or set agent.command (claude.command for Claude Code) in \
+                 .ralph/config.json"
+            )));
+        };
+        out.insert(b, (program, args));
+    }
+    Ok(out)
 }
 
 /// The branch stories land on: prd.json's `branchName`, else the main
@@ -130,18 +175,14 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ))
         .into());
     }
-    let agent_program = resolve_agent(root, &project.config.agent_command).ok_or_else(|| {
-        let program = &project.config.agent_command;
-        let where_ = if program.contains('/') {
-            ""
-        } else {
-            " on PATH"
-        };
-        RalphError::usage(format!("agent command '{program}' not found{where_}")).with_hint(
-            "install it (Claude Code: npm install -g @anthropic-ai/claude-code) \
-             or set claude.command in .ralph/config.json",
-        )
-    })?;
+    let backend = match &opts.agent {
+        None => project.config.agent_name,
+        Some(name) => Backend::parse(name).ok_or_else(|| {
+            RalphError::usage(format!("--agent {name}: not an agent ralph knows"))
+                .with_hint(format!("one of: {}", Backend::names()))
+        })?,
+    };
+    let agents = resolve_agents(&project, backend)?;
 
     let lock = take_run_lock(root, "before running")?;
     let log = TechLog::new(Some(
@@ -201,7 +242,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .cloned()
             .collect(),
         log: log.clone(),
-        agent_program,
+        backend,
+        agents,
         prd: matches!(backlog.source, Source::Prd { .. }),
     });
     let policy = model::Policy {

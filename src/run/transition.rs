@@ -273,6 +273,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         usage: r.usage,
         cost_usd: r.cost_usd,
         saved_ref: r.saved_ref.clone(),
+        agent: r.agent.map(str::to_string),
     };
     match &r.verdict {
         Verdict::Done | Verdict::Tentative => {

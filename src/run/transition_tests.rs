@@ -19,6 +19,7 @@ fn story(id: &str, deps: &[&str]) -> Story {
         spec_path: None,
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
         estimation: None,
+        agent: None,
         prd_passes: false,
         prd_spec: None,
     }

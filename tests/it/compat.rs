@@ -139,6 +139,8 @@ fn the_fixture_state_files_and_progress_load() {
             p.write(&format!("specs/epic-{epic}/story-{id}-x.md"), "# spec\n");
         }
     }
+    // `validate` also checks the agent CLI is installed.
+    p.agent("done_");
     let r = p.ralph(&["validate"]);
     assert_eq!(r.code, 0, "{r:?}");
 }

@@ -499,6 +499,11 @@ fn init_scaffolds_and_ignores_runtime_files() {
     assert!(p.root.join(".ralph/config.json").exists());
     assert!(p.root.join(".ralph/stories.txt").exists());
     assert!(p.read(".gitignore").contains("/.ralph/state.json"));
+    // `validate` wants the agent CLI installed, then the scaffold is valid.
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("'claude' was not found on PATH"), "{r:?}");
+    p.agent("done_");
     assert_eq!(p.ralph(&["validate"]).code, 0);
     let again = p.ralph(&["init"]);
     assert!(again.stdout.contains("nothing changed"));
