@@ -827,3 +827,46 @@ fn commands_work_from_a_subdirectory() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["done"], serde_json::json!(["1.1"]));
 }
+
+/// The watchdog: an agent that goes silent is stopped as hung after
+/// `loop.idle_timeout_seconds`, well before its wall-clock timeout (issue 10).
+#[test]
+fn a_silent_agent_is_stopped_by_the_idle_watchdog() {
+    let config = r#"{ "loop": { "max_retries": 1, "grace_seconds": 1, "idle_timeout_seconds": 1, "timeout_seconds": 3600 } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    p.agent(r#"say "thinking"; exec sleep 3600"#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let err = p.story("1.1")["last_error"].as_str().unwrap().to_string();
+    assert!(err.contains("No output for 1s"), "{err}");
+}
+
+/// `agent.name: custom` runs any command: the prompt on stdin, plain text
+/// out, only the signal tags read (issue 10).
+#[test]
+fn a_custom_agent_speaks_plain_text() {
+    let config = r#"{ "loop": { "max_retries": 1 }, "agent": { "name": "custom", "command": "claude", "flags": ["--my-flag"] } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "$*" > "$SCRATCH/args"
+commit_file "src/$ID.txt"
+echo "all done here"
+echo "<ralph>DONE $ID</ralph>"
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("args")).unwrap(),
+        "--my-flag\n"
+    );
+    assert_eq!(p.story("1.1")["history"][0]["agent"], "custom");
+    // An unknown agent name is refused before anything runs.
+    let r = p.ralph(&["run", "--agent", "nope"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("codex"), "{r:?}");
+}
