@@ -109,6 +109,10 @@ struct RunArgs {
     /// claude, codex, gemini, agy, opencode, cursor, amp, custom
     #[arg(long = "agent", value_name = "NAME")]
     agent: Option<String>,
+    /// Most this run may spend, in USD: when spent, nothing new starts, running
+    /// work finishes and lands, exit 1 (default: budget.max_cost_usd)
+    #[arg(long = "max-cost", value_name = "USD")]
+    max_cost: Option<f64>,
 }
 
 /// Entry point: returns the process exit code.
@@ -197,6 +201,7 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         verbose: a.verbose,
         log: a.log,
         agent: a.agent,
+        max_cost: a.max_cost,
     };
     crate::process::become_subreaper();
     run::run(root, opts)
@@ -272,6 +277,11 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
             "run_in_progress": live,
             "usage": usage,
             "cost_usd": cost,
+            "budget": {
+                "max_cost_usd_total": project.config.budget_total_usd,
+                "max_cost_usd_per_run": project.config.budget_run_usd,
+                "spent_usd_total": cost,
+            },
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
@@ -305,6 +315,9 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         usage.cache_read_input_tokens,
         cost
     );
+    if let Some(max) = project.config.budget_total_usd {
+        println!("Budget: ${cost:.2} of ${max:.2} spent (budget.max_cost_usd_total)");
+    }
     match next {
         Some(n) => println!("Next: Story {n}"),
         None if done.len() == total => println!("[OK] All stories complete!"),

@@ -55,6 +55,13 @@ pub(crate) struct Config {
     /// `loop.idle_timeout_seconds` (default 600; 0 = none): an attempt that
     /// prints nothing for this long is stopped like a timeout.
     pub(crate) idle_timeout_secs: u64,
+    /// `budget.max_cost_usd`: the most one run may spend.
+    pub(crate) budget_run_usd: Option<f64>,
+    /// `budget.max_cost_usd_total`: the most all runs together may spend.
+    pub(crate) budget_total_usd: Option<f64>,
+    /// `budget.max_tokens`: the most tokens one run may use (for agents
+    /// that report tokens but no cost).
+    pub(crate) budget_tokens: Option<u64>,
     pub(crate) commit_format: String,
     pub(crate) stage_paths: Vec<String>,
     pub(crate) learnings_enabled: bool,
@@ -236,6 +243,27 @@ impl<'a> Reader<'a> {
         let mut p = Problem::new(self.file, line, message);
         p.key = Some(path.to_string());
         self.problems.push(p);
+    }
+
+    /// An optional non-negative amount (dollars), as a number or numeric string.
+    fn amount(&mut self, path: &str) -> Option<f64> {
+        let v = self.get(path)?;
+        let parsed = match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(x) if x.is_finite() && x >= 0.0 => Some(x),
+            _ => {
+                let shown = v.to_string();
+                self.problem(
+                    path,
+                    format!("{path} must be an amount in USD such as 5.00, got {shown}"),
+                );
+                None
+            }
+        }
     }
 
     /// A non-negative integer, written as a JSON number or a numeric string.
@@ -447,6 +475,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         "validation",
         "claude",
         "agent",
+        "budget",
         "commit",
         "learnings",
         "parallel",
@@ -525,6 +554,15 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         .then(|| r.string("agent.command", false))
         .filter(|c| !c.is_empty());
     let agent_override_flags = r.strings("agent.flags");
+    let budget_run_usd = r.amount("budget.max_cost_usd");
+    let budget_total_usd = r.amount("budget.max_cost_usd_total");
+    let budget_tokens = r.get("budget.max_tokens").is_some().then(|| {
+        r.uint(
+            "budget.max_tokens",
+            1,
+            "a whole number of tokens, at least 1",
+        )
+    });
     let idle_timeout_secs = r.uint(
         "loop.idle_timeout_seconds",
         0,
@@ -582,6 +620,9 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         agent_override_command,
         agent_override_flags,
         idle_timeout_secs,
+        budget_run_usd,
+        budget_total_usd,
+        budget_tokens,
         commit_format,
         stage_paths,
         learnings_enabled,

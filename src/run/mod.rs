@@ -53,6 +53,8 @@ pub(crate) struct RunOptions {
     pub(crate) log: Option<PathBuf>,
     /// `--agent NAME`: the backend for stories that do not name their own.
     pub(crate) agent: Option<String>,
+    /// `--max-cost USD`: the run's budget (over `budget.max_cost_usd`).
+    pub(crate) max_cost: Option<f64>,
 }
 
 /// The agent executable: a project-local one (`bin/agent`) is found from the
@@ -254,6 +256,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .or(Some(config.max_iterations))
             .filter(|&n| n > 0),
         target: target.clone(),
+        budget: model::Budget {
+            run_usd: opts.max_cost.or(config.budget_run_usd),
+            total_usd: config.budget_total_usd,
+            run_tokens: config.budget_tokens,
+        },
     };
     let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
     let first = opts

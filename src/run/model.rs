@@ -31,6 +31,15 @@ pub(crate) struct Policy {
     /// Most attempts this run (`-n`, `loop.max_iterations`).
     pub(crate) limit: Option<u64>,
     pub(crate) target: String,
+    pub(crate) budget: Budget,
+}
+
+/// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Budget {
+    pub(crate) run_usd: Option<f64>,
+    pub(crate) total_usd: Option<f64>,
+    pub(crate) run_tokens: Option<u64>,
 }
 
 impl Policy {
@@ -137,6 +146,9 @@ pub(crate) struct Model {
     pub(crate) faults: HashMap<usize, u32>,
     /// Turns of the merge queue lost to a moving target, per story.
     pub(crate) races: HashMap<usize, u32>,
+    /// Spent by this run's attempts.
+    pub(crate) run_cost_usd: f64,
+    pub(crate) run_tokens: u64,
 }
 
 impl Model {
@@ -190,6 +202,8 @@ impl Model {
             retry_context: HashMap::new(),
             faults: HashMap::new(),
             races: HashMap::new(),
+            run_cost_usd: 0.0,
+            run_tokens: 0,
         }
     }
 

@@ -141,9 +141,46 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
     (summary, None, EXIT_OK)
 }
 
+/// The budget that is spent, in words, if one is.
+fn budget_spent(model: &Model) -> Option<String> {
+    let b = model.policy.budget;
+    if let Some(max) = b.run_usd.filter(|&m| model.run_cost_usd >= m) {
+        return Some(format!(
+            "the run's budget is spent: ${:.2} of ${max:.2} (--max-cost / budget.max_cost_usd); \
+             no new attempt starts. Raise it or run again with a new budget",
+            model.run_cost_usd
+        ));
+    }
+    if let Some(max) = b.total_usd {
+        let (_, total) = model.state.total_usage();
+        if total >= max {
+            return Some(format!(
+                "the total budget is spent: ${total:.2} of ${max:.2} over all runs \
+                 (budget.max_cost_usd_total); no new attempt starts. Raise it to go on"
+            ));
+        }
+    }
+    if let Some(max) = b.run_tokens.filter(|&m| model.run_tokens >= m) {
+        return Some(format!(
+            "the run's token budget is spent: {} of {max} tokens (budget.max_tokens); \
+             no new attempt starts. Raise it or run again",
+            model.run_tokens
+        ));
+    }
+    None
+}
+
 /// Starts what can start.
 fn dispatch(model: &mut Model, out: &mut Vec<Action>) {
     if model.stopping() || model.fatal.is_some() || model.pause_until.is_some() {
+        return;
+    }
+    if let Some(spent) = budget_spent(model) {
+        // Nothing new starts; what runs finishes and lands.
+        if model.sched().next().is_some() {
+            out.push(Action::Log(spent.clone()));
+            model.fatal = Some(Fatal::NeedsPerson(spent));
+        }
         return;
     }
     // One job is the sequential loop: the next story starts from a tip
@@ -259,6 +296,8 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
     model
         .state
         .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
+    model.run_cost_usd += r.cost_usd;
+    model.run_tokens += report::tokens(&r.usage);
     if !r.learnings.is_empty() {
         out.push(Action::RecordLearnings {
             id: id.clone(),

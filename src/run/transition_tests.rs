@@ -48,6 +48,7 @@ fn model_with(
         max_retries,
         limit,
         target: "main".into(),
+        budget: Default::default(),
     };
     Model::new(stories, &dag, State::default(), policy, None, 0)
 }
@@ -600,4 +601,25 @@ fn a_landing_that_loses_the_race_waits_its_turn_without_counting() {
     assert_eq!(code, EXIT_STORIES_FAILED);
     assert!(error.unwrap().contains("kept moving"));
     assert_eq!(m.state.status("a"), Status::Landing);
+}
+
+#[test]
+fn a_spent_budget_starts_nothing_new_but_lets_running_work_land() {
+    let mut m = model_with(&[("a", &[]), ("b", &[]), ("c", &[])], 2, 3, None);
+    m.policy.budget.run_usd = Some(0.5);
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 2);
+    let mut report = AttemptReport::empty(&first[0], Verdict::Done, "log".into());
+    report.cost_usd = 0.6;
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(report)), t0());
+    assert!(starts(&a).is_empty(), "c must not start");
+    assert_eq!(lands(&a), vec![0], "finished work still lands");
+    handle(&mut m, landed(0), t0());
+    let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    assert!(starts(&a).is_empty());
+    handle(&mut m, landed(1), t0());
+    assert!(is_over(&m));
+    let (summary, error, code) = finish(&m, 1.0);
+    assert_eq!((summary.done, code), (2, EXIT_STORIES_FAILED));
+    assert!(error.unwrap().contains("budget.max_cost_usd"));
 }

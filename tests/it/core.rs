@@ -870,3 +870,25 @@ echo "<ralph>DONE $ID</ralph>"
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("codex"), "{r:?}");
 }
+
+/// `--max-cost`: once the run has spent its budget nothing new starts, the
+/// work already done lands, and the run ends with exit 1 naming the budget
+/// (issue 10). Each fake attempt reports $0.01.
+#[test]
+fn a_run_stops_starting_work_when_its_budget_is_spent() {
+    let p = Project::with_backlog(THREE, FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph(&["run", "--max-cost", "0.015"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("budget"), "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "1.1\n1.2\n"
+    );
+    // A new run has a new budget.
+    let r = p.ralph(&["run", "--max-cost", "0.015"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
+}
