@@ -109,6 +109,8 @@ pub(crate) struct Summary {
     pub(crate) last_line: String,
     /// The agent's session ID, when its CLI reports one.
     pub(crate) session_id: Option<String>,
+    /// The API rejected the agent's credentials (401).
+    pub(crate) auth_failed: bool,
 }
 
 /// Longest unclosed `<ralph>` tag carried across plain-text lines; past it
@@ -452,7 +454,14 @@ impl OutputParser {
                     .and_then(Value::as_str)
                     .unwrap_or("unknown")
                     .to_string();
-                if let Some(status) = u64_field(ev, "error_status") {
+                let status = u64_field(ev, "error_status");
+                // Claude Code retries a rejected key for minutes (10 tries,
+                // backing off to ~40 s): nothing will change until a person
+                // fixes the credentials.
+                if status == Some(401) || error == "authentication_failed" {
+                    self.summary.auth_failed = true;
+                }
+                if let Some(status) = status {
                     error = format!("{error} ({status})");
                 }
                 out.push(AgentEvent::ApiRetry {
@@ -631,6 +640,12 @@ impl OutputParser {
     fn mark_limited(&mut self, resets_at: Option<u64>) {
         let known = self.summary.rate_limited.flatten();
         self.summary.rate_limited = Some(resets_at.or(known));
+    }
+
+    /// True once the API has rejected the agent's credentials: the attempt
+    /// can be stopped at once.
+    pub(crate) fn auth_failed(&self) -> bool {
+        self.summary.auth_failed
     }
 
     /// Ends the output and returns the summary.
@@ -1118,6 +1133,16 @@ mod tests {
         assert_eq!(s.rate_limited, None);
         let s = parse_lines(&result("API Error: 529 Overloaded", true));
         assert_eq!(s.rate_limited, None);
+    }
+
+    #[test]
+    fn a_rejected_key_is_noticed_at_the_first_retry() {
+        let mut p = OutputParser::new();
+        p.feed_line(r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":529,"error":"overloaded"}"#);
+        assert!(!p.auth_failed());
+        p.feed_line(r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":600,"error_status":401,"error":"authentication_failed"}"#);
+        assert!(p.auth_failed());
+        assert!(p.finish().auth_failed);
     }
 
     #[test]

@@ -293,8 +293,26 @@ async fn run_attempt(
         let mut parser = OutputParser::for_backend(backend);
         let idx = req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
+        // The agent is stopped by ralph's control, or by ralph itself when
+        // its output shows that going on is pointless (a rejected key).
+        let (inner, inner_rx) = watch::channel(*control.borrow());
+        let forward = {
+            let (mut outer, inner) = (control.clone(), inner.clone());
+            tokio::spawn(async move {
+                while outer.changed().await.is_ok() {
+                    let how = *outer.borrow_and_update();
+                    let _ = inner.send(how);
+                }
+            })
+        };
+        let mut stopped_for_auth = false;
         let on_line = |line: &str| {
-            for ev in parser.feed_line(line) {
+            let decoded = parser.feed_line(line);
+            if parser.auth_failed() && !stopped_for_auth {
+                stopped_for_auth = true;
+                let _ = inner.send(Control::Stop);
+            }
+            for ev in decoded {
                 let text = activity_text(ev, verbose);
                 if text.is_empty() {
                     continue;
@@ -306,7 +324,8 @@ async fn run_attempt(
             }
         };
         ctx.log.line(&format!("agent start story {id} attempt {n}"));
-        let exit = process::run_attempt(spec_run, on_line, control).await;
+        let exit = process::run_attempt(spec_run, on_line, inner_rx).await;
+        forward.abort();
         let summary = parser.finish();
         report.duration = started.elapsed();
         report.usage = summary.usage;
@@ -357,6 +376,17 @@ async fn run_attempt(
             if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b3, &r2)).await {
                 report.saved_ref = Some(r);
             }
+            break 'attempt;
+        }
+        if summary.auth_failed && !matches!(*control.borrow(), Control::Kill) {
+            report.verdict = Verdict::Fault {
+                reason: format!(
+                    "the {} agent's credentials were rejected (401 authentication_failed): \
+                     fix the API key or log in again, then run `ralph run`",
+                    backend.name()
+                ),
+                kind: FaultKind::NeedsPerson,
+            };
             break 'attempt;
         }
         report.verdict = agent::classify(

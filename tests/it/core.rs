@@ -892,3 +892,37 @@ fn a_run_stops_starting_work_when_its_budget_is_spent() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
 }
+
+/// A rejected key: Claude Code would retry it for minutes; ralph stops the
+/// attempt at the first 401 retry event, stops the run with one message,
+/// and counts nothing against the stories, so after the key is fixed
+/// `ralph run` just works (issue 10: ≤ 3 attempts, 0 stories failed).
+#[test]
+fn a_rejected_key_stops_the_run_at_once_and_fails_no_story() {
+    let p = Project::with_backlog("# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "$ID" >> "$SCRATCH/calls"
+if [ ! -e "$SCRATCH/key-fixed" ]; then
+  printf '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}\n'
+  exec sleep 3600
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("credentials were rejected"), "{r:?}");
+    let calls = fs::read_to_string(p.scratch.join("calls")).unwrap();
+    assert!(calls.lines().count() <= 3, "{calls}");
+    for id in ["1.1", "1.2", "1.3"] {
+        let s = p.story(id);
+        assert_ne!(s["status"], "failed", "{id}: {s}");
+        assert_eq!(s["attempts"].as_u64().unwrap_or(0), 0, "{id}: {s}");
+    }
+    fs::write(p.scratch.join("key-fixed"), "").unwrap();
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 3);
+}
