@@ -121,7 +121,10 @@ impl Decoder {
             "web_search" => ("web_search", str_at(item, "query").to_string()),
             "collab_tool_call" => ("agent", str_at(item, "prompt").to_string()),
             "todo_list" => {
-                let n = item.get("items").and_then(Value::as_array).map_or(0, Vec::len);
+                let n = item
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
                 ("todo", format!("{n} todos"))
             }
             // Reasoning is not the answer; error items are Codex's own
@@ -170,9 +173,7 @@ impl Decoder {
             usage: Usage::default(),
             cost_usd: None,
             num_turns: None,
-            api_error_status: STATUS_RE
-                .captures(message)
-                .and_then(|c| c[1].parse().ok()),
+            api_error_status: STATUS_RE.captures(message).and_then(|c| c[1].parse().ok()),
         });
         out
     }
@@ -739,7 +740,11 @@ mod tests {
     #[test]
     fn every_recording_gives_what_it_shows() {
         let Some(recs) = recordings() else { return };
-        assert!(recs.len() >= 11, "expected every recording, saw {}", recs.len());
+        assert!(
+            recs.len() >= 11,
+            "expected every recording, saw {}",
+            recs.len()
+        );
         for (name, text) in &recs {
             let w = want(name).unwrap_or_else(|| panic!("no expectation for recording {name}"));
             let mut p = OutputParser::for_backend(Backend::Codex);
@@ -765,7 +770,11 @@ mod tests {
                 .iter()
                 .filter(|e| matches!(e, AgentEvent::RateLimited { .. }))
                 .count();
-            assert_eq!(limits, usize::from(w.limited), "{name}: limit reported once");
+            assert_eq!(
+                limits,
+                usize::from(w.limited),
+                "{name}: limit reported once"
+            );
             let status = events.iter().find_map(|e| match e {
                 AgentEvent::Result {
                     api_error_status, ..
@@ -828,7 +837,10 @@ mod tests {
     fn recorded_success_with_a_tag_is_done() {
         let Some(recs) = recordings() else { return };
         let mut n = 0;
-        for (name, text) in recs.iter().filter(|(n, _)| n.ends_with("-json") || n.starts_with("tool-")) {
+        for (name, text) in recs
+            .iter()
+            .filter(|(n, _)| n.ends_with("-json") || n.starts_with("tool-"))
+        {
             if name == "nocreds-json" {
                 continue;
             }
