@@ -59,7 +59,8 @@ const CLOCK_PHRASES: &[&[u8]] = &[b"resets", b"reset", b"again at"];
 /// A named absolute time more than [`GRACE`] in the past gives `None`, not
 /// that time: the message is stale or misread, and resuming at once would
 /// only hit the limit again, while `None` lets the caller back off. A clock
-/// time without a date is never past: it is the next such time.
+/// time without a date is the next such time, or today's if it passed less
+/// than [`GRACE`] ago.
 pub(crate) fn reset_time(text: &str, now: i64, local_offset_secs: i32) -> Option<i64> {
     let lower = text.to_ascii_lowercase();
     let s = lower.as_bytes();
@@ -574,5 +575,281 @@ impl<'a> Cursor<'a> {
             self.pos += 1;
         }
         utc_offset(self.s.get(start..self.pos)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// Sunday 2026-11-22 12:48:14 UTC. Local wall clock: 12:48 at offset 0,
+    /// 13:48 at +1 h, 07:48 at −5 h. Expected values below were computed with
+    /// Python's `datetime`, not with this file's calendar code.
+    const NOW: i64 = 1_795_351_694;
+    const CET: i32 = 3600;
+    const EST: i32 = -18000;
+
+    /// (text, local offset, expected reset). Every form with an example from
+    /// a recording, the notes or an issue thread.
+    const TABLE: &[(&str, i32, Option<i64>)] = &[
+        // Claude Code: a clock time in a named zone; UTC needs no local offset.
+        ("You've hit your session limit · resets 2:04pm (UTC)", 0, Some(1_795_356_240)),
+        ("You've hit your session limit · resets 2:04pm (UTC)", CET, Some(1_795_356_240)),
+        ("You've hit your session limit · resets 2:04pm (UTC)", EST, Some(1_795_356_240)),
+        ("resets 5pm (UTC)", EST, Some(1_795_366_800)),
+        ("resets 5pm UTC", CET, Some(1_795_366_800)),
+        ("resets 5pm (UTC+2)", 0, Some(1_795_359_600)),
+        ("resets 5pm (Etc/GMT+5)", 0, Some(1_795_384_800)),
+        // A zone without a fixed offset is read as local time.
+        ("resets 5pm (Europe/Berlin)", 0, Some(1_795_366_800)),
+        ("resets 5pm (Europe/Berlin)", CET, Some(1_795_363_200)),
+        ("resets 5pm (Europe/Berlin)", EST, Some(1_795_384_800)),
+        ("You've hit your session limit · resets 3:50pm (Asia/Tokyo)", CET, Some(1_795_359_000)),
+        (
+            "Claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).",
+            0,
+            Some(1_795_366_800),
+        ),
+        // No zone at all: local. 1pm is past at +1 h (13:48), so tomorrow's.
+        ("5-hour limit reached ∙ resets 1pm", 0, Some(1_795_352_400)),
+        ("5-hour limit reached ∙ resets 1pm", CET, Some(1_795_435_200)),
+        ("5-hour limit reached ∙ resets 1pm", EST, Some(1_795_370_400)),
+        // 12 PM is noon, 12 AM midnight; noon has passed at 0 and +1 h.
+        ("resets 12pm (UTC)", 0, Some(1_795_435_200)),
+        ("resets 12pm", CET, Some(1_795_431_600)),
+        ("resets 12pm", EST, Some(1_795_366_800)),
+        ("resets 12am (UTC)", CET, Some(1_795_392_000)),
+        ("resets 12am", EST, Some(1_795_410_000)),
+        // /usage: the date is shown when the reset is not today; no year.
+        ("You've hit your weekly limit · resets Dec 1 at 7pm", 0, Some(1_796_151_600)),
+        ("Resets Jan 12, 10:59am (America/New_York)", EST, Some(1_799_769_540)),
+        ("Resets 7:59am (America/New_York)", EST, Some(1_795_352_340)),
+        // A date without a year that has passed this year: stale, not next year.
+        ("You've hit your weekly limit · resets Sep 15 at 7pm", 0, None),
+        // Claude Code 1.0: the epoch after '|'. The brief's 2026-01-01 is past.
+        ("Claude AI usage limit reached|1795356277", EST, Some(1_795_356_277)),
+        ("Claude AI usage limit reached|1767225600", 0, None),
+        // A short number after '|' is a table cell, not an epoch.
+        ("usage|42|resets 5pm (UTC)", 0, Some(1_795_366_800)),
+        // Fields: seconds, milliseconds (rounded up), a wait, a Go duration.
+        (
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1795356277,"rateLimitType":"five_hour"}}"#,
+            CET,
+            Some(1_795_356_277),
+        ),
+        (r#"{"resets_at": 1795356277123}"#, 0, Some(1_795_356_278)),
+        (r#"{"resets_at":1767225600}"#, 0, None),
+        (r#"{"plan_type":"plus","resets_in_seconds":7200}"#, 0, Some(1_795_358_894)),
+        (r#""quotaResetDelay": "2h13m5s""#, 0, Some(1_795_359_679)),
+        // Overage has its own clock; it is not when the limit lifts.
+        (r#"{"overageResetsAt":1795356277}"#, 0, None),
+        // Codex: local clock time, the next one after now.
+        ("You’ve hit your usage limit. ... or try again at 2:28 PM.", 0, Some(1_795_357_680)),
+        ("You’ve hit your usage limit. ... or try again at 2:28 PM.", CET, Some(1_795_354_080)),
+        ("You’ve hit your usage limit. ... or try again at 2:28 PM.", EST, Some(1_795_375_680)),
+        ("try again at 3:51\u{202f}PM.", 0, Some(1_795_352_400 + 10_260)),
+        ("try again at 12:30 AM.", 0, Some(1_795_393_800)),
+        ("try again at 12:05 PM.", 0, Some(1_795_435_500)),
+        // Just past, within GRACE: the reset happening now, not tomorrow's.
+        ("try again at 12:45 PM.", 0, Some(1_795_351_500)),
+        ("try again at 14:30", 0, Some(1_795_357_800)),
+        ("try again at Dec 23rd, 2026 9:01 PM.", 0, Some(1_798_059_660)),
+        ("try again at Dec 23rd, 2026 9:01 PM.", CET, Some(1_798_056_060)),
+        ("try again at Dec 23rd, 2026 9:01 PM.", EST, Some(1_798_077_660)),
+        // An absolute date already past: the message is stale or misread;
+        // resuming at once would just hit the limit again, `None` backs off.
+        ("try again at Feb 23rd, 2026 9:01 PM.", 0, None),
+        // Durations.
+        ("Try again in 4 days 20 hours 9 minutes.", CET, Some(1_795_769_834)),
+        ("Model quota limit exceeded. Refreshes in 6 days and 18 hours", 0, Some(1_795_934_894)),
+        ("reset after 1h2m3s", 0, Some(1_795_355_417)),
+        ("Your quota will reset after 2h", EST, Some(1_795_358_894)),
+        ("Retrying after 1500ms", 0, Some(1_795_351_696)),
+        ("Please try again in 1.5s.", 0, Some(1_795_351_696)),
+        // The quota's own reset outranks the client's retry delay beside it.
+        (
+            "Attempt 1 failed: You have exhausted your capacity on this model. Your quota will reset after 2h13m5s.. Retrying after 8587399ms...",
+            0,
+            Some(1_795_359_679),
+        ),
+        ("[API Error: Quota exceeded ...\nSuggested retry after 1s.]\nPlease wait and try again later.", 0, Some(1_795_351_695)),
+        // Case does not matter.
+        ("RESETS 5PM (utc)", CET, Some(1_795_366_800)),
+        ("TRY AGAIN IN 2 HOURS", 0, Some(1_795_358_894)),
+        // No time named.
+        ("Try again later.", 0, None),
+        ("Error: Amp server returned an error. Try again in a moment.", 0, None),
+        ("You're out of usage credits", 0, None),
+        ("", 0, None),
+    ];
+
+    #[test]
+    fn every_form_in_the_table() {
+        let mut wrong = Vec::new();
+        for &(text, offset, want) in TABLE {
+            let got = reset_time(text, NOW, offset);
+            if got != want {
+                wrong.push(format!(
+                    "{text:?} at {offset:+}: got {got:?}, want {want:?}"
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// A structured field is exact; the clock text beside it is cut to the
+    /// minute ("2:04pm" for 14:04:37), so the field must win wherever it is.
+    #[test]
+    fn a_field_outranks_the_clock_text_beside_it() {
+        let text = r#"You've hit your session limit · resets 2:04pm (UTC) {"resetsAt":1795356277}"#;
+        assert_eq!(reset_time(text, NOW, 0), Some(1_795_356_277));
+    }
+
+    #[test]
+    fn dates_cross_the_year_and_know_leap_days() {
+        let dec_30 = 1_798_632_000; // 2026-12-30 12:00 UTC
+        assert_eq!(
+            reset_time("resets Jan 2 at 9am (UTC)", dec_30, 0),
+            Some(1_798_880_400)
+        );
+        let new_years_eve = 1_798_761_000; // 2026-12-31 23:50 UTC
+        assert_eq!(
+            reset_time("try again at 12:30 AM", new_years_eve, 0),
+            Some(1_798_763_400)
+        );
+        let feb_2028 = 1_832_976_000; // 2028-02-01 00:00 UTC
+        assert_eq!(
+            reset_time("resets Feb 29 at 9am (UTC)", feb_2028, 0),
+            Some(1_835_427_600)
+        );
+        assert_eq!(reset_time("resets Feb 29th, 2027 9am (UTC)", NOW, 0), None);
+        // Century years are leap only every 400 years.
+        for (year, days) in [(1900, 28), (2000, 29), (2027, 28), (2028, 29), (2100, 28)] {
+            assert_eq!(days_in_month(year, 2), Some(days), "February {year}");
+        }
+    }
+
+    #[test]
+    fn calendar_matches_known_days() {
+        // (year, month, day, days since 1970-01-01), from Python.
+        let known = [
+            (1970, 1, 1, 0),
+            (2000, 3, 1, 11_017),
+            (1900, 3, 1, -25_508),
+            (1600, 2, 29, -135_081),
+            (2026, 11, 22, 20_779),
+            (2028, 2, 29, 21_243),
+        ];
+        for (y, m, d, days) in known {
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+            assert_eq!(year_of_days(days), y, "year of day {days}");
+        }
+        // The year changes exactly between Dec 31 and Jan 1, in every era.
+        for y in [-401, -1, 0, 1, 1899, 1900, 1969, 1970, 2000, 2100, 9999] {
+            let jan_1 = days_from_civil(y, 1, 1);
+            assert_eq!(year_of_days(jan_1), y);
+            assert_eq!(year_of_days(jan_1 - 1), y - 1);
+            assert_eq!(
+                days_from_civil(y, 12, 31) - jan_1 + 1,
+                if is_leap(y) { 366 } else { 365 }
+            );
+        }
+    }
+
+    #[test]
+    fn odd_input_never_panics_and_never_names_an_implausible_time() {
+        let texts = [
+            "",
+            "resets",
+            "resets ",
+            "reset at",
+            "try again at",
+            "resets 99:99 PM",
+            "try again at 99:99 PM",
+            "resets 13pm",
+            "resets 0am",
+            "resets 24:00",
+            "resets 5:7pm",
+            "try again at Feb 30th, 2026 9:01 PM",
+            "try again at Feb 30th",
+            "resets Jan 12, 10:99am",
+            "resets Feb 2026",
+            "|",
+            "|99999999999999999999999999",
+            "limit reached|18446744073709551615",
+            "limit reached|9223372036854775807",
+            r#""resetsAt":99999999999999999999"#,
+            r#""resets_at": 18446744073709551615"#,
+            r#""resetsAt":"#,
+            r#""resets_in_seconds": 9223372036854775807"#,
+            "Try again in 99999999999999999999 days",
+            "try again in 18446744073709551615 weeks",
+            "reset after 9223372036854775807s",
+            "reset after 1.99999999999999999999999999s",
+            "resets 5pm (",
+            "resets 5pm (UTC+99)",
+            "resets 5pm (utc+5:99)",
+            "resets 5pm utc+",
+            "résets 5pm · ünïcödé ∙ resets 5\u{202f}",
+            "\u{202f}\u{a0}\u{202f}",
+            "resets\u{0}5pm",
+            "Retrying after ms",
+            "try again in 1.s",
+        ];
+        let clocks = [0, NOW, -NOW, i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 1];
+        let offsets = [0, CET, EST, i32::MIN, i32::MAX];
+        for text in texts {
+            for now in clocks {
+                for offset in offsets {
+                    if let Some(t) = reset_time(text, now, offset) {
+                        assert!(
+                            t >= now.saturating_sub(GRACE) && t <= now.saturating_add(MAX_AHEAD),
+                            "{text:?} at {now} {offset:+}: {t}"
+                        );
+                    }
+                }
+            }
+        }
+        for text in [
+            "resets 99:99 PM",
+            "try again at Feb 30th, 2026 9:01 PM",
+            "resets 13pm",
+        ] {
+            assert_eq!(reset_time(text, NOW, 0), None, "{text:?}");
+        }
+    }
+
+    fn recording(name: &str) -> Option<String> {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/compat/agents")
+            .join(name);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(_) => {
+                eprintln!("skipping: no recording at {}", path.display());
+                None
+            }
+        }
+    }
+
+    /// The limit texts of the real CLIs, read whole: the one time each names.
+    #[test]
+    fn recorded_limit_messages() {
+        let cases = [
+            // The rate_limit_event line comes before the "resets 2:04pm" text.
+            ("claude/unified-oauth.stdout", Some(1_795_356_277)),
+            ("codex/err-usage_limit.stdout", Some(1_795_357_680)),
+            ("codex/human-usage.stderr", Some(1_795_357_680)),
+            ("gemini/quota-429.stderr", Some(NOW + 7985)),
+            ("claude/unified-apikey.stdout", None),
+            ("codex/err-429.stdout", None),
+        ];
+        for (name, want) in cases {
+            let Some(text) = recording(name) else {
+                continue;
+            };
+            assert_eq!(reset_time(&text, NOW, 0), want, "{name}");
+        }
     }
 }
