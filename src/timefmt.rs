@@ -32,6 +32,21 @@ pub(crate) fn now_secs() -> i64 {
 }
 
 /// `2026-11-22T11:51:21Z`
+/// The machine's UTC offset (seconds east) at `unix`, from the C library's
+/// zone rules (`TZ`, /etc/localtime); 0 when it cannot tell.
+pub(crate) fn local_offset_secs(unix: i64) -> i32 {
+    let t = unix as libc::time_t;
+    // SAFETY: localtime_r writes only into the tm we pass; a zeroed tm is a
+    // valid value for it to overwrite.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    if ok {
+        i32::try_from(tm.tm_gmtoff).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 pub(crate) fn iso(secs: i64) -> String {
     let (y, m, d, hh, mm, ss, _) = parts(secs);
     format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")

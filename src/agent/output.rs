@@ -79,6 +79,9 @@ pub(crate) struct OutputParser {
     /// The JSON events of a CLI other than Claude Code go through its
     /// decoder; `None` is Claude Code's format (and plain text).
     decoder: Option<super::Decoder>,
+    /// Unix time and local UTC offset at the attempt's start, for limit
+    /// messages that give a clock time ("try again at 3:51 PM").
+    clock: Option<(i64, i32)>,
     tags: TagScan,
     /// Text from an unclosed `<ralph>` in plain-text output, so a tag split
     /// over lines (a multi-line LEARN) is still found. Capped by `CARRY_CAP`.
@@ -358,6 +361,13 @@ impl OutputParser {
         }
     }
 
+    /// Reads clock-time reset messages against `now` (Unix seconds) in a
+    /// zone `local_offset_secs` east of UTC.
+    pub(crate) fn with_clock(mut self, now: i64, local_offset_secs: i32) -> Self {
+        self.clock = Some((now, local_offset_secs));
+        self
+    }
+
     /// Takes in what a backend's decoder made of one JSON event: agent text
     /// is scanned for tags, results, usage and limits go into the summary.
     fn absorb(&mut self, events: Vec<AgentEvent>) -> Vec<AgentEvent> {
@@ -383,7 +393,7 @@ impl OutputParser {
                     if *is_error
                         && (*api_error_status == Some(429) || LIMIT_ERROR_RE.is_match(text))
                     {
-                        let resets_at = limit_epoch(text);
+                        let resets_at = self.reset_of(text);
                         self.mark_limited(resets_at);
                         out.push(AgentEvent::RateLimited {
                             resets_at,
@@ -402,7 +412,10 @@ impl OutputParser {
                         s.num_turns = *num_turns;
                     }
                 }
-                AgentEvent::RateLimited { resets_at, .. } => self.mark_limited(*resets_at),
+                AgentEvent::RateLimited { resets_at, message } => {
+                    let resets_at = resets_at.or_else(|| self.reset_of(message));
+                    self.mark_limited(resets_at);
+                }
                 AgentEvent::Usage { usage, cost_usd } => {
                     self.summary.usage += *usage;
                     if let Some(c) = cost_usd {
@@ -491,7 +504,7 @@ impl OutputParser {
                     }
                     self.note_last_line(text);
                     if api_error == Some("rate_limit") {
-                        let resets_at = limit_epoch(text);
+                        let resets_at = self.reset_of(text);
                         self.mark_limited(resets_at);
                         out.push(AgentEvent::RateLimited {
                             resets_at,
@@ -542,7 +555,7 @@ impl OutputParser {
         self.tags.scan(&text);
         self.note_last_line(&text);
         if is_error && (api_error_status == Some(429) || LIMIT_ERROR_RE.is_match(&text)) {
-            let resets_at = limit_epoch(&text);
+            let resets_at = self.reset_of(&text);
             self.mark_limited(resets_at);
             out.push(AgentEvent::RateLimited {
                 resets_at,
@@ -578,7 +591,7 @@ impl OutputParser {
             self.summary.root_refusal = true;
         }
         if LIMIT_LINE_RE.is_match(line) {
-            let resets_at = limit_epoch(line);
+            let resets_at = self.reset_of(line);
             self.mark_limited(resets_at);
             out.push(AgentEvent::RateLimited {
                 resets_at,
@@ -637,6 +650,15 @@ impl OutputParser {
     }
 
     /// A known reset time is never forgotten for a later "limited" without one.
+    /// The reset time a limit message names: the epoch after `|`, else any
+    /// form `reset::reset_time` reads, once the parser knows the clock.
+    fn reset_of(&self, text: &str) -> Option<u64> {
+        limit_epoch(text).or_else(|| {
+            let (now, offset) = self.clock?;
+            super::reset::reset_time(text, now, offset).and_then(|t| u64::try_from(t).ok())
+        })
+    }
+
     fn mark_limited(&mut self, resets_at: Option<u64>) {
         let known = self.summary.rate_limited.flatten();
         self.summary.rate_limited = Some(resets_at.or(known));

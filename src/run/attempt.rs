@@ -290,7 +290,9 @@ async fn run_attempt(
             grace: Duration::from_secs(ctx.config.grace_secs),
             token: project::attempt_token(&ctx.tag, &id, n),
         };
-        let mut parser = OutputParser::for_backend(backend);
+        let now = crate::timefmt::now_secs();
+        let mut parser = OutputParser::for_backend(backend)
+            .with_clock(now, crate::timefmt::local_offset_secs(now));
         let idx = req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
         // The agent is stopped by ralph's control, or by ralph itself when
