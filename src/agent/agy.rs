@@ -42,6 +42,16 @@ static LIMIT_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 impl Decoder {
+    /// The end of the output: text still held (an agent killed mid-message)
+    /// is let out, so its tags count.
+    pub(crate) fn finish(&mut self) -> Vec<AgentEvent> {
+        self.text
+            .flush()
+            .map(AgentEvent::Text)
+            .into_iter()
+            .collect()
+    }
+
     /// What one JSON event of the stream means; never panics.
     pub(crate) fn event(&mut self, ev: &Value) -> Vec<AgentEvent> {
         let mut out = Vec::new();

@@ -89,7 +89,14 @@ impl Backend {
             ],
             Backend::Gemini | Backend::Agy => &["--output-format", "stream-json", "--yolo"],
             Backend::Opencode => &["run", "--format", "json"],
-            Backend::Cursor => &["-p", "--output-format", "stream-json", "--force"],
+            Backend::Cursor => &[
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--stream-partial-output",
+                "--trust",
+                "--force",
+            ],
             Backend::Amp => &["-x", "--stream-json", "--dangerously-allow-all"],
             Backend::Custom => &[],
         }
@@ -125,6 +132,25 @@ impl Decoder {
             Backend::Opencode => Decoder::Opencode(Default::default()),
             Backend::Cursor => Decoder::Cursor(Default::default()),
         })
+    }
+
+    /// A line that is not JSON (stderr, mostly): some CLIs say there what
+    /// they never put in their stream (Gemini's quota retries).
+    pub(crate) fn plain_line(&mut self, line: &str) -> Vec<AgentEvent> {
+        match self {
+            Decoder::Gemini(d) => d.plain_line(line),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The end of the output: whatever a decoder still holds.
+    pub(crate) fn finish(&mut self) -> Vec<AgentEvent> {
+        match self {
+            Decoder::Gemini(d) => d.finish(),
+            Decoder::Agy(d) => d.finish(),
+            Decoder::Cursor(d) => d.finish(),
+            Decoder::Codex(_) | Decoder::Opencode(_) => Vec::new(),
+        }
     }
 
     pub(crate) fn event(&mut self, ev: &Value) -> Vec<AgentEvent> {

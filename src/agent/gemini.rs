@@ -46,6 +46,16 @@ static ATTEMPT_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*Attempt (\d+) failed[:.]\s*(.*)$").unwrap());
 
 impl Decoder {
+    /// The end of the output: text still held (an agent killed mid-message)
+    /// is let out, so its tags count.
+    pub(crate) fn finish(&mut self) -> Vec<AgentEvent> {
+        self.text
+            .flush()
+            .map(AgentEvent::Text)
+            .into_iter()
+            .collect()
+    }
+
     /// What one JSON event of the stream means; never panics.
     pub(crate) fn event(&mut self, ev: &Value) -> Vec<AgentEvent> {
         let mut out = Vec::new();
@@ -136,7 +146,6 @@ impl Decoder {
     /// plain-text path does not hand lines to decoders (see the report of
     /// issue 10). When Gemini's quota is exhausted it sleeps until the
     /// reset and says so only here, so this is the only way to see it.
-    #[allow(dead_code)]
     pub(crate) fn plain_line(&mut self, line: &str) -> Vec<AgentEvent> {
         let Some(c) = ATTEMPT_RE.captures(line) else {
             return Vec::new();

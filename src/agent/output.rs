@@ -350,7 +350,16 @@ impl OutputParser {
                 return self.feed_event(&ev);
             }
         }
-        self.feed_plain(line)
+        let decoded = match &mut self.decoder {
+            Some(d) => d.plain_line(line),
+            None => Vec::new(),
+        };
+        if decoded.is_empty() {
+            return self.feed_plain(line);
+        }
+        let mut out = self.absorb(decoded);
+        out.extend(self.feed_plain(line));
+        out
     }
 
     /// A parser for the output of `backend`'s CLI.
@@ -374,6 +383,9 @@ impl OutputParser {
         self.stream = true;
         self.carry = None;
         let mut out = Vec::with_capacity(events.len());
+        let limited_here = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::RateLimited { .. }));
         for ev in events {
             match &ev {
                 AgentEvent::Text(t) => {
@@ -390,7 +402,9 @@ impl OutputParser {
                 } => {
                     self.tags.scan(text);
                     self.note_last_line(text);
+                    // A decoder that said "limited" itself has said it once.
                     if *is_error
+                        && !limited_here
                         && (*api_error_status == Some(429) || LIMIT_ERROR_RE.is_match(text))
                     {
                         let resets_at = self.reset_of(text);
@@ -671,7 +685,11 @@ impl OutputParser {
     }
 
     /// Ends the output and returns the summary.
-    pub(crate) fn finish(self) -> Summary {
+    pub(crate) fn finish(mut self) -> Summary {
+        if let Some(mut d) = self.decoder.take() {
+            let rest = d.finish();
+            self.absorb(rest);
+        }
         let mut summary = self.summary;
         summary.signals = self.tags.signals();
         summary
@@ -1155,6 +1173,41 @@ mod tests {
         assert_eq!(s.rate_limited, None);
         let s = parse_lines(&result("API Error: 529 Overloaded", true));
         assert_eq!(s.rate_limited, None);
+    }
+
+    /// Gemini says its quota is spent only on stderr (then sleeps for
+    /// hours): the decoder's plain-line hook must turn that into a limit
+    /// with its reset time.
+    #[test]
+    fn gemini_quota_on_stderr_is_a_limit_with_a_reset() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/agents/gemini");
+        let (Ok(out), Ok(err)) = (
+            std::fs::read_to_string(dir.join("quota-429.stdout")),
+            std::fs::read_to_string(dir.join("quota-429.stderr")),
+        ) else {
+            eprintln!("skipped: ../shared/compat/agents/gemini/quota-429.* not found");
+            return;
+        };
+        let mut p = OutputParser::for_backend(super::super::Backend::Gemini);
+        for line in out.lines().chain(err.lines()) {
+            p.feed_line(line);
+        }
+        let s = p.finish();
+        assert!(matches!(s.rate_limited, Some(Some(_))), "{s:?}");
+    }
+
+    /// A decoder's held text still counts when the agent dies mid-message.
+    #[test]
+    fn text_a_decoder_still_holds_at_the_end_is_scanned() {
+        let mut p = OutputParser::for_backend(super::super::Backend::Gemini);
+        p.feed_line(
+            r#"{"type":"message","role":"assistant","content":"all done <ralph>DO","delta":true}"#,
+        );
+        p.feed_line(
+            r#"{"type":"message","role":"assistant","content":"NE 1.1</ralph>","delta":true}"#,
+        );
+        assert_eq!(p.finish().signals.done.as_deref(), Some("1.1"));
     }
 
     #[test]
