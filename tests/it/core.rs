@@ -926,3 +926,69 @@ commit_file "src/$ID.txt"; done_
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 3);
 }
+
+/// Every backend through the real binary: a fake CLI of that name speaking
+/// its format (as recorded from the real CLIs) lands the story, and the
+/// tokens and cost it reported are recorded with the agent's name (issue 10).
+#[test]
+fn each_backend_is_driven_in_its_own_format() {
+    use std::os::unix::fs::PermissionsExt;
+    let cases: [(&str, &str, &str, [u64; 3], f64); 4] = [
+        (
+            "codex",
+            "codex",
+            r#"printf '%s\n' '{"type":"thread.started","thread_id":"t-1"}' '{"type":"turn.started"}'
+printf '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"done <ralph>DONE %s</ralph>"}}\n' "$ID"
+printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":2000,"cached_input_tokens":1500,"cache_write_input_tokens":0,"output_tokens":60}}'"#,
+            [500, 60, 1500],
+            0.0,
+        ),
+        (
+            "opencode",
+            "opencode",
+            r#"printf '{"type":"text","timestamp":1795351979485,"sessionID":"ses_1","part":{"type":"text","text":"done <ralph>DONE %s</ralph>"}}\n' "$ID"
+printf '%s\n' '{"type":"step_finish","timestamp":1795351979518,"sessionID":"ses_1","part":{"reason":"stop","type":"step-finish","tokens":{"input":1200,"output":42,"reasoning":0,"cache":{"write":300,"read":5000}},"cost":0.006855}}'"#,
+            [1200, 42, 5000],
+            0.006855,
+        ),
+        (
+            "gemini",
+            "gemini",
+            r#"printf '%s\n' '{"type":"init","timestamp":"2026-11-22T12:48:07.741Z","session_id":"g-1","model":"gemini"}'
+printf '{"type":"message","timestamp":"2026-11-22T12:48:07.788Z","role":"assistant","content":"done <ralph>DONE %s</ralph>","delta":true}\n' "$ID"
+printf '%s\n' '{"type":"result","timestamp":"2026-11-22T12:48:07.822Z","status":"success","stats":{"total_tokens":930,"input_tokens":900,"output_tokens":30,"cached":100,"input":800}}'"#,
+            [800, 30, 100],
+            0.0,
+        ),
+        ("amp", "amp", r#"say "working"; done_"#, [100, 20, 7], 0.01),
+    ];
+    for (backend, command, speak, [input, output, cache_read], cost) in cases {
+        let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+        p.commit_all("backlog");
+        let script = format!("{AGENT_PRELUDE}\ncommit_file \"src/$ID.txt\"\n{speak}\n");
+        let path = p.bin.join(command);
+        fs::write(&path, script).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        let r = p.ralph(&["run", "--agent", backend]);
+        assert_eq!(r.code, 0, "{backend}: {r:?}");
+        assert_eq!(p.merges_of("1.1"), 1, "{backend}");
+        let s = p.story("1.1");
+        assert_eq!(s["history"][0]["agent"], backend, "{backend}: {s}");
+        let u = &s["usage"];
+        assert_eq!(
+            [
+                &u["input_tokens"],
+                &u["output_tokens"],
+                &u["cache_read_input_tokens"]
+            ],
+            [input, output, cache_read]
+                .map(serde_json::Value::from)
+                .each_ref(),
+            "{backend}: {s}"
+        );
+        assert!(
+            (s["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9,
+            "{backend}: {s}"
+        );
+    }
+}
