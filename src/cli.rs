@@ -266,6 +266,13 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     let failed = ids(Node::Failed);
     let blocked = ids(Node::Blocked);
     let next = sched.next().map(|i| project.backlog.stories[i].id.clone());
+    let now = crate::timefmt::now_secs();
+    let paused: Vec<(String, i64)> = state
+        .paused_until
+        .iter()
+        .filter(|(_, t)| **t > now)
+        .map(|(a, t)| (a.clone(), *t))
+        .collect();
     if json {
         let v = serde_json::json!({
             "total": total,
@@ -277,6 +284,10 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
             "run_in_progress": live,
             "usage": usage,
             "cost_usd": cost,
+            "paused_until": paused
+                .iter()
+                .map(|(a, t)| (a.clone(), serde_json::Value::from(crate::timefmt::iso(*t))))
+                .collect::<serde_json::Map<_, _>>(),
             "budget": {
                 "max_cost_usd_total": project.config.budget_total_usd,
                 "max_cost_usd_per_run": project.config.budget_run_usd,
@@ -315,6 +326,13 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         usage.cache_read_input_tokens,
         cost
     );
+    for (agent, until) in &paused {
+        println!(
+            "Paused: the {agent} agent's usage limit resets in {} (at {})",
+            crate::timefmt::human_duration((until - now) as f64),
+            crate::timefmt::iso(*until)
+        );
+    }
     if let Some(max) = project.config.budget_total_usd {
         println!("Budget: ${cost:.2} of ${max:.2} spent (budget.max_cost_usd_total)");
     }

@@ -55,6 +55,9 @@ pub(crate) struct Config {
     /// `loop.idle_timeout_seconds` (default 600; 0 = none): an attempt that
     /// prints nothing for this long is stopped like a timeout.
     pub(crate) idle_timeout_secs: u64,
+    /// `limits.max_wait_hours` (default 6): a usage limit that resets later
+    /// than this is not waited for.
+    pub(crate) max_wait_hours: u64,
     /// `budget.max_cost_usd`: the most one run may spend.
     pub(crate) budget_run_usd: Option<f64>,
     /// `budget.max_cost_usd_total`: the most all runs together may spend.
@@ -108,6 +111,9 @@ pub(crate) fn defaults() -> Value {
         },
         "agent": {
             "name": "claude"
+        },
+        "limits": {
+            "max_wait_hours": 6
         },
         "commit": {
             "format": "feat(story-{{id}}): {{title}}",
@@ -476,6 +482,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         "claude",
         "agent",
         "budget",
+        "limits",
         "commit",
         "learnings",
         "parallel",
@@ -554,6 +561,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         .then(|| r.string("agent.command", false))
         .filter(|c| !c.is_empty());
     let agent_override_flags = r.strings("agent.flags");
+    let max_wait_hours = r.uint("limits.max_wait_hours", 0, "a whole number of hours");
     let budget_run_usd = r.amount("budget.max_cost_usd");
     let budget_total_usd = r.amount("budget.max_cost_usd_total");
     let budget_tokens = r.get("budget.max_tokens").is_some().then(|| {
@@ -620,6 +628,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         agent_override_command,
         agent_override_flags,
         idle_timeout_secs,
+        max_wait_hours,
         budget_run_usd,
         budget_total_usd,
         budget_tokens,

@@ -95,6 +95,11 @@ pub(crate) enum Message {
     Stopped {
         id: String,
     },
+    /// A run starts inside a usage-limit pause an earlier run recorded.
+    Paused {
+        agent: String,
+        wait_secs: f64,
+    },
     /// A fault outside the story: not counted, tried again after a pause.
     Fault {
         id: String,
@@ -180,6 +185,10 @@ pub(crate) fn render(m: &Message) -> String {
             wait_secs,
         } => format!(
             "[wait] {id}: {reason}; not counted as an attempt, trying again in {}",
+            human_duration(*wait_secs)
+        ),
+        Message::Paused { agent, wait_secs } => format!(
+            "[wait] the {agent} agent's usage limit resets in {}; new work waits until then",
             human_duration(*wait_secs)
         ),
         Message::Stopped { id } => {
@@ -452,6 +461,10 @@ mod tests {
                 wait_secs: 3602.0,
             },
             Message::Stopped { id: id() },
+            Message::Paused {
+                agent: "claude".into(),
+                wait_secs: 1800.0,
+            },
             Message::Fault {
                 id: id(),
                 reason: "could not prepare the worktree of slot 1: No space left on device".into(),

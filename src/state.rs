@@ -115,6 +115,10 @@ pub(crate) struct State {
     pub(crate) pipeline_iteration: u64,
     #[serde(default)]
     pub(crate) stories: BTreeMap<String, StoryRecord>,
+    /// Usage-limit pauses still in force: agent backend → Unix time of the
+    /// reset. A run started during a pause honours it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) paused_until: BTreeMap<String, i64>,
     /// Keys we do not know are kept as they were.
     #[serde(flatten)]
     pub(crate) extra: Map<String, Value>,
@@ -132,6 +136,7 @@ impl Default for State {
             decomposed_stories: Map::new(),
             pipeline_iteration: 0,
             stories: BTreeMap::new(),
+            paused_until: BTreeMap::new(),
             extra: Map::new(),
         }
     }

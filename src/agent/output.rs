@@ -674,8 +674,11 @@ impl OutputParser {
     }
 
     fn mark_limited(&mut self, resets_at: Option<u64>) {
+        // The first reset time reported wins: CLIs send the structured one
+        // (`resetsAt`) before the error text, whose clock time is cut to the
+        // minute or stale.
         let known = self.summary.rate_limited.flatten();
-        self.summary.rate_limited = Some(resets_at.or(known));
+        self.summary.rate_limited = Some(known.or(resets_at));
     }
 
     /// True once the API has rejected the agent's credentials: the attempt

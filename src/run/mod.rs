@@ -261,6 +261,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             total_usd: config.budget_total_usd,
             run_tokens: config.budget_tokens,
         },
+        max_wait: Duration::from_secs(config.max_wait_hours * 3600),
     };
     let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
     let first = opts
@@ -275,6 +276,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         policy,
         only,
         first,
+        events::Now {
+            mono: Instant::now(),
+            unix: crate::timefmt::now_secs(),
+        },
     );
     let reland: Vec<usize> = reland
         .iter()

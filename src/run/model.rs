@@ -32,6 +32,8 @@ pub(crate) struct Policy {
     pub(crate) limit: Option<u64>,
     pub(crate) target: String,
     pub(crate) budget: Budget,
+    /// Longest usage-limit reset worth waiting for.
+    pub(crate) max_wait: Duration,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -161,6 +163,7 @@ impl Model {
         policy: Policy,
         only: Option<usize>,
         first: usize,
+        now_at_start: super::events::Now,
     ) -> Model {
         let nodes: Vec<Node> = stories
             .iter()
@@ -185,6 +188,14 @@ impl Model {
             .map(|s| estimation_weight(s.estimation.as_deref()))
             .collect();
         let parallel = policy.jobs > 1;
+        let now = now_at_start;
+        // A pause a previous run recorded is still in force.
+        state.paused_until.retain(|_, until| *until > now.unix);
+        let pause_until = state
+            .paused_until
+            .values()
+            .max()
+            .map(|&until| now.mono + Duration::from_secs((until - now.unix) as u64));
         let sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
         Model {
             state,
@@ -197,7 +208,7 @@ impl Model {
             attempts_this_run: 0,
             signals: SignalCount::None,
             fatal: None,
-            pause_until: None,
+            pause_until,
             backoff: Policy::FIRST_BACKOFF,
             retry_context: HashMap::new(),
             faults: HashMap::new(),

@@ -32,6 +32,12 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 "run start: {} jobs, target {}",
                 model.policy.jobs, model.policy.target
             )));
+            for (agent, until) in &model.state.paused_until {
+                out.push(Action::Say(Message::Paused {
+                    agent: agent.clone(),
+                    wait_secs: (until - now.unix).max(0) as f64,
+                }));
+            }
             for idx in reland {
                 let attempt = model
                     .state
@@ -60,6 +66,11 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
         Event::Timer => {
             if model.pause_until.is_some_and(|t| now.mono >= t) {
                 model.pause_until = None;
+                model
+                    .state
+                    .paused_until
+                    .retain(|_, until| *until > now.unix);
+                out.push(Action::Save);
             }
         }
         Event::SaveFailed(error) => {
@@ -346,12 +357,30 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                 None => model.backoff,
             };
             model.backoff = (model.backoff * 2).min(Policy::MAX_BACKOFF);
-            model.pause_until = Some(now.mono + wait);
-            out.push(Action::Say(Message::RateLimited {
-                id: id.clone(),
-                wait_secs: wait.as_secs_f64(),
-            }));
-            out.push(Action::Log(format!("rate limited on {id}; pause {wait:?}")));
+            let agent = r.agent.unwrap_or("claude").to_string();
+            if wait > model.policy.max_wait {
+                needs_person(
+                    model,
+                    format!(
+                        "the {agent} agent hit its usage limit, which resets in {}: longer than \
+                         limits.max_wait_hours ({}h), so ralph does not wait; run `ralph run` \
+                         after the reset, or raise limits.max_wait_hours",
+                        crate::timefmt::human_duration(wait.as_secs_f64()),
+                        model.policy.max_wait.as_secs() / 3600
+                    ),
+                    out,
+                );
+            } else {
+                model.pause_until = Some(now.mono + wait);
+                // Kept in the state, so a restart during the pause honours it.
+                let until = now.unix + wait.as_secs() as i64;
+                model.state.paused_until.insert(agent, until);
+                out.push(Action::Say(Message::RateLimited {
+                    id: id.clone(),
+                    wait_secs: wait.as_secs_f64(),
+                }));
+                out.push(Action::Log(format!("rate limited on {id}; pause {wait:?}")));
+            }
         }
         Verdict::Interrupted => {
             model.state.push_history(&id, rec);

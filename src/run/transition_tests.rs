@@ -49,8 +49,9 @@ fn model_with(
         limit,
         target: "main".into(),
         budget: Default::default(),
+        max_wait: Duration::from_secs(6 * 3600),
     };
-    Model::new(stories, &dag, State::default(), policy, None, 0)
+    Model::new(stories, &dag, State::default(), policy, None, 0, t0())
 }
 
 fn t0() -> Now {
@@ -622,4 +623,69 @@ fn a_spent_budget_starts_nothing_new_but_lets_running_work_land() {
     let (summary, error, code) = finish(&m, 1.0);
     assert_eq!((summary.done, code), (2, EXIT_STORIES_FAILED));
     assert!(error.unwrap().contains("budget.max_cost_usd"));
+}
+
+#[test]
+fn a_usage_limit_resetting_past_the_max_wait_is_not_waited_for() {
+    let mut m = model_with(&[("a", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let now = t0();
+    let far = Verdict::RateLimited {
+        resets_at: Some((now.unix + 7 * 3600) as u64),
+    };
+    handle(&mut m, finished(&req, far), now);
+    assert!(m.pause_until.is_none());
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("limits.max_wait_hours"));
+    assert_eq!(m.state.record("a").unwrap().attempts, 0);
+}
+
+#[test]
+fn a_usage_limit_pause_is_kept_in_the_state_and_honoured_by_the_next_run() {
+    let mut m = model_with(&[("a", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let now = t0();
+    let soon = Verdict::RateLimited {
+        resets_at: Some((now.unix + 600) as u64),
+    };
+    let mut r = AttemptReport::empty(&req, soon, "log".into());
+    r.agent = Some("codex");
+    handle(&mut m, Event::AttemptFinished(Box::new(r)), now);
+    assert_eq!(m.state.paused_until.get("codex"), Some(&(now.unix + 602)));
+    // A new run from that state starts paused.
+    let stories = m.stories.clone();
+    let backlog = Backlog {
+        source: Source::StoriesTxt,
+        stories: stories.clone(),
+        sections: vec![Section {
+            label: Some("1".into()),
+            chain: false,
+        }],
+        skipped: vec![],
+    };
+    let dag = Dag::build(&backlog).unwrap();
+    let later_now = later(now, 60);
+    let mut again = Model::new(
+        stories,
+        &dag,
+        m.state.clone(),
+        m.policy.clone(),
+        None,
+        0,
+        later_now,
+    );
+    assert_eq!(
+        again.pause_until,
+        Some(later_now.mono + Duration::from_secs(542))
+    );
+    let a = handle(&mut again, Event::Start { reland: vec![] }, later_now);
+    assert!(starts(&a).is_empty());
+    assert!(said(&a)
+        .iter()
+        .any(|s| matches!(s, Message::Paused { agent, .. } if agent == "codex")));
+    let a = handle(&mut again, Event::Timer, later(now, 602));
+    assert_eq!(starts(&a).len(), 1);
+    assert!(again.state.paused_until.is_empty());
 }

@@ -944,3 +944,52 @@ done_
     assert_eq!(p.merges_of("1.1"), 1);
     assert_eq!(p.merges_of("1.2"), 1);
 }
+
+/// A usage-limit pause is kept in state.json: `status` shows it, and a run
+/// restarted during it waits instead of respawning the agent into the quota
+/// (issue 10).
+#[test]
+fn a_usage_limit_pause_survives_a_restart() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "$N" >> "$SCRATCH/calls"
+now=$(date +%s)
+printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
+result "You've hit your session limit" true
+exit 1
+"#,
+    );
+    let mut child = spawn(&p, &["run"]);
+    let state = p.root.join(".ralph/state.json");
+    wait_until("the pause in state.json", Duration::from_secs(60), || {
+        fs::read_to_string(&state).is_ok_and(|s| s.contains("paused_until"))
+    });
+    // SAFETY: plain kill(2).
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, "ralph to stop").code(), Some(130));
+    let r = p.ralph(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v["paused_until"]["claude"].is_string(), "{v}");
+    assert!(p
+        .ralph(&["status"])
+        .stdout
+        .contains("Paused: the claude agent"));
+
+    let mut again = spawn(&p, &["run"]);
+    let log = p.scratch.join("ralph.stderr");
+    wait_until(
+        "the restarted run to say it waits",
+        Duration::from_secs(60),
+        || fs::read_to_string(&log).is_ok_and(|s| s.contains("usage limit resets in")),
+    );
+    unsafe { libc::kill(again.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut again, "ralph to stop").code(), Some(130));
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "1\n",
+        "the agent was not respawned into the quota"
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0);
+}
