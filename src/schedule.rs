@@ -149,6 +149,24 @@ impl Scheduler {
         out
     }
 
+    /// Gives a failed story back to the queue; what only it blocked is
+    /// unblocked.
+    pub(crate) fn unfail(&mut self, i: usize) {
+        if self.nodes[i] == Node::Failed {
+            self.nodes[i] = Node::Pending;
+        }
+        for n in self.nodes.iter_mut() {
+            if *n == Node::Blocked {
+                *n = Node::Pending;
+            }
+        }
+        for j in 0..self.nodes.len() {
+            if self.nodes[j] == Node::Failed {
+                self.block_downstream(j);
+            }
+        }
+    }
+
     pub(crate) fn count(&self, node: Node) -> usize {
         self.nodes.iter().filter(|&&n| n == node).count()
     }

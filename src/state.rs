@@ -257,6 +257,16 @@ impl State {
         after
     }
 
+    /// Takes one failed attempt back (the circuit breaker found its cause
+    /// outside the story): the story gets that try again.
+    pub(crate) fn refund_attempt(&mut self, id: &str) {
+        let r = self.rec(id);
+        r.attempts = r.attempts.saturating_sub(1);
+        if r.status == Status::Failed {
+            r.status = Status::Pending;
+        }
+    }
+
     /// An attempt that did not count (interrupted, rate-limited, crashed run).
     pub(crate) fn requeue(&mut self, id: &str) {
         let r = self.rec(id);

@@ -59,6 +59,9 @@ impl Policy {
     pub(crate) const FAULT_BACKOFF: Duration = Duration::from_secs(5);
     /// Transient faults in a row after which a person is asked instead.
     pub(crate) const MAX_TRANSIENT_FAULTS: u32 = 5;
+    /// Failed attempts in a row with one cause, over at least two stories,
+    /// that trip the circuit breaker.
+    pub(crate) const BREAKER_ATTEMPTS: usize = 3;
     /// Merge-queue turns a story may lose to a moving target (each turn is
     /// five merge rounds) before the run asks for a quieter target.
     pub(crate) const MAX_RACES: u32 = 10;
@@ -106,6 +109,8 @@ pub(crate) enum Change<'a> {
     Landed {
         commit: &'a str,
     },
+    /// A failed attempt is taken back: its cause was not the story's.
+    Refund,
     /// Ctrl-C caught the story waiting to land. The state keeps it
     /// `landing` so the next run lands it; the scheduler lets it go, as
     /// nothing more happens to it in this run.
@@ -148,6 +153,12 @@ pub(crate) struct Model {
     pub(crate) faults: HashMap<usize, u32>,
     /// Turns of the merge queue lost to a moving target, per story.
     pub(crate) races: HashMap<usize, u32>,
+    /// The causes of the latest failed attempts in a row (story, first line
+    /// of the reason), for the circuit breaker.
+    pub(crate) recent_failures: Vec<(usize, String)>,
+    /// The cause that tripped the breaker: attempts still running when it
+    /// tripped that end the same way are not charged either.
+    pub(crate) breaker_cause: Option<String>,
     /// Spent by this run's attempts.
     pub(crate) run_cost_usd: f64,
     pub(crate) run_tokens: u64,
@@ -213,6 +224,8 @@ impl Model {
             retry_context: HashMap::new(),
             faults: HashMap::new(),
             races: HashMap::new(),
+            recent_failures: Vec::new(),
+            breaker_cause: None,
             run_cost_usd: 0.0,
             run_tokens: 0,
         }
@@ -277,6 +290,10 @@ impl Model {
             }
             Change::LandingInterrupted => {
                 self.sched.set(idx, Node::Pending);
+            }
+            Change::Refund => {
+                self.state.refund_attempt(&id);
+                self.sched.unfail(idx);
             }
         }
         debug_assert!(

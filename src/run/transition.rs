@@ -300,6 +300,9 @@ fn on_signal(model: &mut Model, sig: OsSignal, out: &mut Vec<Action>) {
 fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec<Action>) {
     let id = model.id(r.idx).to_string();
     model.slots[r.slot] = None;
+    if !matches!(r.verdict, Verdict::Failed { .. }) {
+        model.recent_failures.clear();
+    }
     if !matches!(r.verdict, Verdict::Fault { .. }) {
         model.faults.remove(&r.idx);
     }
@@ -347,6 +350,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                 now,
                 out,
             );
+            circuit_breaker(model, r.idx, reason, out);
         }
         Verdict::RateLimited { resets_at } => {
             model.state.push_history(&id, rec);
@@ -425,6 +429,54 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         }
     }
     out.push(Action::Save);
+}
+
+/// The same failure in several attempts in a row, across stories, is not
+/// the stories' fault (a bad key, an unknown model, an agent that dies at
+/// start): the run stops with one message and those attempts are taken back,
+/// so after the fix `ralph run` just works.
+fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Action>) {
+    let cause: String = reason
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(200)
+        .collect();
+    if model.breaker_cause.as_deref() == Some(cause.as_str()) {
+        model.apply(idx, Change::Refund);
+        return;
+    }
+    model.recent_failures.push((idx, cause.clone()));
+    let n = Policy::BREAKER_ATTEMPTS;
+    let recent = &model.recent_failures;
+    if recent.len() < n {
+        return;
+    }
+    let last = &recent[recent.len() - n..];
+    let same = last.iter().all(|(_, c)| *c == cause);
+    let mut stories: Vec<usize> = last.iter().map(|(i, _)| *i).collect();
+    stories.sort_unstable();
+    stories.dedup();
+    if !same || stories.len() < 2 {
+        return;
+    }
+    let taken: Vec<usize> = last.iter().map(|(i, _)| *i).collect();
+    for i in taken {
+        model.apply(i, Change::Refund);
+    }
+    model.recent_failures.clear();
+    model.breaker_cause = Some(cause.clone());
+    let ids: Vec<&str> = stories.iter().map(|&i| model.id(i)).collect();
+    let message = format!(
+        "the same failure ended {n} attempts in a row, of stories {}: \"{cause}\". That is not \
+         the stories' fault (credentials, the model name, the agent's installation?): \
+         fix it and run `ralph run` again; those attempts were not counted",
+        ids.join(", ")
+    );
+    out.push(Action::Log(format!("circuit breaker: {message}")));
+    needs_person(model, message, out);
 }
 
 /// Only a person can go on: nothing new starts, running agents are stopped

@@ -689,3 +689,51 @@ fn a_usage_limit_pause_is_kept_in_the_state_and_honoured_by_the_next_run() {
     assert_eq!(starts(&a).len(), 1);
     assert!(again.state.paused_until.is_empty());
 }
+
+#[test]
+fn the_same_failure_across_stories_trips_the_breaker_and_charges_nobody() {
+    let mut m = model_with(
+        &[("a", &[]), ("b", &["a"]), ("c", &[]), ("d", &[])],
+        2,
+        1,
+        None,
+    );
+    let first = begin(&mut m);
+    let bad = || failed("Exit code 1: unknown model 'gpt-9'\nmore detail");
+    // a fails for good (max_retries 1) and blocks b; c fails too.
+    let a = handle(&mut m, finished(&first[0], bad()), t0());
+    assert_eq!(m.node(1), Node::Blocked);
+    let next = starts(&a);
+    handle(&mut m, finished(&first[1], bad()), t0());
+    assert!(!is_over(&m));
+    // The third in a row, over more than one story, trips it.
+    let a = handle(&mut m, finished(&next[0], bad()), t0());
+    assert!(a.contains(&Action::Control(Control::Stop)));
+    for id in ["a", "b", "c", "d"] {
+        assert_eq!(m.state.status(id), Status::Pending, "{id}");
+        assert_eq!(m.state.record(id).map_or(0, |r| r.attempts), 0, "{id}");
+    }
+    assert_eq!(m.node(1), Node::Pending, "b is no longer blocked");
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("unknown model 'gpt-9'"));
+}
+
+#[test]
+fn different_failures_or_one_story_do_not_trip_the_breaker() {
+    let mut m = model_with(&[("a", &[])], 1, 5, None);
+    let mut req = begin(&mut m).remove(0);
+    for _ in 0..3 {
+        req = starts(&handle(&mut m, finished(&req, failed("same")), t0())).remove(0);
+    }
+    assert!(
+        m.fatal.is_none(),
+        "one story failing is the story's business"
+    );
+    let mut m = model_with(&[("a", &[]), ("b", &[]), ("c", &[])], 3, 5, None);
+    let first = begin(&mut m);
+    for (i, req) in first.iter().enumerate() {
+        handle(&mut m, finished(req, failed(&format!("cause {i}"))), t0());
+    }
+    assert!(m.fatal.is_none());
+}

@@ -992,3 +992,37 @@ printf '%s\n' '{"type":"result","timestamp":"2026-11-22T12:48:07.822Z","status":
         );
     }
 }
+
+/// The circuit breaker: an agent that dies at start with the same error for
+/// every story stops the run after 3 attempts, and no story is charged, so
+/// `ralph run` just works once the cause is fixed (issue 10).
+#[test]
+fn the_same_failure_across_stories_trips_the_breaker() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n1.4 | D\n",
+        FAST_CONFIG,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "$ID" >> "$SCRATCH/calls"
+if [ ! -e "$SCRATCH/fixed" ]; then result "API Error: unknown model 'claude-nope'" true; exit 1; fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("the same failure ended 3 attempts"),
+        "{r:?}"
+    );
+    let calls = fs::read_to_string(p.scratch.join("calls")).unwrap();
+    assert!(calls.lines().count() <= 4, "{calls}");
+    for id in ["1.1", "1.2", "1.3", "1.4"] {
+        assert_ne!(p.story(id)["status"], "failed", "{id}");
+        assert_eq!(p.story(id)["attempts"].as_u64().unwrap_or(0), 0, "{id}");
+    }
+    fs::write(p.scratch.join("fixed"), "").unwrap();
+    assert_eq!(p.ralph(&["run", "-j", "2"]).code, 0);
+    assert_eq!(p.completed().len(), 4);
+}
