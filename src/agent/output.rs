@@ -566,37 +566,14 @@ impl OutputParser {
         let num_turns = u64_field(ev, "num_turns");
         let api_error_status = u64_field(ev, "api_error_status");
 
-        self.tags.scan(&text);
-        self.note_last_line(&text);
-        if is_error && (api_error_status == Some(429) || LIMIT_ERROR_RE.is_match(&text)) {
-            let resets_at = self.reset_of(&text);
-            self.mark_limited(resets_at);
-            out.push(AgentEvent::RateLimited {
-                resets_at,
-                message: text.trim().to_string(),
-            });
-        }
-
-        let s = &mut self.summary;
-        s.result_seen = true;
-        s.is_error = is_error;
-        s.result_text.clone_from(&text);
-        s.usage += usage;
-        // `total_cost_usd` is already cumulative over the session.
-        if cost_usd.is_some() {
-            s.cost_usd = cost_usd;
-        }
-        if num_turns.is_some() {
-            s.num_turns = num_turns;
-        }
-        out.push(AgentEvent::Result {
+        out.extend(self.absorb(vec![AgentEvent::Result {
             is_error,
             text,
             usage,
             cost_usd,
             num_turns,
             api_error_status,
-        });
+        }]));
     }
 
     fn feed_plain(&mut self, line: &str) -> Vec<AgentEvent> {

@@ -19,7 +19,7 @@ use crate::process::{self, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
 use crate::prompt::{self, PromptInput};
 
-use super::context::{env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
+use super::context::{blocking, env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
 use super::dispatcher::Executor;
 use super::events::{AttemptReport, AttemptRequest, Event};
 
@@ -78,16 +78,6 @@ pub(crate) fn build_prompt(
         retry_context,
     };
     Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
-}
-
-async fn blocking<T: Send + 'static>(
-    ctx: &Arc<RunContext>,
-    f: impl FnOnce(&RunContext) -> T + Send + 'static,
-) -> Result<T, String> {
-    let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || f(&ctx))
-        .await
-        .map_err(|e| format!("internal error in a git task: {e}"))
 }
 
 /// Puts the slot's worktree on the story branch at the target's tip; a

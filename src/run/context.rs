@@ -74,3 +74,15 @@ pub(crate) async fn run_hook(
     }
     .inspect(|msg| ctx.log.line(msg))
 }
+
+/// Runs `f` (git work, mostly) on a blocking thread, never on a runtime
+/// worker; a panic in it comes back as an error.
+pub(crate) async fn blocking<T: Send + 'static>(
+    ctx: &std::sync::Arc<RunContext>,
+    f: impl FnOnce(&RunContext) -> T + Send + 'static,
+) -> Result<T, String> {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || f(&ctx))
+        .await
+        .map_err(|e| format!("internal error in a git task: {e}"))
+}

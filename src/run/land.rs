@@ -14,7 +14,7 @@ use crate::process::{self, Control};
 use crate::project::{self, KeptRef};
 use crate::store;
 
-use super::context::{env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
+use super::context::{blocking, env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
 use super::events::LandResult;
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
@@ -74,16 +74,6 @@ impl LandingIntent {
         let text = std::fs::read_to_string(project::landing_intent_path(root)).ok()?;
         serde_json::from_str(&text).ok()
     }
-}
-
-async fn blocking<T: Send + 'static>(
-    ctx: &Arc<RunContext>,
-    f: impl FnOnce(&RunContext) -> T + Send + 'static,
-) -> Result<T, String> {
-    let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || f(&ctx))
-        .await
-        .map_err(|e| format!("internal error in a git task: {e}"))
 }
 
 /// Lands one story; never panics the caller.
