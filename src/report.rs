@@ -95,6 +95,11 @@ pub(crate) enum Message {
     Stopped {
         id: String,
     },
+    /// The agent warned its usage limit is near: fewer jobs for a while.
+    LimitNear {
+        jobs: usize,
+        secs: f64,
+    },
     /// A run starts inside a usage-limit pause an earlier run recorded.
     Paused {
         agent: String,
@@ -186,6 +191,11 @@ pub(crate) fn render(m: &Message) -> String {
         } => format!(
             "[wait] {id}: {reason}; not counted as an attempt, trying again in {}",
             human_duration(*wait_secs)
+        ),
+        Message::LimitNear { jobs, secs } => format!(
+            "[wait] the agent's usage limit is near: at most {} for {}",
+            plural(*jobs, "job"),
+            human_duration(*secs)
         ),
         Message::Paused { agent, wait_secs } => format!(
             "[wait] the {agent} agent's usage limit resets in {}; new work waits until then",
@@ -464,6 +474,10 @@ mod tests {
             Message::Paused {
                 agent: "claude".into(),
                 wait_secs: 1800.0,
+            },
+            Message::LimitNear {
+                jobs: 3,
+                secs: 5400.0,
             },
             Message::Fault {
                 id: id(),

@@ -114,6 +114,8 @@ pub(crate) struct Summary {
     pub(crate) session_id: Option<String>,
     /// The API rejected the agent's credentials (401).
     pub(crate) auth_failed: bool,
+    /// The CLI warned that its usage limit is near, with the window's reset.
+    pub(crate) limit_warning: Option<Option<u64>>,
 }
 
 /// Longest unclosed `<ralph>` tag carried across plain-text lines; past it
@@ -437,9 +439,10 @@ impl OutputParser {
                     }
                 }
                 AgentEvent::SessionId(id) => self.summary.session_id = Some(id.clone()),
-                AgentEvent::ToolUse { .. }
-                | AgentEvent::ApiRetry { .. }
-                | AgentEvent::LimitWarning { .. } => {}
+                AgentEvent::LimitWarning { resets_at, .. } => {
+                    self.summary.limit_warning = Some(*resets_at);
+                }
+                AgentEvent::ToolUse { .. } | AgentEvent::ApiRetry { .. } => {}
             }
             out.push(ev);
         }
@@ -473,6 +476,16 @@ impl OutputParser {
                         resets_at,
                         message: format!("{kind} limit reached"),
                     });
+                } else if status == Some("allowed_warning") {
+                    let resets_at = info.and_then(|i| u64_field(i, "resetsAt"));
+                    let used_percent = info
+                        .and_then(|i| i.get("utilization"))
+                        .and_then(Value::as_f64)
+                        .map(|u| if u <= 1.0 { u * 100.0 } else { u });
+                    out.extend(self.absorb(vec![AgentEvent::LimitWarning {
+                        resets_at,
+                        used_percent,
+                    }]));
                 }
             }
             "system" if ev.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
@@ -1111,7 +1124,11 @@ mod tests {
     fn rate_limit_event_rejected() {
         let mut p = OutputParser::new();
         let allowed = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1795352682,"utilization":0.92}}"#;
-        assert!(p.feed_line(allowed).is_empty());
+        // A warning is not a limit (it lowers the run's concurrency instead).
+        assert!(!p
+            .feed_line(allowed)
+            .iter()
+            .any(|e| matches!(e, AgentEvent::RateLimited { .. })));
         let rejected = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1795356277,"rateLimitType":"five_hour"}}"#;
         let ev = p.feed_line(rejected);
         assert!(matches!(
@@ -1188,6 +1205,22 @@ mod tests {
             r#"{"type":"message","role":"assistant","content":"NE 1.1</ralph>","delta":true}"#,
         );
         assert_eq!(p.finish().signals.done.as_deref(), Some("1.1"));
+    }
+
+    #[test]
+    fn a_limit_warning_is_kept_with_its_reset() {
+        let mut p = OutputParser::new();
+        let ev = p.feed_line(r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1795356277,"rateLimitType":"five_hour","utilization":0.92}}"#);
+        assert_eq!(
+            ev,
+            vec![AgentEvent::LimitWarning {
+                resets_at: Some(1795356277),
+                used_percent: Some(92.0)
+            }]
+        );
+        let s = p.finish();
+        assert_eq!(s.limit_warning, Some(Some(1795356277)));
+        assert_eq!(s.rate_limited, None);
     }
 
     #[test]

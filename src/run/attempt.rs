@@ -323,6 +323,7 @@ async fn run_attempt(
         report.usage = summary.usage;
         report.cost_usd = summary.cost_usd.unwrap_or(0.0);
         report.learnings = summary.signals.learnings.clone();
+        report.limit_warning = summary.limit_warning;
         let exit = match exit {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -73,6 +73,8 @@ pub(crate) struct AttemptReport {
     pub(crate) iteration: u64,
     /// The backend that ran (none when the attempt ended before its agent).
     pub(crate) agent: Option<&'static str>,
+    /// The agent warned its usage limit is near (with the window's reset).
+    pub(crate) limit_warning: Option<Option<u64>>,
 }
 
 impl AttemptReport {
@@ -92,6 +94,7 @@ impl AttemptReport {
             log_rel,
             iteration: req.iteration,
             agent: None,
+            limit_warning: None,
         }
     }
 }

@@ -62,6 +62,8 @@ impl Policy {
     /// Failed attempts in a row with one cause, over at least two stories,
     /// that trip the circuit breaker.
     pub(crate) const BREAKER_ATTEMPTS: usize = 3;
+    /// How long one job fewer runs after a limit warning without a reset.
+    pub(crate) const WARNING_WINDOW: Duration = Duration::from_secs(3600);
     /// Merge-queue turns a story may lose to a moving target (each turn is
     /// five merge rounds) before the run asks for a quieter target.
     pub(crate) const MAX_RACES: u32 = 10;
@@ -159,6 +161,8 @@ pub(crate) struct Model {
     /// The cause that tripped the breaker: attempts still running when it
     /// tripped that end the same way are not charged either.
     pub(crate) breaker_cause: Option<String>,
+    /// Until then one job fewer runs: the agent warned its limit is near.
+    pub(crate) fewer_jobs_until: Option<Instant>,
     /// Spent by this run's attempts.
     pub(crate) run_cost_usd: f64,
     pub(crate) run_tokens: u64,
@@ -226,6 +230,7 @@ impl Model {
             races: HashMap::new(),
             recent_failures: Vec::new(),
             breaker_cause: None,
+            fewer_jobs_until: None,
             run_cost_usd: 0.0,
             run_tokens: 0,
         }

@@ -89,7 +89,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
         }
     }
     next_landing(model, &mut out);
-    dispatch(model, &mut out);
+    dispatch(model, now, &mut out);
     out.push(Action::Totals(totals(model)));
     out
 }
@@ -182,7 +182,7 @@ fn budget_spent(model: &Model) -> Option<String> {
 }
 
 /// Starts what can start.
-fn dispatch(model: &mut Model, out: &mut Vec<Action>) {
+fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     if model.stopping() || model.fatal.is_some() || model.pause_until.is_some() {
         return;
     }
@@ -199,7 +199,17 @@ fn dispatch(model: &mut Model, out: &mut Vec<Action>) {
     if model.policy.jobs == 1 && model.count(Node::Landing) > 0 {
         return;
     }
-    let free = model.slots.iter().filter(|s| s.is_none()).count();
+    // Near a usage limit, one job fewer (never fewer than one).
+    let reduced = model
+        .fewer_jobs_until
+        .is_some_and(|t| t > now.mono && model.policy.jobs > 1);
+    let busy = model.slots.iter().filter(|s| s.is_some()).count();
+    let allowed = if reduced {
+        model.policy.jobs - 1
+    } else {
+        model.policy.jobs
+    };
+    let free = allowed.saturating_sub(busy);
     for idx in model.sched().pick(free) {
         if model.limit_reached() {
             return;
@@ -311,6 +321,19 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         .state
         .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
     model.run_cost_usd += r.cost_usd;
+    if let Some(reset) = r.limit_warning {
+        let window = match reset {
+            Some(t) => Duration::from_secs((t as i64 - now.unix).max(0) as u64),
+            None => Policy::WARNING_WINDOW,
+        };
+        if model.policy.jobs > 1 && model.fewer_jobs_until.is_none_or(|u| u <= now.mono) {
+            out.push(Action::Say(Message::LimitNear {
+                jobs: model.policy.jobs - 1,
+                secs: window.as_secs_f64(),
+            }));
+        }
+        model.fewer_jobs_until = Some(now.mono + window);
+    }
     model.run_tokens += report::tokens(&r.usage);
     if !r.learnings.is_empty() {
         out.push(Action::RecordLearnings {

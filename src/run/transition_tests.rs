@@ -737,3 +737,31 @@ fn different_failures_or_one_story_do_not_trip_the_breaker() {
     }
     assert!(m.fatal.is_none());
 }
+
+#[test]
+fn a_limit_warning_runs_one_job_fewer_until_the_window_resets() {
+    let stories: [(&str, &[&str]); 6] = [
+        ("a", &[]),
+        ("b", &[]),
+        ("c", &[]),
+        ("d", &[]),
+        ("e", &[]),
+        ("f", &[]),
+    ];
+    let mut m = model_with(&stories, 3, 3, None);
+    let now = t0();
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 3);
+    let mut r = AttemptReport::empty(&first[0], Verdict::Done, "log".into());
+    r.limit_warning = Some(Some((now.unix + 600) as u64));
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), now);
+    assert!(starts(&a).is_empty(), "two still run: the limit allows two");
+    assert!(said(&a)
+        .iter()
+        .any(|s| matches!(s, Message::LimitNear { jobs: 2, .. })));
+    let a = handle(&mut m, finished(&first[1], Verdict::Done), now);
+    assert_eq!(starts(&a).len(), 1, "back to two running");
+    // After the window, three again.
+    let a = handle(&mut m, finished(&first[2], Verdict::Done), later(now, 601));
+    assert_eq!(starts(&a).len(), 2);
+}
