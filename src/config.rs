@@ -52,6 +52,9 @@ pub(crate) struct Config {
     pub(crate) agent_override_command: Option<String>,
     /// `agent.flags`: override the arguments of `agent.name`.
     pub(crate) agent_override_flags: Option<Vec<String>>,
+    /// `agent.fallback`: the backends new attempts go to, in order, while
+    /// the ones before them are at their usage limit.
+    pub(crate) agent_fallback: Vec<crate::agent::Backend>,
     /// `loop.idle_timeout_seconds` (default 600; 0 = none): an attempt that
     /// prints nothing for this long is stopped like a timeout.
     pub(crate) idle_timeout_secs: u64,
@@ -561,6 +564,20 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         .then(|| r.string("agent.command", false))
         .filter(|c| !c.is_empty());
     let agent_override_flags = r.strings("agent.flags");
+    let mut agent_fallback = Vec::new();
+    for name in r.strings("agent.fallback").unwrap_or_default() {
+        match crate::agent::Backend::parse(&name) {
+            Some(b) if !agent_fallback.contains(&b) => agent_fallback.push(b),
+            Some(_) => {}
+            None => r.problem(
+                "agent.fallback",
+                format!(
+                    "agent.fallback names {name:?}, not an agent ralph knows; one of: {}",
+                    crate::agent::Backend::names()
+                ),
+            ),
+        }
+    }
     let max_wait_hours = r.uint("limits.max_wait_hours", 0, "a whole number of hours");
     let budget_run_usd = r.amount("budget.max_cost_usd");
     let budget_total_usd = r.amount("budget.max_cost_usd_total");
@@ -627,6 +644,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         agent_name,
         agent_override_command,
         agent_override_flags,
+        agent_fallback,
         idle_timeout_secs,
         max_wait_hours,
         budget_run_usd,

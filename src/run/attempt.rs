@@ -162,7 +162,7 @@ async fn run_attempt(
         kind: ResultKind::Error,
     };
     let mut report = AttemptReport::empty(&req, Verdict::Interrupted, rel(&ctx.root, &log_path));
-    let backend = story.agent.unwrap_or(ctx.backend);
+    let backend = req.agent;
     report.agent = Some(backend.name());
     let started = Instant::now();
 

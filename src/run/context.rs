@@ -21,8 +21,6 @@ pub(crate) struct RunContext {
     pub(crate) tag: String,
     pub(crate) required_validation: Vec<ValidationCommand>,
     pub(crate) log: TechLog,
-    /// The backend stories run with unless their frontmatter names another.
-    pub(crate) backend: crate::agent::Backend,
     /// Every backend this run may use: its executable (resolved once at
     /// start) and arguments.
     pub(crate) agents: std::collections::HashMap<crate::agent::Backend, (String, Vec<String>)>,

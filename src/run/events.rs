@@ -143,6 +143,8 @@ pub(crate) struct AttemptRequest {
     pub(crate) iteration: u64,
     /// What the previous attempt left to say (failure, conflict).
     pub(crate) retry_context: Option<String>,
+    /// The agent it runs with.
+    pub(crate) agent: crate::agent::Backend,
 }
 
 /// What the transition asks the dispatcher to do, in order.

@@ -85,6 +85,7 @@ pub(crate) fn resolve_agents(
     default: Backend,
 ) -> Result<HashMap<Backend, (String, Vec<String>)>, RalphError> {
     let mut used: Vec<Backend> = vec![default];
+    used.extend(project.config.agent_fallback.iter().copied());
     used.extend(project.backlog.stories.iter().filter_map(|s| s.agent));
     let mut out = HashMap::new();
     for b in used {
@@ -244,7 +245,6 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .cloned()
             .collect(),
         log: log.clone(),
-        backend,
         agents,
         prd: matches!(backlog.source, Source::Prd { .. }),
     });
@@ -262,6 +262,15 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             run_tokens: config.budget_tokens,
         },
         max_wait: Duration::from_secs(config.max_wait_hours * 3600),
+        agents: std::iter::once(backend)
+            .chain(
+                config
+                    .agent_fallback
+                    .iter()
+                    .copied()
+                    .filter(|b| *b != backend),
+            )
+            .collect(),
     };
     let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
     let first = opts

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
 use crate::schedule::{estimation_weight, Node, Scheduler};
@@ -34,6 +35,8 @@ pub(crate) struct Policy {
     pub(crate) budget: Budget,
     /// Longest usage-limit reset worth waiting for.
     pub(crate) max_wait: Duration,
+    /// The run's agent, then its fallbacks, in order.
+    pub(crate) agents: Vec<Backend>,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -149,6 +152,8 @@ pub(crate) struct Model {
     pub(crate) signals: SignalCount,
     pub(crate) fatal: Option<Fatal>,
     pub(crate) pause_until: Option<Instant>,
+    /// Agents at their usage limit, until their reset.
+    pub(crate) limited: HashMap<Backend, Instant>,
     pub(crate) backoff: Duration,
     pub(crate) retry_context: HashMap<usize, String>,
     /// Transient faults in a row, per story (reset by any other outcome).
@@ -206,11 +211,14 @@ impl Model {
         let now = now_at_start;
         // A pause a previous run recorded is still in force.
         state.paused_until.retain(|_, until| *until > now.unix);
-        let pause_until = state
+        let limited: HashMap<Backend, Instant> = state
             .paused_until
-            .values()
-            .max()
-            .map(|&until| now.mono + Duration::from_secs((until - now.unix) as u64));
+            .iter()
+            .filter_map(|(name, &until)| {
+                let at = now.mono + Duration::from_secs((until - now.unix) as u64);
+                Backend::parse(name).map(|b| (b, at))
+            })
+            .collect();
         let sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
         Model {
             state,
@@ -223,7 +231,8 @@ impl Model {
             attempts_this_run: 0,
             signals: SignalCount::None,
             fatal: None,
-            pause_until,
+            pause_until: None,
+            limited,
             backoff: Policy::FIRST_BACKOFF,
             retry_context: HashMap::new(),
             faults: HashMap::new(),
@@ -345,6 +354,25 @@ impl Model {
             .filter(|&i| self.sched.nodes[i] == node)
             .map(|i| self.stories[i].id.clone())
             .collect()
+    }
+
+    /// The agent a new attempt at story `idx` runs with: the story's own,
+    /// else the first of the run's agents not at its limit; `None` when the
+    /// one it may use is limited.
+    pub(crate) fn agent_for(&self, idx: usize, now: Instant) -> Option<Backend> {
+        let free = |b: &Backend| self.limited.get(b).is_none_or(|&t| t <= now);
+        match self.stories[idx].agent {
+            Some(b) => free(&b).then_some(b),
+            None => self.policy.agents.iter().copied().find(free),
+        }
+    }
+
+    /// When something the run waits for is due: the pause, or an agent's reset.
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
+        self.pause_until
+            .into_iter()
+            .chain(self.limited.values().copied())
+            .min()
     }
 
     /// Anything in flight: an attempt, a landing, or work queued to land.

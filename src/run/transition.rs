@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::agent::{FaultKind, Verdict};
+use crate::agent::{Backend, FaultKind, Verdict};
 use crate::control::Control;
 use crate::report::{self, Message, RunSummary, Totals};
 use crate::schedule::Node;
@@ -66,6 +66,10 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
         Event::Timer => {
             if model.pause_until.is_some_and(|t| now.mono >= t) {
                 model.pause_until = None;
+            }
+            let before = model.limited.len();
+            model.limited.retain(|_, t| *t > now.mono);
+            if model.limited.len() != before {
                 model
                     .state
                     .paused_until
@@ -96,7 +100,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
 
 /// True when the run has nothing left to wait for.
 pub(crate) fn is_over(model: &Model) -> bool {
-    let waiting_out_limit = model.pause_until.is_some()
+    let waiting_out_limit = model.wake_at().is_some()
         && !model.stopping()
         && model.fatal.is_none()
         && !model.limit_reached()
@@ -214,14 +218,18 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         if model.limit_reached() {
             return;
         }
+        // Its agent is at its limit (and no fallback is free): it waits.
+        let Some(agent) = model.agent_for(idx, now.mono) else {
+            continue;
+        };
         let Some(slot) = model.slots.iter().position(Option::is_none) else {
             return;
         };
-        start(model, idx, slot, out);
+        start(model, idx, slot, agent, out);
     }
 }
 
-fn start(model: &mut Model, idx: usize, slot: usize, out: &mut Vec<Action>) {
+fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut Vec<Action>) {
     model.attempts_this_run += 1;
     let attempt = model.apply(idx, Change::Start).attempt;
     model.slots[slot] = Some(idx);
@@ -248,6 +256,7 @@ fn start(model: &mut Model, idx: usize, slot: usize, out: &mut Vec<Action>) {
         attempt,
         iteration: model.attempts_this_run,
         retry_context: model.retry_context.get(&idx).cloned(),
+        agent,
     }));
 }
 
@@ -398,7 +407,8 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                     out,
                 );
             } else {
-                model.pause_until = Some(now.mono + wait);
+                let backend = Backend::parse(&agent).unwrap_or_default();
+                model.limited.insert(backend, now.mono + wait);
                 // Kept in the state, so a restart during the pause honours it.
                 let until = now.unix + wait.as_secs() as i64;
                 model.state.paused_until.insert(agent, until);

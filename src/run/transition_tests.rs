@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::agent::{FaultKind, ResultKind};
+use crate::agent::{Backend, FaultKind, ResultKind};
 use crate::backlog::{Backlog, Section, Source, Story};
 use crate::dag::Dag;
 use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
@@ -50,6 +50,7 @@ fn model_with(
         target: "main".into(),
         budget: Default::default(),
         max_wait: Duration::from_secs(6 * 3600),
+        agents: vec![Backend::Claude],
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, t0())
 }
@@ -245,7 +246,7 @@ fn a_usage_limit_with_a_reset_time_pauses_until_just_after_it() {
     };
     let a = handle(&mut m, finished(&req, limited), now);
     assert!(starts(&a).is_empty());
-    assert_eq!(m.pause_until, Some(now.mono + Duration::from_secs(102)));
+    assert_eq!(m.wake_at(), Some(now.mono + Duration::from_secs(102)));
     // Not counted, and the run waits instead of ending.
     assert_eq!(m.state.record("1.1").unwrap().attempts, 0);
     assert_eq!(m.state.status("1.1"), Status::Pending);
@@ -269,7 +270,7 @@ fn a_usage_limit_without_a_reset_time_backs_off_doubling() {
             finished(&req, Verdict::RateLimited { resets_at: None }),
             now,
         );
-        assert_eq!(m.pause_until, Some(now.mono + Duration::from_secs(wait)));
+        assert_eq!(m.wake_at(), Some(now.mono + Duration::from_secs(wait)));
         now = later(now, wait);
         req = starts(&handle(&mut m, Event::Timer, now)).remove(0);
     }
@@ -651,9 +652,9 @@ fn a_usage_limit_pause_is_kept_in_the_state_and_honoured_by_the_next_run() {
         resets_at: Some((now.unix + 600) as u64),
     };
     let mut r = AttemptReport::empty(&req, soon, "log".into());
-    r.agent = Some("codex");
+    r.agent = Some("claude");
     handle(&mut m, Event::AttemptFinished(Box::new(r)), now);
-    assert_eq!(m.state.paused_until.get("codex"), Some(&(now.unix + 602)));
+    assert_eq!(m.state.paused_until.get("claude"), Some(&(now.unix + 602)));
     // A new run from that state starts paused.
     let stories = m.stories.clone();
     let backlog = Backlog {
@@ -677,14 +678,14 @@ fn a_usage_limit_pause_is_kept_in_the_state_and_honoured_by_the_next_run() {
         later_now,
     );
     assert_eq!(
-        again.pause_until,
+        again.wake_at(),
         Some(later_now.mono + Duration::from_secs(542))
     );
     let a = handle(&mut again, Event::Start { reland: vec![] }, later_now);
     assert!(starts(&a).is_empty());
     assert!(said(&a)
         .iter()
-        .any(|s| matches!(s, Message::Paused { agent, .. } if agent == "codex")));
+        .any(|s| matches!(s, Message::Paused { agent, .. } if agent == "claude")));
     let a = handle(&mut again, Event::Timer, later(now, 602));
     assert_eq!(starts(&a).len(), 1);
     assert!(again.state.paused_until.is_empty());
@@ -764,4 +765,36 @@ fn a_limit_warning_runs_one_job_fewer_until_the_window_resets() {
     // After the window, three again.
     let a = handle(&mut m, finished(&first[2], Verdict::Done), later(now, 601));
     assert_eq!(starts(&a).len(), 2);
+}
+
+#[test]
+fn while_the_agent_is_limited_new_attempts_go_to_the_fallback_then_back() {
+    let stories: [(&str, &[&str]); 4] = [("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])];
+    let mut m = model_with(&stories, 1, 3, None);
+    m.policy.agents = vec![Backend::Claude, Backend::Codex];
+    let now = t0();
+    let req = begin(&mut m).remove(0);
+    assert_eq!(req.agent, Backend::Claude);
+    let mut r = AttemptReport::empty(
+        &req,
+        Verdict::RateLimited {
+            resets_at: Some((now.unix + 600) as u64),
+        },
+        "log".into(),
+    );
+    r.agent = Some("claude");
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), now);
+    let next = starts(&a);
+    assert_eq!(next.len(), 1, "no pause: the fallback takes over");
+    assert_eq!(next[0].agent, Backend::Codex);
+    let a = handle(&mut m, finished(&next[0], Verdict::Done), later(now, 10));
+    assert!(starts(&a).is_empty(), "one job: it waits for the landing");
+    let a = handle(&mut m, landed(next[0].idx), later(now, 11));
+    assert_eq!(starts(&a)[0].agent, Backend::Codex);
+    // After Claude's reset, new attempts go back to it.
+    let req = starts(&a).remove(0);
+    handle(&mut m, Event::Timer, later(now, 603));
+    handle(&mut m, finished(&req, Verdict::Done), later(now, 604));
+    let a = handle(&mut m, landed(req.idx), later(now, 605));
+    assert_eq!(starts(&a)[0].agent, Backend::Claude);
 }

@@ -351,8 +351,9 @@ fn a_failing_validation_command_blocks_landing() {
     assert_eq!(r.code, 1, "{r:?}");
     // The whole output is kept and the failure line names it (issue 9, 8).
     let log = p.read(".ralph/logs/1.1/validation-1.log");
+    // stdout and stderr are two pipes: their lines interleave as they come.
     assert!(
-        log.starts_with("1\n2\n") && log.contains("500\nno ok.txt here\n"),
+        log.contains("1\n2\n") && log.contains("500\n") && log.contains("no ok.txt here\n"),
         "{log}"
     );
     assert!(
@@ -1025,4 +1026,44 @@ commit_file "src/$ID.txt"; done_
     fs::write(p.scratch.join("fixed"), "").unwrap();
     assert_eq!(p.ralph(&["run", "-j", "2"]).code, 0);
     assert_eq!(p.completed().len(), 4);
+}
+
+/// `agent.fallback`: while Claude Code is at its usage limit, new attempts
+/// go to the next agent instead of waiting, and the limit is not an attempt
+/// (issue 10).
+#[test]
+fn a_limited_agent_falls_back_to_the_next_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let config = r#"{ "loop": { "max_retries": 1 }, "agent": { "fallback": ["codex"] } }"#;
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", config);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "claude $ID" >> "$SCRATCH/calls"
+now=$(date +%s)
+printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
+result "You've hit your session limit" true
+exit 1
+"#,
+    );
+    let codex = format!(
+        "{AGENT_PRELUDE}\necho \"codex $ID\" >> \"$SCRATCH/calls\"\ncommit_file \"src/$ID.txt\"\n{}\n",
+        r#"printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
+printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#
+    );
+    fs::write(p.bin.join("codex"), codex).unwrap();
+    fs::set_permissions(p.bin.join("codex"), fs::Permissions::from_mode(0o755)).unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "claude 1.1\ncodex 1.1\ncodex 1.2\n"
+    );
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    let h = &p.story("1.1")["history"];
+    assert_eq!(
+        (h[0]["agent"].as_str(), h[1]["agent"].as_str()),
+        (Some("claude"), Some("codex"))
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0);
 }
