@@ -18,6 +18,10 @@ pub(crate) struct Totals {
     pub(crate) blocked: usize,
     pub(crate) usage: Usage,
     pub(crate) cost_usd: f64,
+    /// Seconds until new work may start again (a usage limit), if waiting.
+    pub(crate) paused_secs: Option<f64>,
+    /// The jobs allowed now, when fewer than asked (a limit is near).
+    pub(crate) jobs_now: Option<usize>,
 }
 
 pub(crate) fn tokens(u: &Usage) -> u64 {
@@ -49,6 +53,15 @@ pub(crate) fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
         short_count(tokens(&t.usage)),
         t.cost_usd
     ));
+    if let Some(p) = t.paused_secs {
+        s.push_str(&format!(
+            " · usage limit: new work in {}",
+            human_duration(p)
+        ));
+    }
+    if let Some(j) = t.jobs_now {
+        s.push_str(&format!(" · limit near: {}", plural(j, "job")));
+    }
     s
 }
 
@@ -604,10 +617,21 @@ mod tests {
                 ..Usage::default()
             },
             cost_usd: 0.421,
+            paused_secs: None,
+            jobs_now: None,
         };
         assert_eq!(
             render_totals(&t, Some(Duration::from_secs(250))),
             "3/8 done · 2 running · 1 failed · 0 blocked · 4m10s · 12.3k tokens · $0.42"
+        );
+        let waiting = Totals {
+            paused_secs: Some(754.0),
+            jobs_now: Some(3),
+            ..t
+        };
+        assert_eq!(
+            render_totals(&waiting, None),
+            "3/8 done · 2 running · 1 failed · 0 blocked · 12.3k tokens · $0.42 · usage limit: new work in 12m34s · limit near: 3 jobs"
         );
     }
 

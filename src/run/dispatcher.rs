@@ -64,6 +64,9 @@ pub(crate) struct Dispatcher<E: Executor> {
     activity_rx: mpsc::UnboundedReceiver<Event>,
 }
 
+/// How often the display is refreshed while the run waits out a limit.
+const TICK: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn now() -> Now {
     Now {
         mono: Instant::now(),
@@ -115,7 +118,9 @@ impl<E: Executor> Dispatcher<E> {
                 _ = sigint.recv() => Event::Signal(OsSignal::Interrupt),
                 _ = sigterm.recv() => Event::Signal(OsSignal::Terminate),
                 _ = sighup.recv() => Event::Signal(OsSignal::Hangup),
-                _ = sleep_until(pause), if pause.is_some() => Event::Timer,
+                // While waiting out a limit, tick every second so the
+                // display counts down.
+                _ = sleep_until(pause.map(|p| p.min(Instant::now() + TICK))), if pause.is_some() => Event::Timer,
             };
             self.feed(event);
         }

@@ -21,7 +21,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
     let mut out = Vec::new();
     match event {
         Event::Start { reland } => {
-            let t = totals(model);
+            let t = totals(model, Some(now));
             out.push(Action::Say(Message::Header {
                 total: t.total,
                 done: t.done,
@@ -94,7 +94,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
     }
     next_landing(model, &mut out);
     dispatch(model, now, &mut out);
-    out.push(Action::Totals(totals(model)));
+    out.push(Action::Totals(totals(model, Some(now))));
     out
 }
 
@@ -108,8 +108,21 @@ pub(crate) fn is_over(model: &Model) -> bool {
     !model.busy() && !waiting_out_limit
 }
 
-pub(crate) fn totals(model: &Model) -> Totals {
+pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
     let (usage, cost) = model.state.total_usage();
+    // Shown only while nothing can start: a limit with no free fallback.
+    let paused_secs = now.and_then(|now| {
+        model
+            .wake_at()
+            .filter(|_| model.slots.iter().all(Option::is_none))
+            .map(|t| t.saturating_duration_since(now.mono).as_secs_f64())
+    });
+    let jobs_now = now.and_then(|now| {
+        model
+            .fewer_jobs_until
+            .filter(|&t| t > now.mono && model.policy.jobs > 1)
+            .map(|_| model.policy.jobs - 1)
+    });
     Totals {
         done: model.count(Node::Done),
         total: model.selected(),
@@ -118,13 +131,15 @@ pub(crate) fn totals(model: &Model) -> Totals {
         blocked: model.count(Node::Blocked),
         usage,
         cost_usd: cost,
+        paused_secs,
+        jobs_now,
     }
 }
 
 /// How the run ended: the summary, an error for stderr, the exit code.
 pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<String>, i32) {
     use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
-    let t = totals(model);
+    let t = totals(model, None);
     let mut summary = RunSummary {
         done: t.done,
         total: t.total,
