@@ -58,6 +58,9 @@ pub(crate) struct Config {
     /// `loop.idle_timeout_seconds` (default 600; 0 = none): an attempt that
     /// prints nothing for this long is stopped like a timeout.
     pub(crate) idle_timeout_secs: u64,
+    /// `parallel.stagger_seconds` (Ralph v2's key; default 0): the least
+    /// time between two agent starts.
+    pub(crate) stagger_secs: u64,
     /// `limits.max_wait_hours` (default 6): a usage limit that resets later
     /// than this is not waited for.
     pub(crate) max_wait_hours: u64,
@@ -579,6 +582,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         }
     }
     let max_wait_hours = r.uint("limits.max_wait_hours", 0, "a whole number of hours");
+    let stagger_secs = r.uint("parallel.stagger_seconds", 0, "a whole number of seconds");
     let budget_run_usd = r.amount("budget.max_cost_usd");
     let budget_total_usd = r.amount("budget.max_cost_usd_total");
     let budget_tokens = r.get("budget.max_tokens").is_some().then(|| {
@@ -647,6 +651,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         agent_fallback,
         idle_timeout_secs,
         max_wait_hours,
+        stagger_secs,
         budget_run_usd,
         budget_total_usd,
         budget_tokens,

@@ -271,6 +271,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                     .filter(|b| *b != backend),
             )
             .collect(),
+        stagger: Duration::from_secs(config.stagger_secs),
     };
     let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
     let first = opts

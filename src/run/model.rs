@@ -37,6 +37,8 @@ pub(crate) struct Policy {
     pub(crate) max_wait: Duration,
     /// The run's agent, then its fallbacks, in order.
     pub(crate) agents: Vec<Backend>,
+    /// The least time between two agent starts (`parallel.stagger_seconds`).
+    pub(crate) stagger: Duration,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -166,6 +168,8 @@ pub(crate) struct Model {
     /// The cause that tripped the breaker: attempts still running when it
     /// tripped that end the same way are not charged either.
     pub(crate) breaker_cause: Option<String>,
+    /// No agent starts before then (`parallel.stagger_seconds`).
+    pub(crate) next_start_at: Option<Instant>,
     /// Until then one job fewer runs: the agent warned its limit is near.
     pub(crate) fewer_jobs_until: Option<Instant>,
     /// Spent by this run's attempts.
@@ -240,6 +244,7 @@ impl Model {
             recent_failures: Vec::new(),
             breaker_cause: None,
             fewer_jobs_until: None,
+            next_start_at: None,
             run_cost_usd: 0.0,
             run_tokens: 0,
         }
@@ -367,8 +372,17 @@ impl Model {
         }
     }
 
-    /// When something the run waits for is due: the pause, or an agent's reset.
+    /// When something the run waits for is due: the pause, an agent's
+    /// reset, or the next staggered start.
     pub(crate) fn wake_at(&self) -> Option<Instant> {
+        self.limit_lifts_at()
+            .into_iter()
+            .chain(self.next_start_at)
+            .min()
+    }
+
+    /// When a usage limit (or a fault's pause) next lifts.
+    pub(crate) fn limit_lifts_at(&self) -> Option<Instant> {
         self.pause_until
             .into_iter()
             .chain(self.limited.values().copied())

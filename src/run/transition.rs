@@ -67,6 +67,9 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             if model.pause_until.is_some_and(|t| now.mono >= t) {
                 model.pause_until = None;
             }
+            if model.next_start_at.is_some_and(|t| now.mono >= t) {
+                model.next_start_at = None;
+            }
             let before = model.limited.len();
             model.limited.retain(|_, t| *t > now.mono);
             if model.limited.len() != before {
@@ -113,7 +116,7 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
     // Shown only while nothing can start: a limit with no free fallback.
     let paused_secs = now.and_then(|now| {
         model
-            .wake_at()
+            .limit_lifts_at()
             .filter(|_| model.slots.iter().all(Option::is_none))
             .map(|t| t.saturating_duration_since(now.mono).as_secs_f64())
     });
@@ -237,6 +240,13 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         let Some(agent) = model.agent_for(idx, now.mono) else {
             continue;
         };
+        // Starts are spaced: the next waits for its turn.
+        if model.next_start_at.is_some_and(|t| t > now.mono) {
+            return;
+        }
+        if !model.policy.stagger.is_zero() {
+            model.next_start_at = Some(now.mono + model.policy.stagger);
+        }
         let Some(slot) = model.slots.iter().position(Option::is_none) else {
             return;
         };

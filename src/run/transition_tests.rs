@@ -51,6 +51,7 @@ fn model_with(
         budget: Default::default(),
         max_wait: Duration::from_secs(6 * 3600),
         agents: vec![Backend::Claude],
+        stagger: Duration::ZERO,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, t0())
 }
@@ -797,4 +798,24 @@ fn while_the_agent_is_limited_new_attempts_go_to_the_fallback_then_back() {
     handle(&mut m, finished(&req, Verdict::Done), later(now, 604));
     let a = handle(&mut m, landed(req.idx), later(now, 605));
     assert_eq!(starts(&a)[0].agent, Backend::Claude);
+}
+
+#[test]
+fn staggered_starts_are_spaced() {
+    let stories: [(&str, &[&str]); 3] = [("a", &[]), ("b", &[]), ("c", &[])];
+    let mut m = model_with(&stories, 3, 3, None);
+    m.policy.stagger = Duration::from_secs(3);
+    let now = t0();
+    let a = handle(&mut m, Event::Start { reland: vec![] }, now);
+    assert_eq!(starts(&a).len(), 1);
+    assert!(!is_over(&m));
+    assert!(starts(&handle(&mut m, Event::Timer, later(now, 1))).is_empty());
+    assert_eq!(
+        starts(&handle(&mut m, Event::Timer, later(now, 3))).len(),
+        1
+    );
+    assert_eq!(
+        starts(&handle(&mut m, Event::Timer, later(now, 6))).len(),
+        1
+    );
 }
