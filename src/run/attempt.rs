@@ -407,27 +407,28 @@ async fn run_attempt(
     // the landing, with the landing's outcome (`land::land`).
     let lands = matches!(report.verdict, Verdict::Done | Verdict::Tentative);
     if !matches!(report.verdict, Verdict::Interrupted) && !lands {
-        let result = report.verdict.kind().as_str();
-        let _ = run_hook(
-            &ctx,
-            "post_story",
-            &hooks.post_story,
-            ctx.root.clone(),
-            env_pairs(&[("RALPH_STORY", &id), ("RALPH_RESULT", result)]),
-            HOOK_TIMEOUT,
-        )
-        .await;
-        post_iteration(&ctx, req.iteration).await;
+        post_hooks(&ctx, &id, report.verdict.kind().as_str(), req.iteration).await;
     }
     report
 }
 
-/// The `post_iteration` hook of iteration `iteration`.
-pub(crate) async fn post_iteration(ctx: &RunContext, iteration: u64) {
+/// `post_story` with the story's outcome as `RALPH_RESULT`, then
+/// `post_iteration`: the end of an iteration that began with `pre_iteration`.
+pub(crate) async fn post_hooks(ctx: &RunContext, id: &str, result: &str, iteration: u64) {
+    let hooks = &ctx.config.hooks;
+    let _ = run_hook(
+        ctx,
+        "post_story",
+        &hooks.post_story,
+        ctx.root.clone(),
+        env_pairs(&[("RALPH_STORY", id), ("RALPH_RESULT", result)]),
+        HOOK_TIMEOUT,
+    )
+    .await;
     let _ = run_hook(
         ctx,
         "post_iteration",
-        &ctx.config.hooks.post_iteration,
+        &hooks.post_iteration,
         ctx.root.clone(),
         env_pairs(&[("RALPH_ITERATION", &iteration.to_string())]),
         HOOK_TIMEOUT,

@@ -21,6 +21,7 @@ use crate::report;
 use crate::store;
 use crate::timefmt;
 
+use super::attempt;
 use super::context::RunContext;
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
 use super::land::{self, LandRequest};
@@ -48,7 +49,8 @@ pub(crate) trait Executor: Send + Sync + 'static {
 /// What a task in the set was doing, to answer for it if it panics.
 enum Task {
     Attempt(AttemptRequest),
-    Landing(usize),
+    Landing,
+    Hooks,
 }
 
 pub(crate) struct Dispatcher<E: Executor> {
@@ -124,6 +126,11 @@ impl<E: Executor> Dispatcher<E> {
             };
             self.feed(event);
         }
+        // Post hooks may still run: the run ends after them.
+        while let Some(joined) = self.tasks.join_next_with_id().await {
+            let event = self.joined(joined);
+            self.feed(event);
+        }
         Ok(())
     }
 
@@ -144,12 +151,16 @@ impl<E: Executor> Dispatcher<E> {
                 };
                 Event::AttemptFinished(Box::new(AttemptReport::empty(&req, verdict, log_rel)))
             }
-            (Err(e), Some(Task::Landing(idx))) => Event::LandingFinished {
-                idx,
-                result: LandResult::Error(format!("internal error while landing: {e}")),
-                iteration: None,
-            },
-            (Err(e), None) => Event::SaveFailed(format!("internal error: unknown task {e}")),
+            (Err(e), Some(Task::Landing)) => Event::LandingFinished(LandResult::Error(format!(
+                "internal error while landing: {e}"
+            ))),
+            // A hook's task died: its hook's own failure is only logged too.
+            (Err(e), Some(Task::Hooks)) => {
+                self.ctx.log.line(&format!("post hooks: {e}"));
+                Event::HooksDone
+            }
+            // Every task is registered as it is spawned.
+            (Err(_), None) => Event::HooksDone,
         }
     }
 
@@ -200,22 +211,26 @@ impl<E: Executor> Dispatcher<E> {
                     .spawn(async move { Event::AttemptFinished(Box::new(fut.await)) });
                 self.owners.insert(handle.id(), Task::Attempt(req));
             }
-            Action::Land {
-                idx,
-                attempt,
-                iteration,
-            } => {
-                let req = LandRequest::new(&self.ctx, &self.model.stories[idx], idx, attempt);
+            Action::Land { idx, attempt } => {
+                let req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt);
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {
-                    let result = land::land(&ctx, &req, control, iteration).await;
-                    Event::LandingFinished {
-                        idx,
-                        result,
-                        iteration,
-                    }
+                    Event::LandingFinished(land::land(&ctx, &req, control).await)
                 });
-                self.owners.insert(handle.id(), Task::Landing(idx));
+                self.owners.insert(handle.id(), Task::Landing);
+            }
+            // Off the merge queue: a slow hook must not hold other landings.
+            Action::PostHooks {
+                id,
+                iteration,
+                result,
+            } => {
+                let ctx = self.ctx.clone();
+                let handle = self.tasks.spawn(async move {
+                    attempt::post_hooks(&ctx, &id, result, iteration).await;
+                    Event::HooksDone
+                });
+                self.owners.insert(handle.id(), Task::Hooks);
             }
             Action::Control(how) => {
                 for c in self.controls.values() {

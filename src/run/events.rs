@@ -40,13 +40,10 @@ pub(crate) enum Event {
         text: String,
     },
     AttemptFinished(Box<AttemptReport>),
-    LandingFinished {
-        idx: usize,
-        result: LandResult,
-        /// The iteration whose post hooks still wait for this story's
-        /// landing (kept when it goes back to the queue).
-        iteration: Option<u64>,
-    },
+    /// The landing in progress (`Model::landing`) ended.
+    LandingFinished(LandResult),
+    /// A story's post hooks ran.
+    HooksDone,
     Signal(OsSignal),
     /// The usage-limit pause may be over.
     Timer,
@@ -178,9 +175,13 @@ pub(crate) enum Action {
     Land {
         idx: usize,
         attempt: u32,
-        /// The iteration whose post hooks wait for this landing (none for
-        /// work found finished at startup).
-        iteration: Option<u64>,
+    },
+    /// `post_story` (with the outcome, as `RALPH_RESULT`) then
+    /// `post_iteration`, for finished work once its landing decided.
+    PostHooks {
+        id: String,
+        iteration: u64,
+        result: &'static str,
     },
     /// Tell every running attempt and the landing in progress.
     Control(Control),

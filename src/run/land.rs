@@ -14,7 +14,7 @@ use crate::process::{self, Control};
 use crate::project::{self, KeptRef};
 use crate::store;
 
-use super::context::{blocking, env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
+use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
 use super::events::LandResult;
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
@@ -38,7 +38,7 @@ pub(crate) struct LandRequest {
 }
 
 impl LandRequest {
-    pub(crate) fn new(ctx: &RunContext, story: &Story, _idx: usize, attempt: u32) -> LandRequest {
+    pub(crate) fn new(ctx: &RunContext, story: &Story, attempt: u32) -> LandRequest {
         let spec_rel = story
             .spec_path
             .as_ref()
@@ -81,7 +81,6 @@ pub(crate) async fn land(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     control: watch::Receiver<Control>,
-    iteration: Option<u64>,
 ) -> LandResult {
     if *control.borrow() != Control::Run {
         return LandResult::Interrupted;
@@ -91,35 +90,7 @@ pub(crate) async fn land(
         let req = req.clone();
         let _ = blocking(ctx, move |c| after_landing(c, &req)).await;
     }
-    if let (Some(iteration), Some(outcome)) = (iteration, hook_result(&result)) {
-        let env = env_pairs(&[("RALPH_STORY", &req.id), ("RALPH_RESULT", outcome)]);
-        let hooks = &ctx.config.hooks;
-        let _ = run_hook(
-            ctx,
-            "post_story",
-            &hooks.post_story,
-            ctx.root.clone(),
-            env,
-            HOOK_TIMEOUT,
-        )
-        .await;
-        super::attempt::post_iteration(ctx, iteration).await;
-    }
     result
-}
-
-/// `RALPH_RESULT` of finished work, once its landing decided; `None` when
-/// Ctrl-C interrupted it (hooks do not run for interrupted attempts).
-fn hook_result(result: &LandResult) -> Option<&'static str> {
-    match result {
-        LandResult::Landed { .. } => Some("done"),
-        LandResult::ValidationFailed { .. } => Some("fail"),
-        LandResult::Conflict { .. } => Some("conflict"),
-        LandResult::CheckoutBlocked { .. } | LandResult::Busy { .. } | LandResult::Error(_) => {
-            Some("error")
-        }
-        LandResult::Interrupted | LandResult::Raced => None,
-    }
 }
 
 async fn land_rounds(

@@ -124,6 +124,17 @@ pub(crate) enum Change<'a> {
     LandingInterrupted,
 }
 
+/// A story in the merge queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Landing {
+    pub(crate) idx: usize,
+    /// The attempt whose work lands (names the refs that keep it).
+    pub(crate) attempt: u32,
+    /// The iteration whose post hooks wait for the landing's outcome (none
+    /// for work found finished at startup).
+    pub(crate) iteration: Option<u64>,
+}
+
 /// What `apply` found out while changing a story.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Applied {
@@ -145,11 +156,10 @@ pub(crate) struct Model {
     pub(crate) policy: Policy,
     /// The story each job slot is running.
     pub(crate) slots: Vec<Option<usize>>,
-    /// Stories waiting for the merge queue: index, attempt number, and
-    /// the iteration whose post hooks wait for the landing.
-    pub(crate) land_queue: VecDeque<(usize, u32, Option<u64>)>,
+    /// Stories waiting for the merge queue, in arrival order.
+    pub(crate) land_queue: VecDeque<Landing>,
     /// The story being landed now (one at a time).
-    pub(crate) landing: Option<usize>,
+    pub(crate) landing: Option<Landing>,
     pub(crate) attempts_this_run: u64,
     pub(crate) signals: SignalCount,
     pub(crate) fatal: Option<Fatal>,

@@ -14,7 +14,7 @@ use crate::schedule::Node;
 use crate::state::{AttemptRecord, Outcome};
 
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
-use super::model::{Change, Fatal, Model, Policy, SignalCount};
+use super::model::{Change, Fatal, Landing, Model, Policy, SignalCount};
 
 /// Applies `event` to `model`; returns what to do.
 pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
@@ -55,13 +55,11 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             }];
         }
         Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
-        Event::LandingFinished {
-            idx,
-            result,
-            iteration,
-        } => {
-            landing_finished(model, idx, result, iteration, now, &mut out);
-        }
+        Event::LandingFinished(result) => match model.landing.take() {
+            Some(landing) => landing_finished(model, landing, result, now, &mut out),
+            None => debug_assert!(false, "a landing finished that never started"),
+        },
+        Event::HooksDone => {}
         Event::Signal(sig) => on_signal(model, sig, &mut out),
         Event::Timer => {
             if model.pause_until.is_some_and(|t| now.mono >= t) {
@@ -294,14 +292,18 @@ fn send_to_landing(
 ) {
     model.apply(idx, Change::BeginLanding);
     out.push(Action::Save);
-    model.land_queue.push_back((idx, attempt, iteration));
+    model.land_queue.push_back(Landing {
+        idx,
+        attempt,
+        iteration,
+    });
 }
 
 /// The merge queue lands one story at a time, in arrival order; once the
 /// run is stopping, what waits stays `landing` for the next run.
 fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
     if model.stopping() {
-        while let Some((idx, ..)) = model.land_queue.pop_front() {
+        while let Some(Landing { idx, .. }) = model.land_queue.pop_front() {
             model.apply(idx, Change::LandingInterrupted);
             out.push(Action::Say(Message::LandingStopped {
                 id: model.id(idx).to_string(),
@@ -312,12 +314,11 @@ fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
     if model.landing.is_some() {
         return;
     }
-    if let Some((idx, attempt, iteration)) = model.land_queue.pop_front() {
-        model.landing = Some(idx);
+    if let Some(next) = model.land_queue.pop_front() {
+        model.landing = Some(next);
         out.push(Action::Land {
-            idx,
-            attempt,
-            iteration,
+            idx: next.idx,
+            attempt: next.attempt,
         });
     }
 }
@@ -596,19 +597,37 @@ fn count_failure(
     }
 }
 
+/// `RALPH_RESULT` of finished work once its landing decided; `None` while
+/// it is still to land (Ctrl-C, a lost race): its hooks wait for that.
+fn hook_result(result: &LandResult) -> Option<&'static str> {
+    match result {
+        LandResult::Landed { .. } => Some("done"),
+        LandResult::ValidationFailed { .. } => Some("fail"),
+        LandResult::Conflict { .. } => Some("conflict"),
+        LandResult::CheckoutBlocked { .. } | LandResult::Busy { .. } | LandResult::Error(_) => {
+            Some("error")
+        }
+        LandResult::Interrupted | LandResult::Raced => None,
+    }
+}
+
 fn landing_finished(
     model: &mut Model,
-    idx: usize,
+    landing: Landing,
     result: LandResult,
-    iteration: Option<u64>,
     now: Now,
     out: &mut Vec<Action>,
 ) {
-    if model.landing == Some(idx) {
-        model.landing = None;
-    }
+    let idx = landing.idx;
     if result != LandResult::Raced {
         model.races.remove(&idx);
+    }
+    if let (Some(iteration), Some(result)) = (landing.iteration, hook_result(&result)) {
+        out.push(Action::PostHooks {
+            id: model.id(idx).to_string(),
+            iteration,
+            result,
+        });
     }
     let story = model.stories[idx].clone();
     let id = story.id.clone();
@@ -744,8 +763,7 @@ fn landing_finished(
                 "landing {id}: {target} moved under it every round ({n} turns); it lands later"
             )));
             if n < Policy::MAX_RACES {
-                let attempt = model.state.record(&id).map_or(0, |r| r.attempts_started);
-                model.land_queue.push_back((idx, attempt, iteration));
+                model.land_queue.push_back(landing);
             } else {
                 model.apply(idx, Change::LandingInterrupted);
                 needs_person(

@@ -117,21 +117,16 @@ fn said(actions: &[Action]) -> Vec<Message> {
         .collect()
 }
 
-fn landing(idx: usize, result: LandResult) -> Event {
-    Event::LandingFinished {
-        idx,
-        result,
-        iteration: Some(1),
-    }
+/// The landing in progress ends with `result`; it must be story `idx`'s.
+fn land(m: &mut Model, idx: usize, result: LandResult, now: Now) -> Vec<Action> {
+    assert_eq!(m.landing.map(|l| l.idx), Some(idx), "not the story landing");
+    handle(m, Event::LandingFinished(result), now)
 }
 
-fn landed(idx: usize) -> Event {
-    landing(
-        idx,
-        LandResult::Landed {
-            commit: format!("{idx:040}"),
-        },
-    )
+fn landed_as(idx: usize) -> LandResult {
+    LandResult::Landed {
+        commit: format!("{idx:040}"),
+    }
 }
 
 /// Starts the run and returns the first attempts.
@@ -217,7 +212,7 @@ fn a_conflict_sends_the_story_back_with_a_note_until_the_limit() {
             paths: vec!["FEATURES.md".into()],
             saved_ref: Some(format!("refs/ralph/conflicts/1.1/{n}")),
         };
-        let a = handle(&mut m, landing(0, conflict), t0());
+        let a = land(&mut m, 0, conflict, t0());
         if n <= limit {
             req = starts(&a).remove(0);
             let note = req.retry_context.clone().unwrap();
@@ -287,7 +282,7 @@ fn one_job_waits_for_the_previous_landing() {
         starts(&a).is_empty(),
         "the next story waits for the tip holding 1.1"
     );
-    let a = handle(&mut m, landed(0), t0());
+    let a = land(&mut m, 0, landed_as(0), t0());
     assert_eq!(
         starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(),
         vec![1]
@@ -311,7 +306,7 @@ fn with_more_jobs_a_dependent_waits_for_its_dependencys_landing_only() {
     let a = handle(&mut m, finished(&first[0], Verdict::Done), t0());
     // a's slot is free; b is not ready until a lands.
     assert!(starts(&a).iter().all(|r| r.idx != 1));
-    let a = handle(&mut m, landed(0), t0());
+    let a = land(&mut m, 0, landed_as(0), t0());
     assert!(starts(&a).iter().any(|r| r.idx == 1), "{a:?}");
 }
 
@@ -324,9 +319,9 @@ fn the_merge_queue_lands_one_story_at_a_time_in_arrival_order() {
     let a = handle(&mut m, finished(&first[0], Verdict::Tentative), t0());
     assert!(lands(&a).is_empty());
     assert_eq!(m.state.status("a"), Status::Landing);
-    let a = handle(&mut m, landed(1), t0());
+    let a = land(&mut m, 1, landed_as(1), t0());
     assert_eq!(lands(&a), vec![0]);
-    let a = handle(&mut m, landed(0), t0());
+    let a = land(&mut m, 0, landed_as(0), t0());
     assert!(a.iter().any(
         |x| matches!(x, Action::Progress(p) if p.contains("Story a") && p.contains("tentative"))
     ));
@@ -346,7 +341,7 @@ fn the_iteration_limit_stops_new_attempts_and_says_so() {
     let a = handle(&mut m, finished(&first[0], failed("x")), t0());
     assert!(starts(&a).is_empty());
     handle(&mut m, finished(&first[1], Verdict::Done), t0());
-    handle(&mut m, landed(1), t0());
+    land(&mut m, 1, landed_as(1), t0());
     assert!(is_over(&m));
     let (summary, _, code) = finish(&m, 1.0);
     assert_eq!((summary.limit_reached, code), (Some(2), EXIT_OK));
@@ -380,7 +375,7 @@ fn ctrl_c_leaves_queued_landings_for_the_next_run() {
     assert!(said(&a).contains(&Message::LandingStopped { id: "b".into() }));
     // b stays `landing` on disk, so the next run lands it without the agent.
     assert_eq!(m.state.status("b"), Status::Landing);
-    let a = handle(&mut m, landing(0, LandResult::Interrupted), t0());
+    let a = land(&mut m, 0, LandResult::Interrupted, t0());
     assert!(lands(&a).is_empty());
     assert_eq!(m.state.status("a"), Status::Landing);
     assert!(is_over(&m));
@@ -411,7 +406,7 @@ fn a_blocked_checkout_needs_a_person_and_keeps_the_work() {
     let blocked = LandResult::CheckoutBlocked {
         paths: vec!["README.md".into()],
     };
-    let a = handle(&mut m, landing(0, blocked), t0());
+    let a = land(&mut m, 0, blocked, t0());
     assert!(starts(&a).is_empty());
     assert!(is_over(&m));
     let (_, error, code) = finish(&m, 1.0);
@@ -446,7 +441,7 @@ fn a_validation_failure_counts_and_names_its_log() {
         saved_ref: Some("refs/ralph/attempts/a/1".into()),
         log_rel: ".ralph/logs/a/validation-1.log".into(),
     };
-    let a = handle(&mut m, landing(0, fail), t0());
+    let a = land(&mut m, 0, fail, t0());
     let failed = said(&a)
         .into_iter()
         .find(|s| matches!(s, Message::Failed { .. }))
@@ -469,7 +464,7 @@ fn finished_work_found_at_startup_goes_straight_to_landing() {
     let a = handle(&mut m, Event::Start { reland: vec![0] }, t0());
     assert_eq!(lands(&a), vec![0]);
     assert!(starts(&a).is_empty());
-    let a = handle(&mut m, landed(0), t0());
+    let a = land(&mut m, 0, landed_as(0), t0());
     assert_eq!(
         starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(),
         vec![1]
@@ -501,7 +496,7 @@ fn state_and_scheduler_never_drift_over_a_long_mixed_run() {
     while !is_over(&m) {
         step += 1;
         assert!(step < 500, "the run does not converge");
-        let a = if let Some(idx) = m.landing {
+        let a = if let Some(landing) = m.landing {
             let result = if step % 4 == 0 {
                 LandResult::Conflict {
                     paths: vec!["f".into()],
@@ -512,7 +507,7 @@ fn state_and_scheduler_never_drift_over_a_long_mixed_run() {
                     commit: "c".repeat(40),
                 }
             };
-            handle(&mut m, landing(idx, result), now)
+            land(&mut m, landing.idx, result, now)
         } else if let Some(req) = running.pop() {
             let verdict = match step % 5 {
                 0 => failed("flaky"),
@@ -587,18 +582,18 @@ fn a_landing_that_loses_the_race_waits_its_turn_without_counting() {
     handle(&mut m, finished(&first[0], Verdict::Done), t0());
     handle(&mut m, finished(&first[1], Verdict::Done), t0());
     // a lost every round to a moving target: b gets the queue, a waits behind it.
-    let a = handle(&mut m, landing(0, LandResult::Raced), t0());
+    let a = land(&mut m, 0, LandResult::Raced, t0());
     assert_eq!(lands(&a), vec![1]);
     assert_eq!(m.state.status("a"), Status::Landing);
-    let a = handle(&mut m, landed(1), t0());
+    let a = land(&mut m, 1, landed_as(1), t0());
     assert_eq!(lands(&a), vec![0]);
     for _ in 2..Policy::MAX_RACES {
-        let a = handle(&mut m, landing(0, LandResult::Raced), t0());
+        let a = land(&mut m, 0, LandResult::Raced, t0());
         assert_eq!(lands(&a), vec![0]);
     }
     assert_eq!(m.state.record("a").unwrap().attempts, 0, "never counted");
     // A target that never holds still needs a person; the work stays landing.
-    handle(&mut m, landing(0, LandResult::Raced), t0());
+    land(&mut m, 0, LandResult::Raced, t0());
     assert!(is_over(&m));
     let (_, error, code) = finish(&m, 1.0);
     assert_eq!(code, EXIT_STORIES_FAILED);
@@ -617,10 +612,10 @@ fn a_spent_budget_starts_nothing_new_but_lets_running_work_land() {
     let a = handle(&mut m, Event::AttemptFinished(Box::new(report)), t0());
     assert!(starts(&a).is_empty(), "c must not start");
     assert_eq!(lands(&a), vec![0], "finished work still lands");
-    handle(&mut m, landed(0), t0());
+    land(&mut m, 0, landed_as(0), t0());
     let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
     assert!(starts(&a).is_empty());
-    handle(&mut m, landed(1), t0());
+    land(&mut m, 1, landed_as(1), t0());
     assert!(is_over(&m));
     let (summary, error, code) = finish(&m, 1.0);
     assert_eq!((summary.done, code), (2, EXIT_STORIES_FAILED));
@@ -790,13 +785,13 @@ fn while_the_agent_is_limited_new_attempts_go_to_the_fallback_then_back() {
     assert_eq!(next[0].agent, Backend::Codex);
     let a = handle(&mut m, finished(&next[0], Verdict::Done), later(now, 10));
     assert!(starts(&a).is_empty(), "one job: it waits for the landing");
-    let a = handle(&mut m, landed(next[0].idx), later(now, 11));
+    let a = land(&mut m, next[0].idx, landed_as(next[0].idx), later(now, 11));
     assert_eq!(starts(&a)[0].agent, Backend::Codex);
     // After Claude's reset, new attempts go back to it.
     let req = starts(&a).remove(0);
     handle(&mut m, Event::Timer, later(now, 603));
     handle(&mut m, finished(&req, Verdict::Done), later(now, 604));
-    let a = handle(&mut m, landed(req.idx), later(now, 605));
+    let a = land(&mut m, req.idx, landed_as(req.idx), later(now, 605));
     assert_eq!(starts(&a)[0].agent, Backend::Claude);
 }
 
@@ -817,5 +812,47 @@ fn staggered_starts_are_spaced() {
     assert_eq!(
         starts(&handle(&mut m, Event::Timer, later(now, 6))).len(),
         1
+    );
+}
+
+fn post_hooks(actions: &[Action]) -> Vec<(String, u64, &'static str)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::PostHooks {
+                id,
+                iteration,
+                result,
+            } => Some((id.clone(), *iteration, *result)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn finished_work_runs_its_post_hooks_once_its_landing_decided() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 3, None);
+    let first = begin(&mut m);
+    let a = handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    assert!(post_hooks(&a).is_empty(), "not before the landing");
+    // A lost race keeps the iteration for the landing that follows.
+    let a = land(&mut m, 0, LandResult::Raced, t0());
+    assert!(post_hooks(&a).is_empty());
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(
+        post_hooks(&a),
+        vec![("a".to_string(), first[0].iteration, "done")]
+    );
+    handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    let fail = LandResult::ValidationFailed {
+        name: "tests".into(),
+        tail: String::new(),
+        saved_ref: None,
+        log_rel: "log".into(),
+    };
+    let a = land(&mut m, 1, fail, t0());
+    assert_eq!(
+        post_hooks(&a),
+        vec![("b".to_string(), first[1].iteration, "fail")]
     );
 }
