@@ -113,7 +113,7 @@ impl<E: Executor> Dispatcher<E> {
                      run `ralph run` again to resume"
                 ));
             }
-            let pause = self.model.wake_at();
+            let pause = self.model.wake_at(now());
             let event = tokio::select! {
                 Some(ev) = self.activity_rx.recv() => ev,
                 Some(joined) = self.tasks.join_next_with_id() => self.joined(joined),

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use super::events::Now;
 use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
@@ -163,9 +164,8 @@ pub(crate) struct Model {
     pub(crate) attempts_this_run: u64,
     pub(crate) signals: SignalCount,
     pub(crate) fatal: Option<Fatal>,
+    /// No new work before then (a fault outside the story).
     pub(crate) pause_until: Option<Instant>,
-    /// Agents at their usage limit, until their reset.
-    pub(crate) limited: HashMap<Backend, Instant>,
     pub(crate) backoff: Duration,
     pub(crate) retry_context: HashMap<usize, String>,
     /// Transient faults in a row, per story (reset by any other outcome).
@@ -197,7 +197,7 @@ impl Model {
         policy: Policy,
         only: Option<usize>,
         first: usize,
-        now_at_start: super::events::Now,
+        now_at_start: Now,
     ) -> Model {
         let nodes: Vec<Node> = stories
             .iter()
@@ -223,16 +223,9 @@ impl Model {
             .collect();
         let parallel = policy.jobs > 1;
         let now = now_at_start;
-        // A pause a previous run recorded is still in force.
+        // Agents' usage limits are kept in the state (`paused_until`): the
+        // ones a previous run recorded that are still in force hold here too.
         state.paused_until.retain(|_, until| *until > now.unix);
-        let limited: HashMap<Backend, Instant> = state
-            .paused_until
-            .iter()
-            .filter_map(|(name, &until)| {
-                let at = now.mono + Duration::from_secs((until - now.unix) as u64);
-                Backend::parse(name).map(|b| (b, at))
-            })
-            .collect();
         let sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
         Model {
             state,
@@ -246,7 +239,6 @@ impl Model {
             signals: SignalCount::None,
             fatal: None,
             pause_until: None,
-            limited,
             backoff: Policy::FIRST_BACKOFF,
             retry_context: HashMap::new(),
             faults: HashMap::new(),
@@ -372,31 +364,44 @@ impl Model {
     }
 
     /// The agent a new attempt at story `idx` runs with: the story's own,
-    /// else the first of the run's agents not at its limit; `None` when the
-    /// one it may use is limited.
-    pub(crate) fn agent_for(&self, idx: usize, now: Instant) -> Option<Backend> {
-        let free = |b: &Backend| self.limited.get(b).is_none_or(|&t| t <= now);
+    /// else the first of the run's agents not at its usage limit; `None`
+    /// when the one it may use is limited.
+    pub(crate) fn agent_for(&self, idx: usize, now: Now) -> Option<Backend> {
+        let free = |b: &Backend| {
+            self.state
+                .paused_until
+                .get(b.name())
+                .is_none_or(|&until| until <= now.unix)
+        };
         match self.stories[idx].agent {
             Some(b) => free(&b).then_some(b),
             None => self.policy.agents.iter().copied().find(free),
         }
     }
 
+    /// Something the run waits for before it can go on: a pause, an
+    /// agent's usage limit, or the next staggered start.
+    pub(crate) fn waiting(&self) -> bool {
+        self.pause_until.is_some()
+            || !self.state.paused_until.is_empty()
+            || self.next_start_at.is_some()
+    }
+
     /// When something the run waits for is due: the pause, an agent's
     /// reset, or the next staggered start.
-    pub(crate) fn wake_at(&self) -> Option<Instant> {
-        self.limit_lifts_at()
+    pub(crate) fn wake_at(&self, now: Now) -> Option<Instant> {
+        self.limit_lifts_at(now)
             .into_iter()
             .chain(self.next_start_at)
             .min()
     }
 
     /// When a usage limit (or a fault's pause) next lifts.
-    pub(crate) fn limit_lifts_at(&self) -> Option<Instant> {
-        self.pause_until
-            .into_iter()
-            .chain(self.limited.values().copied())
-            .min()
+    pub(crate) fn limit_lifts_at(&self, now: Now) -> Option<Instant> {
+        let resets = self.state.paused_until.values().map(|&until| {
+            now.mono + Duration::from_secs(u64::try_from(until - now.unix).unwrap_or(0))
+        });
+        self.pause_until.into_iter().chain(resets).min()
     }
 
     /// Anything in flight: an attempt, a landing, or work queued to land.

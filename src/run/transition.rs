@@ -68,13 +68,12 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             if model.next_start_at.is_some_and(|t| now.mono >= t) {
                 model.next_start_at = None;
             }
-            let before = model.limited.len();
-            model.limited.retain(|_, t| *t > now.mono);
-            if model.limited.len() != before {
-                model
-                    .state
-                    .paused_until
-                    .retain(|_, until| *until > now.unix);
+            let before = model.state.paused_until.len();
+            model
+                .state
+                .paused_until
+                .retain(|_, until| *until > now.unix);
+            if model.state.paused_until.len() != before {
                 out.push(Action::Save);
             }
         }
@@ -101,7 +100,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
 
 /// True when the run has nothing left to wait for.
 pub(crate) fn is_over(model: &Model) -> bool {
-    let waiting_out_limit = model.wake_at().is_some()
+    let waiting_out_limit = model.waiting()
         && !model.stopping()
         && model.fatal.is_none()
         && !model.limit_reached()
@@ -114,7 +113,7 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
     // Shown only while nothing can start: a limit with no free fallback.
     let paused_secs = now.and_then(|now| {
         model
-            .limit_lifts_at()
+            .limit_lifts_at(now)
             .filter(|_| model.slots.iter().all(Option::is_none))
             .map(|t| t.saturating_duration_since(now.mono).as_secs_f64())
     });
@@ -235,7 +234,7 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             return;
         }
         // Its agent is at its limit (and no fallback is free): it waits.
-        let Some(agent) = model.agent_for(idx, now.mono) else {
+        let Some(agent) = model.agent_for(idx, now) else {
             continue;
         };
         // Starts are spaced: the next waits for its turn.
@@ -433,8 +432,6 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                     out,
                 );
             } else {
-                let backend = Backend::parse(&agent).unwrap_or_default();
-                model.limited.insert(backend, now.mono + wait);
                 // Kept in the state, so a restart during the pause honours it.
                 let until = now.unix + wait.as_secs() as i64;
                 model.state.paused_until.insert(agent, until);

@@ -242,7 +242,7 @@ fn a_usage_limit_with_a_reset_time_pauses_until_just_after_it() {
     };
     let a = handle(&mut m, finished(&req, limited), now);
     assert!(starts(&a).is_empty());
-    assert_eq!(m.wake_at(), Some(now.mono + Duration::from_secs(102)));
+    assert_eq!(m.wake_at(now), Some(now.mono + Duration::from_secs(102)));
     // Not counted, and the run waits instead of ending.
     assert_eq!(m.state.record("1.1").unwrap().attempts, 0);
     assert_eq!(m.state.status("1.1"), Status::Pending);
@@ -266,7 +266,7 @@ fn a_usage_limit_without_a_reset_time_backs_off_doubling() {
             finished(&req, Verdict::RateLimited { resets_at: None }),
             now,
         );
-        assert_eq!(m.wake_at(), Some(now.mono + Duration::from_secs(wait)));
+        assert_eq!(m.wake_at(now), Some(now.mono + Duration::from_secs(wait)));
         now = later(now, wait);
         req = starts(&handle(&mut m, Event::Timer, now)).remove(0);
     }
@@ -674,7 +674,7 @@ fn a_usage_limit_pause_is_kept_in_the_state_and_honoured_by_the_next_run() {
         later_now,
     );
     assert_eq!(
-        again.wake_at(),
+        again.wake_at(later_now),
         Some(later_now.mono + Duration::from_secs(542))
     );
     let a = handle(&mut again, Event::Start { reland: vec![] }, later_now);
