@@ -90,8 +90,12 @@ pub(crate) enum Verdict {
 pub(crate) enum FaultKind {
     /// Likely to pass: wait a little and try again.
     Transient,
-    /// Only a person can fix it: stop the run cleanly and say what to do.
+    /// Only a person can fix it: nothing new starts, the run says what to
+    /// do; agents already running finish (their work is still good).
     NeedsPerson,
+    /// As `NeedsPerson`, and the running agents are stopped too: their work
+    /// would be lost or harmful (rejected credentials, a moved target).
+    StopNow,
 }
 
 impl Verdict {

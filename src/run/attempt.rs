@@ -362,7 +362,7 @@ async fn run_attempt(
                      it: git update-ref refs/heads/{target} {base} {now}",
                     target = ctx.target
                 ),
-                kind: FaultKind::NeedsPerson,
+                kind: FaultKind::StopNow,
             };
             let r = project::kept_ref(KeptRef::Attempt, &id, n);
             let (b3, r2) = (branch.clone(), r.clone());
@@ -378,7 +378,7 @@ async fn run_attempt(
                      fix the API key or log in again, then run `ralph run`",
                     backend.name()
                 ),
-                kind: FaultKind::NeedsPerson,
+                kind: FaultKind::StopNow,
             };
             break 'attempt;
         }

@@ -459,17 +459,21 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
             out.push(Action::Log(format!(
                 "fault on {id} ({n} in a row): {reason}"
             )));
-            if *kind == FaultKind::Transient && n < Policy::MAX_TRANSIENT_FAULTS {
-                let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
-                let until = now.mono + wait;
-                model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
-                out.push(Action::Say(Message::Fault {
-                    id: id.clone(),
-                    reason: reason.clone(),
-                    wait_secs: wait.as_secs_f64(),
-                }));
-            } else {
-                needs_person(model, reason.clone(), out);
+            match kind {
+                FaultKind::Transient if n < Policy::MAX_TRANSIENT_FAULTS => {
+                    let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
+                    let until = now.mono + wait;
+                    model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
+                    out.push(Action::Say(Message::Fault {
+                        id: id.clone(),
+                        reason: reason.clone(),
+                        wait_secs: wait.as_secs_f64(),
+                    }));
+                }
+                FaultKind::Transient | FaultKind::NeedsPerson => {
+                    halt(model, Fatal::NeedsPerson(reason.clone()));
+                }
+                FaultKind::StopNow => needs_person(model, reason.clone(), out),
             }
         }
         Verdict::RootRefusal => {
@@ -535,12 +539,18 @@ fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Ac
     needs_person(model, message, out);
 }
 
-/// Only a person can go on: nothing new starts, running agents are stopped
-/// (their attempts are not counted), and the run ends with `message`.
-fn needs_person(model: &mut Model, message: String, out: &mut Vec<Action>) {
+/// Nothing new starts; running agents finish and their work lands; the
+/// run ends with `why` (the first reason given wins).
+fn halt(model: &mut Model, why: Fatal) {
     if model.fatal.is_none() {
-        model.fatal = Some(Fatal::NeedsPerson(message));
+        model.fatal = Some(why);
     }
+}
+
+/// Only a person can go on, and what runs now is wasted or harmful: as
+/// `halt`, and running agents are stopped (their attempts are not counted).
+fn needs_person(model: &mut Model, message: String, out: &mut Vec<Action>) {
+    halt(model, Fatal::NeedsPerson(message));
     if model.signals == SignalCount::None {
         model.signals = SignalCount::Once;
     }
@@ -721,28 +731,30 @@ fn landing_finished(
             // The work is finished: it stays `landing`, so the next run lands
             // it without running the agent again.
             model.apply(idx, Change::LandingInterrupted);
-            model.fatal = Some(Fatal::NeedsPerson(format!(
-                "story {id} is ready to land, but the main checkout has local changes to {}: \
-                 commit or stash them and run `ralph run` again, which lands the story's work \
-                 (kept on {}) without running its agent again",
-                paths.join(", "),
-                crate::project::story_branch(&id)
-            )));
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} is ready to land, but the main checkout has local changes to {}: \
+                     commit or stash them and run `ralph run` again, which lands the story's \
+                     work (kept on {}) without running its agent again",
+                    paths.join(", "),
+                    crate::project::story_branch(&id)
+                )),
+            );
             out.push(Action::Save);
         }
         LandResult::Busy { lock } => {
             // Someone else's git, not the story: it stays `landing`, and
             // the next run lands it.
             model.apply(idx, Change::LandingInterrupted);
-            needs_person(
+            halt(
                 model,
-                format!(
+                Fatal::NeedsPerson(format!(
                     "story {id} is ready to land, but another process kept {} the whole time: \
                      let that git command finish (no git running? then the lock is stale: \
                      remove it) and run `ralph run` again to land it",
                     lock.display()
-                ),
-                out,
+                )),
             );
             out.push(Action::Save);
         }
@@ -763,28 +775,29 @@ fn landing_finished(
                 model.land_queue.push_back(landing);
             } else {
                 model.apply(idx, Change::LandingInterrupted);
-                needs_person(
+                halt(
                     model,
-                    format!(
+                    Fatal::NeedsPerson(format!(
                         "story {id} is ready to land, but {target} kept moving under the merge \
                          queue for {n} turns: pause your commits to {target} and run `ralph run` \
                          again, which lands it without running its agent"
-                    ),
-                    out,
+                    )),
                 );
                 out.push(Action::Save);
             }
         }
+        // git or the machine failed, not the story: its finished work stays
+        // `landing` (nothing charged) and the next run lands it.
         LandResult::Error(e) => {
             out.push(Action::Log(format!("landing {id} failed: {e}")));
-            count_failure(
+            model.apply(idx, Change::LandingInterrupted);
+            halt(
                 model,
-                idx,
-                &format!("landing failed: {e}"),
-                None,
-                None,
-                now,
-                out,
+                Fatal::Internal(format!(
+                    "landing story {id} failed: {e}; its finished work is kept on {} and \
+                     lands on the next `ralph run` once the cause is fixed",
+                    crate::project::story_branch(&id)
+                )),
             );
             out.push(Action::Save);
         }

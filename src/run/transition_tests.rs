@@ -554,14 +554,36 @@ fn a_transient_fault_is_not_counted_and_waits_longer_each_time() {
 }
 
 #[test]
-fn a_fault_that_needs_a_person_stops_the_run_without_counting() {
-    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 2, None);
+fn a_fault_that_needs_a_person_starts_nothing_new_and_lets_running_work_land() {
+    let mut m = model_with(&[("a", &[]), ("b", &[]), ("c", &[])], 2, 2, None);
     let first = begin(&mut m);
     let a = handle(
         &mut m,
         finished(&first[0], fault(FaultKind::NeedsPerson)),
         t0(),
     );
+    assert!(
+        !a.contains(&Action::Control(Control::Stop)),
+        "b's work is still good"
+    );
+    assert!(starts(&a).is_empty(), "c must not start");
+    let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![1]);
+    land(&mut m, 1, landed_as(1), t0());
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("could not prepare"));
+    assert_eq!(m.state.record("a").unwrap().attempts, 0);
+    assert_eq!(m.state.status("a"), Status::Pending);
+    assert_eq!(m.state.status("b"), Status::Done);
+}
+
+#[test]
+fn a_fault_that_makes_running_work_useless_stops_it_without_counting() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 2, None);
+    let first = begin(&mut m);
+    let a = handle(&mut m, finished(&first[0], fault(FaultKind::StopNow)), t0());
     assert!(a.contains(&Action::Control(Control::Stop)));
     assert!(starts(&a).is_empty());
     handle(&mut m, finished(&first[1], Verdict::Interrupted), t0());
@@ -573,6 +595,30 @@ fn a_fault_that_needs_a_person_stops_the_run_without_counting() {
         assert_eq!(m.state.record(id).unwrap().attempts, 0);
         assert_eq!(m.state.status(id), Status::Pending);
     }
+}
+
+#[test]
+fn a_landing_that_fails_in_git_charges_nobody_and_keeps_the_work_landing() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 1, 2, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let a = land(
+        &mut m,
+        0,
+        LandResult::Error("No space left on device".into()),
+        t0(),
+    );
+    assert!(starts(&a).is_empty());
+    assert!(is_over(&m));
+    assert_eq!(
+        m.state.status("a"),
+        Status::Landing,
+        "the next run lands it"
+    );
+    assert_eq!(m.state.record("a").unwrap().attempts, 0);
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_INTERNAL);
+    assert!(error.unwrap().contains("No space left"));
 }
 
 #[test]
