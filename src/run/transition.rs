@@ -95,7 +95,26 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
     next_landing(model, &mut out);
     dispatch(model, now, &mut out);
     out.push(Action::Totals(totals(model, Some(now))));
-    out
+    coalesce_saves(out)
+}
+
+/// One write of `state.json` where several follow each other: a save must
+/// precede what depends on it (an agent starting, a landing), and the last
+/// one holds every change; the others would only be the same fsync again.
+fn coalesce_saves(actions: Vec<Action>) -> Vec<Action> {
+    let mut kept = Vec::with_capacity(actions.len());
+    let mut saved_later = false;
+    for a in actions.into_iter().rev() {
+        match a {
+            Action::Save if saved_later => continue,
+            Action::Save => saved_later = true,
+            Action::StartAttempt(_) | Action::Land { .. } => saved_later = false,
+            _ => {}
+        }
+        kept.push(a);
+    }
+    kept.reverse();
+    kept
 }
 
 /// True when the run has nothing left to wait for.

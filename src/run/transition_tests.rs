@@ -902,3 +902,38 @@ fn finished_work_runs_its_post_hooks_once_its_landing_decided() {
         vec![("b".to_string(), first[1].iteration, "fail")]
     );
 }
+
+/// Every start and landing is preceded by a save, and no two saves follow
+/// each other with nothing depending on the first.
+#[test]
+fn state_is_saved_once_before_what_depends_on_it() {
+    let check = |actions: &[Action]| {
+        let mut pending = false;
+        for a in actions {
+            match a {
+                Action::Save => {
+                    assert!(!pending, "two saves in a row: {actions:?}");
+                    pending = true;
+                }
+                Action::StartAttempt(_) | Action::Land { .. } => {
+                    assert!(pending, "not saved before: {actions:?}");
+                    pending = false;
+                }
+                _ => {}
+            }
+        }
+    };
+    let mut m = model_with(&[("a", &[]), ("b", &[]), ("c", &["a"])], 2, 3, None);
+    let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    check(&a);
+    let first = starts(&a);
+    let a = handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    check(&a);
+    assert_eq!(lands(&a), vec![0]);
+    let a = land(&mut m, 0, landed_as(0), t0());
+    check(&a);
+    assert_eq!(starts(&a).len(), 1, "c starts once a landed");
+    let a = handle(&mut m, finished(&first[1], failed("x")), t0());
+    check(&a);
+    assert_eq!(a.iter().filter(|x| **x == Action::Save).count(), 1);
+}
