@@ -135,10 +135,12 @@ pub(crate) fn unique_token(prefix: &str) -> String {
 /// Runs one attempt to completion. Each output line (stdout and stderr) is
 /// appended to the log and passed to `on_line` as it arrives; nothing is kept
 /// in memory. Ends at the process's exit (not pipe EOF), then sweeps every
-/// process carrying the token. `control` lets the caller stop it.
+/// process carrying the token. `control` lets the caller stop it, and so
+/// does `on_line` returning true (what the agent said shows that going on
+/// is pointless): a graceful stop, as `Control::Stop`.
 pub(crate) async fn run_attempt(
     spec: AttemptSpec,
-    mut on_line: impl FnMut(&str) + Send,
+    mut on_line: impl FnMut(&str) -> bool + Send,
     control: watch::Receiver<Control>,
 ) -> std::io::Result<AttemptExit> {
     if let Some(dir) = spec.log_path.parent() {
@@ -224,6 +226,7 @@ pub(crate) async fn run_shell_controlled(
             let cut = floor_char_boundary(&tail, tail.len() - SHELL_TAIL);
             tail.drain(..cut);
         }
+        false
     };
     let exit = supervise(spec, log, &mut on_line, control).await?;
     if tail.len() > SHELL_TAIL {
@@ -349,7 +352,7 @@ fn far_future() -> tokio::time::Instant {
 async fn supervise(
     mut spec: AttemptSpec,
     mut log: Option<BufWriter<File>>,
-    on_line: &mut (dyn FnMut(&str) + Send),
+    on_line: &mut (dyn FnMut(&str) -> bool + Send),
     mut control: watch::Receiver<Control>,
 ) -> io::Result<AttemptExit> {
     if spec.token.is_empty() {
@@ -459,7 +462,10 @@ async fn supervise(
             status = child.wait() => break status?,
             batch = rx.recv(), if output_open => match batch {
                 Some(batch) => {
-                    deliver(&batch, &mut log, on_line, rx.is_empty());
+                    if deliver(&batch, &mut log, on_line, rx.is_empty()) {
+                        apply_control(Control::Stop, &mut stopper, &mut grace, &mut grace_armed)
+                            .await;
+                    }
                     if let Some(at) = idle_at(tokio::time::Instant::now()) {
                         idle.as_mut().reset(at);
                     }
@@ -510,7 +516,9 @@ async fn supervise(
     while output_open {
         tokio::select! {
             batch = rx.recv() => match batch {
-                Some(batch) => deliver(&batch, &mut log, on_line, rx.is_empty()),
+                Some(batch) => {
+                    deliver(&batch, &mut log, on_line, rx.is_empty());
+                }
                 None => output_open = false,
             },
             () = tokio::time::sleep_until(drain_until) => break,
@@ -551,13 +559,14 @@ async fn apply_control(
     }
 }
 
-/// Writes a batch of complete lines to the log and hands each to `on_line`.
+/// Writes a batch of complete lines to the log and hands each to `on_line`;
+/// true when one of them asked to stop the attempt.
 fn deliver(
     batch: &[u8],
     log: &mut Option<BufWriter<File>>,
-    on_line: &mut (dyn FnMut(&str) + Send),
+    on_line: &mut (dyn FnMut(&str) -> bool + Send),
     idle: bool,
-) {
+) -> bool {
     if let Some(w) = log.as_mut() {
         // A log we cannot write must not end the attempt; stop logging instead.
         if w.write_all(batch).is_err() || (idle && w.flush().is_err()) {
@@ -565,9 +574,11 @@ fn deliver(
         }
     }
     let lines = batch.strip_suffix(b"\n").unwrap_or(batch);
+    let mut stop = false;
     for line in lines.split(|&b| b == b'\n') {
-        on_line(&String::from_utf8_lossy(line));
+        stop |= on_line(&String::from_utf8_lossy(line));
     }
+    stop
 }
 
 /// Reads a pipe into batches of complete, newline-terminated lines of at
@@ -685,9 +696,13 @@ mod tests {
     /// `run_attempt` under the test limit, so a regression fails instead of hanging.
     async fn bounded(
         spec: AttemptSpec,
-        on_line: impl FnMut(&str) + Send,
+        mut on_line: impl FnMut(&str) + Send,
         control: watch::Receiver<Control>,
     ) -> AttemptExit {
+        let on_line = move |l: &str| {
+            on_line(l);
+            false
+        };
         tokio::time::timeout(TEST_LIMIT, run_attempt(spec, on_line, control))
             .await
             .expect("attempt ran past the test limit")
@@ -919,6 +934,30 @@ mod tests {
         }
     }
 
+    /// What the agent says can end its attempt: `on_line` returning true
+    /// is a graceful stop, like the caller's `Control::Stop`.
+    #[tokio::test]
+    async fn a_line_can_ask_to_stop_the_attempt() {
+        let a = agent(
+            "echo working\necho give-up\nsleep 1000\n",
+            TEST_LIMIT,
+            Duration::from_secs(30),
+        );
+        let (_tx, rx) = watch::channel(Control::Run);
+        let mut seen = Vec::new();
+        let on_line = |line: &str| {
+            seen.push(line.to_string());
+            line == "give-up"
+        };
+        let exit = tokio::time::timeout(TEST_LIMIT, run_attempt(a.spec, on_line, rx))
+            .await
+            .expect("the attempt ends")
+            .unwrap();
+        assert_eq!(exit.stopped, Some(StopReason::Interrupted));
+        assert_eq!(exit.signal, Some(libc::SIGTERM));
+        assert_eq!(seen, ["working", "give-up"]);
+    }
+
     #[tokio::test]
     async fn stop_request_interrupts() {
         let a = agent(
@@ -1025,7 +1064,7 @@ mod tests {
         let mut a = agent("", TEST_LIMIT, Duration::from_secs(2));
         a.spec.program = "/nonexistent/ralph-agent".into();
         let (_tx, rx) = watch::channel(Control::Run);
-        assert!(run_attempt(a.spec, |_| {}, rx).await.is_err());
+        assert!(run_attempt(a.spec, |_| false, rx).await.is_err());
     }
 
     #[tokio::test]

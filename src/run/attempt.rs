@@ -285,25 +285,8 @@ async fn run_attempt(
             .with_clock(now, crate::timefmt::local_offset_secs(now));
         let idx = req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
-        // The agent is stopped by ralph's control, or by ralph itself when
-        // its output shows that going on is pointless (a rejected key).
-        let (inner, inner_rx) = watch::channel(*control.borrow());
-        let forward = {
-            let (mut outer, inner) = (control.clone(), inner.clone());
-            tokio::spawn(async move {
-                while outer.changed().await.is_ok() {
-                    let how = *outer.borrow_and_update();
-                    let _ = inner.send(how);
-                }
-            })
-        };
-        let mut stopped_for_auth = false;
         let on_line = |line: &str| {
             let decoded = parser.feed_line(line);
-            if parser.auth_failed() && !stopped_for_auth {
-                stopped_for_auth = true;
-                let _ = inner.send(Control::Stop);
-            }
             for ev in decoded {
                 let text = activity_text(ev, verbose);
                 if text.is_empty() {
@@ -314,10 +297,11 @@ async fn run_attempt(
                     let _ = events.send(Event::Activity { idx, text });
                 }
             }
+            // A rejected key: the CLI would retry it for minutes, in vain.
+            parser.auth_failed()
         };
         ctx.log.line(&format!("agent start story {id} attempt {n}"));
-        let exit = process::run_attempt(spec_run, on_line, inner_rx).await;
-        forward.abort();
+        let exit = process::run_attempt(spec_run, on_line, control.clone()).await;
         let summary = parser.finish();
         report.duration = started.elapsed();
         report.usage = summary.usage;
