@@ -101,9 +101,14 @@ pub(crate) fn is_runtime_path(rel_to_root: &str) -> bool {
     })
 }
 
+/// `.ralph/logs/`: one directory per story with logs.
+pub(crate) fn logs_dir(root: &Path) -> PathBuf {
+    root.join(".ralph/logs")
+}
+
 /// `.ralph/logs/<id>/attempt-<n>.log`: the raw output of one attempt.
 pub(crate) fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
-    root.join(".ralph/logs")
+    logs_dir(root)
         .join(id)
         .join(format!("attempt-{attempt}.log"))
 }
@@ -111,7 +116,7 @@ pub(crate) fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
 /// `.ralph/logs/<id>/validation-<n>.log`: the output of the validation
 /// commands run on attempt `n`'s merged tree.
 pub(crate) fn validation_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
-    root.join(".ralph/logs")
+    logs_dir(root)
         .join(id)
         .join(format!("validation-{attempt}.log"))
 }

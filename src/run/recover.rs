@@ -158,12 +158,20 @@ pub(crate) fn keep_unknown_story_branches(
         return Ok(Vec::new());
     };
     let mut told = Vec::new();
-    for story in &project.backlog.stories {
-        let branch = project::story_branch(&story.id);
+    // The branches that exist, listed once: a backlog has thousands of
+    // stories and few branches.
+    for branch in git.branches_with_prefix(project::STORY_BRANCH_PREFIX)? {
+        let Some(story) = branch
+            .strip_prefix(project::STORY_BRANCH_PREFIX)
+            .and_then(|id| project.backlog.index_of(id))
+            .map(|i| &project.backlog.stories[i])
+        else {
+            continue;
+        };
         let known = state
             .record(&story.id)
             .is_some_and(|r| r.attempts_started > 0);
-        if known || git.branch_tip(&branch)?.is_none() {
+        if known {
             continue;
         }
         let ahead = git.commits_ahead(&branch, &tip)?;
@@ -291,12 +299,18 @@ fn number_attempts_after_kept_work(project: &Project, git: &Git, state: &mut Sta
             note(id, n);
         }
     }
-    for story in &project.backlog.stories {
-        let dir = project::attempt_log_path(&project.root, &story.id, 1);
-        let Some(dir) = dir.parent() else { continue };
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+    // `.ralph/logs/<id>/attempt-<n>.log`, read once for the stories that
+    // have logs.
+    let logs = std::fs::read_dir(project::logs_dir(&project.root));
+    for story_dir in logs.into_iter().flatten().flatten() {
+        let id = story_dir.file_name().to_string_lossy().into_owned();
+        for entry in std::fs::read_dir(story_dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             if let Some(n) = project::attempt_log_number(&entry.file_name().to_string_lossy()) {
-                note(&story.id, n);
+                note(&id, n);
             }
         }
     }
