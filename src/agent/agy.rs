@@ -19,7 +19,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::gemini::{tool_summary, TextJoin};
-use super::output::{AgentEvent, Usage};
+use super::output::{str_of, AgentEvent, Usage};
 
 /// State kept across the events of one attempt.
 #[derive(Debug, Default)]
@@ -190,14 +190,11 @@ fn usage(u: &Value) -> Usage {
     }
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::output::Summary;
+    use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
 
@@ -209,11 +206,7 @@ mod tests {
     }
 
     fn parse(events: &[Value]) -> Summary {
-        let mut p = OutputParser::for_backend(Backend::Agy);
-        for e in events {
-            p.feed_line(&e.to_string());
-        }
-        p.finish()
+        testkit::parse(Backend::Agy, events.iter().map(Value::to_string))
     }
 
     fn init() -> Value {

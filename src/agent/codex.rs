@@ -8,10 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::output::{AgentEvent, Usage};
-
-/// The display keeps a tool call to one line.
-const SUMMARY_CAP: usize = 80;
+use super::output::{one_line, str_of, u64_of, AgentEvent, Usage};
 
 /// Codex's own terminal UI warns at these percentages of a limit window; we
 /// say so at the same points rather than after every model call.
@@ -51,7 +48,7 @@ pub(crate) struct Decoder {
 impl Decoder {
     /// What one JSON event of the stream means; never panics.
     pub(crate) fn event(&mut self, ev: &Value) -> Vec<AgentEvent> {
-        match str_at(ev, "type") {
+        match str_of(ev, "type") {
             "thread.started" => match ev.get("thread_id").and_then(Value::as_str) {
                 Some(id) if !id.is_empty() => vec![AgentEvent::SessionId(id.to_string())],
                 _ => Vec::new(),
@@ -79,7 +76,7 @@ impl Decoder {
                 self.failure(message)
             }
             "error" => {
-                let message = str_at(ev, "message");
+                let message = str_of(ev, "message");
                 match message
                     .strip_prefix("Reconnecting...")
                     .or_else(|| message.strip_prefix("Reconnecting…"))
@@ -96,30 +93,30 @@ impl Decoder {
         let Some(item) = item else {
             return Vec::new();
         };
-        let (name, summary) = match str_at(item, "type") {
+        let (name, summary) = match str_of(item, "type") {
             "agent_message" if completed => {
-                let text = str_at(item, "text").to_string();
+                let text = str_of(item, "text").to_string();
                 self.last_message.clone_from(&text);
                 return vec![AgentEvent::Text(text)];
             }
-            "command_execution" => ("shell", unwrap_shell(str_at(item, "command")).to_string()),
+            "command_execution" => ("shell", unwrap_shell(str_of(item, "command")).to_string()),
             "file_change" => {
                 let paths: Vec<&str> = item
                     .get("changes")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .map(|c| str_at(c, "path"))
+                    .map(|c| str_of(c, "path"))
                     .collect();
                 ("edit", paths.join(" "))
             }
             "mcp_tool_call" => {
-                let name = format!("{}.{}", str_at(item, "server"), str_at(item, "tool"));
+                let name = format!("{}.{}", str_of(item, "server"), str_of(item, "tool"));
                 let args = item.get("arguments").map(Value::to_string);
                 return self.tool_once(item, completed, name, args.unwrap_or_default());
             }
-            "web_search" => ("web_search", str_at(item, "query").to_string()),
-            "collab_tool_call" => ("agent", str_at(item, "prompt").to_string()),
+            "web_search" => ("web_search", str_of(item, "query").to_string()),
+            "collab_tool_call" => ("agent", str_of(item, "prompt").to_string()),
             "todo_list" => {
                 let n = item
                     .get("items")
@@ -141,7 +138,7 @@ impl Decoder {
         name: String,
         summary: String,
     ) -> Vec<AgentEvent> {
-        let id = str_at(item, "id");
+        let id = str_of(item, "id");
         if completed {
             if !id.is_empty() && self.shown.remove(id) {
                 return Vec::new();
@@ -207,7 +204,7 @@ impl Decoder {
         let Some(tc) = [Some(ev), ev.get("msg"), ev.get("payload")]
             .into_iter()
             .flatten()
-            .find(|v| str_at(v, "type") == "token_count")
+            .find(|v| str_of(v, "type") == "token_count")
         else {
             return Vec::new();
         };
@@ -249,24 +246,16 @@ impl Decoder {
     }
 }
 
-fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn count(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
 /// Codex's `input_tokens` is the whole prompt, cache reads and writes
 /// included; ours counts the three apart.
 fn usage_of(u: &Value) -> Usage {
-    let cached = count(u, "cached_input_tokens");
-    let written = count(u, "cache_write_input_tokens");
+    let cached = u64_of(u, "cached_input_tokens");
+    let written = u64_of(u, "cache_write_input_tokens");
     Usage {
-        input_tokens: count(u, "input_tokens")
+        input_tokens: u64_of(u, "input_tokens")
             .saturating_sub(cached)
             .saturating_sub(written),
-        output_tokens: count(u, "output_tokens"),
+        output_tokens: u64_of(u, "output_tokens"),
         cache_creation_input_tokens: written,
         cache_read_input_tokens: cached,
     }
@@ -291,18 +280,11 @@ fn unwrap_shell(cmd: &str) -> &str {
     cmd
 }
 
-fn one_line(s: &str) -> String {
-    let joined = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match joined.char_indices().nth(SUMMARY_CAP - 1) {
-        Some((idx, _)) if joined.chars().count() > SUMMARY_CAP => format!("{}…", &joined[..idx]),
-        _ => joined,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
     use std::path::PathBuf;
@@ -313,11 +295,7 @@ mod tests {
     }
 
     fn parse(lines: &[String]) -> Summary {
-        let mut p = OutputParser::for_backend(Backend::Codex);
-        for l in lines {
-            p.feed_line(l);
-        }
-        p.finish()
+        testkit::parse(Backend::Codex, lines)
     }
 
     fn result(is_error: bool, text: &str, usage: Usage, status: Option<u64>) -> AgentEvent {
@@ -429,7 +407,10 @@ mod tests {
         assert_eq!(shown.len(), 4);
         assert_eq!(shown[0], ("edit".into(), "src/a.rs b.rs".into()));
         assert_eq!(shown[1], ("gh.search".into(), r#"{"q":"x"}"#.into()));
-        assert_eq!(shown[2].1.chars().count(), SUMMARY_CAP);
+        assert_eq!(
+            shown[2].1.chars().count(),
+            crate::agent::output::TOOL_SUMMARY_CAP
+        );
         assert!(shown[2].1.ends_with('…'));
         assert_eq!(shown[3], ("todo".into(), "2 todos".into()));
     }
@@ -602,25 +583,6 @@ mod tests {
 
     // Golden tests on the recorded output of the real CLI.
 
-    fn recordings() -> Option<Vec<(String, String)>> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/agents/codex");
-        if !dir.is_dir() {
-            eprintln!("skipping: recordings not found at {}", dir.display());
-            return None;
-        }
-        let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "stdout"))
-            .map(|p| {
-                let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-                (name, std::fs::read_to_string(&p).unwrap())
-            })
-            .collect();
-        out.sort();
-        Some(out)
-    }
-
     fn parse_text(text: &str) -> Summary {
         parse(&text.lines().map(str::to_string).collect::<Vec<_>>())
     }
@@ -739,7 +701,9 @@ mod tests {
 
     #[test]
     fn every_recording_gives_what_it_shows() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("codex") else {
+            return;
+        };
         assert!(
             recs.len() >= 11,
             "expected every recording, saw {}",
@@ -789,7 +753,9 @@ mod tests {
 
     #[test]
     fn recorded_tools_and_retries() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("codex") else {
+            return;
+        };
         let events = |name: &str| -> Vec<AgentEvent> {
             let text = &recs.iter().find(|(n, _)| n == name).unwrap().1;
             let mut p = OutputParser::for_backend(Backend::Codex);
@@ -835,7 +801,9 @@ mod tests {
     /// prompt asks for, the same streams must give the tag.
     #[test]
     fn recorded_success_with_a_tag_is_done() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("codex") else {
+            return;
+        };
         let mut n = 0;
         for (name, text) in recs
             .iter()
@@ -863,7 +831,9 @@ mod tests {
     /// outcome the stream gave.
     #[test]
     fn recorded_stderr_changes_no_outcome() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("codex") else {
+            return;
+        };
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/agents/codex");
         for (name, text) in &recs {
             let Ok(err) = std::fs::read_to_string(dir.join(format!("{name}.stderr"))) else {
@@ -883,30 +853,15 @@ mod tests {
     #[test]
     #[ignore]
     fn throughput() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("codex") else {
+            return;
+        };
         let lines: Vec<&str> = recs
             .iter()
             .filter(|(n, _)| !n.starts_with("human"))
             .flat_map(|(_, t)| t.lines())
             .collect();
-        let round: usize = lines.iter().map(|l| l.len() + 1).sum();
-        let rounds = 50_000_000 / round + 1;
-        let started = std::time::Instant::now();
-        let mut p = OutputParser::for_backend(Backend::Codex);
-        let mut events = 0usize;
-        for _ in 0..rounds {
-            for l in &lines {
-                events += p.feed_line(l).len();
-            }
-        }
-        let s = p.finish();
-        let secs = started.elapsed().as_secs_f64();
-        let mb = (round * rounds) as f64 / 1e6;
-        println!(
-            "codex: {mb:.1} MB, {} lines, {events} events in {secs:.2} s = {:.1} MB/s",
-            lines.len() * rounds,
-            mb / secs
-        );
+        let s = testkit::throughput(Backend::Codex, &lines);
         assert!(s.result_seen);
     }
 }

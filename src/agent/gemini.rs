@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::output::{AgentEvent, Usage};
+use super::output::{one_line, str_of, u64_of, AgentEvent, Usage};
 
 /// State kept across the events of one attempt.
 #[derive(Debug, Default)]
@@ -219,14 +219,6 @@ fn iso_secs(s: &str) -> Option<u64> {
     Some(days * 86_400 + h * 3600 + mi * 60 + sec)
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn u64_of(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
 /// Longest unclosed `<ralph>` tag held back; past it the text goes out as
 /// it is (the same bound as the plain-text path's carry).
 const HOLD_CAP: usize = 64 * 1024;
@@ -271,9 +263,6 @@ fn nonblank(s: String) -> Option<String> {
     (!s.trim().is_empty()).then_some(s)
 }
 
-/// Tool summaries are shown on one line of the live display.
-const TOOL_SUMMARY_CAP: usize = 80;
-
 /// One line describing a tool call from its arguments: the command, path or
 /// query it acts on. Keys cover Gemini (snake_case), Cursor (camelCase) and
 /// Antigravity (PascalCase).
@@ -304,17 +293,14 @@ pub(super) fn tool_summary(args: Option<&Value>) -> String {
         .find_map(|k| args.get(*k).and_then(Value::as_str))
         .map(str::to_string)
         .unwrap_or_else(|| args.to_string());
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match one_line.char_indices().nth(TOOL_SUMMARY_CAP) {
-        Some((i, _)) => format!("{}…", &one_line[..i]),
-        None => one_line,
-    }
+    one_line(&text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
     use std::path::PathBuf;
@@ -325,11 +311,7 @@ mod tests {
     }
 
     fn parse(lines: &[String]) -> Summary {
-        let mut p = OutputParser::for_backend(Backend::Gemini);
-        for l in lines {
-            p.feed_line(l);
-        }
-        p.finish()
+        testkit::parse(Backend::Gemini, lines)
     }
 
     fn delta(text: &str) -> Value {
@@ -482,7 +464,10 @@ mod tests {
         let AgentEvent::ToolUse { summary, .. } = &decode(&[long])[0] else {
             panic!("not a tool use")
         };
-        assert_eq!(summary.chars().count(), TOOL_SUMMARY_CAP + 1);
+        assert_eq!(
+            summary.chars().count(),
+            crate::agent::output::TOOL_SUMMARY_CAP
+        );
     }
 
     #[test]
@@ -646,13 +631,7 @@ mod tests {
     // ---- golden tests on the real recorded output ----
 
     fn recordings() -> Option<PathBuf> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/agents/gemini");
-        if dir.is_dir() {
-            Some(dir)
-        } else {
-            eprintln!("skipping: recordings not found at {}", dir.display());
-            None
-        }
+        testkit::recording_dir("gemini")
     }
 
     fn recorded(dir: &std::path::Path, name: &str) -> Vec<String> {
@@ -830,19 +809,9 @@ mod tests {
         ] {
             block.extend(recorded(&dir, name));
         }
-        let block_bytes: usize = block.iter().map(|l| l.len() + 1).sum();
-        let reps = 50 * 1024 * 1024 / block_bytes + 1;
-        let mut p = OutputParser::for_backend(Backend::Gemini);
-        let start = std::time::Instant::now();
-        for _ in 0..reps {
-            for l in &block {
-                p.feed_line(l);
-            }
-        }
-        let secs = start.elapsed().as_secs_f64();
-        let s = p.finish();
-        let mb = (reps * block_bytes) as f64 / 1e6;
-        println!("gemini: {mb:.1} MB in {secs:.2} s = {:.1} MB/s", mb / secs);
+        let lines: Vec<&str> = block.iter().map(String::as_str).collect();
+        let s = testkit::throughput(Backend::Gemini, &lines);
+        let reps = 50_000_000 / lines.iter().map(|l| l.len() + 1).sum::<usize>() + 1;
         assert_eq!(s.usage.input_tokens, reps as u64 * (800 + 1600 + 1600));
     }
 }

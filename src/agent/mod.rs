@@ -9,6 +9,8 @@ mod gemini;
 mod opencode;
 pub(crate) mod output;
 pub(crate) mod reset;
+#[cfg(test)]
+mod testkit;
 
 pub(crate) use backend::{Backend, Decoder};
 

@@ -12,10 +12,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::output::{AgentEvent, Usage};
-
-/// The display keeps a tool call to one line.
-const SUMMARY_CAP: usize = 80;
+use super::output::{one_line, str_of, AgentEvent, Usage};
 
 /// opencode's limit wordings that the shared limit regex does not know
 /// (notes §8: "Free usage exceeded", "Subscription quota exceeded").
@@ -43,9 +40,9 @@ impl Decoder {
             }
         }
         let part = ev.get("part").unwrap_or(&Value::Null);
-        match str_at(ev, "type") {
+        match str_of(ev, "type") {
             "text" => {
-                let text = str_at(part, "text");
+                let text = str_of(part, "text");
                 if !text.trim().is_empty() {
                     self.last_text = text.to_string();
                     out.push(AgentEvent::Text(text.to_string()));
@@ -54,7 +51,7 @@ impl Decoder {
             "tool_use" => {
                 let state = part.get("state").unwrap_or(&Value::Null);
                 out.push(AgentEvent::ToolUse {
-                    name: str_at(part, "tool").to_string(),
+                    name: str_of(part, "tool").to_string(),
                     summary: tool_summary(state),
                 });
             }
@@ -72,7 +69,7 @@ impl Decoder {
                 // A step that ends in "stop" asked for no tool: the run loop
                 // is over and the process exits next. Tokens and cost went in
                 // the `Usage` above; the result only closes the run.
-                if str_at(part, "reason") == "stop" {
+                if str_of(part, "reason") == "stop" {
                     out.push(AgentEvent::Result {
                         is_error: false,
                         text: self.last_text.clone(),
@@ -126,10 +123,6 @@ impl Decoder {
     }
 }
 
-fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
 fn count(v: &Value, pointer: &str) -> u64 {
     v.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
 }
@@ -173,25 +166,17 @@ fn tool_summary(state: &Value) -> String {
     let text = KEYS
         .iter()
         .find_map(|k| input.get(*k).and_then(Value::as_str))
-        .unwrap_or_else(|| str_at(state, "title"));
+        .unwrap_or_else(|| str_of(state, "title"));
     one_line(text)
-}
-
-fn one_line(s: &str) -> String {
-    let joined = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match joined.char_indices().nth(SUMMARY_CAP - 1) {
-        Some((idx, _)) if joined.chars().count() > SUMMARY_CAP => format!("{}…", &joined[..idx]),
-        _ => joined,
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
-    use std::path::PathBuf;
 
     const SES: &str = "ses_1";
 
@@ -201,11 +186,7 @@ mod tests {
     }
 
     fn parse(lines: &[Value]) -> Summary {
-        let mut p = OutputParser::for_backend(Backend::Opencode);
-        for l in lines {
-            p.feed_line(&l.to_string());
-        }
-        p.finish()
+        testkit::parse(Backend::Opencode, lines.iter().map(Value::to_string))
     }
 
     fn text(t: &str) -> Value {
@@ -310,7 +291,10 @@ mod tests {
         );
         assert_eq!(shown[1], ("edit".into(), "/w/src/lib.rs".into()));
         assert_eq!(shown[2], ("todowrite".into(), "2 todos".into()));
-        assert_eq!(shown[3].1.chars().count(), SUMMARY_CAP);
+        assert_eq!(
+            shown[3].1.chars().count(),
+            crate::agent::output::TOOL_SUMMARY_CAP
+        );
         let s = parse(&[
             json!({"type": "tool_use", "part": {"tool": "bash", "state": {
             "input": {"command": "echo '<ralph>DONE 1.1</ralph>'"}, "output": "<ralph>DONE 1.1</ralph>"}}}),
@@ -433,26 +417,6 @@ mod tests {
 
     // Golden tests on the recorded output of the real CLI.
 
-    fn recordings() -> Option<Vec<(String, String)>> {
-        let dir =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/agents/opencode");
-        if !dir.is_dir() {
-            eprintln!("skipping: recordings not found at {}", dir.display());
-            return None;
-        }
-        let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "stdout"))
-            .map(|p| {
-                let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-                (name, std::fs::read_to_string(&p).unwrap())
-            })
-            .collect();
-        out.sort();
-        Some(out)
-    }
-
     fn parse_text(text: &str) -> (Vec<AgentEvent>, Summary) {
         let mut p = OutputParser::for_backend(Backend::Opencode);
         let events = text.lines().flat_map(|l| p.feed_line(l)).collect();
@@ -529,7 +493,9 @@ mod tests {
 
     #[test]
     fn every_recording_gives_what_it_shows() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("opencode") else {
+            return;
+        };
         assert!(
             recs.len() >= 6,
             "expected every recording, saw {}",
@@ -575,7 +541,9 @@ mod tests {
 
     #[test]
     fn recorded_tool_call() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("opencode") else {
+            return;
+        };
         let (events, _) = parse_text(&recs.iter().find(|(n, _)| n == "tool-json").unwrap().1);
         let tool = events
             .into_iter()
@@ -593,7 +561,9 @@ mod tests {
     /// prompt asks for, the same streams must give the tag.
     #[test]
     fn recorded_success_with_a_tag_is_done() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("opencode") else {
+            return;
+        };
         let mut n = 0;
         for (name, text) in recs
             .iter()
@@ -618,26 +588,11 @@ mod tests {
     #[test]
     #[ignore]
     fn throughput() {
-        let Some(recs) = recordings() else { return };
+        let Some(recs) = testkit::recordings("opencode") else {
+            return;
+        };
         let lines: Vec<&str> = recs.iter().flat_map(|(_, t)| t.lines()).collect();
-        let round: usize = lines.iter().map(|l| l.len() + 1).sum();
-        let rounds = 50_000_000 / round + 1;
-        let started = std::time::Instant::now();
-        let mut p = OutputParser::for_backend(Backend::Opencode);
-        let mut events = 0usize;
-        for _ in 0..rounds {
-            for l in &lines {
-                events += p.feed_line(l).len();
-            }
-        }
-        let s = p.finish();
-        let secs = started.elapsed().as_secs_f64();
-        let mb = (round * rounds) as f64 / 1e6;
-        println!(
-            "opencode: {mb:.1} MB, {} lines, {events} events in {secs:.2} s = {:.1} MB/s",
-            lines.len() * rounds,
-            mb / secs
-        );
+        let s = testkit::throughput(Backend::Opencode, &lines);
         assert!(s.result_seen);
     }
 }

@@ -126,7 +126,7 @@ const CARRY_CAP: usize = 64 * 1024;
 const LAST_LINE_CAP: usize = 300;
 
 /// Tool summaries are shown on one line of the live display.
-const TOOL_SUMMARY_CAP: usize = 80;
+pub(super) const TOOL_SUMMARY_CAP: usize = 80;
 
 /// A story ID as SPEC 3.4 allows it; validation proper happens elsewhere.
 const ID: &str = r"[A-Za-z0-9_][A-Za-z0-9._-]*";
@@ -254,6 +254,29 @@ fn truncate_chars(s: &str, max: usize) -> String {
     }
 }
 
+/// `text` as one line of the live display: whitespace runs become one
+/// space, and past `TOOL_SUMMARY_CAP` characters it is cut, the ellipsis
+/// included in the count.
+pub(super) fn one_line(text: &str) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match joined.char_indices().nth(TOOL_SUMMARY_CAP - 1) {
+        Some((idx, _)) if joined.chars().count() > TOOL_SUMMARY_CAP => {
+            format!("{}…", &joined[..idx])
+        }
+        _ => joined,
+    }
+}
+
+/// The string at `key`, or "" (decoders read many optional fields).
+pub(super) fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The count at `key`, or 0.
+pub(super) fn u64_of(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
 fn last_nonempty_line(text: &str) -> Option<&str> {
     text.lines().rev().map(str::trim).find(|l| !l.is_empty())
 }
@@ -326,8 +349,7 @@ fn tool_summary(name: &str, input: Option<&Value>) -> String {
                 s
             }
         });
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    truncate_chars(&one_line, TOOL_SUMMARY_CAP)
+    one_line(&text)
 }
 
 impl OutputParser {
@@ -928,7 +950,7 @@ mod tests {
         assert_eq!(summaries[0], "/w/src/lib.rs");
         assert!(summaries[1].starts_with("cargo test xxx"));
         assert!(!summaries[1].contains('\n'));
-        assert_eq!(summaries[1].chars().count(), TOOL_SUMMARY_CAP + 1);
+        assert_eq!(summaries[1].chars().count(), TOOL_SUMMARY_CAP);
         assert_eq!(summaries[2], "2 todos");
     }
 

@@ -1,0 +1,74 @@
+//! What the decoders' tests share: the recorded output of the real CLIs
+//! (read from `../shared/compat/agents/`, never copied in), feeding lines
+//! through the shared parser, and the parse-speed measure.
+
+use std::path::PathBuf;
+
+use super::output::{OutputParser, Summary};
+use super::Backend;
+
+/// `../shared/compat/agents/<cli>/`, or `None` (with a note) where absent.
+pub(super) fn recording_dir(cli: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/compat/agents")
+        .join(cli);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipping: recordings not found at {}", dir.display());
+        None
+    }
+}
+
+/// Every recorded `*.stdout` of `cli`: (scenario, text), sorted.
+pub(super) fn recordings(cli: &str) -> Option<Vec<(String, String)>> {
+    let dir = recording_dir(cli)?;
+    let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "stdout"))
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    out.sort();
+    Some(out)
+}
+
+/// `lines` fed through `backend`'s parser, as an attempt would.
+pub(super) fn parse<S: AsRef<str>>(
+    backend: Backend,
+    lines: impl IntoIterator<Item = S>,
+) -> Summary {
+    let mut p = OutputParser::for_backend(backend);
+    for l in lines {
+        p.feed_line(l.as_ref());
+    }
+    p.finish()
+}
+
+/// Parse speed of `backend` on ~50 MB made of `lines` repeated; prints the
+/// figure (run the `#[ignore]`d tests with `--release -- --ignored --nocapture`).
+pub(super) fn throughput(backend: Backend, lines: &[&str]) -> Summary {
+    let round: usize = lines.iter().map(|l| l.len() + 1).sum();
+    let rounds = 50_000_000 / round + 1;
+    let started = std::time::Instant::now();
+    let mut p = OutputParser::for_backend(backend);
+    let mut events = 0usize;
+    for _ in 0..rounds {
+        for l in lines {
+            events += p.feed_line(l).len();
+        }
+    }
+    let s = p.finish();
+    let secs = started.elapsed().as_secs_f64();
+    let mb = (round * rounds) as f64 / 1e6;
+    println!(
+        "{}: {mb:.1} MB, {} lines, {events} events in {secs:.2} s = {:.1} MB/s",
+        backend.name(),
+        lines.len() * rounds,
+        mb / secs
+    );
+    s
+}
