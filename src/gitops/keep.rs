@@ -52,20 +52,7 @@ impl Git {
                     } else {
                         0o100644
                     };
-                    idx.add(&git2::IndexEntry {
-                        ctime: git2::IndexTime::new(0, 0),
-                        mtime: git2::IndexTime::new(0, 0),
-                        dev: 0,
-                        ino: 0,
-                        mode,
-                        uid: 0,
-                        gid: 0,
-                        file_size: m.len() as u32,
-                        id,
-                        flags: (rel.len().min(0xfff)) as u16,
-                        flags_extended: 0,
-                        path: rel.into_bytes(),
-                    })?;
+                    idx.add(&super::landing::smudged_entry(&rel, id, mode))?;
                 }
                 Ok(_) => {}
                 Err(_) => {

@@ -470,18 +470,7 @@ fn stale_git_locks_are_removed_but_held_ones_are_not() {
     p.commit_all("backlog");
     p.agent(r#"commit_file "src/$ID.txt"; done_"#);
     let lock = p.root.join(".git/index.lock");
-    let mut holder = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "exec 3>'{}'; touch '{}/held'; exec sleep 1000",
-            lock.display(),
-            p.scratch.display()
-        ))
-        .spawn()
-        .unwrap();
-    wait_until("the lock holder", Duration::from_secs(30), || {
-        p.scratch.join("held").exists()
-    });
+    let mut holder = hold_open(&p, &lock);
     let r = p.ralph(&["run"]);
     assert_ne!(r.code, 0, "{r:?}");
     assert!(

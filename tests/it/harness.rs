@@ -355,3 +355,24 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut cond: impl FnMut()
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// A live process holding `path` open, as git does with a lock file while
+/// it runs (a `git commit` with its editor open, say); returns once it holds
+/// it. Kill and wait for the child to let go.
+pub fn hold_open(p: &Project, path: &Path) -> std::process::Child {
+    let child = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 3>'{}'; touch '{}/held'; exec sleep 1000",
+            path.display(),
+            p.scratch.display()
+        ))
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the lock holder",
+        std::time::Duration::from_secs(30),
+        || p.scratch.join("held").exists(),
+    );
+    child
+}

@@ -354,18 +354,7 @@ fn a_user_holding_the_index_lock_makes_the_landing_wait_not_fail() {
     // What `git commit` with its editor open looks like: a live process
     // with index.lock open.
     let lock = p.root.join(".git/index.lock");
-    let mut holder = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "exec 3>'{}'; touch '{}/held'; exec sleep 1000",
-            lock.display(),
-            p.scratch.display()
-        ))
-        .spawn()
-        .unwrap();
-    wait_until("the lock holder", Duration::from_secs(30), || {
-        p.scratch.join("held").exists()
-    });
+    let mut holder = hold_open(&p, &lock);
     let mut ralph = spawn_run(&p);
     wait_until("the landing to wait", Duration::from_secs(60), || {
         p.read("ralph.log")
