@@ -142,6 +142,14 @@ impl Default for State {
     }
 }
 
+/// Why a state file cannot be read.
+#[derive(Debug)]
+pub(crate) enum StateError {
+    Json(serde_json::Error),
+    /// Written by a newer ralph, in this `format_version`.
+    Newer(u32),
+}
+
 /// What happened to a story after a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterFailure {
@@ -151,8 +159,12 @@ pub(crate) enum AfterFailure {
 
 impl State {
     /// Parses any version of the file, upgrading it in memory.
-    pub(crate) fn from_json(text: &str) -> Result<State, serde_json::Error> {
-        let mut st: State = serde_json::from_str(text)?;
+    pub(crate) fn from_json(text: &str) -> Result<State, StateError> {
+        let mut st: State = serde_json::from_str(text).map_err(StateError::Json)?;
+        // Rewriting a newer file would drop what the newer ralph keeps in it.
+        if st.format_version > FORMAT_VERSION {
+            return Err(StateError::Newer(st.format_version));
+        }
         st.upgrade();
         Ok(st)
     }
@@ -387,6 +399,19 @@ mod tests {
         }
         let again = State::from_json(&out).unwrap();
         assert_eq!(again, st);
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_not_rewritten() {
+        let newer = format!(
+            "{{\"format_version\": {}, \"future\": 1}}",
+            FORMAT_VERSION + 1
+        );
+        assert!(matches!(
+            State::from_json(&newer),
+            Err(StateError::Newer(n)) if n == FORMAT_VERSION + 1
+        ));
+        assert!(matches!(State::from_json("{"), Err(StateError::Json(_))));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use fs2::FileExt;
 
 use crate::error::Problem;
-use crate::state::State;
+use crate::state::{State, StateError};
 
 pub(crate) fn ralph_dir(root: &Path) -> PathBuf {
     root.join(".ralph")
@@ -64,22 +64,21 @@ pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
     let path = state_path(root);
     match fs::read_to_string(&path) {
         Ok(text) if text.trim().is_empty() => Ok(State::default()),
-        Ok(text) if newer_format(&text).is_some() => Err(Problem::new(
-            ".ralph/state.json",
-            None,
-            format!(
-                "written by a newer ralph (format_version {}; this one reads up to {}): \
-                 upgrade ralph; the file is left as it is",
-                newer_format(&text).unwrap_or(0),
-                crate::state::FORMAT_VERSION
+        Ok(text) => State::from_json(&text).map_err(|e| match e {
+            StateError::Newer(n) => Problem::new(
+                ".ralph/state.json",
+                None,
+                format!(
+                    "written by a newer ralph (format_version {n}; this one reads up to {}): \
+                     upgrade ralph; the file is left as it is",
+                    crate::state::FORMAT_VERSION
+                ),
             ),
-        )),
-        Ok(text) => State::from_json(&text).map_err(|e| {
-            Problem::new(
+            StateError::Json(e) => Problem::new(
                 ".ralph/state.json",
                 Some(e.line()),
                 format!("not a valid state file ({e}); fix it or run `ralph reset`"),
-            )
+            ),
         }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             match fs::read_to_string(root.join("progress.txt")) {
@@ -93,14 +92,6 @@ pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
             format!("cannot read: {e}"),
         )),
     }
-}
-
-/// The file's `format_version` when it is newer than this ralph writes:
-/// rewriting such a file would drop what the newer ralph keeps in it.
-fn newer_format(text: &str) -> Option<u64> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let n = v.get("format_version")?.as_u64()?;
-    (n > u64::from(crate::state::FORMAT_VERSION)).then_some(n)
 }
 
 pub(crate) fn save_state(root: &Path, state: &State) -> Result<()> {

@@ -235,13 +235,7 @@ pub(crate) fn landing_edit(
 
 /// After a landing: a spec (or prd.json) that git does not track was not
 /// in the merge commit, so it is marked done where it lies.
-pub(crate) fn finish_on_disk(
-    _root: &Path,
-    spec: Option<PathBuf>,
-    prd: Option<PathBuf>,
-    field: &str,
-    id: &str,
-) {
+pub(crate) fn finish_on_disk(spec: Option<PathBuf>, prd: Option<PathBuf>, field: &str, id: &str) {
     let rewrite = |path: &Path, edit: &dyn Fn(&str) -> Option<String>| {
         if let Ok(text) = std::fs::read_to_string(path) {
             if let Some(new) = edit(&text) {

@@ -213,7 +213,6 @@ fn after_landing(ctx: &RunContext, req: &LandRequest) {
     let head = ctx.git.head_branch().ok().flatten();
     if head.as_deref() == Some(ctx.target.as_str()) {
         mark_done::finish_on_disk(
-            &ctx.root,
             req.spec_rel.as_deref().map(|s| ctx.git.workdir.join(s)),
             req.prd_rel.as_deref().map(|p| ctx.git.workdir.join(p)),
             &ctx.config.status_field,
