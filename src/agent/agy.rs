@@ -45,11 +45,7 @@ impl Decoder {
     /// The end of the output: text still held (an agent killed mid-message)
     /// is let out, so its tags count.
     pub(crate) fn finish(&mut self) -> Vec<AgentEvent> {
-        self.text
-            .flush()
-            .map(AgentEvent::Text)
-            .into_iter()
-            .collect()
+        self.text.rest()
     }
 
     /// What one JSON event of the stream means; never panics.

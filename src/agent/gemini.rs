@@ -49,11 +49,7 @@ impl Decoder {
     /// The end of the output: text still held (an agent killed mid-message)
     /// is let out, so its tags count.
     pub(crate) fn finish(&mut self) -> Vec<AgentEvent> {
-        self.text
-            .flush()
-            .map(AgentEvent::Text)
-            .into_iter()
-            .collect()
+        self.text.rest()
     }
 
     /// What one JSON event of the stream means; never panics.
@@ -254,6 +250,11 @@ impl TextJoin {
     }
 
     /// Ends the message: whatever is held goes out.
+    /// What is still held, as the last text event (the output ended).
+    pub(super) fn rest(&mut self) -> Vec<AgentEvent> {
+        self.flush().map(AgentEvent::Text).into_iter().collect()
+    }
+
     pub(super) fn flush(&mut self) -> Option<String> {
         nonblank(std::mem::take(&mut self.buf))
     }
