@@ -116,7 +116,10 @@ impl<E: Executor> Dispatcher<E> {
             let pause = self.model.wake_at(now());
             let event = tokio::select! {
                 Some(ev) = self.activity_rx.recv() => ev,
-                Some(joined) = self.tasks.join_next_with_id() => self.joined(joined),
+                Some(joined) = self.tasks.join_next_with_id() => match self.joined(joined) {
+                    Some(ev) => ev,
+                    None => continue,
+                },
                 _ = sigint.recv() => Event::Signal(OsSignal::Interrupt),
                 _ = sigterm.recv() => Event::Signal(OsSignal::Terminate),
                 _ = sighup.recv() => Event::Signal(OsSignal::Hangup),
@@ -126,22 +129,17 @@ impl<E: Executor> Dispatcher<E> {
             };
             self.feed(event);
         }
-        // Post hooks may still run: the run ends after them.
-        while let Some(joined) = self.tasks.join_next_with_id().await {
-            let event = self.joined(joined);
-            self.feed(event);
-        }
         Ok(())
     }
 
     /// A task's result, or a failure in its name when it panicked.
-    fn joined(&mut self, joined: Result<(Id, Event), tokio::task::JoinError>) -> Event {
+    fn joined(&mut self, joined: Result<(Id, Event), tokio::task::JoinError>) -> Option<Event> {
         let (id, result) = match joined {
             Ok((id, ev)) => (id, Ok(ev)),
             Err(e) => (e.id(), Err(e)),
         };
         let task = self.owners.remove(&id);
-        match (result, task) {
+        Some(match (result, task) {
             (Ok(ev), _) => ev,
             (Err(e), Some(Task::Attempt(req))) => {
                 let log_rel = self.executor.log_rel(self.model.id(req.idx), req.attempt);
@@ -160,8 +158,8 @@ impl<E: Executor> Dispatcher<E> {
                 Event::HooksDone
             }
             // Every task is registered as it is spawned.
-            (Err(_), None) => Event::HooksDone,
-        }
+            (Err(_), None) => return None,
+        })
     }
 
     /// Hands `event` to the transition and carries out its actions; an

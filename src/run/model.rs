@@ -161,6 +161,8 @@ pub(crate) struct Model {
     pub(crate) land_queue: VecDeque<Landing>,
     /// The story being landed now (one at a time).
     pub(crate) landing: Option<Landing>,
+    /// Post hooks of landed (or refused) work still running.
+    pub(crate) hooks_running: usize,
     pub(crate) attempts_this_run: u64,
     pub(crate) signals: SignalCount,
     pub(crate) fatal: Option<Fatal>,
@@ -235,6 +237,7 @@ impl Model {
             policy,
             land_queue: VecDeque::new(),
             landing: None,
+            hooks_running: 0,
             attempts_this_run: 0,
             signals: SignalCount::None,
             fatal: None,
@@ -404,10 +407,12 @@ impl Model {
         self.pause_until.into_iter().chain(resets).min()
     }
 
-    /// Anything in flight: an attempt, a landing, or work queued to land.
+    /// Anything in flight: an attempt, a landing, work queued to land, or
+    /// post hooks.
     pub(crate) fn busy(&self) -> bool {
         self.slots.iter().any(Option::is_some)
             || self.landing.is_some()
             || !self.land_queue.is_empty()
+            || self.hooks_running > 0
     }
 }

@@ -59,7 +59,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             Some(landing) => landing_finished(model, landing, result, now, &mut out),
             None => debug_assert!(false, "a landing finished that never started"),
         },
-        Event::HooksDone => {}
+        Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
         Event::Signal(sig) => on_signal(model, sig, &mut out),
         Event::Timer => {
             if model.pause_until.is_some_and(|t| now.mono >= t) {
@@ -233,8 +233,9 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         return;
     }
     // One job is the sequential loop: the next story starts from a tip
-    // that holds the previous one, so it waits for its landing.
-    if model.policy.jobs == 1 && model.count(Node::Landing) > 0 {
+    // that holds the previous one, so it waits for its landing, and its
+    // iteration begins after the previous one's post hooks ended.
+    if model.policy.jobs == 1 && (model.count(Node::Landing) > 0 || model.hooks_running > 0) {
         return;
     }
     // Near a usage limit, one job fewer (never fewer than one).
@@ -649,6 +650,7 @@ fn landing_finished(
         model.races.remove(&idx);
     }
     if let (Some(iteration), Some(result)) = (landing.iteration, hook_result(&result)) {
+        model.hooks_running += 1;
         out.push(Action::PostHooks {
             id: model.id(idx).to_string(),
             iteration,

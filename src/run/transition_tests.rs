@@ -117,10 +117,16 @@ fn said(actions: &[Action]) -> Vec<Message> {
         .collect()
 }
 
-/// The landing in progress ends with `result`; it must be story `idx`'s.
+/// The landing in progress ends with `result` (it must be story `idx`'s),
+/// and the post hooks it asks for run and end.
 fn land(m: &mut Model, idx: usize, result: LandResult, now: Now) -> Vec<Action> {
     assert_eq!(m.landing.map(|l| l.idx), Some(idx), "not the story landing");
-    handle(m, Event::LandingFinished(result), now)
+    let mut actions = handle(m, Event::LandingFinished(result), now);
+    let hooks = post_hooks(&actions).len();
+    for _ in 0..hooks {
+        actions.extend(handle(m, Event::HooksDone, now));
+    }
+    actions
 }
 
 fn landed_as(idx: usize) -> LandResult {
@@ -936,4 +942,20 @@ fn state_is_saved_once_before_what_depends_on_it() {
     let a = handle(&mut m, finished(&first[1], failed("x")), t0());
     check(&a);
     assert_eq!(a.iter().filter(|x| **x == Action::Save).count(), 1);
+}
+
+#[test]
+fn one_job_begins_the_next_iteration_after_the_previous_post_hooks() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let a = handle(&mut m, Event::LandingFinished(landed_as(0)), t0());
+    assert_eq!(post_hooks(&a).len(), 1);
+    assert!(starts(&a).is_empty(), "b waits for a's post_iteration");
+    assert!(!is_over(&m), "the run waits for the hooks too");
+    let a = handle(&mut m, Event::HooksDone, t0());
+    assert_eq!(
+        starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(),
+        vec![1]
+    );
 }
