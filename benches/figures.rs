@@ -22,7 +22,14 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const FIGURES: [&str; 5] = ["rss", "validate", "makespan", "overhead", "latency"];
+const FIGURES: [&str; 6] = [
+    "rss",
+    "rss-agents",
+    "validate",
+    "makespan",
+    "overhead",
+    "latency",
+];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
 fn main() {
@@ -60,6 +67,7 @@ fn main() {
         let started = Instant::now();
         let mut fig = match name.as_str() {
             "rss" => fig_rss(&bin, quick),
+            "rss-agents" => fig_rss_agents(&bin, quick),
             "validate" => fig_validate(&bin, quick),
             "makespan" => fig_makespan(&bin, quick),
             "overhead" => fig_overhead(&bin, quick),
@@ -543,7 +551,12 @@ impl Project {
     }
 
     fn agent(&self, body: &str) {
-        let path = self.bin.join("claude");
+        self.agent_named("claude", body);
+    }
+
+    /// The fake agent under another backend's executable name.
+    fn agent_named(&self, name: &str, body: &str) {
+        let path = self.bin.join(name);
         fs::write(&path, format!("{AGENT_PRELUDE}\n{body}\n")).expect("write agent");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
     }
@@ -825,6 +838,195 @@ fn fig_rss(bin: &Path, quick: bool) -> Figure {
     );
     fig
 }
+
+// ---------------------------------------------------------------------------
+// Figure 1b: the same 1 GiB through every backend's decoder (issue 10)
+
+/// Every backend with its executable name; `amp` speaks Claude Code's stream.
+const BACKENDS: [(&str, &str); 8] = [
+    ("claude", "claude"),
+    ("codex", "codex"),
+    ("gemini", "gemini"),
+    ("agy", "agy"),
+    ("opencode", "opencode"),
+    ("cursor", "cursor-agent"),
+    ("amp", "amp"),
+    ("custom", "agent"),
+];
+
+fn fig_rss_agents(bin: &Path, quick: bool) -> Figure {
+    const GIB: u64 = 1 << 30;
+    let runs = if quick { 1 } else { 3 };
+    let mut fig = Figure::new(
+        "rss-agents",
+        "Peak RSS of ralph while one agent prints 1 GiB in each backend's format",
+    );
+    let backlog = Backlog {
+        sections: vec![Section {
+            label: None,
+            comment: None,
+            stories: stories(1, 1, |_| "medium"),
+        }],
+    };
+    for (backend, exe) in BACKENDS {
+        let body = format!("python3 - {backend} {GIB} \"$id\" <<'PY'\n{AGENT_STREAM_GEN}\nPY\n");
+        let (mut peak, mut rate) = (Vec::new(), Vec::new());
+        for i in 0..runs {
+            let p = Project::new(&backlog, "true", |root| {
+                let cfg = format!(
+                    "{{ \"loop\": {{ \"max_retries\": 1 }}, \"agent\": {{ \"name\": \"{backend}\" }} }}\n"
+                );
+                write(root, ".ralph/config.json", &cfg);
+            });
+            // The stream says nothing of the commit: the agent does its git
+            // work first, then only prints.
+            p.agent_named(exe, &format!("{COMMIT_ONLY}\n{body}"));
+            let (hwm, t) = run_polling_rss(&p, bin, &["run"]);
+            let logged = fs::metadata(p.root.join(".ralph/logs/1.1/attempt-1.log"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            assert!(
+                logged >= GIB,
+                "{backend}: the attempt log has {logged} bytes, expected ≥ 1 GiB"
+            );
+            assert_eq!(p.merges_on_main(), 1, "{backend}: story 1.1 landed");
+            eprintln!(
+                "  rss-agents {backend} {}/{runs}: peak {hwm:.1} MB, {:.1} s",
+                i + 1,
+                t.as_secs_f64()
+            );
+            peak.push(hwm);
+            rate.push(logged as f64 / 1e6 / t.as_secs_f64());
+        }
+        fig.rows.push(
+            Row::new(&format!("{backend}: peak RSS (VmHWM)"), "MB", peak).target(Cmp::Lt, 64.0),
+        );
+        fig.rows.push(Row::new(
+            &format!("{backend}: output bytes / wall"),
+            "MB/s",
+            rate,
+        ));
+    }
+    fig.notes.push(
+        "VmHWM of the ralph process alone, polled every 5 ms; each agent prints \
+         assistant text, a shell tool call and its output (~7 KB per round) in its \
+         CLI's own event format, then a DONE in that format; MB = 10^6 bytes. The \
+         MB/s column is end to end (the python generator, the pipe, the attempt log \
+         write and the decoder), not the decoder alone"
+            .into(),
+    );
+    fig
+}
+
+/// Commits the story's file without printing anything (the prelude's
+/// `finish` prints Claude Code events, which other backends would not read).
+const COMMIT_ONLY: &str = r#"mkdir -p bench-out
+printf '%s\n' "$id" > "bench-out/$id.txt"
+git add "bench-out/$id.txt" && git commit -q -m "feat(story-$id): bench change""#;
+
+/// The generator of figure 1b: `bytes` of one backend's event stream, then
+/// that backend's way of saying DONE.
+const AGENT_STREAM_GEN: &str = r#"
+import json, sys
+fmt, total, sid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+words = ("the parser keeps every line under a megabyte and the merge queue "
+         "lands one story at a time while tests run in the worktree").split()
+def prose(n, seed):
+    out, i, size = [], seed, 0
+    while size < n:
+        w = words[i % len(words)]
+        out.append(w)
+        size += len(w) + 1
+        i = i * 7 + 3
+    return " ".join(out)
+def step(i, state, kind, **extra):
+    s = {"conversation_id": "c1", "step_index": i, "state": state, "step_type": kind}
+    s.update(extra)
+    return {"event": "step_update", "step_update": s}
+def rounds(k, text, cmd, out):
+    if fmt in ("claude", "amp"):
+        return [
+            {"type": "assistant", "message": {"id": "m%d" % k, "role": "assistant",
+             "content": [{"type": "text", "text": text}]}},
+            {"type": "assistant", "message": {"id": "m%db" % k, "role": "assistant",
+             "content": [{"type": "tool_use", "id": "t%d" % k, "name": "Bash", "input": {"command": cmd}}]}},
+            {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result",
+             "tool_use_id": "t%d" % k, "content": out, "is_error": False}]}}]
+    if fmt == "codex":
+        return [
+            {"type": "item.completed", "item": {"id": "i%da" % k, "type": "agent_message", "text": text}},
+            {"type": "item.started", "item": {"id": "i%db" % k, "type": "command_execution",
+             "command": cmd, "status": "in_progress"}},
+            {"type": "item.completed", "item": {"id": "i%db" % k, "type": "command_execution",
+             "command": cmd, "aggregated_output": out, "exit_code": 0, "status": "completed"}}]
+    if fmt == "gemini":
+        return [
+            {"type": "message", "role": "assistant", "content": text + "\n", "delta": True},
+            {"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "t%d" % k,
+             "parameters": {"command": cmd}},
+            {"type": "tool_result", "tool_id": "t%d" % k, "status": "success", "output": out}]
+    if fmt == "agy":
+        return [
+            step(3 * k, "DONE", "agent_response", text_delta=text),
+            step(3 * k + 1, "ACTIVE", "tool", tool_name="run_command",
+                 tool_info={"name": "run_command", "parameters": {"CommandLine": cmd}}),
+            step(3 * k + 1, "DONE", "tool", tool_name="run_command", output=out)]
+    if fmt == "opencode":
+        return [
+            {"type": "text", "sessionID": "ses_1", "part": {"type": "text", "text": text}},
+            {"type": "tool_use", "sessionID": "ses_1", "part": {"type": "tool", "tool": "bash",
+             "state": {"status": "completed", "input": {"command": cmd}, "output": out}}}]
+    if fmt == "cursor":
+        return [
+            {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+             "session_id": "s1"},
+            {"type": "tool_call", "subtype": "started", "call_id": "c%d" % k,
+             "tool_call": {"shellToolCall": {"args": {"command": cmd}}}, "session_id": "s1"},
+            {"type": "tool_call", "subtype": "completed", "call_id": "c%d" % k,
+             "tool_call": {"shellToolCall": {"args": {"command": cmd},
+              "result": {"success": {"exitCode": 0, "stdout": out, "stderr": ""}}}}, "session_id": "s1"}]
+    return [text, "$ " + cmd, out]
+done = "<ralph>DONE %s</ralph>" % sid
+finals = {
+    "claude": [{"type": "result", "subtype": "success", "is_error": False, "result": "done " + done,
+                "total_cost_usd": 0.001, "usage": {"input_tokens": 10, "output_tokens": 5}}],
+    "codex": [{"type": "item.completed", "item": {"id": "last", "type": "agent_message", "text": done}},
+              {"type": "turn.completed", "usage": {"input_tokens": 10, "cached_input_tokens": 0,
+               "output_tokens": 5}}],
+    "gemini": [{"type": "message", "role": "assistant", "content": done, "delta": True},
+               {"type": "result", "status": "success", "stats": {"total_tokens": 15,
+                "input_tokens": 10, "output_tokens": 5, "cached": 0, "input": 10}}],
+    "agy": [step(10**9, "DONE", "agent_response", text_delta=done),
+            {"event": "result", "result": {"conversation_id": "c1", "status": "SUCCESS",
+             "response": done, "num_turns": 2, "usage": {"input_tokens": 10, "output_tokens": 5}}}],
+    "opencode": [{"type": "text", "sessionID": "ses_1", "part": {"type": "text", "text": done}},
+                 {"type": "step_finish", "sessionID": "ses_1", "part": {"type": "step-finish",
+                  "reason": "stop", "tokens": {"input": 10, "output": 5, "reasoning": 0,
+                  "cache": {"write": 0, "read": 0}}, "cost": 0.001}}],
+    "cursor": [{"type": "result", "subtype": "success", "is_error": False, "result": done,
+                "session_id": "s1"}],
+    "custom": [done],
+}
+finals["amp"] = finals["claude"]
+def line(ev):
+    return (ev if isinstance(ev, str) else json.dumps(ev)) + "\n"
+lines, size, k = [], 0, 0
+while size < (1 << 20):
+    k += 1
+    for ev in rounds(k, prose(3000, k), "cat src/module_%d.rs" % k, prose(4000, k + 5)):
+        l = line(ev)
+        lines.append(l)
+        size += len(l)
+chunk = "".join(lines).encode()
+out = sys.stdout.buffer
+written = 0
+while written < total:
+    out.write(chunk)
+    written += len(chunk)
+for ev in finals[fmt]:
+    out.write(line(ev).encode())
+out.flush()
+"#;
 
 /// Runs ralph, polling its VmHWM; returns the last value seen (MB) and the
 /// wall time.

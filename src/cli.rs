@@ -67,6 +67,10 @@ enum Command {
     },
     /// Scaffold .ralph/ in a repository
     Init,
+    /// The learnings agents recorded, each with the file it is in
+    Learnings,
+    /// ralph's version (as --version; Ralph v2 had this command)
+    Version,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -113,6 +117,12 @@ struct RunArgs {
     /// work finishes and lands, exit 1 (default: budget.max_cost_usd)
     #[arg(long = "max-cost", value_name = "USD")]
     max_cost: Option<f64>,
+    /// Accepted for Ralph v2 scripts: ralph never waits on a prompt
+    #[arg(long = "no-interactive")]
+    no_interactive: bool,
+    /// Plain lines instead of the live display (also without a terminal)
+    #[arg(long = "no-dashboard")]
+    no_dashboard: bool,
 }
 
 /// Entry point: returns the process exit code.
@@ -186,10 +196,17 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         Command::Stories => cmd_stories(root),
         Command::Reset { id, yes } => cmd_reset(root, id, yes),
         Command::Init => cmd_init(root),
+        Command::Learnings => cmd_learnings(root),
+        Command::Version => {
+            println!("ralph {}", env!("CARGO_PKG_VERSION"));
+            Ok(EXIT_OK)
+        }
     }
 }
 
 fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
+    // Ralph v2 needed --no-interactive to skip a menu; ralph never prompts.
+    let _ = a.no_interactive;
     let opts = RunOptions {
         parallel: a.parallel,
         jobs: a.jobs.map(|j| j as usize),
@@ -202,6 +219,7 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         log: a.log,
         agent: a.agent,
         max_cost: a.max_cost,
+        no_dashboard: a.no_dashboard,
     };
     crate::process::become_subreaper();
     run::run(root, opts)
@@ -222,6 +240,20 @@ fn node_states(project: &Project, state: &State) -> Scheduler {
         .map(|s| run::story_node(state, s))
         .collect();
     Scheduler::new(&project.dag, nodes, None)
+}
+
+fn cmd_learnings(root: &Path) -> anyhow::Result<i32> {
+    let all = crate::learnings::load_by_file(root);
+    if all.is_empty() {
+        println!("no learnings yet (agents record them with <ralph>LEARN: ...</ralph>)");
+    }
+    let mut out = std::io::stdout().lock();
+    for (file, line) in all {
+        if writeln!(out, "{}: {}", file.display(), crate::learnings::body(&line)).is_err() {
+            break;
+        }
+    }
+    Ok(EXIT_OK)
 }
 
 fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
@@ -346,6 +378,12 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
 
 fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
     let project = project::load(root).map_err(RalphError::BadInput)?;
+    for w in project.config.warning_lines() {
+        eprintln!("{w}");
+    }
+    if let Some(note) = crate::agent::claude_flags_note(&project.config) {
+        eprintln!("{note}");
+    }
     // Every agent CLI the backlog would run must be installed.
     run::resolve_agents(&project, project.config.agent_name)?;
     let edges = project.dag.graph.edge_count();

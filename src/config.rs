@@ -30,11 +30,11 @@ pub(crate) struct Hooks {
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     /// The merged JSON (unknown keys kept, as SPEC 3.1 promises).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "kept for the unknown-key check")
-    )]
+    #[cfg_attr(not(test), expect(dead_code, reason = "read by tests only"))]
     pub(crate) raw: Value,
+    /// Keys in the file that ralph does not read (`validate` and `run`
+    /// warn; never an error, SPEC 3.1 keeps unknown keys).
+    pub(crate) key_warnings: Vec<KeyWarning>,
     pub(crate) specs_pattern: String,
     pub(crate) status_field: String,
     pub(crate) max_iterations: u64,
@@ -231,6 +231,95 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// A key of the config file ralph does not act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyWarning {
+    /// The dotted path, e.g. `paralell.enabled`.
+    pub(crate) key: String,
+    /// Its line in the file, when it can be found.
+    pub(crate) line: Option<usize>,
+    pub(crate) kind: KeyWarningKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeyWarningKind {
+    /// Not a key of ralph or Ralph v2; the nearest known key, if one is close.
+    Unknown { did_you_mean: Option<String> },
+    /// A Ralph v2 key for a feature ralph does not have.
+    RalphV2 { why: &'static str },
+}
+
+impl KeyWarning {
+    /// One line for the terminal, naming the file and line.
+    pub(crate) fn render(&self, file: &str) -> String {
+        let at = match self.line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.to_string(),
+        };
+        match &self.kind {
+            KeyWarningKind::Unknown {
+                did_you_mean: Some(k),
+            } => format!(
+                "warning: {at}: unknown key \"{}\" is ignored; did you mean \"{k}\"?",
+                self.key
+            ),
+            KeyWarningKind::Unknown { did_you_mean: None } => {
+                format!("warning: {at}: unknown key \"{}\" is ignored", self.key)
+            }
+            KeyWarningKind::RalphV2 { why } => format!(
+                "warning: {at}: Ralph v2 key \"{}\" is ignored: {why}",
+                self.key
+            ),
+        }
+    }
+}
+
+impl Config {
+    /// The warnings about keys ralph ignores, one line each.
+    pub(crate) fn warning_lines(&self) -> Vec<String> {
+        self.key_warnings
+            .iter()
+            .map(|w| w.render(CONFIG_FILE))
+            .collect()
+    }
+}
+
+/// Ralph v2 keys that ralph accepts without a word: Ralph v2 itself never
+/// read them, so ignoring them changes nothing.
+const RALPH_V2_INERT: &[&str] = &[
+    "version",
+    "project.name",
+    "specs.id_format",
+    "commit.auto_commit",
+    "parallel.strategy",
+    "post_run.max_pipeline_iterations",
+];
+
+/// Ralph v2 features ralph does not have, by key prefix, and what to know.
+const RALPH_V2_IGNORED: &[(&str, &str)] = &[
+    (
+        "testing_phase",
+        "ralph has no separate test-review pass; put the checks in validation.commands",
+    ),
+    (
+        "caffeine",
+        "ralph does not keep a Mac awake; run it under `caffeinate -dims ralph run`",
+    ),
+    ("mcp", "MCP flags are not added; put them in claude.flags"),
+    (
+        "post_run",
+        "ralph has no post-run chain (E2E, discovery, pipeline)",
+    ),
+    ("hitl", "ralph has no HITL review page"),
+    (
+        "parallel.merge_review_timeout",
+        "ralph has no conflict-review agent",
+    ),
+    ("parallel.auto_merge", "ralph lands every validated story"),
+    ("postmortem", "ralph does not run a timeout postmortem"),
+    ("decomposition", "ralph does not split failing stories"),
+];
+
 /// Collects problems while reading typed values out of the merged JSON.
 struct Reader<'a> {
     raw: &'a Value,
@@ -238,12 +327,16 @@ struct Reader<'a> {
     file: &'a Path,
     text: Option<&'a str>,
     problems: Vec<Problem>,
+    /// Every dotted path asked for: what ralph reads, so what the
+    /// unknown-key check accepts (it cannot drift from the code).
+    read: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl<'a> Reader<'a> {
     /// The value at a dotted path. JSON null falls back to the default, as
     /// the bash tool's `config_get` did, so `"timeout_seconds": null` is harmless.
     fn get(&self, path: &str) -> Option<&Value> {
+        self.read.borrow_mut().insert(path.to_string());
         match lookup(self.raw, path) {
             Some(Value::Null) | None => lookup(&self.defaults, path),
             Some(v) => Some(v),
@@ -434,6 +527,100 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The keys of `raw` that ralph does not read, in file order where known.
+/// Arrays and scalars are leaves; an object is known when ralph reads it
+/// whole or any key under it is known.
+fn key_warnings(
+    raw: &Value,
+    read: &std::collections::BTreeSet<String>,
+    text: Option<&str>,
+) -> Vec<KeyWarning> {
+    fn walk(v: &Value, path: &str, leaves: &mut Vec<String>) {
+        match v.as_object() {
+            Some(obj) if !obj.is_empty() => {
+                for (k, child) in obj {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(child, &p, leaves);
+                }
+            }
+            _ if !path.is_empty() => leaves.push(path.to_string()),
+            _ => {}
+        }
+    }
+    let under = |key: &str, prefix: &str| {
+        key == prefix || key.strip_prefix(prefix).is_some_and(|r| r.starts_with('.'))
+    };
+    let mut leaves = Vec::new();
+    walk(raw, "", &mut leaves);
+    let mut out: Vec<KeyWarning> = Vec::new();
+    for key in leaves {
+        if read.iter().any(|r| under(&key, r)) || RALPH_V2_INERT.iter().any(|k| under(&key, k)) {
+            continue;
+        }
+        let kind = match RALPH_V2_IGNORED.iter().find(|(p, _)| under(&key, p)) {
+            Some((prefix, why)) => {
+                // One warning per ignored feature, not per sub-key.
+                if out.iter().any(|w| under(&w.key, prefix)) {
+                    continue;
+                }
+                KeyWarningKind::RalphV2 { why }
+            }
+            None => KeyWarningKind::Unknown {
+                did_you_mean: nearest_key(&key, read),
+            },
+        };
+        let key = match kind {
+            KeyWarningKind::RalphV2 { .. } => RALPH_V2_IGNORED
+                .iter()
+                .find(|(p, _)| under(&key, p))
+                .map_or(key.clone(), |(p, _)| p.to_string()),
+            _ => key,
+        };
+        let line = text.and_then(|t| line_of_key(t, &key));
+        out.push(KeyWarning { key, line, kind });
+    }
+    out.sort_by_key(|w| w.line.unwrap_or(usize::MAX));
+    out
+}
+
+/// The known key a misspelled one most likely meant: compared segment by
+/// segment, so `paralell.enabled` finds `parallel.enabled`.
+fn nearest_key(key: &str, known: &std::collections::BTreeSet<String>) -> Option<String> {
+    known
+        .iter()
+        .filter(|k| k.split('.').count() == key.split('.').count())
+        .map(|k| {
+            let d: usize = k
+                .split('.')
+                .zip(key.split('.'))
+                .map(|(a, b)| edit_distance(a, b))
+                .sum();
+            (d, k)
+        })
+        .filter(|(d, k)| *d > 0 && *d <= 2.max(k.len() / 5))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k.clone())
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
 fn parse_bool(v: &Value) -> Option<bool> {
     match v {
         Value::Bool(b) => Some(*b),
@@ -471,6 +658,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         file,
         text,
         problems: Vec::new(),
+        read: Default::default(),
     };
 
     if !raw.is_object() {
@@ -630,12 +818,15 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     };
 
     let problems = std::mem::take(&mut r.problems);
+    let read = r.read.take();
     drop(r);
     if !problems.is_empty() {
         return Err(problems);
     }
+    let key_warnings = key_warnings(&raw, &read, text);
     Ok(Config {
         raw: raw.clone(),
+        key_warnings,
         specs_pattern,
         status_field,
         max_iterations,
@@ -756,6 +947,47 @@ mod tests {
         assert_eq!(c.max_iterations, 0);
         assert_eq!(c.agent_flags, Some(vec!["--print".to_string()]));
         assert_eq!(c.raw["unknown"]["kept"], 1);
+    }
+
+    #[test]
+    fn the_defaults_have_no_unread_key() {
+        // A default that the code never reads would warn every user.
+        assert_eq!(cfg(json!({})).unwrap().key_warnings, vec![]);
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_a_guess_and_their_line() {
+        let text = "{\n  \"paralell\": {\"enabled\": true},\n  \"loop\": {\"max_retrys\": 2, \"zzz\": 1}\n}\n";
+        let mut merged = defaults();
+        deep_merge(&mut merged, serde_json::from_str(text).unwrap());
+        let c = build(merged, Path::new(CONFIG_FILE), Some(text)).unwrap();
+        assert_eq!(
+            c.warning_lines(),
+            vec![
+                "warning: .ralph/config.json:2: unknown key \"paralell.enabled\" is ignored; did you mean \"parallel.enabled\"?",
+                "warning: .ralph/config.json:3: unknown key \"loop.max_retrys\" is ignored; did you mean \"loop.max_retries\"?",
+                "warning: .ralph/config.json:3: unknown key \"loop.zzz\" is ignored",
+            ]
+        );
+    }
+
+    #[test]
+    fn ralph_v2_keys_warn_once_per_feature_or_not_at_all() {
+        let c = cfg(json!({
+            "version": "2.0.0",
+            "project": {"name": "x"},
+            "specs": {"id_format": "epic.story"},
+            "caffeine": false,
+            "mcp": {"enabled": false, "browser": {"enabled": false}},
+            "parallel": {"strategy": "worktree", "stagger_seconds": 3}
+        }))
+        .unwrap();
+        let keys: Vec<_> = c.key_warnings.iter().map(|w| w.key.as_str()).collect();
+        assert_eq!(keys, vec!["caffeine", "mcp"]);
+        assert!(matches!(
+            c.key_warnings[0].kind,
+            KeyWarningKind::RalphV2 { .. }
+        ));
     }
 
     #[test]

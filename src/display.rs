@@ -22,8 +22,9 @@ pub(crate) struct Reporter {
 }
 
 impl Reporter {
-    pub(crate) fn new(verbose: bool) -> Reporter {
-        let tty = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+    /// `live: false` (`--no-dashboard`) gives plain lines on a terminal too.
+    pub(crate) fn new(verbose: bool, live: bool) -> Reporter {
+        let tty = live && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
         let live = tty.then(|| {
             let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
             let overall = multi.add(ProgressBar::new_spinner());

@@ -92,6 +92,11 @@ pub(crate) fn select_relevant(lines: &[String], spec: &str, n: usize) -> Vec<Str
 
 /// Every `- ` line of `.ralph/learnings/*.md` (top level), files in name order.
 pub(crate) fn load(root: &Path) -> Vec<String> {
+    load_by_file(root).into_iter().map(|(_, l)| l).collect()
+}
+
+/// As `load`, each line with the file it came from (relative to `root`).
+pub(crate) fn load_by_file(root: &Path) -> Vec<(std::path::PathBuf, String)> {
     let dir = root.join(".ralph/learnings");
     let Ok(rd) = fs::read_dir(&dir) else {
         return Vec::new();
@@ -105,10 +110,11 @@ pub(crate) fn load(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for f in files {
         if let Ok(text) = fs::read_to_string(&f) {
+            let rel = f.strip_prefix(root).unwrap_or(&f).to_path_buf();
             out.extend(
                 text.lines()
                     .filter(|l| l.starts_with("- "))
-                    .map(str::to_string),
+                    .map(|l| (rel.clone(), l.to_string())),
             );
         }
     }

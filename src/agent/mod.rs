@@ -33,7 +33,7 @@ pub(crate) fn invocation(config: &Config, backend: Backend) -> (String, Vec<Stri
     let args = match (&config.agent_override_flags, backend) {
         (Some(f), _) if chosen => f.clone(),
         (_, Backend::Claude) => match &config.agent_flags {
-            Some(f) => f.clone(),
+            Some(f) => complete_claude_flags(f),
             None => DEFAULT_AGENT_FLAGS.iter().map(|s| s.to_string()).collect(),
         },
         _ => backend
@@ -43,6 +43,46 @@ pub(crate) fn invocation(config: &Config, backend: Backend) -> (String, Vec<Stri
             .collect(),
     };
     (command, args)
+}
+
+/// `claude.flags` as Claude Code must get them headless: `--print` if
+/// absent (without it the CLI waits for a person), and when no output
+/// format is named, stream-json (which needs `--verbose`) so tokens and
+/// cost are read. Ralph v2 appended `--output-format json` instead; a
+/// format the user names is kept.
+pub(crate) fn complete_claude_flags(flags: &[String]) -> Vec<String> {
+    let has = |names: &[&str]| {
+        flags.iter().any(|f| {
+            names
+                .iter()
+                .any(|n| f == n || f.strip_prefix(n).is_some_and(|r| r.starts_with('=')))
+        })
+    };
+    let mut out = flags.to_vec();
+    if !has(&["--print", "-p"]) {
+        out.push("--print".into());
+    }
+    if !has(&["--output-format"]) {
+        out.extend(["--output-format".into(), "stream-json".into()]);
+        if !has(&["--verbose"]) {
+            out.push("--verbose".into());
+        }
+    }
+    out
+}
+
+/// What `validate` says when `claude.flags` leave the output format to
+/// ralph.
+pub(crate) fn claude_flags_note(config: &Config) -> Option<String> {
+    let flags = config.agent_flags.as_ref()?;
+    let completed = complete_claude_flags(flags);
+    (completed.len() > flags.len()).then(|| {
+        format!(
+            "note: claude.flags lack {}; ralph adds them, so Claude Code runs headless and its \
+             tokens and cost are recorded",
+            completed[flags.len()..].join(" ")
+        )
+    })
 }
 
 /// `post_story`'s `RALPH_RESULT` values.
@@ -249,6 +289,31 @@ mod tests {
             },
             ..Summary::default()
         }
+    }
+
+    #[test]
+    fn claude_flags_are_completed_for_headless_stream_json() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            complete_claude_flags(&v(&["--dangerously-skip-permissions"])),
+            v(&[
+                "--dangerously-skip-permissions",
+                "--print",
+                "--output-format",
+                "stream-json",
+                "--verbose"
+            ])
+        );
+        // Ralph v2's default names json: kept, as any format the user names.
+        let v2 = v(&[
+            "--print",
+            "--dangerously-skip-permissions",
+            "--output-format",
+            "json",
+        ]);
+        assert_eq!(complete_claude_flags(&v2), v2);
+        let eq = v(&["-p", "--output-format=stream-json", "--verbose"]);
+        assert_eq!(complete_claude_flags(&eq), eq);
     }
 
     #[test]

@@ -90,6 +90,10 @@ pub(crate) struct OutputParser {
     /// JSON events, so plain lines (stderr, or pieces of an over-long JSON
     /// line split by the reader) are not scanned for tags.
     stream: bool,
+    /// The `custom` backend: every line is plain text, even one that looks
+    /// like a JSON event (a custom agent's output is ours to scan, not to
+    /// interpret as some CLI's stream).
+    plain_only: bool,
     summary: Summary,
 }
 
@@ -364,7 +368,7 @@ impl OutputParser {
     pub(crate) fn feed_line(&mut self, line: &str) -> Vec<AgentEvent> {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let trimmed = line.trim_start();
-        if trimmed.starts_with('{') {
+        if !self.plain_only && trimmed.starts_with('{') {
             if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(trimmed) {
                 let ev = Value::Object(obj);
                 if let Some(d) = &mut self.decoder {
@@ -390,6 +394,7 @@ impl OutputParser {
     pub(crate) fn for_backend(backend: super::Backend) -> Self {
         OutputParser {
             decoder: super::Decoder::for_backend(backend),
+            plain_only: backend == super::Backend::Custom,
             ..OutputParser::default()
         }
     }
@@ -1307,6 +1312,21 @@ mod tests {
         let s = p.finish();
         assert!(s.result_seen);
         assert_eq!(s.usage, Usage::default());
+    }
+
+    #[test]
+    fn a_custom_agent_is_plain_text_even_when_a_line_looks_like_json() {
+        let mut p = OutputParser::for_backend(crate::agent::Backend::Custom);
+        for line in [
+            r#"{"type":"system","subtype":"init","session_id":"s"}"#,
+            "working on it",
+            "<ralph>DONE 1.1</ralph>",
+        ] {
+            p.feed_line(line);
+        }
+        let s = p.finish();
+        assert_eq!(s.signals.done.as_deref(), Some("1.1"));
+        assert!(!s.result_seen);
     }
 
     #[test]

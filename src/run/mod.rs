@@ -55,6 +55,8 @@ pub(crate) struct RunOptions {
     pub(crate) agent: Option<String>,
     /// `--max-cost USD`: the run's budget (over `budget.max_cost_usd`).
     pub(crate) max_cost: Option<f64>,
+    /// `--no-dashboard`: plain lines even on a terminal.
+    pub(crate) no_dashboard: bool,
 }
 
 /// The agent executable: a project-local one (`bin/agent`) is found from the
@@ -142,6 +144,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // the canonical root.
     let root = &root.canonicalize()?;
     let project = project::load(root).map_err(RalphError::BadInput)?;
+    for w in project.config.warning_lines() {
+        eprintln!("{w}");
+    }
     let backlog = &project.backlog;
     for (flag, id) in [("-s", &opts.story), ("-r", &opts.resume)] {
         if let Some(id) = id {
@@ -300,7 +305,12 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ctx: ctx.clone(),
         verbose: opts.verbose,
     };
-    let mut d = dispatcher::Dispatcher::new(model, Reporter::new(opts.verbose), ctx, executor);
+    let mut d = dispatcher::Dispatcher::new(
+        model,
+        Reporter::new(opts.verbose, !opts.no_dashboard),
+        ctx,
+        executor,
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -61,7 +61,23 @@ fn the_three_bash_sandboxes_run_to_completion() {
         copy_tree(&dir.join("sandbox").join(name), &p.root);
         p.commit_all("sandbox");
         p.agent(TEXT_AGENT);
-        let r = p.ralph(&["run"]);
+        if name == "run-full" {
+            // Ralph v2 keys ralph ignores are named, without failing; the
+            // flags that name no output format get stream-json added.
+            let v = p.ralph(&["validate"]);
+            assert_eq!(v.code, 0, "{v:?}");
+            for key in ["testing_phase", "caffeine", "parallel.merge_review_timeout"] {
+                assert!(
+                    v.stderr
+                        .contains(&format!("Ralph v2 key \"{key}\" is ignored")),
+                    "{key}: {v:?}"
+                );
+            }
+            assert!(!v.stderr.contains("\"version\""), "{v:?}");
+            assert!(v.stderr.contains("--output-format stream-json"), "{v:?}");
+        }
+        // Ralph v2's scripts pass these flags.
+        let r = p.ralph(&["run", "--no-interactive", "--no-dashboard"]);
         assert_eq!(r.code, 0, "{name}: {r:?}");
         assert_eq!(p.completed(), ids, "{name}");
         for id in &ids {
@@ -73,6 +89,15 @@ fn the_three_bash_sandboxes_run_to_completion() {
             assert!(hooks.contains("Starting 1.1"), "{hooks}");
             assert!(hooks.contains("Finished 3.1: done"), "{hooks}");
         }
+        let learned = p.ralph(&["learnings"]);
+        assert_eq!(learned.code, 0, "{learned:?}");
+        assert!(
+            learned.stdout.contains(".ralph/learnings/")
+                && learned
+                    .stdout
+                    .contains(": bash scripts should use set -euo pipefail"),
+            "{name}: {learned:?}"
+        );
         let state = p.state();
         assert!(
             state["format_version"].as_u64().is_some(),

@@ -1067,3 +1067,23 @@ printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input
     );
     assert_eq!(p.story("1.1")["attempts"], 0);
 }
+
+/// A misspelled config key is named, with its line and the key it most
+/// likely meant, and changes nothing (issues 12 and 14).
+#[test]
+fn a_misspelled_config_key_is_named_with_a_guess() {
+    let p = Project::with_backlog("1.1 | A\n", "{\n  \"paralell\": { \"enabled\": true }\n}\n");
+    p.agent("done_");
+    p.commit_all("backlog");
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains(
+            ".ralph/config.json:2: unknown key \"paralell.enabled\" is ignored; did you mean \"parallel.enabled\"?"
+        ),
+        "{r:?}"
+    );
+    let v = p.ralph(&["version"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(v.stdout.starts_with("ralph "), "{v:?}");
+}
