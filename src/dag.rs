@@ -70,7 +70,19 @@ impl Dag {
                             waits[b].push(a);
                         }
                     }
-                    None if skipped.contains(dep.as_str()) => {}
+                    // A skipped story that was decomposed (`x 3.1` with
+                    // 3.1.1, 3.1.2 listed) is finished only when all its
+                    // sub-stories are: its dependents wait for every one.
+                    None if skipped.contains(dep.as_str()) => {
+                        let prefix = format!("{dep}.");
+                        for (a, s) in backlog.stories.iter().enumerate() {
+                            if s.id.starts_with(&prefix) && a != b && stamp[a] != b + 1 {
+                                stamp[a] = b + 1;
+                                waits[b].push(a);
+                                declared.insert((a, b));
+                            }
+                        }
+                    }
                     None => problems.push(Problem::new(
                         story_file(backlog, b),
                         None,
@@ -449,6 +461,22 @@ mod tests {
             ids(&b, &dag.dependents(b.index_of("h2").unwrap())),
             ["a1", "a2", "a3"]
         );
+    }
+
+    #[test]
+    fn a_decomposed_story_is_finished_only_by_all_its_sub_stories() {
+        // 1.2 was split into 1.2.1 and 1.2.2; 2.1 depended on 1.2.
+        let queue = "# [batch:1]\n1.1\nx 1.2\n1.2.1\n1.2.2\n2.1\n1.20\n";
+        let b = backlog(queue, &[("2.1", &["1.2"]), ("1.2.2", &["1.2.1"])]);
+        let dag = Dag::build(&b).unwrap();
+        assert_eq!(
+            ids(&b, &dag.waits_for(b.index_of("2.1").unwrap())),
+            ["1.2.1", "1.2.2"]
+        );
+        // A skipped story without sub-stories is satisfied, as before.
+        let b = backlog("1.1\nx 1.2\n# [batch:1]\n2.1\n", &[("2.1", &["1.2"])]);
+        let dag = Dag::build(&b).unwrap();
+        assert_eq!(ids(&b, &dag.waits_for(b.index_of("2.1").unwrap())), ["1.1"]);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod cli;
 mod config;
 mod control;
 mod dag;
+mod decompose;
 mod display;
 mod error;
 mod gitops;

@@ -15,7 +15,7 @@ pub(crate) mod mark_done;
 mod prd;
 mod queue;
 
-use frontmatter::*;
+pub(crate) use frontmatter::parse_frontmatter;
 use prd::*;
 #[cfg(test)]
 pub(crate) use queue::parse_queue;

@@ -40,6 +40,8 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut stories: Vec<(f64, Story)> = Vec::new();
+    // Stories ralph decomposed: replaced by their sub-stories.
+    let mut skipped: Vec<String> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let at = format!("userStories[{i}]");
         let Some(s) = item.as_object() else {
@@ -174,6 +176,14 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 "\"dependsOn\" must be an array of story IDs, got {other}"
             )),
         }
+        let decomposed = s
+            .get("decomposedInto")
+            .and_then(|v| v.as_array())
+            .is_some_and(|v| !v.is_empty());
+        if decomposed {
+            skipped.push(id);
+            continue;
+        }
         let title = if title.is_empty() { id.clone() } else { title };
         let prd_spec = render_prd_spec(&id, &title, &description, &criteria);
         stories.push((
@@ -204,7 +214,7 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
             label: None,
             chain: false,
         }],
-        skipped: Vec::new(),
+        skipped,
     })
 }
 

@@ -1,0 +1,610 @@
+//! Decomposition (issue 12, Ralph v2 §3.8): a story that failed for good is
+//! split into sub-stories by one agent run. Pure: the prompt's template,
+//! reading the agent's reply, and the file edits that add the children;
+//! the run does the I/O.
+//!
+//! The reply speaks Ralph v2's protocol, so `.ralph/templates/decompose.md`
+//! overrides written for it keep working:
+//! `<ralph>SUBSTORY_START <id></ralph>` spec text `<ralph>SUBSTORY_END <id></ralph>`
+//! blocks, closed by `<ralph>DECOMPOSE_DONE <id>: …</ralph>`, or
+//! `<ralph>DECOMPOSE_FAIL <id>: reason</ralph>` to decline.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::backlog::{check_id, parse_frontmatter, spec_glob};
+
+/// The built-in decomposition prompt (override: `.ralph/templates/decompose.md`).
+pub(crate) const TEMPLATE: &str = "\
+Story {{STORY_ID}} failed {{RETRY_COUNT}} times. Split it into smaller sub-stories that can each be implemented and committed on their own.
+
+You do not implement anything and you change no file: you only answer with the sub-stories.
+
+## The story
+
+{{SPEC_CONTENT}}
+
+{{#if FAILURE_HISTORY}}
+## How its attempts failed
+
+{{FAILURE_HISTORY}}
+
+{{/if}}
+{{#if LAST_OUTPUT}}
+## The end of the last attempt's output
+
+{{LAST_OUTPUT}}
+
+{{/if}}
+{{#if LEARNINGS}}
+## Learnings from earlier stories
+
+{{LEARNINGS}}
+
+{{/if}}
+## How to answer
+
+Give 2 to 4 sub-stories, smallest first. Their IDs are {{STORY_ID}}.1, {{STORY_ID}}.2, and so on.
+Each one is a complete spec between two tags, with frontmatter:
+
+<ralph>SUBSTORY_START {{STORY_ID}}.1</ralph>
+---
+id: \"{{STORY_ID}}.1\"
+title: \"A short title\"
+status: pending
+depends_on: []
+---
+# A short title
+
+## Context
+## Acceptance Criteria
+## Technical Notes
+<ralph>SUBSTORY_END {{STORY_ID}}.1</ralph>
+
+A sub-story may depend on its earlier siblings (depends_on: [\"{{STORY_ID}}.1\"]); it
+already waits for whatever {{STORY_ID}} waited for. End with
+<ralph>DECOMPOSE_DONE {{STORY_ID}}: <how many> sub-stories</ralph>
+or, if the story cannot be split, with
+<ralph>DECOMPOSE_FAIL {{STORY_ID}}: <why></ralph>
+";
+
+/// The most sub-stories one decomposition may add.
+const MAX_CHILDREN: usize = 12;
+
+/// One sub-story as the agent wrote it, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SubStory {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    /// The dependencies its frontmatter names (siblings or known stories).
+    pub(crate) depends_on: Vec<String>,
+    /// The block's text between the tags, trimmed.
+    pub(crate) text: String,
+}
+
+/// What the decomposition agent answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reply {
+    Split(Vec<SubStory>),
+    Declined(String),
+}
+
+/// Reads the agent's text. `known` holds every story ID the children may
+/// depend on besides their siblings. `Err` says why the reply was refused;
+/// nothing is written then.
+pub(crate) fn parse_reply(
+    text: &str,
+    parent: &str,
+    known: &HashSet<String>,
+) -> Result<Reply, String> {
+    if let Some(rest) = tag_body(text, "DECOMPOSE_FAIL") {
+        let reason = rest
+            .split_once(':')
+            .map_or("", |(_, r)| r)
+            .trim()
+            .to_string();
+        return Ok(Reply::Declined(if reason.is_empty() {
+            "no reason given".into()
+        } else {
+            reason
+        }));
+    }
+    match tag_body(text, "DECOMPOSE_DONE") {
+        Some(rest) if rest.split(':').next().unwrap_or("").trim() == parent => {}
+        Some(rest) => {
+            return Err(format!(
+                "DECOMPOSE_DONE names {:?}, not {parent}",
+                rest.split(':').next().unwrap_or("").trim()
+            ))
+        }
+        None => return Err("the reply has no <ralph>DECOMPOSE_DONE</ralph>".into()),
+    }
+    let mut children: Vec<SubStory> = Vec::new();
+    let mut rest = text;
+    const START: &str = "<ralph>SUBSTORY_START ";
+    while let Some(at) = rest.find(START) {
+        let after = &rest[at + START.len()..];
+        let Some(close) = after.find("</ralph>") else {
+            return Err("a SUBSTORY_START tag is never closed".into());
+        };
+        let id = after[..close].trim().to_string();
+        let body_start = close + "</ralph>".len();
+        let end_tag = format!("<ralph>SUBSTORY_END {id}</ralph>");
+        let Some(end) = after[body_start..].find(&end_tag) else {
+            return Err(format!("sub-story {id} has no {end_tag}"));
+        };
+        let body = after[body_start..body_start + end].trim().to_string();
+        rest = &after[body_start + end + end_tag.len()..];
+        children.push(check_block(&id, body, parent)?);
+    }
+    if children.is_empty() {
+        return Err("the reply has no SUBSTORY_START … SUBSTORY_END block".into());
+    }
+    if children.len() > MAX_CHILDREN {
+        return Err(format!(
+            "{} sub-stories; at most {MAX_CHILDREN} are accepted",
+            children.len()
+        ));
+    }
+    let mut ids = HashSet::new();
+    for c in &children {
+        if !ids.insert(c.id.as_str()) {
+            return Err(format!("sub-story {} appears twice", c.id));
+        }
+    }
+    for c in &children {
+        for d in &c.depends_on {
+            if d == parent {
+                return Err(format!(
+                    "sub-story {} depends on {parent}, the story it replaces",
+                    c.id
+                ));
+            }
+            if !ids.contains(d.as_str()) && !known.contains(d) {
+                return Err(format!(
+                    "sub-story {} depends on {d}, which is neither a sibling nor a known story",
+                    c.id
+                ));
+            }
+        }
+    }
+    if let Some(id) = sibling_cycle(&children) {
+        return Err(format!(
+            "the sub-stories' depends_on form a cycle through {id}"
+        ));
+    }
+    Ok(Reply::Split(children))
+}
+
+/// The text after `<ralph>KIND` up to its `</ralph>`, of the last such tag.
+fn tag_body<'t>(text: &'t str, kind: &str) -> Option<&'t str> {
+    let open = format!("<ralph>{kind}");
+    let at = text.rfind(&open)?;
+    let after = &text[at + open.len()..];
+    let body = &after[..after.find("</ralph>")?];
+    (body.is_empty() || body.starts_with(char::is_whitespace)).then(|| body.trim())
+}
+
+fn check_block(id: &str, body: String, parent: &str) -> Result<SubStory, String> {
+    let k = id
+        .strip_prefix(parent)
+        .and_then(|r| r.strip_prefix('.'))
+        .unwrap_or("");
+    if k.is_empty() || !k.chars().all(|c| c.is_ascii_digit()) || k.starts_with('0') {
+        return Err(format!(
+            "sub-story ID {id:?} must be {parent}.<n> with n = 1, 2, …"
+        ));
+    }
+    check_id(id).map_err(|why| format!("sub-story ID {id:?} {why}"))?;
+    let fm = parse_frontmatter(&body, Path::new(id))
+        .map_err(|p| format!("sub-story {id}: {}", p.message))?;
+    if !body.starts_with("---") {
+        return Err(format!(
+            "sub-story {id} has no frontmatter (a --- block with its title)"
+        ));
+    }
+    if let Some(fid) = fm.id.as_deref().filter(|f| *f != id) {
+        return Err(format!("sub-story {id}'s frontmatter says id {fid:?}"));
+    }
+    let title = fm
+        .title
+        .clone()
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| format!("sub-story {id}'s frontmatter has no title"))?;
+    Ok(SubStory {
+        id: id.to_string(),
+        title: title.trim().to_string(),
+        depends_on: fm.depends_on,
+        text: body,
+    })
+}
+
+/// An ID on a cycle of the siblings' dependencies, if there is one.
+fn sibling_cycle(children: &[SubStory]) -> Option<String> {
+    let deps: HashMap<&str, Vec<&str>> = children
+        .iter()
+        .map(|c| {
+            (
+                c.id.as_str(),
+                c.depends_on.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    // 0 = unseen, 1 = on the path, 2 = done.
+    fn visit<'a>(
+        id: &'a str,
+        deps: &HashMap<&'a str, Vec<&'a str>>,
+        mark: &mut HashMap<&'a str, u8>,
+    ) -> Option<String> {
+        match mark.get(id) {
+            Some(1) => return Some(id.to_string()),
+            Some(2) => return None,
+            _ => {}
+        }
+        mark.insert(id, 1);
+        for d in deps.get(id).into_iter().flatten() {
+            if deps.contains_key(d) {
+                if let Some(c) = visit(d, deps, mark) {
+                    return Some(c);
+                }
+            }
+        }
+        mark.insert(id, 2);
+        None
+    }
+    let mut mark = HashMap::new();
+    children.iter().find_map(|c| visit(&c.id, &deps, &mut mark))
+}
+
+/// How deep `id` sits below stories that were decomposed (0 = an original
+/// story), counted through `decomposed_stories`.
+pub(crate) fn depth(id: &str, decomposed: &BTreeMap<String, Vec<String>>) -> usize {
+    let parent_of = |c: &str| {
+        decomposed
+            .iter()
+            .find(|(_, kids)| kids.iter().any(|k| k == c))
+            .map(|(p, _)| p.clone())
+    };
+    let mut d = 0;
+    let mut cur = id.to_string();
+    while let Some(p) = parent_of(&cur) {
+        d += 1;
+        cur = p;
+        if d > decomposed.len() {
+            break; // a malformed map with a loop must not hang
+        }
+    }
+    d
+}
+
+/// The spec text ralph writes for a child: its frontmatter with the
+/// parent's dependencies added (the child waits for whatever the parent
+/// waited for) and `status: pending`; every other key and the body kept.
+pub(crate) fn child_spec(child: &SubStory, inherited: &[String], status_field: &str) -> String {
+    let mut deps: Vec<String> = inherited.to_vec();
+    for d in &child.depends_on {
+        if !deps.contains(d) {
+            deps.push(d.clone());
+        }
+    }
+    let text = child.text.as_str();
+    let (yaml, body) = split_frontmatter(text);
+    let mut out = String::from("---\n");
+    out += &format!("id: \"{}\"\n", child.id);
+    out += &format!("title: {}\n", yaml_string(&child.title));
+    out += &format!("{status_field}: pending\n");
+    let list: Vec<String> = deps.iter().map(|d| format!("\"{d}\"")).collect();
+    out += &format!("depends_on: [{}]\n", list.join(", "));
+    let replaced = ["id", "title", status_field, "depends_on"];
+    let mut skipping = false;
+    for line in yaml.lines() {
+        let top = !line.starts_with(char::is_whitespace) && !line.starts_with('-');
+        if top {
+            let key = line.split(':').next().unwrap_or("").trim();
+            skipping = replaced.contains(&key);
+        }
+        if !skipping && !line.trim().is_empty() {
+            out += line;
+            out.push('\n');
+        }
+    }
+    out += "---\n";
+    out += body.trim_start_matches('\n');
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+fn yaml_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The YAML between the fences and the text after them.
+fn split_frontmatter(text: &str) -> (&str, &str) {
+    let Some(after_open) = text.strip_prefix("---") else {
+        return ("", text);
+    };
+    let after_open = after_open.trim_start_matches([' ', '\t', '\r']);
+    let after_open = after_open.strip_prefix('\n').unwrap_or(after_open);
+    let mut pos = 0;
+    for line in after_open.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            return (&after_open[..pos], &after_open[pos + line.len()..]);
+        }
+        pos += line.len();
+    }
+    ("", text)
+}
+
+/// Where a child's spec goes: `specs.pattern` with the ID, and the title's
+/// slug for the pattern's `*`.
+pub(crate) fn child_spec_path(pattern: &str, child: &SubStory) -> PathBuf {
+    let mut slug: String = child
+        .title
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    while slug.contains("--") {
+        slug = slug.replace("--", "-");
+    }
+    let slug: String = slug.trim_matches('-').chars().take(40).collect();
+    let slug = slug.trim_end_matches('-');
+    let slug = if slug.is_empty() {
+        format!("sub-{}", child.id.replace('.', "-"))
+    } else {
+        slug.to_string()
+    };
+    PathBuf::from(
+        spec_glob(pattern, &child.id)
+            .replacen('*', &slug, 1)
+            .replace('*', ""),
+    )
+}
+
+/// stories.txt with the parent's line skipped (`x `) and one line per child
+/// right after it, so the children keep the parent's batch section.
+pub(crate) fn insert_in_queue(
+    text: &str,
+    parent: &str,
+    children: &[SubStory],
+) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len() + 64 * children.len());
+    let mut found = false;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let trimmed = body.trim_start();
+        let id = trimmed
+            .split('|')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('"');
+        if !found && !trimmed.starts_with('#') && id == parent {
+            found = true;
+            let indent = &body[..body.len() - trimmed.len()];
+            out += &format!("{indent}x {trimmed}\n");
+            for c in children {
+                out += &format!("{indent}{} | {}\n", c.id, c.title);
+            }
+            continue;
+        }
+        out += line;
+    }
+    if !found {
+        return Err(format!(
+            "story {parent} is not a line of .ralph/stories.txt"
+        ));
+    }
+    Ok(out)
+}
+
+/// prd.json with the children as user stories right after the parent, and
+/// the parent marked `"decomposedInto"` (ralph skips such a story).
+pub(crate) fn insert_in_prd(
+    text: &str,
+    parent: &str,
+    children: &[SubStory],
+    inherited: &[String],
+) -> Result<String, String> {
+    let mut doc: serde_json::Value =
+        serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
+            .map_err(|e| e.to_string())?;
+    let stories = doc
+        .get_mut("userStories")
+        .and_then(|v| v.as_array_mut())
+        .ok_or("prd.json has no userStories array")?;
+    let at = stories
+        .iter()
+        .position(|s| s.get("id").and_then(|v| v.as_str()) == Some(parent))
+        .ok_or_else(|| format!("story {parent} is not in prd.json"))?;
+    let priority = stories[at].get("priority").cloned();
+    stories[at]["decomposedInto"] = children.iter().map(|c| c.id.clone()).collect();
+    for (k, c) in children.iter().enumerate() {
+        let mut deps: Vec<String> = inherited.to_vec();
+        deps.extend(
+            c.depends_on
+                .iter()
+                .filter(|d| !inherited.contains(d))
+                .cloned(),
+        );
+        let (_, body) = split_frontmatter(&c.text);
+        let mut s = serde_json::json!({
+            "id": c.id,
+            "title": c.title,
+            "description": body.trim(),
+            "acceptanceCriteria": [],
+            "dependsOn": deps,
+            "passes": false,
+        });
+        if let Some(p) = &priority {
+            s["priority"] = p.clone();
+        }
+        stories.insert(at + 1 + k, s);
+    }
+    let mut out = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    out.push('\n');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known() -> HashSet<String> {
+        ["1.1", "2.1"].iter().map(|s| s.to_string()).collect()
+    }
+
+    fn block(id: &str, deps: &str) -> String {
+        format!(
+            "<ralph>SUBSTORY_START {id}</ralph>\n---\nid: \"{id}\"\ntitle: \"Part {id}\"\nstatus: pending\ndepends_on: [{deps}]\nestimation: small\n---\n# Part {id}\n\nDo it.\n<ralph>SUBSTORY_END {id}</ralph>\n"
+        )
+    }
+
+    #[test]
+    fn a_good_reply_gives_the_children_in_order() {
+        let text = format!(
+            "Here:\n{}{}<ralph>DECOMPOSE_DONE 3.1: 2 sub-stories</ralph>",
+            block("3.1.1", ""),
+            block("3.1.2", "\"3.1.1\", \"2.1\"")
+        );
+        let Reply::Split(kids) = parse_reply(&text, "3.1", &known()).unwrap() else {
+            panic!("split")
+        };
+        assert_eq!(
+            kids.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(),
+            ["3.1.1", "3.1.2"]
+        );
+        assert_eq!(kids[1].depends_on, ["3.1.1", "2.1"]);
+        assert_eq!(kids[0].title, "Part 3.1.1");
+    }
+
+    #[test]
+    fn a_declined_reply_carries_its_reason() {
+        assert_eq!(
+            parse_reply(
+                "<ralph>DECOMPOSE_FAIL 3.1: too small already</ralph>",
+                "3.1",
+                &known()
+            ),
+            Ok(Reply::Declined("too small already".into()))
+        );
+    }
+
+    #[test]
+    fn malformed_replies_are_refused_with_the_reason() {
+        let done = "<ralph>DECOMPOSE_DONE 3.1: ok</ralph>";
+        let cases = [
+            (block("3.1.1", ""), "no <ralph>DECOMPOSE_DONE"),
+            (done.to_string(), "no SUBSTORY_START"),
+            (format!("{}{done}", block("3.2.1", "")), "must be 3.1.<n>"),
+            (format!("{}{done}", block("3.1.x", "")), "must be 3.1.<n>"),
+            (format!("{}{done}", block("3.1.1", "\"9.9\"")), "neither a sibling nor a known"),
+            (format!("{}{done}", block("3.1.1", "\"3.1\"")), "the story it replaces"),
+            (
+                format!("{}{}{done}", block("3.1.1", "\"3.1.2\""), block("3.1.2", "\"3.1.1\"")),
+                "cycle",
+            ),
+            (format!("{}{}{done}", block("3.1.1", ""), block("3.1.1", "")), "twice"),
+            (
+                format!("<ralph>SUBSTORY_START 3.1.1</ralph>\n# no frontmatter\n<ralph>SUBSTORY_END 3.1.1</ralph>{done}"),
+                "no frontmatter",
+            ),
+            (
+                format!("<ralph>SUBSTORY_START 3.1.1</ralph>\n---\nid: \"3.1.1\"\n---\nx\n<ralph>SUBSTORY_END 3.1.1</ralph>{done}"),
+                "no title",
+            ),
+            (
+                format!("<ralph>SUBSTORY_START 3.1.1</ralph>\n---\ntitle: x\n---\n{done}"),
+                "has no <ralph>SUBSTORY_END",
+            ),
+            (format!("{}<ralph>DECOMPOSE_DONE 3.2: x</ralph>", block("3.1.1", "")), "not 3.1"),
+        ];
+        for (text, want) in cases {
+            let got = parse_reply(&text, "3.1", &known()).unwrap_err();
+            assert!(got.contains(want), "{want:?} in {got:?}\n{text}");
+        }
+    }
+
+    #[test]
+    fn depth_is_counted_through_the_decomposed_map() {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "3.1".to_string(),
+            vec!["3.1.1".to_string(), "3.1.2".to_string()],
+        );
+        m.insert("3.1.2".to_string(), vec!["3.1.2.1".to_string()]);
+        assert_eq!(depth("3.1", &m), 0);
+        assert_eq!(depth("3.1.1", &m), 1);
+        assert_eq!(depth("3.1.2.1", &m), 2);
+    }
+
+    #[test]
+    fn a_child_spec_inherits_the_parents_dependencies_and_keeps_other_keys() {
+        let text = block("3.1.2", "\"3.1.1\"");
+        let Reply::Split(kids) = parse_reply(
+            &format!(
+                "{}{text}<ralph>DECOMPOSE_DONE 3.1: 2</ralph>",
+                block("3.1.1", "")
+            ),
+            "3.1",
+            &known(),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        let spec = child_spec(&kids[1], &["2.1".to_string()], "status");
+        assert_eq!(
+            spec,
+            "---\nid: \"3.1.2\"\ntitle: \"Part 3.1.2\"\nstatus: pending\ndepends_on: [\"2.1\", \"3.1.1\"]\nestimation: small\n---\n# Part 3.1.2\n\nDo it.\n"
+        );
+        let fm = parse_frontmatter(&spec, Path::new("x")).unwrap();
+        assert_eq!(fm.depends_on, ["2.1", "3.1.1"]);
+        assert_eq!(
+            child_spec_path("specs/epic-{{epic}}/story-{{id}}-*.md", &kids[1]),
+            PathBuf::from("specs/epic-3/story-3.1.2-part-3-1-2.md")
+        );
+    }
+
+    #[test]
+    fn the_queue_skips_the_parent_and_lists_the_children_in_its_place() {
+        let kids = vec![
+            SubStory {
+                id: "1.2.1".into(),
+                title: "A".into(),
+                depends_on: vec![],
+                text: String::new(),
+            },
+            SubStory {
+                id: "1.2.2".into(),
+                title: "B".into(),
+                depends_on: vec![],
+                text: String::new(),
+            },
+        ];
+        let q = "# [batch:1]\n1.1 | One\n1.2 | Two\n# [batch:2]\n1.3 | Three\n";
+        assert_eq!(
+            insert_in_queue(q, "1.2", &kids).unwrap(),
+            "# [batch:1]\n1.1 | One\nx 1.2 | Two\n1.2.1 | A\n1.2.2 | B\n# [batch:2]\n1.3 | Three\n"
+        );
+        assert!(insert_in_queue(q, "9.9", &kids).is_err());
+        let prd = r#"{"userStories": [{"id": "US-1", "title": "t", "priority": 2}, {"id": "US-2", "title": "u"}]}"#;
+        let kids = vec![SubStory {
+            id: "US-1.1".into(),
+            title: "A".into(),
+            depends_on: vec![],
+            text: "---\ntitle: A\n---\nbody".into(),
+        }];
+        let out: serde_json::Value =
+            serde_json::from_str(&insert_in_prd(prd, "US-1", &kids, &["US-0".into()]).unwrap())
+                .unwrap();
+        let s = out["userStories"].as_array().unwrap();
+        assert_eq!(s[0]["decomposedInto"], serde_json::json!(["US-1.1"]));
+        assert_eq!(s[1]["id"], "US-1.1");
+        assert_eq!(s[1]["dependsOn"], serde_json::json!(["US-0"]));
+        assert_eq!(s[1]["priority"], 2);
+        assert_eq!(s[1]["description"], "body");
+        assert_eq!(s[2]["id"], "US-2");
+    }
+}
