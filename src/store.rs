@@ -7,7 +7,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use fs2::FileExt;
 
 use crate::error::Problem;
 use crate::state::{State, StateError};
@@ -129,7 +128,7 @@ impl RunLock {
                 .truncate(false)
                 .open(&path)
                 .map_err(LockError::Io)?;
-            if FileExt::try_lock_exclusive(&file).is_err() {
+            if file.try_lock().is_err() {
                 let pid = fs::read_to_string(&path)
                     .ok()
                     .and_then(|s| s.trim().parse().ok());
@@ -156,9 +155,9 @@ impl RunLock {
         let Ok(file) = File::open(lock_path(root)) else {
             return false;
         };
-        match FileExt::try_lock_shared(&file) {
+        match file.try_lock_shared() {
             Ok(()) => {
-                let _ = FileExt::unlock(&file);
+                let _ = file.unlock();
                 false
             }
             Err(_) => true,
@@ -169,7 +168,7 @@ impl RunLock {
 impl Drop for RunLock {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
-        let _ = FileExt::unlock(&self.file);
+        let _ = self.file.unlock();
     }
 }
 

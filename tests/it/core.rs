@@ -321,13 +321,12 @@ fn dry_run_changes_nothing() {
 
 #[test]
 fn a_held_lock_means_exit_3_and_no_change() {
-    use fs2::FileExt;
     let p = Project::with_backlog(THREE, FAST_CONFIG);
     p.commit_all("backlog");
     p.agent(r#"echo called >> "$SCRATCH/calls"; done_"#);
     fs::create_dir_all(p.root.join(".ralph")).unwrap();
     let f = fs::File::create(p.root.join(".ralph/.lock")).unwrap();
-    FileExt::lock_exclusive(&f).unwrap();
+    f.lock().unwrap();
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("another ralph run holds"), "{r:?}");
