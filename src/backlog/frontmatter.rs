@@ -58,7 +58,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
     };
     let yaml = &text[span.yaml.clone()];
     // Line 1 is the opening fence, so YAML line n is file line n + 1.
-    let value: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|e| {
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|e| {
         let line = e.location().map(|l| l.line() + 1);
         Problem::new(
             file,
@@ -70,8 +70,8 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         )
     })?;
     let map = match value {
-        serde_yaml::Value::Null => return Ok(Frontmatter::default()),
-        serde_yaml::Value::Mapping(m) => m,
+        serde_yaml_ng::Value::Null => return Ok(Frontmatter::default()),
+        serde_yaml_ng::Value::Mapping(m) => m,
         _ => {
             return Err(Problem::new(
                 file,
@@ -94,8 +94,8 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
     let key_line = key_line(yaml, "depends_on").map(|l| l + 2);
     let mut bad = Vec::new();
     match map.get("depends_on") {
-        None | Some(serde_yaml::Value::Null) => {}
-        Some(serde_yaml::Value::Sequence(items)) => {
+        None | Some(serde_yaml_ng::Value::Null) => {}
+        Some(serde_yaml_ng::Value::Sequence(items)) => {
             let tokens = depends_on_tokens(yaml);
             for (i, item) in items.iter().enumerate() {
                 let literal = tokens
@@ -112,7 +112,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
                 }
             }
         }
-        Some(serde_yaml::Value::String(s)) => {
+        Some(serde_yaml_ng::Value::String(s)) => {
             fm.depends_on.extend(
                 s.split(',')
                     .map(str::trim)
@@ -120,7 +120,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
                     .map(str::to_string),
             );
         }
-        Some(serde_yaml::Value::Number(_)) => {
+        Some(serde_yaml_ng::Value::Number(_)) => {
             if let Some(id) = raw_scalar(yaml, "depends_on") {
                 fm.depends_on.push(id);
             }
@@ -143,7 +143,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
     Ok(fm)
 }
 
-/// serde_yaml counts lines from the start of the YAML, one line after the
+/// serde_yaml_ng counts lines from the start of the YAML, one line after the
 /// opening fence; users read file lines.
 pub(super) fn shift_yaml_lines(msg: &str) -> String {
     let re = regex::Regex::new(r"line (\d+)").expect("constant regex");
@@ -154,18 +154,18 @@ pub(super) fn shift_yaml_lines(msg: &str) -> String {
     .into_owned()
 }
 
-pub(super) fn yaml_inline(v: &serde_yaml::Value) -> String {
-    serde_yaml::to_string(v)
+pub(super) fn yaml_inline(v: &serde_yaml_ng::Value) -> String {
+    serde_yaml_ng::to_string(v)
         .map(|s| s.trim().replace('\n', " "))
         .unwrap_or_default()
 }
 
 /// A depends_on entry as an ID string. YAML reads `1.10` as the float 1.1, so
 /// numbers take their literal source text when it is available.
-pub(super) fn entry_id(item: &serde_yaml::Value, literal: Option<&str>) -> Option<String> {
+pub(super) fn entry_id(item: &serde_yaml_ng::Value, literal: Option<&str>) -> Option<String> {
     match item {
-        serde_yaml::Value::String(s) => Some(s.trim().to_string()),
-        serde_yaml::Value::Number(n) => Some(match literal {
+        serde_yaml_ng::Value::String(s) => Some(s.trim().to_string()),
+        serde_yaml_ng::Value::Number(n) => Some(match literal {
             Some(lit) if lit.parse::<f64>().ok() == n.as_f64() => lit.to_string(),
             _ => n.to_string(),
         }),
@@ -174,15 +174,15 @@ pub(super) fn entry_id(item: &serde_yaml::Value, literal: Option<&str>) -> Optio
 }
 
 /// A scalar field as text, with numbers taken from the source (`id: 1.10`).
-pub(super) fn scalar_text(v: &serde_yaml::Value, yaml: &str, key: &str) -> Option<String> {
+pub(super) fn scalar_text(v: &serde_yaml_ng::Value, yaml: &str, key: &str) -> Option<String> {
     match v {
-        serde_yaml::Value::String(s) => Some(s.clone()),
-        serde_yaml::Value::Number(n) => Some(
+        serde_yaml_ng::Value::String(s) => Some(s.clone()),
+        serde_yaml_ng::Value::Number(n) => Some(
             raw_scalar(yaml, key)
                 .filter(|lit| lit.parse::<f64>().ok() == n.as_f64())
                 .unwrap_or_else(|| n.to_string()),
         ),
-        serde_yaml::Value::Bool(b) => Some(b.to_string()),
+        serde_yaml_ng::Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
 }
