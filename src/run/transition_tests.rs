@@ -503,7 +503,7 @@ fn state_and_scheduler_never_drift_over_a_long_mixed_run() {
         step += 1;
         assert!(step < 500, "the run does not converge");
         let a = if let Some(landing) = m.landing {
-            let result = if step % 4 == 0 {
+            let result = if step.is_multiple_of(4) {
                 LandResult::Conflict {
                     paths: vec!["f".into()],
                     saved_ref: None,
