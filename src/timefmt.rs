@@ -1,78 +1,45 @@
-//! Timestamps without a date crate: UTC, computed from the epoch.
+//! Timestamps: jiff does the calendar and the machine's time zone.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
 
-/// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-fn parts(secs: i64) -> (i64, u32, u32, i64, i64, i64, i64) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil(days);
-    let weekday = (days + 4).rem_euclid(7); // 1970-01-01 was a Thursday
-    (y, m, d, rem / 3600, (rem / 60) % 60, rem % 60, weekday)
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
 pub(crate) fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    Timestamp::now().as_second()
+}
+
+/// The machine's UTC offset (seconds east) at `unix`, from its zone rules
+/// (`TZ`, /etc/localtime); 0 (UTC) when it has none.
+pub(crate) fn local_offset_secs(unix: i64) -> i32 {
+    TimeZone::system().to_offset(at(unix)).seconds()
 }
 
 /// `2026-11-22T11:51:21Z`
-/// The machine's UTC offset (seconds east) at `unix`, from the C library's
-/// zone rules (`TZ`, /etc/localtime); 0 when it cannot tell.
-pub(crate) fn local_offset_secs(unix: i64) -> i32 {
-    let t = unix as libc::time_t;
-    // SAFETY: localtime_r writes only into the tm we pass; a zeroed tm is a
-    // valid value for it to overwrite.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
-    if ok {
-        i32::try_from(tm.tm_gmtoff).unwrap_or(0)
-    } else {
-        0
-    }
-}
-
 pub(crate) fn iso(secs: i64) -> String {
-    let (y, m, d, hh, mm, ss, _) = parts(secs);
-    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+    at(secs).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// `2026-11-22T11:51:21.123Z`: the technical log needs sub-second order.
 pub(crate) fn iso_now_millis() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    let base = iso(d.as_secs() as i64);
-    format!("{}.{:03}Z", &base[..base.len() - 1], d.subsec_millis())
+    Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
 }
 
-/// The bash tool's progress.txt stamp: `Sun 22 Nov 2026 11:51:21 UTC`.
+/// The bash tool's progress.txt stamp, in local time as `date` printed it:
+/// `Sun 22 Nov 2026 11:51:21 UTC`.
 pub(crate) fn progress_stamp(secs: i64) -> String {
-    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (y, m, d, hh, mm, ss, wd) = parts(secs);
-    format!(
-        "{} {d:02} {} {y} {hh:02}:{mm:02}:{ss:02} UTC",
-        DAYS[wd as usize],
-        MONTHS[m as usize - 1]
-    )
+    progress_stamp_in(secs, &TimeZone::system())
+}
+
+fn progress_stamp_in(secs: i64, tz: &TimeZone) -> String {
+    at(secs)
+        .to_zoned(tz.clone())
+        .strftime("%a %d %b %Y %H:%M:%S %Z")
+        .to_string()
 }
 
 /// `1m05s`, `2h03m`, `42s`.
@@ -96,7 +63,13 @@ mod tests {
         // 2026-11-22 11:51:21 UTC, a Sunday.
         let t = 1_795_348_281;
         assert_eq!(iso(t), "2026-11-22T11:51:21Z");
-        assert_eq!(progress_stamp(t), "Sun 22 Nov 2026 11:51:21 UTC");
+        assert_eq!(
+            progress_stamp_in(t, &TimeZone::UTC),
+            "Sun 22 Nov 2026 11:51:21 UTC"
+        );
+        // A POSIX rule, so the test needs no zoneinfo files.
+        let paris = TimeZone::posix("CET-1CEST,M3.5.0,M10.5.0/3").unwrap();
+        assert_eq!(progress_stamp_in(t, &paris), "Sun 22 Nov 2026 12:51:21 CET");
         assert_eq!(human_duration(65.0), "1m05s");
     }
 }
