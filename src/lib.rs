@@ -15,6 +15,7 @@ mod display;
 mod error;
 mod gitops;
 mod learnings;
+mod postmortem;
 mod process;
 mod project;
 mod prompt;
