@@ -526,6 +526,14 @@ impl OutputParser {
                 if let Some(status) = status {
                     error = format!("{error} ({status})");
                 }
+                // The CLI sleeps before its next try (minutes in all under
+                // an API key's 429): say so, or the attempt looks hung.
+                if let Some(ms) = ev.get("retry_delay_ms").and_then(Value::as_f64) {
+                    error = format!(
+                        "{error}, waiting {}",
+                        crate::timefmt::human_duration(ms / 1000.0)
+                    );
+                }
                 out.push(AgentEvent::ApiRetry {
                     attempt: u64_field(ev, "attempt").unwrap_or(0),
                     error,
@@ -1263,7 +1271,7 @@ mod tests {
             ev,
             vec![AgentEvent::ApiRetry {
                 attempt: 2,
-                error: "overloaded (529)".into()
+                error: "overloaded (529), waiting 1s".into()
             }]
         );
         assert!(p.feed_line(INIT).is_empty());

@@ -177,9 +177,14 @@ impl Project {
     /// Runs ralph to completion. A run that hangs fails the test after
     /// five minutes instead of hanging the suite.
     pub fn ralph(&self, args: &[&str]) -> RunResult {
+        self.run_to_end(self.command(args), args)
+    }
+
+    /// Runs `cmd` (a ralph command line made by `command`, then adjusted) to
+    /// completion, with `ralph`'s five-minute guard.
+    pub fn run_to_end(&self, mut cmd: Command, args: &[&str]) -> RunResult {
         use std::io::Read;
-        let mut child = self
-            .command(args)
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
