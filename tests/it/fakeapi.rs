@@ -236,7 +236,11 @@ fn serve(conn: TcpStream, script: &Mutex<Script>, served: &Mutex<Vec<Served>>) {
         }
         head.push_str("\r\n");
         // A HEAD answer has a length but no body.
-        let body: &[u8] = if req.method == "HEAD" { &[] } else { &reply.body };
+        let body: &[u8] = if req.method == "HEAD" {
+            &[]
+        } else {
+            &reply.body
+        };
         if writer.write_all(head.as_bytes()).is_err()
             || writer.write_all(body).is_err()
             || writer.flush().is_err()
@@ -443,7 +447,10 @@ pub mod anthropic {
     /// says DONE. Side calls get a short text.
     pub fn work(req: &Request) -> Reply {
         if req.method != "POST" {
-            return Reply::json(404, json!({"type": "error", "error": {"type": "not_found_error", "message": "not here"}}));
+            return Reply::json(
+                404,
+                json!({"type": "error", "error": {"type": "not_found_error", "message": "not here"}}),
+            );
         }
         if req.path.contains("count_tokens") {
             return Reply::json(200, json!({"input_tokens": 100}));
@@ -452,10 +459,13 @@ pub mod anthropic {
             return text(req, "ok");
         };
         if req.body["stream"] != true {
-            return Reply::json(200, json!({"id": "msg_fake", "type": "message", "role": "assistant",
+            return Reply::json(
+                200,
+                json!({"id": "msg_fake", "type": "message", "role": "assistant",
                 "model": model(req), "content": [{"type": "text", "text": "ok"}],
                 "stop_reason": "end_turn", "stop_sequence": null,
-                "usage": {"input_tokens": 10, "output_tokens": 2}}));
+                "usage": {"input_tokens": 10, "output_tokens": 2}}),
+            );
         }
         if !is_turn(req) {
             return text(req, &format!("Story {id}"));
@@ -473,9 +483,20 @@ pub mod anthropic {
     /// An API-key rate limit: a plain 429 that the CLI retries itself
     /// after `retry-after` seconds.
     pub fn too_many_requests(retry_after_secs: u64) -> Reply {
-        Reply::json(429, json!({"type": "error", "error": {"type": "rate_limit_error",
-            "message": "Number of request tokens has exceeded your per-minute rate limit"}}))
+        Reply::json(
+            429,
+            json!({"type": "error", "error": {"type": "rate_limit_error",
+            "message": "Number of request tokens has exceeded your per-minute rate limit"}}),
+        )
         .with_header("retry-after", retry_after_secs.to_string())
+    }
+
+    /// The API is overloaded (529), which the CLI retries like a 429.
+    pub fn overloaded() -> Reply {
+        Reply::json(
+            529,
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        )
     }
 
     /// A subscription's usage limit: a 429 whose unified rate-limit headers
@@ -545,7 +566,8 @@ pub mod openai {
     fn response(items: Vec<Value>) -> Reply {
         let mut body = ev(json!({"type": "response.created", "response": {"id": "resp_fake"}}));
         for (i, item) in items.into_iter().enumerate() {
-            body += &ev(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
+            body +=
+                &ev(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
         }
         body += &ev(
             json!({"type": "response.completed", "response": {"id": "resp_fake", "usage": usage()}}),
@@ -555,9 +577,11 @@ pub mod openai {
 
     /// A final answer.
     pub fn text(text: &str) -> Reply {
-        response(vec![json!({"type": "message", "id": "msg_1", "role": "assistant",
+        response(vec![
+            json!({"type": "message", "id": "msg_1", "role": "assistant",
             "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]})])
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+        ])
     }
 
     /// The model asks Codex to run `command` with whichever shell tool this
@@ -571,8 +595,10 @@ pub mod openai {
         } else {
             ("shell", json!({"command": ["bash", "-lc", command]}))
         };
-        response(vec![json!({"type": "function_call", "id": "fc_1", "call_id": "call_fake1",
-            "name": name, "arguments": args.to_string(), "status": "completed"})])
+        response(vec![
+            json!({"type": "function_call", "id": "fc_1", "call_id": "call_fake1",
+            "name": name, "arguments": args.to_string(), "status": "completed"}),
+        ])
     }
 
     /// A model that does its story: commits a file with the shell tool,
@@ -598,8 +624,11 @@ pub mod openai {
 
     /// A per-minute rate limit, retried by Codex.
     pub fn too_many_requests() -> Reply {
-        Reply::json(429, json!({"error": {"type": "rate_limit_exceeded", "code": "rate_limit_exceeded",
-            "message": "Rate limit reached for requests per min. Please try again in 0s."}}))
+        Reply::json(
+            429,
+            json!({"error": {"type": "rate_limit_exceeded", "code": "rate_limit_exceeded",
+            "message": "Rate limit reached for requests per min. Please try again in 0s."}}),
+        )
         .with_header("retry-after", "0")
     }
 

@@ -137,6 +137,12 @@ impl Project {
         fs::write(path, content).unwrap();
     }
 
+    /// Writes a file anywhere (the scratch HOME, say), making its directories.
+    pub fn write_outside(&self, path: &Path, content: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+
     pub fn read(&self, rel: &str) -> String {
         fs::read_to_string(self.root.join(rel)).unwrap_or_default()
     }

@@ -11,11 +11,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::clis::{self, CLAUDE, CODEX};
-use crate::fakeapi::{anthropic, openai, FakeApi, Reply, Request, Tokens};
+use crate::fakeapi::{anthropic, openai, FakeApi, Request, Tokens};
 use crate::harness::*;
 
 const THREE: &str = "1.1 | First\n1.2 | Second\n1.3 | Third\n";
-const CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 300 } }"#;
+const CONFIG: &str =
+    r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 300 } }"#;
 
 /// How the scripted API is reached and paid for.
 #[derive(Clone, Copy)]
@@ -139,7 +140,6 @@ fn claude_code_lands_three_stories_with_tokens_and_cost() {
     }
 }
 
-
 /// Under an API key a limit is a plain 429, which Claude Code retries
 /// itself (`api_retry`, `error_status: 429`): an attempt that only waited
 /// on the API and then did its work is one attempt, not a failure, and the
@@ -181,7 +181,8 @@ fn claude_code_api_key_429_the_cli_retries_is_not_a_failure() {
     assert_eq!(story["history"][0]["outcome"], "done");
     // Shown live (`-v` prints the activity lines the display shows).
     assert!(
-        r.stderr.contains("[1.1] API retry 1: rate_limit (429), waiting"),
+        r.stderr
+            .contains("[1.1] API retry 1: rate_limit (429), waiting"),
         "{r:?}"
     );
 }
@@ -205,28 +206,9 @@ fn claude_code_api_key_429_the_cli_gives_up_on_pauses_the_agent() {
     put_on_path(&p, &cli, "claude");
     let mut env = claude_env(&api, Auth::ApiKey);
     env.push(("CLAUDE_CODE_MAX_RETRIES", "1".to_string()));
-    let err = p.scratch.join("stderr");
-    let mut child = ralph_cmd(&p, &["run"], &env)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let paused = || {
-        let text = p.read(".ralph/state.json");
-        serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|s| s["paused_until"]["claude"].as_i64())
-    };
-    wait_until("the claude agent's pause", Duration::from_secs(120), || {
-        paused().is_some() || child.try_wait().unwrap().is_some()
-    });
     // Ctrl-C during the pause: the run stops, the pause stays recorded.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    let stderr = std::fs::read_to_string(&err).unwrap();
-    assert_eq!(status.code(), Some(130), "{stderr}");
-    let until = paused().expect("paused_until.claude in state.json");
-    assert!(until > now(), "{until}");
+    let (status, stderr) = run_until_paused(&p, &env);
+    assert_eq!(status, Some(130), "{stderr}");
     assert!(api.count("1.1", 429) >= 2, "{:?}", api.served());
     let story = p.story("1.1");
     assert_eq!(story["status"], "pending", "{story:#}");
@@ -294,9 +276,246 @@ fn claude_code_usage_limit_pauses_until_its_reset_then_lands() {
     assert!(r.stderr.contains("usage/rate limit"), "{r:?}");
 }
 
+/// ralph's own time limit can fall while Claude Code sleeps between its
+/// retries of a 429 (minutes, under an API key): that attempt only waited on
+/// the API, so it pauses the agent like the limit it is instead of counting
+/// as a timed-out attempt.
+#[test]
+fn claude_code_stopped_while_retrying_a_429_is_not_a_failure() {
+    let Some(cli) = clis::installed(&CLAUDE) else {
+        return;
+    };
+    let api = FakeApi::start(|req: &Request| {
+        if anthropic::is_turn(req) {
+            return anthropic::too_many_requests(30);
+        }
+        anthropic::work(req)
+    });
+    let p = Project::with_backlog(
+        "1.1 | First\n",
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 8 } }"#,
+    );
+    p.commit_all("backlog");
+    put_on_path(&p, &cli, "claude");
+    let (status, stderr) = run_until_paused(&p, &claude_env(&api, Auth::ApiKey));
+    assert_eq!(status, Some(130), "{stderr}");
+    let story = p.story("1.1");
+    assert_eq!(story["attempts"], 0, "not a failure: {story:#}");
+    assert_eq!(story["history"][0]["outcome"], "rate_limited", "{story:#}");
+    let retry = logged(&p, "1.1", 1)
+        .into_iter()
+        .find(|e| e["subtype"] == "api_retry")
+        .unwrap_or_else(|| panic!("{:?}", p.read(".ralph/logs/1.1/attempt-1.log")));
+    assert_eq!(retry["error_status"], 429);
+}
+
+/// An overloaded API (529) that the CLI gives up on is a passing fault of
+/// the API: ralph waits a little and tries again, and the story is not
+/// charged the attempt.
+#[test]
+fn claude_code_overloaded_api_is_a_fault_not_a_failure() {
+    let Some(cli) = clis::installed(&CLAUDE) else {
+        return;
+    };
+    let mut overloaded = false;
+    let api = FakeApi::start(move |req: &Request| {
+        if anthropic::is_turn(req) && !overloaded {
+            overloaded = true;
+            return anthropic::overloaded();
+        }
+        anthropic::work(req)
+    });
+    let p = Project::with_backlog("1.1 | First\n", CONFIG);
+    p.commit_all("backlog");
+    put_on_path(&p, &cli, "claude");
+    let mut env = claude_env(&api, Auth::ApiKey);
+    env.push(("CLAUDE_CODE_MAX_RETRIES", "0".to_string()));
+    let r = p.run_to_end(ralph_cmd(&p, &["run"], &env), &["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let story = p.story("1.1");
+    assert_eq!(story["status"], "done", "{story:#}");
+    assert_eq!(story["attempts"], 0, "{story:#}");
+    let outcomes: Vec<&str> = story["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["fault", "done"], "{story:#}");
+    assert!(r.stderr.contains("the model API failed"), "{r:?}");
+}
+
+/// Runs ralph until `state.json` records a pause of the claude agent, then
+/// stops it with Ctrl-C: (exit code, stderr).
+fn run_until_paused(p: &Project, env: &[(&str, String)]) -> (Option<i32>, String) {
+    let err = p.scratch.join("stderr");
+    let mut child = ralph_cmd(p, &["run"], env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("the claude agent's pause", Duration::from_secs(120), || {
+        paused_until(p).is_some() || child.try_wait().unwrap().is_some()
+    });
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    let until = paused_until(p).expect("paused_until.claude in state.json");
+    assert!(until > now(), "{until}");
+    (status.code(), stderr)
+}
+
+fn paused_until(p: &Project) -> Option<i64> {
+    serde_json::from_str::<Value>(&p.read(".ralph/state.json"))
+        .ok()
+        .and_then(|s| s["paused_until"]["claude"].as_i64())
+}
+
 fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64
+}
+
+/// Points Codex at `api` through its own config file (ralph's default
+/// `codex exec` command line stays as users run it) and returns the
+/// environment it needs.
+fn codex_env(p: &Project, api: &FakeApi) -> Vec<(&'static str, String)> {
+    p.write_outside(
+        &p.home.join(".codex/config.toml"),
+        &format!(
+            r#"model = "gpt-5-codex"
+model_provider = "scripted"
+check_for_update_on_startup = false
+
+# Nothing but the scripted API: no analytics, no plugin marketplace sync.
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+
+[model_providers.scripted]
+name = "scripted"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "SCRIPTED_API_KEY"
+request_max_retries = 2
+stream_max_retries = 2
+"#,
+            api.url()
+        ),
+    );
+    vec![("SCRIPTED_API_KEY", "sk-fake-000".to_string())]
+}
+
+/// Codex reports tokens and no cost: the run lands with its tokens
+/// recorded. Story 1.2's first request is a 429, which Codex retries
+/// itself ("Reconnecting..."): still one attempt.
+#[test]
+fn codex_lands_three_stories_with_tokens() {
+    let Some(cli) = clis::installed(&CODEX) else {
+        return;
+    };
+    let mut limited = false;
+    let api = FakeApi::start(move |req: &Request| {
+        if req.story().as_deref() == Some("1.2") && !limited {
+            limited = true;
+            return openai::too_many_requests();
+        }
+        openai::work(req)
+    });
+    let p = Project::with_backlog(THREE, CONFIG);
+    p.commit_all("backlog");
+    put_on_path(&p, &cli, "codex");
+    let args = ["run", "--agent", "codex", "-v"];
+    let r = p.run_to_end(ralph_cmd(&p, &args, &codex_env(&p, &api)), &args);
+    assert_three_landed(&p, &r);
+    for id in ["1.1", "1.2", "1.3"] {
+        let story = p.story(id);
+        assert_eq!(story["attempts_started"], 1, "{id}: {story:#}");
+        let attempt = &story["history"][0];
+        assert_eq!(attempt["outcome"], "done", "{id}");
+        assert_eq!(attempt["agent"], "codex", "{id}");
+        assert_eq!(tokens_of(&attempt["usage"]), api.tokens_for(id), "{id}");
+        assert!(api.tokens_for(id).output > 0);
+    }
+    assert_eq!(api.count("1.2", 429), 1);
+    assert!(
+        r.stderr
+            .contains("[1.2] API retry 1: exceeded retry limit, last status: 429"),
+        "{r:?}"
+    );
+}
+
+/// Without a cost, `budget.max_tokens` is what bounds a Codex run: once the
+/// first story's tokens pass it, nothing new starts.
+#[test]
+fn codex_token_budget_stops_new_work() {
+    let Some(cli) = clis::installed(&CODEX) else {
+        return;
+    };
+    let api = FakeApi::start(|req: &Request| openai::work(req));
+    let p = Project::with_backlog(
+        "1.1 | First\n1.2 | Second\n",
+        r#"{ "loop": { "grace_seconds": 1 }, "budget": { "max_tokens": 1000 } }"#,
+    );
+    p.commit_all("backlog");
+    put_on_path(&p, &cli, "codex");
+    let args = ["run", "--agent", "codex"];
+    let r = p.run_to_end(ralph_cmd(&p, &args, &codex_env(&p, &api)), &args);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"], "{r:?}");
+    assert_eq!(p.story("1.2")["attempts_started"], Value::Null, "{r:?}");
+    assert!(r.all().contains("budget.max_tokens"), "{r:?}");
+}
+
+/// Codex's plan usage limit (`usage_limit_reached`, no retries) pauses the
+/// agent until the reset it names ("try again at 2:28 PM"), and the run
+/// resumes and lands the story without charging it an attempt.
+#[test]
+fn codex_usage_limit_pauses_until_its_reset_then_lands() {
+    let Some(cli) = clis::installed(&CODEX) else {
+        return;
+    };
+    let mut limited = false;
+    let api = FakeApi::start(move |req: &Request| {
+        if req.story().is_some() && !limited {
+            limited = true;
+            let now = now() as u64;
+            return openai::usage_limit(now + 1, now);
+        }
+        openai::work(req)
+    });
+    let p = Project::with_backlog("1.1 | First\n", CONFIG);
+    p.commit_all("backlog");
+    put_on_path(&p, &cli, "codex");
+    let args = ["run", "--agent", "codex"];
+    let r = p.run_to_end(ralph_cmd(&p, &args, &codex_env(&p, &api)), &args);
+    assert_eq!(r.code, 0, "{r:?}");
+    let failed = logged(&p, "1.1", 1)
+        .into_iter()
+        .find(|e| e["type"] == "turn.failed")
+        .expect("the CLI failed the turn");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("usage limit"),
+        "{failed}"
+    );
+    let story = p.story("1.1");
+    assert_eq!(story["status"], "done", "{story:#}");
+    assert_eq!(story["attempts"], 0, "{story:#}");
+    let outcomes: Vec<&str> = story["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["rate_limited", "done"]);
+    assert!(r.stderr.contains("usage/rate limit"), "{r:?}");
 }
