@@ -293,7 +293,7 @@ fn claude_code_stopped_while_retrying_a_429_is_not_a_failure() {
     });
     let p = Project::with_backlog(
         "1.1 | First\n",
-        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 8 } }"#,
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 12 } }"#,
     );
     p.commit_all("backlog");
     put_on_path(&p, &cli, "claude");
@@ -348,17 +348,25 @@ fn claude_code_overloaded_api_is_a_fault_not_a_failure() {
 /// Runs ralph until `state.json` records a pause of the claude agent, then
 /// stops it with Ctrl-C: (exit code, stderr).
 fn run_until_paused(p: &Project, env: &[(&str, String)]) -> (Option<i32>, String) {
+    /// A failed wait must not leave the run behind.
+    struct Run(std::process::Child);
+    impl Drop for Run {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let err = p.scratch.join("stderr");
-    let mut child = ralph_cmd(p, &["run"], env)
+    let mut run = Run(ralph_cmd(p, &["run"], env)
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
-        .unwrap();
+        .unwrap());
     wait_until("the claude agent's pause", Duration::from_secs(120), || {
-        paused_until(p).is_some() || child.try_wait().unwrap().is_some()
+        paused_until(p).is_some() || run.0.try_wait().unwrap().is_some()
     });
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    unsafe { libc::kill(run.0.id() as i32, libc::SIGINT) };
+    let status = run.0.wait().unwrap();
     let stderr = std::fs::read_to_string(&err).unwrap();
     let until = paused_until(p).expect("paused_until.claude in state.json");
     assert!(until > now(), "{until}");
