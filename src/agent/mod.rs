@@ -183,6 +183,11 @@ pub(crate) fn classify(
 ) -> Verdict {
     match exit.stopped {
         Some(StopReason::Interrupted) => return Verdict::Interrupted,
+        // The CLI was only waiting to try the API again (an API key's 429 is
+        // retried for minutes): the API, not the story, used up the time.
+        Some(StopReason::Timeout | StopReason::Idle) if summary.waiting_on_api.is_some() => {
+            return waiting_on_api(summary.waiting_on_api.flatten())
+        }
         Some(StopReason::Timeout) => {
             return Verdict::Failed {
                 reason: format!("Timeout after {timeout_secs}s"),
@@ -208,6 +213,19 @@ pub(crate) fn classify(
         if !done_here || exit.code != Some(0) {
             return Verdict::RateLimited { resets_at };
         }
+    }
+    // The CLI gave up on an overloaded or failing API (529, 5xx) after its
+    // own retries: nothing the story did.
+    if (exit.code != Some(0) || summary.is_error)
+        && !done_here
+        && summary
+            .api_error_status
+            .is_some_and(|s| (500..600).contains(&s))
+    {
+        return Verdict::Fault {
+            reason: with_detail("the model API failed".to_string(), summary),
+            kind: FaultKind::Transient,
+        };
     }
     if exit.code != Some(0) {
         let reason = match (exit.code, exit.signal) {
@@ -247,6 +265,26 @@ pub(crate) fn classify(
     Verdict::Failed {
         reason: "No completion signal in output".to_string(),
         kind: ResultKind::NoSignal,
+    }
+}
+
+/// An attempt stopped while its CLI waited to retry the API, which last
+/// answered `status`: a rate limit pauses the agent, anything else (529,
+/// 5xx, no connection) is a passing fault. Neither is the story's failure.
+fn waiting_on_api(status: Option<u64>) -> Verdict {
+    if status == Some(429) {
+        return Verdict::RateLimited { resets_at: None };
+    }
+    let why = match status {
+        Some(s) => format!("answering {s}"),
+        None => "unreachable".to_string(),
+    };
+    Verdict::Fault {
+        reason: format!(
+            "stopped while the agent's CLI was waiting to retry the model API ({why}); \
+             not the story's failure"
+        ),
+        kind: FaultKind::Transient,
     }
 }
 
@@ -377,6 +415,63 @@ mod tests {
                 kind: ResultKind::Fail
             }
         );
+    }
+
+    /// Claude Code retries an API key's 429 for minutes: a timeout that
+    /// lands in that wait is the API's, not a failed attempt.
+    #[test]
+    fn stopped_while_the_cli_waits_on_the_api_is_not_a_failure() {
+        for stop in [StopReason::Timeout, StopReason::Idle] {
+            let mut e = exit(0);
+            e.stopped = Some(stop);
+            let mut s = summary(None, None);
+            s.waiting_on_api = Some(Some(429));
+            assert_eq!(
+                classify("1.1", &e, &s, 0, 7, 600, false),
+                Verdict::RateLimited { resets_at: None }
+            );
+            for status in [Some(529), None] {
+                s.waiting_on_api = Some(status);
+                assert!(matches!(
+                    classify("1.1", &e, &s, 0, 7, 600, false),
+                    Verdict::Fault {
+                        kind: FaultKind::Transient,
+                        ..
+                    }
+                ));
+            }
+            // Working when stopped: a timeout like any other.
+            s.waiting_on_api = None;
+            assert!(matches!(
+                classify("1.1", &e, &s, 0, 7, 600, false),
+                Verdict::Failed {
+                    kind: ResultKind::Timeout,
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn an_api_that_kept_failing_is_a_fault_not_the_storys() {
+        let mut s = summary(None, None);
+        s.is_error = true;
+        s.result_text = "API Error: Repeated 529 Overloaded errors".into();
+        s.api_error_status = Some(529);
+        assert!(matches!(
+            classify("1.1", &exit(1), &s, 0, 9, 600, false),
+            Verdict::Fault { kind: FaultKind::Transient, ref reason }
+                if reason.contains("Repeated 529")
+        ));
+        // A request the API refused as bad is the attempt's own failure.
+        s.api_error_status = Some(400);
+        assert!(matches!(
+            classify("1.1", &exit(1), &s, 0, 9, 600, false),
+            Verdict::Failed {
+                kind: ResultKind::Error,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -120,6 +120,12 @@ pub(crate) struct Summary {
     pub(crate) auth_failed: bool,
     /// The CLI warned that its usage limit is near, with the window's reset.
     pub(crate) limit_warning: Option<Option<u64>>,
+    /// The last thing the CLI said was that it retries a failed API call
+    /// (with the HTTP status, when known): an attempt stopped then was
+    /// waiting on the API, not working on its story.
+    pub(crate) waiting_on_api: Option<Option<u64>>,
+    /// The HTTP status of the API error the last result reports.
+    pub(crate) api_error_status: Option<u64>,
 }
 
 /// Longest unclosed `<ralph>` tag carried across plain-text lines; past it
@@ -167,6 +173,10 @@ static LIMIT_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
     )
     .unwrap()
 });
+
+/// The HTTP status in a retry notice of a CLI that has no status field
+/// (Codex: "Reconnecting... 1/5 (last status: 429 Too Many Requests)").
+static RETRY_STATUS_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b(429|5\d\d)\b").unwrap());
 
 /// The old `Claude AI usage limit reached|<epoch>` form carries its reset time.
 static LIMIT_EPOCH_RE: LazyLock<Regex> =
@@ -417,6 +427,18 @@ impl OutputParser {
             .any(|e| matches!(e, AgentEvent::RateLimited { .. }));
         for ev in events {
             match &ev {
+                AgentEvent::ApiRetry { error, .. } => {
+                    let status = RETRY_STATUS_RE
+                        .captures(error)
+                        .and_then(|c| c[1].parse().ok());
+                    self.summary.waiting_on_api = Some(status);
+                }
+                AgentEvent::Text(_) | AgentEvent::ToolUse { .. } | AgentEvent::Result { .. } => {
+                    self.summary.waiting_on_api = None;
+                }
+                _ => {}
+            }
+            match &ev {
                 AgentEvent::Text(t) => {
                     self.tags.scan(t);
                     self.note_last_line(t);
@@ -446,6 +468,7 @@ impl OutputParser {
                     let s = &mut self.summary;
                     s.result_seen = true;
                     s.is_error = *is_error;
+                    s.api_error_status = *api_error_status;
                     s.result_text.clone_from(text);
                     s.usage += *usage;
                     if cost_usd.is_some() {
@@ -528,8 +551,17 @@ impl OutputParser {
                 if status == Some(401) || error == "authentication_failed" {
                     self.summary.auth_failed = true;
                 }
+                self.summary.waiting_on_api = Some(status);
                 if let Some(status) = status {
                     error = format!("{error} ({status})");
+                }
+                // The CLI sleeps before its next try (minutes in all under
+                // an API key's 429): say so, or the attempt looks hung.
+                if let Some(ms) = ev.get("retry_delay_ms").and_then(Value::as_f64) {
+                    error = format!(
+                        "{error}, waiting {}",
+                        crate::timefmt::human_duration(ms / 1000.0)
+                    );
                 }
                 out.push(AgentEvent::ApiRetry {
                     attempt: u64_field(ev, "attempt").unwrap_or(0),
@@ -549,6 +581,9 @@ impl OutputParser {
         let from_subagent = ev.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
         let api_error = ev.get("error").and_then(Value::as_str);
         let content = ev.pointer("/message/content").and_then(Value::as_array);
+        if content.is_some_and(|c| !c.is_empty()) {
+            self.summary.waiting_on_api = None;
+        }
         for block in content.into_iter().flatten() {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => {
@@ -1261,6 +1296,26 @@ mod tests {
     }
 
     #[test]
+    fn a_retry_is_waiting_on_the_api_until_the_cli_says_more() {
+        let mut p = OutputParser::new();
+        p.feed_line(r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":429,"error":"rate_limit"}"#);
+        p.feed_line(INIT);
+        assert_eq!(p.summary.waiting_on_api, Some(Some(429)));
+        p.feed_line(&assistant_text("Working."));
+        assert_eq!(p.summary.waiting_on_api, None);
+        p.feed_line(r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":null,"error":"unknown"}"#);
+        assert_eq!(p.finish().waiting_on_api, Some(None));
+
+        let mut p = OutputParser::for_backend(super::super::Backend::Codex);
+        p.feed_line(r#"{"type":"error","message":"Reconnecting... 1/5 (exceeded retry limit, last status: 429 Too Many Requests)"}"#);
+        assert_eq!(p.summary.waiting_on_api, Some(Some(429)));
+        p.feed_line(r#"{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}"#);
+        let s = p.finish();
+        assert_eq!(s.waiting_on_api, None);
+        assert_eq!(s.api_error_status, Some(429));
+    }
+
+    #[test]
     fn api_retry_event() {
         let mut p = OutputParser::new();
         let ev = p.feed_line(r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":615.5,"error_status":529,"error":"overloaded"}"#);
@@ -1268,7 +1323,7 @@ mod tests {
             ev,
             vec![AgentEvent::ApiRetry {
                 attempt: 2,
-                error: "overloaded (529)".into()
+                error: "overloaded (529), waiting 1s".into()
             }]
         );
         assert!(p.feed_line(INIT).is_empty());

@@ -137,6 +137,12 @@ impl Project {
         fs::write(path, content).unwrap();
     }
 
+    /// Writes a file anywhere (the scratch HOME, say), making its directories.
+    pub fn write_outside(&self, path: &Path, content: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+
     pub fn read(&self, rel: &str) -> String {
         fs::read_to_string(self.root.join(rel)).unwrap_or_default()
     }
@@ -177,9 +183,14 @@ impl Project {
     /// Runs ralph to completion. A run that hangs fails the test after
     /// five minutes instead of hanging the suite.
     pub fn ralph(&self, args: &[&str]) -> RunResult {
+        self.run_to_end(self.command(args), args)
+    }
+
+    /// Runs `cmd` (a ralph command line made by `command`, then adjusted) to
+    /// completion, with `ralph`'s five-minute guard.
+    pub fn run_to_end(&self, mut cmd: Command, args: &[&str]) -> RunResult {
         use std::io::Read;
-        let mut child = self
-            .command(args)
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,6 +1,8 @@
 //! One integration-test binary: every test runs the built `ralph` on a real
 //! git repository with a fake agent executable.
 
+mod clis;
+mod fakeapi;
 mod harness;
 
 mod compat;
@@ -9,3 +11,4 @@ mod crash;
 mod landing;
 mod malformed;
 mod parallel;
+mod realcli;
