@@ -293,7 +293,7 @@ fn claude_code_stopped_while_retrying_a_429_is_not_a_failure() {
     });
     let p = Project::with_backlog(
         "1.1 | First\n",
-        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 12 } }"#,
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 25 } }"#,
     );
     p.commit_all("backlog");
     put_on_path(&p, &cli, "claude");
