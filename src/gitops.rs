@@ -73,6 +73,17 @@ pub(crate) enum Adopted {
     Saved { refname: String },
 }
 
+/// What `commit_left_work` did with a DONE attempt's uncommitted work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LeftWork {
+    /// Nothing was left uncommitted.
+    Nothing,
+    /// Committed on the story branch: the new commit and the paths in it.
+    Committed { commit: Oid, files: Vec<String> },
+    /// The worktree's HEAD is not the story branch's tip; nothing committed.
+    OffBranch,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WorktreeInfo {
     pub(crate) name: String,
@@ -333,6 +344,18 @@ impl Git {
             }
         }
         Ok(false)
+    }
+
+    /// True when `branch`'s tip has the tree of `base`: landing it would
+    /// bring nothing (no commits, or commits that undo each other).
+    pub(crate) fn same_tree(&self, branch: &str, base: &Oid) -> Result<bool> {
+        let repo = self.repo()?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(true);
+        };
+        let base_tree = repo.find_commit(parse_oid(base)?)?.tree_id();
+        let tip_tree = repo.find_commit(b)?.tree_id();
+        Ok(tip_tree == base_tree)
     }
 
     /// True when every commit of `branch` is reachable from `target`.
@@ -1521,6 +1544,72 @@ mod tests {
             !files.contains("README") && !files.contains("target/"),
             "{files}"
         );
+    }
+
+    #[test]
+    fn commit_left_work_commits_what_git_add_all_would_minus_skipped_paths() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        let b = "ralph/story-1.1";
+        g.prepare_worktree("slot-0", &wt, b, &base).unwrap();
+        let skip = |p: &str| p == "progress.txt";
+        assert_eq!(
+            g.commit_left_work(&wt, b, "m", &skip).unwrap(),
+            LeftWork::Nothing
+        );
+        assert!(g.same_tree(b, &base).unwrap());
+        write(&wt, "a.txt", "changed\n");
+        write(&wt, "new/file.txt", "new\n");
+        write(&wt, "target/ignored", "i\n");
+        write(&wt, "progress.txt", "runtime\n");
+        std::fs::remove_file(wt.join("README")).unwrap();
+        let LeftWork::Committed { commit, files } = g
+            .commit_left_work(&wt, b, "feat(story-1.1): X", &skip)
+            .unwrap()
+        else {
+            panic!("nothing committed");
+        };
+        assert_eq!(files, vec!["README", "a.txt", "new/file.txt"]);
+        assert_eq!(tip_of(&g, b), commit, "the story branch holds it");
+        assert_eq!(
+            git(&g.workdir, &["log", "-1", "--format=%s", &commit]).trim(),
+            "feat(story-1.1): X"
+        );
+        let tree = git(&g.workdir, &["ls-tree", "-r", "--name-only", &commit]);
+        assert!(tree.contains("new/file.txt") && !tree.contains("README"));
+        assert!(!tree.contains("target/") && !tree.contains("progress.txt"));
+        // Only the skipped runtime file is left over.
+        assert_eq!(porcelain(&wt), "?? progress.txt\n");
+        assert!(!g.same_tree(b, &base).unwrap());
+    }
+
+    #[test]
+    fn commit_left_work_follows_a_detached_head_but_not_a_diverged_one() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        let b = "ralph/story-1.1";
+        g.prepare_worktree("slot-0", &wt, b, &base).unwrap();
+        git(&wt, &["checkout", "-q", "--detach"]);
+        write(&wt, "x.txt", "x\n");
+        let skip = |_: &str| false;
+        let LeftWork::Committed { commit, .. } = g.commit_left_work(&wt, b, "m", &skip).unwrap()
+        else {
+            panic!("nothing committed");
+        };
+        assert_eq!(tip_of(&g, b), commit);
+        assert_on_branch(&g, &wt, b);
+        // HEAD on a commit the branch does not have: the work is not the branch's.
+        git(&wt, &["checkout", "-q", "--detach"]);
+        write(&wt, "y.txt", "y\n");
+        commit_all(&wt, "elsewhere");
+        write(&wt, "z.txt", "z\n");
+        assert_eq!(
+            g.commit_left_work(&wt, b, "m", &skip).unwrap(),
+            LeftWork::OffBranch
+        );
+        assert_eq!(tip_of(&g, b), commit);
     }
 
     #[test]

@@ -101,6 +101,21 @@ pub(crate) fn is_runtime_path(rel_to_root: &str) -> bool {
     })
 }
 
+/// True when `repo_rel`, a path relative to the top of the repository (or
+/// of one of its worktrees), is a runtime file of the project found at
+/// `root_rel` inside it ("" when the project is the whole repository): the
+/// one rule for what ralph's checks of a checkout and its commits leave out.
+pub(crate) fn is_runtime_repo_path(repo_rel: &str, root_rel: &str) -> bool {
+    let in_project = if root_rel.is_empty() {
+        Some(repo_rel)
+    } else {
+        repo_rel
+            .strip_prefix(root_rel)
+            .and_then(|p| p.strip_prefix('/'))
+    };
+    in_project.is_some_and(is_runtime_path)
+}
+
 /// `.ralph/logs/`: one directory per story with logs.
 pub(crate) fn logs_dir(root: &Path) -> PathBuf {
     root.join(".ralph/logs")
@@ -246,6 +261,19 @@ pub(crate) fn attempt_token(tag: &str, id: &str, attempt: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtime_paths_of_a_project_inside_a_repository() {
+        assert!(is_runtime_repo_path("progress.txt", ""));
+        assert!(is_runtime_repo_path("app/progress.txt", "app"));
+        assert!(is_runtime_repo_path(
+            "app/.ralph/logs/1.1/attempt-1.log",
+            "app"
+        ));
+        assert!(!is_runtime_repo_path("progress.txt", "app"));
+        assert!(!is_runtime_repo_path("apple/progress.txt", "app"));
+        assert!(!is_runtime_repo_path("app/.ralph/config.json", "app"));
+    }
 
     #[test]
     fn runtime_paths_come_from_the_one_pattern_list() {

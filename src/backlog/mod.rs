@@ -56,6 +56,9 @@ pub(crate) struct Story {
     pub(crate) estimation: Option<String>,
     /// Frontmatter `agent`: the backend this story runs with, if not the run's.
     pub(crate) agent: Option<crate::agent::Backend>,
+    /// Frontmatter `allow_empty_done` (as `loop.allow_empty_done`, for one
+    /// story): a DONE that changed nothing lands instead of failing.
+    pub(crate) allow_empty_done: bool,
     /// prd.json only: `passes: true`.
     pub(crate) prd_passes: bool,
     /// prd.json only: the markdown rendered from description and acceptance criteria.
@@ -105,6 +108,8 @@ pub(crate) struct Frontmatter {
     pub(crate) depends_on: Vec<String>,
     /// The agent CLI this story runs with (`agent: codex`), if not the default.
     pub(crate) agent: Option<String>,
+    /// `allow_empty_done: true`: a DONE that changed nothing may land.
+    pub(crate) allow_empty_done: bool,
 }
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
@@ -273,6 +278,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
             depends_on: fm.depends_on,
             estimation: fm.estimation,
             agent,
+            allow_empty_done: fm.allow_empty_done,
             prd_passes: false,
             prd_spec: None,
         });
@@ -558,6 +564,19 @@ mod tests {
     }
 
     #[test]
+    fn allow_empty_done_is_a_boolean_frontmatter_key() {
+        assert!(!fm("---\nid: 1.1\n---\n").allow_empty_done);
+        assert!(fm("---\nallow_empty_done: true\n---\n").allow_empty_done);
+        assert!(fm("---\nallow_empty_done: \"true\"\n---\n").allow_empty_done);
+        assert!(!fm("---\nallow_empty_done: false\n---\n").allow_empty_done);
+        let p = fm_err("---\nid: 1.1\nallow_empty_done: maybe\n---\n");
+        assert_eq!(p.line, Some(3));
+        assert!(p
+            .message
+            .contains("allow_empty_done must be true or false, got maybe"));
+    }
+
+    #[test]
     fn frontmatter_forms() {
         assert_eq!(fm("# No frontmatter\nstatus: x\n"), Frontmatter::default());
         assert_eq!(fm("---\n---\nbody"), Frontmatter::default());
@@ -571,6 +590,7 @@ mod tests {
                 estimation: Some("medium".into()),
                 depends_on: vec!["2.1".into(), "2.2".into(), "2.3".into()],
                 agent: None,
+                allow_empty_done: false,
             }
         );
         assert_eq!(

@@ -325,9 +325,7 @@ fn refuse_dirty_checkout(root: &Path, git: &Git) -> Result<()> {
         format!("{root_rel}/")
     };
     let dirty = git
-        .dirty_tracked_files(&|p: &str| {
-            project::is_runtime_path(p.strip_prefix(&prefix).unwrap_or(p))
-        })
+        .dirty_tracked_files(&|p: &str| project::is_runtime_repo_path(p, &root_rel))
         .context("reading the main checkout's status")?;
     if !dirty.is_empty() {
         let list: Vec<String> = dirty.iter().take(20).map(|p| format!("  {p}")).collect();

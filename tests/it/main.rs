@@ -8,4 +8,5 @@ mod core;
 mod crash;
 mod landing;
 mod malformed;
+mod newcomer;
 mod parallel;

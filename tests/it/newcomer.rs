@@ -1,0 +1,116 @@
+//! What a newcomer trusts on the first try (issue 14): "done" means the work
+//! is on the branch, the backlog ralph runs is the one in git, a closed pipe
+//! ends a command quietly, and the project is found from anywhere inside it.
+
+use crate::harness::*;
+
+/// Regression: an agent that wrote its file, forgot to commit and said DONE
+/// got `[done]` and a landing holding only the spec's status edit; its work
+/// sat under `refs/ralph/attempts/1.1/1-uncommitted`.
+#[test]
+fn done_with_uncommitted_work_lands_that_work() {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+                      "commit": { "format": "story {{id}}: {{title}}" } }"#;
+    let p = Project::with_backlog("1.1 | Greeting\n", config);
+    p.write(".gitignore", "*.tmp\n");
+    p.commit_all("backlog");
+    p.agent(
+        r#"mkdir -p src; echo "hello from $ID" > "src/$ID.txt"; echo scratch > notes.tmp
+           echo edited >> README.md
+           done_"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1"]);
+    assert_eq!(
+        p.file_on_main("src/1.1.txt").as_deref(),
+        Some("hello from 1.1\n")
+    );
+    assert_eq!(
+        p.file_on_main("README.md").as_deref(),
+        Some("demo\nedited\n")
+    );
+    assert_eq!(p.file_on_main("notes.tmp"), None, "ignored files stay out");
+    // The story's merge commit brings the work, committed with commit.format.
+    let merge = git(
+        &p.root,
+        &[
+            "log",
+            "-1",
+            "--format=%H",
+            "--grep=^merge: story 1.1$",
+            "main",
+        ],
+    );
+    let merge = merge.trim();
+    let changed = git(
+        &p.root,
+        &["diff", "--name-only", &format!("{merge}^1"), merge],
+    );
+    assert!(changed.lines().any(|l| l == "src/1.1.txt"), "{changed}");
+    let work = git(
+        &p.root,
+        &["log", "-1", "--format=%s", &format!("{merge}^2")],
+    );
+    assert_eq!(work.trim(), "story 1.1: Greeting");
+    // The run says so, on the terminal and in ralph.log.
+    assert!(
+        r.stderr
+            .contains("[note] 1.1: the agent said DONE but left 2 files uncommitted"),
+        "{r:?}"
+    );
+    assert!(p.read("ralph.log").contains("ralph committed them"));
+    assert_eq!(p.story("1.1")["attempts_started"], 1);
+}
+
+/// Regression: an agent that said DONE and changed nothing got a landing of
+/// the status edit alone.
+#[test]
+fn done_with_no_change_fails_the_attempt() {
+    let p = Project::with_backlog("1.1 | Nothing\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    let before = p.main_subjects();
+    p.agent("done_");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let s = p.story("1.1");
+    assert_eq!(s["status"], "failed", "{s}");
+    assert_eq!(s["attempts"], 2, "retried, then failed for good: {s}");
+    for h in s["history"].as_array().unwrap() {
+        assert_eq!(h["outcome"], "fail", "{h}");
+        assert_eq!(h["reason"], "reported DONE but changed nothing", "{h}");
+    }
+    assert_eq!(p.main_subjects(), before, "nothing landed");
+    assert!(p.completed().is_empty());
+    assert!(
+        r.stderr.contains("reported DONE but changed nothing"),
+        "{r:?}"
+    );
+}
+
+/// A story that needs no change can say so: `allow_empty_done` in its spec's
+/// frontmatter, or `loop.allow_empty_done` for the whole backlog.
+#[test]
+fn an_empty_done_lands_where_allowed() {
+    let p = Project::with_backlog("1.1 | Check\n1.2 | Other\n", FAST_CONFIG);
+    p.write(
+        "specs/epic-1/story-1.1-spec.md",
+        "---\nid: \"1.1\"\nstatus: pending\nallow_empty_done: true\n---\n\nCheck it works.\n",
+    );
+    p.commit_all("backlog");
+    p.agent("done_");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1"]);
+    assert_eq!(p.story("1.2")["status"], "failed");
+
+    p.write(
+        ".ralph/config.json",
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "allow_empty_done": true } }"#,
+    );
+    p.commit_all("allow empty done");
+    p.ralph(&["reset", "1.2"]);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+}
