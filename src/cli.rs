@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::display::err;
 use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK};
 use crate::project::{self, Project};
 use crate::report::{self, GraphNode};
@@ -146,33 +147,35 @@ pub fn main() -> i32 {
 fn report_error(e: &anyhow::Error) -> i32 {
     let Some(r) = e.downcast_ref::<RalphError>() else {
         // Not the user's input: ralph itself (or its environment) failed.
-        eprintln!("error: {e:#}");
-        eprintln!("hint: nothing is lost; fix the cause and run the command again");
+        err(&format!("error: {e:#}"));
+        err("hint: nothing is lost; fix the cause and run the command again");
         return EXIT_INTERNAL;
     };
     match r {
         RalphError::BadInput(problems) => {
             for p in problems {
-                eprintln!("error: {p}");
+                err(&format!("error: {p}"));
             }
-            eprintln!(
+            err(&format!(
                 "{} problem{} found; nothing was changed",
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" }
-            );
+            ));
         }
-        other => eprintln!("error: {other}"),
+        other => err(&format!("error: {other}")),
     }
     if let Some(h) = r.hint() {
-        eprintln!("hint: {h}");
+        err(&format!("hint: {h}"));
     }
     r.exit_code()
 }
 
 fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
-    if !matches!(cmd, Command::Run(_)) {
-        // `ralph graph | head` should end quietly like any filter. Not for
-        // `run`: it writes to agents' stdin and must see EPIPE, not die.
+    if !matches!(&cmd, Command::Run(a) if !a.dry_run) {
+        // `ralph graph | head` and `ralph run -d | head` end quietly like
+        // any filter. Not a real run: it writes to agents' stdin and must
+        // see EPIPE there, and a landing must never die with a reader
+        // (`display::out`/`err` drop its own write errors instead).
         // SAFETY: restoring a default signal disposition.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);

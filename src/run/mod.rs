@@ -28,7 +28,7 @@ use std::collections::HashMap;
 
 use crate::agent::{self, Backend};
 use crate::backlog::Source;
-use crate::display::Reporter;
+use crate::display::{self, Reporter};
 use crate::error::{RalphError, EXIT_OK};
 use crate::gitops::Git;
 use crate::process;
@@ -217,7 +217,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
 
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
     for line in recover::keep_unknown_story_branches(&project, &git, &target, &state, &log)? {
-        eprintln!("{line}");
+        display::err(&line);
     }
     let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
@@ -374,7 +374,7 @@ fn finish(
     let saved = store::save_state(root, &model.state);
     looped?;
     let (summary, error, code) = transition::finish(&model, started.elapsed().as_secs_f64());
-    print!("{}", report::render_summary(&summary));
+    display::out(&report::render_summary(&summary));
     log.line(&format!(
         "run end: {} done, {} failed, {} blocked",
         summary.done,
@@ -383,7 +383,7 @@ fn finish(
     ));
     saved?;
     if let Some(e) = error {
-        eprintln!("error: {e}");
+        display::err(&format!("error: {e}"));
     }
     Ok(code)
 }

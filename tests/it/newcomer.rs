@@ -114,3 +114,80 @@ fn an_empty_done_lands_where_allowed() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed(), vec!["1.1", "1.2"]);
 }
+
+/// `ralph <args> | head -1`: reads one line, closes the pipe, and returns
+/// how ralph ended and what it said on stderr.
+fn first_line_then_close(p: &Project, args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = p
+        .command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is gone now, as `head -1` goes.
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (child.wait().unwrap(), first, stderr)
+}
+
+/// Regression: `ralph run -d | head -2` panicked on the closed pipe (exit 101).
+#[test]
+fn every_command_ends_quietly_on_a_closed_pipe() {
+    let mut queue = String::new();
+    for i in 1..=300 {
+        queue.push_str(&format!("1.{i} | A story with a title\n"));
+    }
+    let p = Project::with_backlog(&queue, FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent("done_");
+    for args in [
+        &["run", "-d"][..],
+        &["status"],
+        &["graph"],
+        &["graph", "--format", "dot"],
+        &["stories"],
+        &["validate"],
+    ] {
+        let (status, first, stderr) = first_line_then_close(&p, args);
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        assert_ne!(status.code(), Some(101), "{args:?}: {status:?} {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            status.success() || status.code().is_none(),
+            "{args:?}: {status:?} {stderr}"
+        );
+    }
+}
+
+/// A run whose reader went away (`ralph run | head -1`, a closed terminal
+/// log) still lands its work and ends as it should: a broken pipe never
+/// interrupts a landing or turns into a panic.
+#[test]
+fn a_run_with_its_output_pipes_closed_still_lands() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let mut child = p
+        .command(&["run"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.merges_of("1.2"), 1);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+}
