@@ -277,6 +277,7 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         .map(|(a, t)| (a.clone(), *t))
         .collect();
     if json {
+        warn_if_empty(&project);
         let v = serde_json::json!({
             "total": total,
             "done": done,
@@ -341,9 +342,11 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     }
     match next {
         Some(n) => println!("Next: Story {n}"),
+        None if total == 0 => {}
         None if done.len() == total => println!("[OK] All stories complete!"),
         None => {}
     }
+    warn_if_empty(&project);
     Ok(EXIT_OK)
 }
 
@@ -357,7 +360,17 @@ fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
         project.backlog.stories.len(),
         edges
     );
+    warn_if_empty(&project);
     Ok(EXIT_OK)
+}
+
+/// An empty backlog is not an error outside `run` (it refuses it), but it
+/// is never "all complete" either: say so on stderr.
+fn warn_if_empty(project: &Project) {
+    if let Some((what, hint)) = project.backlog.emptiness() {
+        err(&format!("warning: {what}"));
+        err(&format!("hint: {hint}"));
+    }
 }
 
 fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {

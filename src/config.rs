@@ -214,7 +214,7 @@ pub(crate) fn load(root: &Path) -> Result<Config, Vec<Problem>> {
     build(merged, rel, Some(&text))
 }
 
-const CONFIG_FILE: &str = ".ralph/config.json";
+pub(crate) const CONFIG_FILE: &str = ".ralph/config.json";
 
 /// serde_json appends "at line L column C"; the line already goes into the
 /// `Problem`, so repeating it would only add noise.

@@ -73,6 +73,19 @@ pub(crate) enum Adopted {
     Saved { refname: String },
 }
 
+/// How a file of the main checkout differs from what is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotCommitted {
+    /// Not in git at all.
+    Untracked,
+    /// Not in git, and `.gitignore` (or an exclude file) ignores it.
+    Ignored,
+    /// Added to the index but never committed.
+    Staged,
+    /// Committed, with changes since (staged or not).
+    Modified,
+}
+
 /// What `commit_left_work` did with a DONE attempt's uncommitted work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LeftWork {
@@ -289,6 +302,30 @@ impl Git {
         }
         out.sort();
         out.dedup();
+        Ok(out)
+    }
+
+    /// The files among `paths` (repository-relative) whose content on disk
+    /// is not what HEAD holds, with how; committed files are left out.
+    pub(crate) fn not_committed(&self, paths: &[String]) -> Result<Vec<(String, NotCommitted)>> {
+        use git2::Status;
+        let repo = self.repo()?;
+        let mut out = Vec::new();
+        for p in paths {
+            let st = repo.status_file(Path::new(p))?;
+            let how = if st.contains(Status::IGNORED) {
+                NotCommitted::Ignored
+            } else if st.contains(Status::WT_NEW) {
+                NotCommitted::Untracked
+            } else if st.contains(Status::INDEX_NEW) {
+                NotCommitted::Staged
+            } else if st.is_empty() {
+                continue;
+            } else {
+                NotCommitted::Modified
+            };
+            out.push((p.clone(), how));
+        }
         Ok(out)
     }
 
@@ -1543,6 +1580,30 @@ mod tests {
         assert!(
             !files.contains("README") && !files.contains("target/"),
             "{files}"
+        );
+    }
+
+    #[test]
+    fn not_committed_says_how_each_file_differs_from_head() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        write(dir, "new.md", "n\n");
+        write(dir, "target/spec.md", "i\n");
+        write(dir, "staged.md", "s\n");
+        git(dir, &["add", "staged.md"]);
+        write(dir, "a.txt", "edited\n");
+        let paths: Vec<String> = ["README", "new.md", "target/spec.md", "staged.md", "a.txt"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            g.not_committed(&paths).unwrap(),
+            vec![
+                ("new.md".to_string(), NotCommitted::Untracked),
+                ("target/spec.md".to_string(), NotCommitted::Ignored),
+                ("staged.md".to_string(), NotCommitted::Staged),
+                ("a.txt".to_string(), NotCommitted::Modified),
+            ]
         );
     }
 

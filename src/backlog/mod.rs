@@ -79,6 +79,58 @@ impl Backlog {
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.stories.iter().position(|s| s.id == id)
     }
+
+    /// The file the stories come from, relative to the project root.
+    pub(crate) fn source_file(&self) -> &'static str {
+        match self.source {
+            Source::StoriesTxt => QUEUE_FILE,
+            Source::Prd { .. } => PRD_FILE,
+        }
+    }
+
+    /// Every file of the project this backlog was read from, relative to
+    /// the project root: the config, the queue or prd.json, the prompt
+    /// template, each story's spec. Those that exist must be committed for
+    /// agents' worktrees to hold the backlog they are given.
+    pub(crate) fn files(&self, root: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = [
+            crate::config::CONFIG_FILE,
+            self.source_file(),
+            crate::prompt::TEMPLATE_FILE,
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| root.join(p).is_file())
+        .collect();
+        out.extend(self.stories.iter().filter_map(|s| s.spec_path.clone()));
+        out
+    }
+
+    /// When the backlog has no story: what is wrong, and what to do
+    /// (`run` refuses it; `validate` and `status` warn).
+    pub(crate) fn emptiness(&self) -> Option<(String, String)> {
+        if !self.stories.is_empty() {
+            return None;
+        }
+        let file = self.source_file();
+        let skipped = match self.skipped.len() {
+            0 => String::new(),
+            n => format!(" ({n} skipped with `x `)"),
+        };
+        let hint = match self.source {
+            Source::StoriesTxt => {
+                "add `ID | Title` lines to .ralph/stories.txt, a spec for each under specs/ \
+                 (specs.pattern), commit them, then run again"
+            }
+            Source::Prd { .. } => {
+                "add stories to the userStories array of prd.json, commit it, then run again"
+            }
+        };
+        Some((
+            format!("the backlog is empty: {file} lists no story to run{skipped}"),
+            hint.to_string(),
+        ))
+    }
 }
 
 /// One story line of stories.txt before spec lookup.

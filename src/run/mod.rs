@@ -30,7 +30,7 @@ use crate::agent::{self, Backend};
 use crate::backlog::Source;
 use crate::display::{self, Reporter};
 use crate::error::{RalphError, EXIT_OK};
-use crate::gitops::Git;
+use crate::gitops::{Git, NotCommitted};
 use crate::process;
 use crate::project::{self, Project, RUNTIME_PATTERNS};
 use crate::report;
@@ -143,6 +143,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let root = &root.canonicalize()?;
     let project = project::load(root).map_err(RalphError::BadInput)?;
     let backlog = &project.backlog;
+    if let Some((what, hint)) = backlog.emptiness() {
+        return Err(RalphError::usage(what).with_hint(hint).into());
+    }
     for (flag, id) in [("-s", &opts.story), ("-r", &opts.resume)] {
         if let Some(id) = id {
             if backlog.index_of(id).is_none() {
@@ -157,10 +160,6 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     if opts.timeout == Some(0) {
         return Err(RalphError::usage("-t must be a positive number of seconds").into());
     }
-    if opts.dry_run {
-        return dry_run(&project, &opts);
-    }
-
     let git = Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
     let target = target_branch(&project, &git)?;
     if let Some(wt) = git
@@ -186,6 +185,14 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         })?,
     };
     let agents = resolve_agents(&project, backend)?;
+    if opts.dry_run {
+        // A dry run refuses what the run would refuse, but recovers nothing:
+        // a landing a killed run cut short may show as a spec's edit.
+        if !project::landing_intent_path(root).exists() {
+            refuse_uncommitted_backlog(&project, &git, &target)?;
+        }
+        return dry_run(&project, &opts);
+    }
 
     let lock = take_run_lock(root, "before running")?;
     let log = TechLog::new(Some(
@@ -213,6 +220,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // dealt with before the checkout is judged: they are ours, not the user's.
     process::set_shell_token_prefix(&tag);
     recover::recover_processes_and_git(root, &git, &target, &tag, &log)?;
+    refuse_uncommitted_backlog(&project, &git, &target)?;
     refuse_dirty_checkout(root, &git)?;
 
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
@@ -313,6 +321,99 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     );
     drop(lock);
     code
+}
+
+/// Agents work in worktrees made from the target branch, and a landing
+/// edits the spec there: a backlog file that is not committed is not the
+/// backlog they get. Names each such file and the command that commits them.
+fn refuse_uncommitted_backlog(project: &Project, git: &Git, target: &str) -> Result<()> {
+    let root = &project.root;
+    let root_rel = git.rel_path(root).unwrap_or_default();
+    let mut in_project = Vec::new();
+    let mut in_repo = Vec::new();
+    for p in project.backlog.files(root) {
+        let Some(repo_rel) = git.rel_path(&root.join(&p)) else {
+            continue;
+        };
+        if !project::is_runtime_repo_path(&repo_rel, &root_rel) {
+            in_project.push(p.display().to_string());
+            in_repo.push(repo_rel);
+        }
+    }
+    let bad = git
+        .not_committed(&in_repo)
+        .context("reading the main checkout's status")?;
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let mut listed = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    // `git add` wants `-f` for an ignored file.
+    let force = bad.iter().any(|(_, how)| *how == NotCommitted::Ignored);
+    for (repo_rel, how) in &bad {
+        let i = in_repo.iter().position(|r| r == repo_rel).unwrap_or(0);
+        let name = in_project[i].clone();
+        let how = match how {
+            NotCommitted::Untracked => "untracked",
+            NotCommitted::Ignored => "ignored by git",
+            NotCommitted::Staged => "added, never committed",
+            NotCommitted::Modified => "changed since the last commit",
+        };
+        listed.push(format!("  {name} ({how})"));
+        names.push(name);
+    }
+    let more = listed.len().saturating_sub(20);
+    listed.truncate(20);
+    if more > 0 {
+        listed.push(format!("  ... and {more} more"));
+    }
+    // A long list of specs is committed by naming their top directories.
+    if names.len() > 20 {
+        let specs: Vec<String> = project
+            .backlog
+            .stories
+            .iter()
+            .filter_map(|s| s.spec_path.as_ref().map(|p| p.display().to_string()))
+            .collect();
+        let mut short: Vec<String> = Vec::new();
+        for n in names {
+            let n = if specs.contains(&n) {
+                n.split('/').next().unwrap_or(&n).to_string()
+            } else {
+                n
+            };
+            if !short.contains(&n) {
+                short.push(n);
+            }
+        }
+        names = short;
+    }
+    let here = std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .is_ok_and(|d| d == *root);
+    let git_cmd = if here {
+        "git".to_string()
+    } else {
+        format!(
+            "git -C {}",
+            crate::prompt::shell_quote(&root.display().to_string())
+        )
+    };
+    let quoted: Vec<String> = names
+        .iter()
+        .map(|n| crate::prompt::shell_quote(n))
+        .collect();
+    Err(RalphError::usage(format!(
+        "the backlog is not committed: agents work in worktrees made from {target}, which \
+         would lack these files or hold other versions of them:\n{}",
+        listed.join("\n")
+    ))
+    .with_hint(format!(
+        "commit them: {git_cmd} add{} -- {} && {git_cmd} commit -m \"Add the ralph backlog\"",
+        if force { " -f" } else { "" },
+        quoted.join(" ")
+    ))
+    .into())
 }
 
 /// The dirty-checkout check: tracked files with local changes could be

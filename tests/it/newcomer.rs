@@ -191,3 +191,130 @@ fn a_run_with_its_output_pipes_closed_still_lands() {
     assert_eq!(p.merges_of("1.2"), 1);
     assert_eq!(p.completed(), vec!["1.1", "1.2"]);
 }
+
+/// The `hint:` line's command after "commit them: ".
+fn commit_command(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("hint: commit them: "))
+        .unwrap_or_else(|| panic!("no commit hint in {stderr}"))
+        .to_string()
+}
+
+/// Regression: `ralph run` ran a backlog whose `.ralph/` and specs were never
+/// committed, without a word; agents' worktrees (made from the target) lacked
+/// them.
+#[test]
+fn an_uncommitted_backlog_is_refused_with_the_command_that_commits_it() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    git(&p.root, &["add", "README.md"]);
+    git(&p.root, &["commit", "-qm", "the code, not the backlog"]);
+    p.agent(r#"echo called >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    let before = p.main_subjects();
+    for args in [&["run"][..], &["run", "-d"]] {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        for f in [
+            ".ralph/config.json (untracked)",
+            ".ralph/stories.txt (untracked)",
+            "specs/epic-1/story-1.1-spec.md (untracked)",
+            "specs/epic-1/story-1.2-spec.md (untracked)",
+        ] {
+            assert!(r.stderr.contains(f), "{f} not named: {r:?}");
+        }
+    }
+    assert!(!p.scratch.join("calls").exists(), "no agent ran");
+    assert_eq!(p.main_subjects(), before);
+
+    // The command the hint gives does the job, from where the user is.
+    let r = p.ralph(&["run"]);
+    let cmd = commit_command(&r.stderr);
+    git(&p.root, &["config", "commit.gpgsign", "false"]);
+    let out = std::process::Command::new("bash")
+        .args(["-c", &cmd])
+        .current_dir(&p.root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{cmd}: {out:?}");
+
+    // A spec changed since, or a spec git ignores, is refused as well.
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\n---\nDo B, better.\n",
+    );
+    p.write(".gitignore", "specs/epic-1/story-1.1-spec.md\n");
+    git(
+        &p.root,
+        &["rm", "-q", "--cached", "specs/epic-1/story-1.1-spec.md"],
+    );
+    git(&p.root, &["add", ".gitignore"]);
+    git(&p.root, &["commit", "-qm", "ignore a spec"]);
+    let r = p
+        .command(&["run"])
+        .current_dir(p.root.join("specs"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("specs/epic-1/story-1.1-spec.md (ignored by git)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("specs/epic-1/story-1.2-spec.md (changed since the last commit)"),
+        "{stderr}"
+    );
+    let cmd = commit_command(&stderr);
+    assert!(
+        cmd.starts_with("git -C ") && cmd.contains(" add -f -- "),
+        "{cmd}"
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &cmd])
+        .current_dir(p.root.join("specs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{cmd}: {out:?}");
+
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert!(p
+        .file_on_main("specs/epic-1/story-1.2-spec.md")
+        .unwrap()
+        .contains("better"));
+}
+
+/// Regression: an empty backlog reported success (`[OK] All stories
+/// complete!`, `ok: 0 stories`).
+#[test]
+fn an_empty_backlog_is_an_error_for_run_and_a_warning_elsewhere() {
+    let p = Project::with_backlog("# nothing yet\nx 1.1 | Deferred\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent("done_");
+    for args in [&["run"][..], &["run", "-d"]] {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains(
+                "error: the backlog is empty: .ralph/stories.txt lists no story to run \
+                 (1 skipped with `x `)"
+            ),
+            "{r:?}"
+        );
+        assert!(r.stderr.contains("hint: add `ID | Title` lines"), "{r:?}");
+    }
+    assert!(!p.root.join(".ralph/state.json").exists());
+    for args in [&["validate"][..], &["status"], &["status", "--json"]] {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("warning: the backlog is empty"),
+            "{args:?}: {r:?}"
+        );
+        assert!(
+            !r.stdout.contains("All stories complete"),
+            "{args:?}: {r:?}"
+        );
+    }
+}
