@@ -33,7 +33,9 @@ Exit codes:
     after_help = EXIT_CODES_HELP
 )]
 pub(crate) struct Cli {
-    /// Project root (the directory holding .ralph/ or prd.json)
+    /// Run as if ralph was started in DIR, like `git -C`: the project is the
+    /// nearest directory at or above it holding .ralph/ or prd.json (never
+    /// above the top of its git work tree); `init` makes one in DIR
     #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -129,17 +131,58 @@ pub fn main() -> i32 {
             };
         }
     };
-    let start = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let start = start.canonicalize().unwrap_or(start);
-    // Like git, commands work from anywhere inside the project; `init`
-    // makes one where it is asked to.
-    let root = match cli.command {
-        Command::Init => start,
-        _ => project::find_root(&start),
+    let root = match project_root(cli.dir.as_deref(), matches!(cli.command, Command::Init)) {
+        Ok(r) => r,
+        Err(e) => return report_error(&e),
     };
     match dispatch(cli.command, &root) {
         Ok(code) => code,
         Err(e) => report_error(&e),
+    }
+}
+
+/// Like git, commands work from anywhere inside the project (`-C DIR` as
+/// if started there); `init` makes one where it is asked to, never inside
+/// another.
+fn project_root(dir: Option<&Path>, init: bool) -> anyhow::Result<PathBuf> {
+    let start = match dir {
+        None => std::env::current_dir()?,
+        Some(d) => d.canonicalize().map_err(|e| {
+            RalphError::usage(format!("-C {}: {e}", d.display()))
+                .with_hint("give -C a directory that exists")
+        })?,
+    };
+    let start = start.canonicalize().unwrap_or(start);
+    match (project::find_root(&start), init) {
+        (Ok(root), false) => Ok(root),
+        (Err(_), true) => Ok(start),
+        (Ok(root), true) => {
+            let marker = project::project_marker(&root).unwrap_or_else(|| root.join(".ralph"));
+            Err(RalphError::usage(format!(
+                "{} is already a ralph project ({}); `init` makes nothing inside one",
+                root.display(),
+                marker.display()
+            ))
+            .with_hint(
+                "ralph commands work from anywhere inside it; to start a separate project, run \
+                 `ralph init` outside it",
+            )
+            .into())
+        }
+        (Err(top), false) => Err(RalphError::usage(format!(
+            "no ralph project here: no .ralph/ or prd.json in {} or above it{}",
+            start.display(),
+            if top == start {
+                String::new()
+            } else {
+                format!(" up to {}", top.display())
+            }
+        ))
+        .with_hint(
+            "run `ralph init` where the project should live (the top of the repository, \
+             usually), or point at one with -C DIR",
+        )
+        .into()),
     }
 }
 
@@ -496,11 +539,9 @@ fn cmd_init(root: &Path) -> anyhow::Result<i32> {
         }
         made.push(".gitignore (runtime paths)".into());
     }
-    if made.is_empty() {
-        println!("Already initialised: nothing changed.");
-    } else {
-        println!("Created: {}", made.join(", "));
-        println!("Next: add stories to .ralph/stories.txt and specs under specs/, commit, then `ralph run`.");
-    }
+    println!("Created: {}", made.join(", "));
+    println!(
+        "Next: add stories to .ralph/stories.txt and specs under specs/, commit, then `ralph run`."
+    );
     Ok(EXIT_OK)
 }

@@ -318,3 +318,104 @@ fn an_empty_backlog_is_an_error_for_run_and_a_warning_elsewhere() {
         );
     }
 }
+
+/// Commands act on the project from any directory inside it, as git does,
+/// or from anywhere with `-C DIR`; a `.ralph/` above the repository is not
+/// its project.
+#[test]
+fn commands_from_a_subdirectory_act_on_the_project() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.write("src/deep/keep.txt", "x\n");
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let deep = p.root.join("src/deep");
+    let in_dir = |dir: &std::path::Path, args: &[&str]| {
+        let out = p.command(args).current_dir(dir).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = in_dir(&deep, &["validate"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("ok: 2 stories"), "{out}");
+    let (code, out, _) = in_dir(&deep, &["stories"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("1.2 | B"), "{out}");
+    let (code, out, err) = in_dir(&deep, &["run", "-s", "1.1"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    let (_, out, _) = in_dir(&deep, &["graph", "--format", "mermaid"]);
+    assert!(out.contains("1.1") && out.contains("1.2"), "{out}");
+    // -C: as if started there.
+    let (code, out, err) = in_dir(
+        &p.scratch,
+        &["-C", deep.to_str().unwrap(), "status", "--json"],
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["done"], serde_json::json!(["1.1"]));
+    let (code, _, err) = in_dir(&p.scratch, &["-C", "no/such/dir", "status"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("-C no/such/dir"), "{err}");
+    assert!(!deep.join(".ralph").exists() && !p.scratch.join(".ralph").exists());
+
+    // A repository below a stray .ralph/ (in a home directory, say) is no
+    // project until it has its own.
+    let outer = p.tmp.path().join("home");
+    std::fs::create_dir_all(outer.join(".ralph")).unwrap();
+    let repo = outer.join("code/repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    let (code, _, err) = in_dir(&repo.join("src"), &["status"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no ralph project here"), "{err}");
+    assert!(err.contains(&format!("up to {}", repo.display())), "{err}");
+    assert!(err.contains("hint: run `ralph init`"), "{err}");
+}
+
+/// Regression: `ralph init` in a subdirectory of a project made a nested
+/// `.ralph/`.
+#[test]
+fn init_inside_a_project_refuses() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.write("src/deep/keep.txt", "x\n");
+    p.commit_all("backlog");
+    let before = p.snapshot();
+    for dir in [p.root.clone(), p.root.join("src/deep")] {
+        let out = p.command(&["init"]).current_dir(&dir).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", dir.display());
+        assert!(
+            err.contains(&format!("({}/.ralph)", p.root.display())),
+            "{err}"
+        );
+    }
+    assert_eq!(p.snapshot(), before, "nothing was made");
+
+    // A prd.json project is a project too.
+    let q = Project::new();
+    q.write("prd.json", r#"{ "userStories": [] }"#);
+    let r = q.ralph(&["init"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("prd.json"), "{r:?}");
+    assert!(!q.root.join(".ralph").exists());
+}
+
+/// Regression: `run -d` passed outside git and without the agent installed;
+/// it refuses what the run would refuse.
+#[test]
+fn a_dry_run_checks_what_the_run_needs() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    let r = p.ralph(&["run", "-d"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("'claude' was not found on PATH"), "{r:?}");
+    p.agent("done_");
+    assert_eq!(p.ralph(&["run", "-d"]).code, 0);
+    std::fs::remove_dir_all(p.root.join(".git")).unwrap();
+    let r = p.ralph(&["run", "-d"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("not inside a git repository"), "{r:?}");
+}
