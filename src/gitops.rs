@@ -1646,6 +1646,41 @@ mod tests {
     }
 
     #[test]
+    fn commit_left_work_finishes_a_merge_the_agent_resolved() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        let base = tip_of(&g, "main");
+        git(dir, &["checkout", "-q", "-b", "other"]);
+        write(dir, "a.txt", "one\nTWO\nthree\n");
+        let other = commit_all(dir, "other");
+        git(dir, &["checkout", "-q", "main"]);
+        let wt = wt_path(&g, "slot-0");
+        let b = "ralph/story-1.1";
+        g.prepare_worktree("slot-0", &wt, b, &base).unwrap();
+        write(&wt, "a.txt", "one\n2\nthree\n");
+        commit_all(&wt, "mine");
+        let out = Command::new("git")
+            .args(["merge", "-q", "--no-commit", "other"])
+            .current_dir(&wt)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the merge conflicts");
+        // Resolved on disk, never added nor committed.
+        write(&wt, "a.txt", "one\nTWO 2\nthree\n");
+        let LeftWork::Committed { commit, files } =
+            g.commit_left_work(&wt, b, "m", &|_: &str| false).unwrap()
+        else {
+            panic!("nothing committed");
+        };
+        assert_eq!(files, vec!["a.txt"]);
+        let parents = git(&g.workdir, &["log", "-1", "--format=%P", &commit]);
+        assert!(parents.trim().ends_with(&other), "{parents}");
+        assert_eq!(parents.split_whitespace().count(), 2);
+        assert!(!g.git_dir.join("worktrees/slot-0/MERGE_HEAD").exists());
+        assert_eq!(porcelain(&wt), "");
+    }
+
+    #[test]
     fn commit_left_work_follows_a_detached_head_but_not_a_diverged_one() {
         let (_tmp, g) = fixture();
         let base = tip_of(&g, "main");

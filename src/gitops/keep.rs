@@ -94,7 +94,14 @@ impl Git {
         message: &str,
         skip: &dyn Fn(&str) -> bool,
     ) -> Result<LeftWork> {
-        let wrepo = git2::Repository::open(path)?;
+        let mut wrepo = git2::Repository::open(path)?;
+        // A merge the agent resolved but did not commit keeps its parents.
+        let mut merged = Vec::new();
+        let _ = wrepo.mergehead_foreach(|o| {
+            merged.push(*o);
+            true
+        });
+        let wrepo = wrepo;
         let refname = branch_ref(branch)?;
         let Some(tip) = tip(&wrepo, branch)? else {
             return Ok(LeftWork::OffBranch);
@@ -150,11 +157,19 @@ impl Git {
         if head_ref.symbolic_target()? != Some(refname.as_str()) {
             wrepo.set_head(&refname)?;
         }
+        let others = merged
+            .iter()
+            .map(|o| wrepo.find_commit(*o))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let parents: Vec<&git2::Commit<'_>> = std::iter::once(&parent).chain(&others).collect();
         let tree = wrepo.find_tree(tree_id)?;
         let sig = signature(&wrepo)?;
         // Through HEAD, libgit2 moves the branch only if it is still at
         // `parent`: a compare-and-swap.
-        let oid = wrepo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?;
+        let oid = wrepo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)?;
+        if !merged.is_empty() {
+            wrepo.cleanup_state()?;
+        }
         staged.sort();
         Ok(LeftWork::Committed {
             commit: oid.to_string(),
