@@ -329,44 +329,44 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
 fn refuse_uncommitted_backlog(project: &Project, git: &Git, target: &str) -> Result<()> {
     let root = &project.root;
     let root_rel = git.rel_path(root).unwrap_or_default();
-    let mut in_project = Vec::new();
-    let mut in_repo = Vec::new();
-    for p in project.backlog.files(root) {
-        let Some(repo_rel) = git.rel_path(&root.join(&p)) else {
-            continue;
-        };
-        if !project::is_runtime_repo_path(&repo_rel, &root_rel) {
-            in_project.push(p.display().to_string());
-            in_repo.push(repo_rel);
-        }
-    }
+    // (as the user names it, from the project root; as git names it)
+    let files: Vec<(String, String)> = project
+        .backlog
+        .files(root)
+        .into_iter()
+        .filter_map(|p| Some((p.display().to_string(), git.rel_path(&root.join(&p))?)))
+        .filter(|(_, in_repo)| !project::is_runtime_repo_path(in_repo, &root_rel))
+        .collect();
+    let in_repo: Vec<String> = files.iter().map(|(_, r)| r.clone()).collect();
     let bad = git
         .not_committed(&in_repo)
         .context("reading the main checkout's status")?;
     if bad.is_empty() {
         return Ok(());
     }
-    let mut listed = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    // `git add` wants `-f` for an ignored file.
-    let force = bad.iter().any(|(_, how)| *how == NotCommitted::Ignored);
-    for (repo_rel, how) in &bad {
-        let i = in_repo.iter().position(|r| r == repo_rel).unwrap_or(0);
-        let name = in_project[i].clone();
-        let how = match how {
-            NotCommitted::Untracked => "untracked",
-            NotCommitted::Ignored => "ignored by git",
-            NotCommitted::Staged => "added, never committed",
-            NotCommitted::Modified => "changed since the last commit",
-        };
-        listed.push(format!("  {name} ({how})"));
-        names.push(name);
+    let shown = |repo_rel: &str| {
+        files
+            .iter()
+            .find(|(_, r)| r == repo_rel)
+            .map_or(repo_rel.to_string(), |(p, _)| p.clone())
+    };
+    let mut listed: Vec<String> = bad
+        .iter()
+        .take(20)
+        .map(|(r, how)| {
+            let how = match how {
+                NotCommitted::Untracked => "untracked",
+                NotCommitted::Ignored => "ignored by git",
+                NotCommitted::Staged => "added, never committed",
+                NotCommitted::Modified => "changed since the last commit",
+            };
+            format!("  {} ({how})", shown(r))
+        })
+        .collect();
+    if bad.len() > 20 {
+        listed.push(format!("  ... and {} more", bad.len() - 20));
     }
-    let more = listed.len().saturating_sub(20);
-    listed.truncate(20);
-    if more > 0 {
-        listed.push(format!("  ... and {more} more"));
-    }
+    let mut names: Vec<String> = bad.iter().map(|(r, _)| shown(r)).collect();
     // A long list of specs is committed by naming their top directories.
     if names.len() > 20 {
         let specs: Vec<String> = project
@@ -377,10 +377,9 @@ fn refuse_uncommitted_backlog(project: &Project, git: &Git, target: &str) -> Res
             .collect();
         let mut short: Vec<String> = Vec::new();
         for n in names {
-            let n = if specs.contains(&n) {
-                n.split('/').next().unwrap_or(&n).to_string()
-            } else {
-                n
+            let n = match n.split_once('/') {
+                Some((top, _)) if specs.contains(&n) => top.to_string(),
+                _ => n,
             };
             if !short.contains(&n) {
                 short.push(n);
@@ -388,6 +387,8 @@ fn refuse_uncommitted_backlog(project: &Project, git: &Git, target: &str) -> Res
         }
         names = short;
     }
+    // `git add` wants `-f` for an ignored file.
+    let force = bad.iter().any(|(_, how)| *how == NotCommitted::Ignored);
     let here = std::env::current_dir()
         .and_then(|d| d.canonicalize())
         .is_ok_and(|d| d == *root);

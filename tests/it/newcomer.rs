@@ -419,3 +419,25 @@ fn a_dry_run_checks_what_the_run_needs() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("not inside a git repository"), "{r:?}");
 }
+
+/// Many uncommitted specs: the list is cut at 20 lines, and the command
+/// names their directory instead of each file.
+#[test]
+fn a_long_uncommitted_backlog_is_committed_by_directory() {
+    let mut queue = String::new();
+    for i in 1..=30 {
+        queue.push_str(&format!("2.{i} | Story {i}\n"));
+    }
+    let p = Project::with_backlog(&queue, FAST_CONFIG);
+    git(&p.root, &["add", "README.md"]);
+    git(&p.root, &["commit", "-qm", "code"]);
+    p.agent("done_");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("  ... and 12 more"), "{r:?}");
+    let cmd = commit_command(&r.stderr);
+    assert_eq!(
+        cmd,
+        "git add -- .ralph/config.json .ralph/stories.txt specs && git commit -m \"Add the ralph backlog\""
+    );
+}
