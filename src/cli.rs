@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::display::err;
 use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK};
 use crate::project::{self, Project};
 use crate::report::{self, GraphNode};
@@ -32,7 +33,9 @@ Exit codes:
     after_help = EXIT_CODES_HELP
 )]
 pub(crate) struct Cli {
-    /// Project root (the directory holding .ralph/ or prd.json)
+    /// Run as if ralph was started in DIR, like `git -C`: the project is the
+    /// nearest directory at or above it holding .ralph/ or prd.json (never
+    /// above the top of its git work tree); `init` makes one in DIR
     #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -138,13 +141,9 @@ pub fn main() -> i32 {
             };
         }
     };
-    let start = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let start = start.canonicalize().unwrap_or(start);
-    // Like git, commands work from anywhere inside the project; `init`
-    // makes one where it is asked to.
-    let root = match cli.command {
-        Command::Init => start,
-        _ => project::find_root(&start),
+    let root = match project_root(cli.dir.as_deref(), matches!(cli.command, Command::Init)) {
+        Ok(r) => r,
+        Err(e) => return report_error(&e),
     };
     match dispatch(cli.command, &root) {
         Ok(code) => code,
@@ -152,37 +151,84 @@ pub fn main() -> i32 {
     }
 }
 
+/// Like git, commands work from anywhere inside the project (`-C DIR` as
+/// if started there); `init` makes one where it is asked to, never inside
+/// another.
+fn project_root(dir: Option<&Path>, init: bool) -> anyhow::Result<PathBuf> {
+    let start = match dir {
+        None => std::env::current_dir()?,
+        Some(d) => d.canonicalize().map_err(|e| {
+            RalphError::usage(format!("-C {}: {e}", d.display()))
+                .with_hint("give -C a directory that exists")
+        })?,
+    };
+    let start = start.canonicalize().unwrap_or(start);
+    match (project::find_root(&start), init) {
+        (Ok(root), false) => Ok(root),
+        (Err(_), true) => Ok(start),
+        (Ok(root), true) => {
+            let marker = project::project_marker(&root).unwrap_or_else(|| root.join(".ralph"));
+            Err(RalphError::usage(format!(
+                "{} is already a ralph project ({}); `init` makes nothing inside one",
+                root.display(),
+                marker.display()
+            ))
+            .with_hint(
+                "ralph commands work from anywhere inside it; to start a separate project, run \
+                 `ralph init` outside it",
+            )
+            .into())
+        }
+        (Err(top), false) => Err(RalphError::usage(format!(
+            "no ralph project here: no .ralph/ or prd.json in {} or above it{}",
+            start.display(),
+            if top == start {
+                String::new()
+            } else {
+                format!(" up to {}", top.display())
+            }
+        ))
+        .with_hint(
+            "run `ralph init` where the project should live (the top of the repository, \
+             usually), or point at one with -C DIR",
+        )
+        .into()),
+    }
+}
+
 /// Prints `e` (with its hint on a line of its own) and returns its exit code.
 fn report_error(e: &anyhow::Error) -> i32 {
     let Some(r) = e.downcast_ref::<RalphError>() else {
         // Not the user's input: ralph itself (or its environment) failed.
-        eprintln!("error: {e:#}");
-        eprintln!("hint: nothing is lost; fix the cause and run the command again");
+        err(&format!("error: {e:#}"));
+        err("hint: nothing is lost; fix the cause and run the command again");
         return EXIT_INTERNAL;
     };
     match r {
         RalphError::BadInput(problems) => {
             for p in problems {
-                eprintln!("error: {p}");
+                err(&format!("error: {p}"));
             }
-            eprintln!(
+            err(&format!(
                 "{} problem{} found; nothing was changed",
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" }
-            );
+            ));
         }
-        other => eprintln!("error: {other}"),
+        other => err(&format!("error: {other}")),
     }
     if let Some(h) = r.hint() {
-        eprintln!("hint: {h}");
+        err(&format!("hint: {h}"));
     }
     r.exit_code()
 }
 
 fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
-    if !matches!(cmd, Command::Run(_)) {
-        // `ralph graph | head` should end quietly like any filter. Not for
-        // `run`: it writes to agents' stdin and must see EPIPE, not die.
+    if !matches!(&cmd, Command::Run(a) if !a.dry_run) {
+        // `ralph graph | head` and `ralph run -d | head` end quietly like
+        // any filter. Not a real run: it writes to agents' stdin and must
+        // see EPIPE there, and a landing must never die with a reader
+        // (`display::out`/`err` drop its own write errors instead).
         // SAFETY: restoring a default signal disposition.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -306,6 +352,7 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         .map(|(a, t)| (a.clone(), *t))
         .collect();
     if json {
+        warn_if_empty(&project);
         let v = serde_json::json!({
             "total": total,
             "done": done,
@@ -370,9 +417,11 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     }
     match next {
         Some(n) => println!("Next: Story {n}"),
+        None if total == 0 => {}
         None if done.len() == total => println!("[OK] All stories complete!"),
         None => {}
     }
+    warn_if_empty(&project);
     Ok(EXIT_OK)
 }
 
@@ -392,7 +441,17 @@ fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
         project.backlog.stories.len(),
         edges
     );
+    warn_if_empty(&project);
     Ok(EXIT_OK)
+}
+
+/// An empty backlog is not an error outside `run` (it refuses it), but it
+/// is never "all complete" either: say so on stderr.
+fn warn_if_empty(project: &Project) {
+    if let Some((what, hint)) = project.backlog.emptiness() {
+        err(&format!("warning: {what}"));
+        err(&format!("hint: {hint}"));
+    }
 }
 
 fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
@@ -518,11 +577,9 @@ fn cmd_init(root: &Path) -> anyhow::Result<i32> {
         }
         made.push(".gitignore (runtime paths)".into());
     }
-    if made.is_empty() {
-        println!("Already initialised: nothing changed.");
-    } else {
-        println!("Created: {}", made.join(", "));
-        println!("Next: add stories to .ralph/stories.txt and specs under specs/, commit, then `ralph run`.");
-    }
+    println!("Created: {}", made.join(", "));
+    println!(
+        "Next: add stories to .ralph/stories.txt and specs under specs/, commit, then `ralph run`."
+    );
     Ok(EXIT_OK)
 }

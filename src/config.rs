@@ -82,6 +82,10 @@ pub(crate) struct Config {
     pub(crate) hooks: Hooks,
     /// `loop.grace_seconds` (default 10): SIGTERM → SIGKILL grace period.
     pub(crate) grace_secs: u64,
+    /// `loop.allow_empty_done` (default false): a DONE that changed nothing
+    /// lands (as the status edit alone) instead of failing the attempt. A
+    /// spec's frontmatter `allow_empty_done: true` allows it for one story.
+    pub(crate) allow_empty_done: bool,
 }
 
 pub(crate) const DEFAULT_AGENT_FLAGS: &[&str] = &[
@@ -106,7 +110,8 @@ pub(crate) fn defaults() -> Value {
             "timeout_seconds": 1800,
             "max_retries": 3,
             "grace_seconds": 10,
-            "idle_timeout_seconds": 600
+            "idle_timeout_seconds": 600,
+            "allow_empty_done": false
         },
         "validation": {
             "commands": [],
@@ -209,7 +214,7 @@ pub(crate) fn load(root: &Path) -> Result<Config, Vec<Problem>> {
     build(merged, rel, Some(&text))
 }
 
-const CONFIG_FILE: &str = ".ralph/config.json";
+pub(crate) const CONFIG_FILE: &str = ".ralph/config.json";
 
 /// serde_json appends "at line L column C"; the line already goes into the
 /// `Problem`, so repeating it would only add noise.
@@ -732,6 +737,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         3
     });
     let grace_secs = r.uint("loop.grace_seconds", 0, "a whole number of seconds");
+    let allow_empty_done = r.boolean("loop.allow_empty_done");
 
     let validation = r.validation_commands();
     let blocked_commands = r.strings("validation.blocked_commands").unwrap_or_default();
@@ -854,6 +860,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         max_concurrent,
         hooks,
         grace_secs,
+        allow_empty_done,
     })
 }
 
@@ -909,6 +916,7 @@ mod tests {
             }
         );
         assert_eq!(c.grace_secs, 10);
+        assert!(!c.allow_empty_done);
     }
 
     #[test]

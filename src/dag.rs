@@ -383,6 +383,7 @@ mod tests {
                     .unwrap_or_default(),
                 estimation: None,
                 agent: None,
+                allow_empty_done: false,
                 prd_passes: false,
                 prd_spec: None,
             })

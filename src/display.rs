@@ -1,6 +1,13 @@
 //! The terminal during a run: one plain line per event without a terminal
 //! (or with `CI` set), a live indicatif display with one. The words come
 //! from `report`.
+//!
+//! A closed pipe never stops a run: `ralph run` keeps SIGPIPE ignored (it
+//! writes prompts into agents' stdin, and a dead agent must be an EPIPE on
+//! that write, not ralph's death mid-landing), so everything it prints goes
+//! through `out` and `err`, which drop write errors instead of panicking as
+//! `println!` does. Read-only commands die of SIGPIPE like any filter
+//! (`cli::dispatch`).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -9,6 +16,18 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::report::{render_activity, render_story_prefix, render_totals, Totals};
+
+/// `text` on stdout, as is; a closed or failing stdout is ignored.
+pub(crate) fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// `text` and a newline on stderr; a closed or failing stderr is ignored.
+pub(crate) fn err(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
 
 struct Live {
     multi: MultiProgress,
@@ -45,11 +64,8 @@ impl Reporter {
     /// A plain event line (printed above the live display when there is one).
     pub(crate) fn line(&self, text: &str) {
         match &self.live {
-            Some(l) => l.multi.suspend(|| eprintln!("{text}")),
-            None => {
-                let mut e = std::io::stderr().lock();
-                let _ = writeln!(e, "{text}");
-            }
+            Some(l) => l.multi.suspend(|| err(text)),
+            None => err(text),
         }
     }
 
@@ -79,7 +95,7 @@ impl Reporter {
         }
         if let Some(l) = &mut self.live {
             if self.verbose {
-                l.multi.suspend(|| eprintln!("  [{id}] {text}"));
+                l.multi.suspend(|| err(&format!("  [{id}] {text}")));
             }
             if let Some(bar) = l.stories.get(id) {
                 bar.set_message(render_activity(text));

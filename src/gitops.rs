@@ -73,6 +73,30 @@ pub(crate) enum Adopted {
     Saved { refname: String },
 }
 
+/// How a file of the main checkout differs from what is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotCommitted {
+    /// Not in git at all.
+    Untracked,
+    /// Not in git, and `.gitignore` (or an exclude file) ignores it.
+    Ignored,
+    /// Added to the index but never committed.
+    Staged,
+    /// Committed, with changes since (staged or not).
+    Modified,
+}
+
+/// What `commit_left_work` did with a DONE attempt's uncommitted work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LeftWork {
+    /// Nothing was left uncommitted.
+    Nothing,
+    /// Committed on the story branch: the new commit and the paths in it.
+    Committed { commit: Oid, files: Vec<String> },
+    /// The worktree's HEAD is not the story branch's tip; nothing committed.
+    OffBranch,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WorktreeInfo {
     pub(crate) name: String,
@@ -281,6 +305,30 @@ impl Git {
         Ok(out)
     }
 
+    /// The files among `paths` (repository-relative) whose content on disk
+    /// is not what HEAD holds, with how; committed files are left out.
+    pub(crate) fn not_committed(&self, paths: &[String]) -> Result<Vec<(String, NotCommitted)>> {
+        use git2::Status;
+        let repo = self.repo()?;
+        let mut out = Vec::new();
+        for p in paths {
+            let st = repo.status_file(Path::new(p))?;
+            let how = if st.contains(Status::IGNORED) {
+                NotCommitted::Ignored
+            } else if st.contains(Status::WT_NEW) {
+                NotCommitted::Untracked
+            } else if st.contains(Status::INDEX_NEW) {
+                NotCommitted::Staged
+            } else if st.is_empty() {
+                continue;
+            } else {
+                NotCommitted::Modified
+            };
+            out.push((p.clone(), how));
+        }
+        Ok(out)
+    }
+
     /// Deletes a local branch if it exists.
     pub(crate) fn delete_branch(&self, branch: &str) -> Result<()> {
         let repo = self.repo()?;
@@ -333,6 +381,18 @@ impl Git {
             }
         }
         Ok(false)
+    }
+
+    /// True when `branch`'s tip has the tree of `base`: landing it would
+    /// bring nothing (no commits, or commits that undo each other).
+    pub(crate) fn same_tree(&self, branch: &str, base: &Oid) -> Result<bool> {
+        let repo = self.repo()?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(true);
+        };
+        let base_tree = repo.find_commit(parse_oid(base)?)?.tree_id();
+        let tip_tree = repo.find_commit(b)?.tree_id();
+        Ok(tip_tree == base_tree)
     }
 
     /// True when every commit of `branch` is reachable from `target`.
@@ -1521,6 +1581,131 @@ mod tests {
             !files.contains("README") && !files.contains("target/"),
             "{files}"
         );
+    }
+
+    #[test]
+    fn not_committed_says_how_each_file_differs_from_head() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        write(dir, "new.md", "n\n");
+        write(dir, "target/spec.md", "i\n");
+        write(dir, "staged.md", "s\n");
+        git(dir, &["add", "staged.md"]);
+        write(dir, "a.txt", "edited\n");
+        let paths: Vec<String> = ["README", "new.md", "target/spec.md", "staged.md", "a.txt"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            g.not_committed(&paths).unwrap(),
+            vec![
+                ("new.md".to_string(), NotCommitted::Untracked),
+                ("target/spec.md".to_string(), NotCommitted::Ignored),
+                ("staged.md".to_string(), NotCommitted::Staged),
+                ("a.txt".to_string(), NotCommitted::Modified),
+            ]
+        );
+    }
+
+    #[test]
+    fn commit_left_work_commits_what_git_add_all_would_minus_skipped_paths() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        let b = "ralph/story-1.1";
+        g.prepare_worktree("slot-0", &wt, b, &base).unwrap();
+        let skip = |p: &str| p == "progress.txt";
+        assert_eq!(
+            g.commit_left_work(&wt, b, "m", &skip).unwrap(),
+            LeftWork::Nothing
+        );
+        assert!(g.same_tree(b, &base).unwrap());
+        write(&wt, "a.txt", "changed\n");
+        write(&wt, "new/file.txt", "new\n");
+        write(&wt, "target/ignored", "i\n");
+        write(&wt, "progress.txt", "runtime\n");
+        std::fs::remove_file(wt.join("README")).unwrap();
+        let LeftWork::Committed { commit, files } = g
+            .commit_left_work(&wt, b, "feat(story-1.1): X", &skip)
+            .unwrap()
+        else {
+            panic!("nothing committed");
+        };
+        assert_eq!(files, vec!["README", "a.txt", "new/file.txt"]);
+        assert_eq!(tip_of(&g, b), commit, "the story branch holds it");
+        assert_eq!(
+            git(&g.workdir, &["log", "-1", "--format=%s", &commit]).trim(),
+            "feat(story-1.1): X"
+        );
+        let tree = git(&g.workdir, &["ls-tree", "-r", "--name-only", &commit]);
+        assert!(tree.contains("new/file.txt") && !tree.contains("README"));
+        assert!(!tree.contains("target/") && !tree.contains("progress.txt"));
+        // Only the skipped runtime file is left over.
+        assert_eq!(porcelain(&wt), "?? progress.txt\n");
+        assert!(!g.same_tree(b, &base).unwrap());
+    }
+
+    #[test]
+    fn commit_left_work_finishes_a_merge_the_agent_resolved() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        let base = tip_of(&g, "main");
+        git(dir, &["checkout", "-q", "-b", "other"]);
+        write(dir, "a.txt", "one\nTWO\nthree\n");
+        let other = commit_all(dir, "other");
+        git(dir, &["checkout", "-q", "main"]);
+        let wt = wt_path(&g, "slot-0");
+        let b = "ralph/story-1.1";
+        g.prepare_worktree("slot-0", &wt, b, &base).unwrap();
+        write(&wt, "a.txt", "one\n2\nthree\n");
+        commit_all(&wt, "mine");
+        let out = Command::new("git")
+            .args(["merge", "-q", "--no-commit", "other"])
+            .current_dir(&wt)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the merge conflicts");
+        // Resolved on disk, never added nor committed.
+        write(&wt, "a.txt", "one\nTWO 2\nthree\n");
+        let LeftWork::Committed { commit, files } =
+            g.commit_left_work(&wt, b, "m", &|_: &str| false).unwrap()
+        else {
+            panic!("nothing committed");
+        };
+        assert_eq!(files, vec!["a.txt"]);
+        let parents = git(&g.workdir, &["log", "-1", "--format=%P", &commit]);
+        assert!(parents.trim().ends_with(&other), "{parents}");
+        assert_eq!(parents.split_whitespace().count(), 2);
+        assert!(!g.git_dir.join("worktrees/slot-0/MERGE_HEAD").exists());
+        assert_eq!(porcelain(&wt), "");
+    }
+
+    #[test]
+    fn commit_left_work_follows_a_detached_head_but_not_a_diverged_one() {
+        let (_tmp, g) = fixture();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        let b = "ralph/story-1.1";
+        g.prepare_worktree("slot-0", &wt, b, &base).unwrap();
+        git(&wt, &["checkout", "-q", "--detach"]);
+        write(&wt, "x.txt", "x\n");
+        let skip = |_: &str| false;
+        let LeftWork::Committed { commit, .. } = g.commit_left_work(&wt, b, "m", &skip).unwrap()
+        else {
+            panic!("nothing committed");
+        };
+        assert_eq!(tip_of(&g, b), commit);
+        assert_on_branch(&g, &wt, b);
+        // HEAD on a commit the branch does not have: the work is not the branch's.
+        git(&wt, &["checkout", "-q", "--detach"]);
+        write(&wt, "y.txt", "y\n");
+        commit_all(&wt, "elsewhere");
+        write(&wt, "z.txt", "z\n");
+        assert_eq!(
+            g.commit_left_work(&wt, b, "m", &skip).unwrap(),
+            LeftWork::OffBranch
+        );
+        assert_eq!(tip_of(&g, b), commit);
     }
 
     #[test]

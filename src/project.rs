@@ -63,14 +63,34 @@ pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
     })
 }
 
-/// The project root for a command started in `start`: the nearest
-/// directory at or above it holding `.ralph/` or `prd.json`, else `start`.
-pub(crate) fn find_root(start: &Path) -> PathBuf {
-    start
-        .ancestors()
-        .find(|d| d.join(".ralph").is_dir() || d.join("prd.json").is_file())
-        .unwrap_or(start)
-        .to_path_buf()
+/// The project a command started in `start` acts on, found as git finds
+/// its repository: the nearest directory at or above `start` holding
+/// `.ralph/` or `prd.json`, looking no higher than the top of the git work
+/// tree `start` is in (a `.ralph/` in a home directory is not the project of
+/// every repository below it). `Err` holds the last directory searched.
+pub(crate) fn find_root(start: &Path) -> Result<PathBuf, PathBuf> {
+    let mut last = start;
+    for d in start.ancestors() {
+        last = d;
+        if project_marker(d).is_some() {
+            return Ok(d.to_path_buf());
+        }
+        if d.join(".git").exists() {
+            break;
+        }
+    }
+    Err(last.to_path_buf())
+}
+
+/// What makes `dir` a project root: its `.ralph/`, else its `prd.json`.
+pub(crate) fn project_marker(dir: &Path) -> Option<PathBuf> {
+    let ralph = dir.join(".ralph");
+    let prd = dir.join("prd.json");
+    if ralph.is_dir() {
+        Some(ralph)
+    } else {
+        prd.is_file().then_some(prd)
+    }
 }
 
 /// Paths ralph writes at run time, as gitignore patterns anchored at the
@@ -99,6 +119,21 @@ pub(crate) fn is_runtime_path(rel_to_root: &str) -> bool {
             rel_to_root == p
         }
     })
+}
+
+/// True when `repo_rel`, a path relative to the top of the repository (or
+/// of one of its worktrees), is a runtime file of the project found at
+/// `root_rel` inside it ("" when the project is the whole repository): the
+/// one rule for what ralph's checks of a checkout and its commits leave out.
+pub(crate) fn is_runtime_repo_path(repo_rel: &str, root_rel: &str) -> bool {
+    let in_project = if root_rel.is_empty() {
+        Some(repo_rel)
+    } else {
+        repo_rel
+            .strip_prefix(root_rel)
+            .and_then(|p| p.strip_prefix('/'))
+    };
+    in_project.is_some_and(is_runtime_path)
 }
 
 /// `.ralph/logs/`: one directory per story with logs.
@@ -246,6 +281,46 @@ pub(crate) fn attempt_token(tag: &str, id: &str, attempt: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_project_is_found_upwards_but_not_above_the_work_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        for d in [
+            "outer/.ralph",
+            "outer/repo/.git",
+            "outer/repo/src/deep",
+            "proj/.ralph",
+            "proj/.git",
+            "proj/a/b",
+            "prd/x",
+        ] {
+            std::fs::create_dir_all(t.join(d)).unwrap();
+        }
+        std::fs::write(t.join("prd/prd.json"), "{}").unwrap();
+        assert_eq!(find_root(&t.join("proj/a/b")), Ok(t.join("proj")));
+        assert_eq!(find_root(&t.join("proj")), Ok(t.join("proj")));
+        assert_eq!(find_root(&t.join("prd/x")), Ok(t.join("prd")));
+        // outer/.ralph is above the repository: not its project.
+        assert_eq!(
+            find_root(&t.join("outer/repo/src/deep")),
+            Err(t.join("outer/repo"))
+        );
+        assert_eq!(project_marker(&t.join("proj")), Some(t.join("proj/.ralph")));
+    }
+
+    #[test]
+    fn runtime_paths_of_a_project_inside_a_repository() {
+        assert!(is_runtime_repo_path("progress.txt", ""));
+        assert!(is_runtime_repo_path("app/progress.txt", "app"));
+        assert!(is_runtime_repo_path(
+            "app/.ralph/logs/1.1/attempt-1.log",
+            "app"
+        ));
+        assert!(!is_runtime_repo_path("progress.txt", "app"));
+        assert!(!is_runtime_repo_path("apple/progress.txt", "app"));
+        assert!(!is_runtime_repo_path("app/.ralph/config.json", "app"));
+    }
 
     #[test]
     fn runtime_paths_come_from_the_one_pattern_list() {

@@ -9,6 +9,10 @@ use std::collections::HashMap;
 
 use crate::config::Config;
 
+/// The project's own template, relative to the project root; it replaces
+/// `BUILTIN_TEMPLATE` when present.
+pub(crate) const TEMPLATE_FILE: &str = ".ralph/templates/implement.md";
+
 /// The built-in implement template. Its first line names the story.
 pub(crate) const BUILTIN_TEMPLATE: &str = "\
 You are an autonomous coding agent. Your task is to implement Story {{STORY_ID}}: {{TITLE}}
@@ -166,7 +170,8 @@ pub(crate) fn spec_file_paths(spec: &str) -> Vec<String> {
     out
 }
 
-fn shell_quote(s: &str) -> String {
+/// `s` as one shell word: bare when that is safe, else single-quoted.
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c))

@@ -101,6 +101,12 @@ pub(crate) enum Message {
         id: String,
         secs: f64,
     },
+    /// The agent said DONE but left its work uncommitted; ralph committed it.
+    CommittedForAgent {
+        id: String,
+        files: usize,
+        commit: String,
+    },
     RateLimited {
         id: String,
         wait_secs: f64,
@@ -193,6 +199,14 @@ pub(crate) fn render(m: &Message) -> String {
         Message::Finished { id, secs } => {
             format!("[land] {id} finished in {}; landing", human_duration(*secs))
         }
+        Message::CommittedForAgent { id, files, commit } => format!(
+            "[note] {id}: the agent said DONE but left {} uncommitted; ralph committed {} ({}) \
+             so {} with the story",
+            plural(*files, "file"),
+            if *files == 1 { "it" } else { "them" },
+            &commit[..commit.len().min(10)],
+            if *files == 1 { "it lands" } else { "they land" }
+        ),
         Message::RateLimited { id, wait_secs } => format!(
             "[wait] {id}: the agent hit a usage/rate limit; pausing new work for {}",
             human_duration(*wait_secs)
@@ -478,6 +492,16 @@ mod tests {
             Message::Finished {
                 id: id(),
                 secs: 754.0,
+            },
+            Message::CommittedForAgent {
+                id: id(),
+                files: 3,
+                commit: "0123456789abcdef".into(),
+            },
+            Message::CommittedForAgent {
+                id: id(),
+                files: 1,
+                commit: "fedcba9876543210".into(),
             },
             Message::RateLimited {
                 id: id(),

@@ -187,6 +187,7 @@ mod tests {
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
             estimation: est.map(str::to_string),
             agent: None,
+            allow_empty_done: false,
             prd_passes: false,
             prd_spec: None,
         }

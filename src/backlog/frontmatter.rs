@@ -88,7 +88,25 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         estimation: field("estimation"),
         depends_on: Vec::new(),
         agent: field("agent"),
+        allow_empty_done: false,
     };
+    match map.get("allow_empty_done") {
+        None | Some(serde_yaml::Value::Null) => {}
+        Some(serde_yaml::Value::Bool(b)) => fm.allow_empty_done = *b,
+        Some(serde_yaml::Value::String(s)) if s.trim() == "true" || s.trim() == "false" => {
+            fm.allow_empty_done = s.trim() == "true";
+        }
+        Some(other) => {
+            return Err(Problem::new(
+                file,
+                key_line(yaml, "allow_empty_done").map(|l| l + 2),
+                format!(
+                    "allow_empty_done must be true or false, got {}",
+                    yaml_inline(other)
+                ),
+            ))
+        }
+    }
 
     // +2: the index is 0-based and the opening fence is file line 1.
     let key_line = key_line(yaml, "depends_on").map(|l| l + 2);

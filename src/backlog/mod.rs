@@ -56,6 +56,9 @@ pub(crate) struct Story {
     pub(crate) estimation: Option<String>,
     /// Frontmatter `agent`: the backend this story runs with, if not the run's.
     pub(crate) agent: Option<crate::agent::Backend>,
+    /// Frontmatter `allow_empty_done` (as `loop.allow_empty_done`, for one
+    /// story): a DONE that changed nothing lands instead of failing.
+    pub(crate) allow_empty_done: bool,
     /// prd.json only: `passes: true`.
     pub(crate) prd_passes: bool,
     /// prd.json only: the markdown rendered from description and acceptance criteria.
@@ -75,6 +78,58 @@ pub(crate) struct Backlog {
 impl Backlog {
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.stories.iter().position(|s| s.id == id)
+    }
+
+    /// The file the stories come from, relative to the project root.
+    pub(crate) fn source_file(&self) -> &'static str {
+        match self.source {
+            Source::StoriesTxt => QUEUE_FILE,
+            Source::Prd { .. } => PRD_FILE,
+        }
+    }
+
+    /// Every file of the project this backlog was read from, relative to
+    /// the project root: the config, the queue or prd.json, the prompt
+    /// template, each story's spec. Those that exist must be committed for
+    /// agents' worktrees to hold the backlog they are given.
+    pub(crate) fn files(&self, root: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = [
+            crate::config::CONFIG_FILE,
+            self.source_file(),
+            crate::prompt::TEMPLATE_FILE,
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| root.join(p).is_file())
+        .collect();
+        out.extend(self.stories.iter().filter_map(|s| s.spec_path.clone()));
+        out
+    }
+
+    /// When the backlog has no story: what is wrong, and what to do
+    /// (`run` refuses it; `validate` and `status` warn).
+    pub(crate) fn emptiness(&self) -> Option<(String, String)> {
+        if !self.stories.is_empty() {
+            return None;
+        }
+        let file = self.source_file();
+        let skipped = match self.skipped.len() {
+            0 => String::new(),
+            n => format!(" ({n} skipped with `x `)"),
+        };
+        let hint = match self.source {
+            Source::StoriesTxt => {
+                "add `ID | Title` lines to .ralph/stories.txt, a spec for each under specs/ \
+                 (specs.pattern), commit them, then run again"
+            }
+            Source::Prd { .. } => {
+                "add stories to the userStories array of prd.json, commit it, then run again"
+            }
+        };
+        Some((
+            format!("the backlog is empty: {file} lists no story to run{skipped}"),
+            hint.to_string(),
+        ))
     }
 }
 
@@ -105,6 +160,8 @@ pub(crate) struct Frontmatter {
     pub(crate) depends_on: Vec<String>,
     /// The agent CLI this story runs with (`agent: codex`), if not the default.
     pub(crate) agent: Option<String>,
+    /// `allow_empty_done: true`: a DONE that changed nothing may land.
+    pub(crate) allow_empty_done: bool,
 }
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
@@ -273,6 +330,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
             depends_on: fm.depends_on,
             estimation: fm.estimation,
             agent,
+            allow_empty_done: fm.allow_empty_done,
             prd_passes: false,
             prd_spec: None,
         });
@@ -558,6 +616,19 @@ mod tests {
     }
 
     #[test]
+    fn allow_empty_done_is_a_boolean_frontmatter_key() {
+        assert!(!fm("---\nid: 1.1\n---\n").allow_empty_done);
+        assert!(fm("---\nallow_empty_done: true\n---\n").allow_empty_done);
+        assert!(fm("---\nallow_empty_done: \"true\"\n---\n").allow_empty_done);
+        assert!(!fm("---\nallow_empty_done: false\n---\n").allow_empty_done);
+        let p = fm_err("---\nid: 1.1\nallow_empty_done: maybe\n---\n");
+        assert_eq!(p.line, Some(3));
+        assert!(p
+            .message
+            .contains("allow_empty_done must be true or false, got maybe"));
+    }
+
+    #[test]
     fn frontmatter_forms() {
         assert_eq!(fm("# No frontmatter\nstatus: x\n"), Frontmatter::default());
         assert_eq!(fm("---\n---\nbody"), Frontmatter::default());
@@ -571,6 +642,7 @@ mod tests {
                 estimation: Some("medium".into()),
                 depends_on: vec!["2.1".into(), "2.2".into(), "2.3".into()],
                 agent: None,
+                allow_empty_done: false,
             }
         );
         assert_eq!(

@@ -197,6 +197,7 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 depends_on,
                 estimation: None,
                 agent: None,
+                allow_empty_done: false,
                 prd_passes: passes,
                 prd_spec: Some(prd_spec),
             },

@@ -79,6 +79,104 @@ impl Git {
         Ok(Some(oid.to_string()))
     }
 
+    /// Commits what the agent of a DONE attempt left uncommitted in the
+    /// worktree at `path` onto `branch`, as `git add -A && git commit` would:
+    /// tracked edits, deletions and new files that are not ignored, except the
+    /// paths `skip` names (ralph's runtime files). The worktree's index is
+    /// updated too, so the worktree is clean afterwards. Only when the
+    /// worktree's HEAD is the branch's tip: work left on top of another
+    /// commit is not the branch's (`LeftWork::OffBranch`; it stays under the
+    /// ref `save_uncommitted` made).
+    pub(crate) fn commit_left_work(
+        &self,
+        path: &Path,
+        branch: &str,
+        message: &str,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> Result<LeftWork> {
+        let mut wrepo = git2::Repository::open(path)?;
+        // A merge the agent resolved but did not commit keeps its parents.
+        let mut merged = Vec::new();
+        let _ = wrepo.mergehead_foreach(|o| {
+            merged.push(*o);
+            true
+        });
+        let wrepo = wrepo;
+        let refname = branch_ref(branch)?;
+        let Some(tip) = tip(&wrepo, branch)? else {
+            return Ok(LeftWork::OffBranch);
+        };
+        let head = wrepo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        if head.as_ref().map(git2::Commit::id) != Some(tip) {
+            return Ok(LeftWork::OffBranch);
+        }
+        let parent = wrepo.find_commit(tip)?;
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false);
+        let mut files: Vec<String> = Vec::new();
+        for st in wrepo.statuses(Some(&mut opts))?.iter() {
+            let rel = String::from_utf8_lossy(st.path_bytes()).into_owned();
+            if !skip(&rel) && !files.contains(&rel) {
+                files.push(rel);
+            }
+        }
+        if files.is_empty() {
+            return Ok(LeftWork::Nothing);
+        }
+        let workdir = wrepo
+            .workdir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| path.to_path_buf());
+        let mut idx = wrepo.index()?;
+        let mut staged = Vec::with_capacity(files.len());
+        for rel in files {
+            match std::fs::symlink_metadata(workdir.join(&rel)) {
+                Ok(m) if m.is_file() || m.file_type().is_symlink() => {
+                    idx.add_path(Path::new(&rel))?;
+                }
+                // A directory here is a nested repository: not ours to stage.
+                Ok(_) => continue,
+                Err(_) => {
+                    // Gone from disk: a deletion (and any conflict on it resolved).
+                    let _ = idx.remove_path(Path::new(&rel));
+                    let _ = idx.conflict_remove(Path::new(&rel));
+                }
+            }
+            staged.push(rel);
+        }
+        let tree_id = idx.write_tree()?;
+        idx.write()?;
+        if tree_id == parent.tree_id() {
+            return Ok(LeftWork::Nothing);
+        }
+        // HEAD may be detached at the tip, or name another branch at it:
+        // the commit belongs on the story branch.
+        let head_ref = wrepo.find_reference("HEAD")?;
+        if head_ref.symbolic_target()? != Some(refname.as_str()) {
+            wrepo.set_head(&refname)?;
+        }
+        let others = merged
+            .iter()
+            .map(|o| wrepo.find_commit(*o))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let parents: Vec<&git2::Commit<'_>> = std::iter::once(&parent).chain(&others).collect();
+        let tree = wrepo.find_tree(tree_id)?;
+        let sig = signature(&wrepo)?;
+        // Through HEAD, libgit2 moves the branch only if it is still at
+        // `parent`: a compare-and-swap.
+        let oid = wrepo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)?;
+        if !merged.is_empty() {
+            wrepo.cleanup_state()?;
+        }
+        staged.sort();
+        Ok(LeftWork::Committed {
+            commit: oid.to_string(),
+            files: staged,
+        })
+    }
+
     /// After an attempt, makes `branch` hold what the agent committed even if
     /// it left the worktree at `path` on another branch or a detached HEAD:
     /// when the worktree's HEAD descends from both `base` and the branch, the

@@ -13,7 +13,7 @@ use crate::agent::output::{AgentEvent, OutputParser};
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;
-use crate::gitops::{GitError, Oid};
+use crate::gitops::{GitError, LeftWork, Oid};
 use crate::learnings;
 use crate::process::{self, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
@@ -375,6 +375,9 @@ async fn run_attempt(
             ctx.config.idle_timeout_secs,
             !ctx.required_validation.is_empty(),
         );
+        if report.verdict == Verdict::Done {
+            report.verdict = honest_done(&ctx, &story, n, req.slot, &base, &mut report).await;
+        }
         let unlanded = matches!(
             report.verdict,
             Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }
@@ -394,6 +397,93 @@ async fn run_attempt(
         post_hooks(&ctx, &id, report.verdict.kind().as_str(), req.iteration).await;
     }
     report
+}
+
+/// "Done" means the work is on the story branch: what the agent left
+/// uncommitted is committed there (the prompt's commit message; runtime
+/// files and ignored files left out), and a DONE that changed nothing fails
+/// the attempt unless `loop.allow_empty_done` or the spec's
+/// `allow_empty_done` allows it. The verdict that goes to landing.
+async fn honest_done(
+    ctx: &Arc<RunContext>,
+    story: &Story,
+    n: u32,
+    slot: usize,
+    base: &Oid,
+    report: &mut AttemptReport,
+) -> Verdict {
+    let id = story.id.clone();
+    let message = prompt::commit_message(&ctx.config.commit_format, &id, &story.title);
+    let base2 = base.clone();
+    let checked = blocking(ctx, move |c| {
+        let (name, path) = project::slot_worktree(&c.root, slot);
+        let branch = project::story_branch(&id);
+        // Every process of the attempt is gone: a lock left in the slot is stale.
+        c.git.clear_worktree_locks(&name)?;
+        let root_rel = c.git.rel_path(&c.root).unwrap_or_default();
+        let skip = |p: &str| project::is_runtime_repo_path(p, &root_rel);
+        let left = c.git.commit_left_work(&path, &branch, &message, &skip)?;
+        let empty = c.git.same_tree(&branch, &base2)?;
+        Ok::<_, GitError>((left, empty))
+    })
+    .await;
+    let id = &story.id;
+    let branch = project::story_branch(id);
+    let (left, empty) = match checked {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return left_work_fault(ctx, id, n, e.to_string()),
+        Err(e) => return left_work_fault(ctx, id, n, e),
+    };
+    match &left {
+        LeftWork::Committed { commit, files } => {
+            ctx.log.line(&format!(
+                "story {id} attempt {n}: the agent said DONE and left {} file(s) uncommitted \
+                 ({}); ralph committed them on {branch} as {commit}",
+                files.len(),
+                files.join(", ")
+            ));
+            report.committed_for_agent = Some((files.len(), commit.clone()));
+        }
+        LeftWork::OffBranch => ctx.log.line(&format!(
+            "story {id} attempt {n}: the agent said DONE with its worktree's HEAD off {branch}; \
+             nothing committed for it"
+        )),
+        LeftWork::Nothing => {}
+    }
+    if !empty {
+        return Verdict::Done;
+    }
+    if story.allow_empty_done || ctx.config.allow_empty_done {
+        ctx.log.line(&format!(
+            "story {id} attempt {n}: DONE with no change, allowed by allow_empty_done"
+        ));
+        return Verdict::Done;
+    }
+    ctx.log.line(&format!(
+        "story {id} attempt {n}: reported DONE but {branch} has no change over {base} and \
+         nothing was left uncommitted; a story that needs no change may say so with \
+         `allow_empty_done: true` in its spec's frontmatter (or loop.allow_empty_done)"
+    ));
+    Verdict::Failed {
+        reason: "reported DONE but changed nothing".to_string(),
+        kind: ResultKind::Fail,
+    }
+}
+
+/// ralph could not commit what a DONE agent left: the machine's or git's
+/// trouble, not the story's; the work stays under its `-uncommitted` ref.
+fn left_work_fault(ctx: &RunContext, id: &str, n: u32, e: String) -> Verdict {
+    let kept = project::kept_ref(KeptRef::Uncommitted, id, n);
+    ctx.log.line(&format!(
+        "story {id} attempt {n}: committing what the agent left failed: {e}"
+    ));
+    Verdict::Fault {
+        reason: format!(
+            "could not commit the work story {id}'s agent left uncommitted ({e}); \
+             what it left is kept at {kept}"
+        ),
+        kind: FaultKind::Transient,
+    }
 }
 
 /// `post_story` with the story's outcome as `RALPH_RESULT`, then

@@ -72,6 +72,9 @@ pub(crate) struct AttemptReport {
     pub(crate) agent: Option<&'static str>,
     /// The agent warned its usage limit is near (with the window's reset).
     pub(crate) limit_warning: Option<Option<u64>>,
+    /// The agent said DONE and left work uncommitted: ralph committed it
+    /// on the story branch (how many files, the commit).
+    pub(crate) committed_for_agent: Option<(usize, Oid)>,
 }
 
 impl AttemptReport {
@@ -92,6 +95,7 @@ impl AttemptReport {
             iteration: req.iteration,
             agent: None,
             limit_warning: None,
+            committed_for_agent: None,
         }
     }
 }

@@ -28,9 +28,9 @@ use std::collections::HashMap;
 
 use crate::agent::{self, Backend};
 use crate::backlog::Source;
-use crate::display::Reporter;
+use crate::display::{self, Reporter};
 use crate::error::{RalphError, EXIT_OK};
-use crate::gitops::Git;
+use crate::gitops::{Git, NotCommitted};
 use crate::process;
 use crate::project::{self, Project, RUNTIME_PATTERNS};
 use crate::report;
@@ -148,6 +148,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         eprintln!("{w}");
     }
     let backlog = &project.backlog;
+    if let Some((what, hint)) = backlog.emptiness() {
+        return Err(RalphError::usage(what).with_hint(hint).into());
+    }
     for (flag, id) in [("-s", &opts.story), ("-r", &opts.resume)] {
         if let Some(id) = id {
             if backlog.index_of(id).is_none() {
@@ -162,10 +165,6 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     if opts.timeout == Some(0) {
         return Err(RalphError::usage("-t must be a positive number of seconds").into());
     }
-    if opts.dry_run {
-        return dry_run(&project, &opts);
-    }
-
     let git = Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
     let target = target_branch(&project, &git)?;
     if let Some(wt) = git
@@ -191,6 +190,14 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         })?,
     };
     let agents = resolve_agents(&project, backend)?;
+    if opts.dry_run {
+        // A dry run refuses what the run would refuse, but recovers nothing:
+        // a landing a killed run cut short may show as a spec's edit.
+        if !project::landing_intent_path(root).exists() {
+            refuse_uncommitted_backlog(&project, &git, &target)?;
+        }
+        return dry_run(&project, &opts);
+    }
 
     let lock = take_run_lock(root, "before running")?;
     let log = TechLog::new(Some(
@@ -218,11 +225,12 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // dealt with before the checkout is judged: they are ours, not the user's.
     process::set_shell_token_prefix(&tag);
     recover::recover_processes_and_git(root, &git, &target, &tag, &log)?;
+    refuse_uncommitted_backlog(&project, &git, &target)?;
     refuse_dirty_checkout(root, &git)?;
 
     let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
     for line in recover::keep_unknown_story_branches(&project, &git, &target, &state, &log)? {
-        eprintln!("{line}");
+        display::err(&line);
     }
     let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
@@ -325,6 +333,100 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     code
 }
 
+/// Agents work in worktrees made from the target branch, and a landing
+/// edits the spec there: a backlog file that is not committed is not the
+/// backlog they get. Names each such file and the command that commits them.
+fn refuse_uncommitted_backlog(project: &Project, git: &Git, target: &str) -> Result<()> {
+    let root = &project.root;
+    let root_rel = git.rel_path(root).unwrap_or_default();
+    // (as the user names it, from the project root; as git names it)
+    let files: Vec<(String, String)> = project
+        .backlog
+        .files(root)
+        .into_iter()
+        .filter_map(|p| Some((p.display().to_string(), git.rel_path(&root.join(&p))?)))
+        .filter(|(_, in_repo)| !project::is_runtime_repo_path(in_repo, &root_rel))
+        .collect();
+    let in_repo: Vec<String> = files.iter().map(|(_, r)| r.clone()).collect();
+    let bad = git
+        .not_committed(&in_repo)
+        .context("reading the main checkout's status")?;
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let shown = |repo_rel: &str| {
+        files
+            .iter()
+            .find(|(_, r)| r == repo_rel)
+            .map_or(repo_rel.to_string(), |(p, _)| p.clone())
+    };
+    let mut listed: Vec<String> = bad
+        .iter()
+        .take(20)
+        .map(|(r, how)| {
+            let how = match how {
+                NotCommitted::Untracked => "untracked",
+                NotCommitted::Ignored => "ignored by git",
+                NotCommitted::Staged => "added, never committed",
+                NotCommitted::Modified => "changed since the last commit",
+            };
+            format!("  {} ({how})", shown(r))
+        })
+        .collect();
+    if bad.len() > 20 {
+        listed.push(format!("  ... and {} more", bad.len() - 20));
+    }
+    let mut names: Vec<String> = bad.iter().map(|(r, _)| shown(r)).collect();
+    // A long list of specs is committed by naming their top directories.
+    if names.len() > 20 {
+        let specs: Vec<String> = project
+            .backlog
+            .stories
+            .iter()
+            .filter_map(|s| s.spec_path.as_ref().map(|p| p.display().to_string()))
+            .collect();
+        let mut short: Vec<String> = Vec::new();
+        for n in names {
+            let n = match n.split_once('/') {
+                Some((top, _)) if specs.contains(&n) => top.to_string(),
+                _ => n,
+            };
+            if !short.contains(&n) {
+                short.push(n);
+            }
+        }
+        names = short;
+    }
+    // `git add` wants `-f` for an ignored file.
+    let force = bad.iter().any(|(_, how)| *how == NotCommitted::Ignored);
+    let here = std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .is_ok_and(|d| d == *root);
+    let git_cmd = if here {
+        "git".to_string()
+    } else {
+        format!(
+            "git -C {}",
+            crate::prompt::shell_quote(&root.display().to_string())
+        )
+    };
+    let quoted: Vec<String> = names
+        .iter()
+        .map(|n| crate::prompt::shell_quote(n))
+        .collect();
+    Err(RalphError::usage(format!(
+        "the backlog is not committed: agents work in worktrees made from {target}, which \
+         would lack these files or hold other versions of them:\n{}",
+        listed.join("\n")
+    ))
+    .with_hint(format!(
+        "commit them: {git_cmd} add{} -- {} && {git_cmd} commit -m \"Add the ralph backlog\"",
+        if force { " -f" } else { "" },
+        quoted.join(" ")
+    ))
+    .into())
+}
+
 /// The dirty-checkout check: tracked files with local changes could be
 /// overwritten by a landing (runtime files excluded).
 fn refuse_dirty_checkout(root: &Path, git: &Git) -> Result<()> {
@@ -335,9 +437,7 @@ fn refuse_dirty_checkout(root: &Path, git: &Git) -> Result<()> {
         format!("{root_rel}/")
     };
     let dirty = git
-        .dirty_tracked_files(&|p: &str| {
-            project::is_runtime_path(p.strip_prefix(&prefix).unwrap_or(p))
-        })
+        .dirty_tracked_files(&|p: &str| project::is_runtime_repo_path(p, &root_rel))
         .context("reading the main checkout's status")?;
     if !dirty.is_empty() {
         let list: Vec<String> = dirty.iter().take(20).map(|p| format!("  {p}")).collect();
@@ -386,7 +486,7 @@ fn finish(
     let saved = store::save_state(root, &model.state);
     looped?;
     let (summary, error, code) = transition::finish(&model, started.elapsed().as_secs_f64());
-    print!("{}", report::render_summary(&summary));
+    display::out(&report::render_summary(&summary));
     log.line(&format!(
         "run end: {} done, {} failed, {} blocked",
         summary.done,
@@ -395,7 +495,7 @@ fn finish(
     ));
     saved?;
     if let Some(e) = error {
-        eprintln!("error: {e}");
+        display::err(&format!("error: {e}"));
     }
     Ok(code)
 }

@@ -39,11 +39,11 @@ pub(crate) fn take_run_lock(root: &Path, doing: &str) -> Result<RunLock> {
         let gone = pid.is_some_and(|p| !process::pid_is_alive(p as i32));
         if gone && Instant::now() < deadline {
             if !told {
-                eprintln!(
+                crate::display::err(&format!(
                     "waiting for .ralph/.lock: its holder (PID {}) is gone, but a process it \
                      started still has the lock open",
                     pid.unwrap_or(0)
-                );
+                ));
                 told = true;
             }
             // Only at start-up, before anything else runs.

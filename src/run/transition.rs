@@ -409,6 +409,13 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         Verdict::Done | Verdict::Tentative => {
             model.state.push_history(&id, rec);
             model.retry_context.remove(&r.idx);
+            if let Some((files, commit)) = &r.committed_for_agent {
+                out.push(Action::Say(Message::CommittedForAgent {
+                    id: id.clone(),
+                    files: *files,
+                    commit: commit.clone(),
+                }));
+            }
             out.push(Action::Say(Message::Finished {
                 id: id.clone(),
                 secs: r.duration.as_secs_f64(),

@@ -20,6 +20,7 @@ fn story(id: &str, deps: &[&str]) -> Story {
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
         estimation: None,
         agent: None,
+        allow_empty_done: false,
         prd_passes: false,
         prd_spec: None,
     }
@@ -180,6 +181,24 @@ fn a_failure_is_retried_with_its_reason_then_given_up() {
     assert_eq!(m.state.status("1.1"), Status::Failed);
     assert!(is_over(&m));
     assert_eq!(finish(&m, 1.0).2, EXIT_STORIES_FAILED);
+}
+
+#[test]
+fn work_ralph_committed_for_a_done_agent_is_said_before_it_lands() {
+    let mut m = model_with(&[("1.1", &[])], 1, 2, None);
+    let first = begin(&mut m);
+    let mut r = AttemptReport::empty(&first[0], Verdict::Done, String::new());
+    r.committed_for_agent = Some((2, "ab".repeat(20)));
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+    let lines = said(&a);
+    let note = lines
+        .iter()
+        .position(|s| matches!(s, Message::CommittedForAgent { id, files: 2, .. } if id == "1.1"));
+    let landing = lines
+        .iter()
+        .position(|s| matches!(s, Message::Finished { .. }));
+    assert!(note.is_some() && note < landing, "{lines:?}");
+    assert_eq!(lands(&a), vec![0]);
 }
 
 #[test]

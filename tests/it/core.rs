@@ -505,8 +505,10 @@ fn init_scaffolds_and_ignores_runtime_files() {
     assert!(r.stderr.contains("'claude' was not found on PATH"), "{r:?}");
     p.agent("done_");
     assert_eq!(p.ralph(&["validate"]).code, 0);
+    // A second `init` in the project is refused: it would make nothing new
+    // (issue 14; `init_inside_a_project_refuses` has the details).
     let again = p.ralph(&["init"]);
-    assert!(again.stdout.contains("nothing changed"));
+    assert_eq!(again.code, 2, "{again:?}");
 }
 
 #[test]

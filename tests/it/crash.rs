@@ -445,10 +445,11 @@ done_
         ],
     );
     assert_eq!(wip, "wip\n");
-    assert!(
-        p.file_on_main("notes-wip.txt").is_none(),
-        "uncommitted work is kept, not landed"
-    );
+    // DONE means the work is on the branch: what 1.3's agent left
+    // uncommitted was committed for it and landed (issue 14).
+    assert_eq!(p.file_on_main("notes-wip.txt").as_deref(), Some("wip\n"));
+    assert!(p.file_on_main("README.md").unwrap().ends_with("changed\n"));
+    assert!(r.stderr.contains("[note] 1.3:"), "{r:?}");
 }
 
 #[test]

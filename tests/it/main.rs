@@ -10,5 +10,6 @@ mod core;
 mod crash;
 mod landing;
 mod malformed;
+mod newcomer;
 mod parallel;
 mod realcli;

@@ -1,0 +1,443 @@
+//! What a newcomer trusts on the first try (issue 14): "done" means the work
+//! is on the branch, the backlog ralph runs is the one in git, a closed pipe
+//! ends a command quietly, and the project is found from anywhere inside it.
+
+use crate::harness::*;
+
+/// Regression: an agent that wrote its file, forgot to commit and said DONE
+/// got `[done]` and a landing holding only the spec's status edit; its work
+/// sat under `refs/ralph/attempts/1.1/1-uncommitted`.
+#[test]
+fn done_with_uncommitted_work_lands_that_work() {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+                      "commit": { "format": "story {{id}}: {{title}}" } }"#;
+    let p = Project::with_backlog("1.1 | Greeting\n", config);
+    p.write(".gitignore", "*.tmp\n");
+    p.commit_all("backlog");
+    p.agent(
+        r#"mkdir -p src; echo "hello from $ID" > "src/$ID.txt"; echo scratch > notes.tmp
+           echo edited >> README.md
+           done_"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1"]);
+    assert_eq!(
+        p.file_on_main("src/1.1.txt").as_deref(),
+        Some("hello from 1.1\n")
+    );
+    assert_eq!(
+        p.file_on_main("README.md").as_deref(),
+        Some("demo\nedited\n")
+    );
+    assert_eq!(p.file_on_main("notes.tmp"), None, "ignored files stay out");
+    // The story's merge commit brings the work, committed with commit.format.
+    let merge = git(
+        &p.root,
+        &[
+            "log",
+            "-1",
+            "--format=%H",
+            "--grep=^merge: story 1.1$",
+            "main",
+        ],
+    );
+    let merge = merge.trim();
+    let changed = git(
+        &p.root,
+        &["diff", "--name-only", &format!("{merge}^1"), merge],
+    );
+    assert!(changed.lines().any(|l| l == "src/1.1.txt"), "{changed}");
+    let work = git(
+        &p.root,
+        &["log", "-1", "--format=%s", &format!("{merge}^2")],
+    );
+    assert_eq!(work.trim(), "story 1.1: Greeting");
+    // The run says so, on the terminal and in ralph.log.
+    assert!(
+        r.stderr
+            .contains("[note] 1.1: the agent said DONE but left 2 files uncommitted"),
+        "{r:?}"
+    );
+    assert!(p.read("ralph.log").contains("ralph committed them"));
+    assert_eq!(p.story("1.1")["attempts_started"], 1);
+}
+
+/// Regression: an agent that said DONE and changed nothing got a landing of
+/// the status edit alone.
+#[test]
+fn done_with_no_change_fails_the_attempt() {
+    let p = Project::with_backlog("1.1 | Nothing\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    let before = p.main_subjects();
+    p.agent("done_");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let s = p.story("1.1");
+    assert_eq!(s["status"], "failed", "{s}");
+    assert_eq!(s["attempts"], 2, "retried, then failed for good: {s}");
+    for h in s["history"].as_array().unwrap() {
+        assert_eq!(h["outcome"], "fail", "{h}");
+        assert_eq!(h["reason"], "reported DONE but changed nothing", "{h}");
+    }
+    assert_eq!(p.main_subjects(), before, "nothing landed");
+    assert!(p.completed().is_empty());
+    assert!(
+        r.stderr.contains("reported DONE but changed nothing"),
+        "{r:?}"
+    );
+}
+
+/// A story that needs no change can say so: `allow_empty_done` in its spec's
+/// frontmatter, or `loop.allow_empty_done` for the whole backlog.
+#[test]
+fn an_empty_done_lands_where_allowed() {
+    let p = Project::with_backlog("1.1 | Check\n1.2 | Other\n", FAST_CONFIG);
+    p.write(
+        "specs/epic-1/story-1.1-spec.md",
+        "---\nid: \"1.1\"\nstatus: pending\nallow_empty_done: true\n---\n\nCheck it works.\n",
+    );
+    p.commit_all("backlog");
+    p.agent("done_");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1"]);
+    assert_eq!(p.story("1.2")["status"], "failed");
+
+    p.write(
+        ".ralph/config.json",
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "allow_empty_done": true } }"#,
+    );
+    p.commit_all("allow empty done");
+    p.ralph(&["reset", "1.2"]);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+}
+
+/// `ralph <args> | head -1`: reads one line, closes the pipe, and returns
+/// how ralph ended and what it said on stderr.
+fn first_line_then_close(p: &Project, args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = p
+        .command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is gone now, as `head -1` goes.
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (child.wait().unwrap(), first, stderr)
+}
+
+/// Regression: `ralph run -d | head -2` panicked on the closed pipe (exit 101).
+#[test]
+fn every_command_ends_quietly_on_a_closed_pipe() {
+    let mut queue = String::new();
+    for i in 1..=300 {
+        queue.push_str(&format!("1.{i} | A story with a title\n"));
+    }
+    let p = Project::with_backlog(&queue, FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent("done_");
+    for args in [
+        &["run", "-d"][..],
+        &["status"],
+        &["graph"],
+        &["graph", "--format", "dot"],
+        &["stories"],
+        &["validate"],
+    ] {
+        let (status, first, stderr) = first_line_then_close(&p, args);
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        assert_ne!(status.code(), Some(101), "{args:?}: {status:?} {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            status.success() || status.code().is_none(),
+            "{args:?}: {status:?} {stderr}"
+        );
+    }
+}
+
+/// A run whose reader went away (`ralph run | head -1`, a closed terminal
+/// log) still lands its work and ends as it should: a broken pipe never
+/// interrupts a landing or turns into a panic.
+#[test]
+fn a_run_with_its_output_pipes_closed_still_lands() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let mut child = p
+        .command(&["run"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.merges_of("1.2"), 1);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+}
+
+/// The `hint:` line's command after "commit them: ".
+fn commit_command(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("hint: commit them: "))
+        .unwrap_or_else(|| panic!("no commit hint in {stderr}"))
+        .to_string()
+}
+
+/// Regression: `ralph run` ran a backlog whose `.ralph/` and specs were never
+/// committed, without a word; agents' worktrees (made from the target) lacked
+/// them.
+#[test]
+fn an_uncommitted_backlog_is_refused_with_the_command_that_commits_it() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    git(&p.root, &["add", "README.md"]);
+    git(&p.root, &["commit", "-qm", "the code, not the backlog"]);
+    p.agent(r#"echo called >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    let before = p.main_subjects();
+    for args in [&["run"][..], &["run", "-d"]] {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        for f in [
+            ".ralph/config.json (untracked)",
+            ".ralph/stories.txt (untracked)",
+            "specs/epic-1/story-1.1-spec.md (untracked)",
+            "specs/epic-1/story-1.2-spec.md (untracked)",
+        ] {
+            assert!(r.stderr.contains(f), "{f} not named: {r:?}");
+        }
+    }
+    assert!(!p.scratch.join("calls").exists(), "no agent ran");
+    assert_eq!(p.main_subjects(), before);
+
+    // The command the hint gives does the job, from where the user is.
+    let r = p.ralph(&["run"]);
+    let cmd = commit_command(&r.stderr);
+    git(&p.root, &["config", "commit.gpgsign", "false"]);
+    let out = std::process::Command::new("bash")
+        .args(["-c", &cmd])
+        .current_dir(&p.root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{cmd}: {out:?}");
+
+    // A spec changed since, or a spec git ignores, is refused as well.
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\n---\nDo B, better.\n",
+    );
+    p.write(".gitignore", "specs/epic-1/story-1.1-spec.md\n");
+    git(
+        &p.root,
+        &["rm", "-q", "--cached", "specs/epic-1/story-1.1-spec.md"],
+    );
+    git(&p.root, &["add", ".gitignore"]);
+    git(&p.root, &["commit", "-qm", "ignore a spec"]);
+    let r = p
+        .command(&["run"])
+        .current_dir(p.root.join("specs"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("specs/epic-1/story-1.1-spec.md (ignored by git)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("specs/epic-1/story-1.2-spec.md (changed since the last commit)"),
+        "{stderr}"
+    );
+    let cmd = commit_command(&stderr);
+    assert!(
+        cmd.starts_with("git -C ") && cmd.contains(" add -f -- "),
+        "{cmd}"
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &cmd])
+        .current_dir(p.root.join("specs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{cmd}: {out:?}");
+
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert!(p
+        .file_on_main("specs/epic-1/story-1.2-spec.md")
+        .unwrap()
+        .contains("better"));
+}
+
+/// Regression: an empty backlog reported success (`[OK] All stories
+/// complete!`, `ok: 0 stories`).
+#[test]
+fn an_empty_backlog_is_an_error_for_run_and_a_warning_elsewhere() {
+    let p = Project::with_backlog("# nothing yet\nx 1.1 | Deferred\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent("done_");
+    for args in [&["run"][..], &["run", "-d"]] {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains(
+                "error: the backlog is empty: .ralph/stories.txt lists no story to run \
+                 (1 skipped with `x `)"
+            ),
+            "{r:?}"
+        );
+        assert!(r.stderr.contains("hint: add `ID | Title` lines"), "{r:?}");
+    }
+    assert!(!p.root.join(".ralph/state.json").exists());
+    for args in [&["validate"][..], &["status"], &["status", "--json"]] {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("warning: the backlog is empty"),
+            "{args:?}: {r:?}"
+        );
+        assert!(
+            !r.stdout.contains("All stories complete"),
+            "{args:?}: {r:?}"
+        );
+    }
+}
+
+/// Commands act on the project from any directory inside it, as git does,
+/// or from anywhere with `-C DIR`; a `.ralph/` above the repository is not
+/// its project.
+#[test]
+fn commands_from_a_subdirectory_act_on_the_project() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.write("src/deep/keep.txt", "x\n");
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let deep = p.root.join("src/deep");
+    let in_dir = |dir: &std::path::Path, args: &[&str]| {
+        let out = p.command(args).current_dir(dir).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = in_dir(&deep, &["validate"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("ok: 2 stories"), "{out}");
+    let (code, out, _) = in_dir(&deep, &["stories"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("1.2 | B"), "{out}");
+    let (code, out, err) = in_dir(&deep, &["run", "-s", "1.1"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    let (_, out, _) = in_dir(&deep, &["graph", "--format", "mermaid"]);
+    assert!(out.contains("1.1") && out.contains("1.2"), "{out}");
+    // -C: as if started there.
+    let (code, out, err) = in_dir(
+        &p.scratch,
+        &["-C", deep.to_str().unwrap(), "status", "--json"],
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["done"], serde_json::json!(["1.1"]));
+    let (code, _, err) = in_dir(&p.scratch, &["-C", "no/such/dir", "status"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("-C no/such/dir"), "{err}");
+    assert!(!deep.join(".ralph").exists() && !p.scratch.join(".ralph").exists());
+
+    // A repository below a stray .ralph/ (in a home directory, say) is no
+    // project until it has its own.
+    let outer = p.tmp.path().join("home");
+    std::fs::create_dir_all(outer.join(".ralph")).unwrap();
+    let repo = outer.join("code/repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    let (code, _, err) = in_dir(&repo.join("src"), &["status"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no ralph project here"), "{err}");
+    assert!(err.contains(&format!("up to {}", repo.display())), "{err}");
+    assert!(err.contains("hint: run `ralph init`"), "{err}");
+}
+
+/// Regression: `ralph init` in a subdirectory of a project made a nested
+/// `.ralph/`.
+#[test]
+fn init_inside_a_project_refuses() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.write("src/deep/keep.txt", "x\n");
+    p.commit_all("backlog");
+    let before = p.snapshot();
+    for dir in [p.root.clone(), p.root.join("src/deep")] {
+        let out = p.command(&["init"]).current_dir(&dir).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", dir.display());
+        assert!(
+            err.contains(&format!("({}/.ralph)", p.root.display())),
+            "{err}"
+        );
+    }
+    assert_eq!(p.snapshot(), before, "nothing was made");
+
+    // A prd.json project is a project too.
+    let q = Project::new();
+    q.write("prd.json", r#"{ "userStories": [] }"#);
+    let r = q.ralph(&["init"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("prd.json"), "{r:?}");
+    assert!(!q.root.join(".ralph").exists());
+}
+
+/// Regression: `run -d` passed outside git and without the agent installed;
+/// it refuses what the run would refuse.
+#[test]
+fn a_dry_run_checks_what_the_run_needs() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    let r = p.ralph(&["run", "-d"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("'claude' was not found on PATH"), "{r:?}");
+    p.agent("done_");
+    assert_eq!(p.ralph(&["run", "-d"]).code, 0);
+    std::fs::remove_dir_all(p.root.join(".git")).unwrap();
+    let r = p.ralph(&["run", "-d"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("not inside a git repository"), "{r:?}");
+}
+
+/// Many uncommitted specs: the list is cut at 20 lines, and the command
+/// names their directory instead of each file.
+#[test]
+fn a_long_uncommitted_backlog_is_committed_by_directory() {
+    let mut queue = String::new();
+    for i in 1..=30 {
+        queue.push_str(&format!("2.{i} | Story {i}\n"));
+    }
+    let p = Project::with_backlog(&queue, FAST_CONFIG);
+    git(&p.root, &["add", "README.md"]);
+    git(&p.root, &["commit", "-qm", "code"]);
+    p.agent("done_");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("  ... and 12 more"), "{r:?}");
+    let cmd = commit_command(&r.stderr);
+    assert_eq!(
+        cmd,
+        "git add -- .ralph/config.json .ralph/stories.txt specs && git commit -m \"Add the ralph backlog\""
+    );
+}
