@@ -91,9 +91,9 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         allow_empty_done: false,
     };
     match map.get("allow_empty_done") {
-        None | Some(serde_yaml::Value::Null) => {}
-        Some(serde_yaml::Value::Bool(b)) => fm.allow_empty_done = *b,
-        Some(serde_yaml::Value::String(s)) if s.trim() == "true" || s.trim() == "false" => {
+        None | Some(serde_yaml_ng::Value::Null) => {}
+        Some(serde_yaml_ng::Value::Bool(b)) => fm.allow_empty_done = *b,
+        Some(serde_yaml_ng::Value::String(s)) if s.trim() == "true" || s.trim() == "false" => {
             fm.allow_empty_done = s.trim() == "true";
         }
         Some(other) => {

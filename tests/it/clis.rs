@@ -95,7 +95,8 @@ fn install(cli: &Cli) -> Result<PathBuf, String> {
     // Another test process may be installing it: wait for it, then look again.
     let lock = fs::File::create(cache.join(".install.lock"))
         .map_err(|e| format!("cannot create the install lock in {}: {e}", cache.display()))?;
-    fs2::FileExt::lock_exclusive(&lock).map_err(|e| format!("cannot lock the CLI cache: {e}"))?;
+    lock.lock()
+        .map_err(|e| format!("cannot lock the CLI cache: {e}"))?;
     if let Some(bin) = working_bin(cli, &prefix) {
         return Ok(bin);
     }
