@@ -82,6 +82,9 @@ pub(crate) struct Config {
     pub(crate) hooks: Hooks,
     /// `loop.grace_seconds` (default 10): SIGTERM → SIGKILL grace period.
     pub(crate) grace_secs: u64,
+    /// `retry.resume_session` (default true): a fix-up continues the agent's
+    /// session where its CLI can resume one.
+    pub(crate) resume_session: bool,
 }
 
 pub(crate) const DEFAULT_AGENT_FLAGS: &[&str] = &[
@@ -120,6 +123,9 @@ pub(crate) fn defaults() -> Value {
         },
         "limits": {
             "max_wait_hours": 6
+        },
+        "retry": {
+            "resume_session": true
         },
         "commit": {
             "format": "feat(story-{{id}}): {{title}}",
@@ -608,6 +614,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         "a whole number of learnings",
     ) as usize;
     let parallel_enabled = r.boolean("parallel.enabled");
+    let resume_session = r.boolean("retry.resume_session");
     let max_concurrent = r.get("parallel.max_concurrent").is_some().then(|| {
         r.uint(
             "parallel.max_concurrent",
@@ -663,6 +670,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         max_concurrent,
         hooks,
         grace_secs,
+        resume_session,
     })
 }
 
@@ -709,6 +717,12 @@ mod tests {
         assert!(c.learnings_enabled);
         assert_eq!(c.learnings_max, 5);
         assert!(!c.parallel_enabled);
+        assert!(c.resume_session);
+        assert!(
+            !cfg(json!({"retry": {"resume_session": "false"}}))
+                .unwrap()
+                .resume_session
+        );
         assert_eq!(c.max_concurrent, None);
         assert_eq!(
             c.hooks,
