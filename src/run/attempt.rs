@@ -62,15 +62,14 @@ fn rel(root: &Path, p: &Path) -> String {
 /// one, with what went wrong and where the worktree was left; the spec only
 /// when the agent's session is not resumed (it has read it there).
 fn build_fixup_prompt(
-    root: &Path,
-    config: &Config,
+    ctx: &RunContext,
     story: &Story,
-    target: &str,
     fixup: &Fixup,
     setup: &FixupSetup,
     resumed: bool,
     extra: &str,
 ) -> std::io::Result<String> {
+    let (root, config, target) = (&ctx.root, &ctx.config, ctx.target.as_str());
     let spec = if resumed {
         None
     } else {
@@ -434,16 +433,9 @@ async fn run_attempt(
         }
         let extra = req.note.as_ref().map(|n| n.text.as_str()).unwrap_or("");
         let built = match (&fixup, &setup) {
-            (Some(f), Some(setup)) => build_fixup_prompt(
-                &ctx.root,
-                &ctx.config,
-                &story,
-                &ctx.target,
-                f,
-                setup,
-                report.resumed,
-                extra,
-            ),
+            (Some(f), Some(setup)) => {
+                build_fixup_prompt(&ctx, &story, f, setup, report.resumed, extra)
+            }
             _ => {
                 let mut context = req
                     .note

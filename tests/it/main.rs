@@ -6,6 +6,7 @@ mod harness;
 mod compat;
 mod core;
 mod crash;
+mod fixup;
 mod landing;
 mod malformed;
 mod parallel;
