@@ -147,6 +147,9 @@ pub(crate) struct AttemptRecord {
     /// The job slot it ran in: a session resumes only in the same worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) slot: Option<usize>,
+    /// It continued an earlier attempt's session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) resumed: bool,
 }
 
 impl AttemptRecord {

@@ -457,6 +457,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         agent: r.agent.map(str::to_string),
         session_id: r.session_id.clone(),
         slot: Some(r.slot),
+        resumed: r.resumed,
     };
     // What an attempt that stopped early had done, for the next prompt.
     let stopped_early = matches!(

@@ -115,6 +115,7 @@ fn a_fixup_resumes_the_session_of_the_work_it_fixes() {
     let hist = &p.story("1.1")["history"];
     assert_eq!(hist[0]["session_id"], "sess-1.1-1");
     assert_eq!(hist[1]["session_id"], "sess-1.1-2");
+    assert_eq!(hist[1]["resumed"], true);
 
     // retry.resume_session false: a new session, told the whole story.
     let off = GATED.replacen(
