@@ -339,12 +339,12 @@ async fn run_attempt(
         ));
         report.kind = AttemptKind::Redo;
         let (id2, slot) = (id.clone(), req.slot);
-        if let Ok(Err(e)) | Err(e) = blocking(&ctx, move |c| {
+        let again = blocking(&ctx, move |c| {
             prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
         })
         .await
-        .map(|r| r.map(|_| ()))
-        {
+        .and_then(|r| r);
+        if let Err(e) = again {
             report.verdict = Verdict::Fault {
                 reason: format!("could not prepare the worktree of slot {slot}: {e}"),
                 kind: FaultKind::Transient,

@@ -189,3 +189,39 @@ done_
     assert_eq!(kinds(&p, "1.1"), vec!["first", "fixup"]);
     assert_eq!(p.story("1.1")["history"][1]["number"], 3);
 }
+
+#[test]
+fn a_fixup_whose_work_is_gone_starts_over_as_a_redo() {
+    let p = Project::with_backlog("1.1 | Gate\n", GATED);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$N"
+if [ "$N" = 1 ]; then
+  commit_file "src/a.txt"
+else
+  commit_file "src/a.txt"; echo ok > ok.txt; git add ok.txt; git commit -qm "fix(story-1.1): ok.txt"
+fi
+done_
+"#,
+    );
+    let r = p.ralph(&["run", "-n", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        p.story("1.1")["note"]["fixup"]["work"],
+        "refs/ralph/attempts/1.1/1"
+    );
+    // Someone deletes the kept work before the next run.
+    git(&p.root, &["update-ref", "-d", "refs/ralph/attempts/1.1/1"]);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(kinds(&p, "1.1"), vec!["first", "redo"]);
+    let redo = scratch(&p, "prompt-2");
+    assert!(
+        redo.contains("Do Gate.")
+            && redo.contains("MISSING ok.txt")
+            && redo.contains("Handing that work back to you failed"),
+        "{redo}"
+    );
+}
