@@ -2,8 +2,9 @@
 //!
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
-//! FIGURE is one of `rss`, `validate`, `makespan`, `overhead`, `latency`
-//! (default: all). `--quick` takes fewer samples (a smoke run, not for the
+//! FIGURE is one of `rss`, `validate`, `makespan`, `overhead`, `latency`,
+//! `conflicts` (default: all). `conflicts` also measures the binary named by
+//! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
 //! markers of BENCHMARKS.md; without it nothing is written into the repo.
 //!
@@ -22,13 +23,14 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const FIGURES: [&str; 6] = [
+const FIGURES: [&str; 7] = [
     "rss",
     "rss-agents",
     "validate",
     "makespan",
     "overhead",
     "latency",
+    "conflicts",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -72,6 +74,7 @@ fn main() {
             "makespan" => fig_makespan(&bin, quick),
             "overhead" => fig_overhead(&bin, quick),
             "latency" => fig_latency(&bin, quick),
+            "conflicts" => fig_conflicts(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -1583,6 +1586,189 @@ fn fig_latency(bin: &Path, quick: bool) -> Figure {
          depending on chain stories 5, 10 and 15, 2 independent stories of 4 s and 6 s; {} \
          dependents per run; times from ralph.log (ms resolution)",
         deps.len()
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure 6: conflicts, fixed up or redone
+
+/// Ten pairs of stories, each pair appending to a file of its own; the
+/// second of a pair takes longer, so at `-j 4` it finishes after its
+/// partner landed and conflicts. Scripted answers: a fresh run sleeps its
+/// story's time and appends its line; a run that finds a merge in progress
+/// (`MERGE_HEAD`: a fix-up) resolves it by keeping both lines and commits.
+/// Tokens are a model of what a real agent reads: the prompt (bytes ÷ 4)
+/// plus 20,000 of code for a fresh run and 4,000 for a fix-up, 2,000 or
+/// 500 out; a resumed fix-up also reads its earlier conversation (22,000)
+/// from the cache.
+const CONFLICT_AGENT: &str = r#"
+n="${id#*.}"
+f="shared-$(( (n + 1) / 2 )).txt"
+if git rev-parse -q --verify MERGE_HEAD >/dev/null; then
+  sleep 0.3
+  { git show HEAD:"$f"; git show MERGE_HEAD:"$f"; } | awk '!seen[$0]++' > "$f.resolved"
+  mv "$f.resolved" "$f"
+  git add "$f" && git commit -q --no-edit
+  input=$(( ${#prompt} / 4 + 4000 )); output=500; cache=0
+  case " $* " in *" --resume "*) cache=22000 ;; esac
+else
+  if [ $(( n % 2 )) = 1 ]; then sleep 1.0; else sleep 1.6; fi
+  printf 'line from %s\n' "$id" >> "$f"
+  git add "$f" && git commit -q -m "feat(story-$id): shared change"
+  input=$(( ${#prompt} / 4 + 20000 )); output=2000; cache=0
+fi
+say "done"
+printf '{"type":"result","subtype":"success","is_error":false,"result":"done <ralph>DONE %s</ralph>","num_turns":4,"total_cost_usd":0.01,"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":%d}}\n' "$id" "$input" "$output" "$cache"
+"#;
+
+/// What one run of the conflicts figure gave.
+struct ConflictRun {
+    wall: f64,
+    runs: f64,
+    full_runs: f64,
+    conflicts: f64,
+    conflict_tokens: f64,
+    resumed: f64,
+}
+
+fn conflict_run(bin: &Path, backlog: &Backlog) -> ConflictRun {
+    let p = Project::new(backlog, CONFLICT_AGENT, |root| {
+        write(
+            root,
+            ".ralph/config.json",
+            "{ \"loop\": { \"max_retries\": 3 } }\n",
+        );
+        for k in 1..=10 {
+            write(root, &format!("shared-{k}.txt"), "");
+        }
+        // Each spec declares its file (Ralph v2's section), as a real
+        // backlog would: what conflict-aware dispatch reads.
+        for (i, st) in backlog.stories().enumerate() {
+            let (rel, text) = Backlog::spec(st);
+            let files = format!(
+                "\n## Files to Create/Modify\n\n- `shared-{}.txt` — append this story's line\n",
+                i / 2 + 1
+            );
+            write(root, &rel, &(text + &files));
+        }
+    });
+    let wall = p
+        .run_ok(bin, &["run", "--parallel", "-j", "4"])
+        .as_secs_f64();
+    assert_eq!(p.merges_on_main(), 20, "every story landed");
+    let state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(p.root.join(".ralph/state.json")).unwrap())
+            .expect("state.json parses");
+    let (mut runs, mut full, mut conflicts, mut tokens) = (0.0, 0.0, 0.0, 0.0);
+    let mut resumed = 0.0;
+    for rec in state["stories"].as_object().expect("stories").values() {
+        conflicts += rec["conflicts"].as_f64().unwrap_or(0.0);
+        for h in rec["history"].as_array().into_iter().flatten() {
+            runs += 1.0;
+            // Before fix-ups there was no kind: every run was a full one.
+            if h["kind"].as_str() != Some("fixup") {
+                full += 1.0;
+            }
+            if h["resumed"].as_bool() == Some(true) {
+                resumed += 1.0;
+            }
+            // Every run after a story's first is spent on its conflict.
+            if h["number"].as_u64() != Some(1) {
+                let u = &h["usage"];
+                tokens += [
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                ]
+                .iter()
+                .map(|k| u[*k].as_f64().unwrap_or(0.0))
+                .sum::<f64>();
+            }
+        }
+    }
+    ConflictRun {
+        wall,
+        runs: runs / 20.0,
+        full_runs: full / 20.0,
+        conflicts,
+        conflict_tokens: tokens,
+        resumed,
+    }
+}
+
+fn fig_conflicts(bin: &Path, quick: bool) -> Figure {
+    let runs = if quick { 1 } else { 5 };
+    let mut fig = Figure::new(
+        "conflicts",
+        "Conflicts at -j 4: agent runs, tokens and makespan, fix-ups against redos",
+    );
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, 20, |_| "medium"))],
+    };
+    let baseline = std::env::var_os("RALPH_BENCH_BASELINE").map(PathBuf::from);
+    let mut variants = vec![("after", bin.to_path_buf())];
+    if let Some(b) = &baseline {
+        variants.insert(0, ("before", b.clone()));
+    }
+    for (name, b) in &variants {
+        let mut all = Vec::new();
+        for r in 0..runs {
+            let c = conflict_run(b, &backlog);
+            eprintln!(
+                "  conflicts {name} run {}/{runs}: {:.2} s, {:.2} runs/story, {} conflicts, {:.0} tokens on conflicts",
+                r + 1,
+                c.wall,
+                c.runs,
+                c.conflicts,
+                c.conflict_tokens
+            );
+            all.push(c);
+        }
+        let col = |f: fn(&ConflictRun) -> f64| all.iter().map(f).collect::<Vec<_>>();
+        let runs_row = Row::new(
+            &format!("{name}: agent runs per landed story"),
+            "×",
+            col(|c| c.runs),
+        );
+        fig.rows.push(if *name == "after" {
+            runs_row.target(Cmp::Le, 1.15)
+        } else {
+            runs_row
+        });
+        fig.rows.push(Row::new(
+            &format!("{name}: full-prompt runs (first tries and redos) per landed story"),
+            "×",
+            col(|c| c.full_runs),
+        ));
+        fig.rows.push(Row::new(
+            &format!("{name}: merge conflicts"),
+            "",
+            col(|c| c.conflicts),
+        ));
+        fig.rows.push(Row::new(
+            &format!("{name}: fix-ups that resumed the agent's session"),
+            "",
+            col(|c| c.resumed),
+        ));
+        fig.rows.push(Row::new(
+            &format!("{name}: tokens spent on conflicts (runs after a story's first)"),
+            "",
+            col(|c| c.conflict_tokens),
+        ));
+        fig.rows
+            .push(Row::new(&format!("{name}: makespan"), "s", col(|c| c.wall)));
+    }
+    fig.notes.push(format!(
+        "20 stories in one batch, `-j 4`, ten pairs each appending a line to a file of their own \
+         (`shared-<k>.txt`); a fresh run sleeps 1.0 s (first of a pair) or 1.6 s (second) and \
+         commits; a fix-up (merge in progress) sleeps 0.3 s, keeps both lines and commits; tokens \
+         are the agent's scripted usage (see `CONFLICT_AGENT`); {}",
+        match &baseline {
+            Some(b) => format!("before = {}", b.display()),
+            None => "set RALPH_BENCH_BASELINE to an older ralph for the before rows".into(),
+        }
     ));
     fig
 }

@@ -363,6 +363,7 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
             "run_in_progress": live,
             "usage": usage,
             "cost_usd": cost,
+            "agent_runs": report::waste_json(&state.waste()),
             "paused_until": paused
                 .iter()
                 .map(|(a, t)| (a.clone(), serde_json::Value::from(crate::timefmt::iso(*t))))
@@ -405,6 +406,9 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         usage.cache_read_input_tokens,
         cost
     );
+    if let Some(line) = report::render_waste(&state.waste()) {
+        println!("{line}");
+    }
     for (agent, until) in &paused {
         println!(
             "Paused: the {agent} agent's usage limit resets in {} (at {})",

@@ -86,6 +86,9 @@ pub(crate) struct Config {
     /// lands (as the status edit alone) instead of failing the attempt. A
     /// spec's frontmatter `allow_empty_done: true` allows it for one story.
     pub(crate) allow_empty_done: bool,
+    /// `retry.resume_session` (default true): a fix-up continues the agent's
+    /// session where its CLI can resume one.
+    pub(crate) resume_session: bool,
 }
 
 pub(crate) const DEFAULT_AGENT_FLAGS: &[&str] = &[
@@ -125,6 +128,9 @@ pub(crate) fn defaults() -> Value {
         },
         "limits": {
             "max_wait_hours": 6
+        },
+        "retry": {
+            "resume_session": true
         },
         "commit": {
             "format": "feat(story-{{id}}): {{title}}",
@@ -802,6 +808,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         "a whole number of learnings",
     ) as usize;
     let parallel_enabled = r.boolean("parallel.enabled");
+    let resume_session = r.boolean("retry.resume_session");
     let max_concurrent = r.get("parallel.max_concurrent").is_some().then(|| {
         r.uint(
             "parallel.max_concurrent",
@@ -861,6 +868,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         hooks,
         grace_secs,
         allow_empty_done,
+        resume_session,
     })
 }
 
@@ -907,6 +915,12 @@ mod tests {
         assert!(c.learnings_enabled);
         assert_eq!(c.learnings_max, 5);
         assert!(!c.parallel_enabled);
+        assert!(c.resume_session);
+        assert!(
+            !cfg(json!({"retry": {"resume_session": "false"}}))
+                .unwrap()
+                .resume_session
+        );
         assert_eq!(c.max_concurrent, None);
         assert_eq!(
             c.hooks,

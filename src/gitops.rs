@@ -5,11 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
+mod fixup;
 mod keep;
 mod land;
 mod landing;
 mod worktree;
 
+pub(crate) use fixup::{FixupLabels, FixupStart};
 #[cfg(test)]
 use land::{update_checkout, Checkout};
 use worktree::*;
@@ -671,6 +673,140 @@ mod tests {
 
     fn wt_path(g: &Git, name: &str) -> PathBuf {
         g.workdir.join(".ralph/worktrees").join(name)
+    }
+
+    /// A story's work kept at `refs/ralph/conflicts/1.1/1` (line two of
+    /// a.txt and a file of its own), and story 1.2 landed on main meanwhile
+    /// (line two too when `same_line`); slot-0 prepared at main's tip.
+    fn fixup_fixture(same_line: bool) -> (tempfile::TempDir, Git, PathBuf, String, String) {
+        let (tmp, g) = fixture();
+        let dir = tmp.path().to_path_buf();
+        git(&dir, &["checkout", "-q", "-b", "ralph/story-1.1"]);
+        write(&dir, "a.txt", "one\nTWO from the story\nthree\n");
+        write(&dir, "story.txt", "mine\n");
+        let work = commit_all(&dir, "feat(story-1.1): x");
+        git(&dir, &["update-ref", "refs/ralph/conflicts/1.1/1", &work]);
+        git(&dir, &["checkout", "-q", "main"]);
+        if same_line {
+            write(&dir, "a.txt", "one\ntwo from 1.2\nthree\n");
+        } else {
+            write(&dir, "b.txt", "from 1.2\n");
+        }
+        git(&dir, &["add", "-A"]);
+        git(
+            &dir,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                "merge: story 1.2",
+                "-m",
+                "Other thing",
+            ],
+        );
+        let tip = tip_of(&g, "main");
+        let path = wt_path(&g, "slot-0");
+        g.prepare_worktree("slot-0", &path, "ralph/story-1.1", &tip)
+            .unwrap();
+        (tmp, g, path, tip, work)
+    }
+
+    const LABELS: FixupLabels<'static> = FixupLabels {
+        ours: "main",
+        theirs: "story 1.1",
+        message: "fix-up(story-1.1): merge main\n",
+    };
+
+    #[test]
+    fn a_fixup_leaves_the_conflict_for_plain_git_to_conclude() {
+        let (tmp, g, path, tip, work) = fixup_fixture(true);
+        let main_before = read(tmp.path(), "a.txt");
+        let start = g
+            .start_fixup(&path, "refs/ralph/conflicts/1.1/1", &LABELS, true)
+            .unwrap();
+        assert_eq!(
+            start,
+            FixupStart::Merging {
+                conflicts: vec!["a.txt".into()]
+            }
+        );
+        let text = read(&path, "a.txt");
+        for marker in ["<<<<<<< main", "||||||| base", ">>>>>>> story 1.1"] {
+            assert!(text.contains(marker), "{text}");
+        }
+        assert_eq!(
+            read(&path, "story.txt"),
+            "mine\n",
+            "the clean part is merged"
+        );
+        assert_eq!(
+            g.landed_since("refs/ralph/conflicts/1.1/1", "main")
+                .unwrap(),
+            vec![("1.2".to_string(), "Other thing".to_string())]
+        );
+        // The agent resolves and concludes the merge with plain git.
+        write(
+            &path,
+            "a.txt",
+            "one\ntwo from 1.2\nTWO from the story\nthree\n",
+        );
+        git(&path, &["add", "a.txt"]);
+        git(&path, &["commit", "-q", "--no-edit"]);
+        let parents = git(&path, &["log", "-1", "--format=%P"]);
+        assert_eq!(
+            parents.split_whitespace().collect::<Vec<_>>(),
+            vec![tip.as_str(), work.as_str()]
+        );
+        assert_eq!(
+            git(&path, &["log", "-1", "--format=%s"]).trim(),
+            "fix-up(story-1.1): merge main"
+        );
+        assert!(g
+            .conflict_markers("ralph/story-1.1", &["a.txt".into()])
+            .unwrap()
+            .is_empty());
+        // The main checkout saw none of it.
+        assert_eq!(tip_of(&g, "main"), tip);
+        assert_eq!(read(tmp.path(), "a.txt"), main_before);
+        assert_eq!(g.head_branch().unwrap().as_deref(), Some("main"));
+    }
+
+    #[test]
+    fn a_clean_fixup_is_committed_and_left_markers_are_found() {
+        let (_tmp, g, path, tip, work) = fixup_fixture(false);
+        let start = g
+            .start_fixup(&path, "refs/ralph/conflicts/1.1/1", &LABELS, true)
+            .unwrap();
+        let FixupStart::Committed { commit } = start else {
+            panic!("{start:?}");
+        };
+        assert_eq!(tip_of(&g, "ralph/story-1.1"), commit);
+        let parents = git(&path, &["log", "-1", "--format=%P"]);
+        assert_eq!(
+            parents.split_whitespace().collect::<Vec<_>>(),
+            vec![tip.as_str(), work.as_str()]
+        );
+        assert_eq!(porcelain(&path), "");
+        assert_eq!(read(&path, "b.txt"), "from 1.2\n");
+        // Work already on the target is nothing to fix up.
+        assert!(g.start_fixup(&path, &tip, &LABELS, true).is_err());
+        // A file committed with markers is caught; a lone ======= is not one.
+        write(&path, "c.md", "Title\n=======\n");
+        write(
+            &path,
+            "a.txt",
+            "x\n<<<<<<< main\ny\n=======\nz\n>>>>>>> story\n",
+        );
+        git(&path, &["add", "-A"]);
+        git(&path, &["commit", "-q", "-m", "oops"]);
+        assert_eq!(
+            g.conflict_markers(
+                "ralph/story-1.1",
+                &["a.txt".into(), "c.md".into(), "gone.txt".into()]
+            )
+            .unwrap(),
+            vec!["a.txt".to_string()]
+        );
     }
 
     #[test]

@@ -261,6 +261,15 @@ pub(crate) fn landed_id(subject: &str) -> Option<&str> {
     (!id.is_empty()).then_some(id)
 }
 
+/// The story a landing commit's whole message marks as landed, with the
+/// title `merge_message` put in its body ("" when it has none).
+pub(crate) fn landed_story(message: &str) -> Option<(String, String)> {
+    let mut lines = message.lines();
+    let id = landed_id(lines.next()?)?;
+    let title = lines.find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    Some((id.to_string(), title.to_string()))
+}
+
 /// Short stable hash of the project path: the prefix of every attempt token,
 /// so processes a killed run left behind can be found (and only ours).
 pub(crate) fn project_tag(root: &Path) -> String {
@@ -351,6 +360,15 @@ mod tests {
         let subject = msg.lines().next().unwrap();
         assert_eq!(landed_id(subject), Some("2.10"));
         assert_eq!(landed_id("merge: story "), None);
+        assert_eq!(
+            landed_story(&msg),
+            Some(("2.10".to_string(), "Add a thing".to_string()))
+        );
+        assert_eq!(
+            landed_story("merge: story 3.1\n"),
+            Some(("3.1".to_string(), String::new()))
+        );
+        assert_eq!(landed_story("Merge branch 'x'\n\nmerge: story 1.1"), None);
         assert_eq!(landed_id("Merge branch 'x'"), None);
     }
 

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use crate::config::Config;
+use crate::state::{FixupCause, Note};
 
 /// The project's own template, relative to the project root; it replaces
 /// `BUILTIN_TEMPLATE` when present.
@@ -58,6 +59,248 @@ story. Implement this one story and nothing else.
 {{LEARNINGS}}
 {{/if}}
 ";
+
+/// The built-in fix-up template: finished work that could not land goes
+/// back to the agent with what went wrong, without the whole story again
+/// when its session is resumed. `.ralph/templates/fixup.md` overrides it.
+/// Its first line names the story as the implement template's does.
+pub(crate) const FIXUP_TEMPLATE: &str = "\
+You are an autonomous coding agent. Your work to implement Story {{STORY_ID}}: {{TITLE}} is finished, but it could not land on {{TARGET}} as it is. Fix it up; do not start over.
+
+{{#if LANDED_STORIES}}
+While you worked, these stories landed on {{TARGET}}:
+{{LANDED_STORIES}}
+
+{{/if}}
+{{#if CONFLICT_FILES}}
+## Merge conflict
+
+This worktree is at the new {{TARGET}}, with your work being merged in. The
+merge is in progress and these files conflict (they hold conflict markers):
+{{CONFLICT_FILES}}
+
+Resolve every conflict so that both intents survive: what the stories that
+landed meanwhile did, and what this story does. Leave no conflict marker.
+
+{{/if}}
+{{#if MERGE_CLEAN}}
+## Merge
+
+This worktree is at the new {{TARGET}}, with your work being merged in; the
+merge applied without conflicts this time. Check that the two still fit together.
+
+{{/if}}
+{{#if FAILED_COMMAND}}
+## Validation failed
+
+Your work, merged onto {{TARGET}}, failed the required check '{{FAILED_NAME}}'
+(`{{FAILED_COMMAND}}`). The end of its output (all of it is in
+{{VALIDATION_LOG}} under the project directory):
+
+```
+{{VALIDATION_OUTPUT}}
+```
+
+This worktree holds your work merged onto {{TARGET}}. Find the cause and fix it.
+
+{{/if}}
+{{#if RETRY_CONTEXT}}
+## Also
+
+{{RETRY_CONTEXT}}
+
+{{/if}}
+## Then
+
+{{#if VALIDATION_COMMANDS}}
+1. Run the validation commands and fix what they report:
+{{VALIDATION_COMMANDS}}
+{{/if}}
+{{#if BLOCKED_COMMANDS}}
+   Commands you must not run:
+{{BLOCKED_COMMANDS}}
+{{/if}}
+{{#if MERGE_IN_PROGRESS}}
+2. Stage the files you changed (`git add -- <path>`) and run `git commit --no-edit`:
+   that concludes the merge with the message ralph prepared.
+{{/if}}
+{{#if MERGE_COMMITTED}}
+2. Commit your fix on the current branch with this message:
+   {{COMMIT_MESSAGE}}
+{{/if}}
+3. Do not rebase, reset, abort the merge, switch branches or push: ralph lands your commit.
+4. End your last message with exactly one status line:
+   <ralph>DONE {{STORY_ID}}</ralph> once it is fixed and committed, or
+   <ralph>FAIL {{STORY_ID}}: <reason></ralph> if you could not fix it.
+{{#if SPEC_CONTENT}}
+
+## Story specification (for reference)
+
+{{SPEC_CONTENT}}
+{{/if}}
+";
+
+/// Lines of a failed validation's output a fix-up prompt shows.
+pub(crate) const TAIL_LINES: usize = 200;
+/// Bytes of it, at most.
+pub(crate) const TAIL_BYTES: usize = 16 * 1024;
+
+/// The end of a command's output for a prompt: its last `TAIL_LINES` lines,
+/// cut to the last `TAIL_BYTES` bytes at a line start where one is near.
+pub(crate) fn output_tail(text: &str) -> String {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let start = body
+        .rmatch_indices('\n')
+        .nth(TAIL_LINES - 1)
+        .map_or(0, |(i, _)| i + 1);
+    let mut tail = &body[start..];
+    if tail.len() > TAIL_BYTES {
+        let mut cut = tail.len() - TAIL_BYTES;
+        while !tail.is_char_boundary(cut) {
+            cut += 1;
+        }
+        tail = &tail[cut..];
+        if let Some(nl) = tail.find('\n') {
+            tail = &tail[nl + 1..];
+        }
+    }
+    tail.to_string()
+}
+
+/// What a fix-up prompt is made of, besides the config.
+#[derive(Debug, Clone)]
+pub(crate) struct FixupInput<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) cause: &'a FixupCause,
+    /// Files the merge in progress left conflicted (none when it applied
+    /// cleanly or ralph committed it).
+    pub(crate) conflicts: &'a [String],
+    /// The merge is left in progress for the agent's commit to conclude.
+    pub(crate) merging: bool,
+    /// Stories that landed on the target since the work began: (ID, title).
+    pub(crate) landed: &'a [(String, String)],
+    /// The story's spec, unless the agent's session is resumed (it has it).
+    pub(crate) spec: Option<&'a str>,
+    /// Anything else the note says (an interrupted attempt's kept work).
+    pub(crate) extra: &'a str,
+}
+
+/// The variables of the fix-up template.
+pub(crate) fn fixup_vars(config: &Config, input: &FixupInput<'_>) -> Vars {
+    let mut v = vars_for(
+        config,
+        &PromptInput {
+            id: input.id,
+            title: input.title,
+            spec: input.spec.unwrap_or(""),
+            learnings: &[],
+            retry_context: Some(input.extra),
+        },
+    );
+    v.set("TARGET", input.target);
+    let landed: Vec<String> = input
+        .landed
+        .iter()
+        .map(|(id, title)| format!("   - Story {id}: {title}"))
+        .collect();
+    v.set("LANDED_STORIES", landed.join("\n"));
+    let files: Vec<String> = input
+        .conflicts
+        .iter()
+        .map(|p| format!("   - `{p}`"))
+        .collect();
+    v.set("CONFLICT_FILES", files.join("\n"));
+    let conflict_cause = matches!(input.cause, FixupCause::Conflict { .. });
+    let clean = conflict_cause && input.merging && input.conflicts.is_empty();
+    v.set("MERGE_CLEAN", if clean { "yes" } else { "" });
+    v.set("MERGE_IN_PROGRESS", if input.merging { "yes" } else { "" });
+    v.set("MERGE_COMMITTED", if input.merging { "" } else { "yes" });
+    match input.cause {
+        FixupCause::Validation {
+            name,
+            cmd,
+            tail,
+            log,
+        } => {
+            v.set("FAILED_NAME", name.as_str());
+            v.set("FAILED_COMMAND", cmd.as_str());
+            v.set("VALIDATION_OUTPUT", tail.trim_end());
+            v.set("VALIDATION_LOG", log.as_str());
+        }
+        FixupCause::Conflict { .. } => {
+            for k in [
+                "FAILED_NAME",
+                "FAILED_COMMAND",
+                "VALIDATION_OUTPUT",
+                "VALIDATION_LOG",
+            ] {
+                v.set(k, "");
+            }
+        }
+    }
+    v
+}
+
+/// What a fresh start is told about finished work it replaces: the fix-up
+/// the note announced, in words, and anything else the note says.
+pub(crate) fn note_context(note: &Note, target: &str) -> String {
+    let mut parts = Vec::new();
+    if let Some(f) = &note.fixup {
+        parts.push(match &f.cause {
+            FixupCause::Conflict { paths } => conflict_redo(target, paths, &f.work),
+            FixupCause::Validation { name, tail, .. } => format!(
+                "Your earlier work on this story failed the required check '{name}' once \
+                 merged onto {target}; the end of its output:\n\n```\n{}\n```\n\nThat work is \
+                 kept at the git ref {}. Start from the current code and make the check pass.",
+                tail.trim_end(),
+                f.work
+            ),
+        });
+    }
+    if !note.text.is_empty() {
+        parts.push(note.text.clone());
+    }
+    parts.join("\n\n")
+}
+
+/// A conflict the next attempt redoes from scratch.
+pub(crate) fn conflict_redo(target: &str, paths: &[String], kept: &str) -> String {
+    let where_ = if paths.is_empty() {
+        "some files".to_string()
+    } else {
+        paths.join(", ")
+    };
+    format!(
+        "Your earlier work on this story conflicted with changes that landed on {target} \
+         meanwhile (in {where_}). That work is kept at the git ref {kept}. Start from the \
+         current code, which includes those changes, and implement the story again on top of it."
+    )
+}
+
+/// A failed attempt the next one starts over from.
+pub(crate) fn failed_before(reason: &str, kept: Option<&str>) -> String {
+    let mut s = format!("The previous attempt at this story failed: {reason}.");
+    if let Some(r) = kept {
+        s.push_str(&format!(
+            " Its commits are kept at the git ref {r} if you want to look at them; \
+             you start again from the current code."
+        ));
+    }
+    s
+}
+
+/// An attempt stopped before it finished (Ctrl-C, a killed run): where
+/// what it had done is kept.
+pub(crate) fn interrupted_before(kept: &[String]) -> String {
+    format!(
+        "An earlier attempt at this story was interrupted before it finished. What it had \
+         done is kept at the git ref{} {}; look at it (`git show <ref>`) and reuse what helps.",
+        if kept.len() == 1 { "" } else { "s" },
+        kept.join(", ")
+    )
+}
 
 /// Variables whose emptiness `{{#if VAR}}` tests, and which are substituted.
 #[derive(Debug, Clone, Default)]
@@ -313,6 +556,116 @@ mod tests {
         assert_eq!(paths, vec!["src/a.sh", "src/b c.sh"]);
         let s = stage_instructions(&paths);
         assert!(s.contains("git add -- src/a.sh 'src/b c.sh'"), "{s}");
+    }
+
+    #[test]
+    fn output_tail_keeps_the_last_lines_within_the_byte_cap() {
+        let many: String = (1..=500).map(|i| format!("{i}\n")).collect();
+        let t = output_tail(&many);
+        assert_eq!(t.lines().count(), TAIL_LINES);
+        assert!(t.starts_with("301\n") && t.ends_with("\n500"), "{t}");
+        let wide: String = (0..300).map(|i| format!("{i:>120}\n")).collect();
+        let t = output_tail(&wide);
+        assert!(t.len() <= TAIL_BYTES);
+        assert!(t.ends_with("299"));
+        assert_eq!(t.lines().next().unwrap().len(), 120, "cut at a line start");
+        assert_eq!(output_tail("short\n"), "short");
+        assert!(output_tail(&"é".repeat(20_000)).len() <= TAIL_BYTES);
+    }
+
+    fn config() -> Config {
+        crate::config::from_value(
+            crate::config::defaults(),
+            std::path::Path::new(".ralph/config.json"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_conflict_fixup_prompt_names_the_files_and_what_landed() {
+        let cause = FixupCause::Conflict {
+            paths: vec!["FEATURES.md".into()],
+        };
+        let landed = [("1.2".to_string(), "Other thing".to_string())];
+        let conflicts = ["FEATURES.md".to_string()];
+        let input = FixupInput {
+            id: "1.1",
+            title: "Title",
+            target: "main",
+            cause: &cause,
+            conflicts: &conflicts,
+            merging: true,
+            landed: &landed,
+            spec: None,
+            extra: "",
+        };
+        let out = render(FIXUP_TEMPLATE, &fixup_vars(&config(), &input));
+        let first = out.lines().next().unwrap();
+        assert!(first.contains("implement Story 1.1: Title"), "{first}");
+        for want in [
+            "   - `FEATURES.md`",
+            "   - Story 1.2: Other thing",
+            "both intents",
+            "git commit --no-edit",
+            "<ralph>DONE 1.1</ralph>",
+        ] {
+            assert!(out.contains(want), "{want} missing:\n{out}");
+        }
+        for unwanted in ["{{", "Story specification", "Validation failed", "## Also"] {
+            assert!(!out.contains(unwanted), "{unwanted} in:\n{out}");
+        }
+    }
+
+    #[test]
+    fn a_validation_fixup_prompt_shows_the_command_and_its_output() {
+        let cause = FixupCause::Validation {
+            name: "tests".into(),
+            cmd: "make test".into(),
+            tail: "ok 1\nFAILED: parser\n".into(),
+            log: ".ralph/logs/1.1/validation-1.log".into(),
+        };
+        let input = FixupInput {
+            id: "1.1",
+            title: "Title",
+            target: "main",
+            cause: &cause,
+            conflicts: &[],
+            merging: false,
+            landed: &[],
+            spec: Some("SPEC BODY"),
+            extra: "An earlier attempt was interrupted.",
+        };
+        let out = render(FIXUP_TEMPLATE, &fixup_vars(&config(), &input));
+        for want in [
+            "'tests'",
+            "`make test`",
+            "ok 1\nFAILED: parser\n```",
+            ".ralph/logs/1.1/validation-1.log",
+            "feat(story-1.1): Title",
+            "SPEC BODY",
+            "An earlier attempt was interrupted.",
+        ] {
+            assert!(out.contains(want), "{want} missing:\n{out}");
+        }
+        for unwanted in ["{{", "--no-edit", "Merge conflict", "landed on main:"] {
+            assert!(!out.contains(unwanted), "{unwanted} in:\n{out}");
+        }
+        // A fresh start told about it instead gets the same facts.
+        let note = Note {
+            text: String::new(),
+            fixup: Some(crate::state::Fixup {
+                cause,
+                work: "refs/ralph/attempts/1.1/1".into(),
+                attempt: 1,
+                fresh_session: false,
+            }),
+            redo: false,
+        };
+        let ctx = note_context(&note, "main");
+        assert!(
+            ctx.contains("FAILED: parser") && ctx.contains("refs/ralph/attempts/1.1/1"),
+            "{ctx}"
+        );
     }
 
     #[test]

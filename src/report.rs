@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::agent::output::Usage;
 use crate::schedule::Node;
+use crate::state::{Tally, Waste};
 use crate::timefmt::human_duration;
 
 /// Totals shown on the overall line.
@@ -96,6 +97,8 @@ pub(crate) enum Message {
         title: String,
         attempt: u32,
         max: u32,
+        /// Finished work handed back to its agent.
+        fixup: bool,
     },
     Finished {
         id: String,
@@ -155,6 +158,8 @@ pub(crate) enum Message {
         id: String,
         target: String,
         paths: Vec<String>,
+        /// Its agent gets the conflict to resolve (else: a redo).
+        fixup: bool,
     },
     ConflictGiveUp {
         id: String,
@@ -195,7 +200,14 @@ pub(crate) fn render(m: &Message) -> String {
             title,
             attempt,
             max,
+            fixup: false,
         } => format!("[run ] {id} {title} (attempt {attempt}/{max})"),
+        Message::Started {
+            id,
+            title,
+            fixup: true,
+            ..
+        } => format!("[fix ] {id} {title} (fix-up of its finished work)"),
         Message::Finished { id, secs } => {
             format!("[land] {id} finished in {}; landing", human_duration(*secs))
         }
@@ -269,9 +281,19 @@ pub(crate) fn render(m: &Message) -> String {
             human_duration(*secs),
             &commit[..commit.len().min(10)]
         ),
-        Message::Conflict { id, target, paths } => format!(
-            "[conf] {id} conflicts with {target} in {}; redoing it from the new tip",
-            paths.join(", ")
+        Message::Conflict {
+            id,
+            target,
+            paths,
+            fixup,
+        } => format!(
+            "[conf] {id} conflicts with {target} in {}; {}",
+            paths.join(", "),
+            if *fixup {
+                "its agent resolves it on the new tip"
+            } else {
+                "redoing it from the new tip"
+            }
         ),
         Message::ConflictGiveUp {
             id,
@@ -306,6 +328,8 @@ pub(crate) struct RunSummary {
     pub(crate) limit_reached: Option<u64>,
     /// Every selected story is done and nothing went wrong.
     pub(crate) all_complete: bool,
+    /// Where the agent runs went.
+    pub(crate) waste: Waste,
 }
 
 /// The summary printed on stdout at the end of `ralph run`.
@@ -321,6 +345,10 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         tokens(&s.usage),
         s.cost_usd
     );
+    if let Some(line) = render_waste(&s.waste) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     if !s.failed.is_empty() {
         out.push_str(&format!(
             "failed: {} (see .ralph/logs/<id>/; retry with `ralph run -s <id>`)\n",
@@ -336,6 +364,55 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         out.push_str("ALL STORIES COMPLETE\n");
     }
     out
+}
+
+/// `agent runs: 1.20 per landed story (12 for 10) · 10 first tries (…) ·
+/// 1 fix-up (2.1k tokens, $0.03) · 1 redo (…) · 1 failed (…)`;
+/// `None` before any agent ran.
+pub(crate) fn render_waste(w: &Waste) -> Option<String> {
+    let all = w.all();
+    if all.runs == 0 {
+        return None;
+    }
+    let per = match w.per_landed() {
+        Some((runs, _, _)) => format!("{runs:.2} per landed story ({} for {})", all.runs, w.landed),
+        None => format!("{} for no landed story", all.runs),
+    };
+    let part = |t: &Tally, one: &str, many: &str| {
+        let name = if t.runs == 1 { one } else { many };
+        if t.runs == 0 {
+            format!("0 {name}")
+        } else {
+            format!(
+                "{} {name} ({} tokens, ${:.2})",
+                t.runs,
+                short_count(t.tokens),
+                t.cost_usd
+            )
+        }
+    };
+    Some(format!(
+        "agent runs: {per} · {} · {} · {} · {}",
+        part(&w.first, "first try", "first tries"),
+        part(&w.fixup, "fix-up", "fix-ups"),
+        part(&w.redo, "redo", "redos"),
+        part(&w.failed, "failed", "failed"),
+    ))
+}
+
+/// `status --json`'s `agent_runs`: the tallies and the per-landed-story figures.
+pub(crate) fn waste_json(w: &Waste) -> serde_json::Value {
+    let per = w.per_landed().map(|(runs, tokens, cost)| {
+        serde_json::json!({ "runs": runs, "tokens": tokens, "cost_usd": cost })
+    });
+    serde_json::json!({
+        "landed": w.landed,
+        "per_landed_story": per,
+        "first": w.first,
+        "fixup": w.fixup,
+        "redo": w.redo,
+        "failed": w.failed,
+    })
 }
 
 /// `progress.txt` line of a landed story (Ralph v2's format).
@@ -488,6 +565,14 @@ mod tests {
                 title: "Add the parser".into(),
                 attempt: 2,
                 max: 3,
+                fixup: false,
+            },
+            Message::Started {
+                id: id(),
+                title: "Add the parser".into(),
+                attempt: 1,
+                max: 3,
+                fixup: true,
             },
             Message::Finished {
                 id: id(),
@@ -559,6 +644,13 @@ mod tests {
                 id: id(),
                 target: "main".into(),
                 paths: vec!["FEATURES.md".into(), "src/lib.rs".into()],
+                fixup: true,
+            },
+            Message::Conflict {
+                id: id(),
+                target: "main".into(),
+                paths: vec!["FEATURES.md".into()],
+                fixup: false,
             },
             Message::ConflictGiveUp {
                 id: id(),
@@ -596,6 +688,29 @@ mod tests {
             cost_usd: 12.5,
             limit_reached: None,
             all_complete: false,
+            waste: Waste {
+                landed: 7,
+                first: Tally {
+                    runs: 10,
+                    tokens: 1_100_000,
+                    cost_usd: 11.0,
+                },
+                fixup: Tally {
+                    runs: 1,
+                    tokens: 34_000,
+                    cost_usd: 0.5,
+                },
+                redo: Tally {
+                    runs: 1,
+                    tokens: 100_000,
+                    cost_usd: 1.0,
+                },
+                failed: Tally {
+                    runs: 3,
+                    tokens: 300_000,
+                    cost_usd: 3.0,
+                },
+            },
         };
         let complete = RunSummary {
             done: 10,
@@ -610,6 +725,7 @@ mod tests {
             failed: vec![],
             blocked: vec![],
             limit_reached: Some(3),
+            waste: Waste::default(),
             ..failed.clone()
         };
         let text = [failed, complete, limited]

@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::agent::output::Usage;
 
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// 3: attempt kinds, agent sessions and the note for the next attempt.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -49,10 +50,84 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
+/// What an attempt set out to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AttemptKind {
+    /// The story's first try (attempts that were only interrupted, limited
+    /// or hit a fault before it do not make the next one a redo).
+    #[default]
+    First,
+    /// Finished work that could not land (a conflict, failed validation),
+    /// handed back to the agent from where it stopped.
+    Fixup,
+    /// A fresh start after work was thrown away (a failed attempt, a failed
+    /// fix-up, or a conflict with no fix-up to give).
+    Redo,
+}
+
+impl AttemptKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AttemptKind::First => "first",
+            AttemptKind::Fixup => "fixup",
+            AttemptKind::Redo => "redo",
+        }
+    }
+}
+
+/// What the next attempt at a story is told, kept in `state.json` so a
+/// restart does not forget it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub(crate) struct Note {
+    /// What went wrong before, in words for the agent.
+    pub(crate) text: String,
+    /// The next attempt fixes up this finished work instead of starting over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fixup: Option<Fixup>,
+    /// Work was thrown away: the next fresh start is a redo.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) redo: bool,
+}
+
+/// Finished work to hand back to the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Fixup {
+    pub(crate) cause: FixupCause,
+    /// The ref keeping the work (`refs/ralph/conflicts/...` or
+    /// `refs/ralph/attempts/...`): merged onto the new tip in the slot.
+    pub(crate) work: String,
+    /// The attempt that made it (its session is the one resumed).
+    pub(crate) attempt: u32,
+    /// Its session could not be resumed: the fix-up starts a new one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) fresh_session: bool,
+}
+
+/// Why finished work could not land.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum FixupCause {
+    /// Its merge onto the target conflicted in these files.
+    Conflict { paths: Vec<String> },
+    /// A required validation command failed on the merged tree.
+    Validation {
+        name: String,
+        cmd: String,
+        /// The end of its output (`prompt::output_tail`).
+        tail: String,
+        /// The whole output, relative to the project root.
+        log: String,
+    },
+}
+
 /// One finished attempt, kept for `status` and cost reporting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub(crate) struct AttemptRecord {
     pub(crate) number: u32,
+    /// `None` only while an older file is read; `upgrade` fills it in.
+    #[serde(default)]
+    pub(crate) kind: Option<AttemptKind>,
     pub(crate) outcome: Outcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) reason: Option<String>,
@@ -66,6 +141,21 @@ pub(crate) struct AttemptRecord {
     /// The agent backend that ran the attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) agent: Option<String>,
+    /// The agent's session, for a fix-up to resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) session_id: Option<String>,
+    /// The job slot it ran in: a session resumes only in the same worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) slot: Option<usize>,
+    /// It continued an earlier attempt's session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) resumed: bool,
+}
+
+impl AttemptRecord {
+    pub(crate) fn kind(&self) -> AttemptKind {
+        self.kind.unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -93,6 +183,9 @@ pub(crate) struct StoryRecord {
     pub(crate) duration_secs: f64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) history: Vec<AttemptRecord>,
+    /// What the next attempt is told (and whether it is a fix-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) note: Option<Note>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -176,6 +269,17 @@ impl State {
         for id in self.completed_stories.clone() {
             let rec = self.stories.entry(id).or_default();
             rec.status = Status::Done;
+        }
+        // Before kinds were recorded, every attempt after the first was a
+        // fresh start.
+        for rec in self.stories.values_mut() {
+            for h in rec.history.iter_mut().filter(|h| h.kind.is_none()) {
+                h.kind = Some(if h.number <= 1 {
+                    AttemptKind::First
+                } else {
+                    AttemptKind::Redo
+                });
+            }
         }
         self.format_version = FORMAT_VERSION;
     }
@@ -320,6 +424,7 @@ impl State {
             r.landed_commit = Some(c.to_string());
         }
         r.last_error = None;
+        r.note = None;
         if !self.completed_stories.iter().any(|c| c == id) {
             self.completed_stories.push(id.to_string());
         }
@@ -351,6 +456,76 @@ impl State {
         out
     }
 
+    pub(crate) fn note(&self, id: &str) -> Option<&Note> {
+        self.stories.get(id).and_then(|r| r.note.as_ref())
+    }
+
+    /// What the next attempt at `id` is told; `None` forgets it.
+    pub(crate) fn set_note(&mut self, id: &str, note: Option<Note>) {
+        self.rec(id).note = note;
+    }
+
+    /// Adds `line` to the note of `id` (an interrupted attempt's kept work),
+    /// keeping whatever fix-up or redo it already announces.
+    pub(crate) fn add_to_note(&mut self, id: &str, line: &str) {
+        let note = self.rec(id).note.get_or_insert_with(Note::default);
+        if !note.text.is_empty() {
+            note.text.push_str("\n\n");
+        }
+        note.text.push_str(line);
+    }
+
+    /// What the next attempt at `id` will be.
+    pub(crate) fn next_kind(&self, id: &str) -> AttemptKind {
+        match self.note(id) {
+            Some(n) if n.fixup.is_some() => AttemptKind::Fixup,
+            Some(n) if n.redo => AttemptKind::Redo,
+            _ => AttemptKind::First,
+        }
+    }
+
+    /// The record of attempt `n` of `id`, if it is still in the history.
+    pub(crate) fn attempt(&self, id: &str, n: u32) -> Option<&AttemptRecord> {
+        self.record(id)?
+            .history
+            .iter()
+            .rev()
+            .find(|h| h.number == n)
+    }
+
+    /// Where the agent runs went, over every story: by kind, and the runs
+    /// that failed. Faults are not attempts and not counted.
+    pub(crate) fn waste(&self) -> Waste {
+        let mut w = Waste::default();
+        for r in self.stories.values() {
+            if r.status == Status::Done {
+                w.landed += 1;
+            }
+            for h in r.history.iter().filter(|h| h.outcome != Outcome::Fault) {
+                let add = |t: &mut Tally| {
+                    t.runs += 1;
+                    t.tokens += h.usage.input_tokens
+                        + h.usage.output_tokens
+                        + h.usage.cache_creation_input_tokens
+                        + h.usage.cache_read_input_tokens;
+                    t.cost_usd += h.cost_usd;
+                };
+                add(match h.kind() {
+                    AttemptKind::First => &mut w.first,
+                    AttemptKind::Fixup => &mut w.fixup,
+                    AttemptKind::Redo => &mut w.redo,
+                });
+                if matches!(
+                    h.outcome,
+                    Outcome::Fail | Outcome::Timeout | Outcome::Error | Outcome::NoSignal
+                ) {
+                    add(&mut w.failed);
+                }
+            }
+        }
+        w
+    }
+
     pub(crate) fn total_usage(&self) -> (Usage, f64) {
         let mut u = Usage::default();
         let mut cost = 0.0;
@@ -365,6 +540,52 @@ impl State {
         let mut s = serde_json::to_string_pretty(self).expect("state serialises");
         s.push('\n');
         s
+    }
+}
+
+/// Agent runs, tokens and cost of one kind of attempt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub(crate) struct Tally {
+    pub(crate) runs: u32,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
+}
+
+/// Where the agent runs went (`State::waste`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub(crate) struct Waste {
+    /// Stories landed.
+    pub(crate) landed: usize,
+    pub(crate) first: Tally,
+    pub(crate) fixup: Tally,
+    pub(crate) redo: Tally,
+    /// Runs of any kind that failed (their work did not land).
+    pub(crate) failed: Tally,
+}
+
+impl Waste {
+    /// Every agent run (first tries, fix-ups and redos).
+    pub(crate) fn all(&self) -> Tally {
+        let mut t = Tally::default();
+        for k in [self.first, self.fixup, self.redo] {
+            t.runs += k.runs;
+            t.tokens += k.tokens;
+            t.cost_usd += k.cost_usd;
+        }
+        t
+    }
+
+    /// Runs, tokens and cost per landed story; `None` before one landed.
+    pub(crate) fn per_landed(&self) -> Option<(f64, f64, f64)> {
+        let all = self.all();
+        (self.landed > 0).then(|| {
+            let n = self.landed as f64;
+            (
+                f64::from(all.runs) / n,
+                all.tokens as f64 / n,
+                all.cost_usd / n,
+            )
+        })
     }
 }
 
@@ -412,6 +633,50 @@ mod tests {
             Err(StateError::Newer(n)) if n == FORMAT_VERSION + 1
         ));
         assert!(matches!(State::from_json("{"), Err(StateError::Json(_))));
+    }
+
+    #[test]
+    fn a_version_2_file_loads_with_attempt_kinds_and_notes_round_trip() {
+        let v2 = r#"{"format_version":2,"completed_stories":[],"stories":{"1.1":{"status":"pending",
+            "attempts":1,"attempts_started":2,"history":[
+              {"number":1,"outcome":"fail","duration_secs":1.0},
+              {"number":2,"outcome":"interrupted","duration_secs":1.0}]}}}"#;
+        let mut st = State::from_json(v2).unwrap();
+        assert_eq!(st.format_version, FORMAT_VERSION);
+        let kinds: Vec<_> = st
+            .record("1.1")
+            .unwrap()
+            .history
+            .iter()
+            .map(|h| h.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![Some(AttemptKind::First), Some(AttemptKind::Redo)]
+        );
+        assert_eq!(st.next_kind("1.1"), AttemptKind::First);
+        st.set_note(
+            "1.1",
+            Some(Note {
+                text: String::new(),
+                fixup: Some(Fixup {
+                    cause: FixupCause::Conflict {
+                        paths: vec!["a.txt".into()],
+                    },
+                    work: "refs/ralph/conflicts/1.1/2".into(),
+                    attempt: 2,
+                    fresh_session: false,
+                }),
+                redo: false,
+            }),
+        );
+        st.add_to_note("1.1", "interrupted once");
+        let again = State::from_json(&st.to_json()).unwrap();
+        assert_eq!(again, st);
+        assert_eq!(again.next_kind("1.1"), AttemptKind::Fixup);
+        assert_eq!(again.note("1.1").unwrap().text, "interrupted once");
+        st.mark_done("1.1", None);
+        assert_eq!(st.note("1.1"), None, "a landed story needs no note");
     }
 
     #[test]

@@ -85,6 +85,46 @@ pub(crate) fn claude_flags_note(config: &Config) -> Option<String> {
     })
 }
 
+/// True when `backend`'s CLI can continue an earlier session with a new
+/// prompt (a fix-up then needs only the short prompt).
+pub(crate) fn resumes(backend: Backend) -> bool {
+    matches!(backend, Backend::Claude | Backend::Codex)
+}
+
+/// The arguments of a run that continues session `session` of `backend`,
+/// the prompt still on stdin: Claude Code's `--resume <id>` goes first (a
+/// list-taking flag such as `--allowedTools` would swallow it at the end);
+/// Codex's `resume <id> -` is a subcommand of `exec`, after exec's options.
+/// `None` when the configured arguments leave no place for it, or the ID
+/// could be read as an option.
+pub(crate) fn resume_args(backend: Backend, args: &[String], session: &str) -> Option<Vec<String>> {
+    let plain = !session.is_empty()
+        && !session.starts_with('-')
+        && session
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+    if !plain {
+        return None;
+    }
+    match backend {
+        Backend::Claude => {
+            let mut out = vec!["--resume".to_string(), session.to_string()];
+            out.extend(args.iter().cloned());
+            Some(out)
+        }
+        Backend::Codex => {
+            args.iter().position(|a| a == "exec")?;
+            let mut out = args.to_vec();
+            if out.last().is_some_and(|a| a == "-") {
+                out.pop();
+            }
+            out.extend(["resume".to_string(), session.to_string(), "-".to_string()]);
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
 /// `post_story`'s `RALPH_RESULT` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResultKind {
@@ -307,6 +347,35 @@ mod tests {
     use super::*;
     use crate::agent::output::Signals;
     use std::time::Duration;
+
+    #[test]
+    fn a_resumed_session_keeps_the_configured_arguments() {
+        let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let claude = strs(Backend::Claude.default_args());
+        let r = resume_args(Backend::Claude, &claude, "4536f138-aa").unwrap();
+        assert_eq!(&r[..2], ["--resume", "4536f138-aa"]);
+        assert_eq!(&r[2..], claude.as_slice());
+        let codex = strs(Backend::Codex.default_args());
+        let r = resume_args(Backend::Codex, &codex, "t-1").unwrap();
+        assert_eq!(
+            r,
+            strs(&[
+                "exec",
+                "--json",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--skip-git-repo-check",
+                "resume",
+                "t-1",
+                "-"
+            ])
+        );
+        // No place for it, an ID that reads as an option, a CLI without resume.
+        assert_eq!(resume_args(Backend::Codex, &strs(&["e", "-"]), "t-1"), None);
+        assert_eq!(resume_args(Backend::Claude, &claude, "--evil"), None);
+        assert_eq!(resume_args(Backend::Claude, &claude, "a b"), None);
+        assert_eq!(resume_args(Backend::Gemini, &[], "s"), None);
+        assert!(resumes(Backend::Claude) && resumes(Backend::Codex) && !resumes(Backend::Custom));
+    }
 
     fn exit(code: i32) -> AttemptExit {
         AttemptExit {

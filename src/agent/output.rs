@@ -538,6 +538,14 @@ impl OutputParser {
                     }]));
                 }
             }
+            // The session a fix-up resumes (`claude --resume <id>`).
+            "system" if ev.get("subtype").and_then(Value::as_str) == Some("init") => {
+                if let Some(id) = ev.get("session_id").and_then(Value::as_str) {
+                    if !id.is_empty() {
+                        out.extend(self.absorb(vec![AgentEvent::SessionId(id.to_string())]));
+                    }
+                }
+            }
             "system" if ev.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
                 let mut error = ev
                     .get("error")
@@ -936,6 +944,12 @@ mod tests {
         r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Bash"]}"#;
 
     #[test]
+    fn claude_init_gives_the_session_a_fixup_resumes() {
+        let s = parse_lines(&[INIT.to_string(), result("ok", false)].join("\n"));
+        assert_eq!(s.session_id.as_deref(), Some("s"));
+    }
+
+    #[test]
     fn done_only_in_tool_result_is_ignored() {
         let out = [
             INIT.to_string(),
@@ -1326,7 +1340,8 @@ mod tests {
                 error: "overloaded (529), waiting 1s".into()
             }]
         );
-        assert!(p.feed_line(INIT).is_empty());
+        // Init carries nothing for the display but the session.
+        assert_eq!(p.feed_line(INIT), vec![AgentEvent::SessionId("s".into())]);
     }
 
     #[test]

@@ -321,7 +321,6 @@ impl Git {
 
     /// The local branch checked out in the worktree at `path`; `None` when
     /// its HEAD is detached.
-    #[cfg(test)]
     pub(crate) fn resolve_branch_at_head(&self, path: &Path) -> Result<Option<String>> {
         let wrepo = git2::Repository::open(path)?;
         let head = wrepo.find_reference("HEAD")?;

@@ -13,11 +13,12 @@ use crate::agent::output::{AgentEvent, OutputParser};
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;
-use crate::gitops::{GitError, LeftWork, Oid};
+use crate::gitops::{FixupLabels, FixupStart, GitError, LeftWork, Oid};
 use crate::learnings;
 use crate::process::{self, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
-use crate::prompt::{self, PromptInput};
+use crate::prompt::{self, FixupInput, PromptInput};
+use crate::state::{AttemptKind, Fixup, FixupCause};
 
 use super::context::{blocking, env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
 use super::dispatcher::Executor;
@@ -55,6 +56,116 @@ impl Executor for LocalExecutor {
 
 fn rel(root: &Path, p: &Path) -> String {
     p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+/// The prompt of a fix-up: `.ralph/templates/fixup.md` or the built-in
+/// one, with what went wrong and where the worktree was left; the spec only
+/// when the agent's session is not resumed (it has read it there).
+fn build_fixup_prompt(
+    ctx: &RunContext,
+    story: &Story,
+    fixup: &Fixup,
+    setup: &FixupSetup,
+    resumed: bool,
+    extra: &str,
+) -> std::io::Result<String> {
+    let (root, config, target) = (&ctx.root, &ctx.config, ctx.target.as_str());
+    let spec = if resumed {
+        None
+    } else {
+        Some(backlog::spec_text(root, story)?)
+    };
+    let template = std::fs::read_to_string(root.join(".ralph/templates/fixup.md"))
+        .unwrap_or_else(|_| prompt::FIXUP_TEMPLATE.to_string());
+    let (conflicts, merging) = match &setup.start {
+        FixupStart::Merging { conflicts } => (conflicts.as_slice(), true),
+        FixupStart::Committed { .. } => (&[][..], false),
+    };
+    let input = FixupInput {
+        id: &story.id,
+        title: &story.title,
+        target,
+        cause: &fixup.cause,
+        conflicts,
+        merging,
+        landed: &setup.landed,
+        spec: spec.as_deref(),
+        extra,
+    };
+    Ok(prompt::render(
+        &template,
+        &prompt::fixup_vars(config, &input),
+    ))
+}
+
+/// How a fix-up's worktree was set up.
+#[derive(Debug, Clone)]
+struct FixupSetup {
+    start: FixupStart,
+    /// Stories landed on the target since the work began: (ID, title).
+    landed: Vec<(String, String)>,
+}
+
+/// Merges the story's kept work onto the target's tip in its slot (just
+/// prepared there): conflicts are left for the agent, a clean validation
+/// fix-up's merge is committed by ralph.
+fn setup_fixup(
+    ctx: &RunContext,
+    id: &str,
+    wt: &Path,
+    fixup: &Fixup,
+) -> Result<FixupSetup, GitError> {
+    let landed = ctx
+        .git
+        .landed_since(&fixup.work, &ctx.target)
+        .unwrap_or_default();
+    let ours = format!("{} (landed meanwhile)", ctx.target);
+    let theirs = format!("story {id} (your work)");
+    let message = format!(
+        "fix-up(story-{id}): merge {} into the story's work\n",
+        ctx.target
+    );
+    let labels = FixupLabels {
+        ours: &ours,
+        theirs: &theirs,
+        message: &message,
+    };
+    let commit_clean = matches!(fixup.cause, FixupCause::Validation { .. });
+    let start = ctx
+        .git
+        .start_fixup(wt, &fixup.work, &labels, commit_clean)?;
+    Ok(FixupSetup { start, landed })
+}
+
+/// A fix-up's result that cannot land: nothing committed while the merge
+/// was left to the agent, or conflict markers still in the files that
+/// conflicted. `None` when it may go to the merge queue.
+fn fixup_left_undone(
+    ctx: &RunContext,
+    branch: &str,
+    setup: &FixupSetup,
+    commits: usize,
+) -> Option<String> {
+    let FixupStart::Merging { conflicts } = &setup.start else {
+        return None;
+    };
+    if commits == 0 {
+        return Some(
+            "the fix-up committed nothing: the merge was left in progress (resolve, then \
+             `git commit --no-edit`)"
+                .to_string(),
+        );
+    }
+    let marked = ctx
+        .git
+        .conflict_markers(branch, conflicts)
+        .unwrap_or_default();
+    (!marked.is_empty()).then(|| {
+        format!(
+            "the fix-up committed conflict markers in {}",
+            marked.join(", ")
+        )
+    })
 }
 
 /// The prompt of one attempt (SPEC 4.1): the project's template or the
@@ -126,13 +237,22 @@ fn prepare_or_rebuild(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, Gi
 
 /// The agent may have left the worktree dirty, detached or on another
 /// branch: keep everything, and let the story branch hold its commits.
-fn keep_what_the_agent_left(ctx: &RunContext, id: &str, n: u32, wt: &Path, base: &Oid) {
+/// Returns the refs it kept besides the branch.
+fn keep_what_the_agent_left(
+    ctx: &RunContext,
+    id: &str,
+    n: u32,
+    wt: &Path,
+    base: &Oid,
+) -> Vec<String> {
+    let mut kept = Vec::new();
     let branch = project::story_branch(id);
     let unc = project::kept_ref(KeptRef::Uncommitted, id, n);
     if let Ok(Some(_)) = ctx.git.save_uncommitted(wt, &unc) {
         ctx.log.line(&format!(
             "story {id} attempt {n}: uncommitted changes kept at {unc}"
         ));
+        kept.push(unc);
     }
     let head = project::kept_ref(KeptRef::Head, id, n);
     if let Ok(a) = ctx.git.adopt_worktree_head(wt, &branch, base, &head) {
@@ -141,7 +261,11 @@ fn keep_what_the_agent_left(ctx: &RunContext, id: &str, n: u32, wt: &Path, base:
                 "story {id} attempt {n}: agent left its branch: {a:?}"
             ));
         }
+        if let crate::gitops::Adopted::Saved { refname } = a {
+            kept.push(refname);
+        }
     }
+    kept
 }
 
 async fn run_attempt(
@@ -167,7 +291,7 @@ async fn run_attempt(
     let started = Instant::now();
 
     let (id2, slot) = (id.clone(), req.slot);
-    let base = match blocking(&ctx, move |c| prepare_or_rebuild(c, &id2, slot)).await {
+    let tip = match blocking(&ctx, move |c| prepare_or_rebuild(c, &id2, slot)).await {
         Ok(Ok(b)) => b,
         // The slot could not be made even from scratch: the machine's
         // trouble, not the story's (disk, permissions, a held lock).
@@ -183,6 +307,61 @@ async fn run_attempt(
             return report;
         }
     };
+
+    // A fix-up merges the story's kept work onto the new tip in the slot.
+    // When that cannot be done (its ref is gone, say), the attempt is a
+    // fresh redo from a slot prepared again.
+    let fixup = match (&req.note, req.kind) {
+        (Some(note), AttemptKind::Fixup) => note.fixup.clone(),
+        _ => None,
+    };
+    let mut setup_error = None;
+    let setup = match fixup.clone() {
+        Some(f) => {
+            let (id2, wt2) = (id.clone(), wt_path.clone());
+            match blocking(&ctx, move |c| setup_fixup(c, &id2, &wt2, &f)).await {
+                Ok(Ok(setup)) => Some(setup),
+                Ok(Err(e)) => {
+                    setup_error = Some(e.to_string());
+                    None
+                }
+                Err(e) => {
+                    setup_error = Some(e);
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    if let Some(e) = &setup_error {
+        ctx.log.line(&format!(
+            "story {id} attempt {n}: its fix-up could not be set up ({e}); it starts over"
+        ));
+        report.kind = AttemptKind::Redo;
+        let (id2, slot) = (id.clone(), req.slot);
+        let again = blocking(&ctx, move |c| {
+            prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
+        })
+        .await
+        .and_then(|r| r);
+        if let Err(e) = again {
+            report.verdict = Verdict::Fault {
+                reason: format!("could not prepare the worktree of slot {slot}: {e}"),
+                kind: FaultKind::Transient,
+            };
+            return report;
+        }
+    }
+    // The agent's own work is counted from here: a clean validation
+    // fix-up starts from ralph's merge commit.
+    let base = match &setup {
+        Some(FixupSetup {
+            start: FixupStart::Committed { commit },
+            ..
+        }) => commit.clone(),
+        _ => tip.clone(),
+    };
+    let resume = req.resume.clone().filter(|_| setup.is_some());
 
     let root_s = ctx.root.display().to_string();
     let wt_s = wt_path.display().to_string();
@@ -238,13 +417,46 @@ async fn run_attempt(
         } else {
             Vec::new()
         };
-        let text = match build_prompt(
-            &ctx.root,
-            &ctx.config,
-            &story,
-            &pool,
-            req.retry_context.as_deref(),
-        ) {
+        let (program, mut args) = ctx.agents[&backend].clone();
+        if let Some(session) = &resume {
+            match agent::resume_args(backend, &args, session) {
+                Some(a) => {
+                    args = a;
+                    report.resumed = true;
+                }
+                None => ctx.log.line(&format!(
+                    "story {id}: the configured {} command line has no place for a resumed \
+                     session; the fix-up starts a new one",
+                    backend.name()
+                )),
+            }
+        }
+        let extra = req.note.as_ref().map(|n| n.text.as_str()).unwrap_or("");
+        let built = match (&fixup, &setup) {
+            (Some(f), Some(setup)) => {
+                build_fixup_prompt(&ctx, &story, f, setup, report.resumed, extra)
+            }
+            _ => {
+                let mut context = req
+                    .note
+                    .as_ref()
+                    .map(|n| prompt::note_context(n, &ctx.target))
+                    .unwrap_or_default();
+                if let Some(e) = &setup_error {
+                    context.push_str(&format!(
+                        "\n\n(Handing that work back to you failed: {e}; so you start over.)"
+                    ));
+                }
+                build_prompt(
+                    &ctx.root,
+                    &ctx.config,
+                    &story,
+                    &pool,
+                    Some(context.trim()).filter(|c| !c.is_empty()),
+                )
+            }
+        };
+        let text = match built {
             Ok(t) => t,
             Err(e) => {
                 report.verdict = Verdict::Fault {
@@ -265,7 +477,6 @@ async fn run_attempt(
             ("RALPH_PROJECT_DIR", &root_s),
         ]);
         agent_env.push(ceiling(&ctx.root));
-        let (program, args) = ctx.agents[&backend].clone();
         let spec_run = AttemptSpec {
             program,
             args,
@@ -308,6 +519,7 @@ async fn run_attempt(
         report.cost_usd = summary.cost_usd.unwrap_or(0.0);
         report.learnings = summary.signals.learnings.clone();
         report.limit_warning = summary.limit_warning;
+        report.session_id = summary.session_id.clone();
         let exit = match exit {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -331,13 +543,15 @@ async fn run_attempt(
             }
         };
         let (id2, wt2, base2, b2) = (id.clone(), wt_path.clone(), base.clone(), branch.clone());
-        let (commits, moved) = blocking(&ctx, move |c| {
-            keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
+        let tip2 = tip.clone();
+        let (commits, moved, kept) = blocking(&ctx, move |c| {
+            let kept = keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
             let commits = c.git.commits_ahead(&b2, &base2).unwrap_or(0);
-            (commits, target_moved_by_agent(c, &b2, &base2))
+            (commits, target_moved_by_agent(c, &b2, &tip2), kept)
         })
         .await
-        .unwrap_or((0, None));
+        .unwrap_or((0, None, Vec::new()));
+        report.kept = kept;
         if let Some(now) = moved {
             report.verdict = Verdict::Fault {
                 reason: format!(
@@ -377,6 +591,20 @@ async fn run_attempt(
         );
         if report.verdict == Verdict::Done {
             report.verdict = honest_done(&ctx, &story, n, req.slot, &base, &mut report).await;
+        }
+        // A merge the agent resolved but left for ralph to commit counts.
+        let commits = commits + usize::from(report.committed_for_agent.is_some());
+        if let (Some(setup), Verdict::Done | Verdict::Tentative) = (&setup, &report.verdict) {
+            let (b2, setup2) = (branch.clone(), setup.clone());
+            let undone = blocking(&ctx, move |c| fixup_left_undone(c, &b2, &setup2, commits))
+                .await
+                .unwrap_or_default();
+            if let Some(reason) = undone {
+                report.verdict = Verdict::Failed {
+                    reason,
+                    kind: ResultKind::Fail,
+                };
+            }
         }
         let unlanded = matches!(
             report.verdict,

@@ -48,7 +48,7 @@ pub(crate) trait Executor: Send + Sync + 'static {
 
 /// What a task in the set was doing, to answer for it if it panics.
 enum Task {
-    Attempt(AttemptRequest),
+    Attempt(Box<AttemptRequest>),
     Landing,
     Hooks,
 }
@@ -207,7 +207,8 @@ impl<E: Executor> Dispatcher<E> {
                 let handle = self
                     .tasks
                     .spawn(async move { Event::AttemptFinished(Box::new(fut.await)) });
-                self.owners.insert(handle.id(), Task::Attempt(req));
+                self.owners
+                    .insert(handle.id(), Task::Attempt(Box::new(req)));
             }
             Action::Land { idx, attempt } => {
                 let req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt);

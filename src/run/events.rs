@@ -8,6 +8,7 @@ use crate::agent::Verdict;
 use crate::control::Control;
 use crate::gitops::Oid;
 use crate::report::{Message, Totals};
+use crate::state::{AttemptKind, Note};
 
 /// The OS signals a run reacts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +76,16 @@ pub(crate) struct AttemptReport {
     /// The agent said DONE and left work uncommitted: ralph committed it
     /// on the story branch (how many files, the commit).
     pub(crate) committed_for_agent: Option<(usize, Oid)>,
+    /// What it ran as: a fix-up whose work could not be set up again runs
+    /// as a redo.
+    pub(crate) kind: AttemptKind,
+    /// The agent's session, when its CLI reported one.
+    pub(crate) session_id: Option<String>,
+    /// It continued an earlier session (`AttemptRequest::resume`).
+    pub(crate) resumed: bool,
+    /// Refs keeping what the agent left besides its commits (uncommitted
+    /// changes, a HEAD it moved elsewhere).
+    pub(crate) kept: Vec<String>,
 }
 
 impl AttemptReport {
@@ -96,6 +107,10 @@ impl AttemptReport {
             agent: None,
             limit_warning: None,
             committed_for_agent: None,
+            kind: req.kind,
+            session_id: None,
+            resumed: false,
+            kept: Vec::new(),
         }
     }
 }
@@ -112,6 +127,9 @@ pub(crate) enum LandResult {
     },
     ValidationFailed {
         name: String,
+        /// The command that failed.
+        cmd: String,
+        /// The end of its output (`prompt::output_tail`).
         tail: String,
         saved_ref: Option<String>,
         /// The whole output, relative to the project root.
@@ -142,8 +160,12 @@ pub(crate) struct AttemptRequest {
     pub(crate) attempt: u32,
     /// Attempts started by this run, this one included (`RALPH_ITERATION`).
     pub(crate) iteration: u64,
-    /// What the previous attempt left to say (failure, conflict).
-    pub(crate) retry_context: Option<String>,
+    /// A first try, a fix-up (of `note.fixup`) or a redo.
+    pub(crate) kind: AttemptKind,
+    /// What went wrong before, for the prompt.
+    pub(crate) note: Option<Note>,
+    /// The agent session a fix-up continues (`retry.resume_session`).
+    pub(crate) resume: Option<String>,
     /// The agent it runs with.
     pub(crate) agent: crate::agent::Backend,
 }

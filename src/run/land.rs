@@ -12,6 +12,7 @@ use crate::backlog::{mark_done, Story};
 use crate::gitops::{GitError, LandOutcome, MergeOutcome, Oid};
 use crate::process::{self, Control};
 use crate::project::{self, KeptRef};
+use crate::prompt;
 use crate::store;
 
 use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
@@ -257,6 +258,9 @@ async fn validate_merged(
     // log holds the last round's output.
     let _ = std::fs::remove_file(&log);
     for v in &ctx.required_validation {
+        // Where this command's output begins in the log: a fix-up is shown
+        // the failing command's own output.
+        let from = std::fs::metadata(&log).map_or(0, |m| m.len());
         let env = env_pairs(&[
             ("RALPH_STORY", &req.id),
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
@@ -276,9 +280,14 @@ async fn validate_merged(
                 let branch = project::story_branch(&req.id);
                 let saved = keep(ctx, &branch, KeptRef::Attempt, req).await;
                 let log_rel = log.strip_prefix(&ctx.root).unwrap_or(&log);
+                let tail = match output_since(&log, from) {
+                    Some(out) => prompt::output_tail(&out),
+                    None => r.tail,
+                };
                 return Some(LandResult::ValidationFailed {
                     name: v.name.clone(),
-                    tail: r.tail,
+                    cmd: v.cmd.clone(),
+                    tail,
                     saved_ref: saved,
                     log_rel: log_rel.display().to_string(),
                 });
@@ -292,4 +301,23 @@ async fn validate_merged(
         }
     }
     None
+}
+
+/// The end of what `log` holds from byte `from` on (lossy UTF-8), enough
+/// for `prompt::output_tail`; `None` when it cannot be read.
+fn output_since(log: &std::path::Path, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(log).ok()?;
+    let len = f.metadata().ok()?.len();
+    // A command can print gigabytes; the prompt shows 16 KB of it.
+    let start = from.max(len.saturating_sub(4 * prompt::TAIL_BYTES as u64));
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Some(match text.find('\n') {
+        // Cut mid-line: the partial first line goes.
+        Some(nl) if start > from => text[nl + 1..].to_string(),
+        _ => text,
+    })
 }

@@ -285,6 +285,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             )
             .collect(),
         stagger: Duration::from_secs(config.stagger_secs),
+        resume_session: config.resume_session,
     };
     let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
     let first = opts

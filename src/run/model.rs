@@ -40,6 +40,9 @@ pub(crate) struct Policy {
     pub(crate) agents: Vec<Backend>,
     /// The least time between two agent starts (`parallel.stagger_seconds`).
     pub(crate) stagger: Duration,
+    /// A fix-up continues the agent's session where its CLI can
+    /// (`retry.resume_session`).
+    pub(crate) resume_session: bool,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -169,7 +172,6 @@ pub(crate) struct Model {
     /// No new work before then (a fault outside the story).
     pub(crate) pause_until: Option<Instant>,
     pub(crate) backoff: Duration,
-    pub(crate) retry_context: HashMap<usize, String>,
     /// Transient faults in a row, per story (reset by any other outcome).
     pub(crate) faults: HashMap<usize, u32>,
     /// Turns of the merge queue lost to a moving target, per story.
@@ -243,7 +245,6 @@ impl Model {
             fatal: None,
             pause_until: None,
             backoff: Policy::FIRST_BACKOFF,
-            retry_context: HashMap::new(),
             faults: HashMap::new(),
             races: HashMap::new(),
             recent_failures: Vec::new(),

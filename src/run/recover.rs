@@ -13,7 +13,8 @@ use crate::error::RalphError;
 use crate::gitops::Git;
 use crate::process;
 use crate::project::{self, KeptRef, Project};
-use crate::state::{State, Status};
+use crate::prompt;
+use crate::state::{Fixup, FixupCause, State, Status};
 use crate::store::{self, RunLock, TechLog};
 use crate::{report, timefmt};
 
@@ -225,15 +226,53 @@ pub(crate) fn reconcile(
         .map(|(id, _)| id.clone())
         .collect();
     let target_tip = git.branch_tip(target)?.unwrap_or_default();
+    // The slot worktrees, by the story branch each has checked out: what an
+    // agent killed with the run left uncommitted there is kept before the
+    // next attempt resets the slot.
+    let slots: Vec<(String, std::path::PathBuf)> = git
+        .list_worktrees()?
+        .into_iter()
+        .filter(|wt| project::is_ours(root, &wt.path) && wt.path.exists())
+        .filter_map(|wt| Some((git.resolve_branch_at_head(&wt.path).ok()??, wt.path)))
+        .collect();
     for id in state.requeue_interrupted() {
         let branch = project::story_branch(&id);
+        let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
+        let mut kept = Vec::new();
+        if let Some((_, path)) = slots.iter().find(|(b, _)| *b == branch) {
+            let unc = project::kept_ref(KeptRef::Uncommitted, &id, n);
+            let taken = git
+                .refs_with_prefix(&unc)
+                .unwrap_or_default()
+                .contains(&unc);
+            if !taken {
+                if let Ok(Some(_)) = git.save_uncommitted(path, &unc) {
+                    log.line(&format!(
+                        "reconcile: story {id}: uncommitted changes of its interrupted attempt kept at {unc}"
+                    ));
+                    kept.push(unc);
+                }
+            }
+        }
         if git.commits_ahead(&branch, &target_tip).unwrap_or(0) == 0 {
+            if !kept.is_empty() {
+                state.add_to_note(&id, &prompt::interrupted_before(&kept));
+            }
             continue;
         }
-        let n = state.record(&id).map(|r| r.attempts_started).unwrap_or(0);
         let was_landing = landing.contains(&id);
-        let finished =
-            !was_landing && attempt_log_says_done(&project::attempt_log_path(root, &id, n), &id);
+        // A conflict fix-up that said DONE but committed markers is not
+        // finished (the attempt would have failed it, had the run lived).
+        let markers = match state.note(&id).and_then(|n| n.fixup.as_ref()) {
+            Some(Fixup {
+                cause: FixupCause::Conflict { paths },
+                ..
+            }) => git.conflict_markers(&branch, paths).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let finished = !was_landing
+            && markers.is_empty()
+            && attempt_log_says_done(&project::attempt_log_path(root, &id, n), &id);
         if (was_landing || finished) && project.backlog.index_of(&id).is_some() {
             reland.push(id.clone());
             log.line(&format!(
@@ -246,10 +285,14 @@ pub(crate) fn reconcile(
             ));
         } else {
             let r = project::kept_ref(KeptRef::Interrupted, &id, n);
-            let _ = git.save_ref(&branch, &r);
+            if git.save_ref(&branch, &r).is_ok() {
+                kept.insert(0, r.clone());
+            }
             log.line(&format!(
                 "reconcile: story {id} was interrupted; its commits are kept at {r}"
             ));
+            // The next attempt (a fix-up again, if this was one) is told.
+            state.add_to_note(&id, &prompt::interrupted_before(&kept));
         }
     }
     // Worktrees whose directory vanished are pruned; live ones are reused.

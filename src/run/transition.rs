@@ -7,11 +7,12 @@
 
 use std::time::Duration;
 
-use crate::agent::{Backend, FaultKind, Verdict};
+use crate::agent::{self, Backend, FaultKind, Verdict};
 use crate::control::Control;
+use crate::prompt;
 use crate::report::{self, Message, RunSummary, Totals};
 use crate::schedule::Node;
-use crate::state::{AttemptRecord, Outcome};
+use crate::state::{AttemptKind, AttemptRecord, Fixup, FixupCause, Note, Outcome};
 
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
 use super::model::{Change, Fatal, Landing, Model, Policy, SignalCount};
@@ -170,6 +171,7 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
         cost_usd: t.cost_usd,
         limit_reached: None,
         all_complete: false,
+        waste: model.state.waste(),
     };
     match &model.fatal {
         Some(Fatal::NeedsPerson(m)) => return (summary, Some(m.clone()), EXIT_STORIES_FAILED),
@@ -264,40 +266,88 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         if !model.policy.stagger.is_zero() {
             model.next_start_at = Some(now.mono + model.policy.stagger);
         }
-        let Some(slot) = model.slots.iter().position(Option::is_none) else {
+        let Some(slot) = slot_for(model, idx, agent) else {
             return;
         };
         start(model, idx, slot, agent, out);
     }
 }
 
+/// The session a fix-up of story `idx` would resume, run by `agent` in
+/// `slot`: the one of the attempt whose work it fixes, when the same CLI
+/// runs it in the same worktree (a session's history names that
+/// worktree's paths; Claude Code also finds sessions by directory).
+fn session_to_resume(model: &Model, idx: usize, slot: usize, agent: Backend) -> Option<String> {
+    if !model.policy.resume_session || !agent::resumes(agent) {
+        return None;
+    }
+    let id = model.id(idx);
+    let fixup = model.state.note(id)?.fixup.as_ref()?;
+    if fixup.fresh_session {
+        return None;
+    }
+    let rec = model.state.attempt(id, fixup.attempt)?;
+    (rec.agent.as_deref() == Some(agent.name()) && rec.slot == Some(slot))
+        .then(|| rec.session_id.clone())
+        .flatten()
+}
+
+/// A free slot for story `idx`: the one its session can be resumed in when
+/// that one is free, else the first free one.
+fn slot_for(model: &Model, idx: usize, agent: Backend) -> Option<usize> {
+    let free = |s: usize| model.slots.get(s).is_some_and(Option::is_none);
+    let id = model.id(idx);
+    let own = model
+        .state
+        .note(id)
+        .and_then(|n| n.fixup.as_ref())
+        .and_then(|f| model.state.attempt(id, f.attempt))
+        .and_then(|rec| rec.slot)
+        .filter(|&s| free(s) && session_to_resume(model, idx, s, agent).is_some());
+    own.or_else(|| model.slots.iter().position(Option::is_none))
+}
+
 fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut Vec<Action>) {
     model.attempts_this_run += 1;
+    let id = model.id(idx).to_string();
+    let kind = model.state.next_kind(&id);
+    let note = model.state.note(&id).cloned();
+    let resume = match kind {
+        AttemptKind::Fixup => session_to_resume(model, idx, slot, agent),
+        _ => None,
+    };
     let attempt = model.apply(idx, Change::Start).attempt;
     model.slots[slot] = Some(idx);
     out.push(Action::Save);
-    let story = &model.stories[idx];
-    let (id, title) = (story.id.clone(), story.title.clone());
+    let title = model.stories[idx].title.clone();
     let counted = model.state.record(&id).map(|r| r.attempts).unwrap_or(0) + 1;
     out.push(Action::Say(Message::Started {
         id: id.clone(),
         title: title.clone(),
         attempt: counted,
         max: model.policy.max_retries,
+        fixup: kind == AttemptKind::Fixup,
     }));
     out.push(Action::StoryStarted {
         id: id.clone(),
         title,
     });
     out.push(Action::Log(format!(
-        "start story {id} attempt {attempt} in slot {slot}"
+        "start story {id} attempt {attempt} ({}{}) in slot {slot}",
+        kind.as_str(),
+        resume
+            .as_deref()
+            .map(|s| format!(", resuming session {s}"))
+            .unwrap_or_default()
     )));
     out.push(Action::StartAttempt(AttemptRequest {
         idx,
         slot,
         attempt,
         iteration: model.attempts_this_run,
-        retry_context: model.retry_context.get(&idx).cloned(),
+        kind,
+        note,
+        resume,
         agent,
     }));
 }
@@ -397,6 +447,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
     }
     let mut rec = AttemptRecord {
         number: r.attempt,
+        kind: Some(r.kind),
         outcome: r.verdict.outcome(),
         reason: None,
         duration_secs: r.duration.as_secs_f64(),
@@ -404,11 +455,26 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         cost_usd: r.cost_usd,
         saved_ref: r.saved_ref.clone(),
         agent: r.agent.map(str::to_string),
+        session_id: r.session_id.clone(),
+        slot: Some(r.slot),
+        resumed: r.resumed,
     };
+    // What an attempt that stopped early had done, for the next prompt.
+    let stopped_early = matches!(
+        r.verdict,
+        Verdict::Interrupted | Verdict::RateLimited { .. }
+    );
+    let kept: Vec<String> = r.saved_ref.iter().chain(&r.kept).cloned().collect();
+    if stopped_early && !kept.is_empty() {
+        model
+            .state
+            .add_to_note(&id, &prompt::interrupted_before(&kept));
+    }
     match &r.verdict {
         Verdict::Done | Verdict::Tentative => {
+            // The note stays until the landing decides: a fix-up whose
+            // result fails to land is redone, told what the fix-up was for.
             model.state.push_history(&id, rec);
-            model.retry_context.remove(&r.idx);
             if let Some((files, commit)) = &r.committed_for_agent {
                 out.push(Action::Say(Message::CommittedForAgent {
                     id: id.clone(),
@@ -422,15 +488,46 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
             }));
             send_to_landing(model, r.idx, r.attempt, Some(r.iteration), out);
         }
+        // A resumed agent that failed before it even reported its session:
+        // its CLI could not find the session (another machine, a cleared
+        // home). Not the fix-up's failure: it runs again in a new session.
+        Verdict::Failed { reason, .. }
+            if r.resumed && r.session_id.is_none() && report::tokens(&r.usage) == 0 =>
+        {
+            rec.reason = Some(reason.clone());
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            let fixup = model
+                .state
+                .stories
+                .get_mut(&id)
+                .and_then(|s| s.note.as_mut())
+                .and_then(|n| n.fixup.as_mut());
+            if let Some(f) = fixup {
+                f.fresh_session = true;
+            }
+            out.push(Action::Log(format!(
+                "story {id}: the agent could not resume its session ({}); its fix-up runs in a new one",
+                reason.replace('\n', " ")
+            )));
+        }
         Verdict::Failed { reason, .. } => {
             rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
+            let note = redo_note(
+                model,
+                &id,
+                reason,
+                r.saved_ref.as_deref(),
+                r.kind == AttemptKind::Fixup,
+            );
             count_failure(
                 model,
                 r.idx,
                 reason,
                 r.saved_ref.as_deref(),
                 Some(&r.log_rel),
+                note,
                 now,
                 out,
             );
@@ -584,12 +681,49 @@ fn needs_person(model: &mut Model, message: String, out: &mut Vec<Action>) {
     out.push(Action::Control(Control::Stop));
 }
 
+/// The note of a fresh start after a failure: the failure, and when it was
+/// a fix-up's, what that fix-up was for (its work is still kept).
+fn redo_note(
+    model: &Model,
+    id: &str,
+    reason: &str,
+    saved_ref: Option<&str>,
+    after_fixup: bool,
+) -> Note {
+    let mut text = prompt::failed_before(&reason.replace('\n', " "), saved_ref);
+    let before = model.state.note(id).filter(|n| n.fixup.is_some());
+    if let Some(before) = before.filter(|_| after_fixup) {
+        text = format!(
+            "{}\n\nA fix-up of that work failed too. {text}",
+            prompt::note_context(before, &model.policy.target)
+        );
+    }
+    Note {
+        text,
+        fixup: None,
+        redo: true,
+    }
+}
+
+/// What the attempt whose work landed (or tried to) was.
+fn kind_of(model: &Model, idx: usize, attempt: u32) -> AttemptKind {
+    model
+        .state
+        .attempt(model.id(idx), attempt)
+        .map(AttemptRecord::kind)
+        .unwrap_or_default()
+}
+
+/// Counts a failed attempt; when the story gets another, `note` is what
+/// that one is told.
+#[expect(clippy::too_many_arguments, reason = "one call site per cause")]
 fn count_failure(
     model: &mut Model,
     idx: usize,
     reason: &str,
     saved_ref: Option<&str>,
     log: Option<&str>,
+    note: Note,
     now: Now,
     out: &mut Vec<Action>,
 ) {
@@ -620,14 +754,7 @@ fn count_failure(
             blocked: blocked.collect(),
         }));
     } else {
-        let mut ctx = format!("The previous attempt at this story failed: {one_line}.");
-        if let Some(r) = saved_ref {
-            ctx.push_str(&format!(
-                " Its commits are kept at the git ref {r} if you want to look at them; \
-                 you start again from the current code."
-            ));
-        }
-        model.retry_context.insert(idx, ctx);
+        model.state.set_note(&id, Some(note));
     }
 }
 
@@ -693,17 +820,34 @@ fn landing_finished(
             out.push(Action::Log(format!("landed story {id} as {commit}")));
         }
         LandResult::Conflict { paths, saved_ref } => {
-            let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
-            let where_ = if paths.is_empty() {
-                "some files".to_string()
-            } else {
-                paths.join(", ")
+            // Kept work goes back to its agent, once: a fix-up whose own
+            // result conflicts again is redone from scratch.
+            let fixup = match saved_ref.clone() {
+                Some(work) if kind_of(model, idx, landing.attempt) != AttemptKind::Fixup => {
+                    Some(Fixup {
+                        cause: FixupCause::Conflict {
+                            paths: paths.clone(),
+                        },
+                        work,
+                        attempt: landing.attempt,
+                        fresh_session: false,
+                    })
+                }
+                _ => None,
             };
-            let note = format!(
-                "Your earlier work on this story conflicted with changes that landed on {target} \
-                 meanwhile (in {where_}). That work is kept at the git ref {kept}. Start from the \
-                 current code, which includes those changes, and implement the story again on top of it."
-            );
+            let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
+            let note = match fixup {
+                Some(f) => Note {
+                    text: String::new(),
+                    fixup: Some(f),
+                    redo: false,
+                },
+                None => Note {
+                    text: prompt::conflict_redo(&target, &paths, &kept),
+                    fixup: None,
+                    redo: true,
+                },
+            };
             let n = model
                 .apply(
                     idx,
@@ -716,6 +860,7 @@ fn landing_finished(
                 id: id.clone(),
                 target,
                 paths: paths.clone(),
+                fixup: note.fixup.is_some(),
             }));
             out.push(Action::Log(format!(
                 "conflict landing {id}: {paths:?}; kept at {kept}"
@@ -728,12 +873,13 @@ fn landing_finished(
                     blocked: blocked.len(),
                 }));
             } else {
-                model.retry_context.insert(idx, note);
+                model.state.set_note(&id, Some(note));
             }
             out.push(Action::Save);
         }
         LandResult::ValidationFailed {
             name,
+            cmd,
             tail,
             saved_ref,
             log_rel,
@@ -744,12 +890,33 @@ fn landing_finished(
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("");
             let reason = format!("validation '{name}' failed on the merged tree: {tail_line}");
+            // The merged tree goes back to its agent with the output, once.
+            let after_fixup = kind_of(model, idx, landing.attempt) == AttemptKind::Fixup;
+            let note = match saved_ref.clone() {
+                Some(work) if !after_fixup => Note {
+                    text: String::new(),
+                    fixup: Some(Fixup {
+                        cause: FixupCause::Validation {
+                            name: name.clone(),
+                            cmd,
+                            tail: tail.clone(),
+                            log: log_rel.clone(),
+                        },
+                        work,
+                        attempt: landing.attempt,
+                        fresh_session: false,
+                    }),
+                    redo: false,
+                },
+                _ => redo_note(model, &id, &reason, saved_ref.as_deref(), after_fixup),
+            };
             count_failure(
                 model,
                 idx,
                 &reason,
                 saved_ref.as_deref(),
                 Some(&log_rel),
+                note,
                 now,
                 out,
             );

@@ -11,7 +11,7 @@ use crate::harness::*;
 
 /// Starts `ralph args` in a session of its own (so the test can kill the
 /// whole session, as a closed terminal or a crashed machine would).
-fn spawn(p: &Project, args: &[&str]) -> Child {
+pub(crate) fn spawn(p: &Project, args: &[&str]) -> Child {
     let mut c = p.command(args);
     // Kept for diagnosis: a torture failure is explained by what ralph said.
     let err = fs::OpenOptions::new()
@@ -31,7 +31,7 @@ fn spawn(p: &Project, args: &[&str]) -> Child {
 }
 
 /// Waits (bounded) for `child` to exit on its own and returns its status.
-fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
+pub(crate) fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
     let mut status = None;
     wait_until(what, Duration::from_secs(60), || {
         status = child.try_wait().unwrap();
@@ -40,7 +40,7 @@ fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
     status.expect("waited for it")
 }
 
-fn kill_session(sid: i32) {
+pub(crate) fn kill_session(sid: i32) {
     for e in fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;

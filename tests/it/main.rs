@@ -8,6 +8,7 @@ mod harness;
 mod compat;
 mod core;
 mod crash;
+mod fixup;
 mod landing;
 mod malformed;
 mod newcomer;

@@ -252,9 +252,13 @@ done_
 /// Two stories start together from the same base and both append a line to
 /// the same empty file. The agent running in `late_slot` finishes only after
 /// the other story's merge is on main, so it is the one whose landing
-/// conflicts; its redo appends on top of the new tip and lands cleanly.
+/// conflicts. Its next attempt finds the merge in progress (`MERGE_HEAD`):
+/// with `resolve`, the agent keeps both lines (the landed one, then its own)
+/// and concludes the merge with plain git; without, it appends its line
+/// again, markers and all, as an agent that ignores the conflict would.
+/// A fresh start (no merge in progress) appends on top of the new tip.
 /// Returns the project, the run, and (conflicted story, first lander).
-fn conflict_run(late_slot: &str) -> (Project, RunResult, String, String) {
+fn conflict_run(late_slot: &str, resolve: bool) -> (Project, RunResult, String, String) {
     let queue = "# [batch:1]\n1.1 | Left\n1.2 | Right\n";
     let p = Project::with_backlog(queue, FAST_CONFIG);
     p.write("shared.txt", "");
@@ -264,6 +268,21 @@ fn conflict_run(late_slot: &str) -> (Project, RunResult, String, String) {
 slot="$(basename "$RALPH_WORKTREE")"
 cp "$PROMPT_FILE" "$SCRATCH/prompt-$ID-$N"
 echo "$ID $N $slot" >> "$SCRATCH/slots"
+if git rev-parse -q --verify MERGE_HEAD >/dev/null; then
+  echo "$ID $N" >> "$SCRATCH/fixups"
+  if {resolve}; then
+    {{ git show HEAD:shared.txt; git show MERGE_HEAD:shared.txt; }} > shared.txt
+    git add shared.txt
+    git commit -q --no-edit
+  else
+    printf 'line from %s\n' "$ID" >> shared.txt
+    git add shared.txt
+    git commit -qm "feat(story-$ID): shared again"
+  fi
+  git rev-parse HEAD > "$SCRATCH/commit-$ID-$N"
+  done_
+  exit 0
+fi
 if [ "$N" = 1 ]; then
   rendezvous first 2 || exit 1
   if [ "$slot" = "{late_slot}" ]; then
@@ -295,9 +314,19 @@ done_
     (p, r, x, y)
 }
 
-/// What a conflict must lead to: both stories land once, the conflicted one
-/// redone from the new tip with a prompt that says why, its first work kept.
-fn assert_conflict_resolved(p: &Project, r: &RunResult, x: &str, y: &str) {
+fn kinds(p: &Project, id: &str) -> Vec<String> {
+    p.story(id)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// What every conflict must lead to: both stories land once, the
+/// conflicted one on top, with both lines; its first work kept under a
+/// conflicts ref; the conflict not charged as a failed attempt.
+fn assert_both_landed(p: &Project, r: &RunResult, x: &str, y: &str) {
     assert_eq!(r.code, 0, "{r:?}\nslots:\n{}", scratch(p, "slots"));
     assert_eq!(p.completed(), vec!["1.1", "1.2"]);
     assert_eq!(
@@ -308,52 +337,82 @@ fn assert_conflict_resolved(p: &Project, r: &RunResult, x: &str, y: &str) {
             format!("merge: story {x}")
         ]
     );
-    // Exactly one redo, of the conflicted story.
-    assert!(p.scratch.join(format!("prompt-{x}-2")).exists(), "{r:?}");
-    assert!(!p.scratch.join(format!("prompt-{x}-3")).exists(), "{r:?}");
-    assert!(!p.scratch.join(format!("prompt-{y}-2")).exists(), "{r:?}");
-
-    // The redo's prompt says what happened; the first one did not.
-    let retry = scratch(p, &format!("prompt-{x}-2"));
-    assert!(
-        retry.to_lowercase().contains("conflict"),
-        "redo prompt mentions the conflict:\n{retry}"
-    );
-    assert!(!scratch(p, &format!("prompt-{x}-1"))
-        .to_lowercase()
-        .contains("conflict"));
-
-    // Both lines are on main, the redo's on top of the first lander's.
     assert_eq!(
         p.file_on_main("shared.txt").as_deref(),
         Some(format!("line from {y}\nline from {x}\n").as_str())
     );
-
-    // The conflicting attempt's commit is kept under a conflicts ref.
+    assert!(!p.scratch.join(format!("prompt-{y}-2")).exists(), "{r:?}");
+    assert!(!scratch(p, &format!("prompt-{x}-1"))
+        .to_lowercase()
+        .contains("conflict"));
     let conflicting = scratch(p, &format!("commit-{x}-1")).trim().to_string();
     let refs = p.refs(&format!("refs/ralph/conflicts/{x}/"));
     assert_eq!(refs.len(), 1, "{:?}", p.refs("refs/ralph/"));
     assert_eq!(git(&p.root, &["rev-parse", &refs[0]]).trim(), conflicting);
-    assert_eq!(
-        git(&p.root, &["show", &format!("{conflicting}:shared.txt")]),
-        format!("line from {x}\n")
-    );
     assert!(p.refs(&format!("refs/ralph/conflicts/{y}/")).is_empty());
-    let rec = p.story(x);
-    assert_eq!(rec["conflicts"], 1, "{rec}");
-    assert_eq!(
-        rec["attempts"], 0,
-        "a conflict is not a failed attempt: {rec}"
-    );
+    assert_eq!(p.story(x)["conflicts"], 1);
     assert!(r.all().contains("conflict"), "{r:?}");
     only_main_worktree(p);
 }
 
+/// The conflicted story lands through one fix-up of its own work: no fresh
+/// redo, three agent runs in all.
+fn assert_fixed_up(p: &Project, r: &RunResult, x: &str, y: &str) {
+    assert_both_landed(p, r, x, y);
+    assert_eq!(scratch(p, "fixups"), format!("{x} 2\n"), "{r:?}");
+    assert_eq!(scratch(p, "slots").lines().count(), 3, "agent runs");
+    assert!(!p.scratch.join(format!("prompt-{x}-3")).exists(), "{r:?}");
+    assert_eq!(kinds(p, x), vec!["first", "fixup"]);
+    assert_eq!(kinds(p, y), vec!["first"]);
+    assert_eq!(p.story(x)["attempts"], 0, "nothing was charged");
+    // The fix-up prompt names the file and the story that landed meanwhile.
+    let fix = scratch(p, &format!("prompt-{x}-2"));
+    let y_title = if y == "1.1" { "Left" } else { "Right" };
+    for want in [
+        "`shared.txt`".to_string(),
+        format!("Story {y}: {y_title}"),
+        "both intents".to_string(),
+        "git commit --no-edit".to_string(),
+    ] {
+        assert!(fix.contains(&want), "{want} missing from:\n{fix}");
+    }
+    // What landed is the fix-up's merge of main and the story's own work.
+    let fixup = scratch(p, &format!("commit-{x}-2")).trim().to_string();
+    let conflicting = scratch(p, &format!("commit-{x}-1")).trim().to_string();
+    let landing = git(&p.root, &["rev-parse", "main"]).trim().to_string();
+    assert_eq!(
+        git(&p.root, &["rev-parse", &format!("{landing}^2")]).trim(),
+        fixup
+    );
+    let parents = git(&p.root, &["log", "-1", "--format=%P", &fixup]);
+    assert_eq!(
+        parents.split_whitespace().collect::<Vec<_>>(),
+        vec![
+            git(&p.root, &["rev-parse", "main^"]).trim(),
+            conflicting.as_str()
+        ]
+    );
+    // The waste shows it.
+    let out = p.command(&["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = &v["agent_runs"];
+    assert_eq!(runs["landed"], 2, "{runs}");
+    assert_eq!(runs["first"]["runs"], 2, "{runs}");
+    assert_eq!(runs["fixup"]["runs"], 1, "{runs}");
+    assert_eq!(runs["redo"]["runs"], 0, "{runs}");
+    assert_eq!(runs["per_landed_story"]["runs"], 1.5, "{runs}");
+    assert!(
+        r.stdout
+            .contains("agent runs: 1.50 per landed story (3 for 2)"),
+        "{r:?}"
+    );
+}
+
 #[test]
-fn a_merge_conflict_sends_the_story_back_and_both_land() {
-    // The conflicted story ran in slot-0, the slot its redo is given.
-    let (p, r, x, y) = conflict_run("slot-0");
-    assert_conflict_resolved(&p, &r, &x, &y);
+fn two_stories_on_the_same_lines_land_through_one_fixup() {
+    // The conflicted story ran in slot-0, the slot its fix-up is given.
+    let (p, r, x, y) = conflict_run("slot-0", true);
+    assert_fixed_up(&p, &r, &x, &y);
     assert!(
         scratch(&p, "slots").contains(&format!("{x} 2 slot-0")),
         "{}",
@@ -362,12 +421,36 @@ fn a_merge_conflict_sends_the_story_back_and_both_land() {
 }
 
 #[test]
-fn a_conflicted_story_redone_in_another_slot_lands() {
+fn a_conflicted_story_fixed_up_in_another_slot_lands() {
     // The conflicted story ran in slot-1; when it comes back both slots are
-    // free and its redo goes to slot-0, while its branch is still checked
-    // out in slot-1's worktree.
-    let (p, r, x, y) = conflict_run("slot-1");
-    assert_conflict_resolved(&p, &r, &x, &y);
+    // free and its fix-up goes to slot-0 (it has no session to resume),
+    // while its branch is still checked out in slot-1's worktree.
+    let (p, r, x, y) = conflict_run("slot-1", true);
+    assert_fixed_up(&p, &r, &x, &y);
+}
+
+#[test]
+fn a_fixup_that_leaves_markers_falls_back_to_a_counted_redo() {
+    let (p, r, x, y) = conflict_run("slot-0", false);
+    assert_both_landed(&p, &r, &x, &y);
+    assert_eq!(kinds(&p, &x), vec!["first", "fixup", "redo"]);
+    assert_eq!(p.story(&x)["attempts"], 1, "the failed fix-up counts");
+    assert!(
+        r.stderr
+            .contains("the fix-up committed conflict markers in shared.txt"),
+        "{r:?}"
+    );
+    // The fix-up's commits are kept; the redo was told what happened.
+    let kept = format!("refs/ralph/attempts/{x}/2");
+    assert_eq!(p.refs(&kept), vec![kept.clone()]);
+    assert!(git(&p.root, &["show", &format!("{kept}:shared.txt")]).contains("<<<<<<<"));
+    let redo = scratch(&p, &format!("prompt-{x}-3"));
+    assert!(
+        redo.contains(&format!("implement Story {x}:"))
+            && redo.contains("conflict markers")
+            && redo.contains(&format!("refs/ralph/conflicts/{x}/1")),
+        "{redo}"
+    );
 }
 
 #[test]
