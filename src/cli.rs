@@ -72,6 +72,12 @@ enum Command {
     Init,
     /// The learnings agents recorded, each with the file it is in
     Learnings,
+    /// Split one story into sub-stories now (one agent run), landing them
+    /// in its place; `decomposition.*` in the config
+    Decompose {
+        /// The story to split
+        id: String,
+    },
     /// ralph's version (as --version; Ralph v2 had this command)
     Version,
 }
@@ -224,7 +230,9 @@ fn report_error(e: &anyhow::Error) -> i32 {
 }
 
 fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
-    if !matches!(&cmd, Command::Run(a) if !a.dry_run) {
+    let runs_agents =
+        matches!(&cmd, Command::Run(a) if !a.dry_run) || matches!(&cmd, Command::Decompose { .. });
+    if !runs_agents {
         // `ralph graph | head` and `ralph run -d | head` end quietly like
         // any filter. Not a real run: it writes to agents' stdin and must
         // see EPIPE there, and a landing must never die with a reader
@@ -243,6 +251,25 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         Command::Reset { id, yes } => cmd_reset(root, id, yes),
         Command::Init => cmd_init(root),
         Command::Learnings => cmd_learnings(root),
+        Command::Decompose { id } => {
+            let opts = RunOptions {
+                parallel: false,
+                jobs: None,
+                iterations: None,
+                story: None,
+                resume: None,
+                timeout: None,
+                dry_run: false,
+                verbose: false,
+                log: None,
+                agent: None,
+                max_cost: None,
+                no_dashboard: false,
+                decompose: Some(id),
+            };
+            crate::process::become_subreaper();
+            run::run(root, opts)
+        }
         Command::Version => {
             println!("ralph {}", env!("CARGO_PKG_VERSION"));
             Ok(EXIT_OK)
@@ -266,6 +293,7 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         agent: a.agent,
         max_cost: a.max_cost,
         no_dashboard: a.no_dashboard,
+        decompose: None,
     };
     crate::process::become_subreaper();
     run::run(root, opts)

@@ -86,6 +86,22 @@ pub(crate) struct Config {
     /// lands (as the status edit alone) instead of failing the attempt. A
     /// spec's frontmatter `allow_empty_done: true` allows it for one story.
     pub(crate) allow_empty_done: bool,
+    /// `decomposition.enabled` (default true): a story that fails for good
+    /// is split into sub-stories by one agent run.
+    pub(crate) decompose_enabled: bool,
+    /// `decomposition.max_depth` (default 2): how many times a story's
+    /// line may be split.
+    pub(crate) decompose_max_depth: usize,
+    /// `decomposition.timeout_seconds` (default 600).
+    pub(crate) decompose_timeout_secs: u64,
+    /// `postmortem.enabled` (default true): after a timeout, a short run
+    /// asks why and stores its lessons as learnings.
+    pub(crate) postmortem_enabled: bool,
+    /// `postmortem.window_seconds` (default 300): the postmortem's timeout.
+    pub(crate) postmortem_window_secs: u64,
+    /// `postmortem.max_output_chars` (default 50000): how much of the end
+    /// of the timed-out attempt's output it reads.
+    pub(crate) postmortem_max_chars: usize,
     /// `retry.resume_session` (default true): a fix-up continues the agent's
     /// session where its CLI can resume one.
     pub(crate) resume_session: bool,
@@ -128,6 +144,16 @@ pub(crate) fn defaults() -> Value {
         },
         "limits": {
             "max_wait_hours": 6
+        },
+        "decomposition": {
+            "enabled": true,
+            "max_depth": 2,
+            "timeout_seconds": 600
+        },
+        "postmortem": {
+            "enabled": true,
+            "window_seconds": 300,
+            "max_output_chars": 50000
         },
         "retry": {
             "resume_session": true
@@ -327,8 +353,6 @@ const RALPH_V2_IGNORED: &[(&str, &str)] = &[
         "ralph has no conflict-review agent",
     ),
     ("parallel.auto_merge", "ralph lands every validated story"),
-    ("postmortem", "ralph does not run a timeout postmortem"),
-    ("decomposition", "ralph does not split failing stories"),
 ];
 
 /// Collects problems while reading typed values out of the merged JSON.
@@ -809,6 +833,25 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     ) as usize;
     let parallel_enabled = r.boolean("parallel.enabled");
     let resume_session = r.boolean("retry.resume_session");
+    let decompose_enabled = r.boolean("decomposition.enabled");
+    let decompose_max_depth =
+        r.uint("decomposition.max_depth", 0, "a whole number of levels") as usize;
+    let decompose_timeout_secs = r.uint(
+        "decomposition.timeout_seconds",
+        1,
+        "a positive number of seconds",
+    );
+    let postmortem_enabled = r.boolean("postmortem.enabled");
+    let postmortem_window_secs = r.uint(
+        "postmortem.window_seconds",
+        1,
+        "a positive number of seconds",
+    );
+    let postmortem_max_chars = r.uint(
+        "postmortem.max_output_chars",
+        1,
+        "a positive number of characters",
+    ) as usize;
     let max_concurrent = r.get("parallel.max_concurrent").is_some().then(|| {
         r.uint(
             "parallel.max_concurrent",
@@ -869,6 +912,12 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         grace_secs,
         allow_empty_done,
         resume_session,
+        decompose_enabled,
+        decompose_max_depth,
+        decompose_timeout_secs,
+        postmortem_enabled,
+        postmortem_window_secs,
+        postmortem_max_chars,
     })
 }
 

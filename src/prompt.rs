@@ -660,6 +660,7 @@ mod tests {
                 fresh_session: false,
             }),
             redo: false,
+            decompose: false,
         };
         let ctx = note_context(&note, "main");
         assert!(

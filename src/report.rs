@@ -146,6 +146,16 @@ pub(crate) enum Message {
         max: u32,
         blocked: Vec<String>,
     },
+    /// It failed for good; one agent run now splits it into sub-stories.
+    Decomposing {
+        id: String,
+        max: u32,
+    },
+    /// Its sub-stories landed in the backlog, in its place.
+    Decomposed {
+        id: String,
+        children: Vec<String>,
+    },
     Landed {
         id: String,
         title: String,
@@ -261,6 +271,13 @@ pub(crate) fn render(m: &Message) -> String {
                 .unwrap_or_default();
             format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
         }
+        Message::Decomposing { id, max } => {
+            format!("[split] {id} failed {max} times; one run splits it into smaller stories")
+        }
+        Message::Decomposed { id, children } => format!(
+            "[split] {id} is replaced by {}; its dependents wait for all of them",
+            children.join(", ")
+        ),
         Message::FailedForGood { id, max, blocked } => format!(
             "[FAIL] {id} failed {max} times; a person is needed (`ralph run -s {id}` retries it){}",
             if blocked.is_empty() {
@@ -631,6 +648,11 @@ mod tests {
                 id: id(),
                 max: 3,
                 blocked: vec![],
+            },
+            Message::Decomposing { id: id(), max: 3 },
+            Message::Decomposed {
+                id: id(),
+                children: vec!["2.3.1".into(), "2.3.2".into()],
             },
             Message::Landed {
                 id: id(),

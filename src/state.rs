@@ -64,6 +64,8 @@ pub(crate) enum AttemptKind {
     /// A fresh start after work was thrown away (a failed attempt, a failed
     /// fix-up, or a conflict with no fix-up to give).
     Redo,
+    /// The story failed for good: one run splits it into sub-stories.
+    Decompose,
 }
 
 impl AttemptKind {
@@ -72,6 +74,7 @@ impl AttemptKind {
             AttemptKind::First => "first",
             AttemptKind::Fixup => "fixup",
             AttemptKind::Redo => "redo",
+            AttemptKind::Decompose => "decompose",
         }
     }
 }
@@ -88,6 +91,9 @@ pub(crate) struct Note {
     /// Work was thrown away: the next fresh start is a redo.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) redo: bool,
+    /// The story failed for good: the next run splits it into sub-stories.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) decompose: bool,
 }
 
 /// Finished work to hand back to the agent.
@@ -150,6 +156,10 @@ pub(crate) struct AttemptRecord {
     /// It continued an earlier attempt's session.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) resumed: bool,
+    /// A decomposition run: the sub-stories it wrote (they replace the
+    /// story once this attempt's work lands).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) children: Vec<String>,
 }
 
 impl AttemptRecord {
@@ -373,6 +383,50 @@ impl State {
         after
     }
 
+    /// A story that failed for good gets one decomposition run: back to
+    /// pending, its attempts still counted, its note asking for the split.
+    pub(crate) fn begin_decomposition(&mut self, id: &str, text: String) {
+        let r = self.rec(id);
+        r.status = Status::Pending;
+        r.note = Some(Note {
+            text,
+            fixup: None,
+            redo: false,
+            decompose: true,
+        });
+    }
+
+    /// True when a decomposition of `id` already ran (once is enough).
+    pub(crate) fn decomposition_tried(&self, id: &str) -> bool {
+        self.record(id)
+            .is_some_and(|r| r.history.iter().any(|h| h.kind() == AttemptKind::Decompose))
+    }
+
+    /// Records that `parent` was replaced by `children` (Ralph v2's
+    /// `decomposed_stories`).
+    pub(crate) fn set_decomposed(&mut self, parent: &str, children: &[String]) {
+        self.decomposed_stories
+            .insert(parent.to_string(), Value::from(children.to_vec()));
+    }
+
+    /// `decomposed_stories` as lists of IDs (what is not one is skipped).
+    pub(crate) fn decomposed(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        self.decomposed_stories
+            .iter()
+            .map(|(k, v)| {
+                let kids = v
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (k.clone(), kids)
+            })
+            .collect()
+    }
+
     /// Takes one failed attempt back (the circuit breaker found its cause
     /// outside the story): the story gets that try again.
     pub(crate) fn refund_attempt(&mut self, id: &str) {
@@ -478,6 +532,7 @@ impl State {
     /// What the next attempt at `id` will be.
     pub(crate) fn next_kind(&self, id: &str) -> AttemptKind {
         match self.note(id) {
+            Some(n) if n.decompose => AttemptKind::Decompose,
             Some(n) if n.fixup.is_some() => AttemptKind::Fixup,
             Some(n) if n.redo => AttemptKind::Redo,
             _ => AttemptKind::First,
@@ -513,7 +568,7 @@ impl State {
                 add(match h.kind() {
                     AttemptKind::First => &mut w.first,
                     AttemptKind::Fixup => &mut w.fixup,
-                    AttemptKind::Redo => &mut w.redo,
+                    AttemptKind::Redo | AttemptKind::Decompose => &mut w.redo,
                 });
                 if matches!(
                     h.outcome,
@@ -668,6 +723,7 @@ mod tests {
                     fresh_session: false,
                 }),
                 redo: false,
+                decompose: false,
             }),
         );
         st.add_to_note("1.1", "interrupted once");

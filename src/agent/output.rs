@@ -94,6 +94,9 @@ pub(crate) struct OutputParser {
     /// like a JSON event (a custom agent's output is ours to scan, not to
     /// interpret as some CLI's stream).
     plain_only: bool,
+    /// The agent's text kept whole, up to this many bytes (a decomposition
+    /// run's answer is read block by block); `None` keeps nothing.
+    keep_text: Option<usize>,
     summary: Summary,
 }
 
@@ -116,6 +119,9 @@ pub(crate) struct Summary {
     pub(crate) last_line: String,
     /// The agent's session ID, when its CLI reports one.
     pub(crate) session_id: Option<String>,
+    /// The agent's text (its messages, the result, plain lines), when the
+    /// parser was asked to keep it (`keeping_text`).
+    pub(crate) text: String,
     /// The API rejected the agent's credentials (401).
     pub(crate) auth_failed: bool,
     /// The CLI warned that its usage limit is near, with the window's reset.
@@ -409,6 +415,22 @@ impl OutputParser {
         }
     }
 
+    /// Keeps the agent's text, up to `cap` bytes, in `Summary::text`.
+    pub(crate) fn keeping_text(mut self, cap: usize) -> Self {
+        self.keep_text = Some(cap);
+        self
+    }
+
+    fn keep(&mut self, text: &str) {
+        if let Some(cap) = self.keep_text {
+            let t = &mut self.summary.text;
+            if t.len() + text.len() < cap {
+                t.push_str(text);
+                t.push('\n');
+            }
+        }
+    }
+
     /// Reads clock-time reset messages against `now` (Unix seconds) in a
     /// zone `local_offset_secs` east of UTC.
     pub(crate) fn with_clock(mut self, now: i64, local_offset_secs: i32) -> Self {
@@ -442,6 +464,7 @@ impl OutputParser {
                 AgentEvent::Text(t) => {
                     self.tags.scan(t);
                     self.note_last_line(t);
+                    self.keep(t);
                 }
                 AgentEvent::Result {
                     is_error,
@@ -453,6 +476,7 @@ impl OutputParser {
                 } => {
                     self.tags.scan(text);
                     self.note_last_line(text);
+                    self.keep(text);
                     // A decoder that said "limited" itself has said it once.
                     if *is_error
                         && !limited_here
@@ -674,6 +698,7 @@ impl OutputParser {
         }
         if !self.stream {
             self.scan_plain(line);
+            self.keep(line);
         }
         if !line.trim().is_empty() {
             self.note_last_line(line);

@@ -168,6 +168,80 @@ fn fixup_left_undone(
     })
 }
 
+/// After a timeout: a short run reads the spec's head and the end of what
+/// the stopped attempt printed and says why; its `LEARN` tags join the
+/// attempt's learnings (stored like any), its usage the attempt's.
+async fn postmortem(
+    ctx: &Arc<RunContext>,
+    story: &Story,
+    n: u32,
+    mut spec: AttemptSpec,
+    backend: agent::Backend,
+    control: &watch::Receiver<Control>,
+    report: &mut AttemptReport,
+) {
+    let id = &story.id;
+    let partial = std::fs::read_to_string(&spec.log_path).unwrap_or_default();
+    let partial = crate::postmortem::tail_chars(&partial, ctx.config.postmortem_max_chars);
+    let spec_text = backlog::spec_text(&ctx.root, story).unwrap_or_default();
+    let template = std::fs::read_to_string(ctx.root.join(".ralph/templates/timeout-postmortem.md"))
+        .unwrap_or_else(|_| crate::postmortem::TEMPLATE.to_string());
+    let mut v = prompt::Vars::default();
+    v.set("STORY_ID", id.as_str());
+    v.set("TITLE", story.title.as_str());
+    v.set(
+        "SPEC_CONTENT",
+        crate::postmortem::head_bytes(&spec_text, crate::postmortem::SPEC_HEAD_BYTES),
+    );
+    v.set("PARTIAL_OUTPUT", partial);
+    v.set(
+        "TIMEOUT",
+        crate::timefmt::human_duration(spec.timeout.as_secs_f64()),
+    );
+    spec.stdin = prompt::render(&template, &v).into_bytes();
+    spec.log_path = ctx
+        .root
+        .join(format!(".ralph/logs/{id}/postmortem-{n}.log"));
+    spec.timeout = Duration::from_secs(ctx.config.postmortem_window_secs);
+    // Its args are the attempt's: a resumed session would only repeat it.
+    if spec.args.first().is_some_and(|a| a == "--resume") {
+        spec.args.drain(..2);
+    }
+    let mut parser = OutputParser::for_backend(backend);
+    ctx.log
+        .line(&format!("postmortem of story {id} attempt {n}"));
+    let ran = process::run_attempt(
+        spec,
+        |l| {
+            parser.feed_line(l);
+            false
+        },
+        control.clone(),
+    )
+    .await;
+    let summary = parser.finish();
+    report.usage += summary.usage;
+    report.cost_usd += summary.cost_usd.unwrap_or(0.0);
+    let lessons = summary.signals.learnings;
+    ctx.log.line(&format!(
+        "postmortem of story {id} attempt {n}: {} ({} lesson(s))",
+        match ran {
+            Ok(e) if e.stopped.is_some() => "stopped".to_string(),
+            Ok(e) => format!("exit {:?}", e.code),
+            Err(e) => format!("could not start: {e}"),
+        },
+        lessons.len()
+    ));
+    // The retry is told directly (learnings are chosen by relevance to
+    // the spec, which a lesson about the run itself may not share).
+    if let Verdict::Failed { reason, .. } = &mut report.verdict {
+        for l in &lessons {
+            reason.push_str(&format!("\nTimeout postmortem: {l}"));
+        }
+    }
+    report.learnings.extend(lessons);
+}
+
 /// The prompt of one attempt (SPEC 4.1): the project's template or the
 /// built-in one, with the story's spec and its most relevant learnings.
 pub(crate) fn build_prompt(
@@ -432,7 +506,13 @@ async fn run_attempt(
             }
         }
         let extra = req.note.as_ref().map(|n| n.text.as_str()).unwrap_or("");
+        let splitting = req.kind == AttemptKind::Decompose;
         let built = match (&fixup, &setup) {
+            _ if splitting => {
+                let spec = backlog::spec_text(&ctx.root, &story).unwrap_or_default();
+                let chosen = learnings::select_relevant(&pool, &spec, ctx.config.learnings_max);
+                super::split::prompt(&ctx, &story, extra, n, &chosen)
+            }
             (Some(f), Some(setup)) => {
                 build_fixup_prompt(&ctx, &story, f, setup, report.resumed, extra)
             }
@@ -485,7 +565,11 @@ async fn run_attempt(
             env_remove: backend.env_remove().iter().map(|s| s.to_string()).collect(),
             stdin: text.into_bytes(),
             log_path: log_path.clone(),
-            timeout: ctx.timeout,
+            timeout: if splitting {
+                Duration::from_secs(ctx.config.decompose_timeout_secs)
+            } else {
+                ctx.timeout
+            },
             idle: (ctx.config.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(ctx.config.idle_timeout_secs)),
             grace: Duration::from_secs(ctx.config.grace_secs),
@@ -494,6 +578,9 @@ async fn run_attempt(
         let now = crate::timefmt::now_secs();
         let mut parser = OutputParser::for_backend(backend)
             .with_clock(now, crate::timefmt::local_offset_secs(now));
+        if splitting {
+            parser = parser.keeping_text(super::split::KEEP_TEXT);
+        }
         let idx = req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
         let on_line = |line: &str| {
@@ -512,6 +599,7 @@ async fn run_attempt(
             parser.auth_failed()
         };
         ctx.log.line(&format!("agent start story {id} attempt {n}"));
+        let postmortem_spec = spec_run.clone();
         let exit = process::run_attempt(spec_run, on_line, control.clone()).await;
         let summary = parser.finish();
         report.duration = started.elapsed();
@@ -589,8 +677,65 @@ async fn run_attempt(
             ctx.config.idle_timeout_secs,
             !ctx.required_validation.is_empty(),
         );
-        if report.verdict == Verdict::Done {
+        if splitting {
+            // Its answer is sub-stories, not a DONE: a run that ended for a
+            // reason outside the answer keeps that verdict.
+            let answered = !matches!(
+                report.verdict,
+                Verdict::Interrupted
+                    | Verdict::RateLimited { .. }
+                    | Verdict::Fault { .. }
+                    | Verdict::RootRefusal
+                    | Verdict::Failed {
+                        kind: ResultKind::Timeout,
+                        ..
+                    }
+            );
+            if answered {
+                let answer = if summary.result_text.contains("SUBSTORY_START") {
+                    summary.result_text.clone()
+                } else {
+                    summary.text.clone()
+                };
+                let (story2, slot) = (story.clone(), req.slot);
+                let applied = blocking(&ctx, move |c| {
+                    super::split::apply_answer(c, &story2, slot, &answer, commits)
+                })
+                .await;
+                match applied {
+                    Ok((verdict, children)) => {
+                        report.verdict = verdict;
+                        report.children = children;
+                    }
+                    Err(e) => {
+                        report.verdict = Verdict::Fault {
+                            reason: format!("the decomposition's writer failed: {e}"),
+                            kind: FaultKind::Transient,
+                        }
+                    }
+                }
+            }
+        } else if report.verdict == Verdict::Done {
             report.verdict = honest_done(&ctx, &story, n, req.slot, &base, &mut report).await;
+        }
+        let timed_out = matches!(
+            report.verdict,
+            Verdict::Failed {
+                kind: ResultKind::Timeout,
+                ..
+            }
+        );
+        if timed_out && ctx.config.postmortem_enabled && !splitting {
+            postmortem(
+                &ctx,
+                &story,
+                n,
+                postmortem_spec,
+                backend,
+                &control,
+                &mut report,
+            )
+            .await;
         }
         // A merge the agent resolved but left for ralph to commit counts.
         let commits = commits + usize::from(report.committed_for_agent.is_some());

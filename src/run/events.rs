@@ -86,6 +86,8 @@ pub(crate) struct AttemptReport {
     /// Refs keeping what the agent left besides its commits (uncommitted
     /// changes, a HEAD it moved elsewhere).
     pub(crate) kept: Vec<String>,
+    /// A decomposition run: the sub-stories it wrote on the story branch.
+    pub(crate) children: Vec<String>,
 }
 
 impl AttemptReport {
@@ -111,6 +113,7 @@ impl AttemptReport {
             session_id: None,
             resumed: false,
             kept: Vec::new(),
+            children: Vec::new(),
         }
     }
 }

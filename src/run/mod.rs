@@ -16,6 +16,7 @@ mod events;
 mod land;
 mod model;
 mod recover;
+mod split;
 mod transition;
 
 use std::path::{Path, PathBuf};
@@ -57,6 +58,8 @@ pub(crate) struct RunOptions {
     pub(crate) max_cost: Option<f64>,
     /// `--no-dashboard`: plain lines even on a terminal.
     pub(crate) no_dashboard: bool,
+    /// `ralph decompose ID`: split this story now, land the split, stop.
+    pub(crate) decompose: Option<String>,
 }
 
 /// The agent executable: a project-local one (`bin/agent`) is found from the
@@ -151,7 +154,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     if let Some((what, hint)) = backlog.emptiness() {
         return Err(RalphError::usage(what).with_hint(hint).into());
     }
-    for (flag, id) in [("-s", &opts.story), ("-r", &opts.resume)] {
+    for (flag, id) in [
+        ("-s", &opts.story),
+        ("-r", &opts.resume),
+        ("decompose", &opts.decompose),
+    ] {
         if let Some(id) = id {
             if backlog.index_of(id).is_none() {
                 return Err(RalphError::usage(format!(
@@ -286,8 +293,26 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .collect(),
         stagger: Duration::from_secs(config.stagger_secs),
         resume_session: config.resume_session,
+        // One story asked for by hand is not split behind the user's back.
+        decompose_depth: (config.decompose_enabled && opts.story.is_none())
+            .then_some(config.decompose_max_depth),
     };
-    let only = opts.story.as_ref().and_then(|s| backlog.index_of(s));
+    if let Some(id) = &opts.decompose {
+        if state.status(id) == crate::state::Status::Done {
+            return Err(RalphError::usage(format!("story {id} is done already"))
+                .with_hint("only a story that is not done can be split")
+                .into());
+        }
+        state.begin_decomposition(
+            id,
+            "The user asked for this split (`ralph decompose`).".into(),
+        );
+    }
+    let only = opts
+        .story
+        .as_ref()
+        .or(opts.decompose.as_ref())
+        .and_then(|s| backlog.index_of(s));
     let first = opts
         .resume
         .as_ref()
@@ -323,7 +348,31 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let looped = rt.block_on(d.run(reland));
+    let mut looped = rt.block_on(d.run(reland));
+    // A decomposition landed: its sub-stories are in the backlog on disk.
+    // The same run goes on over the backlog as it is now.
+    // (`ralph decompose ID` stops once its split landed.)
+    while looped.is_ok() && d.model.reload_pending && opts.decompose.is_none() {
+        match project::load(root) {
+            Ok(now_on_disk) => {
+                log.line("reloading the backlog: a decomposition landed");
+                let now = events::Now {
+                    mono: Instant::now(),
+                    unix: crate::timefmt::now_secs(),
+                };
+                d.model
+                    .reload(now_on_disk.backlog.stories.clone(), &now_on_disk.dag, now);
+                looped = rt.block_on(d.run(Vec::new()));
+            }
+            Err(problems) => {
+                let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+                looped = Err(anyhow::anyhow!(
+                    "the backlog does not load after a decomposition landed: {}",
+                    shown.join("; ")
+                ));
+            }
+        }
+    }
     // Attempts and landings have answered; what is left in the runtime (a
     // process reaper blocked on a pipe, say) must not hold the exit.
     rt.shutdown_timeout(Duration::from_secs(1));

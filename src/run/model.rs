@@ -43,6 +43,10 @@ pub(crate) struct Policy {
     /// A fix-up continues the agent's session where its CLI can
     /// (`retry.resume_session`).
     pub(crate) resume_session: bool,
+    /// A story that fails for good is decomposed once, down to this depth
+    /// (`decomposition.max_depth`); `None` when `decomposition.enabled` is off
+    /// or the run was asked for one story (`-s`).
+    pub(crate) decompose_depth: Option<usize>,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -122,6 +126,10 @@ pub(crate) enum Change<'a> {
     },
     /// A failed attempt is taken back: its cause was not the story's.
     Refund,
+    /// It failed for good; one run will split it into sub-stories.
+    Decompose {
+        note: &'a str,
+    },
     /// Ctrl-C caught the story waiting to land. The state keeps it
     /// `landing` so the next run lands it; the scheduler lets it go, as
     /// nothing more happens to it in this run.
@@ -189,6 +197,10 @@ pub(crate) struct Model {
     /// Spent by this run's attempts.
     pub(crate) run_cost_usd: f64,
     pub(crate) run_tokens: u64,
+    /// A decomposition landed: the backlog on disk has new stories. No new
+    /// work starts; once nothing runs, the run reloads the backlog and goes
+    /// on with a model of the new one (`reload`).
+    pub(crate) reload_pending: bool,
 }
 
 impl Model {
@@ -253,6 +265,7 @@ impl Model {
             next_start_at: None,
             run_cost_usd: 0.0,
             run_tokens: 0,
+            reload_pending: false,
         }
     }
 
@@ -320,12 +333,34 @@ impl Model {
                 self.state.refund_attempt(&id);
                 self.sched.unfail(idx);
             }
+            Change::Decompose { note } => {
+                self.state.begin_decomposition(&id, note.to_string());
+                self.sched.unfail(idx);
+            }
         }
         debug_assert!(
             self.in_step(idx) || change == Change::LandingInterrupted,
             "state and scheduler disagree on {id} after {change:?}"
         );
         out
+    }
+
+    /// Becomes the model of the same run over the backlog as it is now on
+    /// disk (after a decomposition landed): the state, the policy and what
+    /// the run spent and was told (signals, a fatal stop) carry over;
+    /// nothing runs or waits to land at this point.
+    pub(crate) fn reload(&mut self, stories: Vec<Story>, dag: &Dag, now: Now) {
+        debug_assert!(self.slots.iter().all(Option::is_none) && self.landing.is_none());
+        let state = std::mem::take(&mut self.state);
+        let mut m = Model::new(stories, dag, state, self.policy.clone(), None, 0, now);
+        m.attempts_this_run = self.attempts_this_run;
+        m.signals = self.signals;
+        m.fatal = self.fatal.take();
+        m.run_cost_usd = self.run_cost_usd;
+        m.run_tokens = self.run_tokens;
+        m.next_start_at = self.next_start_at;
+        m.fewer_jobs_until = self.fewer_jobs_until;
+        *self = m;
     }
 
     /// True when the state and the scheduler agree on story `idx`.

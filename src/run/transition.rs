@@ -223,7 +223,11 @@ fn budget_spent(model: &Model) -> Option<String> {
 
 /// Starts what can start.
 fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
-    if model.stopping() || model.fatal.is_some() || model.pause_until.is_some() {
+    if model.stopping()
+        || model.fatal.is_some()
+        || model.pause_until.is_some()
+        || model.reload_pending
+    {
         return;
     }
     if let Some(spent) = budget_spent(model) {
@@ -458,6 +462,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         session_id: r.session_id.clone(),
         slot: Some(r.slot),
         resumed: r.resumed,
+        children: r.children.clone(),
     };
     // What an attempt that stopped early had done, for the next prompt.
     let stopped_early = matches!(
@@ -702,6 +707,7 @@ fn redo_note(
         text,
         fixup: None,
         redo: true,
+        decompose: false,
     }
 }
 
@@ -747,6 +753,17 @@ fn count_failure(
         "story {id} failed attempt {n}/{max}: {one_line}"
     )));
     if applied.failed_for_good {
+        if let Some(note) = decomposition_note(model, &id) {
+            model.apply(idx, Change::Decompose { note: &note });
+            out.push(Action::Say(Message::Decomposing {
+                id: id.clone(),
+                max,
+            }));
+            out.push(Action::Log(format!(
+                "story {id} failed for good; its next run splits it into sub-stories"
+            )));
+            return;
+        }
         let blocked = applied.blocked.iter().map(|&b| model.id(b).to_string());
         out.push(Action::Say(Message::FailedForGood {
             id,
@@ -756,6 +773,37 @@ fn count_failure(
     } else {
         model.state.set_note(&id, Some(note));
     }
+}
+
+/// The note of a decomposition run when story `id`, failed for good, gets
+/// one (`decomposition.*`: enabled, not tried yet, not too deep): the
+/// failure history in words, for its prompt.
+fn decomposition_note(model: &Model, id: &str) -> Option<String> {
+    let max_depth = model.policy.decompose_depth?;
+    if model.state.decomposition_tried(id)
+        || crate::decompose::depth(id, &model.state.decomposed()) >= max_depth
+    {
+        return None;
+    }
+    let rec = model.state.record(id)?;
+    let lines: Vec<String> = rec
+        .history
+        .iter()
+        .filter(|h| h.outcome != Outcome::Fault)
+        .map(|h| {
+            format!(
+                "- attempt {} ({}): {}{}",
+                h.number,
+                h.kind().as_str(),
+                format!("{:?}", h.outcome).to_lowercase(),
+                h.reason
+                    .as_deref()
+                    .map(|r| format!(": {}", r.replace('\n', " ")))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    Some(lines.join("\n"))
 }
 
 /// `RALPH_RESULT` of finished work once its landing decided; `None` while
@@ -818,6 +866,22 @@ fn landing_finished(
                 commit: commit.clone(),
             }));
             out.push(Action::Log(format!("landed story {id} as {commit}")));
+            let children = model
+                .state
+                .attempt(&id, landing.attempt)
+                .filter(|a| a.kind() == AttemptKind::Decompose)
+                .map(|a| a.children.clone())
+                .unwrap_or_default();
+            if !children.is_empty() {
+                // Its sub-stories are in the backlog on the target now; the
+                // run takes them in once nothing runs (`Model::reload_pending`).
+                model.state.set_decomposed(&id, &children);
+                model.reload_pending = true;
+                out.push(Action::Say(Message::Decomposed {
+                    id: id.clone(),
+                    children,
+                }));
+            }
         }
         LandResult::Conflict { paths, saved_ref } => {
             // Kept work goes back to its agent, once: a fix-up whose own
@@ -841,11 +905,13 @@ fn landing_finished(
                     text: String::new(),
                     fixup: Some(f),
                     redo: false,
+                    decompose: false,
                 },
                 None => Note {
                     text: prompt::conflict_redo(&target, &paths, &kept),
                     fixup: None,
                     redo: true,
+                    decompose: false,
                 },
             };
             let n = model
@@ -907,6 +973,7 @@ fn landing_finished(
                         fresh_session: false,
                     }),
                     redo: false,
+                    decompose: false,
                 },
                 _ => redo_note(model, &id, &reason, saved_ref.as_deref(), after_fixup),
             };

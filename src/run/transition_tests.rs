@@ -54,6 +54,7 @@ fn model_with(
         agents: vec![Backend::Claude],
         stagger: Duration::ZERO,
         resume_session: true,
+        decompose_depth: None,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, t0())
 }

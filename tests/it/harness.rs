@@ -109,10 +109,13 @@ impl Project {
 
     /// A project with `stories` (`id | title` lines, may include batch
     /// lines), one spec per story, and `config` as .ralph/config.json.
+    /// Decomposition and the timeout postmortem are off unless `config`
+    /// names them: each is one more agent run after a story fails for good
+    /// or times out, which tests of retries and timeouts do not expect.
     pub fn with_backlog(queue: &str, config: &str) -> Project {
         let p = Project::new();
         p.write(".ralph/stories.txt", queue);
-        p.write(".ralph/config.json", config);
+        p.write(".ralph/config.json", &quiet_extras(config));
         for line in queue.lines() {
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') || t.starts_with("x ") {
@@ -386,4 +389,27 @@ pub fn hold_open(p: &Project, path: &Path) -> std::process::Child {
         || p.scratch.join("held").exists(),
     );
     child
+}
+
+/// `config` with `decomposition` and `postmortem` off where it does not set
+/// them itself, added before its closing brace so the lines of the keys it
+/// has do not move (a config that is not a JSON object is left as it is).
+pub fn quiet_extras(config: &str) -> String {
+    let Ok(serde_json::Value::Object(obj)) = serde_json::from_str::<serde_json::Value>(config)
+    else {
+        return config.to_string();
+    };
+    let mut extra = String::new();
+    for key in ["decomposition", "postmortem"] {
+        if !obj.contains_key(key) {
+            let sep = if obj.is_empty() && extra.is_empty() {
+                ""
+            } else {
+                ", "
+            };
+            extra.push_str(&format!("{sep}\"{key}\": {{ \"enabled\": false }}"));
+        }
+    }
+    let end = config.rfind('}').expect("a JSON object ends with }");
+    format!("{}{extra}{}", &config[..end], &config[end..])
 }

@@ -14,3 +14,4 @@ mod malformed;
 mod newcomer;
 mod parallel;
 mod realcli;
+mod split;
