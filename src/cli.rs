@@ -24,6 +24,27 @@ Exit codes:
   4    ralph itself failed (state not writable, a git error, a bug): nothing is lost
   130  interrupted; `ralph run` resumes";
 
+/// How `ralph run` chooses what starts next, shown by `ralph run --help`.
+const SCHEDULING_HELP: &str = "\
+Scheduling:
+  Without --parallel (or with -j 1) stories run one at a time in stories.txt
+  order (prd.json: by priority), each from a tip holding the previous one.
+  In parallel, a ready story is one whose dependencies have landed; among
+  ready stories the one heading the longest remaining chain of work starts
+  first, then the higher frontmatter `priority` (critical, high, medium,
+  low; prd.json: the lower number), then file order. A story predicted to
+  touch a file that running or landing work touches (its spec's \"Files to
+  Create/Modify\", prd.json `files`, paths it conflicted on before, what
+  running agents changed so far) waits while other ready work can use the
+  slot; a slot never idles for a prediction.
+  Retries (attempts after a failure or a conflict) run one at a time
+  (parallel.retry_concurrency) while first attempts fill the other slots.
+  Fewer than -j agents run while the agent's usage limit is near (one
+  fewer) or memory would not hold another (parallel.agent_memory_mb each,
+  default 2048, against the cgroup limit or MemAvailable; 0 turns it off);
+  at least one always runs. The display and `ralph status --json` (jobs)
+  say when and why.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ralph",
@@ -42,6 +63,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the backlog until every story is done
+    #[command(after_help = SCHEDULING_HELP)]
     Run(RunArgs),
     /// Progress, running, failed, blocked, cost
     Status {
@@ -293,6 +315,8 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
                 "max_cost_usd_per_run": project.config.budget_run_usd,
                 "spent_usd_total": cost,
             },
+            // The run in progress: `now` of `asked` jobs, and why fewer.
+            "jobs": state.jobs.as_ref().filter(|_| live),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
@@ -304,6 +328,9 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         total - done.len()
     );
     println!("Run in progress: {}", if live { "yes" } else { "no" });
+    if let Some(j) = state.jobs.as_ref().filter(|j| live && j.now < j.asked) {
+        println!("{}", report::render_jobs(j));
+    }
     if !running.is_empty() {
         println!("Running: {}", running.join(", "));
     }

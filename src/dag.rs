@@ -373,6 +373,8 @@ mod tests {
                 agent: None,
                 prd_passes: false,
                 prd_spec: None,
+                priority: crate::backlog::files::DEFAULT_RANK,
+                files: Vec::new(),
             })
             .collect();
         Backlog {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 mod keep;
 mod land;
 mod landing;
+mod touched;
 mod worktree;
 
 #[cfg(test)]

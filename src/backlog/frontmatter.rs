@@ -88,6 +88,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         estimation: field("estimation"),
         depends_on: Vec::new(),
         agent: field("agent"),
+        priority: field("priority"),
     };
 
     // +2: the index is 0-based and the opening fence is file line 1.

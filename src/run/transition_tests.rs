@@ -22,6 +22,8 @@ fn story(id: &str, deps: &[&str]) -> Story {
         agent: None,
         prd_passes: false,
         prd_spec: None,
+        priority: crate::backlog::files::DEFAULT_RANK,
+        files: Vec::new(),
     }
 }
 
@@ -52,6 +54,8 @@ fn model_with(
         max_wait: Duration::from_secs(6 * 3600),
         agents: vec![Backend::Claude],
         stagger: Duration::ZERO,
+        retry_concurrency: 1,
+        agent_memory_mb: 0,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, t0())
 }
