@@ -27,23 +27,16 @@ Exit codes:
 /// How `ralph run` chooses what starts next, shown by `ralph run --help`.
 const SCHEDULING_HELP: &str = "\
 Scheduling:
-  Without --parallel (or with -j 1) stories run one at a time in stories.txt
-  order (prd.json: by priority), each from a tip holding the previous one.
-  In parallel, a ready story is one whose dependencies have landed; among
-  ready stories the one heading the longest remaining chain of work starts
-  first, then the higher frontmatter `priority` (critical, high, medium,
-  low; prd.json: the lower number), then file order. A story predicted to
-  touch a file that running or landing work touches (its spec's \"Files to
-  Create/Modify\", prd.json `files`, paths it conflicted on before, what
-  running agents changed so far) waits while other ready work can use the
-  slot; a slot never idles for a prediction.
-  Retries (attempts after a failure or a conflict) run one at a time
-  (parallel.retry_concurrency) while first attempts fill the other slots.
-  Fewer than -j agents run while the agent's usage limit is near (one
-  fewer) or memory would not hold another (parallel.agent_memory_mb each,
-  default 2048, against the cgroup limit or MemAvailable; 0 turns it off);
-  at least one always runs. The display and `ralph status --json` (jobs)
-  say when and why.";
+  Sequential (no --parallel, or -j 1): stories.txt order, one at a time.
+  Parallel: a story is ready once its dependencies landed; ready stories start
+  by longest remaining chain, then frontmatter `priority` (critical > high >
+  medium > low; prd.json: lower number first), then file order. One predicted
+  to touch a file that running or landing work touches (spec \"Files to
+  Create/Modify\", prd.json `files`, earlier conflicts, running worktrees)
+  waits while other ready work can use the slot. Retries run one at a time
+  (parallel.retry_concurrency). An agent starts only if the free memory holds
+  parallel.agent_memory_mb more (2048; 0 = off); at least one always runs.
+  The display and `ralph status --json` (jobs) say when fewer than -j run.";
 
 #[derive(Debug, Parser)]
 #[command(

@@ -9,3 +9,4 @@ mod crash;
 mod landing;
 mod malformed;
 mod parallel;
+mod scheduling;
