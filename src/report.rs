@@ -72,10 +72,10 @@ pub(crate) fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
     s
 }
 
-/// `Jobs: 1 of 4 (memory (1.5 GB free, 2.0 GB per agent))`, for `status`.
+/// `Jobs: 1 of 4: memory (1.5 GB free, 2.0 GB per agent)`, for `status`.
 pub(crate) fn render_jobs(j: &crate::schedule::Jobs) -> String {
     let why: Vec<String> = j.fewer.iter().map(fewer_text).collect();
-    format!("Jobs: {} of {} ({})", j.now, j.asked, why.join(", "))
+    format!("Jobs: {} of {}: {}", j.now, j.asked, why.join(", "))
 }
 
 /// Megabytes as the user reads them: `900 MB`, `2.0 GB`.

@@ -4,6 +4,8 @@
 //! (only its staging instructions and `hitl` did), so a sloppy section must
 //! not stop a backlog that ran before.
 
+use std::collections::HashSet;
+
 /// A story's rank among ready stories of equal critical path: lower starts
 /// first.
 pub(crate) type Rank = u32;
@@ -104,22 +106,25 @@ pub(crate) fn clean_path(p: &str) -> Option<String> {
 }
 
 /// True when the two path lists name a common file: the same path, or a
-/// directory (`data/`) and a path inside it.
+/// directory (`data/`) and a path inside it. Linear in both lengths: a
+/// running story's worktree may list many paths.
 pub(crate) fn overlap(a: &[String], b: &[String]) -> bool {
-    a.iter().any(|x| b.iter().any(|y| same_or_inside(x, y)))
+    !a.is_empty() && !b.is_empty() && (covers(a, b) || covers(b, a))
 }
 
-fn same_or_inside(x: &str, y: &str) -> bool {
-    let (xs, ys) = (x.trim_end_matches('/'), y.trim_end_matches('/'));
-    if xs == ys {
-        return true;
-    }
-    let inside = |dir: &str, full: &str, path: &str| {
-        full.ends_with('/') && path.len() > dir.len() && path.starts_with(dir) && {
-            path.as_bytes()[dir.len()] == b'/'
-        }
-    };
-    inside(xs, x, ys) || inside(ys, y, xs)
+/// A path of `a` is in `b`, or lies inside one of `b`'s directories.
+fn covers(a: &[String], b: &[String]) -> bool {
+    let exact: HashSet<&str> = b.iter().map(|p| p.trim_end_matches('/')).collect();
+    let dirs: HashSet<&str> = b
+        .iter()
+        .filter(|p| p.ends_with('/'))
+        .map(|p| p.trim_end_matches('/'))
+        .collect();
+    a.iter().any(|x| {
+        let x = x.trim_end_matches('/');
+        exact.contains(x)
+            || (!dirs.is_empty() && x.match_indices('/').any(|(i, _)| dirs.contains(&x[..i])))
+    })
 }
 
 #[cfg(test)]
@@ -179,6 +184,7 @@ mod tests {
         assert!(overlap(&v(&["data/x.json"]), &v(&["data/"])));
         assert!(overlap(&v(&["data/"]), &v(&["data"])));
         assert!(!overlap(&v(&["data/"]), &v(&["database.rs"])));
+        assert!(overlap(&v(&["a.rs", "src/"]), &v(&["src/deep/er/x.rs"])));
         assert!(!overlap(&v(&["data"]), &v(&["data/x.json"])));
         assert!(!overlap(&v(&["src/a.rs"]), &v(&["src/b.rs"])));
         assert!(!overlap(&v(&[]), &v(&["src/b.rs"])));

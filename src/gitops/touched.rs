@@ -7,9 +7,11 @@ use super::*;
 impl Git {
     /// Repository paths the worktree at `path`, on `branch`, changed since
     /// it left `target` (their merge base): its commits, staged and
-    /// unstaged edits, deletions and untracked files that are not ignored.
-    /// Sorted. `None` while the worktree is on another branch (a slot
-    /// still being prepared for the story).
+    /// unstaged edits, deletions and untracked files that are not ignored
+    /// (a new untracked directory as one `dir/` entry, which covers what
+    /// is inside it: an unignored `node_modules/` stays one entry). Sorted.
+    /// `None` while the worktree is on another branch (a slot still being
+    /// prepared for the story).
     pub(crate) fn changed_since(
         &self,
         path: &Path,
@@ -29,7 +31,7 @@ impl Git {
         let tree = wrepo.find_commit(base)?.tree()?;
         let mut opts = git2::DiffOptions::new();
         opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
+            .recurse_untracked_dirs(false)
             .include_ignored(false);
         let diff = wrepo.diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))?;
         let mut out: Vec<String> = Vec::new();
@@ -97,12 +99,7 @@ mod tests {
         git(dir, &["commit", "-qm", "landed"]);
         assert_eq!(
             changed("ralph/story-1").unwrap(),
-            [
-                "README.md",
-                "committed.txt",
-                "new/dir/untracked.txt",
-                "staged.txt"
-            ]
+            ["README.md", "committed.txt", "new/", "staged.txt"]
         );
     }
 }

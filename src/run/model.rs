@@ -473,19 +473,21 @@ impl Model {
 
     /// Recomputes what story `idx` is predicted to touch.
     pub(crate) fn refresh_files(&mut self, idx: usize) {
-        let mut files = self.stories[idx].files.clone();
-        let extra = self
-            .state
-            .conflict_paths
-            .get(&self.stories[idx].id)
-            .into_iter()
-            .flatten()
-            .chain(self.touched.get(&idx).into_iter().flatten());
-        for p in extra {
-            if !files.contains(p) {
-                files.push(p.clone());
-            }
-        }
+        let mut seen = std::collections::HashSet::new();
+        let files = self.stories[idx]
+            .files
+            .iter()
+            .chain(
+                self.state
+                    .conflict_paths
+                    .get(&self.stories[idx].id)
+                    .into_iter()
+                    .flatten(),
+            )
+            .chain(self.touched.get(&idx).into_iter().flatten())
+            .filter(|p| seen.insert(p.as_str()))
+            .cloned()
+            .collect();
         self.files[idx] = files;
     }
 
