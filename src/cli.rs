@@ -25,6 +25,20 @@ Exit codes:
   4    ralph itself failed (state not writable, a git error, a bug): nothing is lost
   130  interrupted; `ralph run` resumes";
 
+/// How `ralph run` chooses what starts next, shown by `ralph run --help`.
+const SCHEDULING_HELP: &str = "\
+Scheduling:
+  Sequential (no --parallel, or -j 1): stories.txt order, one at a time.
+  Parallel: a story is ready once its dependencies landed; ready stories start
+  by longest remaining chain, then frontmatter `priority` (critical > high >
+  medium > low; prd.json: lower number first), then file order. One predicted
+  to touch a file that running or landing work touches (spec \"Files to
+  Create/Modify\", prd.json `files`, earlier conflicts, running worktrees)
+  waits while other ready work can use the slot. Retries run one at a time
+  (parallel.retry_concurrency). An agent starts only if the free memory holds
+  parallel.agent_memory_mb more (2048; 0 = off); at least one always runs.
+  The display and `ralph status --json` (jobs) say when fewer than -j run.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ralph",
@@ -45,6 +59,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the backlog until every story is done
+    #[command(after_help = SCHEDULING_HELP)]
     Run(RunArgs),
     /// Progress, running, failed, blocked, cost
     Status {
@@ -401,6 +416,8 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
                 "max_cost_usd_per_run": project.config.budget_run_usd,
                 "spent_usd_total": cost,
             },
+            // The run in progress: `now` of `asked` jobs, and why fewer.
+            "jobs": state.jobs.as_ref().filter(|_| live),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
@@ -412,6 +429,9 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         total - done.len()
     );
     println!("Run in progress: {}", if live { "yes" } else { "no" });
+    if let Some(j) = state.jobs.as_ref().filter(|j| live && j.now < j.asked) {
+        println!("{}", report::render_jobs(j));
+    }
     if !running.is_empty() {
         println!("Running: {}", running.join(", "));
     }

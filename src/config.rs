@@ -79,6 +79,12 @@ pub(crate) struct Config {
     /// `parallel.max_concurrent` when the user set it; `-j` falls back to 4
     /// otherwise (SPEC 2).
     pub(crate) max_concurrent: Option<usize>,
+    /// `parallel.retry_concurrency` (default 1): the most retries (attempts
+    /// after a failure or a conflict) running at once.
+    pub(crate) retry_concurrency: usize,
+    /// `parallel.agent_memory_mb` (default 2048; 0 = no check): the memory
+    /// one agent needs; an agent that would not fit does not start.
+    pub(crate) agent_memory_mb: u64,
     pub(crate) hooks: Hooks,
     /// `loop.grace_seconds` (default 10): SIGTERM → SIGKILL grace period.
     pub(crate) grace_secs: u64,
@@ -167,7 +173,9 @@ pub(crate) fn defaults() -> Value {
             "max_inject_count": 5
         },
         "parallel": {
-            "enabled": false
+            "enabled": false,
+            "retry_concurrency": 1,
+            "agent_memory_mb": 2048
         },
         "hooks": {
             "pre_iteration": "",
@@ -859,6 +867,16 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
             "a whole number of workers, at least 1",
         ) as usize
     });
+    let retry_concurrency = r.uint(
+        "parallel.retry_concurrency",
+        1,
+        "a whole number of attempts, at least 1",
+    ) as usize;
+    let agent_memory_mb = r.uint(
+        "parallel.agent_memory_mb",
+        0,
+        "a whole number of megabytes (0 turns the memory check off)",
+    );
 
     let hooks = Hooks {
         pre_iteration: r.string("hooks.pre_iteration", true),
@@ -908,6 +926,8 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         learnings_max,
         parallel_enabled,
         max_concurrent,
+        retry_concurrency,
+        agent_memory_mb,
         hooks,
         grace_secs,
         allow_empty_done,
@@ -980,6 +1000,24 @@ mod tests {
         );
         assert_eq!(c.grace_secs, 10);
         assert!(!c.allow_empty_done);
+        assert_eq!(c.retry_concurrency, 1);
+        assert_eq!(c.agent_memory_mb, 2048);
+    }
+
+    #[test]
+    fn scheduling_keys() {
+        let c = cfg(json!({"parallel": {"retry_concurrency": "2", "agent_memory_mb": 0}})).unwrap();
+        assert_eq!((c.retry_concurrency, c.agent_memory_mb), (2, 0));
+        let bad =
+            cfg(json!({"parallel": {"retry_concurrency": 0, "agent_memory_mb": -1}})).unwrap_err();
+        assert_eq!(
+            messages(&bad),
+            vec![
+                "parallel.retry_concurrency must be a whole number of attempts, at least 1, got 0",
+                "parallel.agent_memory_mb must be a whole number of megabytes (0 turns the memory \
+                 check off), got -1"
+            ]
+        );
     }
 
     #[test]

@@ -386,6 +386,8 @@ mod tests {
                 allow_empty_done: false,
                 prd_passes: false,
                 prd_spec: None,
+                priority: crate::backlog::files::DEFAULT_RANK,
+                files: Vec::new(),
             })
             .collect();
         Backlog {

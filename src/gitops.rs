@@ -9,6 +9,7 @@ mod fixup;
 mod keep;
 mod land;
 mod landing;
+mod touched;
 mod worktree;
 
 pub(crate) use fixup::{FixupLabels, FixupStart};

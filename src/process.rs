@@ -5,6 +5,7 @@
 //! processes in new sessions.
 
 mod cgroup;
+pub(crate) mod memory;
 mod sweep;
 
 use std::collections::BTreeSet;

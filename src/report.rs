@@ -21,8 +21,9 @@ pub(crate) struct Totals {
     pub(crate) cost_usd: f64,
     /// Seconds until new work may start again (a usage limit), if waiting.
     pub(crate) paused_secs: Option<f64>,
-    /// The jobs allowed now, when fewer than asked (a limit is near).
-    pub(crate) jobs_now: Option<usize>,
+    /// The jobs allowed now and why, when fewer than asked (a usage limit
+    /// is near, memory).
+    pub(crate) jobs_now: Option<crate::schedule::Jobs>,
 }
 
 pub(crate) fn tokens(u: &Usage) -> u64 {
@@ -60,10 +61,46 @@ pub(crate) fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
             human_duration(p)
         ));
     }
-    if let Some(j) = t.jobs_now {
-        s.push_str(&format!(" · limit near: {}", plural(j, "job")));
+    if let Some(j) = &t.jobs_now {
+        let why: Vec<String> = j.fewer.iter().map(fewer_text).collect();
+        s.push_str(&format!(
+            " · {} of {} jobs: {}",
+            j.now,
+            j.asked,
+            why.join(", ")
+        ));
     }
     s
+}
+
+/// `Jobs: 1 of 4: memory (1.5 GB free, 2.0 GB per agent)`, for `status`.
+pub(crate) fn render_jobs(j: &crate::schedule::Jobs) -> String {
+    let why: Vec<String> = j.fewer.iter().map(fewer_text).collect();
+    format!("Jobs: {} of {}: {}", j.now, j.asked, why.join(", "))
+}
+
+/// Megabytes as the user reads them: `900 MB`, `2.0 GB`.
+fn mb_text(mb: u64) -> String {
+    if mb >= 1024 {
+        format!("{:.1} GB", mb as f64 / 1024.0)
+    } else {
+        format!("{mb} MB")
+    }
+}
+
+fn fewer_text(f: &crate::schedule::Fewer) -> String {
+    use crate::schedule::Fewer;
+    match f {
+        Fewer::LimitNear => "usage limit near".to_string(),
+        Fewer::Memory {
+            available_mb,
+            per_agent_mb,
+        } => format!(
+            "memory ({} free, {} per agent)",
+            mb_text(*available_mb),
+            mb_text(*per_agent_mb)
+        ),
+    }
 }
 
 /// The fixed part of a running story's line: ID and title, padded.
@@ -121,6 +158,13 @@ pub(crate) enum Message {
     LimitNear {
         jobs: usize,
         secs: f64,
+    },
+    /// Memory holds fewer agents than `-j` asks: the rest wait.
+    MemoryLow {
+        jobs: usize,
+        asked: usize,
+        available_mb: u64,
+        per_agent_mb: u64,
     },
     /// A run starts inside a usage-limit pause an earlier run recorded.
     Paused {
@@ -245,6 +289,18 @@ pub(crate) fn render(m: &Message) -> String {
             "[wait] the agent's usage limit is near: at most {} for {}",
             plural(*jobs, "job"),
             human_duration(*secs)
+        ),
+        Message::MemoryLow {
+            jobs,
+            asked,
+            available_mb,
+            per_agent_mb,
+        } => format!(
+            "[wait] {} of memory available, {} per agent (parallel.agent_memory_mb): \
+             at most {} of {asked} for now; the others start as memory frees up",
+            mb_text(*available_mb),
+            mb_text(*per_agent_mb),
+            plural(*jobs, "job"),
         ),
         Message::Paused { agent, wait_secs } => format!(
             "[wait] the {agent} agent's usage limit resets in {}; new work waits until then",
@@ -618,6 +674,12 @@ mod tests {
                 jobs: 3,
                 secs: 5400.0,
             },
+            Message::MemoryLow {
+                jobs: 1,
+                asked: 4,
+                available_mb: 1500,
+                per_agent_mb: 2048,
+            },
             Message::Fault {
                 id: id(),
                 reason: "could not prepare the worktree of slot 1: No space left on device".into(),
@@ -788,12 +850,22 @@ mod tests {
         );
         let waiting = Totals {
             paused_secs: Some(754.0),
-            jobs_now: Some(3),
+            jobs_now: Some(crate::schedule::Jobs {
+                asked: 4,
+                now: 2,
+                fewer: vec![
+                    crate::schedule::Fewer::LimitNear,
+                    crate::schedule::Fewer::Memory {
+                        available_mb: 900,
+                        per_agent_mb: 2048,
+                    },
+                ],
+            }),
             ..t
         };
         assert_eq!(
             render_totals(&waiting, None),
-            "3/8 done · 2 running · 1 failed · 0 blocked · 12.3k tokens · $0.42 · usage limit: new work in 12m34s · limit near: 3 jobs"
+            "3/8 done · 2 running · 1 failed · 0 blocked · 12.3k tokens · $0.42 · usage limit: new work in 12m34s · 2 of 4 jobs: usage limit near, memory (900 MB free, 2.0 GB per agent)"
         );
     }
 

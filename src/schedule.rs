@@ -2,6 +2,10 @@
 //! starts next, and what a failure blocks. Pure: the engine feeds it status
 //! changes and asks it questions.
 
+use std::cmp::Ordering;
+use std::time::Duration;
+
+use crate::backlog::files::{overlap, Rank};
 use crate::dag::Dag;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +29,23 @@ pub(crate) struct Scheduler {
     pub(crate) nodes: Vec<Node>,
     waits: Vec<Vec<usize>>,
     dependents: Vec<Vec<usize>>,
-    /// Higher starts first; ties go to the earlier story in file order.
+    /// Higher starts first (the heaviest chain downstream).
     priority: Vec<u64>,
+    /// Among equal `priority`, lower starts first (frontmatter `priority`);
+    /// then the earlier story in file order.
+    rank: Vec<Rank>,
+}
+
+/// What bounds a choice of stories besides free slots.
+#[derive(Clone, Copy)]
+pub(crate) struct Bounds<'a> {
+    /// Retries (attempts after a failure or a conflict) that may still
+    /// start now (`parallel.retry_concurrency` minus the running ones).
+    pub(crate) retries: usize,
+    pub(crate) is_retry: &'a dyn Fn(usize) -> bool,
+    /// The files each story is predicted to touch (by index; empty when
+    /// nothing is known).
+    pub(crate) files: &'a [Vec<String>],
 }
 
 /// Weight of a story for critical-path ordering, from its `estimation`.
@@ -54,6 +73,7 @@ impl Scheduler {
             waits,
             dependents,
             priority,
+            rank: vec![0; n],
         };
         for i in 0..n {
             if s.nodes[i] == Node::Failed {
@@ -61,6 +81,22 @@ impl Scheduler {
             }
         }
         s
+    }
+
+    /// Breaks ties of critical path with `rank` (parallel mode only: the
+    /// sequential loop keeps file order).
+    pub(crate) fn with_ranks(mut self, rank: Vec<Rank>) -> Scheduler {
+        debug_assert_eq!(rank.len(), self.nodes.len());
+        self.rank = rank;
+        self
+    }
+
+    /// Dispatch order: heaviest chain first, then rank, then file order.
+    fn order(&self, a: usize, b: usize) -> Ordering {
+        self.priority[b]
+            .cmp(&self.priority[a])
+            .then(self.rank[a].cmp(&self.rank[b]))
+            .then(a.cmp(&b))
     }
 
     fn satisfied(&self, i: usize) -> bool {
@@ -76,7 +112,7 @@ impl Scheduler {
         let mut r: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.is_ready(i))
             .collect();
-        r.sort_by(|&a, &b| self.priority[b].cmp(&self.priority[a]).then(a.cmp(&b)));
+        r.sort_by(|&a, &b| self.order(a, b));
         r
     }
 
@@ -101,20 +137,71 @@ impl Scheduler {
     /// dependents are not beaten to the slot by lesser work that happens to
     /// be ready a few milliseconds earlier. Imminent picks start nothing now;
     /// their slot stays free until the landing decides.
+    #[cfg(test)]
     pub(crate) fn pick(&self, free: usize) -> Vec<usize> {
+        let anything = |_: usize| false;
+        let files = vec![Vec::new(); self.nodes.len()];
+        self.choose(
+            free,
+            Bounds {
+                retries: usize::MAX,
+                is_retry: &anything,
+                files: &files,
+            },
+        )
+    }
+
+    /// `pick`, bounded: a ready retry beyond `bounds.retries` waits (its
+    /// slot goes to first attempts), and stories predicted to touch a file
+    /// that in-flight work (running or landing) or an earlier pick touches
+    /// go after those that touch none, so they start from a tip that holds
+    /// the other's work instead of conflicting with it. A prediction only
+    /// reorders: a slot that only a clashing story could fill gets it.
+    pub(crate) fn choose(&self, free: usize, bounds: Bounds<'_>) -> Vec<usize> {
         let ready = self.ready();
         if free == 0 || ready.is_empty() {
             return Vec::new();
         }
         let mut all: Vec<(usize, bool)> = ready.iter().map(|&i| (i, true)).collect();
         all.extend(self.imminent().into_iter().map(|i| (i, false)));
-        all.sort_by(|a, b| {
-            self.priority[b.0]
-                .cmp(&self.priority[a.0])
-                .then(a.0.cmp(&b.0))
+        all.sort_by(|a, b| self.order(a.0, b.0));
+        let mut retries = bounds.retries;
+        all.retain(|&(i, ready)| {
+            if !ready || !(bounds.is_retry)(i) {
+                return true;
+            }
+            let room = retries > 0;
+            retries = retries.saturating_sub(1);
+            room
         });
-        all.into_iter()
-            .take(free)
+        let files = |i: usize| bounds.files.get(i).map_or(&[][..], Vec::as_slice);
+        let in_flight: Vec<usize> = (0..self.nodes.len())
+            .filter(|&j| matches!(self.nodes[j], Node::Running | Node::Landing))
+            .filter(|&j| !files(j).is_empty())
+            .collect();
+        let mut chosen: Vec<(usize, bool)> = Vec::with_capacity(free);
+        let mut deferred: Vec<(usize, bool)> = Vec::new();
+        for (i, ready) in all {
+            if chosen.len() == free {
+                break;
+            }
+            let mine = files(i);
+            // What a story waits for lands before it starts: no clash.
+            let clashes = !mine.is_empty()
+                && (in_flight
+                    .iter()
+                    .any(|&j| !self.waits[i].contains(&j) && overlap(mine, files(j)))
+                    || chosen.iter().any(|&(c, _)| overlap(mine, files(c))));
+            if clashes {
+                deferred.push((i, ready));
+            } else {
+                chosen.push((i, ready));
+            }
+        }
+        let room = free - chosen.len();
+        chosen.extend(deferred.into_iter().take(room));
+        chosen
+            .into_iter()
             .filter(|(_, ready)| *ready)
             .map(|(i, _)| i)
             .collect()
@@ -172,6 +259,99 @@ impl Scheduler {
     }
 }
 
+/// Why fewer agents may run than `-j` asks.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub(crate) enum Fewer {
+    /// The agent warned that its usage limit is near: one job fewer.
+    LimitNear,
+    /// Memory for fewer agents (`parallel.agent_memory_mb` each).
+    Memory {
+        available_mb: u64,
+        per_agent_mb: u64,
+    },
+}
+
+/// How many agents may run now, out of how many asked, and why fewer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Jobs {
+    pub(crate) asked: usize,
+    pub(crate) now: usize,
+    #[serde(default)]
+    pub(crate) fewer: Vec<Fewer>,
+}
+
+impl Jobs {
+    /// The same decision for the same reasons (the memory figures aside,
+    /// which change with every reading).
+    pub(crate) fn same_as(&self, other: &Jobs) -> bool {
+        let kinds = |j: &Jobs| {
+            j.fewer
+                .iter()
+                .map(std::mem::discriminant)
+                .collect::<Vec<_>>()
+        };
+        self.asked == other.asked && self.now == other.now && kinds(self) == kinds(other)
+    }
+
+    pub(crate) fn memory_bound(&self) -> bool {
+        self.fewer.iter().any(|f| matches!(f, Fewer::Memory { .. }))
+    }
+}
+
+/// Memory as last read, against what one agent needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Memory {
+    /// What a new agent could get now (cgroup headroom or MemAvailable).
+    pub(crate) available_mb: u64,
+    pub(crate) per_agent_mb: u64,
+    /// Running agents younger than `AGENT_WARMUP`: they have not reached
+    /// their footprint yet, so the reading does not show it; it is kept
+    /// for them.
+    pub(crate) warming: usize,
+}
+
+/// How long a new agent takes to reach its footprint, as far as the
+/// memory check is concerned (Claude Code's node process grows over its
+/// first minute).
+pub(crate) const AGENT_WARMUP: Duration = Duration::from_secs(60);
+
+/// The most agents that may run now (`running` run already): `asked`, one
+/// fewer while the agent's usage limit is near, and no more than memory
+/// holds at `per_agent_mb` each; never fewer than one.
+pub(crate) fn jobs_now(
+    asked: usize,
+    limit_near: bool,
+    running: usize,
+    memory: Option<Memory>,
+) -> Jobs {
+    let mut now = asked;
+    let mut fewer = Vec::new();
+    if limit_near && asked > 1 {
+        now = asked - 1;
+        fewer.push(Fewer::LimitNear);
+    }
+    if let Some(m) = memory.filter(|m| m.per_agent_mb > 0) {
+        let reserved = m.per_agent_mb.saturating_mul(m.warming as u64);
+        let room = m.available_mb.saturating_sub(reserved) / m.per_agent_mb;
+        let cap = running
+            .saturating_add(usize::try_from(room).unwrap_or(usize::MAX))
+            .max(1);
+        if cap < asked {
+            fewer.push(Fewer::Memory {
+                available_mb: m.available_mb,
+                per_agent_mb: m.per_agent_mb,
+            });
+            now = now.min(cap);
+        }
+    }
+    Jobs {
+        asked,
+        now: now.max(1),
+        fewer,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +370,8 @@ mod tests {
             allow_empty_done: false,
             prd_passes: false,
             prd_spec: None,
+            priority: crate::backlog::files::DEFAULT_RANK,
+            files: Vec::new(),
         }
     }
 
@@ -302,5 +484,177 @@ mod tests {
         assert_eq!(s.pick(2), vec![3]);
         s.set(1, Node::Done);
         assert_eq!(s.pick(1), vec![2]);
+    }
+
+    /// `n` independent stories in one batch section.
+    fn flat(n: usize) -> (Dag, Vec<Story>) {
+        let stories: Vec<Story> = (0..n)
+            .map(|i| story(&format!("s{i}"), 1, &[], None))
+            .collect();
+        let backlog = unbatched_then_batch_1(stories.clone());
+        (Dag::build(&backlog).unwrap(), stories)
+    }
+
+    fn files_of(list: &[&[&str]]) -> Vec<Vec<String>> {
+        list.iter()
+            .map(|f| f.iter().map(|p| p.to_string()).collect())
+            .collect()
+    }
+
+    fn bounds<'a>(
+        retries: usize,
+        is_retry: &'a dyn Fn(usize) -> bool,
+        files: &'a [Vec<String>],
+    ) -> Bounds<'a> {
+        Bounds {
+            retries,
+            is_retry,
+            files,
+        }
+    }
+
+    #[test]
+    fn priority_breaks_ties_of_critical_path_in_parallel_only() {
+        let (d, _) = flat(4);
+        let w = vec![2; 4];
+        // s0 low, s1 medium, s2 high, s3 low.
+        let ranks = vec![3, 2, 1, 3];
+        let s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w)).with_ranks(ranks.clone());
+        assert_eq!(s.ready(), vec![2, 1, 0, 3]);
+        assert_eq!(s.pick(2), vec![2, 1]);
+        // A heavier chain still comes first, whatever its priority.
+        let w = vec![2, 2, 2, 5];
+        let s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w)).with_ranks(ranks);
+        assert_eq!(s.ready(), vec![3, 2, 1, 0]);
+        // Sequential mode gives no ranks: file order.
+        let s = Scheduler::new(&d, vec![Node::Pending; 4], None);
+        assert_eq!(s.ready(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn retries_beyond_the_bound_leave_their_slots_to_first_attempts() {
+        let (d, _) = flat(5);
+        let s = Scheduler::new(&d, vec![Node::Pending; 5], None);
+        let retry = |i: usize| i < 3;
+        let none = vec![Vec::new(); 5];
+        assert_eq!(s.choose(4, bounds(1, &retry, &none)), vec![0, 3, 4]);
+        assert_eq!(s.choose(4, bounds(2, &retry, &none)), vec![0, 1, 3, 4]);
+        // A retry already runs: the next waits, the slot goes to s3.
+        assert_eq!(s.choose(1, bounds(0, &retry, &none)), vec![3]);
+        // Only retries left and none may start: the slot stays free.
+        let only_retries = |_: usize| true;
+        assert_eq!(
+            s.choose(2, bounds(0, &only_retries, &none)),
+            Vec::<usize>::new()
+        );
+    }
+
+    #[test]
+    fn a_story_touching_in_flight_files_waits_while_other_work_is_ready() {
+        let (d, _) = flat(4);
+        let files = files_of(&[&["FEATURES.md"], &["FEATURES.md", "b.rs"], &[], &["data/"]]);
+        let never = |_: usize| false;
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], None);
+        // Two free slots: s0, then s1 clashes with it; s2 takes the slot.
+        assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![0, 2]);
+        s.set(0, Node::Running);
+        s.set(2, Node::Running);
+        // s0 runs: s1 waits behind s3.
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![3]);
+        // Nothing else ready: a slot never idles for a prediction.
+        s.set(3, Node::Running);
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
+        // Landing work is still in flight; done work is on the target.
+        s.set(0, Node::Landing);
+        let only_s1 = vec![Node::Landing, Node::Pending, Node::Pending, Node::Done];
+        let s = Scheduler::new(&d, only_s1, None);
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![2]);
+        let s = Scheduler::new(
+            &d,
+            vec![Node::Done, Node::Pending, Node::Pending, Node::Done],
+            None,
+        );
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
+        // A directory and a file inside it clash.
+        let files = files_of(&[&["data/seed.json"], &[], &[], &["data/"]]);
+        let s = Scheduler::new(
+            &d,
+            vec![Node::Running, Node::Pending, Node::Done, Node::Pending],
+            None,
+        );
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
+    }
+
+    #[test]
+    fn a_dependent_does_not_clash_with_what_it_waits_for() {
+        // b depends on a (landing); both touch lib.rs; c is small and free.
+        let backlog = unbatched_then_batch_1(vec![
+            story("a", 1, &[], None),
+            story("b", 1, &["a"], Some("large")),
+            story("c", 1, &[], Some("small")),
+        ]);
+        let d = Dag::build(&backlog).unwrap();
+        let w: Vec<u64> = [None, Some("large"), Some("small")]
+            .iter()
+            .map(|e| estimation_weight(*e))
+            .collect();
+        let files = files_of(&[&["lib.rs"], &["lib.rs"], &[]]);
+        let never = |_: usize| false;
+        let s = Scheduler::new(
+            &d,
+            vec![Node::Landing, Node::Pending, Node::Pending],
+            Some(&w),
+        );
+        // b keeps the one free slot for when a lands, as without files.
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), Vec::<usize>::new());
+        let mut s = s;
+        s.set(0, Node::Done);
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
+    }
+
+    #[test]
+    fn jobs_now_lowers_for_a_near_limit_and_for_memory_never_below_one() {
+        let mem = |available_mb, per_agent_mb, warming| {
+            Some(Memory {
+                available_mb,
+                per_agent_mb,
+                warming,
+            })
+        };
+        let j = jobs_now(4, false, 0, None);
+        assert_eq!((j.now, j.fewer.clone()), (4, vec![]));
+        assert_eq!(jobs_now(4, true, 0, None).now, 3);
+        assert_eq!(jobs_now(1, true, 0, None).fewer, vec![]);
+        // 20 GB free, 2 GB each: all four.
+        assert_eq!(jobs_now(4, false, 0, mem(20_000, 2048, 0)).now, 4);
+        // 5 GB free: two more beside the two running.
+        let j = jobs_now(4, false, 2, mem(5_000, 2048, 0));
+        assert_eq!((j.now, j.fewer.len()), (4, 0));
+        // Two of them just started: their footprint is kept for them.
+        let j = jobs_now(4, false, 2, mem(5_000, 2048, 2));
+        assert_eq!(j.now, 2);
+        assert_eq!(
+            j.fewer,
+            vec![Fewer::Memory {
+                available_mb: 5_000,
+                per_agent_mb: 2048
+            }]
+        );
+        // More than the machine has: one at a time, never none.
+        let j = jobs_now(4, false, 0, mem(20_000, u64::MAX / 2, 0));
+        assert_eq!(j.now, 1);
+        assert!(j.memory_bound());
+        assert_eq!(jobs_now(4, false, 1, mem(0, 2048, 1)).now, 1);
+        // Both reasons at once, the tighter one binding.
+        let j = jobs_now(4, true, 0, mem(4_500, 2048, 0));
+        assert_eq!(j.now, 2);
+        assert_eq!(j.fewer.len(), 2);
+        // 0 MB per agent is no check.
+        assert_eq!(jobs_now(4, false, 0, mem(0, 0, 0)).now, 4);
+        // The recorded decision changes with its reasons, not the figures.
+        let a = jobs_now(4, false, 0, mem(3000, 2048, 0));
+        let b = jobs_now(4, false, 0, mem(3100, 2048, 0));
+        assert!(a.same_as(&b) && a != b);
+        assert!(!a.same_as(&jobs_now(4, false, 0, None)));
     }
 }

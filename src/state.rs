@@ -222,6 +222,14 @@ pub(crate) struct State {
     /// reset. A run started during a pause honours it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) paused_until: BTreeMap<String, i64>,
+    /// Paths a story's landing conflicted on, by story ID: its next attempt
+    /// touches them again, so dispatch keeps it apart from work on them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) conflict_paths: BTreeMap<String, Vec<String>>,
+    /// The run in progress: how many jobs may run now, and why fewer than
+    /// asked (for `status --json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) jobs: Option<crate::schedule::Jobs>,
     /// Keys we do not know are kept as they were.
     #[serde(flatten)]
     pub(crate) extra: Map<String, Value>,
@@ -240,6 +248,8 @@ impl Default for State {
             pipeline_iteration: 0,
             stories: BTreeMap::new(),
             paused_until: BTreeMap::new(),
+            conflict_paths: BTreeMap::new(),
+            jobs: None,
             extra: Map::new(),
         }
     }

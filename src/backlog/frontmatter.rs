@@ -89,6 +89,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         depends_on: Vec::new(),
         agent: field("agent"),
         allow_empty_done: false,
+        priority: field("priority"),
     };
     match map.get("allow_empty_done") {
         None | Some(serde_yaml_ng::Value::Null) => {}

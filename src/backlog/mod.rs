@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::config::Config;
 use crate::error::Problem;
 
+pub(crate) mod files;
 mod frontmatter;
 pub(crate) mod mark_done;
 mod prd;
@@ -63,6 +64,12 @@ pub(crate) struct Story {
     pub(crate) prd_passes: bool,
     /// prd.json only: the markdown rendered from description and acceptance criteria.
     pub(crate) prd_spec: Option<String>,
+    /// Frontmatter `priority` (prd.json: its numeric `priority`) as a rank:
+    /// lower starts first among ready stories of equal critical path.
+    pub(crate) priority: files::Rank,
+    /// Files the story says it will touch (its spec's "Files to
+    /// Create/Modify", prd.json `files`), for conflict-aware dispatch.
+    pub(crate) files: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -162,6 +169,8 @@ pub(crate) struct Frontmatter {
     pub(crate) agent: Option<String>,
     /// `allow_empty_done: true`: a DONE that changed nothing may land.
     pub(crate) allow_empty_done: bool,
+    /// `priority` as written (critical, high, medium, low).
+    pub(crate) priority: Option<String>,
 }
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
@@ -277,9 +286,9 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                 continue;
             }
         };
-        let fm = match std::fs::read_to_string(root.join(&spec)) {
+        let (fm, files) = match std::fs::read_to_string(root.join(&spec)) {
             Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
-                Ok(fm) => fm,
+                Ok(fm) => (fm, files::spec_files(&spec_text)),
                 Err(p) => {
                     problems.push(p);
                     continue;
@@ -333,6 +342,8 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
             allow_empty_done: fm.allow_empty_done,
             prd_passes: false,
             prd_spec: None,
+            priority: files::priority_rank(fm.priority.as_deref()),
+            files,
         });
     }
     if !problems.is_empty() {
@@ -632,7 +643,7 @@ mod tests {
     fn frontmatter_forms() {
         assert_eq!(fm("# No frontmatter\nstatus: x\n"), Frontmatter::default());
         assert_eq!(fm("---\n---\nbody"), Frontmatter::default());
-        let full = fm("---\nid: \"3.1\"\nepic: 3\ntitle: \"CLI\"\nstatus: pending\nestimation: medium\ndepends_on: [2.1, 2.2, 2.3]\n---\n# Body\n");
+        let full = fm("---\nid: \"3.1\"\nepic: 3\ntitle: \"CLI\"\nstatus: pending\npriority: high\nestimation: medium\ndepends_on: [2.1, 2.2, 2.3]\n---\n# Body\n");
         assert_eq!(
             full,
             Frontmatter {
@@ -643,6 +654,7 @@ mod tests {
                 depends_on: vec!["2.1".into(), "2.2".into(), "2.3".into()],
                 agent: None,
                 allow_empty_done: false,
+                priority: Some("high".into()),
             }
         );
         assert_eq!(
@@ -914,7 +926,7 @@ mod tests {
      "dependsOn": ["US-001"]},
     {"id": "US-001", "title": "First", "priority": 1, "passes": true,
      "acceptanceCriteria": "just one"},
-    {"id": "US-003", "title": "Third", "priority": 2}
+    {"id": "US-003", "title": "Third", "priority": 2, "files": ["./src/a.rs", "docs/"]}
   ]
 }"#;
         let dir = project(&[("prd.json", prd)]);
@@ -929,6 +941,11 @@ mod tests {
         assert_eq!(order, ["US-001", "US-002", "US-003"]);
         assert!(b.stories[0].prd_passes);
         assert_eq!(b.stories[1].depends_on, ["US-001"]);
+        // Equal numeric priorities share a rank; lower numbers rank first.
+        let ranks: Vec<u32> = b.stories.iter().map(|s| s.priority).collect();
+        assert_eq!(ranks, [0, 1, 1]);
+        assert_eq!(b.stories[2].files, ["src/a.rs", "docs/"]);
+        assert!(b.stories[0].files.is_empty());
         assert_eq!(
             b.stories[1].prd_spec.as_deref(),
             Some("# Story US-002: Second\n\n## Description\n\nDo the second thing.\n\n## Acceptance Criteria\n\n- works\n- tested\n")
@@ -952,14 +969,15 @@ mod tests {
 
     #[test]
     fn prd_problems() {
-        let prd = "{\"userStories\": [\n  {\"id\": \"a b\"},\n  {\"id\": \"X\", \"passes\": 3},\n  {\"id\": \"X\"},\n  {\"title\": \"no id\"}\n]}";
+        let prd = "{\"userStories\": [\n  {\"id\": \"a b\"},\n  {\"id\": \"X\", \"passes\": 3},\n  {\"id\": \"X\"},\n  {\"title\": \"no id\"},\n  {\"id\": \"Y\", \"files\": \"src\"}\n]}";
         let dir = project(&[("prd.json", prd)]);
         let problems: Vec<String> = load(dir.path(), &config())
             .unwrap_err()
             .iter()
             .map(|p| p.to_string())
             .collect();
-        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(problems[4].starts_with("prd.json:6: story Y: \"files\" must be an array of paths"));
         assert!(problems[0].starts_with("prd.json:2: userStories[0]: invalid story ID \"a b\""));
         assert!(problems[1].starts_with("prd.json:3: story X: \"passes\" must be true or false"));
         assert!(problems[2].contains("appears twice"));
@@ -1014,6 +1032,17 @@ mod tests {
         let b = load(&root, &crate::config::load(&root).unwrap()).unwrap();
         assert_eq!(b.stories[5].depends_on, ["2.1", "2.2", "2.3"]);
         assert_eq!(b.stories[0].title, "Initialize schema and data store");
+        // Ralph v2's "Files to Create/Modify" and frontmatter priority.
+        assert_eq!(
+            b.stories[0].files,
+            ["src/init-store.sh", "src/lib.sh", "data/"]
+        );
+        let ranks: Vec<u32> = b.stories.iter().map(|s| s.priority).collect();
+        assert_eq!(
+            ranks,
+            [1, 1, 1, 1, 2, 1],
+            "high, high, high, high, medium, high"
+        );
     }
 
     #[test]

@@ -184,6 +184,27 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
             skipped.push(id);
             continue;
         }
+        // Files the story expects to touch, for conflict-aware dispatch.
+        let files: Vec<String> = match s.get("files") {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::Array(list)) => {
+                match list
+                    .iter()
+                    .map(|f| f.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                {
+                    Some(v) => v.iter().filter_map(|f| files::clean_path(f)).collect(),
+                    None => {
+                        bad("\"files\" must be an array of paths".to_string());
+                        Vec::new()
+                    }
+                }
+            }
+            Some(other) => {
+                bad(format!("\"files\" must be an array of paths, got {other}"));
+                Vec::new()
+            }
+        };
         let title = if title.is_empty() { id.clone() } else { title };
         let prd_spec = render_prd_spec(&id, &title, &description, &criteria);
         stories.push((
@@ -200,6 +221,8 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 allow_empty_done: false,
                 prd_passes: passes,
                 prd_spec: Some(prd_spec),
+                priority: files::DEFAULT_RANK,
+                files,
             },
         ));
     }
@@ -208,6 +231,14 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
     }
     // sort_by is stable, so equal priorities keep file order.
     stories.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Equal priorities share a rank; lower numbers rank first.
+    let mut rank = 0;
+    for i in 0..stories.len() {
+        if i > 0 && stories[i].0 != stories[i - 1].0 {
+            rank += 1;
+        }
+        stories[i].1.priority = rank;
+    }
     Ok(Backlog {
         source: Source::Prd { branch },
         stories: stories.into_iter().map(|(_, s)| s).collect(),

@@ -25,7 +25,7 @@ const EMPTY_PAUSE: Duration = Duration::from_millis(5);
 static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 
 /// The directory of ralph's own cgroup in the cgroup v2 hierarchy, if any.
-fn base() -> Option<&'static Path> {
+pub(super) fn base() -> Option<&'static Path> {
     static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
     BASE.get_or_init(|| {
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;

@@ -22,7 +22,7 @@ use crate::store;
 use crate::timefmt;
 
 use super::attempt;
-use super::context::RunContext;
+use super::context::{blocking, RunContext};
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
 use super::land::{self, LandRequest};
 use super::model::Model;
@@ -103,6 +103,7 @@ impl<E: Executor> Dispatcher<E> {
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sigterm = signal(SignalKind::terminate())?;
         let mut sighup = signal(SignalKind::hangup())?;
+        self.read_memory();
         self.feed(Event::Start { reland });
         while !is_over(&self.model) {
             if self.tasks.is_empty() && self.model.busy() {
@@ -127,9 +128,66 @@ impl<E: Executor> Dispatcher<E> {
                 // display counts down.
                 _ = sleep_until(pause.map(|p| p.min(Instant::now() + TICK))), if pause.is_some() => Event::Timer,
             };
+            if !matches!(event, Event::Activity { .. }) {
+                self.read_memory();
+                self.read_touched(&event).await;
+            }
             self.feed(event);
         }
         Ok(())
+    }
+
+    /// The memory a new agent could get, for the transition's memory check
+    /// (read only when the check is on).
+    fn read_memory(&mut self) {
+        if self.model.policy.agent_memory_mb > 0 {
+            self.model.memory_mb = crate::process::memory::available_mb();
+        }
+    }
+
+    /// Before an event that may free a slot: what each running story's
+    /// worktree changed so far, when a ready story has predicted files to
+    /// compare it with. The worktree is the one source that holds whatever
+    /// the agent did, through any backend and any tool (an edit, a
+    /// generator, `sed -i`), where its tool-use events are summaries.
+    async fn read_touched(&mut self, event: &Event) {
+        let frees_a_slot = matches!(
+            event,
+            Event::AttemptFinished(_) | Event::LandingFinished(_) | Event::HooksDone | Event::Timer
+        );
+        if !frees_a_slot || !self.model.wants_touched() {
+            return;
+        }
+        let running: Vec<(usize, usize)> = self
+            .model
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, idx)| idx.map(|i| (slot, i)))
+            .collect();
+        let ids: std::collections::HashMap<usize, String> = running
+            .iter()
+            .map(|&(_, i)| (i, self.model.id(i).to_string()))
+            .collect();
+        let found = blocking(&self.ctx, move |c| {
+            running
+                .into_iter()
+                .filter_map(|(slot, idx)| {
+                    let (_, path) = crate::project::slot_worktree(&c.root, slot);
+                    let branch = crate::project::story_branch(&ids[&idx]);
+                    // A slot still being prepared has nothing to say yet.
+                    c.git
+                        .changed_since(&path, &branch, &c.target)
+                        .ok()
+                        .flatten()
+                        .map(|paths| (idx, paths))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        for (idx, paths) in found.unwrap_or_default() {
+            self.model.set_touched(idx, paths);
+        }
     }
 
     /// A task's result, or a failure in its name when it panicked.

@@ -296,6 +296,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         // One story asked for by hand is not split behind the user's back.
         decompose_depth: (config.decompose_enabled && opts.story.is_none())
             .then_some(config.decompose_max_depth),
+        retry_concurrency: config.retry_concurrency,
+        agent_memory_mb: config.agent_memory_mb,
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
@@ -318,8 +320,18 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .as_ref()
         .and_then(|r| backlog.index_of(r))
         .unwrap_or(0);
+    // Specs name files from the project root; git names them from the
+    // repository's, which differ when the project is a subdirectory.
+    let mut stories = backlog.stories.clone();
+    if let Some(prefix) = git.rel_path(root).filter(|p| !p.is_empty()) {
+        for s in &mut stories {
+            for f in &mut s.files {
+                *f = format!("{prefix}/{f}");
+            }
+        }
+    }
     let model = model::Model::new(
-        backlog.stories.clone(),
+        stories,
         &project.dag,
         state,
         policy,
@@ -533,6 +545,9 @@ fn finish(
     // automatic maintenance, say): leave no stale lock behind.
     recover::remove_stale_git_locks(git, log);
     reporter.finish();
+    let mut model = model;
+    // Only a run in progress has a job count to show.
+    model.state.jobs = None;
     let saved = store::save_state(root, &model.state);
     looped?;
     let (summary, error, code) = transition::finish(&model, started.elapsed().as_secs_f64());

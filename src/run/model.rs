@@ -9,7 +9,7 @@ use super::events::Now;
 use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
-use crate::schedule::{estimation_weight, Node, Scheduler};
+use crate::schedule::{estimation_weight, jobs_now, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
 use crate::state::{AfterFailure, State, Status};
 
 /// A story's node as the state describes it (prd.json's `passes: true`
@@ -47,6 +47,11 @@ pub(crate) struct Policy {
     /// (`decomposition.max_depth`); `None` when `decomposition.enabled` is off
     /// or the run was asked for one story (`-s`).
     pub(crate) decompose_depth: Option<usize>,
+    /// The most retries running at once (`parallel.retry_concurrency`).
+    pub(crate) retry_concurrency: usize,
+    /// The memory one agent needs, in MB (`parallel.agent_memory_mb`; 0 =
+    /// no check).
+    pub(crate) agent_memory_mb: u64,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -77,6 +82,8 @@ impl Policy {
     pub(crate) const BREAKER_ATTEMPTS: usize = 3;
     /// How long one job fewer runs after a limit warning without a reset.
     pub(crate) const WARNING_WINDOW: Duration = Duration::from_secs(3600);
+    /// While memory holds new agents back, how often it is read again.
+    pub(crate) const MEMORY_RECHECK: Duration = Duration::from_secs(2);
     /// Merge-queue turns a story may lose to a moving target (each turn is
     /// five merge rounds) before the run asks for a quieter target.
     pub(crate) const MAX_RACES: u32 = 10;
@@ -201,6 +208,22 @@ pub(crate) struct Model {
     /// work starts; once nothing runs, the run reloads the backlog and goes
     /// on with a model of the new one (`reload`).
     pub(crate) reload_pending: bool,
+    /// When each slot's agent started (the memory check keeps room for
+    /// young agents).
+    pub(crate) slot_started: Vec<Option<Instant>>,
+    /// Memory a new agent could get, in MB, as the dispatcher last read it
+    /// (`None`: unknown, no check).
+    pub(crate) memory_mb: Option<u64>,
+    /// Memory held agents back: read it again then.
+    pub(crate) recheck_at: Option<Instant>,
+    /// The job count last said to be lowered for memory.
+    pub(crate) memory_said: Option<usize>,
+    /// What each story's worktree changed so far, while it runs or waits
+    /// to land (and for its next attempt), as the dispatcher last read it.
+    pub(crate) touched: HashMap<usize, Vec<String>>,
+    /// The files each story is predicted to touch: its spec's, the paths it
+    /// conflicted on before, what it touched so far (`refresh_files`).
+    pub(crate) files: Vec<Vec<String>>,
 }
 
 impl Model {
@@ -242,8 +265,12 @@ impl Model {
         // Agents' usage limits are kept in the state (`paused_until`): the
         // ones a previous run recorded that are still in force hold here too.
         state.paused_until.retain(|_, until| *until > now.unix);
-        let sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
-        Model {
+        let mut sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
+        if parallel {
+            sched = sched.with_ranks(stories.iter().map(|s| s.priority).collect());
+        }
+        let (n, jobs) = (stories.len(), policy.jobs);
+        let mut model = Model {
             state,
             sched,
             stories,
@@ -266,7 +293,17 @@ impl Model {
             run_cost_usd: 0.0,
             run_tokens: 0,
             reload_pending: false,
+            slot_started: vec![None; jobs],
+            memory_mb: None,
+            recheck_at: None,
+            memory_said: None,
+            touched: HashMap::new(),
+            files: vec![Vec::new(); n],
+        };
+        for i in 0..n {
+            model.refresh_files(i);
         }
+        model
     }
 
     pub(crate) fn id(&self, idx: usize) -> &str {
@@ -325,6 +362,10 @@ impl Model {
             Change::Landed { commit } => {
                 self.state.mark_done(&id, Some(commit));
                 self.sched.set(idx, Node::Done);
+                // Its files are on the target now: nothing left to keep apart.
+                self.state.conflict_paths.remove(&id);
+                self.touched.remove(&idx);
+                self.files[idx].clear();
             }
             Change::LandingInterrupted => {
                 self.sched.set(idx, Node::Pending);
@@ -427,12 +468,99 @@ impl Model {
     }
 
     /// When something the run waits for is due: the pause, an agent's
-    /// reset, or the next staggered start.
+    /// reset, the next staggered start, or another look at memory.
     pub(crate) fn wake_at(&self, now: Now) -> Option<Instant> {
         self.limit_lifts_at(now)
             .into_iter()
             .chain(self.next_start_at)
+            .chain(self.recheck_at)
             .min()
+    }
+
+    /// A retry: an attempt after a failed one or a conflict (fix-ups
+    /// included). An attempt only interrupted (Ctrl-C, a crash, a usage
+    /// limit, a fault outside the story) counts neither, so a resumed run
+    /// is not held to one retry at a time.
+    pub(crate) fn is_retry(&self, idx: usize) -> bool {
+        self.state
+            .record(self.id(idx))
+            .is_some_and(|r| r.attempts > 0 || r.conflicts > 0)
+    }
+
+    /// How many agents may run now, and why fewer than asked.
+    pub(crate) fn jobs_now(&self, now: Now) -> Jobs {
+        let limit_near = self.fewer_jobs_until.is_some_and(|t| t > now.mono);
+        let running = self.slots.iter().filter(|s| s.is_some()).count();
+        let memory = self
+            .memory_mb
+            .filter(|_| self.policy.agent_memory_mb > 0)
+            .map(|available_mb| Memory {
+                available_mb,
+                per_agent_mb: self.policy.agent_memory_mb,
+                warming: self
+                    .slots
+                    .iter()
+                    .zip(&self.slot_started)
+                    .filter(|(s, t)| s.is_some() && t.is_some_and(|t| now.mono < t + AGENT_WARMUP))
+                    .count(),
+            });
+        jobs_now(self.policy.jobs, limit_near, running, memory)
+    }
+
+    /// Recomputes what story `idx` is predicted to touch.
+    pub(crate) fn refresh_files(&mut self, idx: usize) {
+        let mut seen = std::collections::HashSet::new();
+        let files = self.stories[idx]
+            .files
+            .iter()
+            .chain(
+                self.state
+                    .conflict_paths
+                    .get(&self.stories[idx].id)
+                    .into_iter()
+                    .flatten(),
+            )
+            .chain(self.touched.get(&idx).into_iter().flatten())
+            .filter(|p| seen.insert(p.as_str()))
+            .cloned()
+            .collect();
+        self.files[idx] = files;
+    }
+
+    /// Story `idx`'s landing conflicted on `paths`: remembered (in the
+    /// state, so across runs) for dispatch.
+    pub(crate) fn remember_conflict(&mut self, idx: usize, paths: &[String]) {
+        let known = self
+            .state
+            .conflict_paths
+            .entry(self.stories[idx].id.clone())
+            .or_default();
+        for p in paths {
+            if !known.contains(p) {
+                known.push(p.clone());
+            }
+        }
+        self.refresh_files(idx);
+    }
+
+    /// What the worktree of running story `idx` changed so far.
+    pub(crate) fn set_touched(&mut self, idx: usize, paths: Vec<String>) {
+        if self.sched.nodes[idx] == Node::Running {
+            self.touched.insert(idx, paths);
+            self.refresh_files(idx);
+        }
+    }
+
+    /// True when what running stories touched could change the next
+    /// choice: something runs, and a ready story has predicted files to
+    /// compare (with none, nothing can clash).
+    pub(crate) fn wants_touched(&self) -> bool {
+        self.slots.iter().any(Option::is_some)
+            && self
+                .sched
+                .ready()
+                .iter()
+                .any(|&i| !self.files[i].is_empty())
     }
 
     /// When a usage limit (or a fault's pause) next lifts.

@@ -11,7 +11,7 @@ use crate::agent::{self, Backend, FaultKind, Verdict};
 use crate::control::Control;
 use crate::prompt;
 use crate::report::{self, Message, RunSummary, Totals};
-use crate::schedule::Node;
+use crate::schedule::{Bounds, Fewer, Jobs, Node};
 use crate::state::{AttemptKind, AttemptRecord, Fixup, FixupCause, Note, Outcome};
 
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
@@ -68,6 +68,9 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             }
             if model.next_start_at.is_some_and(|t| now.mono >= t) {
                 model.next_start_at = None;
+            }
+            if model.recheck_at.is_some_and(|t| now.mono >= t) {
+                model.recheck_at = None;
             }
             let before = model.state.paused_until.len();
             model
@@ -137,12 +140,9 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
             .filter(|_| model.slots.iter().all(Option::is_none))
             .map(|t| t.saturating_duration_since(now.mono).as_secs_f64())
     });
-    let jobs_now = now.and_then(|now| {
-        model
-            .fewer_jobs_until
-            .filter(|&t| t > now.mono && model.policy.jobs > 1)
-            .map(|_| model.policy.jobs - 1)
-    });
+    let jobs_now = now
+        .map(|now| model.jobs_now(now))
+        .filter(|j| j.now < j.asked);
     Totals {
         done: model.count(Node::Done),
         total: model.selected(),
@@ -244,18 +244,32 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     if model.policy.jobs == 1 && (model.count(Node::Landing) > 0 || model.hooks_running > 0) {
         return;
     }
-    // Near a usage limit, one job fewer (never fewer than one).
-    let reduced = model
-        .fewer_jobs_until
-        .is_some_and(|t| t > now.mono && model.policy.jobs > 1);
+    // Near a usage limit one job fewer, and no more than memory holds
+    // (never fewer than one).
+    let jobs = model.jobs_now(now);
+    note_jobs(model, &jobs, now, out);
     let busy = model.slots.iter().filter(|s| s.is_some()).count();
-    let allowed = if reduced {
-        model.policy.jobs - 1
-    } else {
-        model.policy.jobs
+    let free = jobs.now.saturating_sub(busy);
+    // Retries run one at a time (`parallel.retry_concurrency`): a shared
+    // cause (a broken target, a flaky service) fails them all at once
+    // otherwise, and first attempts keep the other slots busy.
+    let is_retry = |i: usize| model.is_retry(i);
+    let running_retries = model
+        .slots
+        .iter()
+        .flatten()
+        .filter(|&&i| is_retry(i))
+        .count();
+    let bounds = Bounds {
+        retries: model
+            .policy
+            .retry_concurrency
+            .saturating_sub(running_retries),
+        is_retry: &is_retry,
+        files: &model.files,
     };
-    let free = allowed.saturating_sub(busy);
-    for idx in model.sched().pick(free) {
+    let chosen = model.sched().choose(free, bounds);
+    for idx in chosen {
         if model.limit_reached() {
             return;
         }
@@ -273,6 +287,7 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         let Some(slot) = slot_for(model, idx, agent) else {
             return;
         };
+        model.slot_started[slot] = Some(now.mono);
         start(model, idx, slot, agent, out);
     }
 }
@@ -309,6 +324,46 @@ fn slot_for(model: &Model, idx: usize, agent: Backend) -> Option<usize> {
         .and_then(|rec| rec.slot)
         .filter(|&s| free(s) && session_to_resume(model, idx, s, agent).is_some());
     own.or_else(|| model.slots.iter().position(Option::is_none))
+}
+
+/// Records the jobs allowed now for `status --json` (saved when the
+/// decision or its reasons change) and says when memory lowers them.
+fn note_jobs(model: &mut Model, jobs: &Jobs, now: Now, out: &mut Vec<Action>) {
+    if !model.state.jobs.as_ref().is_some_and(|j| j.same_as(jobs)) {
+        model.state.jobs = Some(jobs.clone());
+        out.push(Action::Save);
+    }
+    if !jobs.memory_bound() {
+        model.memory_said = None;
+        model.recheck_at = None;
+        return;
+    }
+    // Memory frees up without any event of the run's: look again soon.
+    if model.recheck_at.is_none() {
+        model.recheck_at = Some(now.mono + Policy::MEMORY_RECHECK);
+    }
+    if model.memory_said.is_none_or(|said| jobs.now < said) {
+        model.memory_said = Some(jobs.now);
+        if let Some(Fewer::Memory {
+            available_mb,
+            per_agent_mb,
+        }) = jobs
+            .fewer
+            .iter()
+            .find(|f| matches!(f, Fewer::Memory { .. }))
+        {
+            out.push(Action::Say(Message::MemoryLow {
+                jobs: jobs.now,
+                asked: jobs.asked,
+                available_mb: *available_mb,
+                per_agent_mb: *per_agent_mb,
+            }));
+            out.push(Action::Log(format!(
+                "memory: {available_mb} MB available, {per_agent_mb} MB per agent: at most {} of {} jobs",
+                jobs.now, jobs.asked
+            )));
+        }
+    }
 }
 
 fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut Vec<Action>) {
@@ -418,6 +473,7 @@ fn on_signal(model: &mut Model, sig: OsSignal, out: &mut Vec<Action>) {
 fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec<Action>) {
     let id = model.id(r.idx).to_string();
     model.slots[r.slot] = None;
+    model.slot_started[r.slot] = None;
     if !matches!(r.verdict, Verdict::Failed { .. }) {
         model.recent_failures.clear();
     }
@@ -884,6 +940,7 @@ fn landing_finished(
             }
         }
         LandResult::Conflict { paths, saved_ref } => {
+            model.remember_conflict(idx, &paths);
             // Kept work goes back to its agent, once: a fix-up whose own
             // result conflicts again is redone from scratch.
             let fixup = match saved_ref.clone() {

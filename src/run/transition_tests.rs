@@ -23,6 +23,8 @@ fn story(id: &str, deps: &[&str]) -> Story {
         allow_empty_done: false,
         prd_passes: false,
         prd_spec: None,
+        priority: crate::backlog::files::DEFAULT_RANK,
+        files: Vec::new(),
     }
 }
 
@@ -55,6 +57,8 @@ fn model_with(
         stagger: Duration::ZERO,
         resume_session: true,
         decompose_depth: None,
+        retry_concurrency: 1,
+        agent_memory_mb: 0,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, t0())
 }
@@ -1037,6 +1041,173 @@ fn a_limit_warning_runs_one_job_fewer_until_the_window_resets() {
     // After the window, three again.
     let a = handle(&mut m, finished(&first[2], Verdict::Done), later(now, 601));
     assert_eq!(starts(&a).len(), 2);
+}
+
+/// Which of the running attempts are retries (attempt after a failure).
+fn running_retries(m: &Model) -> usize {
+    m.slots.iter().flatten().filter(|&&i| m.is_retry(i)).count()
+}
+
+#[test]
+fn retries_run_one_at_a_time_while_first_attempts_fill_the_slots() {
+    let stories: [(&str, &[&str]); 6] = [
+        ("a", &[]),
+        ("b", &[]),
+        ("c", &[]),
+        ("d", &[]),
+        ("e", &[]),
+        ("f", &[]),
+    ];
+    let mut m = model_with(&stories, 3, 3, None);
+    let mut running: Vec<AttemptRequest> = begin(&mut m);
+    assert_eq!(running.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 1, 2]);
+    // Each fails for its own reason (one shared cause trips the breaker).
+    let own = |r: &AttemptRequest| failed(&format!("story {} broke", r.idx));
+    // a fails: its retry takes the slot (it heads the order).
+    let r = running.remove(0);
+    let a = handle(&mut m, finished(&r, own(&r)), t0());
+    let next = starts(&a);
+    assert_eq!(
+        next.iter().map(|r| (r.idx, r.attempt)).collect::<Vec<_>>(),
+        [(0, 2)]
+    );
+    running.extend(next);
+    // b and c fail: their retries wait, first attempts of d and e run.
+    for _ in 0..2 {
+        let r = running.remove(0);
+        let a = handle(&mut m, finished(&r, own(&r)), t0());
+        let next = starts(&a);
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].attempt, 1, "a first attempt, not {:?}", next[0]);
+        running.extend(next);
+        assert_eq!(running_retries(&m), 1);
+    }
+    // Drive the rest: at no point do two retries run.
+    let mut rounds = 0;
+    while let Some(r) = running.pop() {
+        rounds += 1;
+        assert!(rounds < 50);
+        let verdict = if r.attempt == 1 {
+            own(&r)
+        } else {
+            Verdict::Done
+        };
+        let mut a = handle(&mut m, finished(&r, verdict), t0());
+        while let Some(l) = m.landing {
+            a.extend(land(&mut m, l.idx, landed_as(l.idx), t0()));
+        }
+        running.extend(starts(&a));
+        assert!(running_retries(&m) <= 1, "{:?}", m.slots);
+        assert!(m.slots.iter().flatten().count() >= running.len().min(1));
+    }
+    assert!(is_over(&m));
+    assert_eq!(m.count(Node::Done), 6);
+    // Two at once when asked.
+    let mut m = model_with(&stories[..3], 3, 3, None);
+    m.policy.retry_concurrency = 2;
+    let first = begin(&mut m);
+    for r in &first {
+        handle(&mut m, finished(r, own(r)), t0());
+    }
+    assert_eq!(running_retries(&m), 2);
+}
+
+#[test]
+fn an_interrupted_attempt_is_not_a_retry() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 2, 3, None);
+    let first = begin(&mut m);
+    handle(&mut m, finished(&first[0], Verdict::Interrupted), t0());
+    assert!(!m.is_retry(0));
+    handle(&mut m, finished(&first[1], failed("no")), t0());
+    assert!(m.is_retry(1));
+}
+
+#[test]
+fn memory_for_fewer_agents_lowers_the_jobs_and_says_why() {
+    let stories: [(&str, &[&str]); 4] = [("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])];
+    let mut m = model_with(&stories, 4, 3, None);
+    m.policy.agent_memory_mb = 2048;
+    m.memory_mb = Some(4500);
+    let now = t0();
+    let a = handle(&mut m, Event::Start { reland: vec![] }, now);
+    assert_eq!(starts(&a).len(), 2, "4.5 GB holds two agents of 2 GB");
+    assert!(said(&a).iter().any(|s| matches!(
+        s,
+        Message::MemoryLow {
+            jobs: 2,
+            asked: 4,
+            available_mb: 4500,
+            per_agent_mb: 2048
+        }
+    )));
+    // What status --json shows, saved.
+    let jobs = m.state.jobs.clone().unwrap();
+    assert_eq!((jobs.asked, jobs.now), (4, 2));
+    assert!(jobs.memory_bound());
+    let saved = a.iter().rposition(|x| *x == Action::Save).unwrap();
+    let started = a
+        .iter()
+        .position(|x| matches!(x, Action::StartAttempt(_)))
+        .unwrap();
+    assert!(saved < started || a[..started].contains(&Action::Save));
+    let Some(Action::Totals(t)) = a.last() else {
+        panic!("{a:?}")
+    };
+    assert_eq!(t.jobs_now.as_ref().map(|j| j.now), Some(2));
+    // Memory is looked at again without any event of the run's.
+    assert!(m.wake_at(now).is_some());
+    // The two young agents keep their room even though the reading has
+    // not dropped yet: nothing more starts.
+    m.memory_mb = Some(6000);
+    assert!(starts(&handle(&mut m, Event::Timer, later(now, 2))).is_empty());
+    // Once they are past their warm-up, the reading is believed.
+    m.memory_mb = Some(4500);
+    let a = handle(&mut m, Event::Timer, later(now, 61));
+    assert_eq!(starts(&a).len(), 2);
+    // Never fewer than one: even with no memory, work goes on one at a time.
+    let mut m = model_with(&stories, 4, 3, None);
+    m.policy.agent_memory_mb = 2048;
+    m.memory_mb = Some(0);
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 1);
+    let a = handle(&mut m, finished(&first[0], Verdict::Done), later(now, 120));
+    assert_eq!(starts(&a).len(), 1, "a landing is not an agent");
+}
+
+#[test]
+fn conflicting_paths_are_remembered_and_keep_the_story_apart() {
+    let stories: [(&str, &[&str]); 4] = [("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])];
+    let mut m = model_with(&stories, 2, 3, None);
+    let first = begin(&mut m);
+    assert_eq!(first.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 1]);
+    // b's worktree changes FEATURES.md (as the dispatcher read it).
+    m.set_touched(1, vec!["FEATURES.md".into()]);
+    let c = starts(&handle(&mut m, finished(&first[0], Verdict::Done), t0())).remove(0);
+    assert_eq!(c.idx, 2);
+    let conflict = LandResult::Conflict {
+        paths: vec!["FEATURES.md".into()],
+        saved_ref: Some("refs/ralph/conflicts/a/1".into()),
+    };
+    land(&mut m, 0, conflict, t0());
+    assert_eq!(
+        m.state.conflict_paths.get("a"),
+        Some(&vec!["FEATURES.md".to_string()])
+    );
+    // a would redo FEATURES.md beside b, which changes it: d goes first.
+    let a = handle(&mut m, finished(&c, Verdict::Done), t0());
+    let d = starts(&a);
+    assert_eq!(d.iter().map(|r| r.idx).collect::<Vec<_>>(), [3]);
+    land(&mut m, 2, landed_as(2), t0());
+    // b finishes: a still clashes with it (landing), but no other work is
+    // ready, and a slot never idles for a prediction.
+    let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    let redo = starts(&a);
+    assert_eq!(redo.iter().map(|r| r.idx).collect::<Vec<_>>(), [0]);
+    land(&mut m, 1, landed_as(1), t0());
+    // Landed: nothing left to keep apart.
+    handle(&mut m, finished(&redo[0], Verdict::Done), t0());
+    land(&mut m, 0, landed_as(0), t0());
+    assert!(m.state.conflict_paths.is_empty());
 }
 
 #[test]

@@ -14,4 +14,5 @@ mod malformed;
 mod newcomer;
 mod parallel;
 mod realcli;
+mod scheduling;
 mod split;

@@ -49,6 +49,11 @@ rendezvous() {
 }
 "#;
 
+/// For tests whose agents must run together: the memory check is off, so
+/// a machine with less free memory than -j agents of 2 GB still runs them.
+const TOGETHER_CONFIG: &str =
+    r#"{ "loop": { "max_retries": 1 }, "parallel": { "agent_memory_mb": 0 } }"#;
+
 fn scratch(p: &Project, name: &str) -> String {
     fs::read_to_string(p.scratch.join(name)).unwrap_or_default()
 }
@@ -184,7 +189,7 @@ fn at_most_j_agents_run_at_once_and_independent_stories_overlap() {
 2.5 | W5
 2.6 | W6
 ";
-    let p = Project::with_backlog(queue, r#"{ "loop": { "max_retries": 1 } }"#);
+    let p = Project::with_backlog(queue, TOGETHER_CONFIG);
     p.commit_all("backlog");
     p.agent(&format!(
         r#"{CONCURRENCY}
@@ -228,7 +233,7 @@ done_
 #[test]
 fn a_job_limit_of_two_is_respected_with_more_stories_ready() {
     let queue = "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n1.4 | D\n1.5 | E\n";
-    let p = Project::with_backlog(queue, r#"{ "loop": { "max_retries": 1 } }"#);
+    let p = Project::with_backlog(queue, TOGETHER_CONFIG);
     p.commit_all("backlog");
     p.agent(&format!(
         r#"{CONCURRENCY}
@@ -260,7 +265,10 @@ done_
 /// Returns the project, the run, and (conflicted story, first lander).
 fn conflict_run(late_slot: &str, resolve: bool) -> (Project, RunResult, String, String) {
     let queue = "# [batch:1]\n1.1 | Left\n1.2 | Right\n";
-    let p = Project::with_backlog(queue, FAST_CONFIG);
+    let p = Project::with_backlog(
+        queue,
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 }, "parallel": { "agent_memory_mb": 0 } }"#,
+    );
     p.write("shared.txt", "");
     p.commit_all("backlog");
     p.agent(&format!(
