@@ -13,13 +13,17 @@ mod dag;
 mod display;
 mod error;
 mod gitops;
+mod layout;
 mod learnings;
 mod process;
 mod project;
 mod prompt;
 mod report;
+mod report_html;
 mod run;
+mod runlog;
 mod schedule;
+mod stats;
 
 mod state;
 mod store;

@@ -49,6 +49,55 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
+/// Why an attempt ran: the first try at a story, or one of the ways of
+/// trying again (what "waste" is made of). Today every attempt after a
+/// story's first is a retry (`AttemptKind::after`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum AttemptKind {
+    #[default]
+    First,
+    Retry,
+    FixUp,
+    Redo,
+    Decomposition,
+    Postmortem,
+}
+
+impl AttemptKind {
+    pub(crate) const ALL: [AttemptKind; 6] = [
+        AttemptKind::First,
+        AttemptKind::Retry,
+        AttemptKind::FixUp,
+        AttemptKind::Redo,
+        AttemptKind::Decomposition,
+        AttemptKind::Postmortem,
+    ];
+
+    /// The kind of the next attempt at a story with `earlier` finished
+    /// attempts on record.
+    pub(crate) fn after(earlier: usize) -> AttemptKind {
+        if earlier == 0 {
+            AttemptKind::First
+        } else {
+            AttemptKind::Retry
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            AttemptKind::First => "first",
+            AttemptKind::Retry => "retry",
+            AttemptKind::FixUp => "fix-up",
+            AttemptKind::Redo => "redo",
+            AttemptKind::Decomposition => "decomposition",
+            AttemptKind::Postmortem => "postmortem",
+        }
+    }
+}
+
 /// One finished attempt, kept for `status` and cost reporting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub(crate) struct AttemptRecord {

@@ -187,6 +187,9 @@ pub(crate) struct Model {
     /// Spent by this run's attempts.
     pub(crate) run_cost_usd: f64,
     pub(crate) run_tokens: u64,
+    /// The stories this run selected (`-s`, `-r`): a story done earlier
+    /// stays `Done` for the scheduler, but only these are counted.
+    pub(crate) chosen: Vec<bool>,
 }
 
 impl Model {
@@ -229,7 +232,11 @@ impl Model {
         // ones a previous run recorded that are still in force hold here too.
         state.paused_until.retain(|_, until| *until > now.unix);
         let sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
+        let chosen = (0..stories.len())
+            .map(|i| only.is_none_or(|o| o == i) && i >= first)
+            .collect();
         Model {
+            chosen,
             state,
             sched,
             stories,
@@ -355,7 +362,18 @@ impl Model {
         self.sched
             .nodes
             .iter()
-            .filter(|n| **n != Node::Excluded)
+            .zip(&self.chosen)
+            .filter(|(n, c)| **c && **n != Node::Excluded)
+            .count()
+    }
+
+    /// Stories selected for this run that are done.
+    pub(crate) fn done_selected(&self) -> usize {
+        self.sched
+            .nodes
+            .iter()
+            .zip(&self.chosen)
+            .filter(|(n, c)| **c && **n == Node::Done)
             .count()
     }
 
