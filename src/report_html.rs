@@ -153,7 +153,7 @@ input#filter{padding:4px 8px;border:1px solid var(--line);border-radius:4px;widt
 .node rect{stroke-width:1.5}.node text{pointer-events:none}
 .s-done rect{fill:#cdebd7}.s-failed rect{fill:#f6c9c9}.s-blocked rect{fill:#e4e6ea}
 .s-running rect{fill:#cfe0fb}.s-landing rect{fill:#dff0ff}.s-pending rect{fill:#fff}
-.edges{fill:none;stroke:#a9b0ba;stroke-width:1}.junction{fill:#6b7480}
+.edges{fill:none;stroke:#a9b0ba;stroke-width:1}.junction{fill:#6b7480}.barrier{fill:#8d96a3}
 "#;
 
 const SCRIPT: &str = r#"
@@ -193,6 +193,9 @@ const SCRIPT: &str = r#"
   b.setAttribute('data-ready', '1');
 })();
 "#;
+
+/// Fan lines into and out of a junction above which a bar is drawn instead.
+const BARRIER_FAN: usize = 24;
 
 /// Epic colours (the DAG's node outlines), by epic rank.
 const EPIC_HUES: [&str; 10] = [
@@ -262,9 +265,9 @@ fn header(p: &PageInput, o: &mut String) {
         }
         None => o.push_str("no run recorded yet: the timeline fills in once `ralph run` runs"),
     }
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<br>generated {} · {} stories</div></header>\n",
+        "<br>generated {} · {} stories</div></header>",
         esc(&stats::local_stamp(p.generated as f64, p.offset)),
         p.stories.len()
     );
@@ -669,6 +672,7 @@ fn dag(p: &PageInput, o: &mut String) {
          <span><i style=\"background:#f6c9c9\"></i>failed</span>\
          <span><i style=\"background:#e4e6ea\"></i>blocked</span>\
          <span><i style=\"background:#fff;border:1px solid #999\"></i>pending</span>\
+         <span><i style=\"background:#8d96a3;width:4px\"></i>batch barrier</span>\
          <span>outline colour: epic · columns: dependency depth · {}</span></div>\
          <div class=\"scroll\"><svg id=\"dag\" xmlns=\"http://www.w3.org/2000/svg\" \
          width=\"{width:.0}\" height=\"{height:.0}\">",
@@ -699,6 +703,22 @@ fn dag(p: &PageInput, o: &mut String) {
     for j in &l.junctions {
         let jx = pad + j.after_layer as f64 * col_w + node_w + (col_w - node_w) / 2.0;
         let jy = pad + j.row * row_h + node_h / 2.0;
+        if j.from.len() + j.to.len() > BARRIER_FAN {
+            // A batch barrier of hundreds of stories: one bar says it
+            // better than hundreds of converging lines.
+            let rows = j.from.iter().chain(&j.to).map(|&i| ny(i));
+            let (top, bottom) = rows.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+            let _ = write!(
+                dots,
+                "<rect class=\"barrier\" x=\"{:.0}\" y=\"{top:.0}\" width=\"4\" height=\"{:.0}\">\
+                 <title>barrier: the {} stories after it wait for the {} before it</title></rect>",
+                jx - 2.0,
+                bottom - top + node_h,
+                j.to.len(),
+                j.from.len()
+            );
+            continue;
+        }
         for &a in &j.from {
             curve(&mut d, nx(a) + node_w, ny(a) + node_h / 2.0, jx, jy);
         }

@@ -6,6 +6,7 @@ mod harness;
 mod compat;
 mod core;
 mod crash;
+mod insight;
 mod landing;
 mod malformed;
 mod parallel;
