@@ -262,6 +262,9 @@ fn header(p: &PageInput, o: &mut String) {
                 esc(&end),
                 esc(&r.args.join(" "))
             );
+            if let Some(k) = &r.resumes {
+                let _ = write!(o, " · picked up the work of run {} (killed)", esc(k));
+            }
         }
         None => o.push_str("no run recorded yet: the timeline fills in once `ralph run` runs"),
     }
@@ -383,9 +386,8 @@ fn cards(f: &Figures, o: &mut String) {
             .iter()
             .map(|m| {
                 format!(
-                    "<a href=\"#s-{id}\">{id}</a> ({} failed, {} conflicts)",
-                    m.failures,
-                    m.conflicts,
+                    "<a href=\"#s-{id}\">{id}</a> ({})",
+                    m.counts(),
                     id = esc(&m.story)
                 )
             })

@@ -75,6 +75,9 @@ pub(crate) enum Ev {
         selected: usize,
         stories: usize,
         pid: u32,
+        /// The killed run whose file this run closed, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumes: Option<String>,
     },
     AttemptStart {
         story: String,
@@ -303,6 +306,8 @@ fn now_unix_f64() -> f64 {
 pub(crate) struct RunLog {
     pub(crate) id: String,
     pub(crate) path: PathBuf,
+    /// The run that was killed and whose file this one closed.
+    pub(crate) resumes: Option<String>,
     dir: PathBuf,
     inner: Mutex<Writer>,
 }
@@ -325,8 +330,11 @@ impl RunLog {
         fs::create_dir_all(&dir)?;
         let taken = list_runs(root);
         let id = new_run_id(unix_now, &taken);
+        let mut resumes = None;
         if let Some(last) = taken.last() {
-            close_killed_run(&run_path(root, last), &id)?;
+            if close_killed_run(&run_path(root, last), &id)? {
+                resumes = Some(last.clone());
+            }
         }
         let path = run_path(root, &id);
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
@@ -340,6 +348,7 @@ impl RunLog {
         Ok(RunLog {
             id,
             path,
+            resumes,
             dir,
             inner: Mutex::new(w),
         })
@@ -434,11 +443,12 @@ fn dir_size(dir: &Path) -> u64 {
 }
 
 /// When the file at `path` does not end with a record that closes a run
-/// (its run was killed), ends a torn last line and appends `recovered`.
-fn close_killed_run(path: &Path, next_run: &str) -> io::Result<()> {
+/// (its run was killed), ends a torn last line and appends `recovered`;
+/// true when it did.
+fn close_killed_run(path: &Path, next_run: &str) -> io::Result<bool> {
     let mut f = match OpenOptions::new().read(true).append(true).open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
     let len = f.metadata()?.len();
@@ -458,7 +468,7 @@ fn close_killed_run(path: &Path, next_run: &str) -> io::Result<()> {
         .find_map(parse_line)
         .is_some_and(|r| r.ev.ends_run());
     if closed && !torn {
-        return Ok(());
+        return Ok(false);
     }
     let mut out = String::new();
     if torn {
@@ -473,7 +483,8 @@ fn close_killed_run(path: &Path, next_run: &str) -> io::Result<()> {
         }));
     }
     f.write_all(out.as_bytes())?;
-    f.sync_data()
+    f.sync_data()?;
+    Ok(!closed)
 }
 
 #[cfg(test)]
@@ -492,6 +503,7 @@ mod tests {
             selected: 1,
             stories: 1,
             pid: 1,
+            resumes: None,
         }
     }
 
@@ -554,6 +566,7 @@ mod tests {
             .write_all(b"{\"t\":1,\"ev\":\"attem")
             .unwrap();
         let b = RunLog::create(root, 200, 1 << 20).unwrap();
+        assert_eq!(b.resumes.as_ref(), Some(&a.id));
         let first = read_run(root, &a.id).unwrap();
         assert_eq!(first.skipped, 1);
         assert_eq!(
@@ -576,7 +589,8 @@ mod tests {
         })
         .unwrap();
         let before = fs::read_to_string(&b.path).unwrap();
-        let _c = RunLog::create(root, 300, 1 << 20).unwrap();
+        let c = RunLog::create(root, 300, 1 << 20).unwrap();
+        assert_eq!(c.resumes, None);
         assert_eq!(fs::read_to_string(&b.path).unwrap(), before);
         assert_eq!(list_runs(root).len(), 3);
     }

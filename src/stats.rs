@@ -57,6 +57,20 @@ pub(crate) struct MostFailed {
     pub(crate) conflicts: usize,
 }
 
+impl MostFailed {
+    /// `2 failed, 1 conflict`
+    pub(crate) fn counts(&self) -> String {
+        let mut what = Vec::new();
+        if self.failures > 0 {
+            what.push(format!("{} failed", self.failures));
+        }
+        if self.conflicts > 0 {
+            what.push(plural(self.conflicts, "conflict"));
+        }
+        what.join(", ")
+    }
+}
+
 /// The figures of one run, or of several together.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Figures {
@@ -100,6 +114,9 @@ pub(crate) struct RunStats {
     /// `None` when the run was killed (its file has no `run_end`).
     pub(crate) exit_code: Option<i32>,
     pub(crate) killed: bool,
+    /// The killed run whose work this one picked up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) resumes: Option<String>,
     pub(crate) figures: Figures,
 }
 
@@ -448,8 +465,10 @@ pub(crate) fn run_stats(run: &RunData) -> RunStats {
                 agent,
                 args,
                 target,
+                resumes,
                 ..
             } => {
+                s.resumes = resumes.clone();
                 s.jobs = *jobs;
                 s.agent = agent.clone();
                 s.args = args.clone();
@@ -600,16 +619,7 @@ fn figures_text(f: &Figures, out: &mut String) {
         let parts: Vec<String> = f
             .most_failed
             .iter()
-            .map(|m| {
-                let mut what = Vec::new();
-                if m.failures > 0 {
-                    what.push(format!("{} failed", m.failures));
-                }
-                if m.conflicts > 0 {
-                    what.push(plural(m.conflicts, "conflict"));
-                }
-                format!("{} ({})", m.story, what.join(", "))
-            })
+            .map(|m| format!("{} ({})", m.story, m.counts()))
             .collect();
         out.push_str(&format!("  most failed: {}\n", parts.join(" · ")));
     }
@@ -721,6 +731,7 @@ pub(crate) fn sample_run(id: &str, t0: f64) -> RunData {
                     selected: 3,
                     stories: 3,
                     pid: 1,
+                    resumes: None,
                 },
             ),
             start(0.0, "1.1", 1, 0, AttemptKind::First),

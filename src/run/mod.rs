@@ -317,6 +317,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         selected: model.selected(),
         stories: backlog.stories.len(),
         pid: std::process::id(),
+        resumes: ctx.runlog.as_ref().and_then(|l| l.resumes.clone()),
     });
     let started = Instant::now();
     let executor = attempt::LocalExecutor {

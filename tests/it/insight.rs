@@ -299,6 +299,7 @@ done_
     assert_eq!(last["next_run"], after[1].0.as_str());
     let new = &after[1].1;
     assert_eq!(new[0]["ev"], "run_start");
+    assert_eq!(new[0]["resumes"], first_id.as_str());
     assert_eq!(new.last().unwrap()["ev"], "run_end");
     assert_eq!(events(new, "landed").len(), 1);
 
