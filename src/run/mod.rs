@@ -444,7 +444,8 @@ fn on_complete(ctx: &context::RunContext, model: &model::Model, code: i32, elaps
     let figures = record::Figures::of(model);
     let env = notify::complete_env(&ctx.root, &figures, ctx.run_id(), code, elapsed);
     let out = crate::report_html::default_path(&ctx.root);
-    if let Err(e) = crate::report_html::write(&ctx.root, Some(ctx.run_id()), &out) {
+    let run = Some(ctx.run_id()).filter(|id| !id.is_empty());
+    if let Err(e) = crate::report_html::write(&ctx.root, run, &out) {
         ctx.log
             .line(&format!("on_complete: cannot write the report: {e:#}"));
     }

@@ -155,7 +155,8 @@ pub(crate) async fn notify(
     let c2 = ctx.clone();
     let written = tokio::task::spawn_blocking(move || {
         let out = crate::report_html::default_path(&c2.root);
-        crate::report_html::write(&c2.root, Some(&run_id), &out)
+        let run = Some(run_id.as_str()).filter(|id| !id.is_empty());
+        crate::report_html::write(&c2.root, run, &out)
     })
     .await;
     match written {
