@@ -253,7 +253,7 @@ pub(crate) fn list_runs(root: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    ids.sort();
+    ids.sort_by(|a, b| id_key(a).cmp(&id_key(b)));
     ids
 }
 
@@ -282,13 +282,30 @@ pub(crate) fn new_run_id(unix: i64, taken: &[String]) -> String {
     let iso = crate::timefmt::iso(unix);
     let digits: String = iso.chars().filter(char::is_ascii_digit).collect();
     let base = format!("{}-{}", &digits[..8], &digits[8..14]);
-    let mut id = base.clone();
-    let mut n = 1;
-    while taken.contains(&id) {
-        n += 1;
-        id = format!("{base}-{n}");
+    // After every run of that second, even one since deleted by rotation
+    // that a later one outlived: IDs must keep sorting by start time.
+    let last = taken
+        .iter()
+        .filter_map(|t| match id_key(t) {
+            (b, n) if b == base => Some(n),
+            _ => None,
+        })
+        .max();
+    match last {
+        None => base,
+        Some(n) => format!("{base}-{}", n + 1),
     }
-    id
+}
+
+/// The order of run IDs: by start second, then by the `-N` of runs that
+/// started within the same second (`X`, `X-2`, ..., `X-10`).
+pub(crate) fn id_key(id: &str) -> (&str, u32) {
+    match id.rsplit_once('-') {
+        Some((base, n)) if base.len() == 15 && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (base, n.parse().unwrap_or(u32::MAX))
+        }
+        _ => (id, 1),
+    }
 }
 
 fn now_unix_f64() -> f64 {
@@ -415,8 +432,13 @@ impl Writer {
                     .collect()
             })
             .unwrap_or_default();
-        // Run IDs sort by start time; so do their file names.
-        files.sort();
+        // Oldest first: by run ID (`X-2.jsonl` sorts before `X.jsonl` as
+        // a file name).
+        files.sort_by(|a, b| {
+            let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
+            let (a, b) = (stem(a).unwrap_or_default(), stem(b).unwrap_or_default());
+            id_key(&a).cmp(&id_key(&b))
+        });
         for f in files {
             if self.dir_bytes + extra <= self.limit {
                 break;
@@ -513,15 +535,24 @@ mod tests {
         assert_eq!(new_run_id(t, &[]), "20261122-115121");
         let taken = vec!["20261122-115121".to_string()];
         assert_eq!(new_run_id(t, &taken), "20261122-115121-2");
+        // After the latest of that second, even when earlier ones are gone.
+        let later = vec!["20261122-115121-9".to_string()];
+        assert_eq!(new_run_id(t, &later), "20261122-115121-10");
         let mut ids = vec![
             new_run_id(t + 1, &[]),
+            "20261122-115121-10".to_string(),
             "20261122-115121-2".to_string(),
             "20261122-115121".to_string(),
         ];
-        ids.sort();
+        ids.sort_by(|a, b| id_key(a).cmp(&id_key(b)));
         assert_eq!(
             ids,
-            ["20261122-115121", "20261122-115121-2", "20261122-115122"]
+            [
+                "20261122-115121",
+                "20261122-115121-2",
+                "20261122-115121-10",
+                "20261122-115122"
+            ]
         );
     }
 
@@ -606,15 +637,17 @@ mod tests {
         .len() as u64;
         let limit = line_len * 5;
         let mut ids = Vec::new();
-        for i in 0..4 {
-            let log = RunLog::create(root, 1000 + i, limit).unwrap();
+        // All in one second: `X`, `X-2`, ... (whose file names sort the
+        // other way round).
+        for _ in 0..4 {
+            let log = RunLog::create(root, 1000, limit).unwrap();
             log.write(start(&log.id)).unwrap();
             log.write(start(&log.id)).unwrap();
             ids.push(log.id.clone());
         }
         let left = list_runs(root);
         assert!(left.len() < 4, "{left:?}");
-        assert_eq!(left.last(), ids.last(), "the newest run is kept");
+        assert_eq!(left[..], ids[4 - left.len()..], "the newest runs are kept");
         assert!(dir_size(&runs_dir(root)) <= limit + line_len);
         // One run alone past the limit stops recording, and says so once.
         let log = RunLog::create(root, 2000, limit).unwrap();

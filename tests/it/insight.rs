@@ -17,18 +17,21 @@ const THREE: &str = "1.1 | First\n1.2 | Second\n1.3 | Third\n";
 /// Every record of every run, oldest run first: `(run id, records)`.
 fn runs(p: &Project) -> Vec<(String, Vec<Value>)> {
     let dir = p.root.join(".ralph/runs");
-    let mut names: Vec<String> = fs::read_dir(&dir)
+    // Run IDs sort by start time (`X` before `X-2`, a run in the same second).
+    let mut ids: Vec<String> = fs::read_dir(&dir)
         .map(|rd| {
             rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".jsonl"))
+                .filter_map(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.strip_suffix(".jsonl").map(str::to_string)
+                })
                 .collect()
         })
         .unwrap_or_default();
-    names.sort();
-    names
-        .into_iter()
-        .map(|n| {
+    ids.sort();
+    ids.into_iter()
+        .map(|id| {
+            let n = format!("{id}.jsonl");
             let text = fs::read_to_string(dir.join(&n)).unwrap();
             let recs = text
                 .lines()
@@ -36,7 +39,7 @@ fn runs(p: &Project) -> Vec<(String, Vec<Value>)> {
                     serde_json::from_str(l).unwrap_or_else(|e| panic!("{n}: bad line {l:?}: {e}"))
                 })
                 .collect();
-            (n.trim_end_matches(".jsonl").to_string(), recs)
+            (id, recs)
         })
         .collect()
 }
