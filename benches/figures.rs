@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const FIGURES: [&str; 7] = [
+const FIGURES: [&str; 8] = [
     "rss",
     "rss-agents",
     "validate",
@@ -31,6 +31,7 @@ const FIGURES: [&str; 7] = [
     "overhead",
     "latency",
     "conflicts",
+    "report",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -75,6 +76,7 @@ fn main() {
             "overhead" => fig_overhead(&bin, quick),
             "latency" => fig_latency(&bin, quick),
             "conflicts" => fig_conflicts(&bin, quick),
+            "report" => fig_report(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -1769,6 +1771,191 @@ fn fig_conflicts(bin: &Path, quick: bool) -> Figure {
             Some(b) => format!("before = {}", b.display()),
             None => "set RALPH_BENCH_BASELINE to an older ralph for the before rows".into(),
         }
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure 7: `ralph report` on 2,000 stories
+
+/// A state.json and one run's records (`.ralph/runs/`) for `backlog`, as
+/// a 12-hour run with 8 slots would leave them: 70% landed (a fifth after
+/// a retry, one in twenty after a conflict), 3% failed, a usage-limit
+/// pause. Returns the number of attempts recorded.
+fn report_history(root: &Path, backlog: &Backlog) -> usize {
+    let mut rng = Rng(0x5eed_2000);
+    let t0 = 1_795_348_281.0f64;
+    let slots = 8usize;
+    let mut free = vec![t0 + 1.0; slots];
+    let mut recs = String::new();
+    let mut state = String::from("{\"format_version\":2,\"completed_stories\":[");
+    let mut stories_json = String::new();
+    let mut completed = Vec::new();
+    let mut attempts = 0;
+    let _ = writeln!(
+        recs,
+        "{{\"t\":{t0},\"ev\":\"run_start\",\"run\":\"20261122-115121\",\"version\":\"0.1.0\",\
+         \"args\":[\"run\",\"-j\",\"8\"],\"jobs\":{slots},\"agent\":\"claude\",\"target\":\"main\",\
+         \"commit\":null,\"selected\":2000,\"stories\":2000,\"pid\":1}}"
+    );
+    for (i, st) in backlog.stories().enumerate() {
+        let roll = rng.below(100);
+        let (tries, landed, failed) = match roll {
+            0..=2 => (2, false, true),
+            3..=16 => (2, true, false),
+            17..=69 => (1, true, false),
+            _ => (0, false, false),
+        };
+        let mut hist = Vec::new();
+        let mut cost = 0.0;
+        let mut toks = 0u64;
+        let mut secs_total = 0.0;
+        for n in 1..=tries {
+            let slot = (0..slots)
+                .min_by(|&a, &b| free[a].total_cmp(&free[b]))
+                .unwrap();
+            let start = free[slot];
+            let secs = 120.0 + rng.below(900) as f64;
+            let end = start + secs;
+            free[slot] = end + 2.0;
+            let ok = n == tries && landed;
+            let verdict = if ok { "done" } else { "fail" };
+            let c = 0.05 + rng.below(40) as f64 / 100.0;
+            let tk = 20_000 + rng.below(200_000) as u64;
+            cost += c;
+            toks += tk;
+            secs_total += secs;
+            attempts += 1;
+            let kind = if n == 1 { "first" } else { "retry" };
+            let _ = writeln!(
+                recs,
+                "{{\"t\":{start:.3},\"ev\":\"attempt_start\",\"story\":\"{id}\",\"attempt\":{n},\
+                 \"slot\":{slot},\"agent\":\"claude\",\"kind\":\"{kind}\",\"est\":\"{est}\"}}\n\
+                 {{\"t\":{end:.3},\"ev\":\"attempt_end\",\"story\":\"{id}\",\"attempt\":{n},\
+                 \"slot\":{slot},\"agent\":\"claude\",\"kind\":\"{kind}\",\"verdict\":\"{verdict}\",\
+                 {reason}\"tokens\":{tk},\"usage\":{{\"input_tokens\":{tk},\"output_tokens\":0,\
+                 \"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0}},\
+                 \"cost_usd\":{c:.4},\"secs\":{secs:.1}}}",
+                id = st.id,
+                est = st.est,
+                reason = if ok {
+                    String::new()
+                } else {
+                    "\"reason\":\"tests are red: 3 failed, 120 passed\",".to_string()
+                },
+            );
+            hist.push(format!(
+                "{{\"number\":{n},\"outcome\":\"{verdict}\",\"duration_secs\":{secs:.1},\
+                 \"usage\":{{\"input_tokens\":{tk},\"output_tokens\":0,\
+                 \"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0}},\
+                 \"cost_usd\":{c:.4},\"agent\":\"claude\"}}"
+            ));
+            if ok {
+                let commit = format!("{:040x}", i as u128 * 0x9e37_79b9_7f4a_7c15);
+                if i % 20 == 7 {
+                    let _ = writeln!(
+                        recs,
+                        "{{\"t\":{:.3},\"ev\":\"conflict\",\"story\":\"{}\",\"attempt\":{n},\
+                         \"paths\":[\"src/lib.rs\"],\"secs\":4.0}}",
+                        end + 1.0,
+                        st.id
+                    );
+                }
+                let _ = writeln!(
+                    recs,
+                    "{{\"t\":{:.3},\"ev\":\"land_start\",\"story\":\"{id}\",\"attempt\":{n}}}\n\
+                     {{\"t\":{:.3},\"ev\":\"landed\",\"story\":\"{id}\",\"attempt\":{n},\
+                     \"commit\":\"{commit}\",\"secs\":20.0}}",
+                    end + 1.0,
+                    end + 21.0,
+                    id = st.id
+                );
+                completed.push(format!("\"{}\"", st.id));
+                let _ = write!(
+                    stories_json,
+                    "{}\"{}\":{{\"status\":\"done\",\"attempts\":{},\"attempts_started\":{n},\
+                     \"landed_commit\":\"{commit}\",\"usage\":{{\"input_tokens\":{toks},\
+                     \"output_tokens\":0,\"cache_creation_input_tokens\":0,\
+                     \"cache_read_input_tokens\":0}},\"cost_usd\":{cost:.4},\
+                     \"duration_secs\":{secs_total:.1},\"history\":[{}]}}",
+                    if stories_json.is_empty() { "" } else { "," },
+                    st.id,
+                    n - 1,
+                    hist.join(",")
+                );
+            }
+        }
+        if failed {
+            let _ = writeln!(
+                recs,
+                "{{\"t\":{:.3},\"ev\":\"failed_for_good\",\"story\":\"{}\",\
+                 \"reason\":\"tests are red\"}}",
+                free.iter().copied().fold(t0, f64::max),
+                st.id
+            );
+            let _ = write!(
+                stories_json,
+                "{}\"{}\":{{\"status\":\"failed\",\"attempts\":2,\"attempts_started\":2,\
+                 \"last_error\":\"tests are red: 3 failed, 120 passed\",\"usage\":{{\
+                 \"input_tokens\":{toks},\"output_tokens\":0,\"cache_creation_input_tokens\":0,\
+                 \"cache_read_input_tokens\":0}},\"cost_usd\":{cost:.4},\
+                 \"duration_secs\":{secs_total:.1},\"history\":[{}]}}",
+                if stories_json.is_empty() { "" } else { "," },
+                st.id,
+                hist.join(",")
+            );
+        }
+    }
+    let end = free.iter().copied().fold(t0, f64::max) + 30.0;
+    let _ = writeln!(
+        recs,
+        "{{\"t\":{:.3},\"ev\":\"pause\",\"why\":\"usage_limit\",\"agent\":\"claude\"}}\n\
+         {{\"t\":{:.3},\"ev\":\"resume\",\"why\":\"usage_limit\",\"agent\":\"claude\"}}\n\
+         {{\"t\":{end:.3},\"ev\":\"run_end\",\"done\":{},\"total\":2000,\"failed\":[],\
+         \"blocked\":[],\"pending\":0,\"exit_code\":1,\"elapsed_secs\":{:.0},\"tokens\":0,\
+         \"cost_usd\":0}}",
+        t0 + 3600.0,
+        t0 + 5400.0,
+        completed.len(),
+        end - t0
+    );
+    let _ = writeln!(
+        state,
+        "{}],\"stories\":{{{stories_json}}}}}",
+        completed.join(",")
+    );
+    write(root, ".ralph/state.json", &state);
+    write(root, ".ralph/runs/20261122-115121.jsonl", &recs);
+    attempts
+}
+
+fn fig_report(bin: &Path, quick: bool) -> Figure {
+    let runs = if quick { 3 } else { 15 };
+    let mut fig = Figure::new("report", "`ralph report` on a 2,000-story backlog");
+    let backlog = validate_backlog();
+    let p = Project::new(&backlog, "finish\n", |_| {});
+    let attempts = report_history(&p.root, &backlog);
+    let out = p.tmp.path().join("report.html");
+    let out_s = out.to_str().expect("a UTF-8 temp path").to_string();
+    p.run_ok(bin, &["report", "--out", &out_s]);
+    let mut t = Vec::new();
+    for _ in 0..runs {
+        t.push(p.run_ok(bin, &["report", "--out", &out_s]).as_secs_f64());
+    }
+    let size = fs::metadata(&out).expect("the report").len() as f64 / 1e6;
+    if let Ok(keep) = std::env::var("RALPH_BENCH_REPORT") {
+        let _ = fs::copy(&out, keep);
+    }
+    fig.rows
+        .push(Row::new("`ralph report` wall time", "s", t).target(Cmp::Lt, 2.0));
+    fig.rows
+        .push(Row::new("report size", "MB", vec![size]).target(Cmp::Lt, 5.0));
+    fig.notes.push(format!(
+        "the 2,000-story backlog of the `validate` figure (10 batch sections, depends_on \
+         edges), a state.json with every story's record and one run's records of {attempts} \
+         attempts over 8 slots (generated, not run); wall time includes loading the project, \
+         the state and the records, the DAG layout and writing the file; warm page cache; \
+         RALPH_BENCH_REPORT=FILE keeps a copy of the page"
     ));
     fig
 }

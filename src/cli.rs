@@ -10,9 +10,11 @@ use crate::display::err;
 use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK};
 use crate::project::{self, Project};
 use crate::report::{self, GraphNode};
+use crate::report_html;
 use crate::run::{self, RunOptions};
 use crate::schedule::{Node, Scheduler};
 use crate::state::State;
+use crate::stats;
 use crate::store::{self, RunLock};
 
 /// The exit codes of every command (SPEC 2), shown by `--help`.
@@ -95,6 +97,27 @@ enum Command {
     },
     /// ralph's version (as --version; Ralph v2 had this command)
     Version,
+    /// Per run and lifetime: stories landed, agent runs by kind, tokens, cost, time
+    Stats {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+        /// This run (an ID of .ralph/runs/) instead of the latest
+        #[arg(long, value_name = "ID", conflicts_with = "all")]
+        run: Option<String>,
+        /// Every recorded run
+        #[arg(long)]
+        all: bool,
+    },
+    /// A self-contained HTML report: timeline, story graph, per-story table
+    Report {
+        /// This run (an ID of .ralph/runs/) instead of the latest
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
+        /// Where to write it (default: .ralph/report.html)
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -289,7 +312,40 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             println!("ralph {}", env!("CARGO_PKG_VERSION"));
             Ok(EXIT_OK)
         }
+        Command::Stats { json, run, all } => cmd_stats(root, json, run, all),
+        Command::Report { run, out } => cmd_report(root, run, out),
     }
+}
+
+fn cmd_stats(root: &Path, json: bool, run: Option<String>, all: bool) -> anyhow::Result<i32> {
+    let runs = crate::runlog::read_all(root);
+    let which = match (run, all) {
+        (Some(id), _) if !runs.iter().any(|r| r.id == id) => {
+            return Err(RalphError::usage(format!("no run {id} in .ralph/runs/"))
+                .with_hint("`ralph stats --all` lists the recorded runs")
+                .into())
+        }
+        (Some(id), _) => stats::Which::Run(id),
+        (None, true) => stats::Which::All,
+        (None, false) => stats::Which::Latest,
+    };
+    let s = stats::stats(&runs, &which);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else if runs.is_empty() {
+        println!("No runs recorded yet: `ralph run` records each run in .ralph/runs/.");
+    } else {
+        let offset = crate::timefmt::local_offset_secs(crate::timefmt::now_secs());
+        print!("{}", stats::render(&s, offset));
+    }
+    Ok(EXIT_OK)
+}
+
+fn cmd_report(root: &Path, run: Option<String>, out: Option<PathBuf>) -> anyhow::Result<i32> {
+    let out = out.unwrap_or_else(|| report_html::default_path(root));
+    let bytes = report_html::write(root, run.as_deref(), &out)?;
+    println!("report: {} ({} KB)", out.display(), bytes.div_ceil(1024));
+    Ok(EXIT_OK)
 }
 
 fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
@@ -396,6 +452,23 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         .collect();
     if json {
         warn_if_empty(&project);
+        // The latest run's figures: what the per-run budget is about.
+        let latest = crate::runlog::list_runs(root)
+            .last()
+            .and_then(|id| crate::runlog::read_run(root, id));
+        let latest_stats = latest.as_ref().map(stats::run_stats);
+        let budget_stop = latest.as_ref().is_some_and(|r| {
+            r.records.iter().any(|x| {
+                matches!(
+                    x.ev,
+                    crate::runlog::Ev::Pause {
+                        why: crate::runlog::PauseWhy::Budget,
+                        ..
+                    }
+                )
+            })
+        });
+        let spent_run = latest_stats.as_ref().map(|s| s.figures.cost_usd);
         let v = serde_json::json!({
             "total": total,
             "done": done,
@@ -415,9 +488,24 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
                 "max_cost_usd_total": project.config.budget_total_usd,
                 "max_cost_usd_per_run": project.config.budget_run_usd,
                 "spent_usd_total": cost,
+                "spent_usd_latest_run": spent_run,
+                "exhausted": budget_stop
+                    || project.config.budget_total_usd.is_some_and(|m| cost >= m),
             },
             // The run in progress: `now` of `asked` jobs, and why fewer.
             "jobs": state.jobs.as_ref().filter(|_| live),
+            "paused": !paused.is_empty() || (live && budget_stop),
+            "latest_run": latest_stats.as_ref().map(|s| serde_json::json!({
+                "id": s.id,
+                "started": s.started.map(|t| crate::timefmt::iso(t as i64)),
+                "in_progress": live && s.killed,
+                "exit_code": s.exit_code,
+                "landed": s.figures.landed,
+                "attempts": s.figures.attempts,
+                "tokens": s.figures.tokens,
+                "cost_usd": s.figures.cost_usd,
+            })),
+            "stories": report_html::story_rows(&project, &state, None),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);

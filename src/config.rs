@@ -24,6 +24,11 @@ pub(crate) struct Hooks {
     pub(crate) pre_worktree: String,
     /// Seconds `pre_worktree` may take (the bash tool's key).
     pub(crate) pre_worktree_timeout: u64,
+    /// Notifications: a run ended; a story failed for good or the circuit
+    /// breaker tripped; new work paused for a usage limit or the budget.
+    pub(crate) on_complete: String,
+    pub(crate) on_failure: String,
+    pub(crate) on_pause: String,
 }
 
 /// The effective configuration after merging.
@@ -111,6 +116,9 @@ pub(crate) struct Config {
     /// `retry.resume_session` (default true): a fix-up continues the agent's
     /// session where its CLI can resume one.
     pub(crate) resume_session: bool,
+    /// `runs.max_mb` (default 100): the most `.ralph/runs/` holds; the
+    /// oldest runs' records go first.
+    pub(crate) runs_max_bytes: u64,
 }
 
 pub(crate) const DEFAULT_AGENT_FLAGS: &[&str] = &[
@@ -183,7 +191,13 @@ pub(crate) fn defaults() -> Value {
             "post_story": "",
             "post_iteration": "",
             "pre_worktree": "",
-            "pre_worktree_timeout": 120
+            "pre_worktree_timeout": 120,
+            "on_complete": "",
+            "on_failure": "",
+            "on_pause": ""
+        },
+        "runs": {
+            "max_mb": 100
         }
     })
 }
@@ -724,6 +738,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         "learnings",
         "parallel",
         "hooks",
+        "runs",
     ] {
         if let Some(v) = raw.get(section).filter(|v| !v.is_object() && !v.is_null()) {
             let shown = v.to_string();
@@ -889,6 +904,26 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
             1,
             "a positive number of seconds",
         ),
+        on_complete: r.string("hooks.on_complete", true),
+        on_failure: r.string("hooks.on_failure", true),
+        on_pause: r.string("hooks.on_pause", true),
+    };
+    let runs_max_bytes = match r.get("runs.max_mb").map(|v| {
+        let mb = match v {
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            v => v.as_f64(),
+        };
+        (v.clone(), mb)
+    }) {
+        Some((_, Some(mb))) if mb.is_finite() && mb > 0.0 => (mb * 1024.0 * 1024.0) as u64,
+        Some((v, _)) => {
+            r.problem(
+                "runs.max_mb",
+                format!("runs.max_mb must be a positive number of megabytes, got {v}"),
+            );
+            0
+        }
+        None => 100 * 1024 * 1024,
     };
 
     let problems = std::mem::take(&mut r.problems);
@@ -938,6 +973,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         postmortem_enabled,
         postmortem_window_secs,
         postmortem_max_chars,
+        runs_max_bytes,
     })
 }
 

@@ -14,14 +14,18 @@ mod decompose;
 mod display;
 mod error;
 mod gitops;
+mod layout;
 mod learnings;
 mod postmortem;
 mod process;
 mod project;
 mod prompt;
 mod report;
+mod report_html;
 mod run;
+mod runlog;
 mod schedule;
+mod stats;
 
 mod state;
 mod store;

@@ -102,6 +102,8 @@ pub(crate) const RUNTIME_PATTERNS: &[&str] = &[
     "/.ralph/logs/",
     "/.ralph/worktrees/",
     "/.ralph/learnings/",
+    "/.ralph/runs/",
+    "/.ralph/report.html",
     "/.ralph/.*.tmp-*",
     "/progress.txt",
     "/ralph.log",

@@ -395,8 +395,12 @@ pub(crate) struct RunSummary {
     pub(crate) blocked: Vec<String>,
     pub(crate) pending: usize,
     pub(crate) elapsed_secs: f64,
+    /// Lifetime totals: every run's attempts.
     pub(crate) usage: Usage,
     pub(crate) cost_usd: f64,
+    /// This run's attempts only.
+    pub(crate) run_tokens: u64,
+    pub(crate) run_cost_usd: f64,
     /// `-n`/`loop.max_iterations`, when it stopped a run with work left.
     pub(crate) limit_reached: Option<u64>,
     /// Every selected story is done and nothing went wrong.
@@ -405,7 +409,8 @@ pub(crate) struct RunSummary {
     pub(crate) waste: Waste,
 }
 
-/// The summary printed on stdout at the end of `ralph run`.
+/// The summary printed on stdout at the end of `ralph run`: this run's
+/// figures over the stories it selected, lifetime totals on their own line.
 pub(crate) fn render_summary(s: &RunSummary) -> String {
     let mut out = format!(
         "RUN SUMMARY: {}/{} done, {} failed, {} blocked, {} pending · {} · {} tokens · ${:.2}\n",
@@ -415,9 +420,14 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         s.blocked.len(),
         s.pending,
         human_duration(s.elapsed_secs),
+        s.run_tokens,
+        s.run_cost_usd
+    );
+    out.push_str(&format!(
+        "lifetime (all runs): {} tokens · ${:.2}\n",
         tokens(&s.usage),
         s.cost_usd
-    );
+    ));
     if let Some(line) = render_waste(&s.waste) {
         out.push_str(&line);
         out.push('\n');
@@ -770,6 +780,8 @@ mod tests {
             elapsed_secs: 4000.0,
             usage,
             cost_usd: 12.5,
+            run_tokens: 234_000,
+            run_cost_usd: 2.5,
             limit_reached: None,
             all_complete: false,
             waste: Waste {

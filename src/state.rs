@@ -50,8 +50,10 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
-/// What an attempt set out to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// What an attempt set out to do (what "waste" is made of).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum AttemptKind {
     /// The story's first try (attempts that were only interrupted, limited
@@ -69,6 +71,17 @@ pub(crate) enum AttemptKind {
 }
 
 impl AttemptKind {
+    pub(crate) const ALL: [AttemptKind; 4] = [
+        AttemptKind::First,
+        AttemptKind::Fixup,
+        AttemptKind::Redo,
+        AttemptKind::Decompose,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        self.as_str()
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             AttemptKind::First => "first",

@@ -26,6 +26,26 @@ pub(crate) struct RunContext {
     pub(crate) agents: std::collections::HashMap<crate::agent::Backend, (String, Vec<String>)>,
     /// The backlog is a prd.json (whose `passes` a landing sets).
     pub(crate) prd: bool,
+    /// This run's records (`None` when `.ralph/runs/` cannot be written:
+    /// records are worth a log line, not the run).
+    pub(crate) runlog: Option<crate::runlog::RunLog>,
+}
+
+impl RunContext {
+    /// Appends `ev` to the run's records.
+    pub(crate) fn record(&self, ev: crate::runlog::Ev) {
+        if let Some(l) = &self.runlog {
+            if let Err(e) = l.write(ev) {
+                self.log
+                    .line(&format!("cannot append to {}: {e}", l.path.display()));
+            }
+        }
+    }
+
+    /// This run's ID in `.ralph/runs/` ("" without records).
+    pub(crate) fn run_id(&self) -> &str {
+        self.runlog.as_ref().map_or("", |l| l.id.as_str())
+    }
 }
 
 /// Serialises every worktree preparation of this process: libgit2 does not

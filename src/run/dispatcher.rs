@@ -26,6 +26,8 @@ use super::context::{blocking, RunContext};
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
 use super::land::{self, LandRequest};
 use super::model::Model;
+use super::notify;
+use super::record::{Figures, Recorder};
 use super::transition::{handle, is_over};
 
 /// Where attempts run. Today a local worktree and a child process
@@ -64,6 +66,11 @@ pub(crate) struct Dispatcher<E: Executor> {
     land_control: watch::Sender<Control>,
     activity_tx: mpsc::UnboundedSender<Event>,
     activity_rx: mpsc::UnboundedReceiver<Event>,
+    /// Watches the run for its records and notifications.
+    recorder: Recorder,
+    /// Notification hooks: the run does not wait for them, but does not
+    /// end before they do.
+    notes: JoinSet<()>,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -84,7 +91,10 @@ impl<E: Executor> Dispatcher<E> {
         executor: E,
     ) -> Dispatcher<E> {
         let (activity_tx, activity_rx) = mpsc::unbounded_channel();
+        let recorder = Recorder::new(&model);
         Dispatcher {
+            recorder,
+            notes: JoinSet::new(),
             model,
             reporter,
             ctx,
@@ -133,6 +143,15 @@ impl<E: Executor> Dispatcher<E> {
                 self.read_touched(&event).await;
             }
             self.feed(event);
+        }
+        // A notification about the run's last moments still runs: wait
+        // for it (each hook has its own time limit), unless told to stop.
+        while !self.notes.is_empty() {
+            tokio::select! {
+                _ = self.notes.join_next() => {}
+                _ = sigint.recv() => self.notes.abort_all(),
+                _ = sigterm.recv() => self.notes.abort_all(),
+            }
         }
         Ok(())
     }
@@ -225,11 +244,41 @@ impl<E: Executor> Dispatcher<E> {
     fn feed(&mut self, event: Event) {
         let mut queue = VecDeque::from([event]);
         while let Some(ev) = queue.pop_front() {
-            for action in handle(&mut self.model, ev, now()) {
+            let at = now();
+            for rec in self.recorder.event(&self.model, &ev, at) {
+                self.ctx.record(rec);
+            }
+            for action in handle(&mut self.model, ev, at) {
+                for rec in self.recorder.action(&self.model, &action, at) {
+                    self.ctx.record(rec);
+                }
                 if let Some(next) = self.execute(action) {
                     queue.push_back(next);
                 }
             }
+            self.settle();
+        }
+        while self.notes.try_join_next().is_some() {}
+    }
+
+    /// Records what the step changed and sends the notifications it calls for.
+    fn settle(&mut self) {
+        let (records, notices) = self.recorder.settle(&self.model);
+        for rec in records {
+            self.ctx.record(rec);
+        }
+        for notice in notices {
+            let figures = Figures::of(&self.model);
+            let run_id = self.ctx.run_id().to_string();
+            let (name, cmd, env) = notify::for_notice(&self.ctx, &notice, &figures, &run_id);
+            if cmd.trim().is_empty() {
+                continue;
+            }
+            let cmd = cmd.to_string();
+            self.ctx.log.line(&format!("{name}: {notice:?}"));
+            let ctx = self.ctx.clone();
+            self.notes
+                .spawn(async move { notify::notify(ctx, name, cmd, env, run_id).await });
         }
     }
 

@@ -134,7 +134,15 @@ async fn land_rounds(
             Err(e) => return LandResult::Error(e),
         };
         if !ctx.required_validation.is_empty() {
-            if let Some(fail) = validate_merged(ctx, req, &commit, &base, control.clone()).await {
+            let started = std::time::Instant::now();
+            let failed = validate_merged(ctx, req, &commit, &base, control.clone()).await;
+            ctx.record(crate::runlog::Ev::Validated {
+                story: req.id.clone(),
+                attempt: req.attempt,
+                secs: started.elapsed().as_secs_f64(),
+                ok: failed.is_none(),
+            });
+            if let Some(fail) = failed {
                 return fail;
             }
         }

@@ -15,6 +15,8 @@ mod dispatcher;
 mod events;
 mod land;
 mod model;
+mod notify;
+mod record;
 mod recover;
 mod split;
 mod transition;
@@ -241,6 +243,14 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     }
     let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
+    // After the lock: the previous run's file is closed here if it was killed.
+    let runlog = crate::runlog::RunLog::create(
+        root,
+        crate::timefmt::now_secs(),
+        project.config.runs_max_bytes,
+    )
+    .inspect_err(|e| log.line(&format!("cannot record this run in .ralph/runs/: {e}")))
+    .ok();
 
     // `--parallel` also comes from `parallel.enabled`; `-j` defaults to
     // `parallel.max_concurrent` when the user set it, else 4 (SPEC 2).
@@ -267,6 +277,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         log: log.clone(),
         agents,
         prd: matches!(backlog.source, Source::Prd { .. }),
+        runlog,
     });
     let policy = model::Policy {
         jobs,
@@ -346,11 +357,25 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .iter()
         .filter_map(|id| backlog.index_of(id))
         .collect();
+    ctx.record(crate::runlog::Ev::RunStart {
+        run: ctx.run_id().to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        args: std::env::args().skip(1).collect(),
+        jobs,
+        agent: backend.name().to_string(),
+        target: target.clone(),
+        commit: git.branch_tip(&target).ok().flatten(),
+        selected: model.selected(),
+        stories: backlog.stories.len(),
+        pid: std::process::id(),
+        resumes: ctx.runlog.as_ref().and_then(|l| l.resumes.clone()),
+    });
     let started = Instant::now();
     let executor = attempt::LocalExecutor {
         ctx: ctx.clone(),
         verbose: opts.verbose,
     };
+    let end_ctx = ctx.clone();
     let mut d = dispatcher::Dispatcher::new(
         model,
         Reporter::new(opts.verbose, !opts.no_dashboard),
@@ -389,7 +414,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // process reaper blocked on a pipe, say) must not hold the exit.
     rt.shutdown_timeout(Duration::from_secs(1));
     let code = finish(
-        root, &git, &target, &tag, &log, d.model, d.reporter, started, looped,
+        root, &git, &target, &tag, &log, d.model, d.reporter, started, looped, &end_ctx,
     );
     drop(lock);
     code
@@ -531,6 +556,7 @@ fn finish(
     mut reporter: Reporter,
     started: Instant,
     looped: Result<()>,
+    ctx: &context::RunContext,
 ) -> Result<i32> {
     // Each attempt was swept as it ended; this catches a process that was
     // caught mid-exec then and only got its token afterwards.
@@ -549,8 +575,22 @@ fn finish(
     // Only a run in progress has a job count to show.
     model.state.jobs = None;
     let saved = store::save_state(root, &model.state);
-    looped?;
     let (summary, error, code) = transition::finish(&model, started.elapsed().as_secs_f64());
+    let end = |code: i32| crate::runlog::Ev::RunEnd {
+        done: summary.done,
+        total: summary.total,
+        failed: summary.failed.clone(),
+        blocked: summary.blocked.clone(),
+        pending: summary.pending,
+        exit_code: code,
+        elapsed_secs: summary.elapsed_secs,
+        tokens: summary.run_tokens,
+        cost_usd: summary.run_cost_usd,
+    };
+    if looped.is_err() {
+        ctx.record(end(crate::error::EXIT_INTERNAL));
+    }
+    looped?;
     display::out(&report::render_summary(&summary));
     log.line(&format!(
         "run end: {} done, {} failed, {} blocked",
@@ -558,11 +598,49 @@ fn finish(
         summary.failed.len(),
         summary.blocked.len()
     ));
+    ctx.record(end(code));
+    if let Some(l) = &ctx.runlog {
+        l.sync();
+    }
     saved?;
     if let Some(e) = error {
         display::err(&format!("error: {e}"));
     }
+    on_complete(ctx, &model, code, summary.elapsed_secs);
     Ok(code)
+}
+
+/// `hooks.on_complete`, once the run's end is on record and on screen.
+fn on_complete(ctx: &context::RunContext, model: &model::Model, code: i32, elapsed: f64) {
+    let cmd = &ctx.config.hooks.on_complete;
+    if cmd.trim().is_empty() {
+        return;
+    }
+    let figures = record::Figures::of(model);
+    let env = notify::complete_env(&ctx.root, &figures, ctx.run_id(), code, elapsed);
+    let out = crate::report_html::default_path(&ctx.root);
+    let run = Some(ctx.run_id()).filter(|id| !id.is_empty());
+    if let Err(e) = crate::report_html::write(&ctx.root, run, &out) {
+        ctx.log
+            .line(&format!("on_complete: cannot write the report: {e:#}"));
+    }
+    // The run's runtime is gone; a small one runs the hook.
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => {
+            rt.block_on(context::run_hook(
+                ctx,
+                "on_complete",
+                cmd,
+                ctx.root.clone(),
+                env,
+                context::HOOK_TIMEOUT,
+            ));
+        }
+        Err(e) => ctx.log.line(&format!("on_complete: {e}")),
+    }
 }
 
 /// `ralph run -d`: the plan and each prompt's head; nothing is changed.

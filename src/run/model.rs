@@ -224,6 +224,9 @@ pub(crate) struct Model {
     /// The files each story is predicted to touch: its spec's, the paths it
     /// conflicted on before, what it touched so far (`refresh_files`).
     pub(crate) files: Vec<Vec<String>>,
+    /// The stories this run selected (`-s`, `-r`): a story done earlier
+    /// stays `Done` for the scheduler, but only these are counted.
+    pub(crate) chosen: Vec<bool>,
 }
 
 impl Model {
@@ -269,8 +272,12 @@ impl Model {
         if parallel {
             sched = sched.with_ranks(stories.iter().map(|s| s.priority).collect());
         }
+        let chosen = (0..stories.len())
+            .map(|i| only.is_none_or(|o| o == i) && i >= first)
+            .collect();
         let (n, jobs) = (stories.len(), policy.jobs);
         let mut model = Model {
+            chosen,
             state,
             sched,
             stories,
@@ -432,7 +439,18 @@ impl Model {
         self.sched
             .nodes
             .iter()
-            .filter(|n| **n != Node::Excluded)
+            .zip(&self.chosen)
+            .filter(|(n, c)| **c && **n != Node::Excluded)
+            .count()
+    }
+
+    /// Stories selected for this run that are done.
+    pub(crate) fn done_selected(&self) -> usize {
+        self.sched
+            .nodes
+            .iter()
+            .zip(&self.chosen)
+            .filter(|(n, c)| **c && **n == Node::Done)
             .count()
     }
 

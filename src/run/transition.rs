@@ -144,7 +144,7 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
         .map(|now| model.jobs_now(now))
         .filter(|j| j.now < j.asked);
     Totals {
-        done: model.count(Node::Done),
+        done: model.done_selected(),
         total: model.selected(),
         running: model.count(Node::Running) + model.count(Node::Landing),
         failed: model.count(Node::Failed),
@@ -169,6 +169,8 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
         elapsed_secs,
         usage: t.usage,
         cost_usd: t.cost_usd,
+        run_tokens: model.run_tokens,
+        run_cost_usd: model.run_cost_usd,
         limit_reached: None,
         all_complete: false,
         waste: model.state.waste(),
@@ -193,7 +195,7 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
 }
 
 /// The budget that is spent, in words, if one is.
-fn budget_spent(model: &Model) -> Option<String> {
+pub(crate) fn budget_spent(model: &Model) -> Option<String> {
     let b = model.policy.budget;
     if let Some(max) = b.run_usd.filter(|&m| model.run_cost_usd >= m) {
         return Some(format!(

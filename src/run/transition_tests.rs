@@ -1355,3 +1355,44 @@ fn one_job_begins_the_next_iteration_after_the_previous_post_hooks() {
         vec![1]
     );
 }
+
+/// `run -s b` after `a` landed counts b alone, and its summary's tokens
+/// and cost are this run's (issue 13: it printed "2/2 done" with lifetime
+/// totals).
+#[test]
+fn a_run_of_one_story_counts_that_story_and_this_runs_cost() {
+    let stories = vec![story("a", &[]), story("b", &[])];
+    let backlog = Backlog {
+        source: Source::StoriesTxt,
+        stories: stories.clone(),
+        sections: vec![Section {
+            label: Some("1".into()),
+            chain: false,
+        }],
+        skipped: vec![],
+    };
+    let dag = Dag::build(&backlog).expect("a valid DAG");
+    let mut state = State::default();
+    state.mark_done("a", Some("c0ffee"));
+    state.add_usage("a", Default::default(), 5.0, 1.0);
+    let base = model_with(&[("a", &[])], 1, 3, None);
+    let mut m = Model::new(stories, &dag, state, base.policy, Some(1), 0, t0());
+    let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    assert!(a.contains(&Action::Say(Message::Header {
+        total: 1,
+        done: 0,
+        jobs: 1,
+        target: "main".into()
+    })));
+    let req = starts(&a).remove(0);
+    let mut r = AttemptReport::empty(&req, Verdict::Done, String::new());
+    r.cost_usd = 0.25;
+    handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+    handle(&mut m, Event::LandingFinished(landed_as(1)), t0());
+    let (summary, _, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_OK);
+    assert_eq!((summary.done, summary.total), (1, 1));
+    assert!(summary.all_complete);
+    assert_eq!(summary.run_cost_usd, 0.25);
+    assert_eq!(summary.cost_usd, 5.25, "lifetime, on its own line");
+}

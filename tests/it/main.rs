@@ -9,6 +9,7 @@ mod compat;
 mod core;
 mod crash;
 mod fixup;
+mod insight;
 mod landing;
 mod malformed;
 mod newcomer;
