@@ -22,6 +22,8 @@ mod report;
 mod run;
 mod schedule;
 
+mod logview;
 mod state;
 mod store;
 mod timefmt;
+mod ui;

@@ -145,7 +145,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let root = &root.canonicalize()?;
     let project = project::load(root).map_err(RalphError::BadInput)?;
     for w in project.config.warning_lines() {
-        eprintln!("{w}");
+        if !crate::ui::get().quiet {
+            eprintln!("{}", crate::ui::paint_tag(&w, crate::ui::stderr_colors()));
+        }
     }
     let backlog = &project.backlog;
     for (flag, id) in [("-s", &opts.story), ("-r", &opts.resume)] {

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod cli;
 mod compat;
 mod core;
 mod crash;
