@@ -36,6 +36,8 @@ struct Row {
 
 struct Live {
     multi: MultiProgress,
+    /// Restores the terminal's `^C` echo when the display ends.
+    _echo: EchoCtlOff,
     /// Made with the first totals, so no empty frame is ever drawn.
     overall: Option<ProgressBar>,
     rows: BTreeMap<String, Row>,
@@ -66,6 +68,7 @@ impl Reporter {
             let cols = ui::stderr_width().unwrap_or(DEFAULT_COLS);
             Live {
                 multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4)),
+                _echo: EchoCtlOff::new(),
                 overall: None,
                 rows: BTreeMap::new(),
                 cols,
@@ -305,6 +308,80 @@ impl Live {
             Phase::Landing(pos) => {
                 let text = ui::truncate(&render_landing_phase(pos), max);
                 ui::paint(&text, Tone::Busy, color)
+            }
+        }
+    }
+}
+
+/// `text` (whole lines) for stdout: on a terminal wrapped to its width
+/// and its tags coloured as `--color` says; piped, as it is.
+pub(crate) fn for_stdout(text: &str) -> String {
+    let color = ui::stdout_colors();
+    let cols = std::io::stdout()
+        .is_terminal()
+        .then(|| ui::terminal_width(libc::STDOUT_FILENO))
+        .flatten();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let lines = match cols {
+            Some(c) => ui::wrap(line, c.saturating_sub(1), 2),
+            None => vec![line.to_string()],
+        };
+        for (i, l) in lines.iter().enumerate() {
+            if i == 0 {
+                out.push_str(&ui::paint_tag(l, color));
+            } else {
+                out.push_str(l);
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The terminal echoes Ctrl-C as `^C` where the cursor is: after the last
+/// row of the display, which indicatif pads to the full width, so the echo
+/// wraps onto a new line, the display loses count of its lines and leaves
+/// a frozen copy of itself above the stop message. While the display is
+/// drawn the terminal's ECHOCTL is off (Ctrl-C then echoes nothing); it is
+/// turned back on when the display ends, however the run ends short of
+/// SIGKILL.
+struct EchoCtlOff {
+    turned_off: bool,
+}
+
+impl EchoCtlOff {
+    fn new() -> EchoCtlOff {
+        let fd = libc::STDERR_FILENO;
+        // SAFETY: plain termios calls on our own stderr with a struct we own.
+        let turned_off = unsafe {
+            // A background job changing the terminal would be stopped (SIGTTOU).
+            if libc::tcgetpgrp(fd) != libc::getpgrp() {
+                return EchoCtlOff { turned_off: false };
+            }
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) != 0 || t.c_lflag & libc::ECHOCTL == 0 {
+                return EchoCtlOff { turned_off: false };
+            }
+            t.c_lflag &= !libc::ECHOCTL;
+            libc::tcsetattr(fd, libc::TCSANOW, &t) == 0
+        };
+        EchoCtlOff { turned_off }
+    }
+}
+
+impl Drop for EchoCtlOff {
+    fn drop(&mut self) {
+        if !self.turned_off {
+            return;
+        }
+        let fd = libc::STDERR_FILENO;
+        // SAFETY: as in `new`; only the one flag ralph cleared is set again.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) == 0 {
+                t.c_lflag |= libc::ECHOCTL;
+                libc::tcsetattr(fd, libc::TCSANOW, &t);
             }
         }
     }

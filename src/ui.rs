@@ -131,6 +131,7 @@ pub(crate) fn tag_tone(line: &str) -> Option<(usize, Tone)> {
     const TAGS: &[(&str, Tone)] = &[
         ("[done]", Tone::Good),
         ("[OK]", Tone::Good),
+        ("ALL STORIES COMPLETE", Tone::Good),
         ("[fail]", Tone::Bad),
         ("[FAIL]", Tone::Bad),
         ("error:", Tone::Bad),
@@ -158,9 +159,15 @@ pub(crate) fn paint_tag(line: &str, on: bool) -> String {
 
 /// Columns of stderr's terminal, when it is one and says.
 pub(crate) fn stderr_width() -> Option<usize> {
+    terminal_width(libc::STDERR_FILENO)
+}
+
+/// Columns of the terminal `fd` is, when it is one and says (else
+/// `COLUMNS`).
+pub(crate) fn terminal_width(fd: libc::c_int) -> Option<usize> {
     // SAFETY: TIOCGWINSZ only writes a `winsize` into the struct we own.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
     if ok && ws.ws_col > 0 {
         return Some(ws.ws_col as usize);
     }

@@ -388,7 +388,10 @@ fn finish(
     let saved = store::save_state(root, &model.state);
     looped?;
     let (summary, error, code) = transition::finish(&model, started.elapsed().as_secs_f64());
-    print!("{}", report::render_summary(&summary));
+    print!(
+        "{}",
+        crate::display::for_stdout(&report::render_summary(&summary))
+    );
     log.line(&format!(
         "run end: {} done, {} failed, {} blocked",
         summary.done,

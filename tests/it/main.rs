@@ -7,6 +7,7 @@ mod cli;
 mod compat;
 mod core;
 mod crash;
+mod display;
 mod landing;
 mod malformed;
 mod parallel;
