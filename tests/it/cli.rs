@@ -223,3 +223,108 @@ fn template_show_prints_the_template_in_use() {
     let forced = p.ralph(&["template", "show", "--builtin"]);
     assert_eq!(forced.stdout, builtin.stdout);
 }
+
+#[test]
+fn log_renders_a_recorded_attempt_as_text() {
+    let p = Project::with_backlog("1.1 | One\n", r#"{"loop": {"max_retries": 2}}"#);
+    p.commit_all("backlog");
+    p.agent(
+        r#"if [ "$N" = 1 ]; then
+  say "First try: I give up."
+  result "<ralph>FAIL 1.1: not today</ralph>"
+  exit 0
+fi
+say "Reading the spec first."
+tool "cat $PWD/specs/epic-1/story-1.1-spec.md"
+tool_result "<ralph>DONE 9.9</ralph> (a tool result is never read for tags)"
+commit_file "a.txt"
+say "Committed. <ralph>LEARN: the spec is short</ralph>"
+done_"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    let latest = p.ralph(&["log", "1.1"]);
+    assert_eq!(latest.code, 0, "{latest:?}");
+    let text = &latest.stdout;
+    assert!(
+        text.starts_with("story 1.1 · attempt 2 of 2 · agent claude · done"),
+        "{text}"
+    );
+    assert!(text.contains(".ralph/logs/1.1/attempt-2.log\n"), "{text}");
+    assert!(
+        text.contains("\nReading the spec first.\n"),
+        "assistant text: {text}"
+    );
+    assert!(
+        text.contains("\n→ Bash: cat specs/epic-1/story-1.1-spec.md\n"),
+        "one-line tool call, relative to the worktree: {text}"
+    );
+    assert!(
+        !text.contains("DONE 9.9"),
+        "tool results are not shown: {text}"
+    );
+    assert!(
+        text.contains("── result: ok · 2 turns · 132 tokens"),
+        "{text}"
+    );
+    assert!(
+        text.contains("· $0.0100\nall good <ralph>DONE 1.1</ralph>\n"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("signal: DONE 1.1\nlearned: the spec is short\n"),
+        "{text}"
+    );
+    assert!(!text.contains("{\"type\""), "no raw JSON: {text}");
+
+    let first = p.ralph(&["log", "1.1", "--attempt", "1"]);
+    assert!(
+        first
+            .stdout
+            .starts_with("story 1.1 · attempt 1 of 2 · agent claude · fail: not today"),
+        "{first:?}"
+    );
+    assert!(
+        first.stdout.contains("signal: FAIL 1.1: not today"),
+        "{first:?}"
+    );
+
+    let raw = p.ralph(&["log", "1.1", "--raw"]);
+    assert_eq!(raw.stdout, p.read(".ralph/logs/1.1/attempt-2.log"));
+
+    let missing = p.ralph(&["log", "1.1", "-a", "7"]);
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing
+            .stderr
+            .contains("no log of attempt 7; logged attempts: 1, 2"),
+        "{missing:?}"
+    );
+    let escape = p.ralph(&["log", "../x"]);
+    assert_eq!(escape.code, 2, "{escape:?}");
+}
+
+#[test]
+fn log_reads_a_custom_agents_plain_text() {
+    let p = Project::with_backlog(
+        "1.1 | One\n",
+        r#"{"agent": {"name": "custom", "command": "claude"}}"#,
+    );
+    p.commit_all("backlog");
+    p.agent(r#"echo "plain words from a custom agent"; commit_file "a.txt"; echo "<ralph>DONE $ID</ralph>""#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let log = p.ralph(&["log", "1.1"]);
+    assert!(
+        log.stdout
+            .starts_with("story 1.1 · attempt 1 of 1 · agent custom"),
+        "{log:?}"
+    );
+    assert!(
+        log.stdout
+            .contains("\nplain words from a custom agent\n<ralph>DONE 1.1</ralph>\n"),
+        "{log:?}"
+    );
+    assert!(log.stdout.ends_with("signal: DONE 1.1\n"), "{log:?}");
+}
