@@ -110,6 +110,11 @@ enum Command {
         #[command(subcommand)]
         what: TemplateCommand,
     },
+    /// Every config key with its type, default and meaning, or the JSON Schema
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
     /// A shell completion script, on stdout
     #[command(after_long_help = "\
 Examples:
@@ -123,6 +128,16 @@ Examples:
     /// The man page (roff), on stdout
     #[command(after_long_help = "Example:\n  ralph man | man -l -")]
     Man,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Every key of .ralph/config.json, in Markdown (as docs/config.md)
+    Keys,
+    /// The JSON Schema of .ralph/config.json (as docs/config.schema.json), for
+    /// editors: `ralph config schema > .ralph/config.schema.json`, then
+    /// "$schema": "config.schema.json" in the config
+    Schema,
 }
 
 #[derive(Debug, Subcommand)]
@@ -310,6 +325,16 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         Command::Template {
             what: TemplateCommand::Show { builtin },
         } => cmd_template_show(root, builtin),
+        Command::Config { what } => {
+            print!(
+                "{}",
+                match what {
+                    ConfigCommand::Keys => crate::docs::config_markdown(),
+                    ConfigCommand::Schema => crate::docs::config_schema(),
+                }
+            );
+            Ok(EXIT_OK)
+        }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "ralph", &mut std::io::stdout());

@@ -22,6 +22,7 @@ mod report;
 mod run;
 mod schedule;
 
+mod docs;
 mod logview;
 mod state;
 mod store;

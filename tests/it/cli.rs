@@ -328,3 +328,29 @@ fn log_reads_a_custom_agents_plain_text() {
     );
     assert!(log.stdout.ends_with("signal: DONE 1.1\n"), "{log:?}");
 }
+
+#[test]
+fn config_keys_and_schema_are_the_shipped_docs() {
+    let p = Project::new();
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let keys = p.ralph(&["config", "keys"]);
+    assert_eq!(keys.code, 0, "{keys:?}");
+    assert_eq!(
+        keys.stdout,
+        std::fs::read_to_string(docs.join("config.md")).unwrap()
+    );
+    let schema = p.ralph(&["config", "schema"]);
+    assert_eq!(
+        schema.stdout,
+        std::fs::read_to_string(docs.join("config.schema.json")).unwrap()
+    );
+    // A config naming the schema gets no warning for "$schema".
+    p.write(
+        ".ralph/config.json",
+        "{\"$schema\": \"config.schema.json\", \"paralell\": {}}\n",
+    );
+    p.write(".ralph/stories.txt", "");
+    let v = p.ralph(&["validate"]);
+    assert!(v.stderr.contains("unknown key \"paralell\""), "{v:?}");
+    assert!(!v.stderr.contains("$schema"), "{v:?}");
+}
