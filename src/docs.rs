@@ -441,6 +441,99 @@ mod tests {
         }
     }
 
+    fn read_doc(name: &str) -> String {
+        std::fs::read_to_string(docs_dir().join(name)).unwrap_or_default()
+    }
+
+    /// Every `.rs` file under `src/`, with its text.
+    fn sources() -> Vec<(std::path::PathBuf, String)> {
+        fn walk(dir: &Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push((p.clone(), std::fs::read_to_string(&p).unwrap()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut out);
+        out
+    }
+
+    /// The guide names every prompt variable the code sets.
+    #[test]
+    fn every_prompt_variable_is_in_the_guide() {
+        let guide = read_doc("agents.md");
+        let code =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/prompt.rs"))
+                .unwrap();
+        let re = regex::Regex::new(r#"v\.set\(\s*"([A-Z_]+)""#).unwrap();
+        let vars: Vec<&str> = re
+            .captures_iter(&code)
+            .map(|c| c.get(1).unwrap().as_str())
+            .collect();
+        assert!(vars.len() >= 9, "{vars:?}");
+        for v in vars {
+            assert!(
+                guide.contains(&format!("`{{{{{v}}}}}`")),
+                "docs/agents.md does not describe {{{{{v}}}}}"
+            );
+        }
+    }
+
+    /// The guide names every `RALPH_*` variable ralph sets for a child.
+    #[test]
+    fn every_ralph_variable_is_in_the_guide() {
+        // Names in the code that are no child's environment.
+        const NOT_FOR_CHILDREN: &[&str] = &[
+            "RALPH_BLESS",
+            "RALPH_GIT_COMMIT",
+            "RALPH_GIT_DATE",
+            "RALPH_ODD",
+        ];
+        let guide = read_doc("running.md");
+        let re = regex::Regex::new(r#""(RALPH_[A-Z_]+)""#).unwrap();
+        let mut seen = BTreeSet::new();
+        for (path, text) in sources() {
+            for c in re.captures_iter(&text) {
+                let name = c.get(1).unwrap().as_str().to_string();
+                if !NOT_FOR_CHILDREN.contains(&name.as_str()) {
+                    seen.insert((name, path.clone()));
+                }
+            }
+        }
+        assert!(seen.iter().any(|(n, _)| n == "RALPH_RESULT"), "{seen:?}");
+        for (name, path) in seen {
+            assert!(
+                guide.contains(&format!("| `{name}` |")),
+                "{name} (set in {}) is not in docs/running.md's table",
+                path.display()
+            );
+        }
+    }
+
+    /// The guide's exit-code table has every code.
+    #[test]
+    fn every_exit_code_is_in_the_guide() {
+        use crate::error::*;
+        let guide = read_doc("running.md");
+        for code in [
+            EXIT_OK,
+            EXIT_STORIES_FAILED,
+            EXIT_BAD_INPUT,
+            EXIT_LOCKED,
+            EXIT_INTERNAL,
+            EXIT_INTERRUPTED,
+        ] {
+            assert!(
+                guide.contains(&format!("\n| {code} | ")),
+                "exit code {code}"
+            );
+        }
+    }
+
     #[test]
     fn the_schema_is_valid_json_naming_every_key() {
         let schema: Value = serde_json::from_str(&config_schema()).unwrap();

@@ -206,8 +206,8 @@ pub(crate) const KEYS: &[KeyDoc] = &[
     key(
         "learnings.enabled",
         Kind::Bool,
-        "Whether learnings (`<ralph>LEARN: ...</ralph>`) are recorded and injected into \
-         later prompts (`{{LEARNINGS}}`).",
+        "Whether learnings (`<ralph>LEARN: ...</ralph>`) are injected into later prompts \
+         (`{{LEARNINGS}}`). They are recorded in `.ralph/learnings/` either way.",
     ),
     key(
         "learnings.max_inject_count",
