@@ -524,7 +524,9 @@ fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
         }
     }
     if let Some(note) = crate::agent::claude_flags_note(&project.config) {
-        eprintln!("{note}");
+        if !ui::get().quiet {
+            eprintln!("{note}");
+        }
     }
     // Every agent CLI the backlog would run must be installed.
     run::resolve_agents(&project, project.config.agent_name)?;
