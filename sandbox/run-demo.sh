@@ -10,7 +10,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 
-section() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only: piped (or with NO_COLOR, or TERM=dumb)
+# the output stays plain text.
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-}" != dumb ]; then
+    section() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+else
+    section() { printf '\n==> %s\n' "$*"; }
+fi
 
 section "Building ralph (cargo build --release)"
 (cd "$repo" && cargo build --release)
@@ -35,7 +41,12 @@ echo "project: $work"
 echo "backlog:"
 grep -v '^[[:space:]]*$' .ralph/stories.txt | sed 's/^/    /'
 
+section "ralph graph (what waits for what)"
+"$ralph" graph || true
+
 section "ralph run --parallel -j 3"
+echo "The agent is sandbox/demo/bin/demo-agent, a script: the token counts and"
+echo "costs below are made up by it (scripted), not real API usage."
 set +e
 "$ralph" run --parallel -j 3
 rc=$?
@@ -63,5 +74,8 @@ fi
 
 section "Done (ralph exited with $rc)"
 echo "The demo project is in $work"
-echo "Look at $work/progress.txt and $work/.ralph/logs/, or cd there and run $ralph status"
+echo "Look at $work/progress.txt, or cd there and run:"
+echo "  $ralph status        # progress, tokens and (scripted) cost"
+echo "  $ralph log 2.3 -a 1  # the attempt that failed on purpose, as text"
+echo "Token and cost figures in this demo are scripted by the demo agent."
 exit "$rc"

@@ -4,7 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::display::err;
 use crate::error::{RalphError, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK};
@@ -16,6 +16,9 @@ use crate::schedule::{Node, Scheduler};
 use crate::state::State;
 use crate::stats;
 use crate::store::{self, RunLock};
+use crate::ui::{self, ColorChoice};
+
+mod help;
 
 /// The exit codes of every command (SPEC 2), shown by `--help`.
 const EXIT_CODES_HELP: &str = "\
@@ -28,6 +31,15 @@ Exit codes:
   130  interrupted; `ralph run` resumes";
 
 /// How `ralph run` chooses what starts next, shown by `ralph run --help`.
+/// `run --help`'s end: examples, environment and exit codes, then the
+/// scheduling policy.
+fn run_after_long_help() -> String {
+    format!(
+        "{}\n\n{SCHEDULING_HELP}",
+        help::RUN_AFTER_LONG_HELP.trim_end()
+    )
+}
+
 const SCHEDULING_HELP: &str = "\
 Scheduling:
   Sequential (no --parallel, or -j 1): stories.txt order, one at a time.
@@ -44,16 +56,32 @@ Scheduling:
 #[derive(Debug, Parser)]
 #[command(
     name = "ralph",
-    version,
+    version = help::VERSION.as_str(),
     about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges",
-    after_help = EXIT_CODES_HELP
+    long_about = help::LONG_ABOUT,
+    after_help = help::AFTER_HELP,
+    after_long_help = help::AFTER_LONG_HELP.as_str()
 )]
 pub(crate) struct Cli {
-    /// Run as if ralph was started in DIR, like `git -C`: the project is the
-    /// nearest directory at or above it holding .ralph/ or prd.json (never
-    /// above the top of its git work tree); `init` makes one in DIR
+    /// Run as if started in DIR, like `git -C`
+    ///
+    /// The project is the nearest directory at or above it holding .ralph/ or
+    /// prd.json (never above the top of its git work tree); `init` makes one
+    /// in DIR.
     #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// When to colour the output
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value_t = ColorChoice::Auto
+    )]
+    color: ColorChoice,
+    /// Print only errors and the final summary
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -61,7 +89,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the backlog until every story is done
-    #[command(after_help = SCHEDULING_HELP)]
+    #[command(long_about = help::RUN_LONG_ABOUT, after_long_help = run_after_long_help())]
     Run(RunArgs),
     /// Progress, running, failed, blocked, cost
     Status {
@@ -73,6 +101,8 @@ enum Command {
     Validate,
     /// The story DAG with each story's status
     Graph {
+        /// Output form: text (one line per story, what it waits for), dot
+        /// (Graphviz) or mermaid
         #[arg(long, value_enum, default_value = "text")]
         format: GraphFormat,
     },
@@ -80,6 +110,8 @@ enum Command {
     Stories,
     /// Forget one story's attempts, or (with confirmation) all state
     Reset {
+        /// The story whose attempts and status to forget; without it, all
+        /// state (after a confirmation)
         id: Option<String>,
         /// Do not ask for confirmation
         #[arg(short, long)]
@@ -118,6 +150,62 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// An attempt's log as readable text
+    #[command(after_long_help = help::LOG_AFTER_LONG_HELP)]
+    Log {
+        /// The story
+        id: String,
+        /// Which attempt (default: the latest)
+        #[arg(short, long, value_name = "N")]
+        attempt: Option<u32>,
+        /// Print the file as it is
+        #[arg(long)]
+        raw: bool,
+    },
+    /// The prompt template agents get
+    Template {
+        #[command(subcommand)]
+        what: TemplateCommand,
+    },
+    /// Every config key with its type, default and meaning, or the JSON Schema
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
+    /// A shell completion script, on stdout
+    #[command(after_long_help = "\
+Examples:
+  ralph completions bash > ~/.local/share/bash-completion/completions/ralph
+  ralph completions zsh > ~/.zfunc/_ralph      # with fpath+=~/.zfunc in .zshrc
+  ralph completions fish > ~/.config/fish/completions/ralph.fish")]
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff), on stdout
+    #[command(after_long_help = "Example:\n  ralph man | man -l -")]
+    Man,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Every key of .ralph/config.json, in Markdown (as docs/config.md)
+    Keys,
+    /// The JSON Schema of .ralph/config.json (as docs/config.schema.json), for
+    /// editors: `ralph config schema > .ralph/config.schema.json`, then
+    /// "$schema": "config.schema.json" in the config
+    Schema,
+}
+
+#[derive(Debug, Subcommand)]
+enum TemplateCommand {
+    /// Print the template in use: .ralph/templates/implement.md when the
+    /// project has one, else the built-in one
+    Show {
+        /// The built-in template even when the project overrides it
+        #[arg(long)]
+        builtin: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -129,14 +217,14 @@ enum GraphFormat {
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// Run ready stories concurrently
+    /// Run ready stories concurrently [default: parallel.enabled, false]
     #[arg(long)]
     parallel: bool,
-    /// Most stories running at once
-    #[arg(short = 'j', long = "jobs", value_parser = clap::value_parser!(u64).range(1..=256))]
+    /// Most stories running at once [default: parallel.max_concurrent, else 4]
+    #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
     jobs: Option<u64>,
-    /// Most agent attempts this run (0 = no limit)
-    #[arg(short = 'n', long = "iterations")]
+    /// Most agent attempts this run, 0 = no limit [default: loop.max_iterations, 0]
+    #[arg(short = 'n', long = "iterations", value_name = "N")]
     iterations: Option<u64>,
     /// Run only this story
     #[arg(short = 's', long = "story", value_name = "ID")]
@@ -144,7 +232,7 @@ struct RunArgs {
     /// Start the sequential order at this story
     #[arg(short = 'r', long = "resume", value_name = "ID")]
     resume: Option<String>,
-    /// Wall-clock limit of one agent attempt, in seconds
+    /// Wall-clock limit of one agent attempt, in seconds [default: loop.timeout_seconds, 1800]
     #[arg(short = 't', long = "timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
     /// Print the plan and each prompt's head; change nothing
@@ -153,15 +241,15 @@ struct RunArgs {
     /// Stream agent text to the terminal
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Technical log path
+    /// Technical log path [default: ralph.log]
     #[arg(short = 'l', long = "log", value_name = "FILE")]
     log: Option<PathBuf>,
-    /// Agent CLI for stories whose spec names none (default: agent.name, else claude):
-    /// claude, codex, gemini, agy, opencode, cursor, amp, custom
+    /// Agent CLI for stories whose spec names none: claude, codex, gemini, agy,
+    /// opencode, cursor, amp, custom [default: agent.name, else claude]
     #[arg(long = "agent", value_name = "NAME")]
     agent: Option<String>,
     /// Most this run may spend, in USD: when spent, nothing new starts, running
-    /// work finishes and lands, exit 1 (default: budget.max_cost_usd)
+    /// work finishes and lands, exit 1 [default: budget.max_cost_usd, none]
     #[arg(long = "max-cost", value_name = "USD")]
     max_cost: Option<f64>,
     /// Accepted for Ralph v2 scripts: ralph never waits on a prompt
@@ -174,7 +262,20 @@ struct RunArgs {
 
 /// Entry point: returns the process exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Help and usage errors are printed while parsing, before the parsed
+    // --color exists: read it from the arguments first.
+    let color = color_arg(&args).unwrap_or_default();
+    let clap_color = match color {
+        ColorChoice::Auto => clap::ColorChoice::Auto,
+        ColorChoice::Always => clap::ColorChoice::Always,
+        ColorChoice::Never => clap::ColorChoice::Never,
+    };
+    let parsed = Cli::command()
+        .color(clap_color)
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -185,8 +286,22 @@ pub fn main() -> i32 {
             };
         }
     };
+    ui::init(ui::Ui {
+        color: cli.color,
+        quiet: cli.quiet,
+    });
+    // These print what ralph is, not what a project holds.
+    let projectless = matches!(
+        cli.command,
+        Command::Version
+            | Command::Completions { .. }
+            | Command::Man
+            | Command::Config { .. }
+            | Command::Template { .. }
+    );
     let root = match project_root(cli.dir.as_deref(), matches!(cli.command, Command::Init)) {
         Ok(r) => r,
+        Err(_) if projectless => PathBuf::from("."),
         Err(e) => return report_error(&e),
     };
     match dispatch(cli.command, &root) {
@@ -239,19 +354,40 @@ fn project_root(dir: Option<&Path>, init: bool) -> anyhow::Result<PathBuf> {
         .into()),
     }
 }
+/// The value of `--color` among `args`, if given and valid (clap reports
+/// an invalid one).
+fn color_arg(args: &[std::ffi::OsString]) -> Option<ColorChoice> {
+    let mut it = args.iter().skip(1).map(|a| a.to_string_lossy());
+    let mut found = None;
+    while let Some(a) = it.next() {
+        let value = match a.as_ref() {
+            "--" => break,
+            "--color" => it.next().map(|v| v.into_owned()),
+            other => other.strip_prefix("--color=").map(str::to_string),
+        };
+        if let Some(v) = value {
+            found = ColorChoice::from_str(&v, true).ok().or(found);
+        }
+    }
+    found
+}
 
 /// Prints `e` (with its hint on a line of its own) and returns its exit code.
 fn report_error(e: &anyhow::Error) -> i32 {
+    let on = ui::stderr_colors();
     let Some(r) = e.downcast_ref::<RalphError>() else {
         // Not the user's input: ralph itself (or its environment) failed.
-        err(&format!("error: {e:#}"));
-        err("hint: nothing is lost; fix the cause and run the command again");
+        err(&ui::paint_tag(&format!("error: {e:#}"), on));
+        err(&ui::paint_tag(
+            "hint: nothing is lost; fix the cause and run the command again",
+            on,
+        ));
         return EXIT_INTERNAL;
     };
     match r {
         RalphError::BadInput(problems) => {
             for p in problems {
-                err(&format!("error: {p}"));
+                err(&ui::paint_tag(&format!("error: {p}"), on));
             }
             err(&format!(
                 "{} problem{} found; nothing was changed",
@@ -259,10 +395,10 @@ fn report_error(e: &anyhow::Error) -> i32 {
                 if problems.len() == 1 { "" } else { "s" }
             ));
         }
-        other => err(&format!("error: {other}")),
+        other => err(&ui::paint_tag(&format!("error: {other}"), on)),
     }
     if let Some(h) = r.hint() {
-        err(&format!("hint: {h}"));
+        err(&ui::paint_tag(&format!("hint: {h}"), on));
     }
     r.exit_code()
 }
@@ -309,7 +445,30 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             run::run(root, opts)
         }
         Command::Version => {
-            println!("ralph {}", env!("CARGO_PKG_VERSION"));
+            println!("ralph {}", help::VERSION.as_str());
+            Ok(EXIT_OK)
+        }
+        Command::Log { id, attempt, raw } => crate::logview::cmd_log(root, &id, attempt, raw),
+        Command::Template {
+            what: TemplateCommand::Show { builtin },
+        } => cmd_template_show(root, builtin),
+        Command::Config { what } => {
+            print!(
+                "{}",
+                match what {
+                    ConfigCommand::Keys => crate::docs::config_markdown(),
+                    ConfigCommand::Schema => crate::docs::config_schema(),
+                }
+            );
+            Ok(EXIT_OK)
+        }
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "ralph", &mut std::io::stdout());
+            Ok(EXIT_OK)
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
             Ok(EXIT_OK)
         }
         Command::Stats { json, run, all } => cmd_stats(root, json, run, all),
@@ -404,15 +563,11 @@ fn cmd_learnings(root: &Path) -> anyhow::Result<i32> {
 fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
     let (project, state) = load(root)?;
     let sched = node_states(&project, &state);
+    let on = ui::stdout_colors();
     let mut out = std::io::stdout().lock();
     for (i, s) in project.backlog.stories.iter().enumerate() {
-        writeln!(
-            out,
-            "[{}] {} | {}",
-            report::label(sched.nodes[i]),
-            s.id,
-            s.title
-        )?;
+        let line = format!("[{}] {} | {}", report::label(sched.nodes[i]), s.id, s.title);
+        writeln!(out, "{}", ui::paint_tag(&line, on))?;
     }
     Ok(EXIT_OK)
 }
@@ -567,11 +722,16 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
 
 fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
     let project = project::load(root).map_err(RalphError::BadInput)?;
+    let on = ui::stderr_colors();
     for w in project.config.warning_lines() {
-        eprintln!("{w}");
+        if !ui::get().quiet {
+            eprintln!("{}", ui::paint_tag(&w, on));
+        }
     }
     if let Some(note) = crate::agent::claude_flags_note(&project.config) {
-        eprintln!("{note}");
+        if !ui::get().quiet {
+            eprintln!("{note}");
+        }
     }
     // Every agent CLI the backlog would run must be installed.
     run::resolve_agents(&project, project.config.agent_name)?;
@@ -620,10 +780,14 @@ fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
         GraphFormat::Mermaid => report::GraphStyle::Mermaid,
         GraphFormat::Text => report::GraphStyle::Text,
     };
-    print!(
-        "{}",
-        report::render_graph(&nodes, &edges, &project.dag.topo_order(), format)
-    );
+    let text = report::render_graph(&nodes, &edges, &project.dag.topo_order(), format);
+    if format == report::GraphStyle::Text && ui::stdout_colors() {
+        for line in text.lines() {
+            println!("{}", ui::paint_tag(line, true));
+        }
+    } else {
+        print!("{text}");
+    }
     Ok(EXIT_OK)
 }
 
@@ -721,5 +885,23 @@ fn cmd_init(root: &Path) -> anyhow::Result<i32> {
     println!(
         "Next: add stories to .ralph/stories.txt and specs under specs/, commit, then `ralph run`."
     );
+    Ok(EXIT_OK)
+}
+
+fn cmd_template_show(root: &Path, builtin: bool) -> anyhow::Result<i32> {
+    let custom = root.join(crate::prompt::TEMPLATE_OVERRIDE);
+    let text = match std::fs::read_to_string(&custom) {
+        Ok(t) if !builtin => {
+            if !ui::get().quiet {
+                eprintln!(
+                    "({} overrides the built-in template; `ralph template show --builtin` prints that one)",
+                    crate::prompt::TEMPLATE_OVERRIDE
+                );
+            }
+            t
+        }
+        _ => crate::prompt::BUILTIN_TEMPLATE.to_string(),
+    };
+    print!("{text}");
     Ok(EXIT_OK)
 }

@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 
 use crate::error::Problem;
 
+pub(crate) mod keys;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ValidationCommand {
     pub(crate) name: String,
@@ -40,6 +42,10 @@ pub(crate) struct Config {
     /// Keys in the file that ralph does not read (`validate` and `run`
     /// warn; never an error, SPEC 3.1 keeps unknown keys).
     pub(crate) key_warnings: Vec<KeyWarning>,
+    /// Every key the reader asked for: what ralph reads (`keys::KEYS`
+    /// documents exactly these; a test holds them together).
+    #[cfg_attr(not(test), expect(dead_code, reason = "read by tests only"))]
+    pub(crate) known_keys: std::collections::BTreeSet<String>,
     pub(crate) specs_pattern: String,
     pub(crate) status_field: String,
     pub(crate) max_iterations: u64,
@@ -345,7 +351,7 @@ impl Config {
 
 /// Ralph v2 keys that ralph accepts without a word: Ralph v2 itself never
 /// read them, so ignoring them changes nothing.
-const RALPH_V2_INERT: &[&str] = &[
+pub(crate) const RALPH_V2_INERT: &[&str] = &[
     "version",
     "project.name",
     "specs.id_format",
@@ -355,7 +361,7 @@ const RALPH_V2_INERT: &[&str] = &[
 ];
 
 /// Ralph v2 features ralph does not have, by key prefix, and what to know.
-const RALPH_V2_IGNORED: &[(&str, &str)] = &[
+pub(crate) const RALPH_V2_IGNORED: &[(&str, &str)] = &[
     (
         "testing_phase",
         "ralph has no separate test-review pass; put the checks in validation.commands",
@@ -749,6 +755,8 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         }
     }
 
+    // Editors find the JSON Schema through it (docs/config.schema.json).
+    let _ = r.get("$schema");
     let specs_pattern = r.string("specs.pattern", false);
     if !specs_pattern.contains("{{epic}}") || !specs_pattern.contains("{{id}}") {
         r.problem(
@@ -936,6 +944,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     Ok(Config {
         raw: raw.clone(),
         key_warnings,
+        known_keys: read,
         specs_pattern,
         status_field,
         max_iterations,

@@ -1,6 +1,8 @@
 //! The terminal during a run: one plain line per event without a terminal
-//! (or with `CI` set), a live indicatif display with one. The words come
-//! from `report`.
+//! (or with `CI` set, `TERM=dumb`, `--no-dashboard`), a live indicatif
+//! display with one. Every row of the live display fits the terminal's
+//! width (`report::RowLayout`); event lines above it are wrapped to it.
+//! The words come from `report`; colour and width from `ui`.
 //!
 //! A closed pipe never stops a run: `ralph run` keeps SIGPIPE ignored (it
 //! writes prompts into agents' stdin, and a dead agent must be an EPIPE on
@@ -15,7 +17,29 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::report::{render_activity, render_story_prefix, render_totals, Totals};
+use crate::report::{
+    self, render_activity, render_landing_phase, render_story_prefix, render_totals_fit, Message,
+    RowLayout, Totals,
+};
+use crate::ui::{self, Tone};
+
+/// Where a story's row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// An agent works on it.
+    Running,
+    /// Its attempt ended; the next totals say whether it lands.
+    Ended,
+    /// In the merge queue: `Some(n)` with n stories ahead, `None` landing now.
+    Landing(Option<usize>),
+}
+
+struct Row {
+    bar: ProgressBar,
+    title: String,
+    activity: String,
+    phase: Phase,
+}
 
 /// `text` on stdout, as is; a closed or failing stdout is ignored.
 pub(crate) fn out(text: &str) {
@@ -31,93 +55,352 @@ pub(crate) fn err(text: &str) {
 
 struct Live {
     multi: MultiProgress,
-    overall: ProgressBar,
-    stories: BTreeMap<String, ProgressBar>,
+    /// Restores the terminal's `^C` echo when the display ends.
+    _echo: EchoCtlOff,
+    /// Made with the first totals, so no empty frame is ever drawn.
+    overall: Option<ProgressBar>,
+    rows: BTreeMap<String, Row>,
+    cols: usize,
+    layout: RowLayout,
 }
 
 pub(crate) struct Reporter {
     live: Option<Live>,
     verbose: bool,
+    quiet: bool,
+    color: bool,
 }
+
+/// Columns assumed when the terminal does not say.
+const DEFAULT_COLS: usize = 80;
 
 impl Reporter {
     /// `live: false` (`--no-dashboard`) gives plain lines on a terminal too.
     pub(crate) fn new(verbose: bool, live: bool) -> Reporter {
-        let tty = live && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+        let ui = ui::get();
+        let tty = live
+            && !ui.quiet
+            && std::io::stderr().is_terminal()
+            && std::env::var_os("CI").is_none()
+            && !ui::term_is_dumb();
         let live = tty.then(|| {
-            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
-            let overall = multi.add(ProgressBar::new_spinner());
-            overall.set_style(
-                ProgressStyle::with_template("{spinner} {msg} · {elapsed}")
-                    .expect("static template"),
-            );
-            overall.enable_steady_tick(Duration::from_millis(250));
+            let cols = ui::stderr_width().unwrap_or(DEFAULT_COLS);
             Live {
-                multi,
-                overall,
-                stories: BTreeMap::new(),
+                multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4)),
+                _echo: EchoCtlOff::new(),
+                overall: None,
+                rows: BTreeMap::new(),
+                cols,
+                layout: RowLayout::new(cols, 0, 0),
             }
         });
-        Reporter { live, verbose }
-    }
-
-    /// A plain event line (printed above the live display when there is one).
-    pub(crate) fn line(&self, text: &str) {
-        match &self.live {
-            Some(l) => l.multi.suspend(|| err(text)),
-            None => err(text),
+        Reporter {
+            live,
+            verbose,
+            quiet: ui.quiet,
+            color: ui::stderr_colors(),
         }
     }
 
-    pub(crate) fn totals(&self, t: &Totals) {
-        if let Some(l) = &self.live {
-            l.overall.set_message(render_totals(t, None));
+    /// A line about one of the run's events.
+    pub(crate) fn say(&self, m: &Message) {
+        // Quiet keeps errors only (the summary goes to stdout regardless).
+        if self.quiet && !matches!(m, Message::SaveFailed { .. }) {
+            return;
+        }
+        self.line(&report::render(m));
+    }
+
+    /// A plain event line (printed above the live display when there is
+    /// one, wrapped to its width).
+    pub(crate) fn line(&self, text: &str) {
+        match &self.live {
+            Some(l) => {
+                // Continuation lines start under the text after the tag.
+                let indent = if ui::tag_tone(text).is_some() { 7 } else { 2 };
+                let max = l.cols.saturating_sub(report::RIGHT_MARGIN);
+                let lines: Vec<String> = text
+                    .lines()
+                    .flat_map(|line| ui::wrap(line, max, indent))
+                    .collect();
+                l.multi.suspend(|| {
+                    for (i, line) in lines.iter().enumerate() {
+                        let shown = if i == 0 {
+                            ui::paint_tag(line, self.color)
+                        } else {
+                            line.clone()
+                        };
+                        err(&shown);
+                    }
+                });
+            }
+            None => {
+                err(&ui::paint_tag(text, self.color));
+            }
+        }
+    }
+
+    pub(crate) fn totals(&mut self, t: &Totals) {
+        let color = self.color;
+        let Some(l) = &mut self.live else {
+            return;
+        };
+        l.refit_with("", "");
+        // The merge queue: rows stay visible while their work lands.
+        let mut queue: Vec<(&(String, String), Phase)> = Vec::new();
+        if let Some(now) = &t.landing_now {
+            queue.push((now, Phase::Landing(None)));
+        }
+        for (i, q) in t.land_queue.iter().enumerate() {
+            queue.push((q, Phase::Landing(Some(i))));
+        }
+        for ((id, title), phase) in queue {
+            if !l.rows.contains_key(id) {
+                let bar = l.add_bar(id, title);
+                l.rows.insert(
+                    id.clone(),
+                    Row {
+                        bar,
+                        title: title.clone(),
+                        activity: String::new(),
+                        phase,
+                    },
+                );
+            }
+            if let Some(row) = l.rows.get_mut(id) {
+                row.phase = phase;
+            }
+        }
+        let in_queue = |id: &str| {
+            t.landing_now.as_ref().is_some_and(|(i, _)| i == id)
+                || t.land_queue.iter().any(|(i, _)| i == id)
+        };
+        let gone: Vec<String> = l
+            .rows
+            .iter()
+            .filter(|(id, r)| match r.phase {
+                Phase::Running => false,
+                Phase::Ended | Phase::Landing(_) => !in_queue(id),
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            if let Some(row) = l.rows.remove(&id) {
+                row.bar.finish_and_clear();
+                l.multi.remove(&row.bar);
+            }
+        }
+        for row in l.rows.values() {
+            row.bar.set_message(l.row_message(row, color));
+        }
+        let totals = render_totals_fit(t, l.cols.saturating_sub(report::RIGHT_MARGIN + 10));
+        match &l.overall {
+            Some(bar) => bar.set_message(totals),
+            None => {
+                // Inserted above any rows made before it.
+                let bar = l.multi.insert(0, ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} {msg} · {elapsed}")
+                        .expect("static template"),
+                );
+                bar.set_message(totals);
+                bar.enable_steady_tick(Duration::from_millis(250));
+                l.overall = Some(bar);
+            }
         }
     }
 
     pub(crate) fn story_started(&mut self, id: &str, title: &str) {
         if let Some(l) = &mut self.live {
-            let bar = l.multi.add(ProgressBar::new_spinner());
-            bar.set_style(
-                ProgressStyle::with_template("  {prefix} {elapsed:>5}  {msg}")
-                    .expect("static template"),
-            );
-            bar.set_prefix(render_story_prefix(id, title));
+            if let Some(old) = l.rows.remove(id) {
+                old.bar.finish_and_clear();
+                l.multi.remove(&old.bar);
+            }
+            let bar = l.add_bar(id, title);
             bar.set_message("starting");
-            bar.enable_steady_tick(Duration::from_secs(1));
-            l.stories.insert(id.to_string(), bar);
+            l.rows.insert(
+                id.to_string(),
+                Row {
+                    bar,
+                    title: title.to_string(),
+                    activity: String::new(),
+                    phase: Phase::Running,
+                },
+            );
         }
     }
 
     pub(crate) fn activity(&mut self, id: &str, text: &str) {
-        if self.verbose && self.live.is_none() {
-            self.line(&format!("  [{id}] {text}"));
+        if self.quiet {
+            return;
         }
+        if self.verbose {
+            let shown = crate::project::relative_to_worktree(text);
+            self.line(&format!("  [{id}] {shown}"));
+        }
+        let color = self.color;
         if let Some(l) = &mut self.live {
-            if self.verbose {
-                l.multi.suspend(|| err(&format!("  [{id}] {text}")));
-            }
-            if let Some(bar) = l.stories.get(id) {
-                bar.set_message(render_activity(text));
+            if let Some(row) = l.rows.get_mut(id) {
+                row.activity = render_activity(text);
+                let msg = l.row_message(&l.rows[id], color);
+                l.rows[id].bar.set_message(msg);
             }
         }
     }
 
     pub(crate) fn story_finished(&mut self, id: &str) {
         if let Some(l) = &mut self.live {
-            if let Some(bar) = l.stories.remove(id) {
-                bar.finish_and_clear();
-                l.multi.remove(&bar);
+            if let Some(row) = l.rows.get_mut(id) {
+                // Kept until the totals that follow say whether it lands.
+                row.phase = Phase::Ended;
             }
         }
     }
 
     pub(crate) fn finish(&mut self) {
         if let Some(l) = self.live.take() {
-            for bar in l.stories.into_values() {
-                bar.finish_and_clear();
+            for row in l.rows.into_values() {
+                row.bar.finish_and_clear();
             }
-            l.overall.finish_and_clear();
+            if let Some(o) = l.overall {
+                o.finish_and_clear();
+            }
+            let _ = l.multi.clear();
+        }
+    }
+}
+
+impl Live {
+    fn add_bar(&mut self, id: &str, title: &str) -> ProgressBar {
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} {elapsed:>5}  {msg}").expect("static template"),
+        );
+        self.refit_with(id, title);
+        bar.set_prefix(render_story_prefix(id, title, self.layout));
+        bar.enable_steady_tick(Duration::from_secs(1));
+        bar
+    }
+
+    /// A new ID or title may need more room, a resized terminal less:
+    /// every row is laid out again when the layout changes.
+    fn refit_with(&mut self, id: &str, title: &str) {
+        let cols = ui::stderr_width().unwrap_or(self.cols);
+        let longest_id = self
+            .rows
+            .keys()
+            .map(|k| ui::width(k))
+            .chain([ui::width(id)])
+            .max()
+            .unwrap_or(0);
+        let longest_title = self
+            .rows
+            .values()
+            .map(|r| ui::width(&r.title))
+            .chain([ui::width(title)])
+            .max()
+            .unwrap_or(0);
+        let layout = RowLayout::new(cols, longest_id, longest_title);
+        if layout != self.layout || cols != self.cols {
+            self.cols = cols;
+            self.layout = layout;
+            for (rid, row) in &self.rows {
+                row.bar
+                    .set_prefix(render_story_prefix(rid, &row.title, layout));
+            }
+        }
+    }
+
+    /// The text after a row's elapsed time, fitted to the layout.
+    fn row_message(&self, row: &Row, color: bool) -> String {
+        let max = self.layout.activity;
+        match row.phase {
+            Phase::Running | Phase::Ended => {
+                let text = if row.activity.is_empty() {
+                    "starting"
+                } else {
+                    &row.activity
+                };
+                ui::truncate(text, max)
+            }
+            Phase::Landing(pos) => {
+                let text = ui::truncate(&render_landing_phase(pos), max);
+                ui::paint(&text, Tone::Busy, color)
+            }
+        }
+    }
+}
+
+/// `text` (whole lines) for stdout: on a terminal wrapped to its width
+/// and its tags coloured as `--color` says; piped, as it is.
+pub(crate) fn for_stdout(text: &str) -> String {
+    let color = ui::stdout_colors();
+    let cols = std::io::stdout()
+        .is_terminal()
+        .then(|| ui::terminal_width(libc::STDOUT_FILENO))
+        .flatten();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let lines = match cols {
+            Some(c) => ui::wrap(line, c.saturating_sub(1), 2),
+            None => vec![line.to_string()],
+        };
+        for (i, l) in lines.iter().enumerate() {
+            if i == 0 {
+                out.push_str(&ui::paint_tag(l, color));
+            } else {
+                out.push_str(l);
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The terminal echoes Ctrl-C as `^C` where the cursor is: after the last
+/// row of the display, which indicatif pads to the full width, so the echo
+/// wraps onto a new line, the display loses count of its lines and leaves
+/// a frozen copy of itself above the stop message. While the display is
+/// drawn the terminal's ECHOCTL is off (Ctrl-C then echoes nothing); it is
+/// turned back on when the display ends, however the run ends short of
+/// SIGKILL.
+struct EchoCtlOff {
+    turned_off: bool,
+}
+
+impl EchoCtlOff {
+    fn new() -> EchoCtlOff {
+        let fd = libc::STDERR_FILENO;
+        // SAFETY: plain termios calls on our own stderr with a struct we own.
+        let turned_off = unsafe {
+            // A background job changing the terminal would be stopped (SIGTTOU).
+            if libc::tcgetpgrp(fd) != libc::getpgrp() {
+                return EchoCtlOff { turned_off: false };
+            }
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) != 0 || t.c_lflag & libc::ECHOCTL == 0 {
+                return EchoCtlOff { turned_off: false };
+            }
+            t.c_lflag &= !libc::ECHOCTL;
+            libc::tcsetattr(fd, libc::TCSANOW, &t) == 0
+        };
+        EchoCtlOff { turned_off }
+    }
+}
+
+impl Drop for EchoCtlOff {
+    fn drop(&mut self) {
+        if !self.turned_off {
+            return;
+        }
+        let fd = libc::STDERR_FILENO;
+        // SAFETY: as in `new`; only the one flag ralph cleared is set again.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) == 0 {
+                t.c_lflag |= libc::ECHOCTL;
+                libc::tcsetattr(fd, libc::TCSANOW, &t);
+            }
         }
     }
 }

@@ -27,6 +27,9 @@ mod runlog;
 mod schedule;
 mod stats;
 
+mod docs;
+mod logview;
 mod state;
 mod store;
 mod timefmt;
+mod ui;

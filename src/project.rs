@@ -176,6 +176,31 @@ pub(crate) fn slot_worktree(root: &Path, slot: usize) -> (String, PathBuf) {
     (name, path)
 }
 
+/// Absolute paths into one of ralph's worktrees, as agents write them in
+/// their tool calls (`/home/u/p/.ralph/worktrees/slot-0/src/lib.rs`).
+static WORKTREE_PATH_RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r#"[^\s"'=:(\[]*/\.ralph/worktrees/[^/\s"')\]]+(/)?"#)
+        .expect("static pattern")
+});
+
+/// `text` with paths inside a slot worktree made relative to it: the agent
+/// works there, so `src/lib.rs` says all and leaves room for the file name.
+pub(crate) fn relative_to_worktree(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("/.ralph/worktrees/") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    WORKTREE_PATH_RE.replace_all(
+        text,
+        |c: &regex::Captures<'_>| {
+            if c.get(1).is_some() {
+                ""
+            } else {
+                "."
+            }
+        },
+    )
+}
+
 /// Name of the worktree the merge queue validates merged trees in.
 pub(crate) const VALIDATE_WORKTREE: &str = "validate";
 /// Its branch (deleted at the end of a run).
@@ -354,6 +379,23 @@ mod tests {
         ] {
             assert!(!is_runtime_path(p), "{p}");
         }
+    }
+
+    #[test]
+    fn worktree_paths_become_relative() {
+        assert_eq!(
+            relative_to_worktree("/home/u/p/.ralph/worktrees/slot-0/src/lib.rs"),
+            "src/lib.rs"
+        );
+        assert_eq!(
+            relative_to_worktree("cd /tmp/x/.ralph/worktrees/slot-12 && cat \"/tmp/x/.ralph/worktrees/slot-12/a b.md\""),
+            "cd . && cat \"a b.md\""
+        );
+        assert_eq!(relative_to_worktree("ls src"), "ls src");
+        assert_eq!(
+            relative_to_worktree("file_path=/p/.ralph/worktrees/validate/x"),
+            "file_path=x"
+        );
     }
 
     #[test]

@@ -14,6 +14,10 @@ use crate::state::{FixupCause, Note};
 /// `BUILTIN_TEMPLATE` when present.
 pub(crate) const TEMPLATE_FILE: &str = ".ralph/templates/implement.md";
 
+/// The project's own template, relative to the root: it replaces the
+/// built-in one when present (SPEC 4.1).
+pub(crate) const TEMPLATE_OVERRIDE: &str = ".ralph/templates/implement.md";
+
 /// The built-in implement template. Its first line names the story.
 pub(crate) const BUILTIN_TEMPLATE: &str = "\
 You are an autonomous coding agent. Your task is to implement Story {{STORY_ID}}: {{TITLE}}

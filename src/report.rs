@@ -14,7 +14,10 @@ use crate::timefmt::human_duration;
 pub(crate) struct Totals {
     pub(crate) done: usize,
     pub(crate) total: usize,
+    /// Agents at work.
     pub(crate) running: usize,
+    /// Finished work in the merge queue (waiting or landing now).
+    pub(crate) landing: usize,
     pub(crate) failed: usize,
     pub(crate) blocked: usize,
     pub(crate) usage: Usage,
@@ -24,6 +27,10 @@ pub(crate) struct Totals {
     /// The jobs allowed now and why, when fewer than asked (a usage limit
     /// is near, memory).
     pub(crate) jobs_now: Option<crate::schedule::Jobs>,
+    /// The merge queue, for the live display: (ID, title) of the story
+    /// landing now, then those waiting, in order.
+    pub(crate) landing_now: Option<(String, String)>,
+    pub(crate) land_queue: Vec<(String, String)>,
 }
 
 pub(crate) fn tokens(u: &Usage) -> u64 {
@@ -40,37 +47,51 @@ fn short_count(n: u64) -> String {
     }
 }
 
-/// `3/8 done · 2 running · 1 failed · 0 blocked · 4m10s · 12.3k tokens · $0.42`
-/// (the live display leaves out the elapsed time: indicatif ticks it).
+/// `3/8 done · 2 running · 1 landing · 1 failed · 0 blocked · 4m10s · 12.3k tokens · $0.42`
+/// (the live display uses `render_totals_fit`: indicatif ticks the time).
+#[cfg(test)]
 pub(crate) fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
-    let mut s = format!(
-        "{}/{} done · {} running · {} failed · {} blocked",
-        t.done, t.total, t.running, t.failed, t.blocked
-    );
-    if let Some(e) = elapsed {
-        s.push_str(&format!(" · {}", human_duration(e.as_secs_f64())));
+    totals_parts(t, elapsed)
+        .into_iter()
+        .map(|(part, _)| part)
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// The parts of the totals line, each with how much it matters (0 =
+/// always shown; higher numbers give way first when the line is narrow).
+fn totals_parts(t: &Totals, elapsed: Option<Duration>) -> Vec<(String, u8)> {
+    let mut parts = vec![
+        (format!("{}/{} done", t.done, t.total), 0),
+        (format!("{} running", t.running), 1),
+    ];
+    if t.landing > 0 {
+        parts.push((format!("{} landing", t.landing), 1));
     }
-    s.push_str(&format!(
-        " · {} tokens · ${:.2}",
-        short_count(tokens(&t.usage)),
-        t.cost_usd
+    parts.push((
+        format!("{} failed", t.failed),
+        if t.failed > 0 { 1 } else { 4 },
     ));
+    parts.push((
+        format!("{} blocked", t.blocked),
+        if t.blocked > 0 { 2 } else { 4 },
+    ));
+    if let Some(e) = elapsed {
+        parts.push((human_duration(e.as_secs_f64()), 2));
+    }
+    parts.push((format!("{} tokens", short_count(tokens(&t.usage))), 3));
+    parts.push((format!("${:.2}", t.cost_usd), 2));
     if let Some(p) = t.paused_secs {
-        s.push_str(&format!(
-            " · usage limit: new work in {}",
-            human_duration(p)
-        ));
+        parts.push((format!("usage limit: new work in {}", human_duration(p)), 0));
     }
     if let Some(j) = &t.jobs_now {
         let why: Vec<String> = j.fewer.iter().map(fewer_text).collect();
-        s.push_str(&format!(
-            " · {} of {} jobs: {}",
-            j.now,
-            j.asked,
-            why.join(", ")
+        parts.push((
+            format!("{} of {} jobs: {}", j.now, j.asked, why.join(", ")),
+            1,
         ));
     }
-    s
+    parts
 }
 
 /// `Jobs: 1 of 4: memory (1.5 GB free, 2.0 GB per agent)`, for `status`.
@@ -103,20 +124,95 @@ fn fewer_text(f: &crate::schedule::Fewer) -> String {
     }
 }
 
-/// The fixed part of a running story's line: ID and title, padded.
-pub(crate) fn render_story_prefix(id: &str, title: &str) -> String {
-    let title: String = title.chars().take(40).collect();
-    format!("{id:<8} {title:<40}")
+/// The totals line in at most `max` columns: the least important parts
+/// are left out first, and what still does not fit is cut.
+pub(crate) fn render_totals_fit(t: &Totals, max: usize) -> String {
+    let mut parts = totals_parts(t, None);
+    loop {
+        let line = parts
+            .iter()
+            .map(|(p, _)| p.as_str())
+            .collect::<Vec<_>>()
+            .join(" · ");
+        if crate::ui::width(&line) <= max {
+            return line;
+        }
+        match parts
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, rank))| *rank > 0)
+            .max_by_key(|(i, (_, rank))| (*rank, *i))
+        {
+            Some((i, _)) => {
+                parts.remove(i);
+            }
+            None => return crate::ui::truncate(&line, max),
+        }
+    }
 }
 
-/// The latest activity, one line, bounded.
+/// Column widths of a story row of the live display for a terminal `cols`
+/// wide: `  <id> <title> <elapsed>  <activity>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RowLayout {
+    pub(crate) id: usize,
+    pub(crate) title: usize,
+    pub(crate) activity: usize,
+}
+
+/// Columns kept free at the right: the terminal echoes `^C` after the
+/// last row, and a row that wraps then leaves a stale copy of the display
+/// behind (the display counts the lines it drew).
+pub(crate) const RIGHT_MARGIN: usize = 3;
+
+/// The elapsed time's column (`{elapsed:>5}`) and the spaces around it.
+const ELAPSED_COLS: usize = 1 + 5 + 2;
+
+impl RowLayout {
+    pub(crate) fn new(cols: usize, longest_id: usize, longest_title: usize) -> RowLayout {
+        let usable = cols.saturating_sub(RIGHT_MARGIN).max(40);
+        let id = longest_id.clamp(3, 12);
+        let rest = usable.saturating_sub(2 + id + 1 + ELAPSED_COLS);
+        let title = longest_title.clamp(8, 40).min(rest * 2 / 5).max(8);
+        RowLayout {
+            id,
+            title,
+            activity: rest.saturating_sub(title),
+        }
+    }
+}
+
+/// The fixed part of a story's row, before its elapsed time: indent, ID
+/// and title, fitted to `layout`.
+pub(crate) fn render_story_prefix(id: &str, title: &str, layout: RowLayout) -> String {
+    format!(
+        "  {} {}",
+        crate::ui::fit(id, layout.id),
+        crate::ui::fit(title, layout.title)
+    )
+}
+
+/// Where a story in the merge queue is, for its row.
+pub(crate) fn render_landing_phase(position: Option<usize>) -> String {
+    match position {
+        None => "landing: merging and validating".to_string(),
+        Some(0) => "waiting to land (next)".to_string(),
+        Some(n) => format!("waiting to land ({} ahead)", n),
+    }
+}
+
+/// The latest activity, one line, bounded (the display fits it further);
+/// paths inside ralph's worktrees relative to the worktree.
 pub(crate) fn render_activity(text: &str) -> String {
     let first = text
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    first.chars().take(70).collect()
+    crate::project::relative_to_worktree(first)
+        .chars()
+        .take(120)
+        .collect()
 }
 
 /// A line a run prints about one of its events, as data; `render` is the
@@ -853,8 +949,7 @@ mod tests {
                 ..Usage::default()
             },
             cost_usd: 0.421,
-            paused_secs: None,
-            jobs_now: None,
+            ..Totals::default()
         };
         assert_eq!(
             render_totals(&t, Some(Duration::from_secs(250))),
@@ -873,19 +968,61 @@ mod tests {
                     },
                 ],
             }),
+            landing: 1,
             ..t
         };
         assert_eq!(
             render_totals(&waiting, None),
-            "3/8 done · 2 running · 1 failed · 0 blocked · 12.3k tokens · $0.42 · usage limit: new work in 12m34s · 2 of 4 jobs: usage limit near, memory (900 MB free, 2.0 GB per agent)"
+            "3/8 done · 2 running · 1 landing · 1 failed · 0 blocked · 12.3k tokens · $0.42 · usage limit: new work in 12m34s · 2 of 4 jobs: usage limit near, memory (900 MB free, 2.0 GB per agent)"
+        );
+        // Narrow: the least important parts go first, the counts stay.
+        assert_eq!(
+            render_totals_fit(&waiting, 77),
+            "3/8 done · 2 running · 1 landing · 1 failed · usage limit: new work in 12m34s"
+        );
+        for max in [20, 40, 60, 80, 100] {
+            assert!(crate::ui::width(&render_totals_fit(&waiting, max)) <= max);
+        }
+        assert_eq!(
+            render_totals_fit(&waiting, 200),
+            render_totals(&waiting, None)
         );
     }
 
     #[test]
     fn activity_is_one_bounded_line() {
         assert_eq!(render_activity("\n  first line\nsecond"), "first line");
-        assert_eq!(render_activity(&"x".repeat(200)).len(), 70);
-        assert_eq!(render_story_prefix("1.1", "T").len(), 8 + 1 + 40);
+        assert_eq!(render_activity(&"x".repeat(200)).chars().count(), 120);
+        assert_eq!(
+            render_activity("Write: /tmp/p/.ralph/worktrees/slot-2/lib/upper.sh"),
+            "Write: lib/upper.sh"
+        );
+    }
+
+    #[test]
+    fn rows_fit_the_terminal() {
+        for cols in [40, 60, 80, 100, 200] {
+            let l = RowLayout::new(cols, 5, 60);
+            let prefix = render_story_prefix("2.3.1", &"Title ".repeat(20), l);
+            let row = crate::ui::width(&prefix) + ELAPSED_COLS + l.activity;
+            assert!(
+                row + RIGHT_MARGIN <= cols.max(40 + RIGHT_MARGIN),
+                "{cols}: {l:?}"
+            );
+        }
+        let l = RowLayout::new(80, 3, 20);
+        assert_eq!(
+            l,
+            RowLayout {
+                id: 3,
+                title: 20,
+                activity: 43
+            }
+        );
+        assert_eq!(
+            render_story_prefix("1.1", "Upper-case command", l),
+            "  1.1 Upper-case command  "
+        );
     }
 
     #[test]

@@ -274,10 +274,12 @@ fn truncate_chars(s: &str, max: usize) -> String {
     }
 }
 
-/// `text` as one line of the live display: whitespace runs become one
-/// space, and past `TOOL_SUMMARY_CAP` characters it is cut, the ellipsis
+/// `text` as one line of the live display: paths inside ralph's worktrees
+/// relative to the worktree, whitespace runs become one space, and past `TOOL_SUMMARY_CAP` characters it is cut, the ellipsis
 /// included in the count.
 pub(super) fn one_line(text: &str) -> String {
+    // Before the cut: an absolute worktree path would push the file name out.
+    let text = crate::project::relative_to_worktree(text);
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match joined.char_indices().nth(TOOL_SUMMARY_CAP - 1) {
         Some((idx, _)) if joined.chars().count() > TOOL_SUMMARY_CAP => {
@@ -770,6 +772,18 @@ impl OutputParser {
     /// can be stopped at once.
     pub(crate) fn auth_failed(&self) -> bool {
         self.summary.auth_failed
+    }
+
+    /// Whatever the decoder still holds at the end of the output, as
+    /// events (`finish` takes it in too; this is for readers that show them).
+    pub(crate) fn flush(&mut self) -> Vec<AgentEvent> {
+        match self.decoder.take() {
+            Some(mut d) => {
+                let rest = d.finish();
+                self.absorb(rest)
+            }
+            None => Vec::new(),
+        }
     }
 
     /// Ends the output and returns the summary.

@@ -253,7 +253,7 @@ pub(crate) fn build_prompt(
 ) -> std::io::Result<String> {
     let spec = backlog::spec_text(root, story)?;
     let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings_max);
-    let template = std::fs::read_to_string(root.join(".ralph/templates/implement.md"))
+    let template = std::fs::read_to_string(root.join(prompt::TEMPLATE_OVERRIDE))
         .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
     let input = PromptInput {
         id: &story.id,

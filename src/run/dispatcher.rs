@@ -17,7 +17,6 @@ use crate::backlog::Story;
 use crate::control::Control;
 use crate::display::Reporter;
 use crate::learnings;
-use crate::report;
 use crate::store;
 use crate::timefmt;
 
@@ -290,7 +289,7 @@ impl<E: Executor> Dispatcher<E> {
                     return Some(Event::SaveFailed(format!("{e:#}")));
                 }
             }
-            Action::Say(m) => self.reporter.line(&report::render(&m)),
+            Action::Say(m) => self.reporter.say(&m),
             Action::Progress(line) => progress(&self.ctx, &line),
             Action::Log(line) => self.ctx.log.line(&line),
             Action::Totals(t) => self.reporter.totals(&t),

@@ -150,7 +150,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let root = &root.canonicalize()?;
     let project = project::load(root).map_err(RalphError::BadInput)?;
     for w in project.config.warning_lines() {
-        eprintln!("{w}");
+        if !crate::ui::get().quiet {
+            eprintln!("{}", crate::ui::paint_tag(&w, crate::ui::stderr_colors()));
+        }
     }
     let backlog = &project.backlog;
     if let Some((what, hint)) = backlog.emptiness() {
@@ -591,7 +593,7 @@ fn finish(
         ctx.record(end(crate::error::EXIT_INTERNAL));
     }
     looped?;
-    display::out(&report::render_summary(&summary));
+    display::out(&display::for_stdout(&report::render_summary(&summary)));
     log.line(&format!(
         "run end: {} done, {} failed, {} blocked",
         summary.done,

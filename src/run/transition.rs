@@ -146,14 +146,27 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
     Totals {
         done: model.done_selected(),
         total: model.selected(),
-        running: model.count(Node::Running) + model.count(Node::Landing),
+        running: model.count(Node::Running),
+        landing: model.count(Node::Landing),
         failed: model.count(Node::Failed),
         blocked: model.count(Node::Blocked),
         usage,
         cost_usd: cost,
         paused_secs,
         jobs_now,
+        landing_now: model.landing.as_ref().map(|l| story_label(model, l.idx)),
+        land_queue: model
+            .land_queue
+            .iter()
+            .map(|l| story_label(model, l.idx))
+            .collect(),
     }
+}
+
+/// (ID, title) of a story, for the display.
+fn story_label(model: &Model, idx: usize) -> (String, String) {
+    let s = &model.stories[idx];
+    (s.id.clone(), s.title.clone())
 }
 
 /// How the run ended: the summary, an error for stderr, the exit code.

@@ -5,9 +5,11 @@ mod clis;
 mod fakeapi;
 mod harness;
 
+mod cli;
 mod compat;
 mod core;
 mod crash;
+mod display;
 mod fixup;
 mod insight;
 mod landing;

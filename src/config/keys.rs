@@ -1,0 +1,356 @@
+//! What each key of `.ralph/config.json` means: the one table that
+//! docs/config.md and docs/config.schema.json are generated from
+//! (`crate::docs`). Tests hold it to the reader in `config.rs`: every key
+//! the reader asks for is here and nothing else, each kind's wrong value
+//! is refused by the reader under that key, and every default comes from
+//! `config::defaults()` unless that has none.
+
+/// The shape of a key's value, as the reader accepts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A whole number at least `min` (a JSON number or a numeric string).
+    Uint { min: u64 },
+    /// `true`/`false` (or the strings "true"/"false").
+    Bool,
+    /// A string.
+    Str,
+    /// An array of strings.
+    Strings,
+    /// A non-negative amount in USD (a number or a numeric string).
+    Amount,
+    /// One agent backend's name.
+    Agent,
+    /// An array of agent backend names.
+    Agents,
+    /// `[{"name", "cmd", "required"}]`.
+    ValidationCommands,
+    /// Anything: ralph does not read the value.
+    Any,
+}
+
+/// One key of the config file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyDoc {
+    /// The dotted path.
+    pub(crate) key: &'static str,
+    pub(crate) kind: Kind,
+    /// The default in words, for keys `config::defaults()` does not hold
+    /// (their default is worked out where they are used).
+    pub(crate) default: Option<&'static str>,
+    /// What it does, one paragraph of Markdown.
+    pub(crate) doc: &'static str,
+}
+
+const fn key(key: &'static str, kind: Kind, doc: &'static str) -> KeyDoc {
+    KeyDoc {
+        key,
+        kind,
+        default: None,
+        doc,
+    }
+}
+
+const fn key_or(key: &'static str, kind: Kind, default: &'static str, doc: &'static str) -> KeyDoc {
+    KeyDoc {
+        key,
+        kind,
+        default: Some(default),
+        doc,
+    }
+}
+
+/// Every key ralph reads, in the order the guide presents them.
+pub(crate) const KEYS: &[KeyDoc] = &[
+    key_or(
+        "$schema",
+        Kind::Any,
+        "none",
+        "The JSON Schema editors check this file against, e.g. a path to ralph's \
+         `docs/config.schema.json`. ralph itself ignores it.",
+    ),
+    key(
+        "specs.pattern",
+        Kind::Str,
+        "Glob that finds a story's spec. `{{epic}}` is the story ID up to its first `.`, \
+         `{{id}}` the whole ID; the pattern must contain both.",
+    ),
+    key(
+        "specs.frontmatter_status_field",
+        Kind::Str,
+        "The frontmatter field ralph sets to `done` in the spec when the story lands \
+         (part of the `merge: story <id>` commit).",
+    ),
+    key(
+        "loop.max_iterations",
+        Kind::Uint { min: 0 },
+        "Most agent attempts one `ralph run` starts; 0 means no limit. `-n` overrides it.",
+    ),
+    key(
+        "loop.timeout_seconds",
+        Kind::Uint { min: 1 },
+        "Wall-clock limit of one agent attempt, in seconds; the agent is then stopped \
+         (SIGTERM, `loop.grace_seconds`, SIGKILL) and the attempt fails as a timeout. \
+         `-t` overrides it. Validation commands get the same limit.",
+    ),
+    key(
+        "loop.max_retries",
+        Kind::Uint { min: 1 },
+        "Attempts per story before it fails for good and blocks its dependents. Usage \
+         limits and faults outside the story (a broken worktree, a missing agent) do not count.",
+    ),
+    key(
+        "loop.grace_seconds",
+        Kind::Uint { min: 0 },
+        "Seconds between SIGTERM and SIGKILL when an agent is stopped (timeout, Ctrl-C).",
+    ),
+    key(
+        "loop.idle_timeout_seconds",
+        Kind::Uint { min: 0 },
+        "An attempt that prints nothing for this many seconds is stopped like a timeout; \
+         0 turns the watchdog off.",
+    ),
+    key(
+        "validation.commands",
+        Kind::ValidationCommands,
+        "Shell commands ralph runs on the merged tree before a story lands: \
+         `[{\"name\": \"tests\", \"cmd\": \"npm test\", \"required\": true}]`. A required \
+         command (the default) that fails refuses the landing and fails the attempt; its \
+         output goes to `.ralph/logs/<id>/validation-<n>.log` and into the next prompt. \
+         The prompt also lists them for the agent to run.",
+    ),
+    key(
+        "validation.blocked_commands",
+        Kind::Strings,
+        "Commands the prompt tells the agent never to run (`{{BLOCKED_COMMANDS}}`), \
+         e.g. `[\"git push\", \"npm publish\"]`. A request, not a sandbox.",
+    ),
+    key(
+        "claude.command",
+        Kind::Str,
+        "Claude Code's executable. A path with a `/` is relative to the project root; \
+         a bare name is looked up on `PATH`.",
+    ),
+    key_or(
+        "claude.flags",
+        Kind::Strings,
+        "`--print --dangerously-skip-permissions --output-format stream-json --verbose`",
+        "Claude Code's arguments (they replace the default ones). ralph adds `--print` \
+         and `--output-format stream-json --verbose` when they are missing, so the agent \
+         runs headless and its tokens and cost are read.",
+    ),
+    key(
+        "agent.name",
+        Kind::Agent,
+        "The agent CLI stories run with unless their spec's frontmatter names one \
+         (`agent: codex`); `--agent` overrides it.",
+    ),
+    key_or(
+        "agent.command",
+        Kind::Str,
+        "the backend's own (`claude`, `codex`, `cursor-agent`...)",
+        "The executable of the `agent.name` backend.",
+    ),
+    key_or(
+        "agent.flags",
+        Kind::Strings,
+        "the backend's own",
+        "The arguments of the `agent.name` backend, replacing its defaults. The prompt \
+         always goes to stdin.",
+    ),
+    key_or(
+        "agent.fallback",
+        Kind::Agents,
+        "`[]`",
+        "Backends that take new attempts, in order, while the ones before them wait for \
+         a usage limit to reset; ralph goes back to the first when it resets.",
+    ),
+    key(
+        "limits.max_wait_hours",
+        Kind::Uint { min: 0 },
+        "A usage limit that resets later than this many hours from now is not waited \
+         for: the run stops (exit 1) and says when to run again.",
+    ),
+    key_or(
+        "budget.max_cost_usd",
+        Kind::Amount,
+        "no limit",
+        "Most one run may spend, in USD (as the agents report cost). Once spent, nothing \
+         new starts, running work finishes and lands, and the run ends with exit 1. \
+         `--max-cost` overrides it.",
+    ),
+    key_or(
+        "budget.max_cost_usd_total",
+        Kind::Amount,
+        "no limit",
+        "As `budget.max_cost_usd`, for all runs of the project together (`state.json` \
+         keeps the total).",
+    ),
+    key_or(
+        "budget.max_tokens",
+        Kind::Uint { min: 1 },
+        "no limit",
+        "Most tokens one run may use, for agents that report tokens but no cost.",
+    ),
+    key(
+        "commit.format",
+        Kind::Str,
+        "The commit message the prompt asks for (`{{COMMIT_MESSAGE}}`); `{{id}}` and \
+         `{{title}}` are the story's.",
+    ),
+    key(
+        "commit.stage_paths",
+        Kind::Strings,
+        "Paths the prompt tells the agent to stage. Empty: the backticked paths under the \
+         spec's \"Files to Create/Modify\" heading, else \"only the files this story touches\".",
+    ),
+    key(
+        "learnings.enabled",
+        Kind::Bool,
+        "Whether learnings (`<ralph>LEARN: ...</ralph>`) are injected into later prompts \
+         (`{{LEARNINGS}}`). They are recorded in `.ralph/learnings/` either way.",
+    ),
+    key(
+        "learnings.max_inject_count",
+        Kind::Uint { min: 0 },
+        "Most learnings one prompt gets: those sharing the most words with the spec.",
+    ),
+    key(
+        "parallel.enabled",
+        Kind::Bool,
+        "Run ready stories at once, up to `parallel.max_concurrent` (as `--parallel`).",
+    ),
+    key_or(
+        "parallel.max_concurrent",
+        Kind::Uint { min: 1 },
+        "4",
+        "Most stories running at once when parallel (as `-j`; `-j N` above 1 implies \
+         `--parallel`).",
+    ),
+    key_or(
+        "parallel.stagger_seconds",
+        Kind::Uint { min: 0 },
+        "0",
+        "Least time between two agent starts, in seconds (spreads API load).",
+    ),
+    key(
+        "hooks.pre_iteration",
+        Kind::Str,
+        "Shell command (`bash -c`, in the project root) run before each attempt, with \
+         `RALPH_ITERATION`. Its failure is logged and ignored.",
+    ),
+    key(
+        "hooks.pre_story",
+        Kind::Str,
+        "Run before each attempt's agent starts, in the project root, with `RALPH_STORY` \
+         and `RALPH_SPEC`. Its failure is logged and ignored.",
+    ),
+    key(
+        "hooks.post_story",
+        Kind::Str,
+        "Run after each attempt, once its outcome is known (finished work: after its \
+         landing), with `RALPH_STORY` and `RALPH_RESULT` (done, fail, timeout, error, \
+         no_signal). Its failure is logged and ignored.",
+    ),
+    key(
+        "hooks.post_iteration",
+        Kind::Str,
+        "Run after `post_story`, with `RALPH_ITERATION`. Every attempt that ran \
+         `pre_iteration` runs it, however the attempt ended (unless interrupted).",
+    ),
+    key(
+        "hooks.pre_worktree",
+        Kind::Str,
+        "Run in the attempt's worktree before the agent starts (install dependencies, \
+         copy `.env`), with `RALPH_STORY`, `RALPH_WORKTREE`, `RALPH_BRANCH` and \
+         `RALPH_PROJECT_DIR`. Its failure fails the attempt.",
+    ),
+    key(
+        "hooks.pre_worktree_timeout",
+        Kind::Uint { min: 1 },
+        "Seconds `hooks.pre_worktree` may take.",
+    ),
+    key(
+        "hooks.on_complete",
+        Kind::Str,
+        "Run once when a run ends, with its figures in the environment (`RALPH_DONE`, \
+         `RALPH_FAILED`, `RALPH_COST`, `RALPH_REPORT`, ...): a notification \
+         (`curl` to ntfy or Slack). Its failure is logged and ignored.",
+    ),
+    key(
+        "hooks.on_failure",
+        Kind::Str,
+        "Run when a story fails for good or the circuit breaker trips, with the figures \
+         in the environment.",
+    ),
+    key(
+        "hooks.on_pause",
+        Kind::Str,
+        "Run when new work pauses (a usage limit, a spent budget), with the figures in \
+         the environment.",
+    ),
+    key(
+        "loop.allow_empty_done",
+        Kind::Bool,
+        "A DONE that changed nothing lands (as the status edit alone) instead of failing \
+         the attempt; a spec's frontmatter `allow_empty_done: true` allows it for one story.",
+    ),
+    key(
+        "retry.resume_session",
+        Kind::Bool,
+        "A fix-up (conflict or failed validation handed back to the agent) continues the \
+         agent's earlier session where its CLI can resume one (Claude Code, Codex).",
+    ),
+    key(
+        "parallel.retry_concurrency",
+        Kind::Uint { min: 1 },
+        "Most retries (attempts after a failed attempt or a conflict, fix-ups included) \
+         running at once; first attempts take the other slots.",
+    ),
+    key(
+        "parallel.agent_memory_mb",
+        Kind::Uint { min: 0 },
+        "Memory one agent needs, in MB: an agent that would not fit in the memory \
+         available (cgroup limit or `MemAvailable`) is not started, never fewer than one \
+         running; 0 turns the check off.",
+    ),
+    key(
+        "decomposition.enabled",
+        Kind::Bool,
+        "A story that fails `loop.max_retries` times gets one run that splits it into \
+         sub-stories (`<ralph>SUBSTORY_START</ralph>` blocks); they land in its place and \
+         its dependents wait for all of them. `.ralph/templates/decompose.md` overrides the prompt.",
+    ),
+    key(
+        "decomposition.max_depth",
+        Kind::Uint { min: 0 },
+        "How many times a line of stories may be split (a sub-story of a sub-story is depth 2).",
+    ),
+    key(
+        "decomposition.timeout_seconds",
+        Kind::Uint { min: 1 },
+        "Wall-clock limit of a decomposition run, in seconds.",
+    ),
+    key(
+        "postmortem.enabled",
+        Kind::Bool,
+        "After an attempt's timeout, a short run reads the spec's head and the end of \
+         the attempt's output and says why, as `LEARN` tags: stored as learnings and told \
+         to the retry. `.ralph/templates/timeout-postmortem.md` overrides the prompt.",
+    ),
+    key(
+        "postmortem.window_seconds",
+        Kind::Uint { min: 1 },
+        "Wall-clock limit of the postmortem run, in seconds.",
+    ),
+    key(
+        "postmortem.max_output_chars",
+        Kind::Uint { min: 1 },
+        "How much of the end of the timed-out attempt's output the postmortem reads.",
+    ),
+    key(
+        "runs.max_mb",
+        Kind::Uint { min: 1 },
+        "Most megabytes `.ralph/runs/` (the run records) may hold; the oldest runs' \
+         records go first.",
+    ),
+];

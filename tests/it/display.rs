@@ -1,0 +1,423 @@
+//! The live display under a real pseudo-terminal 80 columns wide: no row
+//! ever wraps, Ctrl-C (typed, so the terminal echoes it) leaves no frozen
+//! frame, and TERM=dumb / NO_COLOR give plain output. The bytes ralph
+//! writes are replayed on a small terminal model (cursor moves, line
+//! clears, autowrap) to see the screen a person would see.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use unicode_width::UnicodeWidthChar;
+
+use crate::harness::*;
+
+const COLS: u16 = 80;
+const ROWS: u16 = 60;
+
+/// ralph running on the slave side of a pty; everything it writes (stdout
+/// and stderr both) collects in `out`.
+struct PtyRun {
+    child: Child,
+    master: std::fs::File,
+    out: Arc<Mutex<Vec<u8>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PtyRun {
+    fn start(mut cmd: Command) -> PtyRun {
+        let (mut master, mut slave) = (0, 0);
+        let ws = libc::winsize {
+            ws_row: ROWS,
+            ws_col: COLS,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty fills the two descriptors it returns.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &ws,
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: fresh descriptors owned from here on.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave.try_clone().unwrap()));
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // A session of its own with the pty as controlling terminal:
+                // a typed Ctrl-C reaches ralph as it would in a shell.
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("ralph starts");
+        // The reader sees EOF (EIO) once no process holds the slave.
+        drop(slave);
+        let master = std::fs::File::from(master);
+        let mut reading = master.try_clone().unwrap();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reading.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        PtyRun {
+            child,
+            master,
+            out,
+            reader: Some(reader),
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
+    fn wait_for(&self, what: &str) {
+        wait_until(what, Duration::from_secs(120), || {
+            self.text().contains(what)
+        });
+    }
+
+    /// Types `bytes` on the terminal.
+    fn type_keys(&mut self, bytes: &[u8]) {
+        self.master.write_all(bytes).unwrap();
+    }
+
+    fn echoctl(&self) -> bool {
+        // SAFETY: tcgetattr on the master reads the pty's settings.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(
+            unsafe { libc::tcgetattr(self.master.as_raw_fd(), &mut t) },
+            0
+        );
+        t.c_lflag & libc::ECHOCTL != 0
+    }
+
+    /// Waits (bounded) for ralph to exit and the output to end.
+    fn finish(&mut self) -> (i32, Vec<u8>) {
+        let mut code = None;
+        wait_until("ralph to exit", Duration::from_secs(300), || {
+            code = self
+                .child
+                .try_wait()
+                .unwrap()
+                .map(|s| s.code().unwrap_or(-1));
+            code.is_some()
+        });
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        (code.unwrap(), self.out.lock().unwrap().clone())
+    }
+}
+
+/// What a VT100-like terminal `cols` wide shows after `bytes`: the lines
+/// (trailing blanks trimmed) and how often a printed character wrapped
+/// onto a new line.
+struct Screen {
+    lines: Vec<Vec<char>>,
+    wraps: usize,
+}
+
+fn replay(bytes: &[u8], cols: usize) -> Screen {
+    let text = String::from_utf8_lossy(bytes);
+    let mut lines: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut r, mut c, mut pending) = (0usize, 0usize, false);
+    let mut wraps = 0;
+    let mut chars = text.chars().peekable();
+    let ensure = |lines: &mut Vec<Vec<char>>, r: usize| {
+        while lines.len() <= r {
+            lines.push(Vec::new());
+        }
+    };
+    while let Some(ch) = chars.next() {
+        match ch {
+            '\r' => {
+                c = 0;
+                pending = false;
+            }
+            '\n' => {
+                r += 1;
+                pending = false;
+                ensure(&mut lines, r);
+            }
+            '\x08' => c = c.saturating_sub(1),
+            '\x1b' => {
+                if chars.peek() != Some(&'[') {
+                    chars.next();
+                    continue;
+                }
+                chars.next();
+                let mut params = String::new();
+                let mut fin = ' ';
+                for p in chars.by_ref() {
+                    if ('@'..='~').contains(&p) {
+                        fin = p;
+                        break;
+                    }
+                    params.push(p);
+                }
+                let n: usize = params.trim_start_matches('?').parse().unwrap_or(0);
+                pending = false;
+                match fin {
+                    'A' => r = r.saturating_sub(n.max(1)),
+                    'B' => {
+                        r += n.max(1);
+                        ensure(&mut lines, r);
+                    }
+                    'C' => c = (c + n.max(1)).min(cols - 1),
+                    'D' => c = c.saturating_sub(n.max(1)),
+                    'G' => c = n.max(1) - 1,
+                    'K' => match n {
+                        2 => lines[r].clear(),
+                        1 => lines[r].iter_mut().take(c + 1).for_each(|x| *x = ' '),
+                        _ => lines[r].truncate(c),
+                    },
+                    'J' if n == 0 => {
+                        lines[r].truncate(c);
+                        lines.truncate(r + 1);
+                    }
+                    _ => {}
+                }
+            }
+            ch if ch.is_control() => {}
+            ch => {
+                let w = ch.width().unwrap_or(0);
+                if pending || c + w > cols {
+                    wraps += 1;
+                    r += 1;
+                    c = 0;
+                    pending = false;
+                    ensure(&mut lines, r);
+                }
+                let line = &mut lines[r];
+                while line.len() < c + w {
+                    line.push(' ');
+                }
+                line[c] = ch;
+                c += w;
+                if c >= cols {
+                    c = cols - 1;
+                    pending = true;
+                }
+            }
+        }
+    }
+    let lines = lines
+        .into_iter()
+        .map(|l| {
+            let s: String = l.into_iter().collect();
+            s.trim_end().chars().collect()
+        })
+        .collect();
+    Screen { lines, wraps }
+}
+
+impl Screen {
+    fn text(&self) -> String {
+        self.lines
+            .iter()
+            .map(|l| l.iter().collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Every line of `bytes` with escape sequences removed, split at line
+/// feeds and carriage returns (what `script`'s typescript would show).
+fn stripped_lines(bytes: &[u8]) -> Vec<String> {
+    let re = regex::Regex::new(r"\x1b\[[0-9;?]*[@-~]|\x1b\][^\x07]*\x07").unwrap();
+    let text = String::from_utf8_lossy(bytes);
+    re.replace_all(&text, "")
+        .split(['\n', '\r'])
+        .map(str::to_string)
+        .collect()
+}
+
+/// Three stories with long titles run at once; each agent calls a tool
+/// with a long absolute path inside its worktree, then waits for the
+/// test to let it go (a file), so the display has rows to draw. Landing
+/// waits for another file, so the merge queue's rows can be seen.
+fn busy_project() -> Project {
+    let long = "A story title far longer than any row of an eighty column terminal can hold";
+    let p = Project::with_backlog(
+        &format!("# [batch:1]\n1.1 | {long} one\n1.2 | {long} two\n1.3 | Ünïcödé 日本語のタイトル {long}\n"),
+        r#"{"loop": {"max_retries": 1, "grace_seconds": 1}, "parallel": {"enabled": true, "max_concurrent": 3},
+            "validation": {"commands": [{"name": "gate", "cmd": "while [ ! -e \"$SCRATCH/landed-ok\" ]; do sleep 0.05; done"}]}}"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"tool "cat $PWD/src/some/deeply/nested/directory/with/a/long/name/file-$ID.rs && echo a great deal of text, more than one row of the display can show"
+touch "$SCRATCH/started-$ID"
+while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done
+commit_file "src/$ID.txt"
+done_"#,
+    );
+    p
+}
+
+fn live_command(p: &Project, args: &[&str]) -> Command {
+    let mut c = p.command(args);
+    c.env_remove("CI")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .env("TERM", "xterm-256color");
+    c
+}
+
+#[test]
+fn the_live_display_fits_80_columns() {
+    let p = busy_project();
+    let mut run = PtyRun::start(live_command(&p, &["run"]));
+    for id in ["1.1", "1.2", "1.3"] {
+        wait_until("the agents", Duration::from_secs(120), || {
+            p.scratch.join(format!("started-{id}")).exists()
+        });
+    }
+    // The tool call reached the rows, relative to the worktree.
+    run.wait_for("cat src/some/");
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    // Finished work stays on the display while it lands.
+    run.wait_for("landing: merging and validating");
+    run.wait_for("waiting to land (next)");
+    // The totals count it apart from the running stories.
+    run.wait_for(" landing · ");
+    std::fs::write(p.scratch.join("landed-ok"), "").unwrap();
+    let (code, bytes) = run.finish();
+    let screen = replay(&bytes, COLS as usize);
+    assert_eq!(code, 0, "{}", screen.text());
+    for line in stripped_lines(&bytes) {
+        let w = unicode_width::UnicodeWidthStr::width(line.as_str());
+        assert!(
+            w <= COLS as usize,
+            "{w} columns: {line:?}\n{}",
+            screen.text()
+        );
+    }
+    assert_eq!(screen.wraps, 0, "a row wrapped:\n{}", screen.text());
+    // No empty first frame: the totals line is never drawn without totals.
+    let empty = regex::Regex::new(r"^\S\s+· \d+s$").unwrap();
+    assert!(
+        !stripped_lines(&bytes)
+            .iter()
+            .any(|l| empty.is_match(l.trim_end())),
+        "an empty frame was drawn"
+    );
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        !text.contains(".ralph/worktrees/"),
+        "absolute worktree paths shown"
+    );
+    assert!(
+        text.contains("\x1b[32m[done]\x1b[0m"),
+        "[done] is green on a terminal"
+    );
+    // The final screen: event lines and the summary, no display left over.
+    let shown = screen.text();
+    assert!(shown.contains("ALL STORIES COMPLETE"), "{shown}");
+    assert!(
+        !shown.contains(" running · "),
+        "the display was not cleared:\n{shown}"
+    );
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
+}
+
+#[test]
+fn a_typed_ctrl_c_leaves_no_frozen_frame() {
+    let p = busy_project();
+    let mut run = PtyRun::start(live_command(&p, &["run"]));
+    for id in ["1.1", "1.2", "1.3"] {
+        wait_until("the agents", Duration::from_secs(120), || {
+            p.scratch.join(format!("started-{id}")).exists()
+        });
+    }
+    run.wait_for("cat src/some/");
+    assert!(
+        !run.echoctl(),
+        "the display turns the ^C echo off while it is drawn"
+    );
+    run.type_keys(b"\x03");
+    run.wait_for("interrupt received");
+    let code = {
+        // The agents end at the stop; the release is for a slow one.
+        std::fs::write(p.scratch.join("go"), "").unwrap();
+        run.finish().0
+    };
+    assert_eq!(code, 130);
+    let bytes = run.out.lock().unwrap().clone();
+    let screen = replay(&bytes, COLS as usize);
+    let shown = screen.text();
+    assert!(shown.contains("interrupt received"), "{shown}");
+    assert!(
+        !shown.contains(" running · ") && !shown.contains("cat src/some"),
+        "a frame of the display was left on the screen:\n{shown}"
+    );
+    assert_eq!(screen.wraps, 0, "{shown}");
+    assert!(
+        run.echoctl(),
+        "the terminal's ^C echo is back after the run"
+    );
+}
+
+#[test]
+fn term_dumb_and_no_color_give_plain_output_on_a_terminal() {
+    let p = busy_project();
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    std::fs::write(p.scratch.join("landed-ok"), "").unwrap();
+    let mut dumb = live_command(&p, &["run", "-n", "1"]);
+    dumb.env("TERM", "dumb");
+    let mut run = PtyRun::start(dumb);
+    let (code, bytes) = run.finish();
+    let text = String::from_utf8_lossy(&bytes);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "TERM=dumb: no escape at all: {text:?}"
+    );
+    assert!(text.contains("[done] 1.1"), "{text}");
+
+    let mut no_color = live_command(&p, &["run", "-n", "1"]);
+    no_color.env("NO_COLOR", "1");
+    let mut run = PtyRun::start(no_color);
+    let (code, bytes) = run.finish();
+    let text = String::from_utf8_lossy(&bytes);
+    assert_eq!(code, 0, "{text}");
+    // The live display may move the cursor, but nothing is coloured.
+    let sgr = regex::Regex::new(r"\x1b\[[0-9;]*m").unwrap();
+    assert!(!sgr.is_match(&text), "NO_COLOR: no colour: {text:?}");
+    assert!(text.contains("[done] 1.2"), "{text}");
+
+    let mut plain = live_command(&p, &["stories"]);
+    plain.env("NO_COLOR", "1");
+    let (_, bytes) = PtyRun::start(plain).finish();
+    assert!(
+        !bytes.contains(&0x1b),
+        "{:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+    let (_, bytes) = PtyRun::start(live_command(&p, &["stories"])).finish();
+    assert!(
+        String::from_utf8_lossy(&bytes).contains("\x1b[32m[done]\x1b[0m"),
+        "a terminal gets colour by default"
+    );
+}
