@@ -783,6 +783,32 @@ fn log_events(log: &str) -> (HashMap<String, i64>, HashMap<String, i64>) {
 // ---------------------------------------------------------------------------
 // Figure 1: peak RSS while one agent prints 1 GiB of stream-json
 
+/// A backlog of one medium story (the RSS figures).
+fn one_story() -> Backlog {
+    Backlog {
+        sections: vec![Section {
+            label: None,
+            comment: None,
+            stories: stories(1, 1, |_| "medium"),
+        }],
+    }
+}
+
+/// The attempt log's size after a 1 GiB run, checked: the output was all
+/// logged and the story landed.
+fn logged_gib(p: &Project, what: &str) -> u64 {
+    const GIB: u64 = 1 << 30;
+    let logged = fs::metadata(p.root.join(".ralph/logs/1.1/attempt-1.log"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert!(
+        logged >= GIB,
+        "{what}: the attempt log has {logged} bytes, expected ≥ 1 GiB"
+    );
+    assert_eq!(p.merges_on_main(), 1, "{what}: story 1.1 landed");
+    logged
+}
+
 fn fig_rss(bin: &Path, quick: bool) -> Figure {
     const GIB: u64 = 1 << 30;
     let runs = if quick { 1 } else { 5 };
@@ -790,13 +816,7 @@ fn fig_rss(bin: &Path, quick: bool) -> Figure {
         "rss",
         "Peak RSS of ralph while one agent prints 1 GiB of stream-json",
     );
-    let backlog = Backlog {
-        sections: vec![Section {
-            label: None,
-            comment: None,
-            stories: stories(1, 1, |_| "medium"),
-        }],
-    };
+    let backlog = one_story();
     let big_agent = format!("python3 - {GIB} <<'PY'\n{STREAM_GEN}\nPY\nfinish\n");
     let small_agent = "say \"a short attempt\"\nfinish\n";
     let (mut peak, mut wall, mut rate) = (Vec::new(), Vec::new(), Vec::new());
@@ -804,14 +824,7 @@ fn fig_rss(bin: &Path, quick: bool) -> Figure {
     for i in 0..runs {
         let p = Project::new(&backlog, &big_agent, |_| {});
         let (hwm, t) = run_polling_rss(&p, bin, &["run"]);
-        let logged = fs::metadata(p.root.join(".ralph/logs/1.1/attempt-1.log"))
-            .map(|m| m.len())
-            .unwrap_or(0);
-        assert!(
-            logged >= GIB,
-            "the attempt log has {logged} bytes, expected ≥ 1 GiB"
-        );
-        assert_eq!(p.merges_on_main(), 1, "story 1.1 landed");
+        let logged = logged_gib(&p, "rss");
         eprintln!(
             "  rss run {}/{runs}: peak {:.1} MB, {:.1} s",
             i + 1,
@@ -866,13 +879,7 @@ fn fig_rss_agents(bin: &Path, quick: bool) -> Figure {
         "rss-agents",
         "Peak RSS of ralph while one agent prints 1 GiB in each backend's format",
     );
-    let backlog = Backlog {
-        sections: vec![Section {
-            label: None,
-            comment: None,
-            stories: stories(1, 1, |_| "medium"),
-        }],
-    };
+    let backlog = one_story();
     for (backend, exe) in BACKENDS {
         let body = format!("python3 - {backend} {GIB} \"$id\" <<'PY'\n{AGENT_STREAM_GEN}\nPY\n");
         let (mut peak, mut rate) = (Vec::new(), Vec::new());
@@ -887,14 +894,7 @@ fn fig_rss_agents(bin: &Path, quick: bool) -> Figure {
             // work first, then only prints.
             p.agent_named(exe, &format!("{COMMIT_ONLY}\n{body}"));
             let (hwm, t) = run_polling_rss(&p, bin, &["run"]);
-            let logged = fs::metadata(p.root.join(".ralph/logs/1.1/attempt-1.log"))
-                .map(|m| m.len())
-                .unwrap_or(0);
-            assert!(
-                logged >= GIB,
-                "{backend}: the attempt log has {logged} bytes, expected ≥ 1 GiB"
-            );
-            assert_eq!(p.merges_on_main(), 1, "{backend}: story 1.1 landed");
+            let logged = logged_gib(&p, backend);
             eprintln!(
                 "  rss-agents {backend} {}/{runs}: peak {hwm:.1} MB, {:.1} s",
                 i + 1,
