@@ -119,6 +119,23 @@ enum Command {
     },
     /// Scaffold .ralph/ in a repository
     Init,
+    /// Validated stories waiting for review (`landing.mode: review`), with
+    /// their diffstat
+    Review,
+    /// Land reviewed stories through the merge queue (validated again on the
+    /// current tip); all of them without IDs
+    Land {
+        /// The stories to land
+        ids: Vec<String>,
+    },
+    /// Send a story in review back for another attempt, with a note for it
+    Reject {
+        /// The story
+        id: String,
+        /// What the next attempt is told
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
     /// The learnings agents recorded, each with the file it is in
     Learnings,
     /// Split one story into sub-stories now (one agent run), landing them
@@ -424,6 +441,9 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         Command::Stories => cmd_stories(root),
         Command::Reset { id, yes } => cmd_reset(root, id, yes),
         Command::Init => cmd_init(root),
+        Command::Review => cmd_review(root),
+        Command::Land { ids } => cmd_land(root, ids),
+        Command::Reject { id, note } => cmd_reject(root, &id, note.as_deref()),
         Command::Learnings => cmd_learnings(root),
         Command::Decompose { id } => {
             let opts = RunOptions {
@@ -440,6 +460,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
                 max_cost: None,
                 no_dashboard: false,
                 decompose: Some(id),
+                land: false,
             };
             crate::process::become_subreaper();
             run::run(root, opts)
@@ -524,6 +545,7 @@ fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         max_cost: a.max_cost,
         no_dashboard: a.no_dashboard,
         decompose: None,
+        land: false,
     };
     crate::process::become_subreaper();
     run::run(root, opts)
@@ -788,6 +810,119 @@ fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
     } else {
         print!("{text}");
     }
+    Ok(EXIT_OK)
+}
+
+fn cmd_review(root: &Path) -> anyhow::Result<i32> {
+    let (project, state) = load(root)?;
+    let git = crate::gitops::Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
+    let target = run::target_branch(&project, &git)?;
+    let validated = project.config.validation.iter().any(|v| v.required);
+    let mut out = std::io::stdout().lock();
+    let mut n = 0;
+    for s in &project.backlog.stories {
+        if state.status(&s.id) != crate::state::Status::Review {
+            continue;
+        }
+        n += 1;
+        let branch = project::story_branch(&s.id);
+        let stat = match git.diffstat(&branch, &target) {
+            Ok(Some((f, a, d))) => format!("{f} files, +{a} -{d}"),
+            _ => "its branch is gone".to_string(),
+        };
+        let check = if validated {
+            "passed validation on the merged tree"
+        } else {
+            "no required validation configured"
+        };
+        if writeln!(out, "{} {} · {branch} · {stat} · {check}", s.id, s.title).is_err() {
+            return Ok(EXIT_OK);
+        }
+    }
+    if n == 0 {
+        let _ = writeln!(out, "nothing waits for review");
+    } else {
+        let _ = writeln!(
+            out,
+            "`git diff {target}...ralph/story-<id>` shows one; `ralph land [ID...]` lands, \
+             `ralph reject ID --note TEXT` sends back"
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+/// The stories in review among `ids` (all of them when empty); an ID not in
+/// review is an error naming it.
+fn in_review(state: &State, project: &Project, ids: &[String]) -> anyhow::Result<Vec<String>> {
+    let waiting: Vec<String> = project
+        .backlog
+        .stories
+        .iter()
+        .filter(|s| state.status(&s.id) == crate::state::Status::Review)
+        .map(|s| s.id.clone())
+        .collect();
+    if ids.is_empty() {
+        return Ok(waiting);
+    }
+    for id in ids {
+        if !waiting.contains(id) {
+            return Err(
+                RalphError::usage(format!("story {id} is not waiting for review"))
+                    .with_hint("`ralph review` lists the stories that are")
+                    .into(),
+            );
+        }
+    }
+    Ok(ids.to_vec())
+}
+
+fn cmd_land(root: &Path, ids: Vec<String>) -> anyhow::Result<i32> {
+    {
+        let _lock = run::take_run_lock(root, "before approving stories")?;
+        let (project, mut state) = load(root)?;
+        let chosen = in_review(&state, &project, &ids)?;
+        if chosen.is_empty() {
+            println!("nothing waits for review");
+            return Ok(EXIT_OK);
+        }
+        for id in &chosen {
+            state.approve(id);
+        }
+        store::save_state(root, &state)?;
+    }
+    // A run that starts no agent: reconcile sends the approved stories to
+    // the merge queue, which validates each again on the current tip.
+    let opts = RunOptions {
+        parallel: false,
+        jobs: None,
+        iterations: None,
+        story: None,
+        resume: None,
+        timeout: None,
+        dry_run: false,
+        verbose: false,
+        log: None,
+        agent: None,
+        max_cost: None,
+        no_dashboard: false,
+        decompose: None,
+        land: true,
+    };
+    crate::process::become_subreaper();
+    run::run(root, opts)
+}
+
+fn cmd_reject(root: &Path, id: &str, note: Option<&str>) -> anyhow::Result<i32> {
+    let _lock = run::take_run_lock(root, "before sending a story back")?;
+    let (project, mut state) = load(root)?;
+    in_review(&state, &project, &[id.to_string()])?;
+    state.reject(id, note.unwrap_or("no reason given"));
+    store::save_state(root, &state)?;
+    println!(
+        "Story {id} goes back to the queue; its next attempt is told the note and its work \
+         stays on {} until then.",
+        project::story_branch(id)
+    );
     Ok(EXIT_OK)
 }
 

@@ -119,6 +119,9 @@ pub(crate) struct Config {
     /// `postmortem.max_output_chars` (default 50000): how much of the end
     /// of the timed-out attempt's output it reads.
     pub(crate) postmortem_max_chars: usize,
+    /// `landing.mode: review` (or Ralph v2's `parallel.auto_merge: false`):
+    /// validated work stays on its story branch for `ralph land`.
+    pub(crate) review: bool,
     /// `retry.resume_session` (default true): a fix-up continues the agent's
     /// session where its CLI can resume one.
     pub(crate) resume_session: bool,
@@ -175,6 +178,9 @@ pub(crate) fn defaults() -> Value {
             "window_seconds": 300,
             "max_output_chars": 50000
         },
+        "landing": {
+            "mode": "merge"
+        },
         "retry": {
             "resume_session": true
         },
@@ -188,6 +194,7 @@ pub(crate) fn defaults() -> Value {
         },
         "parallel": {
             "enabled": false,
+            "auto_merge": true,
             "retry_concurrency": 1,
             "agent_memory_mb": 2048
         },
@@ -380,7 +387,6 @@ pub(crate) const RALPH_V2_IGNORED: &[(&str, &str)] = &[
         "parallel.merge_review_timeout",
         "ralph has no conflict-review agent",
     ),
-    ("parallel.auto_merge", "ralph lands every validated story"),
 ];
 
 /// Collects problems while reading typed values out of the merged JSON.
@@ -864,6 +870,22 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     ) as usize;
     let parallel_enabled = r.boolean("parallel.enabled");
     let resume_session = r.boolean("retry.resume_session");
+    let mode = r.string("landing.mode", false);
+    let review = match mode.as_str() {
+        "merge" => false,
+        "review" => true,
+        other => {
+            r.problem(
+                "landing.mode",
+                format!(
+                    "landing.mode {other:?} is not one ralph has: \"merge\" (land what passes \
+                     validation) or \"review\" (keep it for `ralph land`); pull-request landing \
+                     is not built yet"
+                ),
+            );
+            false
+        }
+    } || !r.boolean("parallel.auto_merge");
     let decompose_enabled = r.boolean("decomposition.enabled");
     let decompose_max_depth =
         r.uint("decomposition.max_depth", 0, "a whole number of levels") as usize;
@@ -976,6 +998,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         grace_secs,
         allow_empty_done,
         resume_session,
+        review,
         decompose_enabled,
         decompose_max_depth,
         decompose_timeout_secs,

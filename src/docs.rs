@@ -30,6 +30,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("decomposition", "Splitting a story that keeps failing"),
     ("postmortem", "A lesson after a timeout"),
     ("runs", "Run records"),
+    ("landing", "Landing, or keeping work for review"),
 ];
 
 fn section_of(key: &str) -> &str {

@@ -398,6 +398,30 @@ impl Git {
         Ok(tip_tree == base_tree)
     }
 
+    /// What `branch` changes against where it left `target` (their merge
+    /// base): files, lines added, lines removed. `None` without the branch.
+    pub(crate) fn diffstat(
+        &self,
+        branch: &str,
+        target: &str,
+    ) -> Result<Option<(usize, usize, usize)>> {
+        let repo = self.repo()?;
+        let (Some(b), Some(t)) = (tip(&repo, branch)?, tip(&repo, target)?) else {
+            return Ok(None);
+        };
+        let base = repo.merge_base(b, t)?;
+        let old = repo.find_commit(base)?.tree()?;
+        let new = repo.find_commit(b)?.tree()?;
+        let stats = repo
+            .diff_tree_to_tree(Some(&old), Some(&new), None)?
+            .stats()?;
+        Ok(Some((
+            stats.files_changed(),
+            stats.insertions(),
+            stats.deletions(),
+        )))
+    }
+
     /// True when every commit of `branch` is reachable from `target`.
     pub(crate) fn is_merged(&self, branch: &str, target: &str) -> Result<bool> {
         let repo = self.repo()?;

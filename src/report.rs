@@ -286,6 +286,11 @@ pub(crate) enum Message {
         max: u32,
         blocked: Vec<String>,
     },
+    /// Validated, kept on its branch for a person (`landing.mode: review`).
+    InReview {
+        id: String,
+        title: String,
+    },
     /// It failed for good; one agent run now splits it into sub-stories.
     Decomposing {
         id: String,
@@ -423,6 +428,10 @@ pub(crate) fn render(m: &Message) -> String {
                 .unwrap_or_default();
             format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
         }
+        Message::InReview { id, title } => format!(
+            "[revw] {id} {title}: validated; waits for review on ralph/story-{id} \
+             (`ralph review`, then `ralph land {id}` or `ralph reject {id}`)"
+        ),
         Message::Decomposing { id, max } => {
             format!("[split] {id} failed {max} times; one run splits it into smaller stories")
         }
@@ -499,6 +508,8 @@ pub(crate) struct RunSummary {
     pub(crate) run_cost_usd: f64,
     /// `-n`/`loop.max_iterations`, when it stopped a run with work left.
     pub(crate) limit_reached: Option<u64>,
+    /// Validated work waiting for a person (`landing.mode: review`).
+    pub(crate) in_review: Vec<String>,
     /// Every selected story is done and nothing went wrong.
     pub(crate) all_complete: bool,
     /// Where the agent runs went.
@@ -536,6 +547,12 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
     }
     if !s.blocked.is_empty() {
         out.push_str(&format!("blocked: {}\n", s.blocked.join(", ")));
+    }
+    if !s.in_review.is_empty() {
+        out.push_str(&format!(
+            "in review: {} (`ralph review` lists them; `ralph land ID`, `ralph reject ID --note TEXT`)\n",
+            s.in_review.join(", ")
+        ));
     }
     if let Some(n) = s.limit_reached {
         out.push_str(&format!("Reached iteration limit ({n})\n"));
@@ -622,6 +639,7 @@ pub(crate) fn label(node: Node) -> &'static str {
         Node::Done => "done",
         Node::Running => "run ",
         Node::Landing => "land",
+        Node::Review => "revw",
         Node::Failed => "fail",
         Node::Blocked => "blkd",
         Node::Pending | Node::Excluded => "    ",
@@ -631,6 +649,7 @@ pub(crate) fn label(node: Node) -> &'static str {
 fn status_word(node: Node) -> &'static str {
     match label(node).trim() {
         "" => "pending",
+        "revw" => "review",
         s => s,
     }
 }
@@ -669,6 +688,7 @@ pub(crate) fn render_graph(
                     Node::Failed => "salmon",
                     Node::Blocked => "lightgrey",
                     Node::Running | Node::Landing => "lightblue",
+                    Node::Review => "khaki",
                     Node::Pending | Node::Excluded => "white",
                 };
                 out.push_str(&format!(
@@ -818,6 +838,10 @@ mod tests {
                 blocked: vec![],
             },
             Message::Decomposing { id: id(), max: 3 },
+            Message::InReview {
+                id: id(),
+                title: "A title".into(),
+            },
             Message::Decomposed {
                 id: id(),
                 children: vec!["2.3.1".into(), "2.3.2".into()],
@@ -879,6 +903,7 @@ mod tests {
             run_tokens: 234_000,
             run_cost_usd: 2.5,
             limit_reached: None,
+            in_review: vec!["1.4".into()],
             all_complete: false,
             waste: Waste {
                 landed: 7,

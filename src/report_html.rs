@@ -66,6 +66,7 @@ pub(crate) fn status_word(node: Node) -> &'static str {
         Node::Done => "done",
         Node::Running => "running",
         Node::Landing => "landing",
+        Node::Review => "review",
         Node::Failed => "failed",
         Node::Blocked => "blocked",
         Node::Pending | Node::Excluded => "pending",

@@ -22,6 +22,9 @@ pub(crate) enum Node {
     Blocked,
     /// Not selected for this run (`-s`, `-r`): counts as satisfied.
     Excluded,
+    /// Validated work waiting for a person (`landing.mode: review`): not
+    /// done, so its dependents wait; nothing runs it.
+    Review,
 }
 
 #[derive(Debug, Clone)]

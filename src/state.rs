@@ -24,6 +24,9 @@ pub(crate) enum Status {
     Landing,
     Done,
     Failed,
+    /// Validated on the target's tip and kept on its story branch for a
+    /// person (`landing.mode: review`): `ralph land` or `ralph reject`.
+    Review,
 }
 
 /// How one attempt ended, as `state.json` records it.
@@ -417,6 +420,28 @@ impl State {
             redo: false,
             decompose: true,
         });
+    }
+
+    /// Its work passed validation and waits for a person on its branch.
+    pub(crate) fn send_to_review(&mut self, id: &str) {
+        self.rec(id).status = Status::Review;
+    }
+
+    /// A reviewer sent it back: the next attempt starts over, told why.
+    pub(crate) fn reject(&mut self, id: &str, why: &str) {
+        let r = self.rec(id);
+        r.status = Status::Pending;
+        r.note = Some(Note {
+            text: format!("A reviewer sent your previous work on this story back: {why}"),
+            fixup: None,
+            redo: true,
+            decompose: false,
+        });
+    }
+
+    /// `ralph land`: reviewed work goes to the merge queue of the next run.
+    pub(crate) fn approve(&mut self, id: &str) {
+        self.rec(id).status = Status::Landing;
     }
 
     /// True when a decomposition of `id` already ran (once is enough).

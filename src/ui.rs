@@ -139,6 +139,8 @@ pub(crate) fn tag_tone(line: &str) -> Option<(usize, Tone)> {
         ("[wait]", Tone::Warn),
         ("[stop]", Tone::Warn),
         ("[blkd]", Tone::Warn),
+        ("[revw]", Tone::Warn),
+        ("[split]", Tone::Warn),
         ("warning:", Tone::Warn),
         ("[run ]", Tone::Busy),
         ("[land]", Tone::Busy),

@@ -353,4 +353,16 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "Most megabytes `.ralph/runs/` (the run records) may hold; the oldest runs' \
          records go first.",
     ),
+    key(
+        "landing.mode",
+        Kind::Str,
+        "`merge` lands every story that passes validation on the target's tip; `review` \
+         keeps it validated on `ralph/story-<id>` for a person (`ralph review`, `ralph land`, \
+         `ralph reject`); its dependents wait. Pull-request landing is not built yet.",
+    ),
+    key(
+        "parallel.auto_merge",
+        Kind::Bool,
+        "Ralph v2's switch: `false` means `landing.mode: review`.",
+    ),
 ];

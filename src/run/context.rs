@@ -26,6 +26,9 @@ pub(crate) struct RunContext {
     pub(crate) agents: std::collections::HashMap<crate::agent::Backend, (String, Vec<String>)>,
     /// The backlog is a prd.json (whose `passes` a landing sets).
     pub(crate) prd: bool,
+    /// Validated work stays on its branch for a person (`landing.mode:
+    /// review`), except in `ralph land`, which lands it.
+    pub(crate) review: bool,
     /// This run's records (`None` when `.ralph/runs/` cannot be written:
     /// records are worth a log line, not the run).
     pub(crate) runlog: Option<crate::runlog::RunLog>,

@@ -146,6 +146,9 @@ pub(crate) enum LandResult {
     Busy {
         lock: std::path::PathBuf,
     },
+    /// Validated on the target's tip and kept on its branch for a person
+    /// (`landing.mode: review`); the target did not move.
+    InReview,
     /// The target moved under every round (the user committing, say): not
     /// the story's fault; it waits for another turn of the merge queue.
     Raced,

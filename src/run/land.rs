@@ -146,6 +146,10 @@ async fn land_rounds(
                 return fail;
             }
         }
+        if ctx.review {
+            // The merge is only checked: the branch keeps the work.
+            return LandResult::InReview;
+        }
         let intent = LandingIntent {
             story: req.id.clone(),
             base: base.clone(),

@@ -62,6 +62,8 @@ pub(crate) struct RunOptions {
     pub(crate) no_dashboard: bool,
     /// `ralph decompose ID`: split this story now, land the split, stop.
     pub(crate) decompose: Option<String>,
+    /// `ralph land`: land the stories approved from review; start nothing.
+    pub(crate) land: bool,
 }
 
 /// The agent executable: a project-local one (`bin/agent`) is found from the
@@ -127,7 +129,7 @@ pub(crate) fn resolve_agents(
 
 /// The branch stories land on: prd.json's `branchName`, else the main
 /// checkout's branch.
-fn target_branch(project: &Project, git: &Git) -> Result<String> {
+pub(crate) fn target_branch(project: &Project, git: &Git) -> Result<String> {
     if let Source::Prd { branch: Some(b) } = &project.backlog.source {
         return Ok(b.clone());
     }
@@ -279,6 +281,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         log: log.clone(),
         agents,
         prd: matches!(backlog.source, Source::Prd { .. }),
+        review: config.review && !opts.land,
         runlog,
     });
     let policy = model::Policy {
@@ -287,7 +290,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         limit: opts
             .iterations
             .or(Some(config.max_iterations))
-            .filter(|&n| n > 0),
+            .filter(|&n| n > 0)
+            // `ralph land` starts no agent: it only lands.
+            .or(opts.land.then_some(0)),
         target: target.clone(),
         budget: model::Budget {
             run_usd: opts.max_cost.or(config.budget_run_usd),

@@ -20,6 +20,7 @@ pub(crate) fn story_node(state: &State, story: &Story) -> Node {
         Status::Failed => Node::Failed,
         Status::Running => Node::Running,
         Status::Landing => Node::Landing,
+        Status::Review => Node::Review,
         Status::Pending if story.prd_passes && state.record(&story.id).is_none() => Node::Done,
         Status::Pending => Node::Pending,
     }
@@ -133,6 +134,8 @@ pub(crate) enum Change<'a> {
     },
     /// A failed attempt is taken back: its cause was not the story's.
     Refund,
+    /// Its validated work waits on its branch for a person.
+    InReview,
     /// It failed for good; one run will split it into sub-stories.
     Decompose {
         note: &'a str,
@@ -380,6 +383,10 @@ impl Model {
             Change::Refund => {
                 self.state.refund_attempt(&id);
                 self.sched.unfail(idx);
+            }
+            Change::InReview => {
+                self.state.send_to_review(&id);
+                self.sched.set(idx, Node::Review);
             }
             Change::Decompose { note } => {
                 self.state.begin_decomposition(&id, note.to_string());

@@ -133,6 +133,7 @@ impl Recorder {
                     }
                     LandResult::Busy { lock } => end("busy", Some(lock.display().to_string())),
                     LandResult::Raced => end("raced", None),
+                    LandResult::InReview => end("in_review", None),
                     LandResult::Interrupted => end("interrupted", None),
                     LandResult::Error(e) => end("error", Some(e.clone())),
                 }]

@@ -185,6 +185,7 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
         run_tokens: model.run_tokens,
         run_cost_usd: model.run_cost_usd,
         limit_reached: None,
+        in_review: model.ids_with(Node::Review),
         all_complete: false,
         waste: model.state.waste(),
     };
@@ -196,10 +197,11 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
     if model.stopping() {
         return (summary, None, EXIT_INTERRUPTED);
     }
-    if !summary.failed.is_empty() || !summary.blocked.is_empty() {
+    if !summary.failed.is_empty() || !summary.blocked.is_empty() || !summary.in_review.is_empty() {
         return (summary, None, EXIT_STORIES_FAILED);
     }
-    if model.limit_reached() && model.sched().next().is_some() {
+    // (`ralph land` runs with a limit of 0: it starts nothing by design.)
+    if model.limit_reached() && model.sched().next().is_some() && model.policy.limit != Some(0) {
         summary.limit_reached = model.policy.limit;
     } else {
         summary.all_complete = summary.done == summary.total;
@@ -887,6 +889,7 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         LandResult::CheckoutBlocked { .. } | LandResult::Busy { .. } | LandResult::Error(_) => {
             Some("error")
         }
+        LandResult::InReview => Some("review"),
         LandResult::Interrupted | LandResult::Raced => None,
     }
 }
@@ -953,6 +956,18 @@ fn landing_finished(
                     children,
                 }));
             }
+        }
+        LandResult::InReview => {
+            model.apply(idx, Change::InReview);
+            out.push(Action::Save);
+            out.push(Action::Say(Message::InReview {
+                id: id.clone(),
+                title: story.title.clone(),
+            }));
+            out.push(Action::Log(format!(
+                "story {id} passed validation on {target} and waits for review on {}",
+                crate::project::story_branch(&id)
+            )));
         }
         LandResult::Conflict { paths, saved_ref } => {
             model.remember_conflict(idx, &paths);

@@ -17,5 +17,6 @@ mod malformed;
 mod newcomer;
 mod parallel;
 mod realcli;
+mod review;
 mod scheduling;
 mod split;

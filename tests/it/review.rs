@@ -1,0 +1,88 @@
+//! Issue 12's review landing through the real binary: validated work waits
+//! on its branch for `ralph land`, or goes back with `ralph reject`.
+
+use std::fs;
+
+use crate::harness::*;
+
+const AGENT: &str = r#"
+echo "$ID" >> "$SCRATCH/calls"
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$ID-$N"
+commit_file "src/$ID.txt"; done_
+"#;
+
+fn project(config: &str) -> Project {
+    let p = Project::with_backlog("# [batch:1]\n1.1 | First\n1.2 | Second\n", config);
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\ntitle: \"Second\"\nstatus: pending\ndepends_on: [\"1.1\"]\n---\n\n# Story 1.2\n",
+    );
+    p.commit_all("backlog");
+    p.agent(AGENT);
+    p
+}
+
+#[test]
+fn review_mode_keeps_work_off_the_target_until_it_is_landed() {
+    let p = project(
+        r#"{ "loop": { "max_retries": 2 }, "landing": { "mode": "review" },
+             "validation": { "commands": [ { "name": "has", "cmd": "test -f src/1.1.txt", "required": true } ] } }"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "a person is needed: {r:?}");
+    assert!(r.stderr.contains("[revw] 1.1"), "{r:?}");
+    assert!(r.stdout.contains("in review: 1.1"), "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 0, "nothing landed");
+    assert_eq!(p.story("1.1")["status"], "review");
+    assert!(p.branches("ralph/story-1.1").len() == 1);
+    // Its dependent waits for the landing, not for the review.
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "1.1\n"
+    );
+
+    let listed = p.ralph(&["review"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert!(
+        listed
+            .stdout
+            .contains("1.1 First · ralph/story-1.1 · 1 files, +1 -0"),
+        "{listed:?}"
+    );
+    // Another run leaves it waiting.
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.merges_of("1.1"), 0);
+
+    let landed = p.ralph(&["land", "1.1"]);
+    assert_eq!(landed.code, 0, "{landed:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.story("1.1")["status"], "done");
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "1.1\n",
+        "landing starts no agent"
+    );
+    // Now its dependent runs, and waits for review in turn.
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.story("1.2")["status"], "review");
+    assert_eq!(p.ralph(&["land"]).code, 0);
+    assert_eq!(p.merges_of("1.2"), 1);
+    assert_eq!(p.ralph(&["land", "1.2"]).code, 2, "not in review any more");
+}
+
+/// Ralph v2's `parallel.auto_merge: false` is review mode; a rejected story
+/// runs again, told the reviewer's note.
+#[test]
+fn a_rejected_story_runs_again_with_the_note() {
+    let p = project(r#"{ "loop": { "max_retries": 2 }, "parallel": { "auto_merge": false } }"#);
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.story("1.1")["status"], "review");
+    let r = p.ralph(&["reject", "1.1", "--note", "use the shared helper instead"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.story("1.1")["status"], "pending");
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    let prompt = fs::read_to_string(p.scratch.join("prompt-1.1-2")).unwrap();
+    assert!(prompt.contains("use the shared helper instead"), "{prompt}");
+    assert_eq!(p.story("1.1")["status"], "review");
+    assert_eq!(p.merges_of("1.1"), 0);
+}
