@@ -821,6 +821,23 @@ fn cmd_review(root: &Path) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     let mut n = 0;
     for s in &project.backlog.stories {
+        if state.status(&s.id) == crate::state::Status::InPr {
+            let url = state
+                .record(&s.id)
+                .and_then(|r| r.pr_url.clone())
+                .unwrap_or_default();
+            n += 1;
+            if writeln!(
+                out,
+                "{} {} · pull request {url} (done once merged)",
+                s.id, s.title
+            )
+            .is_err()
+            {
+                return Ok(EXIT_OK);
+            }
+            continue;
+        }
         if state.status(&s.id) != crate::state::Status::Review {
             continue;
         }

@@ -122,6 +122,9 @@ pub(crate) struct Config {
     /// `landing.mode: review` (or Ralph v2's `parallel.auto_merge: false`):
     /// validated work stays on its story branch for `ralph land`.
     pub(crate) review: bool,
+    /// `landing.mode: pr`: validated work is pushed to `landing.remote`
+    /// (default `origin`) and proposed with `gh pr create`; the remote.
+    pub(crate) pr_remote: Option<String>,
     /// `retry.resume_session` (default true): a fix-up continues the agent's
     /// session where its CLI can resume one.
     pub(crate) resume_session: bool,
@@ -179,7 +182,8 @@ pub(crate) fn defaults() -> Value {
             "max_output_chars": 50000
         },
         "landing": {
-            "mode": "merge"
+            "mode": "merge",
+            "remote": "origin"
         },
         "retry": {
             "resume_session": true
@@ -871,21 +875,24 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let parallel_enabled = r.boolean("parallel.enabled");
     let resume_session = r.boolean("retry.resume_session");
     let mode = r.string("landing.mode", false);
-    let review = match mode.as_str() {
-        "merge" => false,
-        "review" => true,
+    let remote = r.string("landing.remote", false);
+    let (review, pr_remote) = match mode.as_str() {
+        "merge" => (false, None),
+        "review" => (true, None),
+        "pr" => (false, Some(remote)),
         other => {
             r.problem(
                 "landing.mode",
                 format!(
                     "landing.mode {other:?} is not one ralph has: \"merge\" (land what passes \
-                     validation) or \"review\" (keep it for `ralph land`); pull-request landing \
-                     is not built yet"
+                     validation), \"review\" (keep it for `ralph land`) or \"pr\" (push it and \
+                     open a pull request)"
                 ),
             );
-            false
+            (false, None)
         }
-    } || !r.boolean("parallel.auto_merge");
+    };
+    let review = review || (pr_remote.is_none() && !r.boolean("parallel.auto_merge"));
     let decompose_enabled = r.boolean("decomposition.enabled");
     let decompose_max_depth =
         r.uint("decomposition.max_depth", 0, "a whole number of levels") as usize;
@@ -999,6 +1006,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         allow_empty_done,
         resume_session,
         review,
+        pr_remote,
         decompose_enabled,
         decompose_max_depth,
         decompose_timeout_secs,

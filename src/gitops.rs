@@ -444,6 +444,22 @@ impl Git {
         Ok(b == c || repo.graph_descendant_of(b, c)?)
     }
 
+    /// True when the tip of local `branch` is reachable from the ref
+    /// `refname` (a remote-tracking branch such as `refs/remotes/origin/main`).
+    pub(crate) fn ref_contains_branch(&self, refname: &str, branch: &str) -> Result<bool> {
+        let repo = self.repo()?;
+        let Some(b) = tip(&repo, branch)? else {
+            return Ok(false);
+        };
+        let Ok(r) = repo.find_reference(refname) else {
+            return Ok(false);
+        };
+        let Some(t) = r.target() else {
+            return Ok(false);
+        };
+        Ok(t == b || repo.graph_descendant_of(t, b)?)
+    }
+
     /// Adds `patterns` to `.git/info/exclude` unless present (runtime files
     /// are ignored without touching the user's `.gitignore`).
     pub(crate) fn exclude(&self, patterns: &[&str]) -> Result<()> {

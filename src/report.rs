@@ -291,6 +291,11 @@ pub(crate) enum Message {
         id: String,
         title: String,
     },
+    /// Validated, pushed and proposed as a pull request.
+    InPr {
+        id: String,
+        url: String,
+    },
     /// It failed for good; one agent run now splits it into sub-stories.
     Decomposing {
         id: String,
@@ -428,6 +433,9 @@ pub(crate) fn render(m: &Message) -> String {
                 .unwrap_or_default();
             format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
         }
+        Message::InPr { id, url } => {
+            format!("[pr  ] {id} validated; pull request {url} (done once it is merged)")
+        }
         Message::InReview { id, title } => format!(
             "[revw] {id} {title}: validated; waits for review on ralph/story-{id} \
              (`ralph review`, then `ralph land {id}` or `ralph reject {id}`)"
@@ -550,7 +558,7 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
     }
     if !s.in_review.is_empty() {
         out.push_str(&format!(
-            "in review: {} (`ralph review` lists them; `ralph land ID`, `ralph reject ID --note TEXT`)\n",
+            "in review or in a pull request: {} (`ralph review` lists them)\n",
             s.in_review.join(", ")
         ));
     }
@@ -841,6 +849,10 @@ mod tests {
             Message::InReview {
                 id: id(),
                 title: "A title".into(),
+            },
+            Message::InPr {
+                id: id(),
+                url: "https://github.com/o/r/pull/7".into(),
             },
             Message::Decomposed {
                 id: id(),

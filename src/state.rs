@@ -27,6 +27,10 @@ pub(crate) enum Status {
     /// Validated on the target's tip and kept on its story branch for a
     /// person (`landing.mode: review`): `ralph land` or `ralph reject`.
     Review,
+    /// Pushed and proposed as a pull request (`landing.mode: pr`): done once
+    /// its commits are on the remote's target branch.
+    #[serde(rename = "in_pr")]
+    InPr,
 }
 
 /// How one attempt ended, as `state.json` records it.
@@ -212,6 +216,9 @@ pub(crate) struct StoryRecord {
     /// What the next attempt is told (and whether it is a fix-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<Note>,
+    /// `landing.mode: pr`: the pull request its work was proposed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pr_url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -425,6 +432,13 @@ impl State {
     /// Its work passed validation and waits for a person on its branch.
     pub(crate) fn send_to_review(&mut self, id: &str) {
         self.rec(id).status = Status::Review;
+    }
+
+    /// Its work is proposed as a pull request at `url`.
+    pub(crate) fn send_to_pr(&mut self, id: &str, url: &str) {
+        let r = self.rec(id);
+        r.status = Status::InPr;
+        r.pr_url = Some(url.to_string());
     }
 
     /// A reviewer sent it back: the next attempt starts over, told why.

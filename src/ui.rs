@@ -140,6 +140,7 @@ pub(crate) fn tag_tone(line: &str) -> Option<(usize, Tone)> {
         ("[stop]", Tone::Warn),
         ("[blkd]", Tone::Warn),
         ("[revw]", Tone::Warn),
+        ("[pr  ]", Tone::Warn),
         ("[split]", Tone::Warn),
         ("warning:", Tone::Warn),
         ("[run ]", Tone::Busy),

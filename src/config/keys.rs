@@ -358,7 +358,15 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         Kind::Str,
         "`merge` lands every story that passes validation on the target's tip; `review` \
          keeps it validated on `ralph/story-<id>` for a person (`ralph review`, `ralph land`, \
-         `ralph reject`); its dependents wait. Pull-request landing is not built yet.",
+         `ralph reject`); its dependents wait. `pr` pushes the validated branch to \
+         `landing.remote` and opens a pull request with `gh pr create` (`gh` must be on \
+         PATH, checked at start); the story is done once its commits are on the remote's \
+         target branch, which `ralph run` checks after a fetch.",
+    ),
+    key(
+        "landing.remote",
+        Kind::Str,
+        "The remote `landing.mode: pr` pushes story branches to.",
     ),
     key(
         "parallel.auto_merge",

@@ -29,9 +29,20 @@ pub(crate) struct RunContext {
     /// Validated work stays on its branch for a person (`landing.mode:
     /// review`), except in `ralph land`, which lands it.
     pub(crate) review: bool,
+    /// `landing.mode: pr`: the remote validated work is pushed to, and the
+    /// `gh` that opens its pull request.
+    pub(crate) pr: Option<PrLanding>,
     /// This run's records (`None` when `.ralph/runs/` cannot be written:
     /// records are worth a log line, not the run).
     pub(crate) runlog: Option<crate::runlog::RunLog>,
+}
+
+/// Where `landing.mode: pr` sends work.
+#[derive(Debug, Clone)]
+pub(crate) struct PrLanding {
+    pub(crate) remote: String,
+    /// The GitHub CLI's executable.
+    pub(crate) gh: String,
 }
 
 impl RunContext {

@@ -149,6 +149,10 @@ pub(crate) enum LandResult {
     /// Validated on the target's tip and kept on its branch for a person
     /// (`landing.mode: review`); the target did not move.
     InReview,
+    /// Pushed and proposed as a pull request (`landing.mode: pr`).
+    InPr {
+        url: String,
+    },
     /// The target moved under every round (the user committing, say): not
     /// the story's fault; it waits for another turn of the merge queue.
     Raced,

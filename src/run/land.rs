@@ -94,6 +94,74 @@ pub(crate) async fn land(
     result
 }
 
+/// `landing.mode: pr`: the validated story branch is pushed to the remote
+/// and proposed with `gh pr create` (title from the story, body from its
+/// spec); the story is done once the pull request is merged.
+async fn open_pull_request(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    pr: &super::context::PrLanding,
+) -> LandResult {
+    let q = prompt::shell_quote;
+    let branch = project::story_branch(&req.id);
+    let body_path = ctx
+        .root
+        .join(format!(".ralph/logs/{}/pull-request.md", req.id));
+    let spec = req
+        .spec_rel
+        .as_ref()
+        .and_then(|rel| std::fs::read_to_string(ctx.git.workdir.join(rel)).ok())
+        .unwrap_or_default();
+    let body = format!(
+        "Story {} landed by ralph after its validation passed on `{}`.\n\n{}",
+        req.id,
+        ctx.target,
+        crate::postmortem::head_bytes(&spec, 8_000)
+    );
+    if let Some(dir) = body_path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = std::fs::write(&body_path, body) {
+        return LandResult::Error(format!("cannot write {}: {e}", body_path.display()));
+    }
+    let cmd = format!(
+        "git push --quiet {remote} {b}:refs/heads/{b} && {gh} pr create --head {b} --base {target} --title {title} --body-file {body}",
+        remote = q(&pr.remote),
+        b = q(&branch),
+        gh = q(&pr.gh),
+        target = q(&ctx.target),
+        title = q(&format!("{}: {}", req.id, req.title)),
+        body = q(&body_path.display().to_string()),
+    );
+    let ran = process::run_shell(
+        &cmd,
+        ctx.root.clone(),
+        Vec::new(),
+        std::time::Duration::from_secs(600),
+    )
+    .await;
+    match ran {
+        Ok(r) if r.success => {
+            let url = r
+                .tail
+                .lines()
+                .rev()
+                .find(|l| l.trim().starts_with("http"))
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            LandResult::InPr { url }
+        }
+        Ok(r) => LandResult::Error(format!(
+            "opening the pull request of story {} failed (`git push` to {} or `gh pr create`): {}",
+            req.id,
+            pr.remote,
+            r.tail.trim()
+        )),
+        Err(e) => LandResult::Error(format!("cannot run git push / gh: {e}")),
+    }
+}
+
 async fn land_rounds(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
@@ -149,6 +217,9 @@ async fn land_rounds(
         if ctx.review {
             // The merge is only checked: the branch keeps the work.
             return LandResult::InReview;
+        }
+        if let Some(pr) = &ctx.pr {
+            return open_pull_request(ctx, req, pr).await;
         }
         let intent = LandingIntent {
             story: req.id.clone(),

@@ -203,6 +203,23 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         })?,
     };
     let agents = resolve_agents(&project, backend)?;
+    // Pull-request landing needs the GitHub CLI: said now, not after the work.
+    let pr = match &project.config.pr_remote {
+        Some(remote) => Some(context::PrLanding {
+            remote: remote.clone(),
+            gh: resolve_agent(root, "gh").ok_or_else(|| {
+                RalphError::usage(
+                    "landing.mode \"pr\" opens pull requests with the GitHub CLI, and `gh` is not \
+                     on PATH",
+                )
+                .with_hint(
+                    "install it (https://cli.github.com) and run `gh auth login`, or set \
+                     landing.mode to \"merge\" or \"review\" in .ralph/config.json",
+                )
+            })?,
+        }),
+        None => None,
+    };
     if opts.dry_run {
         // A dry run refuses what the run would refuse, but recovers nothing:
         // a landing a killed run cut short may show as a spec's edit.
@@ -245,6 +262,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     for line in recover::keep_unknown_story_branches(&project, &git, &target, &state, &log)? {
         display::err(&line);
     }
+    if let Some(pr) = &pr {
+        prs_merged(&project, &git, &target, pr, &mut state, &log)?;
+    }
     let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
     // After the lock: the previous run's file is closed here if it was killed.
@@ -282,6 +302,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         agents,
         prd: matches!(backlog.source, Source::Prd { .. }),
         review: config.review && !opts.land,
+        pr: pr.clone(),
         runlog,
     });
     let policy = model::Policy {
@@ -425,6 +446,61 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     );
     drop(lock);
     code
+}
+
+/// `landing.mode: pr`: a story whose pull request was merged (its branch's
+/// commits are on the remote's target after a fetch) is done.
+fn prs_merged(
+    project: &Project,
+    git: &Git,
+    target: &str,
+    pr: &context::PrLanding,
+    state: &mut crate::state::State,
+    log: &TechLog,
+) -> Result<()> {
+    let open: Vec<String> = project
+        .backlog
+        .stories
+        .iter()
+        .filter(|s| state.status(&s.id) == crate::state::Status::InPr)
+        .map(|s| s.id.clone())
+        .collect();
+    if open.is_empty() {
+        return Ok(());
+    }
+    let q = crate::prompt::shell_quote;
+    let cmd = format!("git fetch --quiet {} {}", q(&pr.remote), q(target));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let fetched = rt.block_on(process::run_shell(
+        &cmd,
+        project.root.clone(),
+        Vec::new(),
+        Duration::from_secs(300),
+    ))?;
+    if !fetched.success {
+        log.line(&format!(
+            "pull requests: `{cmd}` failed; their state is checked next run: {}",
+            fetched.tail.trim()
+        ));
+        return Ok(());
+    }
+    let remote_ref = format!("refs/remotes/{}/{target}", pr.remote);
+    for id in open {
+        let branch = project::story_branch(&id);
+        if git.ref_contains_branch(&remote_ref, &branch)? {
+            log.line(&format!(
+                "pull request of story {id} is merged ({branch} is on {remote_ref}); done"
+            ));
+            state.mark_done(&id, None);
+            if let Some(s) = project.backlog.stories.iter().find(|s| s.id == id) {
+                let line = report::progress_done(&id, &s.title, crate::timefmt::now_secs(), false);
+                let _ = store::append_progress(&project.root, &line);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Agents work in worktrees made from the target branch, and a landing

@@ -20,7 +20,7 @@ pub(crate) fn story_node(state: &State, story: &Story) -> Node {
         Status::Failed => Node::Failed,
         Status::Running => Node::Running,
         Status::Landing => Node::Landing,
-        Status::Review => Node::Review,
+        Status::Review | Status::InPr => Node::Review,
         Status::Pending if story.prd_passes && state.record(&story.id).is_none() => Node::Done,
         Status::Pending => Node::Pending,
     }
@@ -136,6 +136,10 @@ pub(crate) enum Change<'a> {
     Refund,
     /// Its validated work waits on its branch for a person.
     InReview,
+    /// Its validated work is proposed as a pull request.
+    InPr {
+        url: &'a str,
+    },
     /// It failed for good; one run will split it into sub-stories.
     Decompose {
         note: &'a str,
@@ -383,6 +387,10 @@ impl Model {
             Change::Refund => {
                 self.state.refund_attempt(&id);
                 self.sched.unfail(idx);
+            }
+            Change::InPr { url } => {
+                self.state.send_to_pr(&id, url);
+                self.sched.set(idx, Node::Review);
             }
             Change::InReview => {
                 self.state.send_to_review(&id);

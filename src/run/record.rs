@@ -134,6 +134,7 @@ impl Recorder {
                     LandResult::Busy { lock } => end("busy", Some(lock.display().to_string())),
                     LandResult::Raced => end("raced", None),
                     LandResult::InReview => end("in_review", None),
+                    LandResult::InPr { url } => end("in_pr", Some(url.clone())),
                     LandResult::Interrupted => end("interrupted", None),
                     LandResult::Error(e) => end("error", Some(e.clone())),
                 }]

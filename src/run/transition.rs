@@ -890,6 +890,7 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
             Some("error")
         }
         LandResult::InReview => Some("review"),
+        LandResult::InPr { .. } => Some("pr"),
         LandResult::Interrupted | LandResult::Raced => None,
     }
 }
@@ -956,6 +957,17 @@ fn landing_finished(
                     children,
                 }));
             }
+        }
+        LandResult::InPr { url } => {
+            model.apply(idx, Change::InPr { url: &url });
+            out.push(Action::Save);
+            out.push(Action::Say(Message::InPr {
+                id: id.clone(),
+                url: url.clone(),
+            }));
+            out.push(Action::Log(format!(
+                "story {id} passed validation on {target}; pull request {url}"
+            )));
         }
         LandResult::InReview => {
             model.apply(idx, Change::InReview);

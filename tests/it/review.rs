@@ -31,7 +31,10 @@ fn review_mode_keeps_work_off_the_target_until_it_is_landed() {
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 1, "a person is needed: {r:?}");
     assert!(r.stderr.contains("[revw] 1.1"), "{r:?}");
-    assert!(r.stdout.contains("in review: 1.1"), "{r:?}");
+    assert!(
+        r.stdout.contains("in review or in a pull request: 1.1"),
+        "{r:?}"
+    );
     assert_eq!(p.merges_of("1.1"), 0, "nothing landed");
     assert_eq!(p.story("1.1")["status"], "review");
     assert!(p.branches("ralph/story-1.1").len() == 1);
@@ -85,4 +88,74 @@ fn a_rejected_story_runs_again_with_the_note() {
     assert!(prompt.contains("use the shared helper instead"), "{prompt}");
     assert_eq!(p.story("1.1")["status"], "review");
     assert_eq!(p.merges_of("1.1"), 0);
+}
+
+/// `landing.mode: pr` against a local bare remote and a fake `gh`: the
+/// validated branch is pushed, the pull request recorded, and the story is
+/// done once its commits reach the remote's target.
+#[test]
+fn pr_mode_pushes_opens_a_pull_request_and_is_done_once_merged() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = project(r#"{ "loop": { "max_retries": 2 }, "landing": { "mode": "pr" } }"#);
+    let remote = p.scratch.join("remote.git");
+    git(
+        &p.scratch,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        &p.root,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(&p.root, &["push", "-q", "origin", "main"]);
+    // Without gh: refused before any work.
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("`gh` is not on PATH"), "{r:?}");
+    assert!(!p.scratch.join("calls").exists());
+    let gh = p.bin.join("gh");
+    fs::write(
+        &gh,
+        "#!/bin/bash\necho \"$@\" >> \"$SCRATCH/gh-calls\"\necho https://github.example/o/r/pull/1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&gh, fs::Permissions::from_mode(0o755)).unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("[pr  ] 1.1"), "{r:?}");
+    assert_eq!(p.story("1.1")["status"], "in_pr");
+    assert_eq!(
+        p.story("1.1")["pr_url"],
+        "https://github.example/o/r/pull/1"
+    );
+    assert_eq!(p.merges_of("1.1"), 0, "nothing lands locally");
+    let calls = fs::read_to_string(p.scratch.join("gh-calls")).unwrap();
+    assert!(
+        calls.starts_with("pr create --head ralph/story-1.1 --base main --title 1.1: First"),
+        "{calls}"
+    );
+    // The branch is on the remote.
+    let on_remote = git(&remote, &["branch", "--list", "ralph/story-1.1"]);
+    assert!(on_remote.contains("ralph/story-1.1"), "{on_remote}");
+    // Not merged yet: still waiting, and its dependent with it.
+    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.story("1.1")["status"], "in_pr");
+    // Someone merges the pull request on the remote.
+    git(
+        &remote,
+        &[
+            "update-ref",
+            "refs/heads/main",
+            "refs/heads/ralph/story-1.1",
+        ],
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(p.story("1.1")["status"], "done", "{r:?}");
+    assert_eq!(p.story("1.2")["status"], "in_pr", "{r:?}");
 }
