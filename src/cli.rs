@@ -447,20 +447,8 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         Command::Learnings => cmd_learnings(root),
         Command::Decompose { id } => {
             let opts = RunOptions {
-                parallel: false,
-                jobs: None,
-                iterations: None,
-                story: None,
-                resume: None,
-                timeout: None,
-                dry_run: false,
-                verbose: false,
-                log: None,
-                agent: None,
-                max_cost: None,
-                no_dashboard: false,
                 decompose: Some(id),
-                land: false,
+                ..RunOptions::default()
             };
             crate::process::become_subreaper();
             run::run(root, opts)
@@ -910,20 +898,8 @@ fn cmd_land(root: &Path, ids: Vec<String>) -> anyhow::Result<i32> {
     // A run that starts no agent: reconcile sends the approved stories to
     // the merge queue, which validates each again on the current tip.
     let opts = RunOptions {
-        parallel: false,
-        jobs: None,
-        iterations: None,
-        story: None,
-        resume: None,
-        timeout: None,
-        dry_run: false,
-        verbose: false,
-        log: None,
-        agent: None,
-        max_cost: None,
-        no_dashboard: false,
-        decompose: None,
         land: true,
+        ..RunOptions::default()
     };
     crate::process::become_subreaper();
     run::run(root, opts)
