@@ -291,6 +291,11 @@ pub(crate) enum Message {
         id: String,
         title: String,
     },
+    /// The run that splits a story into sub-stories starts.
+    Splitting {
+        id: String,
+        title: String,
+    },
     /// Validated, pushed and proposed as a pull request.
     InPr {
         id: String,
@@ -432,6 +437,9 @@ pub(crate) fn render(m: &Message) -> String {
                 .map(|r| format!("; its commits are kept at {r}"))
                 .unwrap_or_default();
             format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
+        }
+        Message::Splitting { id, title } => {
+            format!("[split] {id} {title}: one run splits it into smaller stories")
         }
         Message::InPr { id, url } => {
             format!("[pr  ] {id} validated; pull request {url} (done once it is merged)")
@@ -853,6 +861,10 @@ mod tests {
             Message::InPr {
                 id: id(),
                 url: "https://github.com/o/r/pull/7".into(),
+            },
+            Message::Splitting {
+                id: id(),
+                title: "A title".into(),
             },
             Message::Decomposed {
                 id: id(),

@@ -397,12 +397,20 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
     out.push(Action::Save);
     let title = model.stories[idx].title.clone();
     let counted = model.state.record(&id).map(|r| r.attempts).unwrap_or(0) + 1;
-    out.push(Action::Say(Message::Started {
-        id: id.clone(),
-        title: title.clone(),
-        attempt: counted,
-        max: model.policy.max_retries,
-        fixup: kind == AttemptKind::Fixup,
+    out.push(Action::Say(if kind == AttemptKind::Decompose {
+        // Not an attempt at the story's work: its retries are spent.
+        Message::Splitting {
+            id: id.clone(),
+            title: title.clone(),
+        }
+    } else {
+        Message::Started {
+            id: id.clone(),
+            title: title.clone(),
+            attempt: counted,
+            max: model.policy.max_retries,
+            fixup: kind == AttemptKind::Fixup,
+        }
     }));
     out.push(Action::StoryStarted {
         id: id.clone(),
