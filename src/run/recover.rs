@@ -205,6 +205,29 @@ pub(crate) fn reconcile(
 ) -> Result<Vec<String>> {
     let root = &project.root;
     let mut reland = Vec::new();
+    // A split that landed before the run that made it could save the state
+    // (a crash in between): the backlog says what replaced the parent.
+    let decomposed = state.decomposed();
+    for parent in &project.backlog.skipped {
+        let prefix = format!("{parent}.");
+        let children: Vec<String> = project
+            .backlog
+            .stories
+            .iter()
+            .filter(|s| s.id.starts_with(&prefix))
+            .map(|s| s.id.clone())
+            .collect();
+        if !children.is_empty()
+            && !decomposed.contains_key(parent)
+            && state.decomposition_tried(parent)
+        {
+            log.line(&format!(
+                "reconcile: story {parent} was split into {} (its split landed); recorded",
+                children.join(", ")
+            ));
+            state.set_decomposed(parent, &children);
+        }
+    }
     for (id, commit) in &git.landed_stories(target)? {
         let Some(i) = project.backlog.index_of(id) else {
             continue;

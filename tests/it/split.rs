@@ -106,6 +106,20 @@ fn a_story_failing_for_good_is_split_and_its_dependent_waits_for_every_part() {
         .map(|h| h["kind"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(kinds, ["first", "decompose"]);
+    // A crash between the split's landing and the state's save loses the
+    // record; the next run finds it again from the backlog.
+    let mut state = p.state();
+    state["decomposed_stories"] = serde_json::json!({});
+    fs::write(
+        p.root.join(".ralph/state.json"),
+        serde_json::to_string_pretty(&state).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(
+        p.state()["decomposed_stories"]["1.1"],
+        serde_json::json!(["1.1.1", "1.1.2"])
+    );
 }
 
 #[test]
