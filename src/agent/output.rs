@@ -267,10 +267,16 @@ fn clean_reason(raw: &str) -> String {
     one_line
 }
 
-fn truncate_chars(s: &str, max: usize) -> String {
+/// `s` cut to `max` characters (then ending in an ellipsis) into `into`,
+/// whose buffer is reused: this runs for every line of agent output.
+fn set_truncated(into: &mut String, s: &str, max: usize) {
+    into.clear();
     match s.char_indices().nth(max) {
-        Some((idx, _)) => format!("{}…", &s[..idx]),
-        None => s.to_string(),
+        Some((idx, _)) => {
+            into.push_str(&s[..idx]);
+            into.push('…');
+        }
+        None => into.push_str(s),
     }
 }
 
@@ -746,7 +752,7 @@ impl OutputParser {
 
     fn note_last_line(&mut self, text: &str) {
         if let Some(l) = last_nonempty_line(text) {
-            self.summary.last_line = truncate_chars(l, LAST_LINE_CAP);
+            set_truncated(&mut self.summary.last_line, l, LAST_LINE_CAP);
         }
     }
 
