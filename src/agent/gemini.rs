@@ -138,10 +138,10 @@ impl Decoder {
         Some(self.clock? + delay_secs(text)?)
     }
 
-    /// What one non-JSON line (stderr) means. Not called yet: the shared
-    /// plain-text path does not hand lines to decoders (see the report of
-    /// issue 10). When Gemini's quota is exhausted it sleeps until the
-    /// reset and says so only here, so this is the only way to see it.
+    /// What one non-JSON line (stderr) means (`OutputParser::feed_line`
+    /// hands every such line here). When Gemini's quota is exhausted it
+    /// sleeps until the reset and says so only here, so this is the only
+    /// way to see it.
     pub(crate) fn plain_line(&mut self, line: &str) -> Vec<AgentEvent> {
         let Some(c) = ATTEMPT_RE.captures(line) else {
             return Vec::new();
