@@ -584,7 +584,7 @@ mod tests {
     // Golden tests on the recorded output of the real CLI.
 
     fn parse_text(text: &str) -> Summary {
-        parse(&text.lines().map(str::to_string).collect::<Vec<_>>())
+        testkit::events(Backend::Codex, text).1
     }
 
     /// What each recording must give. `None` for a field means "must be
@@ -711,9 +711,7 @@ mod tests {
         );
         for (name, text) in &recs {
             let w = want(name).unwrap_or_else(|| panic!("no expectation for recording {name}"));
-            let mut p = OutputParser::for_backend(Backend::Codex);
-            let events: Vec<AgentEvent> = text.lines().flat_map(|l| p.feed_line(l)).collect();
-            let s = p.finish();
+            let (events, s) = testkit::events(Backend::Codex, text);
             let results = events
                 .iter()
                 .filter(|e| matches!(e, AgentEvent::Result { .. }))
@@ -758,8 +756,7 @@ mod tests {
         };
         let events = |name: &str| -> Vec<AgentEvent> {
             let text = &recs.iter().find(|(n, _)| n == name).unwrap().1;
-            let mut p = OutputParser::for_backend(Backend::Codex);
-            text.lines().flat_map(|l| p.feed_line(l)).collect()
+            testkit::events(Backend::Codex, text).0
         };
         let tools = |evs: &[AgentEvent]| -> Vec<AgentEvent> {
             evs.iter()
@@ -812,16 +809,7 @@ mod tests {
             if name == "nocreds-json" {
                 continue;
             }
-            let tagged = text.replace(
-                "DONE: all tests pass.",
-                "All tests pass.\\n<ralph>LEARN: run the linter first</ralph>\\n<ralph>DONE 1.1</ralph>",
-            );
-            assert_ne!(&tagged, text, "{name}");
-            let s = parse_text(&tagged);
-            assert_eq!(s.signals.done.as_deref(), Some("1.1"), "{name}");
-            assert_eq!(s.signals.learnings, vec!["run the linter first"], "{name}");
-            assert!(s.result_seen && !s.is_error, "{name}");
-            assert_eq!(s.last_line, "<ralph>DONE 1.1</ralph>", "{name}");
+            testkit::assert_tagged_answer_is_done(Backend::Codex, name, text);
             n += 1;
         }
         assert_eq!(n, 4);

@@ -418,9 +418,7 @@ mod tests {
     // Golden tests on the recorded output of the real CLI.
 
     fn parse_text(text: &str) -> (Vec<AgentEvent>, Summary) {
-        let mut p = OutputParser::for_backend(Backend::Opencode);
-        let events = text.lines().flat_map(|l| p.feed_line(l)).collect();
-        (events, p.finish())
+        testkit::events(Backend::Opencode, text)
     }
 
     /// What each recording must give; every field is checked.
@@ -569,15 +567,7 @@ mod tests {
             .iter()
             .filter(|(_, t)| t.contains("DONE: all tests pass."))
         {
-            let tagged = text.replace(
-                "DONE: all tests pass.",
-                "All tests pass.\\n<ralph>LEARN: run the linter first</ralph>\\n<ralph>DONE 1.1</ralph>",
-            );
-            let (_, s) = parse_text(&tagged);
-            assert_eq!(s.signals.done.as_deref(), Some("1.1"), "{name}");
-            assert_eq!(s.signals.learnings, vec!["run the linter first"], "{name}");
-            assert!(s.result_seen && !s.is_error, "{name}");
-            assert_eq!(s.last_line, "<ralph>DONE 1.1</ralph>", "{name}");
+            testkit::assert_tagged_answer_is_done(Backend::Opencode, name, text);
             n += 1;
         }
         assert_eq!(n, 3);

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::output::{OutputParser, Summary};
+use super::output::{AgentEvent, OutputParser, Summary};
 use super::Backend;
 
 /// `../shared/compat/agents/<cli>/`, or `None` (with a note) where absent.
@@ -71,4 +71,27 @@ pub(super) fn throughput(backend: Backend, lines: &[&str]) -> Summary {
         mb / secs
     );
     s
+}
+
+/// `text`'s lines fed through `backend`'s parser: the events it gave, and
+/// the summary.
+pub(super) fn events(backend: Backend, text: &str) -> (Vec<AgentEvent>, Summary) {
+    let mut p = OutputParser::for_backend(backend);
+    let events = text.lines().flat_map(|l| p.feed_line(l)).collect();
+    (events, p.finish())
+}
+
+/// The recordings answer "DONE: all tests pass."; with the answer a prompt
+/// asks for, the recording `name` must give the tag and the learning.
+pub(super) fn assert_tagged_answer_is_done(backend: Backend, name: &str, text: &str) {
+    let tagged = text.replace(
+        "DONE: all tests pass.",
+        "All tests pass.\\n<ralph>LEARN: run the linter first</ralph>\\n<ralph>DONE 1.1</ralph>",
+    );
+    assert_ne!(tagged, text, "{name}");
+    let (_, s) = events(backend, &tagged);
+    assert_eq!(s.signals.done.as_deref(), Some("1.1"), "{name}");
+    assert_eq!(s.signals.learnings, vec!["run the linter first"], "{name}");
+    assert!(s.result_seen && !s.is_error, "{name}");
+    assert_eq!(s.last_line, "<ralph>DONE 1.1</ralph>", "{name}");
 }
