@@ -50,10 +50,19 @@ fn ralph_cmd(p: &Project, args: &[&str], env: &[(&str, String)]) -> Command {
     c
 }
 
-/// Installs the CLI at `bin` as `name` first on the project's PATH, so
-/// ralph runs it with its default command line.
-fn put_on_path(p: &Project, bin: &Path, name: &str) {
+/// A project with `backlog` and `config` committed and the CLI at `bin`
+/// installed as `name` first on its PATH, so ralph runs it with its
+/// default command line.
+fn project_with_cli(backlog: &str, config: &str, bin: &Path, name: &str) -> Project {
+    let p = Project::with_backlog(backlog, config);
+    p.commit_all("backlog");
     std::os::unix::fs::symlink(bin, p.bin.join(name)).unwrap();
+    p
+}
+
+/// `ralph args` run to its end with only the environment `env`.
+fn run(p: &Project, args: &[&str], env: &[(&str, String)]) -> RunResult {
+    p.run_to_end(ralph_cmd(p, args, env), args)
 }
 
 /// The environment that points Claude Code at `api`.
@@ -114,13 +123,8 @@ fn claude_code_lands_three_stories_with_tokens_and_cost() {
         return;
     };
     let api = FakeApi::start(|req: &Request| anthropic::work(req));
-    let p = Project::with_backlog(THREE, CONFIG);
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "claude");
-    let r = p.run_to_end(
-        ralph_cmd(&p, &["run"], &claude_env(&api, Auth::ApiKey)),
-        &["run"],
-    );
+    let p = project_with_cli(THREE, CONFIG, &cli, "claude");
+    let r = run(&p, &["run"], &claude_env(&api, Auth::ApiKey));
     assert_three_landed(&p, &r);
     for id in ["1.1", "1.2", "1.3"] {
         let story = p.story(id);
@@ -159,13 +163,8 @@ fn claude_code_api_key_429_the_cli_retries_is_not_a_failure() {
         }
         anthropic::work(req)
     });
-    let p = Project::with_backlog("1.1 | First\n", CONFIG);
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "claude");
-    let r = p.run_to_end(
-        ralph_cmd(&p, &["run", "-v"], &claude_env(&api, Auth::ApiKey)),
-        &["run", "-v"],
-    );
+    let p = project_with_cli("1.1 | First\n", CONFIG, &cli, "claude");
+    let r = run(&p, &["run", "-v"], &claude_env(&api, Auth::ApiKey));
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(api.count("1.1", 429), 2);
     let retries: Vec<Value> = logged(&p, "1.1", 1)
@@ -201,9 +200,7 @@ fn claude_code_api_key_429_the_cli_gives_up_on_pauses_the_agent() {
         }
         anthropic::work(req)
     });
-    let p = Project::with_backlog("1.1 | First\n", CONFIG);
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "claude");
+    let p = project_with_cli("1.1 | First\n", CONFIG, &cli, "claude");
     let mut env = claude_env(&api, Auth::ApiKey);
     env.push(("CLAUDE_CODE_MAX_RETRIES", "1".to_string()));
     // Ctrl-C during the pause: the run stops, the pause stays recorded.
@@ -238,13 +235,8 @@ fn claude_code_usage_limit_pauses_until_its_reset_then_lands() {
         }
         anthropic::work(req)
     });
-    let p = Project::with_backlog("1.1 | First\n", CONFIG);
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "claude");
-    let r = p.run_to_end(
-        ralph_cmd(&p, &["run"], &claude_env(&api, Auth::Subscription)),
-        &["run"],
-    );
+    let p = project_with_cli("1.1 | First\n", CONFIG, &cli, "claude");
+    let r = run(&p, &["run"], &claude_env(&api, Auth::Subscription));
     assert_eq!(r.code, 0, "{r:?}");
     let events = logged(&p, "1.1", 1);
     let limit = events
@@ -291,12 +283,12 @@ fn claude_code_stopped_while_retrying_a_429_is_not_a_failure() {
         }
         anthropic::work(req)
     });
-    let p = Project::with_backlog(
+    let p = project_with_cli(
         "1.1 | First\n",
         r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 25 } }"#,
+        &cli,
+        "claude",
     );
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "claude");
     let (status, stderr) = run_until_paused(&p, &claude_env(&api, Auth::ApiKey));
     assert_eq!(status, Some(130), "{stderr}");
     let story = p.story("1.1");
@@ -325,12 +317,10 @@ fn claude_code_overloaded_api_is_a_fault_not_a_failure() {
         }
         anthropic::work(req)
     });
-    let p = Project::with_backlog("1.1 | First\n", CONFIG);
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "claude");
+    let p = project_with_cli("1.1 | First\n", CONFIG, &cli, "claude");
     let mut env = claude_env(&api, Auth::ApiKey);
     env.push(("CLAUDE_CODE_MAX_RETRIES", "0".to_string()));
-    let r = p.run_to_end(ralph_cmd(&p, &["run"], &env), &["run"]);
+    let r = run(&p, &["run"], &env);
     assert_eq!(r.code, 0, "{r:?}");
     let story = p.story("1.1");
     assert_eq!(story["status"], "done", "{story:#}");
@@ -436,11 +426,9 @@ fn codex_lands_three_stories_with_tokens() {
         }
         openai::work(req)
     });
-    let p = Project::with_backlog(THREE, CONFIG);
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "codex");
+    let p = project_with_cli(THREE, CONFIG, &cli, "codex");
     let args = ["run", "--agent", "codex", "-v"];
-    let r = p.run_to_end(ralph_cmd(&p, &args, &codex_env(&p, &api)), &args);
+    let r = run(&p, &args, &codex_env(&p, &api));
     assert_three_landed(&p, &r);
     for id in ["1.1", "1.2", "1.3"] {
         let story = p.story(id);
@@ -467,14 +455,14 @@ fn codex_token_budget_stops_new_work() {
         return;
     };
     let api = FakeApi::start(|req: &Request| openai::work(req));
-    let p = Project::with_backlog(
+    let p = project_with_cli(
         "1.1 | First\n1.2 | Second\n",
         r#"{ "loop": { "grace_seconds": 1 }, "budget": { "max_tokens": 1000 } }"#,
+        &cli,
+        "codex",
     );
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "codex");
     let args = ["run", "--agent", "codex"];
-    let r = p.run_to_end(ralph_cmd(&p, &args, &codex_env(&p, &api)), &args);
+    let r = run(&p, &args, &codex_env(&p, &api));
     assert_eq!(r.code, 1, "{r:?}");
     assert_eq!(p.completed(), ["1.1"], "{r:?}");
     assert_eq!(p.story("1.2")["attempts_started"], Value::Null, "{r:?}");
@@ -498,11 +486,9 @@ fn codex_usage_limit_pauses_until_its_reset_then_lands() {
         }
         openai::work(req)
     });
-    let p = Project::with_backlog("1.1 | First\n", CONFIG);
-    p.commit_all("backlog");
-    put_on_path(&p, &cli, "codex");
+    let p = project_with_cli("1.1 | First\n", CONFIG, &cli, "codex");
     let args = ["run", "--agent", "codex"];
-    let r = p.run_to_end(ralph_cmd(&p, &args, &codex_env(&p, &api)), &args);
+    let r = run(&p, &args, &codex_env(&p, &api));
     assert_eq!(r.code, 0, "{r:?}");
     let failed = logged(&p, "1.1", 1)
         .into_iter()
