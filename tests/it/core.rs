@@ -934,7 +934,6 @@ commit_file "src/$ID.txt"; done_
 /// tokens and cost it reported are recorded with the agent's name (issue 10).
 #[test]
 fn each_backend_is_driven_in_its_own_format() {
-    use std::os::unix::fs::PermissionsExt;
     let cases: [(&str, &str, &str, [u64; 3], f64); 4] = [
         (
             "codex",
@@ -967,10 +966,7 @@ printf '%s\n' '{"type":"result","timestamp":"2026-11-22T12:48:07.822Z","status":
     for (backend, command, speak, [input, output, cache_read], cost) in cases {
         let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
         p.commit_all("backlog");
-        let script = format!("{AGENT_PRELUDE}\ncommit_file \"src/$ID.txt\"\n{speak}\n");
-        let path = p.bin.join(command);
-        fs::write(&path, script).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        p.agent_named(command, &format!("commit_file \"src/$ID.txt\"\n{speak}"));
         let r = p.ralph(&["run", "--agent", backend]);
         assert_eq!(r.code, 0, "{backend}: {r:?}");
         assert_eq!(p.merges_of("1.1"), 1, "{backend}");
@@ -1034,7 +1030,6 @@ commit_file "src/$ID.txt"; done_
 /// (issue 10).
 #[test]
 fn a_limited_agent_falls_back_to_the_next_one() {
-    use std::os::unix::fs::PermissionsExt;
     let config = r#"{ "loop": { "max_retries": 1 }, "agent": { "fallback": ["codex"] } }"#;
     let p = Project::with_backlog("1.1 | A\n1.2 | B\n", config);
     p.commit_all("backlog");
@@ -1047,13 +1042,13 @@ result "You've hit your session limit" true
 exit 1
 "#,
     );
-    let codex = format!(
-        "{AGENT_PRELUDE}\necho \"codex $ID\" >> \"$SCRATCH/calls\"\ncommit_file \"src/$ID.txt\"\n{}\n",
-        r#"printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
-printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#
+    p.agent_named(
+        "codex",
+        r#"echo "codex $ID" >> "$SCRATCH/calls"
+commit_file "src/$ID.txt"
+printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
+printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#,
     );
-    fs::write(p.bin.join("codex"), codex).unwrap();
-    fs::set_permissions(p.bin.join("codex"), fs::Permissions::from_mode(0o755)).unwrap();
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(

@@ -47,8 +47,7 @@ fn project(config: &str, answer: &str, failing: &[&str]) -> Project {
 }
 
 fn calls(p: &Project) -> Vec<String> {
-    fs::read_to_string(p.scratch.join("calls"))
-        .unwrap_or_default()
+    p.scratch_text("calls")
         .lines()
         .map(str::to_string)
         .collect()
@@ -99,13 +98,7 @@ fn a_story_failing_for_good_is_split_and_its_dependent_waits_for_every_part() {
         p.state()["decomposed_stories"]["1.1"],
         serde_json::json!(["1.1.1", "1.1.2"])
     );
-    let kinds: Vec<String> = p.story("1.1")["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["kind"].as_str().unwrap_or("").to_string())
-        .collect();
-    assert_eq!(kinds, ["first", "decompose"]);
+    assert_eq!(p.kinds("1.1"), ["first", "decompose"]);
     // A crash between the split's landing and the state's save loses the
     // record; the next run finds it again from the backlog.
     let mut state = p.state();
