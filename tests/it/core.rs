@@ -727,6 +727,7 @@ fn a_state_that_cannot_be_saved_ends_the_run_with_exit_4() {
     p.commit_all("backlog");
     p.agent(
         r#"
+echo "$ID" >> "$SCRATCH/calls"
 if [ "$ID" = "1.1" ] && [ ! -e "$RALPH_PROJECT_DIR/.ralph/sabotaged" ]; then
   touch "$RALPH_PROJECT_DIR/.ralph/sabotaged"
   rm -f "$RALPH_PROJECT_DIR/.ralph/state.json"
@@ -742,6 +743,11 @@ done_
     assert!(
         !r.all().contains("[run ] 1.2"),
         "nothing starts once the state cannot be saved: {r:?}"
+    );
+    assert_eq!(
+        p.scratch_text("calls"),
+        "1.1\n",
+        "no agent runs once the state cannot be saved: {r:?}"
     );
     fs::remove_dir_all(p.root.join(".ralph/state.json")).unwrap();
     let again = p.ralph(&["run"]);
@@ -1071,8 +1077,10 @@ fn a_misspelled_config_key_is_named_with_a_guess() {
     let p = Project::with_backlog("1.1 | A\n", "{\n  \"paralell\": { \"enabled\": true }\n}\n");
     p.agent("done_");
     p.commit_all("backlog");
+    let before = p.snapshot();
     let r = p.ralph(&["validate"]);
     assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.snapshot(), before, "validate changed the project");
     assert!(
         r.stderr.contains(
             ".ralph/config.json:2: unknown key \"paralell.enabled\" is ignored; did you mean \"parallel.enabled\"?"

@@ -137,9 +137,9 @@ fn a_malformed_answer_changes_nothing_and_the_story_fails() {
         "pending"
     );
     assert_eq!(p.merges_of("1.3"), 1);
-    assert!(p.state()["decomposed_stories"]
-        .as_object()
-        .is_none_or(|m| m.is_empty()));
+    let decomposed = p.state()["decomposed_stories"].clone();
+    assert_eq!(decomposed, serde_json::json!({}), "nothing was split");
+    assert!(!calls(&p).contains(&"1.2".to_string()), "1.2 waits for 1.1");
     // One split run, not one per retry.
     assert_eq!(
         calls(&p).iter().filter(|c| c.starts_with("split")).count(),
