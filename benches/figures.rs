@@ -1739,28 +1739,28 @@ fn fig_conflicts(bin: &Path, quick: bool) -> Figure {
         } else {
             runs_row
         });
-        fig.rows.push(Row::new(
-            &format!("{name}: full-prompt runs (first tries and redos) per landed story"),
-            "×",
-            col(|c| c.full_runs),
-        ));
-        fig.rows.push(Row::new(
-            &format!("{name}: merge conflicts"),
-            "",
-            col(|c| c.conflicts),
-        ));
-        fig.rows.push(Row::new(
-            &format!("{name}: fix-ups that resumed the agent's session"),
-            "",
-            col(|c| c.resumed),
-        ));
-        fig.rows.push(Row::new(
-            &format!("{name}: tokens spent on conflicts (runs after a story's first)"),
-            "",
-            col(|c| c.conflict_tokens),
-        ));
-        fig.rows
-            .push(Row::new(&format!("{name}: makespan"), "s", col(|c| c.wall)));
+        type Of = fn(&ConflictRun) -> f64;
+        let plain: [(&str, &str, Of); 5] = [
+            (
+                "full-prompt runs (first tries and redos) per landed story",
+                "×",
+                |c| c.full_runs,
+            ),
+            ("merge conflicts", "", |c| c.conflicts),
+            ("fix-ups that resumed the agent's session", "", |c| {
+                c.resumed
+            }),
+            (
+                "tokens spent on conflicts (runs after a story's first)",
+                "",
+                |c| c.conflict_tokens,
+            ),
+            ("makespan", "s", |c| c.wall),
+        ];
+        for (what, unit, f) in plain {
+            fig.rows
+                .push(Row::new(&format!("{name}: {what}"), unit, col(f)));
+        }
     }
     fig.notes.push(format!(
         "20 stories in one batch, `-j 4`, ten pairs each appending a line to a file of their own \

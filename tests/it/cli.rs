@@ -3,10 +3,6 @@
 
 use crate::harness::*;
 
-fn out(p: &Project, args: &[&str]) -> RunResult {
-    p.ralph(args)
-}
-
 /// The commit part of `--version` changes with every commit: masked.
 fn masked(help: &str) -> String {
     let re = regex::Regex::new(r"ralph 0\.\d+\.\d+( \([0-9a-f]+( \d{4}-\d\d-\d\d)?\))?").unwrap();
@@ -25,7 +21,7 @@ fn short_and_long_help_differ_and_are_stable() {
         ("graph_long", vec!["graph", "--help"]),
         ("reset_long", vec!["reset", "--help"]),
     ] {
-        let r = out(&p, &args);
+        let r = p.ralph(&args);
         assert_eq!(r.code, 0, "{args:?}: {r:?}");
         assert!(
             !r.stdout.contains('\x1b'),
@@ -33,8 +29,8 @@ fn short_and_long_help_differ_and_are_stable() {
         );
         insta::assert_snapshot!(name, masked(&r.stdout));
     }
-    let short = out(&p, &["-h"]).stdout;
-    let long = out(&p, &["--help"]).stdout;
+    let short = p.ralph(&["-h"]).stdout;
+    let long = p.ralph(&["--help"]).stdout;
     assert_ne!(short, long);
     assert!(
         long.contains("Exit codes:") && long.contains("130"),
@@ -51,7 +47,7 @@ fn short_and_long_help_differ_and_are_stable() {
         vec!["log", "-h"],
         vec!["status", "-h"],
     ] {
-        let text = out(&p, &args).stdout;
+        let text = p.ralph(&args).stdout;
         for line in text.lines().filter(|l| l.starts_with("  ")) {
             let t = line.trim();
             let mut parts = t.split("  ").map(str::trim).filter(|s| !s.is_empty());
@@ -70,22 +66,22 @@ fn short_and_long_help_differ_and_are_stable() {
 fn completions_and_man_page_are_generated() {
     let p = Project::new();
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let r = out(&p, &["completions", shell]);
+        let r = p.ralph(&["completions", shell]);
         assert_eq!(r.code, 0, "{shell}: {r:?}");
         assert!(
             r.stdout.contains("run") && r.stdout.contains("ralph"),
             "{shell}: {r:?}"
         );
     }
-    let bash = out(&p, &["completions", "bash"]).stdout;
+    let bash = p.ralph(&["completions", "bash"]).stdout;
     assert!(
         bash.contains("--parallel") && bash.contains("complete "),
         "{bash}"
     );
-    let bad = out(&p, &["completions", "tcsh"]);
+    let bad = p.ralph(&["completions", "tcsh"]);
     assert_eq!(bad.code, 2, "{bad:?}");
 
-    let man = out(&p, &["man"]);
+    let man = p.ralph(&["man"]);
     assert_eq!(man.code, 0, "{man:?}");
     assert!(
         man.stdout.starts_with(".ie") || man.stdout.contains(".TH ralph 1"),
@@ -104,8 +100,8 @@ fn completions_and_man_page_are_generated() {
 #[test]
 fn version_names_the_build() {
     let p = Project::new();
-    let flag = out(&p, &["--version"]);
-    let cmd = out(&p, &["version"]);
+    let flag = p.ralph(&["--version"]);
+    let cmd = p.ralph(&["version"]);
     assert_eq!(flag.code, 0);
     assert_eq!(flag.stdout, cmd.stdout, "`--version` and `version` agree");
     let v = flag.stdout.trim();

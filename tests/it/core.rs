@@ -727,6 +727,7 @@ fn a_state_that_cannot_be_saved_ends_the_run_with_exit_4() {
     p.commit_all("backlog");
     p.agent(
         r#"
+echo "$ID" >> "$SCRATCH/calls"
 if [ "$ID" = "1.1" ] && [ ! -e "$RALPH_PROJECT_DIR/.ralph/sabotaged" ]; then
   touch "$RALPH_PROJECT_DIR/.ralph/sabotaged"
   rm -f "$RALPH_PROJECT_DIR/.ralph/state.json"
@@ -742,6 +743,11 @@ done_
     assert!(
         !r.all().contains("[run ] 1.2"),
         "nothing starts once the state cannot be saved: {r:?}"
+    );
+    assert_eq!(
+        p.scratch_text("calls"),
+        "1.1\n",
+        "no agent runs once the state cannot be saved: {r:?}"
     );
     fs::remove_dir_all(p.root.join(".ralph/state.json")).unwrap();
     let again = p.ralph(&["run"]);
@@ -934,7 +940,6 @@ commit_file "src/$ID.txt"; done_
 /// tokens and cost it reported are recorded with the agent's name (issue 10).
 #[test]
 fn each_backend_is_driven_in_its_own_format() {
-    use std::os::unix::fs::PermissionsExt;
     let cases: [(&str, &str, &str, [u64; 3], f64); 4] = [
         (
             "codex",
@@ -967,10 +972,7 @@ printf '%s\n' '{"type":"result","timestamp":"2026-11-22T12:48:07.822Z","status":
     for (backend, command, speak, [input, output, cache_read], cost) in cases {
         let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
         p.commit_all("backlog");
-        let script = format!("{AGENT_PRELUDE}\ncommit_file \"src/$ID.txt\"\n{speak}\n");
-        let path = p.bin.join(command);
-        fs::write(&path, script).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        p.agent_named(command, &format!("commit_file \"src/$ID.txt\"\n{speak}"));
         let r = p.ralph(&["run", "--agent", backend]);
         assert_eq!(r.code, 0, "{backend}: {r:?}");
         assert_eq!(p.merges_of("1.1"), 1, "{backend}");
@@ -1034,7 +1036,6 @@ commit_file "src/$ID.txt"; done_
 /// (issue 10).
 #[test]
 fn a_limited_agent_falls_back_to_the_next_one() {
-    use std::os::unix::fs::PermissionsExt;
     let config = r#"{ "loop": { "max_retries": 1 }, "agent": { "fallback": ["codex"] } }"#;
     let p = Project::with_backlog("1.1 | A\n1.2 | B\n", config);
     p.commit_all("backlog");
@@ -1047,13 +1048,13 @@ result "You've hit your session limit" true
 exit 1
 "#,
     );
-    let codex = format!(
-        "{AGENT_PRELUDE}\necho \"codex $ID\" >> \"$SCRATCH/calls\"\ncommit_file \"src/$ID.txt\"\n{}\n",
-        r#"printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
-printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#
+    p.agent_named(
+        "codex",
+        r#"echo "codex $ID" >> "$SCRATCH/calls"
+commit_file "src/$ID.txt"
+printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
+printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#,
     );
-    fs::write(p.bin.join("codex"), codex).unwrap();
-    fs::set_permissions(p.bin.join("codex"), fs::Permissions::from_mode(0o755)).unwrap();
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
@@ -1076,8 +1077,10 @@ fn a_misspelled_config_key_is_named_with_a_guess() {
     let p = Project::with_backlog("1.1 | A\n", "{\n  \"paralell\": { \"enabled\": true }\n}\n");
     p.agent("done_");
     p.commit_all("backlog");
+    let before = p.snapshot();
     let r = p.ralph(&["validate"]);
     assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.snapshot(), before, "validate changed the project");
     assert!(
         r.stderr.contains(
             ".ralph/config.json:2: unknown key \"paralell.enabled\" is ignored; did you mean \"parallel.enabled\"?"

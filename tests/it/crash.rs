@@ -908,6 +908,7 @@ fn an_agent_that_moves_the_target_itself_stops_the_run() {
     let before = git(&p.root, &["rev-parse", "main"]).trim().to_string();
     p.agent(
         r#"
+echo "$ID" >> "$SCRATCH/calls"
 commit_file "src/$ID.txt"
 if [ "$ID" = 1.1 ] && [ ! -e "$SCRATCH/once" ]; then
   touch "$SCRATCH/once"
@@ -923,6 +924,7 @@ done_
     let undo = format!("git update-ref refs/heads/main {before} {agents}");
     assert!(r.stderr.contains(&undo), "{r:?}");
     assert!(!r.all().contains("[run ] 1.2"), "{r:?}");
+    assert_eq!(p.scratch_text("calls"), "1.1\n", "1.2 never started: {r:?}");
     assert_eq!(p.story("1.1")["attempts"], 0);
     assert!(p.completed().is_empty());
     // The user undoes it as told; the next run lands both, validated.

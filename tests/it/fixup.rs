@@ -2,24 +2,10 @@
 //! agent with what went wrong — the failing validation's output, the
 //! session to resume — and that note survives a killed run.
 
-use std::fs;
 use std::time::Duration;
 
 use crate::crash::{kill_session, spawn};
 use crate::harness::*;
-
-fn scratch(p: &Project, name: &str) -> String {
-    fs::read_to_string(p.scratch.join(name)).unwrap_or_default()
-}
-
-fn kinds(p: &Project, id: &str) -> Vec<String> {
-    p.story(id)["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["kind"].as_str().unwrap().to_string())
-        .collect()
-}
 
 /// A gate that fails until the story's tree has `ok.txt`, after 300 lines
 /// of output and a complaint; another command passes before it.
@@ -47,14 +33,14 @@ done_
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.merges_of("1.1"), 1);
-    assert_eq!(kinds(&p, "1.1"), vec!["first", "fixup"]);
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"]);
     // The fix-up began on the merged tree (ralph's merge of main and the
     // story's work), not on a fresh tip.
     assert_eq!(
-        scratch(&p, "head-2").trim(),
+        p.scratch_text("head-2").trim(),
         "fix-up(story-1.1): merge main into the story's work"
     );
-    let fix = scratch(&p, "prompt-2");
+    let fix = p.scratch_text("prompt-2");
     for want in [
         "'has-ok'",
         "`seq 1 300; echo 'MISSING ok.txt'; test -f ok.txt`",
@@ -101,17 +87,21 @@ fn a_fixup_resumes_the_session_of_the_work_it_fixes() {
     p.agent(SESSION_AGENT);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let argv: Vec<String> = scratch(&p, "argv-2").lines().map(str::to_string).collect();
+    let argv: Vec<String> = p
+        .scratch_text("argv-2")
+        .lines()
+        .map(str::to_string)
+        .collect();
     assert_eq!(argv[..2], ["--resume", "sess-1.1-1"], "{argv:?}");
     assert!(argv.contains(&"--print".to_string()), "{argv:?}");
-    assert!(!scratch(&p, "argv-1").contains("--resume"));
+    assert!(!p.scratch_text("argv-1").contains("--resume"));
     // The resumed conversation has the spec: the prompt is the short one.
-    let fix = scratch(&p, "prompt-2");
+    let fix = p.scratch_text("prompt-2");
     assert!(
         fix.contains("MISSING ok.txt") && !fix.contains("Do Gate."),
         "{fix}"
     );
-    assert!(scratch(&p, "prompt-1").contains("Do Gate."));
+    assert!(p.scratch_text("prompt-1").contains("Do Gate."));
     let hist = &p.story("1.1")["history"];
     assert_eq!(hist[0]["session_id"], "sess-1.1-1");
     assert_eq!(hist[1]["session_id"], "sess-1.1-2");
@@ -128,13 +118,13 @@ fn a_fixup_resumes_the_session_of_the_work_it_fixes() {
     p.agent(SESSION_AGENT);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(!scratch(&p, "argv-2").contains("--resume"));
-    let fix = scratch(&p, "prompt-2");
+    assert!(!p.scratch_text("argv-2").contains("--resume"));
+    let fix = p.scratch_text("prompt-2");
     assert!(
         fix.contains("MISSING ok.txt") && fix.contains("Do Gate."),
         "{fix}"
     );
-    assert_eq!(kinds(&p, "1.1"), vec!["first", "fixup"]);
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"]);
 }
 
 #[test]
@@ -173,7 +163,7 @@ done_
     assert_eq!(p.merges_of("1.1"), 1);
     // After the restart the story got its fix-up again, told what the
     // killed one left and where it is kept.
-    let again = scratch(&p, "prompt-3");
+    let again = p.scratch_text("prompt-3");
     let unc = "refs/ralph/attempts/1.1/2-uncommitted";
     for want in [
         "MISSING ok.txt",
@@ -186,7 +176,7 @@ done_
         git(&p.root, &["show", &format!("{unc}:wip.txt")]),
         "half done\n"
     );
-    assert_eq!(kinds(&p, "1.1"), vec!["first", "fixup"]);
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"]);
     assert_eq!(p.story("1.1")["history"][1]["number"], 3);
 }
 
@@ -216,8 +206,8 @@ done_
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.merges_of("1.1"), 1);
-    assert_eq!(kinds(&p, "1.1"), vec!["first", "redo"]);
-    let redo = scratch(&p, "prompt-2");
+    assert_eq!(p.kinds("1.1"), vec!["first", "redo"]);
+    let redo = p.scratch_text("prompt-2");
     assert!(
         redo.contains("Do Gate.")
             && redo.contains("MISSING ok.txt")

@@ -157,9 +157,20 @@ impl Project {
 
     /// Installs the fake agent as `claude` first on PATH.
     pub fn agent(&self, body: &str) {
-        let path = self.bin.join("claude");
+        self.agent_named("claude", body);
+    }
+
+    /// Installs a fake agent CLI called `command` (`codex`, say) first on
+    /// PATH: the shared prelude, then `body`.
+    pub fn agent_named(&self, command: &str, body: &str) {
+        let path = self.bin.join(command);
         fs::write(&path, format!("{AGENT_PRELUDE}\n{body}\n")).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// A file the agents wrote under `scratch` (empty if there is none).
+    pub fn scratch_text(&self, name: &str) -> String {
+        fs::read_to_string(self.scratch.join(name)).unwrap_or_default()
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
@@ -244,6 +255,17 @@ impl Project {
 
     pub fn story(&self, id: &str) -> serde_json::Value {
         self.state()["stories"][id].clone()
+    }
+
+    /// The kinds (`first`, `fixup`, `redo`, …) of a story's recorded
+    /// attempts, in order.
+    pub fn kinds(&self, id: &str) -> Vec<String> {
+        self.story(id)["history"]
+            .as_array()
+            .unwrap_or_else(|| panic!("story {id} has no history"))
+            .iter()
+            .map(|h| h["kind"].as_str().unwrap().to_string())
+            .collect()
     }
 
     /// First-parent subjects of `main`, oldest first.

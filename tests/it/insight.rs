@@ -3,13 +3,13 @@
 //! the RUN SUMMARY's figures and the notification hooks.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::crash::{kill_session, spawn};
 use crate::harness::*;
 
 const THREE: &str = "1.1 | First\n1.2 | Second\n1.3 | Third\n";
@@ -54,35 +54,6 @@ fn json(r: &RunResult) -> Value {
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
-}
-
-/// `ralph args` in a session of its own, so the test can kill it whole.
-fn spawn(p: &Project, args: &[&str]) -> Child {
-    let mut c = p.command(args);
-    c.stdout(Stdio::null()).stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe and touches no shared state.
-    unsafe {
-        c.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    c.spawn().expect("ralph starts")
-}
-
-/// SIGKILL to every process of session `sid`: a crashed machine.
-fn kill_session(sid: i32) {
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        // SAFETY: getsid/kill have no memory-safety preconditions.
-        unsafe {
-            if libc::getsid(pid) == sid {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-    }
 }
 
 /// The agent of a scripted run: 1.2 fails its first attempt, everything

@@ -54,10 +54,6 @@ rendezvous() {
 const TOGETHER_CONFIG: &str =
     r#"{ "loop": { "max_retries": 1 }, "parallel": { "agent_memory_mb": 0 } }"#;
 
-fn scratch(p: &Project, name: &str) -> String {
-    fs::read_to_string(p.scratch.join(name)).unwrap_or_default()
-}
-
 fn only_main_worktree(p: &Project) {
     let wts = p.worktrees();
     assert_eq!(wts.len(), 1, "only the main checkout is left: {wts:?}");
@@ -138,11 +134,11 @@ done_
     );
     let r = p.ralph(&["run", "--parallel", "-j", "4"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(scratch(&p, "violations"), "", "{r:?}");
+    assert_eq!(p.scratch_text("violations"), "", "{r:?}");
 
     let all: Vec<String> = deps.keys().map(|s| s.to_string()).collect();
     assert_eq!(p.completed(), all);
-    let mut starts: Vec<String> = scratch(&p, "starts").lines().map(String::from).collect();
+    let mut starts: Vec<String> = p.scratch_text("starts").lines().map(String::from).collect();
     starts.sort();
     assert_eq!(starts, all, "every story ran exactly once");
 
@@ -205,17 +201,17 @@ done_
     ));
     let r = p.ralph(&["run", "--parallel", "-j", "4"]);
     assert_eq!(
-        scratch(&p, "failures"),
+        p.scratch_text("failures"),
         "",
         "the four independent stories of batch 1 ran together: {r:?}"
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let max: u32 = scratch(&p, "max").trim().parse().expect("max recorded");
+    let max: u32 = p.scratch_text("max").trim().parse().expect("max recorded");
     assert_eq!(
         max, 4,
         "never more than -j 4 agents, and 4 at once in batch 1"
     );
-    assert_eq!(scratch(&p, "cur").trim(), "0");
+    assert_eq!(p.scratch_text("cur").trim(), "0");
     assert_eq!(p.completed().len(), 10);
     let subjects = p.main_subjects();
     for i in 1..=4 {
@@ -248,9 +244,9 @@ done_
 "#
     ));
     let r = p.ralph(&["run", "--parallel", "-j", "2"]);
-    assert_eq!(scratch(&p, "failures"), "", "{r:?}");
+    assert_eq!(p.scratch_text("failures"), "", "{r:?}");
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(scratch(&p, "max").trim(), "2", "{r:?}");
+    assert_eq!(p.scratch_text("max").trim(), "2", "{r:?}");
     assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3", "1.4", "1.5"]);
 }
 
@@ -308,8 +304,8 @@ done_
 "#
     ));
     let r = p.ralph(&["run", "--parallel", "-j", "2"]);
-    assert_eq!(scratch(&p, "failures"), "", "{r:?}");
-    let slots = scratch(&p, "slots");
+    assert_eq!(p.scratch_text("failures"), "", "{r:?}");
+    let slots = p.scratch_text("slots");
     let x = slots
         .lines()
         .find(|l| l.ends_with(&format!(" 1 {late_slot}")))
@@ -322,20 +318,11 @@ done_
     (p, r, x, y)
 }
 
-fn kinds(p: &Project, id: &str) -> Vec<String> {
-    p.story(id)["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["kind"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// What every conflict must lead to: both stories land once, the
 /// conflicted one on top, with both lines; its first work kept under a
 /// conflicts ref; the conflict not charged as a failed attempt.
 fn assert_both_landed(p: &Project, r: &RunResult, x: &str, y: &str) {
-    assert_eq!(r.code, 0, "{r:?}\nslots:\n{}", scratch(p, "slots"));
+    assert_eq!(r.code, 0, "{r:?}\nslots:\n{}", p.scratch_text("slots"));
     assert_eq!(p.completed(), vec!["1.1", "1.2"]);
     assert_eq!(
         p.main_subjects(),
@@ -350,10 +337,11 @@ fn assert_both_landed(p: &Project, r: &RunResult, x: &str, y: &str) {
         Some(format!("line from {y}\nline from {x}\n").as_str())
     );
     assert!(!p.scratch.join(format!("prompt-{y}-2")).exists(), "{r:?}");
-    assert!(!scratch(p, &format!("prompt-{x}-1"))
+    assert!(!p
+        .scratch_text(&format!("prompt-{x}-1"))
         .to_lowercase()
         .contains("conflict"));
-    let conflicting = scratch(p, &format!("commit-{x}-1")).trim().to_string();
+    let conflicting = p.scratch_text(&format!("commit-{x}-1")).trim().to_string();
     let refs = p.refs(&format!("refs/ralph/conflicts/{x}/"));
     assert_eq!(refs.len(), 1, "{:?}", p.refs("refs/ralph/"));
     assert_eq!(git(&p.root, &["rev-parse", &refs[0]]).trim(), conflicting);
@@ -367,14 +355,14 @@ fn assert_both_landed(p: &Project, r: &RunResult, x: &str, y: &str) {
 /// redo, three agent runs in all.
 fn assert_fixed_up(p: &Project, r: &RunResult, x: &str, y: &str) {
     assert_both_landed(p, r, x, y);
-    assert_eq!(scratch(p, "fixups"), format!("{x} 2\n"), "{r:?}");
-    assert_eq!(scratch(p, "slots").lines().count(), 3, "agent runs");
+    assert_eq!(p.scratch_text("fixups"), format!("{x} 2\n"), "{r:?}");
+    assert_eq!(p.scratch_text("slots").lines().count(), 3, "agent runs");
     assert!(!p.scratch.join(format!("prompt-{x}-3")).exists(), "{r:?}");
-    assert_eq!(kinds(p, x), vec!["first", "fixup"]);
-    assert_eq!(kinds(p, y), vec!["first"]);
+    assert_eq!(p.kinds(x), vec!["first", "fixup"]);
+    assert_eq!(p.kinds(y), vec!["first"]);
     assert_eq!(p.story(x)["attempts"], 0, "nothing was charged");
     // The fix-up prompt names the file and the story that landed meanwhile.
-    let fix = scratch(p, &format!("prompt-{x}-2"));
+    let fix = p.scratch_text(&format!("prompt-{x}-2"));
     let y_title = if y == "1.1" { "Left" } else { "Right" };
     for want in [
         "`shared.txt`".to_string(),
@@ -385,8 +373,8 @@ fn assert_fixed_up(p: &Project, r: &RunResult, x: &str, y: &str) {
         assert!(fix.contains(&want), "{want} missing from:\n{fix}");
     }
     // What landed is the fix-up's merge of main and the story's own work.
-    let fixup = scratch(p, &format!("commit-{x}-2")).trim().to_string();
-    let conflicting = scratch(p, &format!("commit-{x}-1")).trim().to_string();
+    let fixup = p.scratch_text(&format!("commit-{x}-2")).trim().to_string();
+    let conflicting = p.scratch_text(&format!("commit-{x}-1")).trim().to_string();
     let landing = git(&p.root, &["rev-parse", "main"]).trim().to_string();
     assert_eq!(
         git(&p.root, &["rev-parse", &format!("{landing}^2")]).trim(),
@@ -422,9 +410,9 @@ fn two_stories_on_the_same_lines_land_through_one_fixup() {
     let (p, r, x, y) = conflict_run("slot-0", true);
     assert_fixed_up(&p, &r, &x, &y);
     assert!(
-        scratch(&p, "slots").contains(&format!("{x} 2 slot-0")),
+        p.scratch_text("slots").contains(&format!("{x} 2 slot-0")),
         "{}",
-        scratch(&p, "slots")
+        p.scratch_text("slots")
     );
 }
 
@@ -441,7 +429,7 @@ fn a_conflicted_story_fixed_up_in_another_slot_lands() {
 fn a_fixup_that_leaves_markers_falls_back_to_a_counted_redo() {
     let (p, r, x, y) = conflict_run("slot-0", false);
     assert_both_landed(&p, &r, &x, &y);
-    assert_eq!(kinds(&p, &x), vec!["first", "fixup", "redo"]);
+    assert_eq!(p.kinds(&x), vec!["first", "fixup", "redo"]);
     assert_eq!(p.story(&x)["attempts"], 1, "the failed fix-up counts");
     assert!(
         r.stderr
@@ -452,7 +440,7 @@ fn a_fixup_that_leaves_markers_falls_back_to_a_counted_redo() {
     let kept = format!("refs/ralph/attempts/{x}/2");
     assert_eq!(p.refs(&kept), vec![kept.clone()]);
     assert!(git(&p.root, &["show", &format!("{kept}:shared.txt")]).contains("<<<<<<<"));
-    let redo = scratch(&p, &format!("prompt-{x}-3"));
+    let redo = p.scratch_text(&format!("prompt-{x}-3"));
     assert!(
         redo.contains(&format!("implement Story {x}:"))
             && redo.contains("conflict markers")
@@ -495,7 +483,7 @@ done_
     let r = p.ralph(&["run", "--parallel", "-j", "4"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert_eq!(p.completed(), vec!["1.4", "1.5", "2.2"]);
-    let calls = scratch(&p, "calls");
+    let calls = p.scratch_text("calls");
     let mut ran: Vec<&str> = calls.lines().collect();
     ran.sort();
     assert_eq!(
@@ -537,7 +525,7 @@ done_
     // A second run has nothing it may start: same verdict, no agent.
     let again = p.ralph(&["run", "--parallel", "-j", "4"]);
     assert_eq!(again.code, 1, "{again:?}");
-    assert_eq!(scratch(&p, "calls"), calls, "nothing ran again");
+    assert_eq!(p.scratch_text("calls"), calls, "nothing ran again");
     assert!(again.all().contains("blocked: 1.2, 1.3, 2.1"), "{again:?}");
     only_main_worktree(&p);
 }
@@ -607,8 +595,8 @@ done_
     for p in [&seq, &par] {
         // Stories start in queue order once ready, each from a tip holding
         // all earlier work: never a conflict, never a redo.
-        assert_eq!(scratch(p, "violations"), "");
-        assert_eq!(scratch(p, "starts"), "1.1\n2.2\n2.1\n3.1\n3.2\n2.3\n");
+        assert_eq!(p.scratch_text("violations"), "");
+        assert_eq!(p.scratch_text("starts"), "1.1\n2.2\n2.1\n3.1\n3.2\n2.3\n");
         assert!(
             p.refs("refs/ralph/").is_empty(),
             "{:?}",
@@ -788,9 +776,9 @@ done_
     );
     let r = p.ralph(&["run", "--parallel", "-j", "1"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(scratch(&p, "odd"), "");
+    assert_eq!(p.scratch_text("odd"), "");
     assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
-    let hits = scratch(&p, "hits");
+    let hits = p.scratch_text("hits");
     assert!(!hits.is_empty(), "build output stayed warm in the slot");
     // One slot: each later story found its predecessor's output.
     assert_eq!(hits, "1.2 slot-0 1.1\n1.3 slot-0 1.2\n");
