@@ -181,8 +181,12 @@ async fn postmortem(
     report: &mut AttemptReport,
 ) {
     let id = &story.id;
-    let partial = std::fs::read_to_string(&spec.log_path).unwrap_or_default();
-    let partial = crate::postmortem::tail_chars(&partial, ctx.config.postmortem_max_chars);
+    let max_chars = ctx.config.postmortem_max_chars;
+    // A char is at most 4 bytes: the end read holds the last `max_chars`.
+    let partial = crate::store::read_log_end(&spec.log_path, 0, 4 * max_chars as u64 + 4)
+        .map(|(text, _)| text)
+        .unwrap_or_default();
+    let partial = crate::postmortem::tail_chars(&partial, max_chars);
     let spec_text = backlog::spec_text(&ctx.root, story).unwrap_or_default();
     let template = std::fs::read_to_string(ctx.root.join(".ralph/templates/timeout-postmortem.md"))
         .unwrap_or_else(|_| crate::postmortem::TEMPLATE.to_string());
