@@ -41,8 +41,11 @@ pub(crate) fn prompt(
         .map(|(text, _)| text)
         .unwrap_or_default();
     let last = crate::postmortem::tail_chars(&last_log, LAST_OUTPUT_CHARS);
-    let template = std::fs::read_to_string(ctx.root.join(".ralph/templates/decompose.md"))
-        .unwrap_or_else(|_| decompose::TEMPLATE.to_string());
+    let template = super::context::template(
+        &ctx.root,
+        ".ralph/templates/decompose.md",
+        decompose::TEMPLATE,
+    );
     let mut v = prompt::Vars::default();
     v.set("STORY_ID", story.id.as_str());
     v.set("TITLE", story.title.as_str());
