@@ -636,8 +636,9 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    /// Runs the git CLI in `dir`, isolated from the host's configuration.
-    fn git(dir: &Path, args: &[&str]) -> String {
+    /// Runs the git CLI in `dir`, isolated from the host's configuration
+    /// (the submodules' tests use it too).
+    pub(super) fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .args(args)
             .current_dir(dir)

@@ -10,10 +10,6 @@ use std::collections::HashMap;
 use crate::config::Config;
 use crate::state::{FixupCause, Note};
 
-/// The project's own template, relative to the project root; it replaces
-/// `BUILTIN_TEMPLATE` when present.
-pub(crate) const TEMPLATE_FILE: &str = ".ralph/templates/implement.md";
-
 /// The project's own template, relative to the root: it replaces the
 /// built-in one when present (SPEC 4.1).
 pub(crate) const TEMPLATE_OVERRIDE: &str = ".ralph/templates/implement.md";

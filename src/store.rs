@@ -181,6 +181,21 @@ pub(crate) fn append_progress(root: &Path, line: &str) -> io::Result<()> {
     writeln!(f, "{line}")
 }
 
+/// What the log at `path` holds from byte `from` on, but no more than its
+/// last `max_bytes` (lossy UTF-8): an agent or a command can print
+/// gigabytes, and a prompt shows only the end. The flag says the start was
+/// cut, so the first line may be partial.
+pub(crate) fn read_log_end(path: &Path, from: u64, max_bytes: u64) -> io::Result<(String, bool)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let start = from.max(len.saturating_sub(max_bytes));
+    f.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), start > from))
+}
+
 /// The technical log (`ralph.log` or `-l FILE`).
 #[derive(Debug, Clone)]
 pub(crate) struct TechLog {
@@ -241,5 +256,18 @@ mod tests {
         fs::write(state_path(dir.path()), "{ nope").unwrap();
         let p = load_state(dir.path()).unwrap_err();
         assert!(p.to_string().contains(".ralph/state.json:1"));
+    }
+
+    #[test]
+    fn a_log_end_is_read_from_its_start_or_its_last_bytes_lossily() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("attempt-1.log");
+        fs::write(&p, b"one\ntwo \xff\nthree\n").unwrap();
+        let end = |from, max| read_log_end(&p, from, max).unwrap();
+        assert_eq!(end(0, 100), ("one\ntwo \u{fffd}\nthree\n".into(), false));
+        assert_eq!(end(4, 100), ("two \u{fffd}\nthree\n".into(), false));
+        assert_eq!(end(0, 8), ("\u{fffd}\nthree\n".into(), true));
+        assert_eq!(end(17, 100), (String::new(), false));
+        assert!(read_log_end(&dir.path().join("none.log"), 0, 8).is_err());
     }
 }

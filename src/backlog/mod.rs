@@ -103,7 +103,7 @@ impl Backlog {
         let mut out: Vec<PathBuf> = [
             crate::config::CONFIG_FILE,
             self.source_file(),
-            crate::prompt::TEMPLATE_FILE,
+            crate::prompt::TEMPLATE_OVERRIDE,
         ]
         .iter()
         .map(PathBuf::from)

@@ -20,7 +20,9 @@ use crate::project::{self, KeptRef};
 use crate::prompt::{self, FixupInput, PromptInput};
 use crate::state::{AttemptKind, Fixup, FixupCause};
 
-use super::context::{blocking, env_pairs, run_hook, RunContext, HOOK_TIMEOUT, WORKTREE_PREP};
+use super::context::{
+    blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT, WORKTREE_PREP,
+};
 use super::dispatcher::Executor;
 use super::events::{AttemptReport, AttemptRequest, Event};
 
@@ -75,8 +77,7 @@ fn build_fixup_prompt(
     } else {
         Some(backlog::spec_text(root, story)?)
     };
-    let template = std::fs::read_to_string(root.join(".ralph/templates/fixup.md"))
-        .unwrap_or_else(|_| prompt::FIXUP_TEMPLATE.to_string());
+    let template = template(root, ".ralph/templates/fixup.md", prompt::FIXUP_TEMPLATE);
     let (conflicts, merging) = match &setup.start {
         FixupStart::Merging { conflicts } => (conflicts.as_slice(), true),
         FixupStart::Committed { .. } => (&[][..], false),
@@ -181,11 +182,18 @@ async fn postmortem(
     report: &mut AttemptReport,
 ) {
     let id = &story.id;
-    let partial = std::fs::read_to_string(&spec.log_path).unwrap_or_default();
-    let partial = crate::postmortem::tail_chars(&partial, ctx.config.postmortem_max_chars);
+    let max_chars = ctx.config.postmortem_max_chars;
+    // A char is at most 4 bytes: the end read holds the last `max_chars`.
+    let partial = crate::store::read_log_end(&spec.log_path, 0, 4 * max_chars as u64 + 4)
+        .map(|(text, _)| text)
+        .unwrap_or_default();
+    let partial = crate::postmortem::tail_chars(&partial, max_chars);
     let spec_text = backlog::spec_text(&ctx.root, story).unwrap_or_default();
-    let template = std::fs::read_to_string(ctx.root.join(".ralph/templates/timeout-postmortem.md"))
-        .unwrap_or_else(|_| crate::postmortem::TEMPLATE.to_string());
+    let template = template(
+        &ctx.root,
+        ".ralph/templates/timeout-postmortem.md",
+        crate::postmortem::TEMPLATE,
+    );
     let mut v = prompt::Vars::default();
     v.set("STORY_ID", id.as_str());
     v.set("TITLE", story.title.as_str());
@@ -253,8 +261,7 @@ pub(crate) fn build_prompt(
 ) -> std::io::Result<String> {
     let spec = backlog::spec_text(root, story)?;
     let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings_max);
-    let template = std::fs::read_to_string(root.join(prompt::TEMPLATE_OVERRIDE))
-        .unwrap_or_else(|_| prompt::BUILTIN_TEMPLATE.to_string());
+    let template = template(root, prompt::TEMPLATE_OVERRIDE, prompt::BUILTIN_TEMPLATE);
     let input = PromptInput {
         id: &story.id,
         title: &story.title,

@@ -68,6 +68,12 @@ impl RunContext {
 /// must not race that slot.
 pub(crate) static WORKTREE_PREP: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The project's own template at `rel` (from the project root) when it
+/// exists, else the built-in one.
+pub(crate) fn template(root: &std::path::Path, rel: &str, builtin: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|_| builtin.to_string())
+}
+
 /// `(key, value)` pairs for a child's environment.
 pub(crate) fn env_pairs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs

@@ -389,18 +389,11 @@ async fn validate_merged(
 /// The end of what `log` holds from byte `from` on (lossy UTF-8), enough
 /// for `prompt::output_tail`; `None` when it cannot be read.
 fn output_since(log: &std::path::Path, from: u64) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(log).ok()?;
-    let len = f.metadata().ok()?.len();
     // A command can print gigabytes; the prompt shows 16 KB of it.
-    let start = from.max(len.saturating_sub(4 * prompt::TAIL_BYTES as u64));
-    f.seek(SeekFrom::Start(start)).ok()?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let (text, cut) = store::read_log_end(log, from, 4 * prompt::TAIL_BYTES as u64).ok()?;
     Some(match text.find('\n') {
         // Cut mid-line: the partial first line goes.
-        Some(nl) if start > from => text[nl + 1..].to_string(),
+        Some(nl) if cut => text[nl + 1..].to_string(),
         _ => text,
     })
 }

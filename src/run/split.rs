@@ -36,11 +36,16 @@ pub(crate) fn prompt(
     let last_log = (1..attempt)
         .rev()
         .map(|n| project::attempt_log_path(&ctx.root, &story.id, n))
-        .find_map(|p| std::fs::read_to_string(p).ok())
+        // A char is at most 4 bytes: the end read holds the last chars kept.
+        .find_map(|p| crate::store::read_log_end(&p, 0, 4 * LAST_OUTPUT_CHARS as u64 + 4).ok())
+        .map(|(text, _)| text)
         .unwrap_or_default();
     let last = crate::postmortem::tail_chars(&last_log, LAST_OUTPUT_CHARS);
-    let template = std::fs::read_to_string(ctx.root.join(".ralph/templates/decompose.md"))
-        .unwrap_or_else(|_| decompose::TEMPLATE.to_string());
+    let template = super::context::template(
+        &ctx.root,
+        ".ralph/templates/decompose.md",
+        decompose::TEMPLATE,
+    );
     let mut v = prompt::Vars::default();
     v.set("STORY_ID", story.id.as_str());
     v.set("TITLE", story.title.as_str());
