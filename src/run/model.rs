@@ -640,3 +640,40 @@ impl Model {
             || self.hooks_running > 0
     }
 }
+
+/// A model over `stories` in one batch section, for tests.
+#[cfg(test)]
+pub(crate) fn test_model(
+    stories: Vec<Story>,
+    jobs: usize,
+    max_retries: u32,
+    limit: Option<u64>,
+    now: Now,
+) -> Model {
+    use crate::backlog::{Backlog, Section, Source};
+    let backlog = Backlog {
+        source: Source::StoriesTxt,
+        stories: stories.clone(),
+        sections: vec![Section {
+            label: Some("1".into()),
+            chain: false,
+        }],
+        skipped: vec![],
+    };
+    let dag = Dag::build(&backlog).expect("a valid DAG");
+    let policy = Policy {
+        jobs,
+        max_retries,
+        limit,
+        target: "main".into(),
+        budget: Budget::default(),
+        max_wait: Duration::from_secs(6 * 3600),
+        agents: vec![Backend::Claude],
+        stagger: Duration::ZERO,
+        resume_session: true,
+        decompose_depth: None,
+        retry_concurrency: 1,
+        agent_memory_mb: 0,
+    };
+    Model::new(stories, &dag, State::default(), policy, None, 0, now)
+}
