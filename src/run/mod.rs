@@ -359,18 +359,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .as_ref()
         .and_then(|r| backlog.index_of(r))
         .unwrap_or(0);
-    // Specs name files from the project root; git names them from the
-    // repository's, which differ when the project is a subdirectory.
-    let mut stories = backlog.stories.clone();
-    if let Some(prefix) = git.rel_path(root).filter(|p| !p.is_empty()) {
-        for s in &mut stories {
-            for f in &mut s.files {
-                *f = format!("{prefix}/{f}");
-            }
-        }
-    }
+    let prefix = git.rel_path(root).filter(|p| !p.is_empty());
     let model = model::Model::new(
-        stories,
+        from_repo_root(&backlog.stories, prefix.as_deref()),
         &project.dag,
         state,
         policy,
@@ -425,8 +416,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                     mono: Instant::now(),
                     unix: crate::timefmt::now_secs(),
                 };
-                d.model
-                    .reload(now_on_disk.backlog.stories.clone(), &now_on_disk.dag, now);
+                let stories = from_repo_root(&now_on_disk.backlog.stories, prefix.as_deref());
+                d.model.reload(stories, &now_on_disk.dag, now);
                 looped = rt.block_on(d.run(Vec::new()));
             }
             Err(problems) => {
@@ -446,6 +437,25 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     );
     drop(lock);
     code
+}
+
+/// The stories as the run sees them: specs name files from the project
+/// root, git from the repository's (`prefix`), which differ when the
+/// project is a subdirectory. At the start, and again for the backlog a
+/// decomposition changed.
+fn from_repo_root(
+    stories: &[crate::backlog::Story],
+    prefix: Option<&str>,
+) -> Vec<crate::backlog::Story> {
+    let mut stories = stories.to_vec();
+    if let Some(prefix) = prefix {
+        for s in &mut stories {
+            for f in &mut s.files {
+                *f = format!("{prefix}/{f}");
+            }
+        }
+    }
+    stories
 }
 
 /// `landing.mode: pr`: a story whose pull request was merged (its branch's

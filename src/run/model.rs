@@ -242,10 +242,27 @@ impl Model {
     pub(crate) fn new(
         stories: Vec<Story>,
         dag: &Dag,
-        mut state: State,
+        state: State,
         policy: Policy,
         only: Option<usize>,
         first: usize,
+        now_at_start: Now,
+    ) -> Model {
+        let chosen = (0..stories.len())
+            .map(|i| only.is_none_or(|o| o == i) && i >= first)
+            .collect();
+        Model::selecting(stories, dag, state, policy, chosen, only, now_at_start)
+    }
+
+    /// The model of a run over the `chosen` stories; `only` is a story
+    /// asked for by hand, whose failure is forgiven.
+    fn selecting(
+        stories: Vec<Story>,
+        dag: &Dag,
+        mut state: State,
+        policy: Policy,
+        chosen: Vec<bool>,
+        only: Option<usize>,
         now_at_start: Now,
     ) -> Model {
         let nodes: Vec<Node> = stories
@@ -257,7 +274,7 @@ impl Model {
                     state.mark_done(&s.id, None);
                     Node::Done
                 }
-                _ if only.is_some_and(|o| o != i) || i < first => Node::Excluded,
+                _ if !chosen[i] => Node::Excluded,
                 Node::Failed if only == Some(i) => {
                     // An explicit `-s` gives a failed story a fresh budget.
                     state.reset_attempts(&s.id);
@@ -279,9 +296,6 @@ impl Model {
         if parallel {
             sched = sched.with_ranks(stories.iter().map(|s| s.priority).collect());
         }
-        let chosen = (0..stories.len())
-            .map(|i| only.is_none_or(|o| o == i) && i >= first)
-            .collect();
         let (n, jobs) = (stories.len(), policy.jobs);
         let mut model = Model {
             chosen,
@@ -409,13 +423,26 @@ impl Model {
     }
 
     /// Becomes the model of the same run over the backlog as it is now on
-    /// disk (after a decomposition landed): the state, the policy and what
-    /// the run spent and was told (signals, a fatal stop) carry over;
-    /// nothing runs or waits to land at this point.
+    /// disk (after a decomposition landed): the state, the policy, the
+    /// selection (`-s`, `-r`: a story keeps its place in or out of it, a
+    /// new sub-story is in, as only a selected story is split) and what the
+    /// run spent and was told (signals, a fatal stop) carry over; nothing
+    /// runs or waits to land at this point.
     pub(crate) fn reload(&mut self, stories: Vec<Story>, dag: &Dag, now: Now) {
         debug_assert!(self.slots.iter().all(Option::is_none) && self.landing.is_none());
+        let was: HashMap<&str, bool> = self
+            .stories
+            .iter()
+            .zip(&self.chosen)
+            .map(|(s, &c)| (s.id.as_str(), c))
+            .collect();
+        let chosen = stories
+            .iter()
+            .map(|s| was.get(s.id.as_str()).copied().unwrap_or(true))
+            .collect();
         let state = std::mem::take(&mut self.state);
-        let mut m = Model::new(stories, dag, state, self.policy.clone(), None, 0, now);
+        let policy = self.policy.clone();
+        let mut m = Model::selecting(stories, dag, state, policy, chosen, None, now);
         m.attempts_this_run = self.attempts_this_run;
         m.signals = self.signals;
         m.fatal = self.fatal.take();
@@ -612,4 +639,41 @@ impl Model {
             || !self.land_queue.is_empty()
             || self.hooks_running > 0
     }
+}
+
+/// A model over `stories` in one batch section, for tests.
+#[cfg(test)]
+pub(crate) fn test_model(
+    stories: Vec<Story>,
+    jobs: usize,
+    max_retries: u32,
+    limit: Option<u64>,
+    now: Now,
+) -> Model {
+    use crate::backlog::{Backlog, Section, Source};
+    let backlog = Backlog {
+        source: Source::StoriesTxt,
+        stories: stories.clone(),
+        sections: vec![Section {
+            label: Some("1".into()),
+            chain: false,
+        }],
+        skipped: vec![],
+    };
+    let dag = Dag::build(&backlog).expect("a valid DAG");
+    let policy = Policy {
+        jobs,
+        max_retries,
+        limit,
+        target: "main".into(),
+        budget: Budget::default(),
+        max_wait: Duration::from_secs(6 * 3600),
+        agents: vec![Backend::Claude],
+        stagger: Duration::ZERO,
+        resume_session: true,
+        decompose_depth: None,
+        retry_concurrency: 1,
+        agent_memory_mb: 0,
+    };
+    Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

@@ -320,9 +320,9 @@ mod tests {
     use super::*;
     use crate::agent::output::Usage;
     use crate::agent::{Backend, ResultKind};
-    use crate::backlog::{Backlog, Section, Source, Story};
+    use crate::backlog::Story;
     use crate::run::events::{AttemptReport, AttemptRequest};
-    use crate::run::model::{Budget, Fatal, Landing, Policy};
+    use crate::run::model::{Fatal, Landing};
     use crate::state::Outcome;
 
     fn model(n: usize) -> Model {
@@ -343,39 +343,7 @@ mod tests {
                 files: Vec::new(),
             })
             .collect();
-        let backlog = Backlog {
-            source: Source::StoriesTxt,
-            stories: stories.clone(),
-            sections: vec![Section {
-                label: Some("1".into()),
-                chain: false,
-            }],
-            skipped: vec![],
-        };
-        let dag = crate::dag::Dag::build(&backlog).unwrap();
-        let policy = Policy {
-            jobs: 2,
-            max_retries: 1,
-            limit: None,
-            target: "main".into(),
-            budget: Budget::default(),
-            max_wait: Duration::from_secs(3600),
-            agents: vec![Backend::Claude],
-            stagger: Duration::ZERO,
-            resume_session: true,
-            decompose_depth: None,
-            retry_concurrency: 1,
-            agent_memory_mb: 0,
-        };
-        Model::new(
-            stories,
-            &dag,
-            crate::state::State::default(),
-            policy,
-            None,
-            0,
-            now(),
-        )
+        crate::run::model::test_model(stories, 2, 1, None, now())
     }
 
     fn now() -> Now {

@@ -36,32 +36,18 @@ fn model_with(
     limit: Option<u64>,
 ) -> Model {
     let stories: Vec<Story> = stories.iter().map(|(id, deps)| story(id, deps)).collect();
-    let backlog = Backlog {
-        source: Source::StoriesTxt,
-        stories: stories.clone(),
-        sections: vec![Section {
-            label: Some("1".into()),
-            chain: false,
-        }],
-        skipped: vec![],
-    };
-    let dag = Dag::build(&backlog).expect("a valid DAG");
-    let policy = Policy {
-        jobs,
-        max_retries,
-        limit,
-        target: "main".into(),
-        budget: Default::default(),
-        max_wait: Duration::from_secs(6 * 3600),
-        agents: vec![Backend::Claude],
-        stagger: Duration::ZERO,
-        resume_session: true,
-        decompose_depth: None,
-        retry_concurrency: 1,
-        agent_memory_mb: 0,
-    };
-    Model::new(stories, &dag, State::default(), policy, None, 0, t0())
+    super::super::model::test_model(stories, jobs, max_retries, limit, t0())
 }
+
+/// Six stories that depend on nothing.
+const INDEPENDENT: [(&str, &[&str]); 6] = [
+    ("a", &[]),
+    ("b", &[]),
+    ("c", &[]),
+    ("d", &[]),
+    ("e", &[]),
+    ("f", &[]),
+];
 
 fn t0() -> Now {
     Now {
@@ -1017,14 +1003,7 @@ fn different_failures_or_one_story_do_not_trip_the_breaker() {
 
 #[test]
 fn a_limit_warning_runs_one_job_fewer_until_the_window_resets() {
-    let stories: [(&str, &[&str]); 6] = [
-        ("a", &[]),
-        ("b", &[]),
-        ("c", &[]),
-        ("d", &[]),
-        ("e", &[]),
-        ("f", &[]),
-    ];
+    let stories = INDEPENDENT;
     let mut m = model_with(&stories, 3, 3, None);
     let now = t0();
     let first = begin(&mut m);
@@ -1050,14 +1029,7 @@ fn running_retries(m: &Model) -> usize {
 
 #[test]
 fn retries_run_one_at_a_time_while_first_attempts_fill_the_slots() {
-    let stories: [(&str, &[&str]); 6] = [
-        ("a", &[]),
-        ("b", &[]),
-        ("c", &[]),
-        ("d", &[]),
-        ("e", &[]),
-        ("f", &[]),
-    ];
+    let stories = INDEPENDENT;
     let mut m = model_with(&stories, 3, 3, None);
     let mut running: Vec<AttemptRequest> = begin(&mut m);
     assert_eq!(running.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 1, 2]);
@@ -1124,8 +1096,8 @@ fn an_interrupted_attempt_is_not_a_retry() {
 
 #[test]
 fn memory_for_fewer_agents_lowers_the_jobs_and_says_why() {
-    let stories: [(&str, &[&str]); 4] = [("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])];
-    let mut m = model_with(&stories, 4, 3, None);
+    let stories = &INDEPENDENT[..4];
+    let mut m = model_with(stories, 4, 3, None);
     m.policy.agent_memory_mb = 2048;
     m.memory_mb = Some(4500);
     let now = t0();
@@ -1165,7 +1137,7 @@ fn memory_for_fewer_agents_lowers_the_jobs_and_says_why() {
     let a = handle(&mut m, Event::Timer, later(now, 61));
     assert_eq!(starts(&a).len(), 2);
     // Never fewer than one: even with no memory, work goes on one at a time.
-    let mut m = model_with(&stories, 4, 3, None);
+    let mut m = model_with(stories, 4, 3, None);
     m.policy.agent_memory_mb = 2048;
     m.memory_mb = Some(0);
     let first = begin(&mut m);
@@ -1176,8 +1148,8 @@ fn memory_for_fewer_agents_lowers_the_jobs_and_says_why() {
 
 #[test]
 fn conflicting_paths_are_remembered_and_keep_the_story_apart() {
-    let stories: [(&str, &[&str]); 4] = [("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])];
-    let mut m = model_with(&stories, 2, 3, None);
+    let stories = &INDEPENDENT[..4];
+    let mut m = model_with(stories, 2, 3, None);
     let first = begin(&mut m);
     assert_eq!(first.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 1]);
     // b's worktree changes FEATURES.md (as the dispatcher read it).
@@ -1212,8 +1184,8 @@ fn conflicting_paths_are_remembered_and_keep_the_story_apart() {
 
 #[test]
 fn while_the_agent_is_limited_new_attempts_go_to_the_fallback_then_back() {
-    let stories: [(&str, &[&str]); 4] = [("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])];
-    let mut m = model_with(&stories, 1, 3, None);
+    let stories = &INDEPENDENT[..4];
+    let mut m = model_with(stories, 1, 3, None);
     m.policy.agents = vec![Backend::Claude, Backend::Codex];
     let now = t0();
     let req = begin(&mut m).remove(0);
@@ -1244,8 +1216,8 @@ fn while_the_agent_is_limited_new_attempts_go_to_the_fallback_then_back() {
 
 #[test]
 fn staggered_starts_are_spaced() {
-    let stories: [(&str, &[&str]); 3] = [("a", &[]), ("b", &[]), ("c", &[])];
-    let mut m = model_with(&stories, 3, 3, None);
+    let stories = &INDEPENDENT[..3];
+    let mut m = model_with(stories, 3, 3, None);
     m.policy.stagger = Duration::from_secs(3);
     let now = t0();
     let a = handle(&mut m, Event::Start { reland: vec![] }, now);

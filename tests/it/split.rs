@@ -116,6 +116,26 @@ fn a_story_failing_for_good_is_split_and_its_dependent_waits_for_every_part() {
 }
 
 #[test]
+fn the_run_after_a_split_keeps_to_the_stories_resume_left_out() {
+    let answer = format!("{}<ralph>DECOMPOSE_DONE 1.1: 1</ralph>", block("1.1.1", ""));
+    let p = Project::with_backlog("# [batch:1]\n0.1 | Before\n1.1 | Big\n", SPLIT);
+    p.commit_all("backlog");
+    p.agent(AGENT);
+    let line = serde_json::json!({
+        "type": "result", "subtype": "success", "is_error": false, "result": answer,
+        "usage": {"input_tokens": 50, "output_tokens": 40}, "total_cost_usd": 0.02
+    });
+    fs::write(p.scratch.join("answer.json"), format!("{line}\n")).unwrap();
+    fs::write(p.scratch.join("failing"), "1.1\n").unwrap();
+    let r = p.ralph(&["run", "-r", "1.1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1.1"), 1, "{r:?}");
+    // 0.1 stood before the resume point: the reloaded run leaves it out too.
+    assert!(!calls(&p).contains(&"0.1".to_string()), "{:?}", calls(&p));
+    assert_eq!(p.merges_of("0.1"), 0);
+}
+
+#[test]
 fn a_malformed_answer_changes_nothing_and_the_story_fails() {
     // A sub-story that depends on a story nobody knows.
     let answer = format!(
