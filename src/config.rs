@@ -742,20 +742,12 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
             format!("the config must be a JSON object, got {shown}"),
         )]);
     }
-    for section in [
-        "specs",
-        "loop",
-        "validation",
-        "claude",
-        "agent",
-        "budget",
-        "limits",
-        "commit",
-        "learnings",
-        "parallel",
-        "hooks",
-        "runs",
-    ] {
+    // Every section of the key table, so a new one cannot be left out.
+    let sections: std::collections::BTreeSet<&str> = keys::KEYS
+        .iter()
+        .filter_map(|k| k.key.split_once('.').map(|(s, _)| s))
+        .collect();
+    for section in sections {
         if let Some(v) = raw.get(section).filter(|v| !v.is_object() && !v.is_null()) {
             let shown = v.to_string();
             r.problem(
@@ -1270,6 +1262,11 @@ mod tests {
         assert_eq!(
             messages(&problems),
             ["loop must be a JSON object of settings, got 5"]
+        );
+        let problems = cfg(json!({"landing": "pr"})).unwrap_err();
+        assert_eq!(
+            messages(&problems),
+            ["landing must be a JSON object of settings, got \"pr\""]
         );
     }
 
