@@ -583,7 +583,10 @@ fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
 }
 
 fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
-    let (project, state) = load(root)?;
+    let (project, mut state) = load(root)?;
+    if let Some(checked) = merged_prs(root, &project, &state)? {
+        state = checked;
+    }
     let sched = node_states(&project, &state);
     let live = RunLock::is_held(root);
     let ids = |n: Node| -> Vec<String> {
@@ -728,6 +731,39 @@ fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     }
     warn_if_empty(&project);
     Ok(EXIT_OK)
+}
+
+/// `landing.mode: pr` with stories in a pull request: the ones merged on
+/// the remote are done now, as the next run would find them. Only when no
+/// run holds the lock (a run checks them itself): then the state as it is
+/// after the check, else `None`.
+fn merged_prs(root: &Path, project: &Project, state: &State) -> anyhow::Result<Option<State>> {
+    let Some(remote) = &project.config.pr_remote else {
+        return Ok(None);
+    };
+    let in_pr = |s: &State| {
+        project
+            .backlog
+            .stories
+            .iter()
+            .any(|st| s.status(&st.id) == crate::state::Status::InPr)
+    };
+    // Without one the lock is not taken: a run starting meanwhile would
+    // find it held.
+    if !in_pr(state) {
+        return Ok(None);
+    }
+    let Ok(_lock) = RunLock::acquire(root) else {
+        return Ok(None);
+    };
+    // Read again under the lock: a run may have ended since.
+    let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    let git = crate::gitops::Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
+    let target = run::target_branch(project, &git)?;
+    let log = store::TechLog::new(Some(root.join("ralph.log")));
+    run::prs_merged(project, &git, &target, remote, &mut state, &log)?;
+    store::save_state(root, &state)?;
+    Ok(Some(state))
 }
 
 fn cmd_validate(root: &Path) -> anyhow::Result<i32> {

@@ -400,8 +400,8 @@ struct Reader<'a> {
     file: &'a Path,
     text: Option<&'a str>,
     problems: Vec<Problem>,
-    /// Every dotted path asked for: what ralph reads, so what the
-    /// unknown-key check accepts (it cannot drift from the code).
+    /// Every dotted path asked for: a test holds `keys::KEYS`, which the
+    /// unknown-key check accepts, to exactly these.
     read: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
@@ -600,12 +600,12 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The keys of `raw` that ralph does not read, in file order where known.
-/// Arrays and scalars are leaves; an object is known when ralph reads it
-/// whole or any key under it is known.
+/// The keys of `raw` that are not `known` (ralph's), in file order where
+/// known. Arrays and scalars are leaves; an object is known when ralph
+/// reads it whole or any key under it is known.
 fn key_warnings(
     raw: &Value,
-    read: &std::collections::BTreeSet<String>,
+    known: &std::collections::BTreeSet<String>,
     text: Option<&str>,
 ) -> Vec<KeyWarning> {
     fn walk(v: &Value, path: &str, leaves: &mut Vec<String>) {
@@ -631,7 +631,7 @@ fn key_warnings(
     walk(raw, "", &mut leaves);
     let mut out: Vec<KeyWarning> = Vec::new();
     for key in leaves {
-        if read.iter().any(|r| under(&key, r)) || RALPH_V2_INERT.iter().any(|k| under(&key, k)) {
+        if known.iter().any(|r| under(&key, r)) || RALPH_V2_INERT.iter().any(|k| under(&key, k)) {
             continue;
         }
         let kind = match RALPH_V2_IGNORED.iter().find(|(p, _)| under(&key, p)) {
@@ -643,7 +643,7 @@ fn key_warnings(
                 KeyWarningKind::RalphV2 { why }
             }
             None => KeyWarningKind::Unknown {
-                did_you_mean: nearest_key(&key, read),
+                did_you_mean: nearest_key(&key, known),
             },
         };
         let key = match kind {
@@ -742,20 +742,12 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
             format!("the config must be a JSON object, got {shown}"),
         )]);
     }
-    for section in [
-        "specs",
-        "loop",
-        "validation",
-        "claude",
-        "agent",
-        "budget",
-        "limits",
-        "commit",
-        "learnings",
-        "parallel",
-        "hooks",
-        "runs",
-    ] {
+    // Every section of the key table, so a new one cannot be left out.
+    let sections: std::collections::BTreeSet<&str> = keys::KEYS
+        .iter()
+        .filter_map(|k| k.key.split_once('.').map(|(s, _)| s))
+        .collect();
+    for section in sections {
         if let Some(v) = raw.get(section).filter(|v| !v.is_object() && !v.is_null()) {
             let shown = v.to_string();
             r.problem(
@@ -969,7 +961,10 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     if !problems.is_empty() {
         return Err(problems);
     }
-    let key_warnings = key_warnings(&raw, &read, text);
+    // The table, not `read`: a key read only in some modes (`parallel.
+    // auto_merge` is moot once landing.mode is set) is still ralph's.
+    let known = keys::KEYS.iter().map(|k| k.key.to_string()).collect();
+    let key_warnings = key_warnings(&raw, &known, text);
     Ok(Config {
         raw: raw.clone(),
         key_warnings,
@@ -1141,6 +1136,16 @@ mod tests {
     }
 
     #[test]
+    fn a_key_read_only_in_some_modes_is_never_unknown() {
+        // `parallel.auto_merge` means nothing once landing.mode says review
+        // or pr, so the reader skips it; it is still ralph's key.
+        for mode in ["review", "pr"] {
+            let c = cfg(json!({"landing": {"mode": mode}})).unwrap();
+            assert_eq!(c.key_warnings, vec![], "landing.mode {mode}");
+        }
+    }
+
+    #[test]
     fn unknown_keys_are_named_with_a_guess_and_their_line() {
         let text = "{\n  \"paralell\": {\"enabled\": true},\n  \"loop\": {\"max_retrys\": 2, \"zzz\": 1}\n}\n";
         let mut merged = defaults();
@@ -1257,6 +1262,11 @@ mod tests {
         assert_eq!(
             messages(&problems),
             ["loop must be a JSON object of settings, got 5"]
+        );
+        let problems = cfg(json!({"landing": "pr"})).unwrap_err();
+        assert_eq!(
+            messages(&problems),
+            ["landing must be a JSON object of settings, got \"pr\""]
         );
     }
 

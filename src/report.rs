@@ -37,7 +37,8 @@ pub(crate) fn tokens(u: &Usage) -> u64 {
     u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
 }
 
-fn short_count(n: u64) -> String {
+/// `12.3k`, `1.2M`: token counts in a line or a table cell.
+pub(crate) fn short_count(n: u64) -> String {
     if n >= 1_000_000 {
         format!("{:.1}M", n as f64 / 1e6)
     } else if n >= 1_000 {

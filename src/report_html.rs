@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::RalphError;
 use crate::layout::{layout, Layout};
+use crate::report::short_count;
 use crate::runlog::{self, Ev, PauseWhy, RunData};
 use crate::schedule::{Node, Scheduler};
 use crate::state::{AttemptKind, Outcome};
@@ -96,16 +97,6 @@ fn clip(s: &str, n: usize) -> String {
         let mut c: String = s.chars().take(n.saturating_sub(1)).collect();
         c.push('…');
         c
-    }
-}
-
-fn short(n: u64) -> String {
-    if n >= 1_000_000 {
-        format!("{:.1}M", n as f64 / 1e6)
-    } else if n >= 1_000 {
-        format!("{:.1}k", n as f64 / 1e3)
-    } else {
-        n.to_string()
     }
 }
 
@@ -296,7 +287,7 @@ fn cards(f: &Figures, o: &mut String) {
             .unwrap_or_else(|| "–".into()),
         "agent runs per landed story",
     );
-    card(o, short(f.tokens), "tokens");
+    card(o, short_count(f.tokens), "tokens");
     card(o, format!("${:.2}", f.cost_usd), "cost");
     card(o, human_duration(f.agent_secs), "agent time");
     card(
@@ -556,7 +547,7 @@ fn timeline(p: &PageInput, o: &mut String) {
             b.kind.name(),
             esc(&b.agent),
             human_duration(b.end - b.start),
-            short(b.tokens),
+            short_count(b.tokens),
             b.cost_usd,
             b.reason
                 .as_deref()
@@ -779,7 +770,7 @@ fn table(p: &PageInput, o: &mut String) {
                 kinds_text(&s.by_kind)
             }),
             s.tokens,
-            short(s.tokens),
+            short_count(s.tokens),
             s.cost_usd,
             s.cost_usd,
             s.secs,

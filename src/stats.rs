@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use crate::report::short_count;
 use crate::runlog::{Ev, PauseWhy, RunData};
 use crate::state::{AttemptKind, Outcome};
 use crate::timefmt::human_duration;
@@ -511,16 +512,6 @@ fn money(x: f64) -> String {
     format!("${x:.2}")
 }
 
-fn short(n: u64) -> String {
-    if n >= 1_000_000 {
-        format!("{:.1}M", n as f64 / 1e6)
-    } else if n >= 1_000 {
-        format!("{:.1}k", n as f64 / 1e3)
-    } else {
-        n.to_string()
-    }
-}
-
 /// `8 first, 4 retry`
 pub(crate) fn kinds_text(by_kind: &BTreeMap<AttemptKind, usize>) -> String {
     let parts: Vec<String> = by_kind
@@ -541,7 +532,13 @@ fn top_spend(m: &BTreeMap<String, Spend>, n: usize) -> String {
     let mut parts: Vec<String> = v
         .iter()
         .take(n)
-        .map(|(k, s)| format!("{k} {} ({} tokens)", money(s.cost_usd), short(s.tokens)))
+        .map(|(k, s)| {
+            format!(
+                "{k} {} ({} tokens)",
+                money(s.cost_usd),
+                short_count(s.tokens)
+            )
+        })
         .collect();
     if v.len() > n {
         parts.push(format!("… {} more", v.len() - n));
@@ -566,7 +563,7 @@ fn figures_text(f: &Figures, out: &mut String) {
         .unwrap_or_else(|| "–".into());
     out.push_str(&format!(
         "  {} tokens · {} · slots busy {util} · paused {} · conflicts {}\n",
-        short(f.tokens),
+        short_count(f.tokens),
         money(f.cost_usd),
         human_duration(f.paused_secs),
         f.conflicts

@@ -361,7 +361,7 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          `ralph reject`); its dependents wait. `pr` pushes the validated branch to \
          `landing.remote` and opens a pull request with `gh pr create` (`gh` must be on \
          PATH, checked at start); the story is done once its commits are on the remote's \
-         target branch, which `ralph run` checks after a fetch.",
+         target branch, which `ralph run` and `ralph status` check after a fetch.",
     ),
     key(
         "landing.remote",

@@ -263,7 +263,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         display::err(&line);
     }
     if let Some(pr) = &pr {
-        prs_merged(&project, &git, &target, pr, &mut state, &log)?;
+        prs_merged(&project, &git, &target, &pr.remote, &mut state, &log)?;
     }
     let reland = recover::reconcile(&project, &git, &target, &mut state, &log)?;
     store::save_state(root, &state)?;
@@ -460,11 +460,11 @@ fn from_repo_root(
 
 /// `landing.mode: pr`: a story whose pull request was merged (its branch's
 /// commits are on the remote's target after a fetch) is done.
-fn prs_merged(
+pub(crate) fn prs_merged(
     project: &Project,
     git: &Git,
     target: &str,
-    pr: &context::PrLanding,
+    remote: &str,
     state: &mut crate::state::State,
     log: &TechLog,
 ) -> Result<()> {
@@ -479,7 +479,7 @@ fn prs_merged(
         return Ok(());
     }
     let q = crate::prompt::shell_quote;
-    let cmd = format!("git fetch --quiet {} {}", q(&pr.remote), q(target));
+    let cmd = format!("git fetch --quiet {} {}", q(remote), q(target));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -496,7 +496,7 @@ fn prs_merged(
         ));
         return Ok(());
     }
-    let remote_ref = format!("refs/remotes/{}/{target}", pr.remote);
+    let remote_ref = format!("refs/remotes/{remote}/{target}");
     for id in open {
         let branch = project::story_branch(&id);
         if git.ref_contains_branch(&remote_ref, &branch)? {

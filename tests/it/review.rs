@@ -146,6 +146,14 @@ fn pr_mode_pushes_opens_a_pull_request_and_is_done_once_merged() {
     // Not merged yet: still waiting, and its dependent with it.
     assert_eq!(p.ralph(&["run"]).code, 1);
     assert_eq!(p.story("1.1")["status"], "in_pr");
+    let done_in_status = || {
+        let r = p.ralph(&["status", "--json"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        v["done"].as_array().unwrap().contains(&"1.1".into())
+    };
+    assert!(!done_in_status());
+    assert_eq!(p.story("1.1")["status"], "in_pr");
     // Someone merges the pull request on the remote.
     git(
         &remote,
@@ -155,6 +163,9 @@ fn pr_mode_pushes_opens_a_pull_request_and_is_done_once_merged() {
             "refs/heads/ralph/story-1.1",
         ],
     );
+    // `ralph status` fetches and finds it merged, before any run.
+    assert!(done_in_status());
+    assert_eq!(p.story("1.1")["status"], "done");
     let r = p.ralph(&["run"]);
     assert_eq!(p.story("1.1")["status"], "done", "{r:?}");
     assert_eq!(p.story("1.2")["status"], "in_pr", "{r:?}");
