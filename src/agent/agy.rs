@@ -436,4 +436,37 @@ mod tests {
             d.event(&ev);
         }
     }
+
+    /// Parse speed on ~50 MB of the documented event shapes (no recording
+    /// exists): `cargo test --release --lib agent::agy -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let prose =
+            "the parser keeps every line short and the merge queue lands one story ".repeat(40);
+        let lines: Vec<String> = [
+            init(),
+            text(1, "ACTIVE", &prose),
+            text(1, "DONE", &prose),
+            tool(
+                2,
+                "ACTIVE",
+                "run_command",
+                json!({"CommandLine": "cargo test"}),
+            ),
+            step(
+                2,
+                "DONE",
+                "tool",
+                json!({"tool_name": "run_command", "output": prose}),
+            ),
+            result("SUCCESS", "done <ralph>DONE 1.1</ralph>", None),
+        ]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let s = testkit::throughput(Backend::Agy, &lines);
+        assert!(s.result_seen);
+    }
 }

@@ -386,4 +386,27 @@ mod tests {
             d.event(&ev);
         }
     }
+
+    /// Parse speed on ~50 MB of the documented event shapes (no recording
+    /// exists): `cargo test --release --lib agent::cursor -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let prose =
+            "the parser keeps every line short and the merge queue lands one story ".repeat(40);
+        let lines: Vec<String> = [
+            init(),
+            delta(&prose),
+            assistant(&prose, None, Some("m1")),
+            shell_started("cargo test"),
+            shell_completed(&prose),
+            result("done <ralph>DONE 1.1</ralph>", false),
+        ]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let s = testkit::throughput(Backend::Cursor, &lines);
+        assert!(s.result_seen);
+    }
 }

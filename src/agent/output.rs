@@ -824,6 +824,29 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    /// Parse speed of Claude Code's stream-json (also Amp's) on ~50 MB of
+    /// recorded lines: `cargo test --release --lib agent::output -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let Some(recs) = crate::agent::testkit::recordings("claude") else {
+            return;
+        };
+        let lines: Vec<&str> = recs
+            .iter()
+            .filter(|(n, _)| !n.starts_with("text") && !n.starts_with("json"))
+            .flat_map(|(_, t)| t.lines())
+            .filter(|l| l.starts_with('{'))
+            .collect();
+        assert!(
+            !lines.is_empty(),
+            "recordings: {:?}",
+            recs.iter().map(|r| &r.0).collect::<Vec<_>>()
+        );
+        let s = crate::agent::testkit::throughput(crate::agent::Backend::Claude, &lines);
+        assert!(s.result_seen);
+    }
+
     fn parse_lines(text: &str) -> Summary {
         let mut p = OutputParser::new();
         for line in text.lines() {
