@@ -26,6 +26,7 @@ mod run;
 mod runlog;
 mod schedule;
 mod stats;
+mod status;
 
 mod docs;
 mod logview;

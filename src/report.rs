@@ -650,25 +650,9 @@ pub(crate) fn progress_fail(id: &str, reason: &str, unix: i64, attempt: u32, max
     )
 }
 
-/// The four-character status tag of `ralph stories` and `ralph graph`.
+/// The four-character status tag of `ralph stories` (`Node::label`).
 pub(crate) fn label(node: Node) -> &'static str {
-    match node {
-        Node::Done => "done",
-        Node::Running => "run ",
-        Node::Landing => "land",
-        Node::Review => "revw",
-        Node::Failed => "fail",
-        Node::Blocked => "blkd",
-        Node::Pending | Node::Excluded => "    ",
-    }
-}
-
-fn status_word(node: Node) -> &'static str {
-    match label(node).trim() {
-        "" => "pending",
-        "revw" => "review",
-        s => s,
-    }
+    node.label()
 }
 
 /// One story of `ralph graph`.
@@ -713,7 +697,7 @@ pub(crate) fn render_graph(
                     n.id,
                     n.id,
                     quote(n.title),
-                    status_word(n.node)
+                    n.node.word()
                 ));
             }
             for &(a, b) in edges {
@@ -728,7 +712,7 @@ pub(crate) fn render_graph(
                     "  s{i}[\"{} {} ({})\"]\n",
                     n.id,
                     quote(n.title),
-                    status_word(n.node)
+                    n.node.word()
                 ));
             }
             for &(a, b) in edges {
@@ -744,7 +728,7 @@ pub(crate) fn render_graph(
                     .collect();
                 waits.sort_unstable();
                 let n = &nodes[i];
-                out.push_str(&format!("[{}] {} {}", label(n.node), n.id, n.title));
+                out.push_str(&format!("[{}] {} {}", n.node.word(), n.id, n.title));
                 if !waits.is_empty() {
                     out.push_str(&format!("  <- {}", waits.join(", ")));
                 }
@@ -1091,7 +1075,7 @@ mod tests {
         ];
         let edges = [(0, 1)];
         let text = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Text);
-        assert_eq!(text, "[done] 1.1 A \"q\"\n[    ] 1.2 B  <- 1.1\n");
+        assert_eq!(text, "[done] 1.1 A \"q\"\n[pending] 1.2 B  <- 1.1\n");
         let dot = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Dot);
         assert!(dot.contains("\"1.1\" -> \"1.2\";"), "{dot}");
         assert!(dot.contains("A 'q'"), "{dot}");

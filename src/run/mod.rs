@@ -39,7 +39,7 @@ use crate::project::{self, Project, RUNTIME_PATTERNS};
 use crate::report;
 use crate::store::{self, TechLog};
 
-pub(crate) use model::story_node;
+pub(crate) use crate::status::story_node;
 pub(crate) use recover::take_run_lock;
 
 /// `ralph run` options after merging flags with the config.
