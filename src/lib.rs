@@ -5,6 +5,8 @@
 #![warn(unreachable_pub)]
 
 mod agent;
+#[cfg(test)]
+mod arch_tests;
 mod backlog;
 pub mod cli;
 mod config;
