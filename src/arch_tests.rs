@@ -16,7 +16,7 @@ const KNOWN_CYCLES: &[&[&str]] = &[
     // `agent/` becomes a leaf (architecture.md, change 1): default flags,
     // `Config`, `state::Outcome` and `project::relative_to_worktree` tie it.
     &[
-        "agent", "backlog", "config", "dag", "project", "prompt", "schedule", "state", "store",
+        "agent", "backlog", "config", "dag", "project", "schedule", "state", "store",
     ],
     // The `Executor` trait and `post_hooks` (dispatcher) used by
     // `LocalExecutor` (attempt), which the dispatcher starts.
@@ -560,4 +560,106 @@ fn the_import_graph_reader_sees_what_the_compiler_sees() {
     assert_eq!(cycles(&g), [["run", "run::attempt"]]);
     // What `lex` leaves of strings: their contents, where they are.
     assert_eq!(files[0].strings, [(3, "crate::e".to_string())]);
+}
+
+/// Files the `.ralph/` scan leaves alone, each with its reason.
+const PATH_SCAN_SKIPS: &[(&str, &str)] = &[
+    ("paths.rs", "the one place paths are spelled"),
+    (
+        "cli.rs",
+        "being split into cli/<command>.rs: the lead moves its paths after the merge",
+    ),
+    (
+        "cli/",
+        "being split into cli/<command>.rs: the lead moves its paths after the merge",
+    ),
+];
+
+/// Prose that names paths for people to read, as the page it generates
+/// says them: each `.ralph/` path in it must be one `paths.rs` has (or a
+/// file under one of its directories), so a moved path fails here.
+const PATH_PROSE: &[(&str, &str)] = &[(
+    "config/keys.rs",
+    "the configuration reference (docs/config.md is generated from it)",
+)];
+
+/// The `.ralph/...` paths `text` names, each as written (up to a closing
+/// backtick, a space or the end).
+fn named_paths(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(n) = text[from..].find(".ralph/") {
+        let start = from + n;
+        let end = text[start..]
+            .find(|c: char| c == '`' || c.is_whitespace() || c == ')' || c == ',')
+            .map_or(text.len(), |e| start + e);
+        out.push(&text[start..end]);
+        from = end;
+    }
+    out
+}
+
+/// True when `named` is a path of `paths.rs`'s table or under one of its
+/// directories (`.ralph/` itself aside: every file it holds is named).
+fn known_path(named: &str) -> bool {
+    crate::paths::ALL.iter().any(|(_, p)| {
+        named.trim_end_matches('/') == *p
+            || (*p != crate::paths::DIR
+                && named.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+    })
+}
+
+#[test]
+fn paths_in_prose_are_checked_against_the_table() {
+    let text = "output goes to `.ralph/logs/<id>/validation-<n>.log`, not .ralph/nope.json \
+                nor (.ralph/logsx)";
+    let named = named_paths(text);
+    assert_eq!(
+        named,
+        [
+            ".ralph/logs/<id>/validation-<n>.log",
+            ".ralph/nope.json",
+            ".ralph/logsx"
+        ]
+    );
+    let known: Vec<bool> = named.iter().map(|n| known_path(n)).collect();
+    assert_eq!(known, [true, false, false]);
+}
+
+/// `.ralph/` is spelled in `paths.rs` only: everything else joins or prints
+/// its constants (messages too), so a path cannot change in one place and
+/// not in another.
+#[test]
+fn ralph_paths_are_spelled_in_paths_rs_only() {
+    let mut found = Vec::new();
+    for s in sources() {
+        if PATH_SCAN_SKIPS
+            .iter()
+            .any(|(p, _)| s.rel == *p || (p.ends_with('/') && s.rel.starts_with(p)))
+        {
+            continue;
+        }
+        let prose = PATH_PROSE.iter().any(|(p, _)| s.rel == *p);
+        for (line, text) in &s.strings {
+            if prose {
+                for named in named_paths(text) {
+                    if !known_path(named) {
+                        found.push(format!(
+                            "src/{}:{line}: {named:?} is no path paths.rs knows",
+                            s.rel
+                        ));
+                    }
+                }
+                continue;
+            }
+            if text.contains(".ralph/") || text.trim_matches('/') == ".ralph" {
+                found.push(format!("src/{}:{line}: {text:?}", s.rel));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`.ralph/` paths spelled outside paths.rs (use its constants and functions):\n{}",
+        found.join("\n")
+    );
 }

@@ -18,6 +18,7 @@ mod error;
 mod gitops;
 mod layout;
 mod learnings;
+mod paths;
 mod postmortem;
 mod process;
 mod project;

@@ -210,7 +210,7 @@ pub(crate) fn render_activity(text: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    crate::project::relative_to_worktree(first)
+    crate::paths::relative_to_worktree(first)
         .chars()
         .take(120)
         .collect()
@@ -558,8 +558,9 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
     }
     if !s.failed.is_empty() {
         out.push_str(&format!(
-            "failed: {} (see .ralph/logs/<id>/; retry with `ralph run -s <id>`)\n",
-            s.failed.join(", ")
+            "failed: {} (see {}/<id>/; retry with `ralph run -s <id>`)\n",
+            s.failed.join(", "),
+            crate::paths::LOGS
         ));
     }
     if !s.blocked.is_empty() {

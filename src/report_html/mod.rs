@@ -345,7 +345,7 @@ fn totals(p: &PageInput, o: &mut String) {
 
 /// The default place of the report: `.ralph/report.html`.
 pub(crate) fn default_path(root: &Path) -> PathBuf {
-    root.join(".ralph/report.html")
+    crate::paths::report(root)
 }
 
 /// Writes the report of `run` (default: the latest) to `out`.

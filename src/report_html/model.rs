@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::error::RalphError;
+use crate::paths;
 use crate::runlog::{self, RunData};
 use crate::stats::{self, Stats, Which};
 use crate::status::{story_rows, StoryRow};
@@ -33,9 +34,11 @@ pub(crate) fn load(root: &Path, run: Option<&str>) -> anyhow::Result<PageInput> 
     let which = match run {
         Some(id) => {
             if !runs.iter().any(|r| r.id == id) {
-                return Err(RalphError::usage(format!("no run {id} in .ralph/runs/"))
-                    .with_hint("`ralph stats --all` lists the recorded runs")
-                    .into());
+                return Err(
+                    RalphError::usage(format!("no run {id} in {}/", paths::RUNS))
+                        .with_hint("`ralph stats --all` lists the recorded runs")
+                        .into(),
+                );
             }
             Which::Run(id.to_string())
         }
