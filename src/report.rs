@@ -1060,6 +1060,34 @@ mod tests {
         );
     }
 
+    /// `graph` says the words `status --json` says (`Node::word`), in
+    /// every form.
+    #[test]
+    fn graph_says_the_status_words() {
+        let ids: Vec<String> = (0..Node::ALL.len()).map(|i| format!("1.{i}")).collect();
+        let nodes: Vec<GraphNode> = Node::ALL
+            .iter()
+            .zip(&ids)
+            .map(|(n, id)| GraphNode {
+                id,
+                title: "T",
+                node: *n,
+            })
+            .collect();
+        let order: Vec<usize> = (0..nodes.len()).collect();
+        for style in [GraphStyle::Text, GraphStyle::Dot, GraphStyle::Mermaid] {
+            let out = render_graph(&nodes, &[], &order, style);
+            for (n, id) in Node::ALL.iter().zip(&ids) {
+                let line = out.lines().find(|l| l.contains(id.as_str())).unwrap();
+                let want = match style {
+                    GraphStyle::Mermaid => format!("({})", n.word()),
+                    _ => format!("[{}]", n.word()),
+                };
+                assert!(line.contains(&want), "{style:?}: {line}");
+            }
+        }
+    }
+
     #[test]
     fn graph_forms() {
         let nodes = [
