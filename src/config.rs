@@ -285,7 +285,7 @@ pub(crate) fn load(root: &Path) -> Result<Config, Vec<Problem>> {
     build(merged, rel, Some(&text))
 }
 
-pub(crate) const CONFIG_FILE: &str = ".ralph/config.json";
+pub(crate) const CONFIG_FILE: &str = crate::paths::CONFIG;
 
 /// serde_json appends "at line L column C"; the line already goes into the
 /// `Problem`, so repeating it would only add noise.

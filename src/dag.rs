@@ -12,6 +12,7 @@ use petgraph::Direction;
 
 use crate::backlog::{Backlog, Source};
 use crate::error::Problem;
+use crate::paths;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Dag {
@@ -266,11 +267,13 @@ impl Dag {
             match via_batch.as_slice() {
                 [] => {}
                 [one] => message.push_str(&format!(
-                    "; the arrow {one} comes from the batch order in .ralph/stories.txt"
+                    "; the arrow {one} comes from the batch order in {}",
+                    paths::QUEUE
                 )),
                 many => message.push_str(&format!(
-                    "; the arrows {} come from the batch order in .ralph/stories.txt",
-                    many.join(", ")
+                    "; the arrows {} come from the batch order in {}",
+                    many.join(", "),
+                    paths::QUEUE
                 )),
             }
             message.push_str("; remove a depends_on entry to break the cycle");
@@ -352,8 +355,8 @@ fn add_batch_edges(backlog: &Backlog, waits: &mut [Vec<usize>]) {
 fn story_file(backlog: &Backlog, i: usize) -> PathBuf {
     match (&backlog.source, &backlog.stories[i].spec_path) {
         (_, Some(p)) => p.clone(),
-        (Source::Prd { .. }, None) => PathBuf::from("prd.json"),
-        (Source::StoriesTxt, None) => PathBuf::from(".ralph/stories.txt"),
+        (Source::Prd { .. }, None) => PathBuf::from(paths::PRD),
+        (Source::StoriesTxt, None) => PathBuf::from(paths::QUEUE),
     }
 }
 

@@ -394,7 +394,8 @@ pub(crate) fn insert_in_queue(
     }
     if !found {
         return Err(format!(
-            "story {parent} is not a line of .ralph/stories.txt"
+            "story {parent} is not a line of {}",
+            crate::paths::QUEUE
         ));
     }
     Ok(out)

@@ -235,7 +235,7 @@ impl Reporter {
             return;
         }
         if self.verbose {
-            let shown = crate::project::relative_to_worktree(text);
+            let shown = crate::paths::relative_to_worktree(text);
             self.line(&format!("  [{id}] {shown}"));
         }
         let color = self.color;

@@ -91,7 +91,7 @@ pub(crate) fn config_markdown() -> String {
         "<!-- Generated from src/config/keys.rs and config::defaults() by \
          `RALPH_BLESS=1 cargo test --lib docs::`: edit those, not this file. -->\n\n",
     );
-    out.push_str("# Configuration: `.ralph/config.json`\n\n");
+    out.push_str(&format!("# Configuration: `{}`\n\n", crate::paths::CONFIG));
     out.push_str(
         "The file is optional. It is a JSON object deep-merged over the defaults below: \
          objects merge key by key, arrays and other values replace. A whole number may \
@@ -300,7 +300,7 @@ pub(crate) fn config_schema() -> String {
     }
     let schema = json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
-        "title": "ralph: .ralph/config.json",
+        "title": format!("ralph: {}", crate::paths::CONFIG),
         "description": "Settings of ralph, deep-merged over its defaults. Generated from ralph's code (docs/config.md has the same in prose).",
         "type": "object",
         "properties": top,

@@ -97,7 +97,7 @@ pub(crate) fn load(root: &Path) -> Vec<String> {
 
 /// As `load`, each line with the file it came from (relative to `root`).
 pub(crate) fn load_by_file(root: &Path) -> Vec<(std::path::PathBuf, String)> {
-    let dir = root.join(".ralph/learnings");
+    let dir = crate::paths::learnings_dir(root);
     let Ok(rd) = fs::read_dir(&dir) else {
         return Vec::new();
     };
@@ -125,7 +125,7 @@ pub(crate) fn load_by_file(root: &Path) -> Vec<(std::path::PathBuf, String)> {
 /// already known are skipped).
 pub(crate) fn record(root: &Path, story: &str, texts: &[String]) -> std::io::Result<Vec<String>> {
     let existing: HashSet<String> = load(root).iter().map(|l| body(l).to_lowercase()).collect();
-    let dir = root.join(".ralph/learnings");
+    let dir = crate::paths::learnings_dir(root);
     let mut added = Vec::new();
     let mut seen = HashSet::new();
     for t in texts {

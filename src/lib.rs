@@ -5,6 +5,8 @@
 #![warn(unreachable_pub)]
 
 mod agent;
+#[cfg(test)]
+mod arch_tests;
 mod backlog;
 pub mod cli;
 mod config;
@@ -16,6 +18,7 @@ mod error;
 mod gitops;
 mod layout;
 mod learnings;
+mod paths;
 mod postmortem;
 mod process;
 mod project;
@@ -26,6 +29,7 @@ mod run;
 mod runlog;
 mod schedule;
 mod stats;
+mod status;
 
 mod docs;
 mod logview;

@@ -11,7 +11,7 @@ use std::path::Path;
 use crate::agent::output::{AgentEvent, OutputParser, Summary};
 use crate::agent::Backend;
 use crate::error::{RalphError, EXIT_OK};
-use crate::project;
+use crate::paths;
 use crate::report::tokens;
 use crate::state::AttemptRecord;
 use crate::timefmt::human_duration;
@@ -23,7 +23,7 @@ fn logged_attempts(dir: &Path) -> Vec<u32> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| project::attempt_log_number(&e.file_name().to_string_lossy()))
+        .filter_map(|e| paths::attempt_log_number(&e.file_name().to_string_lossy()))
         .collect();
     out.sort_unstable();
     out
@@ -39,7 +39,7 @@ pub(crate) fn cmd_log(
     if let Err(why) = crate::backlog::check_id(id) {
         return Err(RalphError::usage(format!("story ID {id:?} {why}")).into());
     }
-    let dir = project::logs_dir(root).join(id);
+    let dir = paths::logs_dir(root).join(id);
     let numbers = logged_attempts(&dir);
     let Some(&latest) = numbers.last() else {
         return Err(RalphError::usage(format!(
@@ -58,7 +58,7 @@ pub(crate) fn cmd_log(
         ))
         .into());
     }
-    let path = project::attempt_log_path(root, id, n);
+    let path = paths::attempt_log_path(root, id, n);
     let file = std::fs::File::open(&path)?;
     let mut out = std::io::stdout().lock();
     if raw {

@@ -1,7 +1,7 @@
-//! A loaded project and every name ralph gives things in it: runtime paths,
-//! the story branch, the `refs/ralph/...` refs that keep work, the merge
-//! subject that marks a landed story. Each name is built here and parsed
-//! here, nowhere else, so a rename cannot leave a reader behind.
+//! A loaded project and the names ralph gives things in git: the story
+//! branch, the `refs/ralph/...` refs that keep work, the merge subject that
+//! marks a landed story. Each name is built here and parsed here, nowhere
+//! else, so a rename cannot leave a reader behind. Paths are `paths.rs`'s.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +9,15 @@ use crate::backlog::{self, Backlog};
 use crate::config::Config;
 use crate::dag::Dag;
 use crate::error::Problem;
+use crate::paths;
+
+// Where these lived before `paths.rs`; files being reworked elsewhere still
+// name them here (issue 21: to go once those land).
+pub(crate) use crate::paths::{
+    attempt_log_path, is_runtime_repo_path, landing_intent_path, project_marker,
+    relative_to_worktree, slot_worktree, validation_log_path, worktrees_dir, RUNTIME_PATTERNS,
+    VALIDATE_WORKTREE,
+};
 
 /// A loaded, valid project.
 #[derive(Debug, Clone)]
@@ -30,11 +39,9 @@ pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
             if p.iter().any(|x| x.key.as_deref() == Some("specs.pattern")) {
                 return Err(p);
             }
-            let defaults = crate::config::from_value(
-                crate::config::defaults(),
-                Path::new(".ralph/config.json"),
-            )
-            .map_err(|_| p.clone())?;
+            let defaults =
+                crate::config::from_value(crate::config::defaults(), Path::new(paths::CONFIG))
+                    .map_err(|_| p.clone())?;
             (defaults, p)
         }
     };
@@ -82,135 +89,8 @@ pub(crate) fn find_root(start: &Path) -> Result<PathBuf, PathBuf> {
     Err(last.to_path_buf())
 }
 
-/// What makes `dir` a project root: its `.ralph/`, else its `prd.json`.
-pub(crate) fn project_marker(dir: &Path) -> Option<PathBuf> {
-    let ralph = dir.join(".ralph");
-    let prd = dir.join("prd.json");
-    if ralph.is_dir() {
-        Some(ralph)
-    } else {
-        prd.is_file().then_some(prd)
-    }
-}
-
-/// Paths ralph writes at run time, as gitignore patterns anchored at the
-/// project root: kept out of git and out of the dirty check.
-pub(crate) const RUNTIME_PATTERNS: &[&str] = &[
-    "/.ralph/state.json",
-    "/.ralph/.lock",
-    "/.ralph/landing.json",
-    "/.ralph/logs/",
-    "/.ralph/worktrees/",
-    "/.ralph/learnings/",
-    "/.ralph/runs/",
-    "/.ralph/report.html",
-    "/.ralph/.*.tmp-*",
-    "/progress.txt",
-    "/ralph.log",
-];
-
-/// True when `rel_to_root` matches one of `RUNTIME_PATTERNS`.
-pub(crate) fn is_runtime_path(rel_to_root: &str) -> bool {
-    RUNTIME_PATTERNS.iter().any(|p| {
-        let p = &p[1..];
-        if let Some(dir) = p.strip_suffix('/') {
-            rel_to_root.starts_with(dir) && rel_to_root[dir.len()..].starts_with('/')
-        } else if p.contains('*') {
-            glob::Pattern::new(p).is_ok_and(|g| g.matches(rel_to_root))
-        } else {
-            rel_to_root == p
-        }
-    })
-}
-
-/// True when `repo_rel`, a path relative to the top of the repository (or
-/// of one of its worktrees), is a runtime file of the project found at
-/// `root_rel` inside it ("" when the project is the whole repository): the
-/// one rule for what ralph's checks of a checkout and its commits leave out.
-pub(crate) fn is_runtime_repo_path(repo_rel: &str, root_rel: &str) -> bool {
-    let in_project = if root_rel.is_empty() {
-        Some(repo_rel)
-    } else {
-        repo_rel
-            .strip_prefix(root_rel)
-            .and_then(|p| p.strip_prefix('/'))
-    };
-    in_project.is_some_and(is_runtime_path)
-}
-
-/// `.ralph/logs/`: one directory per story with logs.
-pub(crate) fn logs_dir(root: &Path) -> PathBuf {
-    root.join(".ralph/logs")
-}
-
-/// `.ralph/logs/<id>/attempt-<n>.log`: the raw output of one attempt.
-pub(crate) fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
-    logs_dir(root)
-        .join(id)
-        .join(format!("attempt-{attempt}.log"))
-}
-
-/// `.ralph/logs/<id>/validation-<n>.log`: the output of the validation
-/// commands run on attempt `n`'s merged tree.
-pub(crate) fn validation_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
-    logs_dir(root)
-        .join(id)
-        .join(format!("validation-{attempt}.log"))
-}
-
-/// The landing intent, written before the main checkout is touched and
-/// removed once the landing is decided.
-pub(crate) fn landing_intent_path(root: &Path) -> PathBuf {
-    root.join(".ralph").join("landing.json")
-}
-
-/// Where the slot worktrees (and the validation one) live.
-pub(crate) fn worktrees_dir(root: &Path) -> PathBuf {
-    root.join(".ralph").join("worktrees")
-}
-
-/// The worktree of job slot `slot`: its name and its path.
-pub(crate) fn slot_worktree(root: &Path, slot: usize) -> (String, PathBuf) {
-    let name = format!("slot-{slot}");
-    let path = worktrees_dir(root).join(&name);
-    (name, path)
-}
-
-/// Absolute paths into one of ralph's worktrees, as agents write them in
-/// their tool calls (`/home/u/p/.ralph/worktrees/slot-0/src/lib.rs`).
-static WORKTREE_PATH_RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r#"[^\s"'=:(\[]*/\.ralph/worktrees/[^/\s"')\]]+(/)?"#)
-        .expect("static pattern")
-});
-
-/// `text` with paths inside a slot worktree made relative to it: the agent
-/// works there, so `src/lib.rs` says all and leaves room for the file name.
-pub(crate) fn relative_to_worktree(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("/.ralph/worktrees/") {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    WORKTREE_PATH_RE.replace_all(
-        text,
-        |c: &regex::Captures<'_>| {
-            if c.get(1).is_some() {
-                ""
-            } else {
-                "."
-            }
-        },
-    )
-}
-
-/// Name of the worktree the merge queue validates merged trees in.
-pub(crate) const VALIDATE_WORKTREE: &str = "validate";
-/// Its branch (deleted at the end of a run).
+/// The branch of the merge queue's validation worktree (deleted at the end of a run).
 pub(crate) const VALIDATE_BRANCH: &str = "ralph/validate";
-
-/// True when `path` is one of ralph's worktrees (under `.ralph/worktrees`).
-pub(crate) fn is_ours(root: &Path, path: &Path) -> bool {
-    let dir = worktrees_dir(root);
-    path.starts_with(&dir) || dir.canonicalize().is_ok_and(|c| path.starts_with(c))
-}
 
 /// Prefix of every story branch.
 pub(crate) const STORY_BRANCH_PREFIX: &str = "ralph/story-";
@@ -265,15 +145,6 @@ pub(crate) fn kept_ref_attempt(refname: &str) -> Option<(&str, u32)> {
     Some((id, digits.parse().ok()?))
 }
 
-/// The attempt number an attempt log's file name carries (`attempt-<n>.log`).
-pub(crate) fn attempt_log_number(file_name: &str) -> Option<u32> {
-    file_name
-        .strip_prefix("attempt-")?
-        .strip_suffix(".log")?
-        .parse()
-        .ok()
-}
-
 const MERGE_PREFIX: &str = "merge: story ";
 
 /// The message of a story's landing commit: its subject is what marks the
@@ -317,6 +188,7 @@ pub(crate) fn attempt_token(tag: &str, id: &str, attempt: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::attempt_log_number;
 
     #[test]
     fn the_project_is_found_upwards_but_not_above_the_work_tree() {
@@ -343,59 +215,6 @@ mod tests {
             Err(t.join("outer/repo"))
         );
         assert_eq!(project_marker(&t.join("proj")), Some(t.join("proj/.ralph")));
-    }
-
-    #[test]
-    fn runtime_paths_of_a_project_inside_a_repository() {
-        assert!(is_runtime_repo_path("progress.txt", ""));
-        assert!(is_runtime_repo_path("app/progress.txt", "app"));
-        assert!(is_runtime_repo_path(
-            "app/.ralph/logs/1.1/attempt-1.log",
-            "app"
-        ));
-        assert!(!is_runtime_repo_path("progress.txt", "app"));
-        assert!(!is_runtime_repo_path("apple/progress.txt", "app"));
-        assert!(!is_runtime_repo_path("app/.ralph/config.json", "app"));
-    }
-
-    #[test]
-    fn runtime_paths_come_from_the_one_pattern_list() {
-        for p in [
-            ".ralph/state.json",
-            ".ralph/landing.json",
-            ".ralph/logs/1.1/attempt-1.log",
-            ".ralph/worktrees/slot-0/x",
-            ".ralph/.state.json.tmp-42",
-            "progress.txt",
-            "ralph.log",
-        ] {
-            assert!(is_runtime_path(p), "{p}");
-        }
-        for p in [
-            ".ralph/stories.txt",
-            ".ralph/logsx",
-            "src/progress.txt",
-            "specs/a.md",
-        ] {
-            assert!(!is_runtime_path(p), "{p}");
-        }
-    }
-
-    #[test]
-    fn worktree_paths_become_relative() {
-        assert_eq!(
-            relative_to_worktree("/home/u/p/.ralph/worktrees/slot-0/src/lib.rs"),
-            "src/lib.rs"
-        );
-        assert_eq!(
-            relative_to_worktree("cd /tmp/x/.ralph/worktrees/slot-12 && cat \"/tmp/x/.ralph/worktrees/slot-12/a b.md\""),
-            "cd . && cat \"a b.md\""
-        );
-        assert_eq!(relative_to_worktree("ls src"), "ls src");
-        assert_eq!(
-            relative_to_worktree("file_path=/p/.ralph/worktrees/validate/x"),
-            "file_path=x"
-        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::state::{FixupCause, Note};
 
 /// The project's own template, relative to the root: it replaces the
 /// built-in one when present (SPEC 4.1).
-pub(crate) const TEMPLATE_OVERRIDE: &str = ".ralph/templates/implement.md";
+pub(crate) const TEMPLATE_OVERRIDE: &str = crate::paths::IMPLEMENT_TEMPLATE;
 
 /// The built-in implement template. Its first line names the story.
 pub(crate) const BUILTIN_TEMPLATE: &str = "\

@@ -210,7 +210,7 @@ pub(crate) fn render_activity(text: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    crate::project::relative_to_worktree(first)
+    crate::paths::relative_to_worktree(first)
         .chars()
         .take(120)
         .collect()
@@ -558,8 +558,9 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
     }
     if !s.failed.is_empty() {
         out.push_str(&format!(
-            "failed: {} (see .ralph/logs/<id>/; retry with `ralph run -s <id>`)\n",
-            s.failed.join(", ")
+            "failed: {} (see {}/<id>/; retry with `ralph run -s <id>`)\n",
+            s.failed.join(", "),
+            crate::paths::LOGS
         ));
     }
     if !s.blocked.is_empty() {
@@ -650,25 +651,9 @@ pub(crate) fn progress_fail(id: &str, reason: &str, unix: i64, attempt: u32, max
     )
 }
 
-/// The four-character status tag of `ralph stories` and `ralph graph`.
+/// The four-character status tag of `ralph stories` (`Node::label`).
 pub(crate) fn label(node: Node) -> &'static str {
-    match node {
-        Node::Done => "done",
-        Node::Running => "run ",
-        Node::Landing => "land",
-        Node::Review => "revw",
-        Node::Failed => "fail",
-        Node::Blocked => "blkd",
-        Node::Pending | Node::Excluded => "    ",
-    }
-}
-
-fn status_word(node: Node) -> &'static str {
-    match label(node).trim() {
-        "" => "pending",
-        "revw" => "review",
-        s => s,
-    }
+    node.label()
 }
 
 /// One story of `ralph graph`.
@@ -713,7 +698,7 @@ pub(crate) fn render_graph(
                     n.id,
                     n.id,
                     quote(n.title),
-                    status_word(n.node)
+                    n.node.word()
                 ));
             }
             for &(a, b) in edges {
@@ -728,7 +713,7 @@ pub(crate) fn render_graph(
                     "  s{i}[\"{} {} ({})\"]\n",
                     n.id,
                     quote(n.title),
-                    status_word(n.node)
+                    n.node.word()
                 ));
             }
             for &(a, b) in edges {
@@ -744,7 +729,7 @@ pub(crate) fn render_graph(
                     .collect();
                 waits.sort_unstable();
                 let n = &nodes[i];
-                out.push_str(&format!("[{}] {} {}", label(n.node), n.id, n.title));
+                out.push_str(&format!("[{}] {} {}", n.node.word(), n.id, n.title));
                 if !waits.is_empty() {
                     out.push_str(&format!("  <- {}", waits.join(", ")));
                 }
@@ -1075,6 +1060,34 @@ mod tests {
         );
     }
 
+    /// `graph` says the words `status --json` says (`Node::word`), in
+    /// every form.
+    #[test]
+    fn graph_says_the_status_words() {
+        let ids: Vec<String> = (0..Node::ALL.len()).map(|i| format!("1.{i}")).collect();
+        let nodes: Vec<GraphNode> = Node::ALL
+            .iter()
+            .zip(&ids)
+            .map(|(n, id)| GraphNode {
+                id,
+                title: "T",
+                node: *n,
+            })
+            .collect();
+        let order: Vec<usize> = (0..nodes.len()).collect();
+        for style in [GraphStyle::Text, GraphStyle::Dot, GraphStyle::Mermaid] {
+            let out = render_graph(&nodes, &[], &order, style);
+            for (n, id) in Node::ALL.iter().zip(&ids) {
+                let line = out.lines().find(|l| l.contains(id.as_str())).unwrap();
+                let want = match style {
+                    GraphStyle::Mermaid => format!("({})", n.word()),
+                    _ => format!("[{}]", n.word()),
+                };
+                assert!(line.contains(&want), "{style:?}: {line}");
+            }
+        }
+    }
+
     #[test]
     fn graph_forms() {
         let nodes = [
@@ -1091,7 +1104,7 @@ mod tests {
         ];
         let edges = [(0, 1)];
         let text = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Text);
-        assert_eq!(text, "[done] 1.1 A \"q\"\n[    ] 1.2 B  <- 1.1\n");
+        assert_eq!(text, "[done] 1.1 A \"q\"\n[pending] 1.2 B  <- 1.1\n");
         let dot = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Dot);
         assert!(dot.contains("\"1.1\" -> \"1.2\";"), "{dot}");
         assert!(dot.contains("A 'q'"), "{dot}");

@@ -18,12 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::output::Usage;
 use crate::state::{AttemptKind, Outcome};
 
-/// Where run records live, relative to the project root.
-pub(crate) const RUNS_DIR: &str = ".ralph/runs";
-
-pub(crate) fn runs_dir(root: &Path) -> PathBuf {
-    root.join(RUNS_DIR)
-}
+use crate::paths::runs_dir;
 
 /// One line of a run's file: when, and what.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -258,7 +253,7 @@ pub(crate) fn list_runs(root: &Path) -> Vec<String> {
 }
 
 pub(crate) fn run_path(root: &Path, id: &str) -> PathBuf {
-    runs_dir(root).join(format!("{id}.jsonl"))
+    crate::paths::run_records(root, id)
 }
 
 /// Reads one run's records (`None` when there is no such run).

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use crate::backlog::files::{overlap, Rank};
+use crate::backlog::Story;
 use crate::dag::Dag;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,51 @@ pub(crate) enum Node {
     /// Validated work waiting for a person (`landing.mode: review`): not
     /// done, so its dependents wait; nothing runs it.
     Review,
+}
+
+impl Node {
+    /// Every status, in the order lists show them.
+    #[cfg(test)]
+    pub(crate) const ALL: [Node; 8] = [
+        Node::Done,
+        Node::Running,
+        Node::Landing,
+        Node::Review,
+        Node::Failed,
+        Node::Blocked,
+        Node::Pending,
+        Node::Excluded,
+    ];
+
+    /// The word for the status: what `graph`, `status --json`, the report
+    /// and every other view say. `status --json` values are read by scripts
+    /// (SPEC 8): a word, once shipped, stays. A story left out of a run is
+    /// still pending as far as anyone looking is concerned.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Node::Done => "done",
+            Node::Running => "running",
+            Node::Landing => "landing",
+            Node::Review => "review",
+            Node::Failed => "failed",
+            Node::Blocked => "blocked",
+            Node::Pending | Node::Excluded => "pending",
+        }
+    }
+
+    /// The four-column tag of `ralph stories` (`[done]`, `[run ]`, `[fail]`,
+    /// `[    ]`): Ralph v2's format, kept for the scripts that read it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Node::Done => "done",
+            Node::Running => "run ",
+            Node::Landing => "land",
+            Node::Review => "revw",
+            Node::Failed => "fail",
+            Node::Blocked => "blkd",
+            Node::Pending | Node::Excluded => "    ",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -61,8 +107,32 @@ pub(crate) fn estimation_weight(estimation: Option<&str>) -> u64 {
 }
 
 impl Scheduler {
+    /// The one way a scheduler is made: over `stories` (in file order, as
+    /// the `dag` was built from them) starting at `nodes`. `parallel`
+    /// orders ready stories by critical path (each story weighted by its
+    /// `estimation`), then `priority` rank; otherwise file order, as the
+    /// sequential loop and every view of the backlog have it.
+    pub(crate) fn for_stories(
+        dag: &Dag,
+        stories: &[Story],
+        nodes: Vec<Node>,
+        parallel: bool,
+    ) -> Scheduler {
+        if !parallel {
+            return Scheduler::new(dag, nodes, None);
+        }
+        let weights: Vec<u64> = stories
+            .iter()
+            .map(|s| estimation_weight(s.estimation.as_deref()))
+            .collect();
+        Scheduler::new(dag, nodes, Some(&weights))
+            .with_ranks(stories.iter().map(|s| s.priority).collect())
+    }
+
     /// `weights`: `None` for file order (sequential mode), otherwise the
     /// per-story weights whose heaviest downstream chain sets priority.
+    /// Callers outside this file use `for_stories` (`cli.rs`'s
+    /// `node_states` is the last one left, to become `status::view`).
     pub(crate) fn new(dag: &Dag, initial: Vec<Node>, weights: Option<&[u64]>) -> Scheduler {
         let n = dag.len();
         let waits = (0..n).map(|i| dag.waits_for(i)).collect();
@@ -88,7 +158,7 @@ impl Scheduler {
 
     /// Breaks ties of critical path with `rank` (parallel mode only: the
     /// sequential loop keeps file order).
-    pub(crate) fn with_ranks(mut self, rank: Vec<Rank>) -> Scheduler {
+    fn with_ranks(mut self, rank: Vec<Rank>) -> Scheduler {
         debug_assert_eq!(rank.len(), self.nodes.len());
         self.rank = rank;
         self

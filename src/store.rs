@@ -11,17 +11,7 @@ use anyhow::{Context, Result};
 use crate::error::Problem;
 use crate::state::{State, StateError};
 
-pub(crate) fn ralph_dir(root: &Path) -> PathBuf {
-    root.join(".ralph")
-}
-
-pub(crate) fn state_path(root: &Path) -> PathBuf {
-    ralph_dir(root).join("state.json")
-}
-
-pub(crate) fn lock_path(root: &Path) -> PathBuf {
-    ralph_dir(root).join(".lock")
-}
+use crate::paths::{self, lock as lock_path, ralph_dir, state as state_path};
 
 /// Marks `write_atomic`'s temp files: `.<name>.tmp-<pid>`.
 const TMP_MARK: &str = ".tmp-";
@@ -65,7 +55,7 @@ pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
         Ok(text) if text.trim().is_empty() => Ok(State::default()),
         Ok(text) => State::from_json(&text).map_err(|e| match e {
             StateError::Newer(n) => Problem::new(
-                ".ralph/state.json",
+                paths::STATE,
                 None,
                 format!(
                     "written by a newer ralph (format_version {n}; this one reads up to {}): \
@@ -74,19 +64,19 @@ pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
                 ),
             ),
             StateError::Json(e) => Problem::new(
-                ".ralph/state.json",
+                paths::STATE,
                 Some(e.line()),
                 format!("not a valid state file ({e}); fix it or run `ralph reset`"),
             ),
         }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            match fs::read_to_string(root.join("progress.txt")) {
+            match fs::read_to_string(paths::progress(root)) {
                 Ok(p) => Ok(State::bootstrap_from_progress(&p)),
                 Err(_) => Ok(State::default()),
             }
         }
         Err(e) => Err(Problem::new(
-            ".ralph/state.json",
+            paths::STATE,
             None,
             format!("cannot read: {e}"),
         )),
@@ -177,7 +167,7 @@ pub(crate) fn append_progress(root: &Path, line: &str) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
-        .open(root.join("progress.txt"))?;
+        .open(paths::progress(root))?;
     writeln!(f, "{line}")
 }
 

@@ -124,7 +124,8 @@ pub(crate) fn paint(text: &str, tone: Tone, on: bool) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-/// The tone of a line by its leading status tag (`[done]`, `[fail]`...)
+/// The tone of a line by its leading status tag (`[done]`, `[fail]`,
+/// `graph`'s `[failed]`...)
 /// or prefix (`error:`, `warning:`, `hint:`), and how long that tag is.
 /// Colour is decoration only: nothing is decided on it.
 pub(crate) fn tag_tone(line: &str) -> Option<(usize, Tone)> {
@@ -133,18 +134,23 @@ pub(crate) fn tag_tone(line: &str) -> Option<(usize, Tone)> {
         ("[OK]", Tone::Good),
         ("ALL STORIES COMPLETE", Tone::Good),
         ("[fail]", Tone::Bad),
+        ("[failed]", Tone::Bad),
         ("[FAIL]", Tone::Bad),
         ("error:", Tone::Bad),
         ("[conf]", Tone::Warn),
         ("[wait]", Tone::Warn),
         ("[stop]", Tone::Warn),
         ("[blkd]", Tone::Warn),
+        ("[blocked]", Tone::Warn),
         ("[revw]", Tone::Warn),
+        ("[review]", Tone::Warn),
         ("[pr  ]", Tone::Warn),
         ("[split]", Tone::Warn),
         ("warning:", Tone::Warn),
         ("[run ]", Tone::Busy),
         ("[land]", Tone::Busy),
+        ("[running]", Tone::Busy),
+        ("[landing]", Tone::Busy),
         ("hint:", Tone::Dim),
     ];
     TAGS.iter()

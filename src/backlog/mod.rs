@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::Config;
 use crate::error::Problem;
+use crate::paths;
 
 pub(crate) mod files;
 mod frontmatter;
@@ -100,15 +101,11 @@ impl Backlog {
     /// template, each story's spec. Those that exist must be committed for
     /// agents' worktrees to hold the backlog they are given.
     pub(crate) fn files(&self, root: &Path) -> Vec<PathBuf> {
-        let mut out: Vec<PathBuf> = [
-            crate::config::CONFIG_FILE,
-            self.source_file(),
-            crate::prompt::TEMPLATE_OVERRIDE,
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .filter(|p| root.join(p).is_file())
-        .collect();
+        let mut out: Vec<PathBuf> = [paths::CONFIG, self.source_file(), paths::IMPLEMENT_TEMPLATE]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| root.join(p).is_file())
+            .collect();
         out.extend(self.stories.iter().filter_map(|s| s.spec_path.clone()));
         out
     }
@@ -125,17 +122,17 @@ impl Backlog {
             n => format!(" ({n} skipped with `x `)"),
         };
         let hint = match self.source {
-            Source::StoriesTxt => {
-                "add `ID | Title` lines to .ralph/stories.txt, a spec for each under specs/ \
+            Source::StoriesTxt => format!(
+                "add `ID | Title` lines to {QUEUE_FILE}, a spec for each under specs/ \
                  (specs.pattern), commit them, then run again"
-            }
-            Source::Prd { .. } => {
-                "add stories to the userStories array of prd.json, commit it, then run again"
-            }
+            ),
+            Source::Prd { .. } => format!(
+                "add stories to the userStories array of {PRD_FILE}, commit it, then run again"
+            ),
         };
         Some((
             format!("the backlog is empty: {file} lists no story to run{skipped}"),
-            hint.to_string(),
+            hint,
         ))
     }
 }
@@ -213,8 +210,8 @@ pub(crate) fn check_id(id: &str) -> Result<(), String> {
 }
 
 const MAX_ID_LEN: usize = 64;
-const QUEUE_FILE: &str = ".ralph/stories.txt";
-const PRD_FILE: &str = "prd.json";
+const QUEUE_FILE: &str = paths::QUEUE;
+const PRD_FILE: &str = paths::PRD;
 
 /// Resolves `specs.pattern` for `id` to a glob relative to the root.
 pub(crate) fn spec_glob(pattern: &str, id: &str) -> String {
@@ -233,7 +230,7 @@ pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(vec![Problem::new(
                     QUEUE_FILE,
                     None,
-                    "no backlog: create .ralph/stories.txt (ralph init) or prd.json",
+                    format!("no backlog: create {QUEUE_FILE} (ralph init) or {PRD_FILE}"),
                 )]),
                 Err(e) => Err(vec![Problem::new(
                     PRD_FILE,
@@ -265,8 +262,9 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                     file,
                     Some(entry.line),
                     format!(
-                        "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in .ralph/config.json",
-                        entry.id
+                        "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in {}",
+                        entry.id,
+                        paths::CONFIG
                     ),
                 ));
                 continue;

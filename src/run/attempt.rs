@@ -77,7 +77,7 @@ fn build_fixup_prompt(
     } else {
         Some(backlog::spec_text(root, story)?)
     };
-    let template = template(root, ".ralph/templates/fixup.md", prompt::FIXUP_TEMPLATE);
+    let template = template(root, crate::paths::FIXUP_TEMPLATE, prompt::FIXUP_TEMPLATE);
     let (conflicts, merging) = match &setup.start {
         FixupStart::Merging { conflicts } => (conflicts.as_slice(), true),
         FixupStart::Committed { .. } => (&[][..], false),
@@ -191,7 +191,7 @@ async fn postmortem(
     let spec_text = backlog::spec_text(&ctx.root, story).unwrap_or_default();
     let template = template(
         &ctx.root,
-        ".ralph/templates/timeout-postmortem.md",
+        crate::paths::POSTMORTEM_TEMPLATE,
         crate::postmortem::TEMPLATE,
     );
     let mut v = prompt::Vars::default();
@@ -207,9 +207,7 @@ async fn postmortem(
         crate::timefmt::human_duration(spec.timeout.as_secs_f64()),
     );
     spec.stdin = prompt::render(&template, &v).into_bytes();
-    spec.log_path = ctx
-        .root
-        .join(format!(".ralph/logs/{id}/postmortem-{n}.log"));
+    spec.log_path = crate::paths::postmortem_log(&ctx.root, id, n);
     spec.timeout = Duration::from_secs(ctx.config.postmortem_window_secs);
     // Its args are the attempt's: a resumed session would only repeat it.
     if spec.args.first().is_some_and(|a| a == "--resume") {
@@ -621,9 +619,10 @@ async fn run_attempt(
                 report.verdict = Verdict::Fault {
                     reason: format!(
                         "the {} agent's command '{}' not found: install it or set agent.command \
-                         in .ralph/config.json",
+                         in {}",
                         backend.name(),
-                        ctx.agents[&backend].0
+                        ctx.agents[&backend].0,
+                        crate::paths::CONFIG
                     ),
                     kind: FaultKind::NeedsPerson,
                 };

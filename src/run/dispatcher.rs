@@ -191,7 +191,7 @@ impl<E: Executor> Dispatcher<E> {
             running
                 .into_iter()
                 .filter_map(|(slot, idx)| {
-                    let (_, path) = crate::project::slot_worktree(&c.root, slot);
+                    let (_, path) = crate::paths::slot_worktree(&c.root, slot);
                     let branch = crate::project::story_branch(&ids[&idx]);
                     // A slot still being prepared has nothing to say yet.
                     c.git

@@ -45,7 +45,7 @@ impl LandRequest {
             .as_ref()
             .and_then(|p| ctx.git.rel_path(&ctx.root.join(p)));
         let prd_rel = if ctx.prd {
-            ctx.git.rel_path(&ctx.root.join("prd.json"))
+            ctx.git.rel_path(&ctx.root.join(crate::paths::PRD))
         } else {
             None
         };
@@ -104,9 +104,7 @@ async fn open_pull_request(
 ) -> LandResult {
     let q = prompt::shell_quote;
     let branch = project::story_branch(&req.id);
-    let body_path = ctx
-        .root
-        .join(format!(".ralph/logs/{}/pull-request.md", req.id));
+    let body_path = crate::paths::pull_request_body(&ctx.root, &req.id);
     let spec = req
         .spec_rel
         .as_ref()
@@ -233,7 +231,8 @@ async fn land_rounds(
             store::write_atomic(&project::landing_intent_path(&ctx.root), text.as_bytes())
         {
             return LandResult::Error(format!(
-                "cannot write .ralph/landing.json before landing: {e}"
+                "cannot write {} before landing: {e}",
+                crate::paths::LANDING
             ));
         }
         let mut busy = 0;

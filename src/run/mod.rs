@@ -34,12 +34,13 @@ use crate::backlog::Source;
 use crate::display::{self, Reporter};
 use crate::error::{RalphError, EXIT_OK};
 use crate::gitops::{Git, NotCommitted};
+use crate::paths::{self, RUNTIME_PATTERNS};
 use crate::process;
-use crate::project::{self, Project, RUNTIME_PATTERNS};
+use crate::project::{self, Project};
 use crate::report;
 use crate::store::{self, TechLog};
 
-pub(crate) use model::story_node;
+pub(crate) use crate::status::story_node;
 pub(crate) use recover::take_run_lock;
 
 /// `ralph run` options after merging flags with the config.
@@ -118,8 +119,8 @@ pub(crate) fn resolve_agents(
                 b.name()
             ))
             .with_hint(format!(
-                "{install}, or set agent.command (claude.command for Claude Code) in \
-                 .ralph/config.json"
+                "{install}, or set agent.command (claude.command for Claude Code) in {}",
+                paths::CONFIG
             )));
         };
         out.insert(b, (program, args));
@@ -181,7 +182,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let git = Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
     let target = target_branch(&project, &git)?;
     if let Some(wt) = git
-        .branch_checked_out_elsewhere(&target, &project::worktrees_dir(root))
+        .branch_checked_out_elsewhere(&target, &paths::worktrees_dir(root))
         .map_err(|e| RalphError::usage(e.to_string()))?
     {
         let wt = wt.display();
@@ -212,10 +213,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                     "landing.mode \"pr\" opens pull requests with the GitHub CLI, and `gh` is not \
                      on PATH",
                 )
-                .with_hint(
+                .with_hint(format!(
                     "install it (https://cli.github.com) and run `gh auth login`, or set \
-                     landing.mode to \"merge\" or \"review\" in .ralph/config.json",
-                )
+                     landing.mode to \"merge\" or \"review\" in {}",
+                    paths::CONFIG
+                ))
             })?,
         }),
         None => None,
@@ -223,7 +225,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     if opts.dry_run {
         // A dry run refuses what the run would refuse, but recovers nothing:
         // a landing a killed run cut short may show as a spec's edit.
-        if !project::landing_intent_path(root).exists() {
+        if !paths::landing_intent_path(root).exists() {
             refuse_uncommitted_backlog(&project, &git, &target)?;
         }
         return dry_run(&project, &opts);
@@ -231,7 +233,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
 
     let lock = take_run_lock(root, "before running")?;
     let log = TechLog::new(Some(
-        opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
+        opts.log.clone().unwrap_or_else(|| paths::tech_log(root)),
     ));
     let tag = project::project_tag(root);
     if git.branch_tip(&target)?.is_none() {
@@ -273,7 +275,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         crate::timefmt::now_secs(),
         project.config.runs_max_bytes,
     )
-    .inspect_err(|e| log.line(&format!("cannot record this run in .ralph/runs/: {e}")))
+    .inspect_err(|e| log.line(&format!("cannot record this run in {}/: {e}", paths::RUNS)))
     .ok();
 
     // `--parallel` also comes from `parallel.enabled`; `-j` defaults to
@@ -525,7 +527,7 @@ fn refuse_uncommitted_backlog(project: &Project, git: &Git, target: &str) -> Res
         .files(root)
         .into_iter()
         .filter_map(|p| Some((p.display().to_string(), git.rel_path(&root.join(&p))?)))
-        .filter(|(_, in_repo)| !project::is_runtime_repo_path(in_repo, &root_rel))
+        .filter(|(_, in_repo)| !paths::is_runtime_repo_path(in_repo, &root_rel))
         .collect();
     let in_repo: Vec<String> = files.iter().map(|(_, r)| r.clone()).collect();
     let bad = git
@@ -617,7 +619,7 @@ fn refuse_dirty_checkout(root: &Path, git: &Git) -> Result<()> {
         format!("{root_rel}/")
     };
     let dirty = git
-        .dirty_tracked_files(&|p: &str| project::is_runtime_repo_path(p, &root_rel))
+        .dirty_tracked_files(&|p: &str| paths::is_runtime_repo_path(p, &root_rel))
         .context("reading the main checkout's status")?;
     if !dirty.is_empty() {
         let list: Vec<String> = dirty.iter().take(20).map(|p| format!("  {p}")).collect();

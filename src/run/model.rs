@@ -9,22 +9,9 @@ use super::events::Now;
 use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
-use crate::schedule::{estimation_weight, jobs_now, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
-use crate::state::{AfterFailure, State, Status};
-
-/// A story's node as the state describes it (prd.json's `passes: true`
-/// counts as done for a story ralph has no record of).
-pub(crate) fn story_node(state: &State, story: &Story) -> Node {
-    match state.status(&story.id) {
-        Status::Done => Node::Done,
-        Status::Failed => Node::Failed,
-        Status::Running => Node::Running,
-        Status::Landing => Node::Landing,
-        Status::Review | Status::InPr => Node::Review,
-        Status::Pending if story.prd_passes && state.record(&story.id).is_none() => Node::Done,
-        Status::Pending => Node::Pending,
-    }
-}
+use crate::schedule::{jobs_now, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
+use crate::state::{AfterFailure, State};
+use crate::status::story_node;
 
 /// The run's fixed parameters.
 #[derive(Debug, Clone)]
@@ -283,19 +270,11 @@ impl Model {
                 node => node,
             })
             .collect();
-        let weights: Vec<u64> = stories
-            .iter()
-            .map(|s| estimation_weight(s.estimation.as_deref()))
-            .collect();
-        let parallel = policy.jobs > 1;
         let now = now_at_start;
         // Agents' usage limits are kept in the state (`paused_until`): the
         // ones a previous run recorded that are still in force hold here too.
         state.paused_until.retain(|_, until| *until > now.unix);
-        let mut sched = Scheduler::new(dag, nodes, parallel.then_some(weights.as_slice()));
-        if parallel {
-            sched = sched.with_ranks(stories.iter().map(|s| s.priority).collect());
-        }
+        let sched = Scheduler::for_stories(dag, &stories, nodes, policy.jobs > 1);
         let (n, jobs) = (stories.len(), policy.jobs);
         let mut model = Model {
             chosen,

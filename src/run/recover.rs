@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use crate::agent::output::OutputParser;
 use crate::error::RalphError;
 use crate::gitops::Git;
+use crate::paths;
 use crate::process;
 use crate::project::{self, KeptRef, Project};
 use crate::prompt;
@@ -34,15 +35,18 @@ pub(crate) fn take_run_lock(root: &Path, doing: &str) -> Result<RunLock> {
     loop {
         let pid = match RunLock::acquire(root) {
             Ok(lock) => return Ok(lock),
-            Err(store::LockError::Io(e)) => return Err(e).context("taking .ralph/.lock"),
+            Err(store::LockError::Io(e)) => {
+                return Err(e).with_context(|| format!("taking {}", paths::LOCK))
+            }
             Err(store::LockError::Held { pid }) => pid,
         };
         let gone = pid.is_some_and(|p| !process::pid_is_alive(p as i32));
         if gone && Instant::now() < deadline {
             if !told {
                 crate::display::err(&format!(
-                    "waiting for .ralph/.lock: its holder (PID {}) is gone, but a process it \
+                    "waiting for {}: its holder (PID {}) is gone, but a process it \
                      started still has the lock open",
+                    paths::LOCK,
                     pid.unwrap_or(0)
                 ));
                 told = true;
@@ -53,9 +57,11 @@ pub(crate) fn take_run_lock(root: &Path, doing: &str) -> Result<RunLock> {
         }
         let who = pid.map(|p| format!(" (PID {p})")).unwrap_or_default();
         let hint = if gone {
-            "that PID is gone, so a process it started keeps the lock open: \
-             `fuser -v .ralph/.lock` shows which"
-                .to_string()
+            format!(
+                "that PID is gone, so a process it started keeps the lock open: \
+                 `fuser -v {}` shows which",
+                paths::LOCK
+            )
         } else {
             format!("wait for it to finish, or stop it {doing}; `ralph status` works meanwhile")
         };
@@ -108,7 +114,7 @@ pub(crate) fn recover_processes_and_git(
         ));
     }
     remove_stale_git_locks(git, log);
-    let intent_path = project::landing_intent_path(root);
+    let intent_path = paths::landing_intent_path(root);
     if let Some(intent) = LandingIntent::read(root) {
         let tip = git.branch_tip(target)?.unwrap_or_default();
         if tip == intent.base {
@@ -255,7 +261,7 @@ pub(crate) fn reconcile(
     let slots: Vec<(String, std::path::PathBuf)> = git
         .list_worktrees()?
         .into_iter()
-        .filter(|wt| project::is_ours(root, &wt.path) && wt.path.exists())
+        .filter(|wt| paths::is_ours(root, &wt.path) && wt.path.exists())
         .filter_map(|wt| Some((git.resolve_branch_at_head(&wt.path).ok()??, wt.path)))
         .collect();
     for id in state.requeue_interrupted() {
@@ -295,7 +301,7 @@ pub(crate) fn reconcile(
         };
         let finished = !was_landing
             && markers.is_empty()
-            && attempt_log_says_done(&project::attempt_log_path(root, &id, n), &id);
+            && attempt_log_says_done(&paths::attempt_log_path(root, &id, n), &id);
         if (was_landing || finished) && project.backlog.index_of(&id).is_some() {
             reland.push(id.clone());
             log.line(&format!(
@@ -320,7 +326,7 @@ pub(crate) fn reconcile(
     }
     // Worktrees whose directory vanished are pruned; live ones are reused.
     for wt in git.list_worktrees()? {
-        let ours = project::is_ours(root, &wt.path);
+        let ours = paths::is_ours(root, &wt.path);
         if ours {
             let _ = git.clear_worktree_locks(&wt.name);
         }
@@ -347,7 +353,7 @@ pub(crate) fn reconcile(
         }
     }
     number_attempts_after_kept_work(project, git, state);
-    store::remove_stale_temp_files(&root.join(".ralph"));
+    store::remove_stale_temp_files(&paths::ralph_dir(root));
     Ok(reland)
 }
 
@@ -367,7 +373,7 @@ fn number_attempts_after_kept_work(project: &Project, git: &Git, state: &mut Sta
     }
     // `.ralph/logs/<id>/attempt-<n>.log`, read once for the stories that
     // have logs.
-    let logs = std::fs::read_dir(project::logs_dir(&project.root));
+    let logs = std::fs::read_dir(paths::logs_dir(&project.root));
     for story_dir in logs.into_iter().flatten().flatten() {
         let id = story_dir.file_name().to_string_lossy().into_owned();
         for entry in std::fs::read_dir(story_dir.path())
@@ -375,7 +381,7 @@ fn number_attempts_after_kept_work(project: &Project, git: &Git, state: &mut Sta
             .flatten()
             .flatten()
         {
-            if let Some(n) = project::attempt_log_number(&entry.file_name().to_string_lossy()) {
+            if let Some(n) = paths::attempt_log_number(&entry.file_name().to_string_lossy()) {
                 note(&id, n);
             }
         }
@@ -392,15 +398,12 @@ fn number_attempts_after_kept_work(project: &Project, git: &Git, state: &mut Sta
 /// target or kept under a ref; a branch holding unsaved work stays.
 pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str) {
     if let Ok(list) = git.list_worktrees() {
-        for wt in list
-            .into_iter()
-            .filter(|wt| project::is_ours(root, &wt.path))
-        {
+        for wt in list.into_iter().filter(|wt| paths::is_ours(root, &wt.path)) {
             let _ = git.remove_worktree(&wt.name, &wt.path);
         }
     }
     let _ = git.delete_branch(project::VALIDATE_BRANCH);
-    let _ = std::fs::remove_dir(project::worktrees_dir(root));
+    let _ = std::fs::remove_dir(paths::worktrees_dir(root));
     for b in git
         .branches_with_prefix(project::STORY_BRANCH_PREFIX)
         .unwrap_or_default()

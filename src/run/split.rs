@@ -43,7 +43,7 @@ pub(crate) fn prompt(
     let last = crate::postmortem::tail_chars(&last_log, LAST_OUTPUT_CHARS);
     let template = super::context::template(
         &ctx.root,
-        ".ralph/templates/decompose.md",
+        crate::paths::DECOMPOSE_TEMPLATE,
         decompose::TEMPLATE,
     );
     let mut v = prompt::Vars::default();
@@ -159,14 +159,14 @@ fn write(
                 std::fs::write(&full, text).map_err(io)?;
                 paths.push(rel.display().to_string());
             }
-            let queue = ".ralph/stories.txt";
+            let queue = crate::paths::QUEUE;
             let text = std::fs::read_to_string(root.join(queue)).map_err(io)?;
             let new = decompose::insert_in_queue(&text, &parent.id, children)?;
             std::fs::write(root.join(queue), new).map_err(io)?;
             paths.push(queue.to_string());
         }
         Source::Prd { .. } => {
-            let prd = "prd.json";
+            let prd = crate::paths::PRD;
             let text = std::fs::read_to_string(root.join(prd)).map_err(io)?;
             let new = decompose::insert_in_prd(&text, &parent.id, children, &parent.depends_on)?;
             std::fs::write(root.join(prd), new).map_err(io)?;

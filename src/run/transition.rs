@@ -89,8 +89,9 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             // Going on would run work whose result cannot be recorded.
             if model.fatal.is_none() {
                 model.fatal = Some(Fatal::Internal(format!(
-                    "cannot save .ralph/state.json: {error}; the state on disk is the last one \
-                     saved: free space or fix permissions, then run `ralph run` again"
+                    "cannot save {}: {error}; the state on disk is the last one \
+                     saved: free space or fix permissions, then run `ralph run` again",
+                    crate::paths::STATE
                 )));
                 out.push(Action::Control(Control::Stop));
             }

@@ -653,7 +653,8 @@ commit_file "src/$ID.txt"; done_
 
     let ids = ["1.1", "1.2", "1.3", "1.4", "2.1"];
     let titles = ["Base", "Broken", "After base", "After broken", "Later"];
-    let status = ["done", "fail", "done", "blkd", "blkd"];
+    // The long words of `Node::word`, as `status --json` says them.
+    let status = ["done", "failed", "done", "blocked", "blocked"];
     let edges: BTreeSet<(&str, &str)> = [
         ("1.1", "1.3"),
         ("1.2", "1.4"),

@@ -1,0 +1,176 @@
+//! Each story's status as ralph shows it outside a run — `stories`,
+//! `status` (text and `--json`), `graph` and the HTML report all read it
+//! from here, so they cannot disagree. The words themselves are
+//! `Node::word` (and `Node::label`, the four-column tags of `stories`).
+//! Pure.
+
+use std::collections::BTreeMap;
+
+use crate::backlog::Story;
+use crate::project::Project;
+use crate::schedule::{Node, Scheduler};
+use crate::state::{AttemptKind, State, Status};
+use crate::stats::Figures;
+
+/// A story's node as the state describes it (prd.json's `passes: true`
+/// counts as done for a story ralph has no record of).
+pub(crate) fn story_node(state: &State, story: &Story) -> Node {
+    match state.status(&story.id) {
+        Status::Done => Node::Done,
+        Status::Failed => Node::Failed,
+        Status::Running => Node::Running,
+        Status::Landing => Node::Landing,
+        Status::Review | Status::InPr => Node::Review,
+        Status::Pending if story.prd_passes && state.record(&story.id).is_none() => Node::Done,
+        Status::Pending => Node::Pending,
+    }
+}
+
+/// Each story's status as a run would see it now (the failed ones' dependents
+/// blocked), in backlog order; `next()` is the story a sequential run starts.
+pub(crate) fn view(project: &Project, state: &State) -> Scheduler {
+    let stories = &project.backlog.stories;
+    let nodes = stories.iter().map(|s| story_node(state, s)).collect();
+    Scheduler::for_stories(&project.dag, stories, nodes, false)
+}
+
+/// One story's status and record: a row of the report's table, a node of
+/// its DAG, one record of `status --json`'s `stories`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub(crate) struct StoryRow {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    /// `Node::word`.
+    pub(crate) status: &'static str,
+    pub(crate) estimation: Option<String>,
+    /// Agent runs on record, and the same by kind.
+    pub(crate) attempts: usize,
+    #[serde(rename = "attempts_by_kind")]
+    pub(crate) by_kind: BTreeMap<AttemptKind, usize>,
+    /// Failed attempts counted against `loop.max_retries`; conflicts.
+    pub(crate) failed_attempts: u32,
+    pub(crate) conflicts: u32,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
+    #[serde(rename = "duration_secs")]
+    pub(crate) secs: f64,
+    pub(crate) landed_commit: Option<String>,
+    pub(crate) last_error: Option<String>,
+    /// The agent of the latest attempt.
+    pub(crate) agent: Option<String>,
+}
+
+/// Every story of the backlog with its status and record; attempts by
+/// kind from the run records (`lifetime`) where they cover the state's
+/// history, else from the state.
+pub(crate) fn story_rows(
+    project: &Project,
+    state: &State,
+    lifetime: Option<&Figures>,
+) -> Vec<StoryRow> {
+    let sched = view(project, state);
+    project
+        .backlog
+        .stories
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let rec = state.record(&s.id).cloned().unwrap_or_default();
+            let mut by_kind: BTreeMap<AttemptKind, usize> =
+                AttemptKind::ALL.iter().map(|k| (*k, 0)).collect();
+            let seen = lifetime.and_then(|f| f.per_story.get(&s.id));
+            let attempts = match seen {
+                Some(f) if f.attempts >= rec.history.len() => {
+                    by_kind.extend(f.by_kind.iter().map(|(k, n)| (*k, *n)));
+                    f.attempts
+                }
+                _ => {
+                    for h in &rec.history {
+                        *by_kind.entry(h.kind()).or_default() += 1;
+                    }
+                    rec.history.len()
+                }
+            };
+            StoryRow {
+                id: s.id.clone(),
+                title: s.title.clone(),
+                status: sched.nodes[i].word(),
+                estimation: s.estimation.clone(),
+                attempts,
+                by_kind,
+                failed_attempts: rec.attempts,
+                conflicts: rec.conflicts,
+                tokens: crate::report::tokens(&rec.usage),
+                cost_usd: rec.cost_usd,
+                secs: rec.duration_secs,
+                landed_commit: rec.landed_commit.clone(),
+                last_error: rec.last_error.clone(),
+                agent: rec.history.last().and_then(|h| h.agent.clone()),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status vocabulary, every form of it: a change here changes what
+    /// scripts read (`status --json`) or what Ralph v2's readers parse
+    /// (`stories`), so it is made on purpose or not at all.
+    #[test]
+    fn the_status_vocabulary() {
+        let table: String = Node::ALL
+            .iter()
+            .map(|n| format!("{n:?}: word {:?}, label [{}]\n", n.word(), n.label()))
+            .collect();
+        insta::assert_snapshot!(table, @r#"
+        Done: word "done", label [done]
+        Running: word "running", label [run ]
+        Landing: word "landing", label [land]
+        Review: word "review", label [revw]
+        Failed: word "failed", label [fail]
+        Blocked: word "blocked", label [blkd]
+        Pending: word "pending", label [    ]
+        Excluded: word "pending", label [    ]
+        "#);
+    }
+
+    /// `graph`'s text lines are coloured by their status tag, as
+    /// `stories`' are (a pending story has nothing to say).
+    #[test]
+    fn every_status_tag_has_a_tone() {
+        for n in Node::ALL {
+            if matches!(n, Node::Pending | Node::Excluded) {
+                continue;
+            }
+            for tag in [n.word(), n.label()] {
+                let line = format!("[{tag}] 1.1 title");
+                assert!(crate::ui::tag_tone(&line).is_some(), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn prd_passes_is_done_only_without_a_record() {
+        let story = Story {
+            id: "1.1".into(),
+            title: String::new(),
+            line: 0,
+            section: 0,
+            spec_path: None,
+            depends_on: Vec::new(),
+            estimation: None,
+            agent: None,
+            allow_empty_done: false,
+            prd_passes: true,
+            prd_spec: None,
+            priority: crate::backlog::files::DEFAULT_RANK,
+            files: Vec::new(),
+        };
+        let mut state = State::default();
+        assert_eq!(story_node(&state, &story), Node::Done);
+        state.start_attempt("1.1");
+        assert_eq!(story_node(&state, &story), Node::Running);
+    }
+}
