@@ -305,7 +305,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         pr: pr.clone(),
         runlog,
     });
-    let policy = model::Policy {
+    let mut policy = model::Policy {
         jobs,
         max_retries: config.max_retries,
         limit: opts
@@ -337,6 +337,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .then_some(config.decompose_max_depth),
         retry_concurrency: config.retry_concurrency,
         agent_memory_mb: config.agent_memory_mb,
+        split_by_hand: None,
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
@@ -344,6 +345,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                 .with_hint("only a story that is not done can be split")
                 .into());
         }
+        policy.split_by_hand = Some(model::SplitByHand {
+            id: id.clone(),
+            status: state.status(id),
+            note: state.note(id).cloned(),
+        });
         state.begin_decomposition(
             id,
             "The user asked for this split (`ralph decompose`).".into(),

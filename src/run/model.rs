@@ -10,7 +10,7 @@ use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
 use crate::schedule::{estimation_weight, jobs_now, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
-use crate::state::{AfterFailure, State, Status};
+use crate::state::{AfterFailure, Note, State, Status};
 
 /// A story's node as the state describes it (prd.json's `passes: true`
 /// counts as done for a story ralph has no record of).
@@ -53,6 +53,17 @@ pub(crate) struct Policy {
     /// The memory one agent needs, in MB (`parallel.agent_memory_mb`; 0 =
     /// no check).
     pub(crate) agent_memory_mb: u64,
+    /// `ralph decompose ID`: the run is that story's split and nothing else.
+    pub(crate) split_by_hand: Option<SplitByHand>,
+}
+
+/// The story `ralph decompose ID` splits, as it was before the user asked:
+/// a refused split leaves it so (not charged, not run as an attempt).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SplitByHand {
+    pub(crate) id: String,
+    pub(crate) status: Status,
+    pub(crate) note: Option<Note>,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -144,6 +155,9 @@ pub(crate) enum Change<'a> {
     Decompose {
         note: &'a str,
     },
+    /// The split `ralph decompose ID` asked for was refused: the story is
+    /// as it was before (`Policy::split_by_hand`), nothing charged.
+    SplitRefused,
     /// Ctrl-C caught the story waiting to land. The state keeps it
     /// `landing` so the next run lands it; the scheduler lets it go, as
     /// nothing more happens to it in this run.
@@ -414,6 +428,15 @@ impl Model {
                 self.state.begin_decomposition(&id, note.to_string());
                 self.sched.unfail(idx);
             }
+            Change::SplitRefused => {
+                let before = self.policy.split_by_hand.clone();
+                let (status, note) = before.map_or((Status::Pending, None), |b| (b.status, b.note));
+                self.state.restore(&id, status, note);
+                match story_node(&self.state, &self.stories[idx]) {
+                    Node::Failed => out.blocked = self.sched.fail(idx),
+                    node => self.sched.set(idx, node),
+                }
+            }
         }
         debug_assert!(
             self.in_step(idx) || change == Change::LandingInterrupted,
@@ -674,6 +697,7 @@ pub(crate) fn test_model(
         decompose_depth: None,
         retry_concurrency: 1,
         agent_memory_mb: 0,
+        split_by_hand: None,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

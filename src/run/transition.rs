@@ -290,6 +290,26 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         if model.limit_reached() {
             return;
         }
+        // `ralph decompose ID` runs the split and nothing else: a split
+        // that did not land (a conflict, say) leaves the story to `ralph run`.
+        if model.policy.split_by_hand.is_some()
+            && model.state.next_kind(model.id(idx)) != AttemptKind::Decompose
+        {
+            let id = model.id(idx).to_string();
+            let why = model
+                .state
+                .record(&id)
+                .and_then(|r| r.last_error.clone())
+                .unwrap_or_else(|| "it did not land".into());
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} was not split ({why}); `ralph decompose {id}` runs only the \
+                     split: run it again, or `ralph run` to go on with the story"
+                )),
+            );
+            return;
+        }
         // Its agent is at its limit (and no fallback is free): it waits.
         let Some(agent) = model.agent_for(idx, now) else {
             continue;
@@ -596,6 +616,29 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                 "story {id}: the agent could not resume its session ({}); its fix-up runs in a new one",
                 reason.replace('\n', " ")
             )));
+        }
+        // `ralph decompose ID` asked for a split, not for the story's work:
+        // a refused split costs the story nothing and runs nothing else.
+        Verdict::Failed { reason, .. }
+            if r.kind == AttemptKind::Decompose && model.policy.split_by_hand.is_some() =>
+        {
+            rec.reason = Some(reason.clone());
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::SplitRefused);
+            let one_line = reason.replace('\n', " ");
+            out.push(Action::Log(format!(
+                "story {id}: the split asked for by hand failed: {one_line}"
+            )));
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} was not split: {one_line} (the answer: {}). Its attempts and \
+                     retries are as they were: run `ralph decompose {id}` again, or split it \
+                     by hand",
+                    r.log_rel
+                )),
+            );
+            out.push(Action::Save);
         }
         Verdict::Failed { reason, .. } => {
             rec.reason = Some(reason.clone());
