@@ -9,7 +9,9 @@ use super::events::Now;
 use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
-use crate::schedule::{estimation_weight, jobs_now, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
+use crate::schedule::{
+    estimation_weight, jobs_now, with_dependencies, Jobs, Memory, Node, Scheduler, AGENT_WARMUP,
+};
 use crate::state::{AfterFailure, Note, State, Status};
 
 /// A story's node as the state describes it (prd.json's `passes: true`
@@ -245,9 +247,14 @@ pub(crate) struct Model {
     /// The files each story is predicted to touch: its spec's, the paths it
     /// conflicted on before, what it touched so far (`refresh_files`).
     pub(crate) files: Vec<Vec<String>>,
-    /// The stories this run selected (`-s`, `-r`): a story done earlier
-    /// stays `Done` for the scheduler, but only these are counted.
+    /// The stories this run selected (`-s`, `-r`, and what those wait for
+    /// that is not done): a story done earlier stays `Done` for the
+    /// scheduler, but only these are counted.
     pub(crate) chosen: Vec<bool>,
+    /// Stories selected only because a selected one waits for them
+    /// (`schedule::with_dependencies`), and the selected ones that do.
+    pub(crate) pulled_in: Vec<usize>,
+    pub(crate) needing: Vec<usize>,
 }
 
 impl Model {
@@ -268,8 +275,11 @@ impl Model {
         Model::selecting(stories, dag, state, policy, chosen, only, now_at_start)
     }
 
-    /// The model of a run over the `chosen` stories; `only` is a story
-    /// asked for by hand, whose failure is forgiven.
+    /// The model of a run over the `chosen` stories and what they wait
+    /// for that is not done (the DAG is law: nothing starts before what it
+    /// waits for landed; `ralph decompose ID` alone runs its split at once,
+    /// as a split does not need them); `only` is a story asked for by hand,
+    /// whose failure is forgiven.
     fn selecting(
         stories: Vec<Story>,
         dag: &Dag,
@@ -279,6 +289,17 @@ impl Model {
         only: Option<usize>,
         now_at_start: Now,
     ) -> Model {
+        let selection = if policy.split_by_hand.is_some() {
+            crate::schedule::Selection {
+                chosen,
+                added: Vec::new(),
+                needing: Vec::new(),
+            }
+        } else {
+            let at_start: Vec<Node> = stories.iter().map(|s| story_node(&state, s)).collect();
+            with_dependencies(dag, &chosen, &at_start)
+        };
+        let chosen = selection.chosen;
         let nodes: Vec<Node> = stories
             .iter()
             .enumerate()
@@ -313,6 +334,8 @@ impl Model {
         let (n, jobs) = (stories.len(), policy.jobs);
         let mut model = Model {
             chosen,
+            pulled_in: selection.added,
+            needing: selection.needing,
             state,
             sched,
             stories,

@@ -33,6 +33,29 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 "run start: {} jobs, target {}",
                 model.policy.jobs, model.policy.target
             )));
+            if !model.pulled_in.is_empty() {
+                let ids = |list: &[usize]| -> Vec<String> {
+                    list.iter().map(|&i| model.id(i).to_string()).collect()
+                };
+                // (Those a failed one blocks go unnamed: they will not run.)
+                let with = |node: Node| -> Vec<usize> {
+                    let nodes = &model.sched().nodes;
+                    model
+                        .pulled_in
+                        .iter()
+                        .copied()
+                        .filter(|&i| nodes[i] == node)
+                        .collect()
+                };
+                let (run_first, failed) = (with(Node::Pending), with(Node::Failed));
+                if !run_first.is_empty() || !failed.is_empty() {
+                    out.push(Action::Say(Message::DependenciesFirst {
+                        ids: ids(&model.needing),
+                        run_first: ids(&run_first),
+                        failed: ids(&failed),
+                    }));
+                }
+            }
             for (agent, until) in &model.state.paused_until {
                 out.push(Action::Say(Message::Paused {
                     agent: agent.clone(),

@@ -1432,3 +1432,33 @@ fn a_refused_split_by_hand_costs_nothing_and_runs_nothing_else() {
         .unwrap()
         .contains("story b was not split: decomposition refused"));
 }
+
+/// Issue 21: `-s c` brings in what c waits for that is not done, says so
+/// once, and starts c only after they landed.
+#[test]
+fn run_s_starts_the_missing_dependencies_first() {
+    let stories = vec![
+        story("a", &[]),
+        story("b", &["a"]),
+        story("c", &["b"]),
+        story("d", &[]),
+    ];
+    let mut m = model_of(stories, State::default(), 2, false);
+    let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    assert!(said(&a).contains(&Message::DependenciesFirst {
+        ids: vec!["c".into()],
+        run_first: vec!["a".into(), "b".into()],
+        failed: vec![],
+    }));
+    let mut order = Vec::new();
+    let mut next = starts(&a);
+    while let Some(req) = next.pop() {
+        order.push(m.id(req.idx).to_string());
+        handle(&mut m, finished(&req, Verdict::Done), t0());
+        next = starts(&land(&mut m, req.idx, landed_as(req.idx), t0()));
+    }
+    assert_eq!(order, ["a", "b", "c"]);
+    let (summary, _, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_OK);
+    assert_eq!((summary.done, summary.total), (3, 3));
+}
