@@ -991,6 +991,40 @@ fn landing_finished(
     let story = model.stories[idx].clone();
     let id = story.id.clone();
     let target = model.policy.target.clone();
+    // A split asked for by hand that does not land is refused like a bad
+    // answer: the story as it was, nothing charged, its work kept.
+    let refused = match &result {
+        LandResult::Conflict { paths, saved_ref } => Some((
+            format!("its landing conflicted in {}", paths.join(", ")),
+            saved_ref.clone(),
+        )),
+        LandResult::ValidationFailed {
+            name, saved_ref, ..
+        } => Some((
+            format!("validation '{name}' failed on the merged tree"),
+            saved_ref.clone(),
+        )),
+        _ => None,
+    };
+    if let Some((why, saved_ref)) = refused.filter(|_| {
+        model.policy.split_by_hand.is_some()
+            && kind_of(model, idx, landing.attempt) == AttemptKind::Decompose
+    }) {
+        model.apply(idx, Change::SplitRefused);
+        let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
+        out.push(Action::Log(format!(
+            "story {id}: the split asked for by hand did not land: {why}"
+        )));
+        halt(
+            model,
+            Fatal::NeedsPerson(format!(
+                "story {id} was not split: {why} (the sub-stories are kept at {kept}). Its \
+                 attempts and retries are as they were: run `ralph decompose {id}` again"
+            )),
+        );
+        out.push(Action::Save);
+        return;
+    }
     match result {
         LandResult::Landed { commit } => {
             model.apply(idx, Change::Landed { commit: &commit });

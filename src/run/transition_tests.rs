@@ -1462,3 +1462,42 @@ fn run_s_starts_the_missing_dependencies_first() {
     assert_eq!(code, EXIT_OK);
     assert_eq!((summary.done, summary.total), (3, 3));
 }
+
+/// A split asked for by hand whose landing conflicts is refused the same
+/// way: nothing charged, nothing else run, its work kept.
+#[test]
+fn a_split_by_hand_that_does_not_land_costs_nothing() {
+    let mut m = model_of(
+        vec![story("a", &[]), story("b", &["a"])],
+        State::default(),
+        1,
+        true,
+    );
+    let first = begin(&mut m);
+    handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    let a = land(
+        &mut m,
+        1,
+        LandResult::Conflict {
+            paths: vec![".ralph/stories.txt".into()],
+            saved_ref: Some("refs/ralph/conflicts/b/1".into()),
+        },
+        t0(),
+    );
+    assert!(starts(&a).is_empty(), "{a:?}");
+    let rec = m.state.record("b").unwrap();
+    assert_eq!(
+        (rec.attempts, rec.conflicts, rec.status),
+        (0, 0, Status::Pending)
+    );
+    assert_eq!(m.state.note("b"), None);
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    let error = error.unwrap();
+    assert!(
+        error.contains("conflicted in .ralph/stories.txt")
+            && error.contains("refs/ralph/conflicts/b/1"),
+        "{error}"
+    );
+}
