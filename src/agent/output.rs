@@ -1713,6 +1713,60 @@ mod kept_text {
         assert!(!s.text.contains("1.1.9"));
     }
 
+    /// The recorded multi-message sessions of the real CLIs
+    /// (`../shared/compat/agents/`), their words replaced: the first message
+    /// gives the blocks and the last (and the result repeating it) only
+    /// DECOMPOSE_DONE; where the CLI said one message only, it gives both.
+    /// The tool's command and output quote a block of their own.
+    #[test]
+    fn recorded_sessions_give_the_blocks_once() {
+        let esc = |s: &str| {
+            let j = serde_json::to_string(s).unwrap();
+            j[1..j.len() - 1].to_string()
+        };
+        let cases = [
+            ("claude", "allowed-bash", Backend::Claude),
+            ("claude", "tool-default", Backend::Claude),
+            ("opencode", "tool-json", Backend::Opencode),
+            ("codex", "tool-bypass", Backend::Codex),
+            ("gemini", "tool-yolo", Backend::Gemini),
+        ];
+        for (cli, name, backend) in cases {
+            let Some(dir) = super::super::testkit::recording_dir(cli) else {
+                return;
+            };
+            let raw = std::fs::read_to_string(dir.join(format!("{name}.stdout"))).unwrap();
+            let two_messages = raw.contains("I'll run a command.");
+            let last = if two_messages {
+                DONE.to_string()
+            } else {
+                format!("{}{DONE}", blocks())
+            };
+            let mut p = OutputParser::for_backend(backend).keeping_text(1 << 20);
+            for line in raw.lines() {
+                let line = line
+                    .replace("I'll run a command.", &esc(&blocks()))
+                    .replace("DONE: all tests pass.", &esc(&last))
+                    .replace("hello-from-tool", &esc(&quoted()));
+                p.feed_line(&line);
+            }
+            let s = p.finish();
+            assert_eq!(
+                children(&s.text),
+                ["1.1.1", "1.1.2"],
+                "{cli}/{name}: {}",
+                s.text
+            );
+            assert_eq!(
+                s.text.matches("DECOMPOSE_DONE").count(),
+                1,
+                "{cli}/{name}: {}",
+                s.text
+            );
+            assert!(!s.text.contains("1.1.9"), "{cli}/{name}: {}", s.text);
+        }
+    }
+
     /// Past the cap nothing more is kept, and the size says so.
     #[test]
     fn text_past_the_cap_is_counted_not_kept() {
