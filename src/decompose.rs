@@ -71,6 +71,25 @@ or, if the story cannot be split, with
 /// The most sub-stories one decomposition may add.
 const MAX_CHILDREN: usize = 12;
 
+/// The most agent text a decomposition's answer may hold (its messages and
+/// result, `agent::Summary::text_bytes`): a dozen specs fit many times over,
+/// and past it the answer is not kept whole.
+pub(crate) const MAX_REPLY_BYTES: usize = 1 << 20;
+
+/// Refuses an answer of `bytes` of agent text over `MAX_REPLY_BYTES`: what
+/// was kept of it is not all of it, so its blocks cannot be trusted.
+pub(crate) fn check_size(bytes: usize) -> Result<(), String> {
+    if bytes <= MAX_REPLY_BYTES {
+        return Ok(());
+    }
+    Err(format!(
+        "the reply is {bytes} bytes of text, over the limit of {MAX_REPLY_BYTES} bytes (1 MiB) \
+         for a decomposition answer; ask for fewer or shorter sub-stories \
+         ({})",
+        crate::paths::DECOMPOSE_TEMPLATE
+    ))
+}
+
 /// One sub-story as the agent wrote it, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SubStory {
@@ -211,6 +230,14 @@ fn check_block(id: &str, body: String, parent: &str) -> Result<SubStory, String>
         .clone()
         .filter(|t| !t.trim().is_empty())
         .ok_or_else(|| format!("sub-story {id}'s frontmatter has no title"))?;
+    // The title becomes a line of stories.txt: a line break there would
+    // start a line the queue reads as another story.
+    if title.trim().chars().any(char::is_control) {
+        return Err(format!(
+            "sub-story {id}'s title has a line break or control character ({:?}); a title is one line",
+            title.trim()
+        ));
+    }
     Ok(SubStory {
         id: id.to_string(),
         title: title.trim().to_string(),
@@ -386,6 +413,12 @@ pub(crate) fn insert_in_queue(
             let indent = &body[..body.len() - trimmed.len()];
             out += &format!("{indent}x {trimmed}\n");
             for c in children {
+                if c.title.chars().any(char::is_control) {
+                    return Err(format!(
+                        "sub-story {}'s title is not one line of text",
+                        c.id
+                    ));
+                }
                 out += &format!("{indent}{} | {}\n", c.id, c.title);
             }
             continue;
@@ -526,6 +559,42 @@ mod tests {
             let got = parse_reply(&text, "3.1", &known()).unwrap_err();
             assert!(got.contains(want), "{want:?} in {got:?}\n{text}");
         }
+    }
+
+    /// A title is one line of stories.txt (issue 21): a line break in it
+    /// refuses the reply, naming the sub-story.
+    #[test]
+    fn a_title_with_a_line_break_is_refused() {
+        let done = "<ralph>DECOMPOSE_DONE 3.1: 2</ralph>";
+        for title in ["\"One\\nTwo\"", "|\n  One\n  3.9 | Two", "\"One\\rTwo\""] {
+            let text = format!(
+                "{}<ralph>SUBSTORY_START 3.1.2</ralph>\n---\ntitle: {title}\n---\nx\n<ralph>SUBSTORY_END 3.1.2</ralph>{done}",
+                block("3.1.1", "")
+            );
+            let got = parse_reply(&text, "3.1", &known()).unwrap_err();
+            assert!(
+                got.contains("sub-story 3.1.2") && got.contains("line break"),
+                "{got}\n{text}"
+            );
+        }
+        let kid = SubStory {
+            id: "1.2.1".into(),
+            title: "A\nB".into(),
+            depends_on: vec![],
+            text: String::new(),
+        };
+        assert!(insert_in_queue("1.2 | Two\n", "1.2", &[kid]).is_err());
+    }
+
+    #[test]
+    fn a_reply_over_the_size_limit_is_refused_saying_its_size() {
+        assert_eq!(check_size(MAX_REPLY_BYTES), Ok(()));
+        let why = check_size(MAX_REPLY_BYTES + 5).unwrap_err();
+        assert!(
+            why.contains(&format!("{} bytes", MAX_REPLY_BYTES + 5))
+                && why.contains(&format!("limit of {MAX_REPLY_BYTES} bytes")),
+            "{why}"
+        );
     }
 
     #[test]

@@ -307,6 +307,13 @@ pub(crate) enum Message {
         id: String,
         max: u32,
     },
+    /// Stories asked for (`ids`: `-s`, `-r`) wait for stories that are not
+    /// done: those run first (`run_first`), or block them (`failed`).
+    DependenciesFirst {
+        ids: Vec<String>,
+        run_first: Vec<String>,
+        failed: Vec<String>,
+    },
     /// Its sub-stories landed in the backlog, in its place.
     Decomposed {
         id: String,
@@ -451,6 +458,33 @@ pub(crate) fn render(m: &Message) -> String {
         ),
         Message::Decomposing { id, max } => {
             format!("[split] {id} failed {max} times; one run splits it into smaller stories")
+        }
+        Message::DependenciesFirst {
+            ids,
+            run_first,
+            failed,
+        } => {
+            let who = ids.join(", ");
+            let mut parts = Vec::new();
+            if !run_first.is_empty() {
+                parts.push(format!(
+                    "{who} {} for {}, not landed yet: {} first",
+                    if ids.len() == 1 { "waits" } else { "wait" },
+                    run_first.join(", "),
+                    if run_first.len() == 1 {
+                        "it runs"
+                    } else {
+                        "they run"
+                    }
+                ));
+            }
+            if let Some(first) = failed.first() {
+                parts.push(format!(
+                    "{} failed for good, so {who} cannot run (`ralph run -s {first}` retries it)",
+                    failed.join(", ")
+                ));
+            }
+            format!("[deps] {}", parts.join("; "))
         }
         Message::Decomposed { id, children } => format!(
             "[split] {id} is replaced by {}; its dependents wait for all of them",
@@ -855,6 +889,16 @@ mod tests {
             Message::Decomposed {
                 id: id(),
                 children: vec!["2.3.1".into(), "2.3.2".into()],
+            },
+            Message::DependenciesFirst {
+                ids: vec![id()],
+                run_first: vec!["1.1".into(), "2.1".into()],
+                failed: vec![],
+            },
+            Message::DependenciesFirst {
+                ids: vec![id()],
+                run_first: vec!["2.1".into()],
+                failed: vec!["1.1".into()],
             },
             Message::Landed {
                 id: id(),

@@ -332,6 +332,55 @@ impl Scheduler {
     }
 }
 
+/// The stories a run selects, and which were added to what was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Selection {
+    pub(crate) chosen: Vec<bool>,
+    /// Stories not asked for but waited for by one that was, transitively,
+    /// in topological order (file order among independent ones).
+    pub(crate) added: Vec<usize>,
+    /// Asked stories that wait directly for an added one, in file order.
+    pub(crate) needing: Vec<usize>,
+}
+
+/// What a run selects (issue 21, "the DAG is law"): the `asked` stories
+/// (`-s`, `-r`) and, transitively, every story one of them waits for that
+/// is not done, as `cargo test -p` builds what a package needs: nothing
+/// starts before what it waits for has landed. `nodes` are the stories'
+/// states at the start. A dependency that failed for good is selected, so
+/// it blocks what waits for it, but what it waits for is not pulled in (it
+/// will not run); a done one ends the walk.
+pub(crate) fn with_dependencies(dag: &Dag, asked: &[bool], nodes: &[Node]) -> Selection {
+    let n = asked.len();
+    let mut chosen = asked.to_vec();
+    let mut stack: Vec<usize> = (0..n).filter(|&i| asked[i]).collect();
+    while let Some(i) = stack.pop() {
+        if matches!(nodes[i], Node::Done | Node::Failed) {
+            continue;
+        }
+        for w in dag.waits_for(i) {
+            if !chosen[w] && nodes[w] != Node::Done {
+                chosen[w] = true;
+                stack.push(w);
+            }
+        }
+    }
+    let added: Vec<usize> = dag
+        .topo_order()
+        .into_iter()
+        .filter(|&i| chosen[i] && !asked[i])
+        .collect();
+    let needing = (0..n)
+        .filter(|&i| asked[i] && nodes[i] != Node::Done)
+        .filter(|&i| dag.waits_for(i).iter().any(|w| added.contains(w)))
+        .collect();
+    Selection {
+        chosen,
+        added,
+        needing,
+    }
+}
+
 /// Why fewer agents may run than `-j` asks.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
@@ -477,6 +526,74 @@ mod tests {
             story("e", 1, &["c"], None),
         ]);
         Dag::build(&backlog).unwrap()
+    }
+
+    /// a → b → c (depends_on), d apart; e waits for a failed f.
+    fn chain_dag() -> Dag {
+        let backlog = Backlog {
+            source: Source::StoriesTxt,
+            stories: vec![
+                story("a", 0, &[], None),
+                story("b", 0, &["a"], None),
+                story("c", 0, &["b"], None),
+                story("d", 0, &[], None),
+                story("f", 0, &["d"], None),
+                story("e", 0, &["f"], None),
+            ],
+            sections: vec![Section {
+                label: Some("1".into()),
+                chain: false,
+            }],
+            skipped: vec![],
+        };
+        Dag::build(&backlog).unwrap()
+    }
+
+    fn asked(n: usize, which: &[usize]) -> Vec<bool> {
+        (0..n).map(|i| which.contains(&i)).collect()
+    }
+
+    #[test]
+    fn a_selected_story_brings_its_missing_dependencies_in_dag_order() {
+        let d = chain_dag();
+        let pending = vec![Node::Pending; 6];
+        let s = with_dependencies(&d, &asked(6, &[2]), &pending);
+        assert_eq!(s.chosen, [true, true, true, false, false, false]);
+        assert_eq!(s.added, [0, 1]);
+        assert_eq!(s.needing, [2]);
+        // What is done is not run again, and ends the walk.
+        let mut nodes = pending.clone();
+        nodes[1] = Node::Done;
+        let s = with_dependencies(&d, &asked(6, &[2]), &nodes);
+        assert_eq!(s.chosen, [false, false, true, false, false, false]);
+        assert!(s.added.is_empty() && s.needing.is_empty());
+        // Nothing missing: the selection is what was asked.
+        let s = with_dependencies(&d, &asked(6, &[0, 3]), &pending);
+        assert_eq!(s.chosen, asked(6, &[0, 3]));
+        assert!(s.added.is_empty());
+    }
+
+    #[test]
+    fn a_failed_dependency_is_selected_to_block_but_its_own_are_not() {
+        let d = chain_dag();
+        let mut nodes = vec![Node::Pending; 6];
+        nodes[4] = Node::Failed;
+        let s = with_dependencies(&d, &asked(6, &[5]), &nodes);
+        assert_eq!(s.chosen, asked(6, &[4, 5]), "d is not run for a failed f");
+        assert_eq!(s.added, [4]);
+        // The scheduler then blocks e, never runs it.
+        let sched = Scheduler::new(
+            &d,
+            (0..6)
+                .map(|i| match (s.chosen[i], nodes[i]) {
+                    (false, _) => Node::Excluded,
+                    (true, n) => n,
+                })
+                .collect(),
+            None,
+        );
+        assert_eq!(sched.nodes[5], Node::Blocked);
+        assert!(sched.ready().is_empty());
     }
 
     #[test]

@@ -429,6 +429,15 @@ impl State {
         });
     }
 
+    /// A split asked for by hand was refused: the story is as it was before
+    /// (`status`, `note`); its attempts and the retry count were never
+    /// touched.
+    pub(crate) fn restore(&mut self, id: &str, status: Status, note: Option<Note>) {
+        let r = self.rec(id);
+        r.status = status;
+        r.note = note;
+    }
+
     /// Its work passed validation and waits for a person on its branch.
     pub(crate) fn send_to_review(&mut self, id: &str) {
         self.rec(id).status = Status::Review;

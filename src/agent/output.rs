@@ -119,9 +119,16 @@ pub(crate) struct Summary {
     pub(crate) last_line: String,
     /// The agent's session ID, when its CLI reports one.
     pub(crate) session_id: Option<String>,
-    /// The agent's text (its messages, the result, plain lines), when the
-    /// parser was asked to keep it (`keeping_text`).
+    /// The agent's own text, when the parser was asked to keep it
+    /// (`keeping_text`): its messages in order (a sub-agent's and tool
+    /// output never), then the final result unless it repeats what they
+    /// ended with (Claude Code's and Codex's result is the last message,
+    /// Cursor's all of them), or plain lines.
     pub(crate) text: String,
+    /// Bytes of the agent's text offered to `text`; past the cap given to
+    /// `keeping_text` nothing more is kept, so `text` is whole only while
+    /// this is at most the cap.
+    pub(crate) text_bytes: usize,
     /// The API rejected the agent's credentials (401).
     pub(crate) auth_failed: bool,
     /// The CLI warned that its usage limit is near, with the window's reset.
@@ -305,6 +312,17 @@ pub(super) fn u64_of(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// True when `hay` ends with `needle`, whitespace left out of both (an
+/// empty `needle` too).
+fn ends_with_ignoring_space(hay: &str, needle: &str) -> bool {
+    let mut hay = hay.chars().rev().filter(|c| !c.is_whitespace());
+    needle
+        .chars()
+        .rev()
+        .filter(|c| !c.is_whitespace())
+        .all(|c| hay.next() == Some(c))
+}
+
 fn last_nonempty_line(text: &str) -> Option<&str> {
     text.lines().rev().map(str::trim).find(|l| !l.is_empty())
 }
@@ -430,13 +448,29 @@ impl OutputParser {
     }
 
     fn keep(&mut self, text: &str) {
-        if let Some(cap) = self.keep_text {
-            let t = &mut self.summary.text;
-            if t.len() + text.len() < cap {
-                t.push_str(text);
-                t.push('\n');
-            }
+        let Some(cap) = self.keep_text else {
+            return;
+        };
+        let s = &mut self.summary;
+        s.text_bytes += text.len() + 1;
+        // Once one piece did not fit, none after it is kept: the text is
+        // whole or it is known not to be.
+        if s.text_bytes <= cap {
+            s.text.push_str(text);
+            s.text.push('\n');
         }
+    }
+
+    /// The final result, kept unless it repeats the end of the messages
+    /// kept before it (whitespace aside: CLIs join messages differently).
+    fn keep_result(&mut self, text: &str) {
+        let whole = self
+            .keep_text
+            .is_some_and(|cap| self.summary.text_bytes <= cap);
+        if whole && ends_with_ignoring_space(&self.summary.text, text) {
+            return;
+        }
+        self.keep(text);
     }
 
     /// Reads clock-time reset messages against `now` (Unix seconds) in a
@@ -484,7 +518,7 @@ impl OutputParser {
                 } => {
                     self.tags.scan(text);
                     self.note_last_line(text);
-                    self.keep(text);
+                    self.keep_result(text);
                     // A decoder that said "limited" itself has said it once.
                     if *is_error
                         && !limited_here
@@ -630,6 +664,7 @@ impl OutputParser {
                     let text = block.get("text").and_then(Value::as_str).unwrap_or("");
                     if !from_subagent {
                         self.tags.scan(text);
+                        self.keep(text);
                     }
                     self.note_last_line(text);
                     if api_error == Some("rate_limit") {
@@ -1487,5 +1522,273 @@ mod learn_angle_brackets {
         let s = scan_text("<ralph>LEARN: never closed\n<ralph>DONE 1.1</ralph>");
         assert!(s.learnings.is_empty());
         assert_eq!(s.done.as_deref(), Some("1.1"));
+    }
+}
+
+/// A decomposition's answer is read from all of the agent's own text
+/// (issue 21): sub-story blocks in an earlier message count, a result that
+/// repeats the last message does not count twice, and tool output or a
+/// sub-agent's words never count. For every backend's stream.
+#[cfg(test)]
+mod kept_text {
+    use super::*;
+    use crate::agent::Backend;
+    use crate::decompose::{parse_reply, Reply};
+    use serde_json::json;
+
+    fn block(id: &str) -> String {
+        format!(
+            "<ralph>SUBSTORY_START {id}</ralph>\n---\nid: \"{id}\"\ntitle: \"Part {id}\"\nstatus: pending\ndepends_on: []\n---\n# Part {id}\n<ralph>SUBSTORY_END {id}</ralph>"
+        )
+    }
+
+    fn blocks() -> String {
+        format!(
+            "Here is the split:\n{}\n{}\n",
+            block("1.1.1"),
+            block("1.1.2")
+        )
+    }
+
+    const DONE: &str = "<ralph>DECOMPOSE_DONE 1.1: 2 sub-stories</ralph>";
+
+    /// A block in tool output: a spec the agent read, an old answer.
+    fn quoted() -> String {
+        block("1.1.9")
+    }
+
+    fn kept(backend: Backend, events: &[Value]) -> Summary {
+        let mut p = OutputParser::for_backend(backend).keeping_text(1 << 20);
+        for e in events {
+            p.feed_line(&e.to_string());
+        }
+        p.finish()
+    }
+
+    /// The children the answer gives, by ID.
+    fn children(text: &str) -> Vec<String> {
+        let known = std::collections::HashSet::new();
+        match parse_reply(text, "1.1", &known) {
+            Ok(Reply::Split(kids)) => kids.into_iter().map(|k| k.id).collect(),
+            other => panic!("{other:?} from:\n{text}"),
+        }
+    }
+
+    fn claude_text(text: &str) -> Value {
+        json!({"type": "assistant", "message": {"id": "msg_1", "role": "assistant",
+               "content": [{"type": "text", "text": text}]}, "parent_tool_use_id": null})
+    }
+
+    fn claude_result(text: &str) -> Value {
+        json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 3,
+               "result": text, "usage": {"input_tokens": 10, "output_tokens": 5}})
+    }
+
+    /// Shaped as `../shared/compat/agents/claude/allowed-bash.stdout`: text,
+    /// a tool call and its result, more text, the result repeating the last.
+    #[test]
+    fn claude_blocks_in_an_earlier_message_and_done_in_the_result() {
+        let s = kept(
+            Backend::Claude,
+            &[
+                json!({"type": "system", "subtype": "init", "session_id": "s1"}),
+                claude_text("I'll read the spec first."),
+                json!({"type": "assistant", "message": {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Bash",
+                     "input": {"command": format!("echo '{}'", quoted())}}]},
+                    "parent_tool_use_id": null}),
+                json!({"type": "user", "message": {"role": "user", "content": [
+                    {"tool_use_id": "t1", "type": "tool_result", "content": quoted()}]}}),
+                json!({"type": "assistant", "message": {"role": "assistant", "content": [
+                    {"type": "text", "text": block("1.1.7")}]}, "parent_tool_use_id": "t1"}),
+                claude_text(&blocks()),
+                claude_text(DONE),
+                claude_result(DONE),
+            ],
+        );
+        assert_eq!(children(&s.text), ["1.1.1", "1.1.2"], "{}", s.text);
+        assert_eq!(s.text.matches("DECOMPOSE_DONE").count(), 1, "{}", s.text);
+        assert!(!s.text.contains("1.1.9") && !s.text.contains("1.1.7"));
+    }
+
+    #[test]
+    fn claude_result_repeating_the_blocks_counts_them_once() {
+        let last = format!("{}{DONE}", blocks());
+        let s = kept(
+            Backend::Claude,
+            &[
+                claude_text("Thinking."),
+                claude_text(&last),
+                claude_result(&last),
+            ],
+        );
+        assert_eq!(children(&s.text), ["1.1.1", "1.1.2"], "{}", s.text);
+        // `--output-format json`: the result is all there is.
+        let s = kept(Backend::Claude, &[claude_result(&last)]);
+        assert_eq!(children(&s.text), ["1.1.1", "1.1.2"]);
+    }
+
+    #[test]
+    fn codex_blocks_in_an_earlier_message() {
+        let msg = |t: &str| json!({"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": t}});
+        let s = kept(
+            Backend::Codex,
+            &[
+                json!({"type": "thread.started", "thread_id": "th"}),
+                json!({"type": "turn.started"}),
+                msg(&blocks()),
+                json!({"type": "item.completed", "item": {"id": "c", "type": "command_execution",
+                       "command": "cat spec.md", "aggregated_output": quoted(), "exit_code": 0,
+                       "status": "completed"}}),
+                msg(DONE),
+                json!({"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 5}}),
+            ],
+        );
+        assert_eq!(children(&s.text), ["1.1.1", "1.1.2"], "{}", s.text);
+        assert_eq!(s.text.matches("DECOMPOSE_DONE").count(), 1, "{}", s.text);
+        assert!(!s.text.contains("1.1.9"));
+    }
+
+    #[test]
+    fn opencode_blocks_in_an_earlier_message() {
+        let text = |t: &str| json!({"type": "text", "sessionID": "ses", "part": {"type": "text", "text": t}});
+        let s = kept(
+            Backend::Opencode,
+            &[
+                text(&blocks()),
+                json!({"type": "tool_use", "sessionID": "ses", "part": {"tool": "bash",
+                       "state": {"status": "completed", "input": {"command": "cat"}, "output": quoted()}}}),
+                text(DONE),
+                json!({"type": "step_finish", "sessionID": "ses", "part": {"reason": "stop",
+                       "tokens": {"input": 10, "output": 5}}}),
+            ],
+        );
+        assert_eq!(children(&s.text), ["1.1.1", "1.1.2"], "{}", s.text);
+        assert_eq!(s.text.matches("DECOMPOSE_DONE").count(), 1, "{}", s.text);
+        assert!(!s.text.contains("1.1.9"));
+    }
+
+    #[test]
+    fn gemini_blocks_in_an_earlier_message() {
+        let msg =
+            |t: &str| json!({"type": "message", "role": "assistant", "content": t, "delta": true});
+        let s = kept(
+            Backend::Gemini,
+            &[
+                json!({"type": "init", "session_id": "g"}),
+                json!({"type": "message", "role": "user", "content": quoted()}),
+                msg(&blocks()),
+                json!({"type": "tool_use", "tool_name": "read_file", "tool_id": "t", "parameters": {"path": "x"}}),
+                json!({"type": "tool_result", "tool_id": "t", "status": "success", "output": quoted()}),
+                msg(DONE),
+                json!({"type": "result", "status": "success", "stats": {"input_tokens": 10, "output_tokens": 5}}),
+            ],
+        );
+        assert_eq!(children(&s.text), ["1.1.1", "1.1.2"], "{}", s.text);
+        assert!(!s.text.contains("1.1.9"));
+    }
+
+    /// Cursor's result repeats every message, joined.
+    #[test]
+    fn cursor_result_repeating_every_message_counts_them_once() {
+        let whole = |t: &str| {
+            json!({"type": "assistant", "message": {"role": "assistant",
+            "content": [{"type": "text", "text": t}]}, "timestamp_ms": 1u64, "model_call_id": "m"})
+        };
+        let s = kept(
+            Backend::Cursor,
+            &[
+                json!({"type": "system", "subtype": "init", "session_id": "c"}),
+                json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": quoted()}]}}),
+                whole(&blocks()),
+                json!({"type": "tool_call", "subtype": "completed", "tool_call": {"shellToolCall": {
+                       "result": {"success": {"stdout": quoted()}}}}}),
+                whole(DONE),
+                json!({"type": "result", "subtype": "success", "is_error": false,
+                       "result": format!("{}{DONE}", blocks())}),
+            ],
+        );
+        assert_eq!(children(&s.text), ["1.1.1", "1.1.2"], "{}", s.text);
+        assert_eq!(s.text.matches("DECOMPOSE_DONE").count(), 1, "{}", s.text);
+        assert!(!s.text.contains("1.1.9"));
+    }
+
+    /// The recorded multi-message sessions of the real CLIs
+    /// (`../shared/compat/agents/`), their words replaced: the first message
+    /// gives the blocks and the last (and the result repeating it) only
+    /// DECOMPOSE_DONE; where the CLI said one message only, it gives both.
+    /// The tool's command and output quote a block of their own.
+    #[test]
+    fn recorded_sessions_give_the_blocks_once() {
+        let esc = |s: &str| {
+            let j = serde_json::to_string(s).unwrap();
+            j[1..j.len() - 1].to_string()
+        };
+        let cases = [
+            ("claude", "allowed-bash", Backend::Claude),
+            ("claude", "tool-default", Backend::Claude),
+            ("opencode", "tool-json", Backend::Opencode),
+            ("codex", "tool-bypass", Backend::Codex),
+            ("gemini", "tool-yolo", Backend::Gemini),
+        ];
+        for (cli, name, backend) in cases {
+            let Some(dir) = super::super::testkit::recording_dir(cli) else {
+                return;
+            };
+            let raw = std::fs::read_to_string(dir.join(format!("{name}.stdout"))).unwrap();
+            let two_messages = raw.contains("I'll run a command.");
+            let last = if two_messages {
+                DONE.to_string()
+            } else {
+                format!("{}{DONE}", blocks())
+            };
+            let mut p = OutputParser::for_backend(backend).keeping_text(1 << 20);
+            for line in raw.lines() {
+                let line = line
+                    .replace("I'll run a command.", &esc(&blocks()))
+                    .replace("DONE: all tests pass.", &esc(&last))
+                    .replace("hello-from-tool", &esc(&quoted()));
+                p.feed_line(&line);
+            }
+            let s = p.finish();
+            assert_eq!(
+                children(&s.text),
+                ["1.1.1", "1.1.2"],
+                "{cli}/{name}: {}",
+                s.text
+            );
+            assert_eq!(
+                s.text.matches("DECOMPOSE_DONE").count(),
+                1,
+                "{cli}/{name}: {}",
+                s.text
+            );
+            assert!(!s.text.contains("1.1.9"), "{cli}/{name}: {}", s.text);
+        }
+    }
+
+    /// Past the cap nothing more is kept, and the size says so.
+    #[test]
+    fn text_past_the_cap_is_counted_not_kept() {
+        let mut p = OutputParser::for_backend(Backend::Claude).keeping_text(100);
+        for e in [
+            claude_text(&"x".repeat(60)),
+            claude_text(&"y".repeat(60)),
+            claude_result("z"),
+        ] {
+            p.feed_line(&e.to_string());
+        }
+        let s = p.finish();
+        assert_eq!(s.text_bytes, 61 + 61 + 2);
+        assert_eq!(s.text, format!("{}\n", "x".repeat(60)));
+    }
+
+    #[test]
+    fn plain_text_is_read_whole() {
+        let mut p = OutputParser::for_backend(Backend::Custom).keeping_text(1 << 20);
+        for line in format!("{}\n{DONE}", blocks()).lines() {
+            p.feed_line(line);
+        }
+        assert_eq!(children(&p.finish().text), ["1.1.1", "1.1.2"]);
     }
 }

@@ -698,14 +698,11 @@ async fn run_attempt(
                     }
             );
             if answered {
-                let answer = if summary.result_text.contains("SUBSTORY_START") {
-                    summary.result_text.clone()
-                } else {
-                    summary.text.clone()
-                };
+                // All of the agent's own text, in order (issue 21).
+                let (answer, bytes) = (summary.text.clone(), summary.text_bytes);
                 let (story2, slot) = (story.clone(), req.slot);
                 let applied = blocking(&ctx, move |c| {
-                    super::split::apply_answer(c, &story2, slot, &answer, commits)
+                    super::split::apply_answer(c, &story2, slot, (&answer, bytes), commits)
                 })
                 .await;
                 match applied {

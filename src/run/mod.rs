@@ -307,7 +307,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         pr: pr.clone(),
         runlog,
     });
-    let policy = model::Policy {
+    let mut policy = model::Policy {
         jobs,
         max_retries: config.max_retries,
         limit: opts
@@ -339,6 +339,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .then_some(config.decompose_max_depth),
         retry_concurrency: config.retry_concurrency,
         agent_memory_mb: config.agent_memory_mb,
+        split_by_hand: None,
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
@@ -346,6 +347,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                 .with_hint("only a story that is not done can be split")
                 .into());
         }
+        policy.split_by_hand = Some(model::SplitByHand {
+            id: id.clone(),
+            status: state.status(id),
+            note: state.note(id).cloned(),
+        });
         state.begin_decomposition(
             id,
             "The user asked for this split (`ralph decompose`).".into(),
@@ -742,22 +748,25 @@ fn on_complete(ctx: &context::RunContext, model: &model::Model, code: i32, elaps
 fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
     let state = store::load_state(&project.root).map_err(|p| RalphError::BadInput(vec![p]))?;
     let b = &project.backlog;
-    let order: Vec<usize> = match &opts.story {
-        Some(s) => b.index_of(s).into_iter().collect(),
-        None => {
-            let first = opts
-                .resume
-                .as_ref()
-                .and_then(|r| b.index_of(r))
-                .unwrap_or(0);
-            project
-                .dag
-                .topo_order()
-                .into_iter()
-                .filter(|&i| i >= first)
-                .collect()
-        }
-    };
+    let first = opts
+        .resume
+        .as_ref()
+        .and_then(|r| b.index_of(r))
+        .unwrap_or(0);
+    let only = opts.story.as_ref().and_then(|s| b.index_of(s));
+    let asked: Vec<bool> = (0..b.stories.len())
+        .map(|i| only.is_none_or(|o| o == i) && i >= first)
+        .collect();
+    // The run's selection: what was asked and what it waits for.
+    let nodes: Vec<crate::schedule::Node> =
+        b.stories.iter().map(|s| story_node(&state, s)).collect();
+    let selection = crate::schedule::with_dependencies(&project.dag, &asked, &nodes);
+    let order: Vec<usize> = project
+        .dag
+        .topo_order()
+        .into_iter()
+        .filter(|&i| selection.chosen[i])
+        .collect();
     println!(
         "[DRY RUN] plan ({} stories; nothing will be changed):",
         order.len()

@@ -9,8 +9,8 @@ use super::events::Now;
 use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
-use crate::schedule::{jobs_now, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
-use crate::state::{AfterFailure, State};
+use crate::schedule::{jobs_now, with_dependencies, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
+use crate::state::{AfterFailure, Note, State, Status};
 use crate::status::story_node;
 
 /// The run's fixed parameters.
@@ -40,6 +40,17 @@ pub(crate) struct Policy {
     /// The memory one agent needs, in MB (`parallel.agent_memory_mb`; 0 =
     /// no check).
     pub(crate) agent_memory_mb: u64,
+    /// `ralph decompose ID`: the run is that story's split and nothing else.
+    pub(crate) split_by_hand: Option<SplitByHand>,
+}
+
+/// The story `ralph decompose ID` splits, as it was before the user asked:
+/// a refused split leaves it so (not charged, not run as an attempt).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SplitByHand {
+    pub(crate) id: String,
+    pub(crate) status: Status,
+    pub(crate) note: Option<Note>,
 }
 
 /// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
@@ -131,6 +142,9 @@ pub(crate) enum Change<'a> {
     Decompose {
         note: &'a str,
     },
+    /// The split `ralph decompose ID` asked for was refused: the story is
+    /// as it was before (`Policy::split_by_hand`), nothing charged.
+    SplitRefused,
     /// Ctrl-C caught the story waiting to land. The state keeps it
     /// `landing` so the next run lands it; the scheduler lets it go, as
     /// nothing more happens to it in this run.
@@ -218,9 +232,14 @@ pub(crate) struct Model {
     /// The files each story is predicted to touch: its spec's, the paths it
     /// conflicted on before, what it touched so far (`refresh_files`).
     pub(crate) files: Vec<Vec<String>>,
-    /// The stories this run selected (`-s`, `-r`): a story done earlier
-    /// stays `Done` for the scheduler, but only these are counted.
+    /// The stories this run selected (`-s`, `-r`, and what those wait for
+    /// that is not done): a story done earlier stays `Done` for the
+    /// scheduler, but only these are counted.
     pub(crate) chosen: Vec<bool>,
+    /// Stories selected only because a selected one waits for them
+    /// (`schedule::with_dependencies`), and the selected ones that do.
+    pub(crate) pulled_in: Vec<usize>,
+    pub(crate) needing: Vec<usize>,
 }
 
 impl Model {
@@ -241,8 +260,11 @@ impl Model {
         Model::selecting(stories, dag, state, policy, chosen, only, now_at_start)
     }
 
-    /// The model of a run over the `chosen` stories; `only` is a story
-    /// asked for by hand, whose failure is forgiven.
+    /// The model of a run over the `chosen` stories and what they wait
+    /// for that is not done (the DAG is law: nothing starts before what it
+    /// waits for landed; `ralph decompose ID` alone runs its split at once,
+    /// as a split does not need them); `only` is a story asked for by hand,
+    /// whose failure is forgiven.
     fn selecting(
         stories: Vec<Story>,
         dag: &Dag,
@@ -252,6 +274,17 @@ impl Model {
         only: Option<usize>,
         now_at_start: Now,
     ) -> Model {
+        let selection = if policy.split_by_hand.is_some() {
+            crate::schedule::Selection {
+                chosen,
+                added: Vec::new(),
+                needing: Vec::new(),
+            }
+        } else {
+            let at_start: Vec<Node> = stories.iter().map(|s| story_node(&state, s)).collect();
+            with_dependencies(dag, &chosen, &at_start)
+        };
+        let chosen = selection.chosen;
         let nodes: Vec<Node> = stories
             .iter()
             .enumerate()
@@ -278,6 +311,8 @@ impl Model {
         let (n, jobs) = (stories.len(), policy.jobs);
         let mut model = Model {
             chosen,
+            pulled_in: selection.added,
+            needing: selection.needing,
             state,
             sched,
             stories,
@@ -392,6 +427,15 @@ impl Model {
             Change::Decompose { note } => {
                 self.state.begin_decomposition(&id, note.to_string());
                 self.sched.unfail(idx);
+            }
+            Change::SplitRefused => {
+                let before = self.policy.split_by_hand.clone();
+                let (status, note) = before.map_or((Status::Pending, None), |b| (b.status, b.note));
+                self.state.restore(&id, status, note);
+                match story_node(&self.state, &self.stories[idx]) {
+                    Node::Failed => out.blocked = self.sched.fail(idx),
+                    node => self.sched.set(idx, node),
+                }
             }
         }
         debug_assert!(
@@ -653,6 +697,7 @@ pub(crate) fn test_model(
         decompose_depth: None,
         retry_concurrency: 1,
         agent_memory_mb: 0,
+        split_by_hand: None,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

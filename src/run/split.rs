@@ -19,8 +19,8 @@ use super::context::RunContext;
 /// (Ralph v2's limits).
 const SPEC_BYTES: usize = 10_000;
 const LAST_OUTPUT_CHARS: usize = 10_000;
-/// Most agent text kept to read the answer from.
-pub(crate) const KEEP_TEXT: usize = 1 << 20;
+/// Most agent text kept to read the answer from; a longer answer is refused.
+pub(crate) const KEEP_TEXT: usize = decompose::MAX_REPLY_BYTES;
 
 /// The decomposition prompt: `.ralph/templates/decompose.md` or the
 /// built-in one, with Ralph v2's variables.
@@ -57,13 +57,15 @@ pub(crate) fn prompt(
     Ok(prompt::render(&template, &v))
 }
 
-/// Reads the answer, writes the sub-stories into the slot's worktree and
-/// commits them on the story branch. The verdict, and the IDs written.
+/// Reads the answer (all of the agent's own text, `answer_bytes` long in
+/// all, of which `answer` was kept), writes the sub-stories into the slot's
+/// worktree and commits them on the story branch. The verdict, and the IDs
+/// written.
 pub(crate) fn apply_answer(
     ctx: &RunContext,
     story: &Story,
     slot: usize,
-    answer: &str,
+    (answer, answer_bytes): (&str, usize),
     commits: usize,
 ) -> (Verdict, Vec<String>) {
     let failed = |reason: String| {
@@ -75,6 +77,9 @@ pub(crate) fn apply_answer(
             Vec::new(),
         )
     };
+    if let Err(why) = decompose::check_size(answer_bytes) {
+        return failed(format!("decomposition refused, nothing written: {why}"));
+    }
     if commits > 0 {
         return failed(
             "the decomposition run committed changes; it must only answer with sub-stories".into(),

@@ -33,6 +33,29 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 "run start: {} jobs, target {}",
                 model.policy.jobs, model.policy.target
             )));
+            if !model.pulled_in.is_empty() {
+                let ids = |list: &[usize]| -> Vec<String> {
+                    list.iter().map(|&i| model.id(i).to_string()).collect()
+                };
+                // (Those a failed one blocks go unnamed: they will not run.)
+                let with = |node: Node| -> Vec<usize> {
+                    let nodes = &model.sched().nodes;
+                    model
+                        .pulled_in
+                        .iter()
+                        .copied()
+                        .filter(|&i| nodes[i] == node)
+                        .collect()
+                };
+                let (run_first, failed) = (with(Node::Pending), with(Node::Failed));
+                if !run_first.is_empty() || !failed.is_empty() {
+                    out.push(Action::Say(Message::DependenciesFirst {
+                        ids: ids(&model.needing),
+                        run_first: ids(&run_first),
+                        failed: ids(&failed),
+                    }));
+                }
+            }
             for (agent, until) in &model.state.paused_until {
                 out.push(Action::Say(Message::Paused {
                     agent: agent.clone(),
@@ -289,6 +312,26 @@ fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     let chosen = model.sched().choose(free, bounds);
     for idx in chosen {
         if model.limit_reached() {
+            return;
+        }
+        // `ralph decompose ID` runs the split and nothing else: a split
+        // that did not land (a conflict, say) leaves the story to `ralph run`.
+        if model.policy.split_by_hand.is_some()
+            && model.state.next_kind(model.id(idx)) != AttemptKind::Decompose
+        {
+            let id = model.id(idx).to_string();
+            let why = model
+                .state
+                .record(&id)
+                .and_then(|r| r.last_error.clone())
+                .unwrap_or_else(|| "it did not land".into());
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} was not split ({why}); `ralph decompose {id}` runs only the \
+                     split: run it again, or `ralph run` to go on with the story"
+                )),
+            );
             return;
         }
         // Its agent is at its limit (and no fallback is free): it waits.
@@ -597,6 +640,29 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                 "story {id}: the agent could not resume its session ({}); its fix-up runs in a new one",
                 reason.replace('\n', " ")
             )));
+        }
+        // `ralph decompose ID` asked for a split, not for the story's work:
+        // a refused split costs the story nothing and runs nothing else.
+        Verdict::Failed { reason, .. }
+            if r.kind == AttemptKind::Decompose && model.policy.split_by_hand.is_some() =>
+        {
+            rec.reason = Some(reason.clone());
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::SplitRefused);
+            let one_line = reason.replace('\n', " ");
+            out.push(Action::Log(format!(
+                "story {id}: the split asked for by hand failed: {one_line}"
+            )));
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} was not split: {one_line} (the answer: {}). Its attempts and \
+                     retries are as they were: run `ralph decompose {id}` again, or split it \
+                     by hand",
+                    r.log_rel
+                )),
+            );
+            out.push(Action::Save);
         }
         Verdict::Failed { reason, .. } => {
             rec.reason = Some(reason.clone());
@@ -926,6 +992,40 @@ fn landing_finished(
     let story = model.stories[idx].clone();
     let id = story.id.clone();
     let target = model.policy.target.clone();
+    // A split asked for by hand that does not land is refused like a bad
+    // answer: the story as it was, nothing charged, its work kept.
+    let refused = match &result {
+        LandResult::Conflict { paths, saved_ref } => Some((
+            format!("its landing conflicted in {}", paths.join(", ")),
+            saved_ref.clone(),
+        )),
+        LandResult::ValidationFailed {
+            name, saved_ref, ..
+        } => Some((
+            format!("validation '{name}' failed on the merged tree"),
+            saved_ref.clone(),
+        )),
+        _ => None,
+    };
+    if let Some((why, saved_ref)) = refused.filter(|_| {
+        model.policy.split_by_hand.is_some()
+            && kind_of(model, idx, landing.attempt) == AttemptKind::Decompose
+    }) {
+        model.apply(idx, Change::SplitRefused);
+        let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
+        out.push(Action::Log(format!(
+            "story {id}: the split asked for by hand did not land: {why}"
+        )));
+        halt(
+            model,
+            Fatal::NeedsPerson(format!(
+                "story {id} was not split: {why} (the sub-stories are kept at {kept}). Its \
+                 attempts and retries are as they were: run `ralph decompose {id}` again"
+            )),
+        );
+        out.push(Action::Save);
+        return;
+    }
     match result {
         LandResult::Landed { commit } => {
             model.apply(idx, Change::Landed { commit: &commit });

@@ -1368,3 +1368,136 @@ fn a_run_of_one_story_counts_that_story_and_this_runs_cost() {
     assert_eq!(summary.run_cost_usd, 0.25);
     assert_eq!(summary.cost_usd, 5.25, "lifetime, on its own line");
 }
+
+/// A model of `stories` (one batch section) from `state`, asked for
+/// `only`; with `by_hand`, the run of `ralph decompose` that story.
+fn model_of(stories: Vec<Story>, state: State, only: usize, by_hand: bool) -> Model {
+    let backlog = Backlog {
+        source: Source::StoriesTxt,
+        stories: stories.clone(),
+        sections: vec![Section {
+            label: Some("1".into()),
+            chain: false,
+        }],
+        skipped: vec![],
+    };
+    let dag = Dag::build(&backlog).expect("a valid DAG");
+    let mut policy = model_with(&[("a", &[])], 1, 3, None).policy;
+    let mut state = state;
+    if by_hand {
+        let id = stories[only].id.clone();
+        policy.split_by_hand = Some(super::super::model::SplitByHand {
+            id: id.clone(),
+            status: state.status(&id),
+            note: state.note(&id).cloned(),
+        });
+        state.begin_decomposition(&id, "by hand".into());
+    }
+    Model::new(stories, &dag, state, policy, Some(only), 0, t0())
+}
+
+/// Issue 21: `ralph decompose b` whose answer is refused leaves b as it
+/// was (attempts, retry count, status, note), starts nothing else (not b
+/// as a normal attempt, while a, which b waits for, is pending), and the
+/// run needs a person.
+#[test]
+fn a_refused_split_by_hand_costs_nothing_and_runs_nothing_else() {
+    let mut state = State::default();
+    state.fail_attempt("b", "first try", 3);
+    state.set_note("b", None);
+    let retry_count = state.retry_count;
+    let mut m = model_of(vec![story("a", &[]), story("b", &["a"])], state, 1, true);
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 1);
+    assert_eq!((first[0].idx, first[0].kind), (1, AttemptKind::Decompose));
+    let a = handle(
+        &mut m,
+        finished(
+            &first[0],
+            failed("decomposition refused, nothing written: bad"),
+        ),
+        t0(),
+    );
+    assert!(starts(&a).is_empty(), "{a:?}");
+    assert_eq!(m.state.status("b"), Status::Pending);
+    assert_eq!(m.state.record("b").unwrap().attempts, 1);
+    assert_eq!(m.state.retry_count, retry_count);
+    assert_eq!(m.state.note("b"), None);
+    assert_eq!(m.state.next_kind("b"), AttemptKind::First);
+    assert_eq!(m.state.status("a"), Status::Pending);
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error
+        .unwrap()
+        .contains("story b was not split: decomposition refused"));
+}
+
+/// Issue 21: `-s c` brings in what c waits for that is not done, says so
+/// once, and starts c only after they landed.
+#[test]
+fn run_s_starts_the_missing_dependencies_first() {
+    let stories = vec![
+        story("a", &[]),
+        story("b", &["a"]),
+        story("c", &["b"]),
+        story("d", &[]),
+    ];
+    let mut m = model_of(stories, State::default(), 2, false);
+    let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    assert!(said(&a).contains(&Message::DependenciesFirst {
+        ids: vec!["c".into()],
+        run_first: vec!["a".into(), "b".into()],
+        failed: vec![],
+    }));
+    let mut order = Vec::new();
+    let mut next = starts(&a);
+    while let Some(req) = next.pop() {
+        order.push(m.id(req.idx).to_string());
+        handle(&mut m, finished(&req, Verdict::Done), t0());
+        next = starts(&land(&mut m, req.idx, landed_as(req.idx), t0()));
+    }
+    assert_eq!(order, ["a", "b", "c"]);
+    let (summary, _, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_OK);
+    assert_eq!((summary.done, summary.total), (3, 3));
+}
+
+/// A split asked for by hand whose landing conflicts is refused the same
+/// way: nothing charged, nothing else run, its work kept.
+#[test]
+fn a_split_by_hand_that_does_not_land_costs_nothing() {
+    let mut m = model_of(
+        vec![story("a", &[]), story("b", &["a"])],
+        State::default(),
+        1,
+        true,
+    );
+    let first = begin(&mut m);
+    handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    let a = land(
+        &mut m,
+        1,
+        LandResult::Conflict {
+            paths: vec![".ralph/stories.txt".into()],
+            saved_ref: Some("refs/ralph/conflicts/b/1".into()),
+        },
+        t0(),
+    );
+    assert!(starts(&a).is_empty(), "{a:?}");
+    let rec = m.state.record("b").unwrap();
+    assert_eq!(
+        (rec.attempts, rec.conflicts, rec.status),
+        (0, 0, Status::Pending)
+    );
+    assert_eq!(m.state.note("b"), None);
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    let error = error.unwrap();
+    assert!(
+        error.contains("conflicted in .ralph/stories.txt")
+            && error.contains("refs/ralph/conflicts/b/1"),
+        "{error}"
+    );
+}

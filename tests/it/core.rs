@@ -426,7 +426,10 @@ fn hooks_run_with_their_variables() {
 
 #[test]
 fn only_and_resume_select_stories() {
-    let p = Project::with_backlog(THREE, FAST_CONFIG);
+    // Independent stories (one batch section): unbatched ones form a chain,
+    // and `-s` runs what a story waits for first (issue 21, the DAG is law;
+    // `scheduling::run_s_runs_the_missing_dependencies_first_and_says_so`).
+    let p = Project::with_backlog(&format!("# [batch:1]\n{THREE}"), FAST_CONFIG);
     p.commit_all("backlog");
     p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
     assert_eq!(p.ralph(&["run", "-s", "1.2"]).code, 0);

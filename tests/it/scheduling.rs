@@ -311,3 +311,93 @@ done_
         "{features}"
     );
 }
+
+/// `# [batch:1]` stories: 1.2 depends on 1.1, 1.3 on 1.2, 1.4 on nothing.
+fn chain_project(config: &str) -> Project {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | One\n1.2 | Two\n1.3 | Three\n1.4 | Apart\n",
+        config,
+    );
+    for (id, dep) in [("1.2", "1.1"), ("1.3", "1.2")] {
+        p.write(
+            &format!("specs/epic-1/story-{id}-spec.md"),
+            &format!("---\nid: \"{id}\"\ntitle: \"S{id}\"\nstatus: pending\ndepends_on: [\"{dep}\"]\n---\n\n# Story {id}\n"),
+        );
+    }
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+echo "$ID" >> "$SCRATCH/calls"
+if grep -qx "$ID" "$SCRATCH/failing" 2>/dev/null; then
+  result "no <ralph>FAIL $ID: broken</ralph>"; exit 0
+fi
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    p
+}
+
+/// The `merge: story` subjects on main, in order.
+fn merged(p: &Project) -> Vec<String> {
+    p.main_subjects()
+        .into_iter()
+        .filter_map(|s| s.strip_prefix("merge: story ").map(str::to_string))
+        .collect()
+}
+
+/// Issue 21, the DAG is law: `run -s 1.3` with 1.1 and 1.2 pending runs
+/// them first, in DAG order, says so, and lands 1.3 only after them; the
+/// story nobody waits for is left alone. With three jobs, so nothing but
+/// the DAG keeps them apart.
+#[test]
+fn run_s_runs_the_missing_dependencies_first_and_says_so() {
+    let p = chain_project(FAST_CONFIG);
+    // The dry run's plan is the same selection.
+    let plan = p.ralph(&["run", "-s", "1.3", "-d"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    assert!(plan.stdout.contains("plan (3 stories"), "{plan:?}");
+    assert!(!plan.stdout.contains("1.4"), "{plan:?}");
+    let r = p.ralph(&["run", "-s", "1.3", "--parallel", "-j", "3"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("[deps] 1.3 waits for 1.1, 1.2, not landed yet: they run first"),
+        "{r:?}"
+    );
+    assert_eq!(merged(&p), ["1.1", "1.2", "1.3"]);
+    assert_eq!(p.scratch_text("calls"), "1.1\n1.2\n1.3\n");
+    assert_eq!(p.completed(), ["1.1", "1.2", "1.3"]);
+    assert!(p.story("1.4").is_null(), "1.4 was not selected");
+    // Its dependencies landed: the next `-s` runs the story alone, silently.
+    let r = p.ralph(&["run", "-s", "1.4"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("[deps]"), "{r:?}");
+}
+
+/// A dependency that fails for good blocks the story asked for: it never
+/// runs, its attempts are untouched, the run needs a person (exit 1). A
+/// later `-s` of it says why and runs nothing.
+#[test]
+fn run_s_never_runs_a_story_whose_dependency_failed() {
+    let p = chain_project(FAST_CONFIG);
+    fs::write(p.scratch.join("failing"), "1.1\n").unwrap();
+    let r = p.ralph(&["run", "-s", "1.2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(p.scratch_text("calls"), "1.1\n1.1\n", "1.2 never ran");
+    assert_eq!(p.story("1.1")["status"], "failed");
+    assert!(
+        p.story("1.2")["attempts"].as_u64().unwrap_or(0) == 0
+            && p.story("1.2")["history"].is_null(),
+        "{}",
+        p.story("1.2")
+    );
+    assert!(merged(&p).is_empty());
+    let r = p.ralph(&["run", "-s", "1.3"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("[deps] 1.1 failed for good, so 1.3 cannot run (`ralph run -s 1.1`"),
+        "{r:?}"
+    );
+    assert_eq!(p.scratch_text("calls"), "1.1\n1.1\n", "nothing ran");
+}

@@ -244,3 +244,127 @@ fn decompose_by_hand_lands_the_split_and_stops() {
         assert_eq!(p.merges_of(id), 1, "{id}");
     }
 }
+
+/// One stream-json event per line, as the fake agent prints them.
+fn stream(events: &[serde_json::Value]) -> String {
+    events.iter().map(|e| format!("{e}\n")).collect()
+}
+
+fn assistant(text: &str) -> serde_json::Value {
+    serde_json::json!({"type": "assistant", "message": {"role": "assistant",
+        "content": [{"type": "text", "text": text}]}, "parent_tool_use_id": null})
+}
+
+fn result_event(text: &str) -> serde_json::Value {
+    serde_json::json!({"type": "result", "subtype": "success", "is_error": false,
+        "num_turns": 3, "result": text, "total_cost_usd": 0.02,
+        "usage": {"input_tokens": 50, "output_tokens": 40}})
+}
+
+/// Issue 21: a real multi-message session (shaped as
+/// `../shared/compat/agents/claude/allowed-bash.stdout`) gives the blocks in
+/// an earlier assistant message and only DECOMPOSE_DONE in the result. The
+/// blocks are read from the agent's own text, never from tool output (here
+/// a spec quoting an old answer with a block of its own).
+#[test]
+fn a_split_given_in_an_earlier_message_lands() {
+    let p = project(SPLIT, "unused", &["1.1"]);
+    let done = "<ralph>DECOMPOSE_DONE 1.1: 2 sub-stories</ralph>";
+    let old = block("1.1.9", "");
+    let answer = stream(&[
+        serde_json::json!({"type": "system", "subtype": "init", "session_id": "s-1"}),
+        assistant("I'll read the spec and the last attempt first."),
+        serde_json::json!({"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat old-answer.md"}}]},
+            "parent_tool_use_id": null}),
+        serde_json::json!({"type": "user", "message": {"role": "user", "content": [
+            {"tool_use_id": "t1", "type": "tool_result", "content": old, "is_error": false}]},
+            "parent_tool_use_id": null}),
+        assistant(&format!(
+            "Two parts:\n{}{}",
+            block("1.1.1", ""),
+            block("1.1.2", "\"1.1.1\"")
+        )),
+        assistant(done),
+        result_event(done),
+    ]);
+    fs::write(p.scratch.join("answer.json"), answer).unwrap();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("[split] 1.1 is replaced by 1.1.1, 1.1.2"),
+        "{r:?}"
+    );
+    for id in ["1.1.1", "1.1.2", "1.2", "1.3"] {
+        assert_eq!(p.merges_of(id), 1, "{id}");
+    }
+    assert_eq!(
+        p.state()["decomposed_stories"]["1.1"],
+        serde_json::json!(["1.1.1", "1.1.2"])
+    );
+    let queue = p.file_on_main(".ralph/stories.txt").unwrap();
+    assert!(!queue.contains("1.1.9"), "{queue}");
+}
+
+/// Issue 21: `ralph decompose ID` whose reply is refused leaves the story
+/// as it was (attempts, retry count, status) and never runs it as a normal
+/// attempt, here while the story it depends on is still pending. A title
+/// with a line break is one such refusal, naming the sub-story.
+#[test]
+fn a_refused_split_by_hand_changes_nothing_and_runs_nothing() {
+    let answer = format!(
+        "{}<ralph>SUBSTORY_START 1.2.2</ralph>\n---\ntitle: \"Two\\n3.9 | lines\"\n---\nx\n<ralph>SUBSTORY_END 1.2.2</ralph>\n<ralph>DECOMPOSE_DONE 1.2: 2</ralph>",
+        block("1.2.1", "")
+    );
+    let p = project(SPLIT, &answer, &[]);
+    let queue = p.file_on_main(".ralph/stories.txt").unwrap();
+    let r = p.ralph(&["decompose", "1.2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("sub-story 1.2.2") && r.stderr.contains("line break"),
+        "{r:?}"
+    );
+    assert_eq!(calls(&p), ["split 1.2"], "only the split ran");
+    assert_eq!(p.merges_of("1.2"), 0);
+    assert_eq!(p.file_on_main(".ralph/stories.txt").unwrap(), queue);
+    let story = p.story("1.2");
+    assert_eq!(story["status"], "pending", "{story}");
+    assert_eq!(story["attempts"], 0, "{story}");
+    assert!(story["note"].is_null(), "no split note is left: {story}");
+    assert_eq!(p.state()["retry_count"], 0);
+    assert_eq!(p.state()["decomposed_stories"], serde_json::json!({}));
+    // The next run runs the stories in order, 1.2 after 1.1, as a first attempt.
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let calls = calls(&p);
+    let at = |c: &str| calls.iter().position(|x| x == c).unwrap();
+    assert!(at("1.1") < at("1.2"), "{calls:?}");
+    assert_eq!(p.kinds("1.2"), ["decompose", "first"]);
+}
+
+/// Issue 21: a reply over the size limit is refused for its size, saying
+/// so, though it holds good blocks and DECOMPOSE_DONE.
+#[test]
+fn a_split_reply_over_the_size_limit_is_refused_for_its_size() {
+    let p = project(SPLIT, "unused", &[]);
+    let done = format!("{}<ralph>DECOMPOSE_DONE 1.1: 1</ralph>", block("1.1.1", ""));
+    let chatter = "thinking out loud. ".repeat(30_000);
+    let answer = stream(&[
+        assistant(&chatter),
+        assistant(&chatter),
+        assistant(&done),
+        result_event(&done),
+    ]);
+    fs::write(p.scratch.join("answer.json"), answer).unwrap();
+    let r = p.ralph(&["decompose", "1.1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("bytes of text, over the limit of 1048576 bytes"),
+        "{r:?}"
+    );
+    assert!(p
+        .file_on_main("specs/epic-1/story-1.1.1-part-1-1-1.md")
+        .is_none());
+    assert_eq!(p.story("1.1")["attempts"], 0);
+}
