@@ -894,9 +894,10 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         LandResult::Landed { .. } => Some("done"),
         LandResult::ValidationFailed { .. } => Some("fail"),
         LandResult::Conflict { .. } => Some("conflict"),
-        LandResult::CheckoutBlocked { .. } | LandResult::Busy { .. } | LandResult::Error(_) => {
-            Some("error")
-        }
+        LandResult::CheckoutBlocked { .. }
+        | LandResult::Busy { .. }
+        | LandResult::Unsigned { .. }
+        | LandResult::Error(_) => Some("error"),
         LandResult::InReview => Some("review"),
         LandResult::InPr { .. } => Some("pr"),
         LandResult::Interrupted | LandResult::Raced => None,
@@ -1123,6 +1124,22 @@ fn landing_finished(
                      let that git command finish (no git running? then the lock is stale: \
                      remove it) and run `ralph run` again to land it",
                     lock.display()
+                )),
+            );
+            out.push(Action::Save);
+        }
+        LandResult::Unsigned { message } => {
+            // The user's signing setup, not the story: nothing is charged,
+            // the work stays `landing`, and the next run lands it.
+            model.apply(idx, Change::LandingInterrupted);
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} is ready to land, but its merge commit could not be signed: \
+                     {message}. {}; then `ralph run` lands it (kept on {}) without running its \
+                     agent again",
+                    crate::gitops::SignError::hint(),
+                    crate::project::story_branch(&id)
                 )),
             );
             out.push(Action::Save);

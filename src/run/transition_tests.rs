@@ -638,6 +638,31 @@ fn a_blocked_checkout_needs_a_person_and_keeps_the_work() {
     );
 }
 
+/// A merge commit the signing program could not sign (issue 21): the
+/// user's setup, not the story; it stays `landing`, uncharged, and the run
+/// stops with the config keys to check.
+#[test]
+fn an_unsigned_merge_stops_the_run_and_charges_nothing() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let unsigned = LandResult::Unsigned {
+        message: "signing with ssh-keygen (gpg.format ssh) failed: no such key".into(),
+    };
+    let a = land(&mut m, 0, unsigned, t0());
+    assert!(starts(&a).is_empty(), "b does not start");
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    let error = error.unwrap();
+    assert!(
+        error.contains("no such key") && error.contains("user.signingkey"),
+        "{error}"
+    );
+    assert_eq!(m.state.status("a"), Status::Landing);
+    assert_eq!(m.state.record("a").unwrap().attempts, 0);
+}
+
 #[test]
 fn a_root_refusal_is_not_retried() {
     let mut m = model_with(&[("a", &[])], 1, 3, None);

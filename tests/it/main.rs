@@ -19,4 +19,5 @@ mod parallel;
 mod realcli;
 mod review;
 mod scheduling;
+mod signing;
 mod split;
