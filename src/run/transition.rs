@@ -197,6 +197,12 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
     if model.stopping() {
         return (summary, None, EXIT_INTERRUPTED);
     }
+    // Stories left that only an agent whose API was given up could run.
+    if summary.pending > 0 {
+        if let Some(what) = model.api_given_up.values().next() {
+            return (summary, Some(api_stop_message(what)), EXIT_STORIES_FAILED);
+        }
+    }
     if !summary.failed.is_empty() || !summary.blocked.is_empty() || !summary.in_review.is_empty() {
         return (summary, None, EXIT_STORIES_FAILED);
     }
@@ -505,6 +511,11 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
     if !matches!(r.verdict, Verdict::Fault { .. }) {
         model.faults.remove(&r.idx);
     }
+    // The agent reached its API (an answer, even a 429): the streak of API
+    // failures is over.
+    if !matches!(r.verdict, Verdict::Fault { .. } | Verdict::Interrupted) {
+        model.api_faults.remove(r.agent.unwrap_or("claude"));
+    }
     out.push(Action::StoryFinished { id: id.clone() });
     model
         .state
@@ -661,6 +672,11 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
             rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
             model.apply(r.idx, Change::Requeue);
+            if *kind == FaultKind::Api {
+                api_fault(model, &id, r.agent.unwrap_or("claude"), reason, now, out);
+                out.push(Action::Save);
+                return;
+            }
             let n = {
                 let n = model.faults.entry(r.idx).or_default();
                 *n += 1;
@@ -684,6 +700,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                     halt(model, Fatal::NeedsPerson(reason.clone()));
                 }
                 FaultKind::StopNow => needs_person(model, reason.clone(), out),
+                FaultKind::Api => unreachable!("handled above"),
             }
         }
         Verdict::RootRefusal => {
@@ -699,6 +716,79 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         }
     }
     out.push(Action::Save);
+}
+
+/// `agent`'s CLI gave up on its model API (5xx, overloaded, unreachable):
+/// not the story's failure. As with a usage limit, the run waits (doubling
+/// pauses) but no longer than `limits.max_wait_hours` from the first
+/// failure in a row; then the next of the run's agents (`agent.fallback`)
+/// takes new attempts, or, with none left, the run stops naming the error.
+/// A dead proxy in `ANTHROPIC_BASE_URL` used to be retried without end.
+fn api_fault(
+    model: &mut Model,
+    id: &str,
+    agent: &str,
+    reason: &str,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let streak = model
+        .api_faults
+        .entry(agent.to_string())
+        .or_insert(super::model::ApiFaults {
+            since: now.unix,
+            count: 0,
+        });
+    streak.count += 1;
+    let (since, n) = (streak.since, streak.count);
+    out.push(Action::Log(format!(
+        "the {agent} agent's model API failed on {id} ({n} in a row): {reason}"
+    )));
+    let waited = Duration::from_secs(u64::try_from(now.unix - since).unwrap_or(0));
+    let max = model.policy.max_wait;
+    if waited < max {
+        let wait = (Policy::FAULT_BACKOFF * 2u32.saturating_pow((n - 1).min(16)))
+            .min(Policy::MAX_BACKOFF)
+            .min(max - waited)
+            .max(Duration::from_secs(1));
+        let until = now.mono + wait;
+        model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
+        out.push(Action::Say(Message::Fault {
+            id: id.to_string(),
+            reason: reason.to_string(),
+            wait_secs: wait.as_secs_f64(),
+        }));
+        return;
+    }
+    model.api_faults.remove(agent);
+    let what = format!(
+        "the {agent} agent's model API kept failing for {} ({n} attempts in a row, none charged; \
+         limits.max_wait_hours is {}h). Its last error: {reason}",
+        crate::timefmt::human_duration(waited.as_secs_f64()),
+        max.as_secs() / 3600
+    );
+    model.api_given_up.insert(agent.to_string(), what.clone());
+    let fallback = model
+        .policy
+        .agents
+        .iter()
+        .find(|b| !model.api_given_up.contains_key(b.name()));
+    match fallback {
+        Some(b) => out.push(Action::Say(Message::ApiGivenUp {
+            agent: agent.to_string(),
+            fallback: b.name().to_string(),
+            reason: reason.to_string(),
+        })),
+        None => halt(model, Fatal::NeedsPerson(api_stop_message(&what))),
+    }
+}
+
+fn api_stop_message(what: &str) -> String {
+    format!(
+        "{what}. Check the API the agent talks to (a proxy in ANTHROPIC_BASE_URL or the \
+         provider's status), name another agent in agent.fallback, or raise \
+         limits.max_wait_hours; then run `ralph run` again"
+    )
 }
 
 /// The same failure in several attempts in a row, across stories, is not

@@ -10,6 +10,7 @@ mod compat;
 mod core;
 mod crash;
 mod display;
+mod faults;
 mod fixup;
 mod insight;
 mod landing;
