@@ -343,7 +343,8 @@ pub(crate) const KEYS: &[KeyDoc] = &[
     key(
         "postmortem.window_seconds",
         Kind::Uint { min: 1 },
-        "Wall-clock limit of the postmortem run, in seconds.",
+        "Wall-clock limit of the postmortem run, in seconds; never longer than the attempt's \
+         own timeout (`-t`, `loop.timeout_seconds`).",
     ),
     key(
         "postmortem.max_output_chars",

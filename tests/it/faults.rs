@@ -76,3 +76,31 @@ printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input
     assert_eq!(p.completed(), vec!["1.1", "1.2"]);
     assert_eq!(p.story("1.1")["attempts"], 0);
 }
+
+/// A postmortem runs no longer than the attempt it explains: with `-t 1`
+/// and `postmortem.window_seconds` at an hour, a postmortem that hangs is
+/// stopped at the attempt's timeout (before the fix it ran for the whole
+/// window: this test hit the harness's five-minute guard).
+#[test]
+fn a_postmortem_is_bounded_by_the_attempts_timeout() {
+    let config = r#"{ "loop": { "max_retries": 1, "grace_seconds": 1 },
+      "postmortem": { "enabled": true, "window_seconds": 3600 } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+if [ -n "$ID" ]; then echo "attempt $ID" >> "$SCRATCH/calls"; else echo postmortem >> "$SCRATCH/calls"; fi
+say "working"
+exec sleep 3600
+"#,
+    );
+    let r = p.ralph(&["run", "-t", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(p.scratch_text("calls"), "attempt 1.1\npostmortem\n");
+    let log = p.read("ralph.log");
+    assert!(
+        log.contains("postmortem of story 1.1 attempt 1: stopped"),
+        "{log}"
+    );
+    assert_eq!(p.story("1.1")["history"][0]["outcome"], "timeout");
+}
