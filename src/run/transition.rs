@@ -672,20 +672,23 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
             rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
             model.apply(r.idx, Change::Requeue);
-            if *kind == FaultKind::Api {
-                api_fault(model, &id, r.agent.unwrap_or("claude"), reason, now, out);
-                out.push(Action::Save);
-                return;
-            }
-            let n = {
+            // The API's faults are the agent's, bounded in time; the
+            // others are the story's slot or the machine's, bounded in count.
+            let n = if *kind == FaultKind::Api {
+                0
+            } else {
                 let n = model.faults.entry(r.idx).or_default();
                 *n += 1;
+                out.push(Action::Log(format!(
+                    "fault on {id} ({} in a row): {reason}",
+                    *n
+                )));
                 *n
             };
-            out.push(Action::Log(format!(
-                "fault on {id} ({n} in a row): {reason}"
-            )));
             match kind {
+                FaultKind::Api => {
+                    api_fault(model, &id, r.agent.unwrap_or("claude"), reason, now, out);
+                }
                 FaultKind::Transient if n < Policy::MAX_TRANSIENT_FAULTS => {
                     let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
                     let until = now.mono + wait;
@@ -700,7 +703,6 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
                     halt(model, Fatal::NeedsPerson(reason.clone()));
                 }
                 FaultKind::StopNow => needs_person(model, reason.clone(), out),
-                FaultKind::Api => unreachable!("handled above"),
             }
         }
         Verdict::RootRefusal => {
