@@ -705,6 +705,9 @@ mod tests {
         git(dir, &["init", "-q", "-b", "main"]);
         git(dir, &["config", "user.name", "Test"]);
         git(dir, &["config", "user.email", "test@example.com"]);
+        // git2 reads the user's global config: a signing setup there must
+        // not sign (or fail) these commits.
+        git(dir, &["config", "commit.gpgsign", "false"]);
         write(dir, ".gitignore", "target/\n");
         write(dir, "a.txt", "one\ntwo\nthree\n");
         write(dir, "README", "readme\n");

@@ -341,6 +341,8 @@ mod tests {
         git(&dir, &["init", "-q", "-b", "main"]);
         git(&dir, &["config", "user.name", "Test"]);
         git(&dir, &["config", "user.email", "test@example.com"]);
+        // Whatever the user's global config says: these tests choose.
+        git(&dir, &["config", "commit.gpgsign", "false"]);
         std::fs::write(dir.join("a.txt"), "a\n").unwrap();
         git(&dir, &["add", "-A"]);
         git(&dir, &["commit", "-q", "-m", "init"]);
