@@ -9,12 +9,14 @@ mod fixup;
 mod keep;
 mod land;
 mod landing;
+mod sign;
 mod touched;
 mod worktree;
 
 pub(crate) use fixup::{FixupLabels, FixupStart};
 #[cfg(test)]
 use land::{update_checkout, Checkout};
+pub(crate) use sign::SignError;
 use worktree::*;
 
 pub(crate) type Oid = String;
@@ -34,6 +36,10 @@ pub(crate) enum GitError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Other(String),
+    /// `commit.gpgsign` is on and the signing program could not sign:
+    /// the user's setup, not git or the story (`SignError::hint`).
+    #[error("{0}")]
+    Sign(SignError),
 }
 
 pub(crate) type Result<T> = std::result::Result<T, GitError>;
@@ -238,11 +244,18 @@ impl Git {
         } else {
             vec![&t]
         };
-        let commit = repo.commit(None, &sig, &sig, message, &tree, &parents)?;
+        let commit = sign::commit(&repo, None, &sig, message, &tree, &parents)?;
         Ok(MergeOutcome::Merged {
             commit: commit.to_string(),
             base: t_oid.to_string(),
         })
+    }
+
+    /// With `commit.gpgsign` on, signs a small payload as a commit would be
+    /// signed: an `Err(GitError::Sign)` says the setup cannot sign. `true`
+    /// when commits are signed.
+    pub(crate) fn check_signing(&self) -> Result<bool> {
+        Ok(sign::check(&self.repo()?)?.is_some())
     }
 
     /// Story IDs with a `merge: story <id>` commit in `target`'s first-parent
@@ -692,6 +705,9 @@ mod tests {
         git(dir, &["init", "-q", "-b", "main"]);
         git(dir, &["config", "user.name", "Test"]);
         git(dir, &["config", "user.email", "test@example.com"]);
+        // git2 reads the user's global config: a signing setup there must
+        // not sign (or fail) these commits.
+        git(dir, &["config", "commit.gpgsign", "false"]);
         write(dir, ".gitignore", "target/\n");
         write(dir, "a.txt", "one\ntwo\nthree\n");
         write(dir, "README", "readme\n");

@@ -4,6 +4,7 @@
 //! cgroup of its own; when it ends, everything it started is swept, even
 //! processes in new sessions.
 
+mod captured;
 mod cgroup;
 pub(crate) mod memory;
 mod sweep;
@@ -25,6 +26,7 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+pub(crate) use captured::run_captured;
 use sweep::*;
 pub(crate) use sweep::{
     become_subreaper, kill_by_token_prefix, lock_may_be_held, pid_is_alive, probe_cgroups,

@@ -263,6 +263,13 @@ pub(crate) enum Message {
         available_mb: u64,
         per_agent_mb: u64,
     },
+    /// An agent's model API failed past `limits.max_wait_hours`; the next
+    /// agent takes new attempts.
+    ApiGivenUp {
+        agent: String,
+        fallback: String,
+        reason: String,
+    },
     /// A run starts inside a usage-limit pause an earlier run recorded.
     Paused {
         agent: String,
@@ -420,6 +427,14 @@ pub(crate) fn render(m: &Message) -> String {
             mb_text(*available_mb),
             mb_text(*per_agent_mb),
             plural(*jobs, "job"),
+        ),
+        Message::ApiGivenUp {
+            agent,
+            fallback,
+            reason,
+        } => format!(
+            "[wait] the {agent} agent's model API kept failing past limits.max_wait_hours \
+             ({reason}); new attempts use the {fallback} agent"
         ),
         Message::Paused { agent, wait_secs } => format!(
             "[wait] the {agent} agent's usage limit resets in {}; new work waits until then",
@@ -828,6 +843,11 @@ mod tests {
                 wait_secs: 3602.0,
             },
             Message::Stopped { id: id() },
+            Message::ApiGivenUp {
+                agent: "claude".into(),
+                fallback: "codex".into(),
+                reason: "the model API failed: API Error: Repeated 529 Overloaded errors".into(),
+            },
             Message::Paused {
                 agent: "claude".into(),
                 wait_secs: 1800.0,

@@ -172,6 +172,10 @@ pub(crate) enum Verdict {
 pub(crate) enum FaultKind {
     /// Likely to pass: wait a little and try again.
     Transient,
+    /// The agent's model API failed (5xx, overloaded, unreachable): its
+    /// CLI gave up. Waited on like a usage limit, per agent and no longer
+    /// than `limits.max_wait_hours`; then `agent.fallback`, or a stop.
+    Api,
     /// Only a person can fix it: nothing new starts, the run says what to
     /// do; agents already running finish (their work is still good).
     NeedsPerson,
@@ -254,17 +258,12 @@ pub(crate) fn classify(
             return Verdict::RateLimited { resets_at };
         }
     }
-    // The CLI gave up on an overloaded or failing API (529, 5xx) after its
-    // own retries: nothing the story did.
-    if (exit.code != Some(0) || summary.is_error)
-        && !done_here
-        && summary
-            .api_error_status
-            .is_some_and(|s| (500..600).contains(&s))
-    {
+    // The CLI gave up on an overloaded, failing or unreachable API after
+    // its own retries: nothing the story did.
+    if (exit.code != Some(0) || summary.is_error) && !done_here && gave_up_on_api(summary) {
         return Verdict::Fault {
             reason: with_detail("the model API failed".to_string(), summary),
-            kind: FaultKind::Transient,
+            kind: FaultKind::Api,
         };
     }
     if exit.code != Some(0) {
@@ -308,6 +307,22 @@ pub(crate) fn classify(
     }
 }
 
+/// The CLI's last word was about the model API, not the story: an HTTP
+/// 5xx, Claude Code's own `server_error` / `overloaded` (its stream-json
+/// result then carries no status: "Repeated 529 Overloaded errors"), or an
+/// `unknown` error after it had retried the API (no connection, a dead
+/// proxy in `ANTHROPIC_BASE_URL`, requests timing out).
+fn gave_up_on_api(summary: &Summary) -> bool {
+    summary
+        .api_error_status
+        .is_some_and(|s| (500..600).contains(&s))
+        || matches!(
+            summary.api_error.as_deref(),
+            Some("server_error" | "overloaded")
+        )
+        || (summary.api_error.as_deref() == Some("unknown") && summary.api_retried)
+}
+
 /// An attempt stopped while its CLI waited to retry the API, which last
 /// answered `status`: a rate limit pauses the agent, anything else (529,
 /// 5xx, no connection) is a passing fault. Neither is the story's failure.
@@ -324,7 +339,7 @@ fn waiting_on_api(status: Option<u64>) -> Verdict {
             "stopped while the agent's CLI was waiting to retry the model API ({why}); \
              not the story's failure"
         ),
-        kind: FaultKind::Transient,
+        kind: FaultKind::Api,
     }
 }
 
@@ -504,7 +519,7 @@ mod tests {
                 assert!(matches!(
                     classify("1.1", &e, &s, 0, 7, 600, false),
                     Verdict::Fault {
-                        kind: FaultKind::Transient,
+                        kind: FaultKind::Api,
                         ..
                     }
                 ));
@@ -529,7 +544,7 @@ mod tests {
         s.api_error_status = Some(529);
         assert!(matches!(
             classify("1.1", &exit(1), &s, 0, 9, 600, false),
-            Verdict::Fault { kind: FaultKind::Transient, ref reason }
+            Verdict::Fault { kind: FaultKind::Api, ref reason }
                 if reason.contains("Repeated 529")
         ));
         // A request the API refused as bad is the attempt's own failure.
@@ -540,6 +555,45 @@ mod tests {
                 kind: ResultKind::Error,
                 ..
             }
+        ));
+    }
+
+    /// Claude Code's stream-json after repeated 529s, as recorded: its
+    /// result has `api_error_status: null`, only the made-up assistant line
+    /// says `"error":"server_error"`. Before issue 21 this was a failed
+    /// attempt ("Exit code 1"), charged like the story's own failure.
+    #[test]
+    fn claude_codes_recorded_overload_is_an_api_fault() {
+        let Some(dir) = testkit::recording_dir("claude") else {
+            return;
+        };
+        let text = std::fs::read_to_string(dir.join("overloaded-529.stdout")).unwrap();
+        let s = testkit::parse(Backend::Claude, text.lines());
+        assert_eq!(
+            s.api_error_status, None,
+            "the recording's result has no status"
+        );
+        assert!(matches!(
+            classify("1.1", &exit(1), &s, 0, 9, 600, false),
+            Verdict::Fault { kind: FaultKind::Api, ref reason }
+                if reason.contains("Repeated 529 Overloaded errors")
+        ));
+        // A dead proxy: connection retries, then Claude Code's `unknown`.
+        let lines = [
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":5,"error_status":null,"error":"unknown"}"#,
+            r#"{"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: Unable to connect to API (ConnectionRefused)"}]},"error":"unknown"}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"result":"API Error: Unable to connect to API (ConnectionRefused)"}"#,
+        ];
+        let s = testkit::parse(Backend::Claude, lines);
+        assert!(matches!(
+            classify("1.1", &exit(1), &s, 0, 9, 600, false),
+            Verdict::Fault { kind: FaultKind::Api, ref reason } if reason.contains("ConnectionRefused")
+        ));
+        // `unknown` without any retry of the API is the attempt's own error.
+        let s = testkit::parse(Backend::Claude, &lines[1..]);
+        assert!(matches!(
+            classify("1.1", &exit(1), &s, 0, 9, 600, false),
+            Verdict::Failed { .. }
         ));
     }
 

@@ -139,6 +139,12 @@ pub(crate) struct Summary {
     pub(crate) waiting_on_api: Option<Option<u64>>,
     /// The HTTP status of the API error the last result reports.
     pub(crate) api_error_status: Option<u64>,
+    /// The CLI retried a failed call to the model API at least once.
+    pub(crate) api_retried: bool,
+    /// The kind of API failure the CLI's own error message names (Claude
+    /// Code's `"error"` on the assistant line it makes up: `server_error`,
+    /// `overloaded`, `unknown`, …); its result often has no HTTP status.
+    pub(crate) api_error: Option<String>,
 }
 
 /// Longest unclosed `<ralph>` tag carried across plain-text lines; past it
@@ -496,6 +502,7 @@ impl OutputParser {
                         .captures(error)
                         .and_then(|c| c[1].parse().ok());
                     self.summary.waiting_on_api = Some(status);
+                    self.summary.api_retried = true;
                 }
                 AgentEvent::Text(_) | AgentEvent::ToolUse { .. } | AgentEvent::Result { .. } => {
                     self.summary.waiting_on_api = None;
@@ -626,6 +633,7 @@ impl OutputParser {
                     self.summary.auth_failed = true;
                 }
                 self.summary.waiting_on_api = Some(status);
+                self.summary.api_retried = true;
                 if let Some(status) = status {
                     error = format!("{error} ({status})");
                 }
@@ -654,6 +662,9 @@ impl OutputParser {
         // result; only the main agent decides the attempt's outcome.
         let from_subagent = ev.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
         let api_error = ev.get("error").and_then(Value::as_str);
+        if let Some(kind) = api_error.filter(|_| !from_subagent) {
+            self.summary.api_error = Some(kind.to_string());
+        }
         let content = ev.pointer("/message/content").and_then(Value::as_array);
         if content.is_some_and(|c| !c.is_empty()) {
             self.summary.waiting_on_api = None;

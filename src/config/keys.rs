@@ -168,7 +168,10 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "limits.max_wait_hours",
         Kind::Uint { min: 0 },
         "A usage limit that resets later than this many hours from now is not waited \
-         for: the run stops (exit 1) and says when to run again.",
+         for: the run stops (exit 1) and says when to run again. A model API that keeps \
+         failing (5xx, overloaded, unreachable) is waited on for at most this long from its \
+         first failure in a row; then `agent.fallback` takes new attempts, or the run stops \
+         (exit 1) naming the error. 0 waits for neither.",
     ),
     key_or(
         "budget.max_cost_usd",
@@ -340,7 +343,8 @@ pub(crate) const KEYS: &[KeyDoc] = &[
     key(
         "postmortem.window_seconds",
         Kind::Uint { min: 1 },
-        "Wall-clock limit of the postmortem run, in seconds.",
+        "Wall-clock limit of the postmortem run, in seconds; never longer than the attempt's \
+         own timeout (`-t`, `loop.timeout_seconds`).",
     ),
     key(
         "postmortem.max_output_chars",

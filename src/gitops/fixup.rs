@@ -59,9 +59,9 @@ impl Git {
             let tree = wrepo.find_tree(merged.write_tree_to(&wrepo)?)?;
             let sig = signature(&wrepo)?;
             // HEAD follows the story branch: the branch moves with it.
-            let oid = wrepo.commit(
+            let oid = super::sign::commit(
+                &wrepo,
                 Some("HEAD"),
-                &sig,
                 &sig,
                 labels.message,
                 &tree,

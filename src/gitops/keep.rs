@@ -166,7 +166,7 @@ impl Git {
         let sig = signature(&wrepo)?;
         // Through HEAD, libgit2 moves the branch only if it is still at
         // `parent`: a compare-and-swap.
-        let oid = wrepo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)?;
+        let oid = super::sign::commit(&wrepo, Some("HEAD"), &sig, message, &tree, &parents)?;
         if !merged.is_empty() {
             wrepo.cleanup_state()?;
         }

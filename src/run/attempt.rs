@@ -208,7 +208,9 @@ async fn postmortem(
     );
     spec.stdin = prompt::render(&template, &v).into_bytes();
     spec.log_path = crate::paths::postmortem_log(&ctx.root, id, n);
-    spec.timeout = Duration::from_secs(ctx.config.postmortem_window_secs);
+    // Never longer than the attempt it explains: `-t 3` must not let a
+    // hung postmortem hold the slot for `postmortem.window_seconds`.
+    spec.timeout = Duration::from_secs(ctx.config.postmortem_window_secs).min(spec.timeout);
     // Its args are the attempt's: a resumed session would only repeat it.
     if spec.args.first().is_some_and(|a| a == "--resume") {
         spec.args.drain(..2);

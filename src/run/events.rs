@@ -156,6 +156,11 @@ pub(crate) enum LandResult {
     /// The target moved under every round (the user committing, say): not
     /// the story's fault; it waits for another turn of the merge queue.
     Raced,
+    /// `commit.gpgsign` is on and the merge commit could not be signed:
+    /// the user's signing setup, not the story; nothing moved.
+    Unsigned {
+        message: String,
+    },
     /// Ctrl-C stopped it before the ref moved; the story stays `landing` in
     /// the state so the next run lands it without redoing it.
     Interrupted,

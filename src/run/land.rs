@@ -196,6 +196,7 @@ async fn land_rounds(
                     saved_ref: saved,
                 };
             }
+            Ok(Err(GitError::Sign(e))) => return LandResult::Unsigned { message: e.message },
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e),
         };

@@ -231,6 +231,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         return dry_run(&project, &opts);
     }
 
+    refuse_a_setup_that_cannot_sign(&git)?;
+
     let lock = take_run_lock(root, "before running")?;
     let log = TechLog::new(Some(
         opts.log.clone().unwrap_or_else(|| paths::tech_log(root)),
@@ -613,6 +615,24 @@ fn refuse_uncommitted_backlog(project: &Project, git: &Git, target: &str) -> Res
         quoted.join(" ")
     ))
     .into())
+}
+
+/// With `commit.gpgsign` on, every commit ralph lands is signed, and so
+/// must be each agent's own `git commit`: a setup that cannot sign is found
+/// once, before anything runs, instead of as failed attempts (the agent's
+/// commit refused) or a merge queue that cannot land. Nothing was changed
+/// yet: exit 2, as for a missing agent binary.
+fn refuse_a_setup_that_cannot_sign(git: &Git) -> Result<()> {
+    use crate::gitops::{GitError, SignError};
+    match git.check_signing() {
+        Ok(_) => Ok(()),
+        Err(GitError::Sign(e)) => Err(RalphError::usage(format!(
+            "this repository signs its commits (commit.gpgsign), and signing does not work: {e}"
+        ))
+        .with_hint(SignError::hint())
+        .into()),
+        Err(e) => Err(RalphError::usage(e.to_string()).into()),
+    }
 }
 
 /// The dirty-checkout check: tracked files with local changes could be

@@ -97,6 +97,14 @@ pub(crate) enum Fatal {
     Internal(String),
 }
 
+/// One agent's model API failing attempt after attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ApiFaults {
+    /// When the first failure of the streak was reported (Unix seconds).
+    pub(crate) since: i64,
+    pub(crate) count: u32,
+}
+
 /// Ctrl-C once stops gracefully, twice kills at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub(crate) enum SignalCount {
@@ -197,6 +205,13 @@ pub(crate) struct Model {
     pub(crate) backoff: Duration,
     /// Transient faults in a row, per story (reset by any other outcome).
     pub(crate) faults: HashMap<usize, u32>,
+    /// The model API's failures in a row, per agent name (`FaultKind::Api`):
+    /// when the first was (Unix seconds) and how many; an attempt of that
+    /// agent that reached the API clears it.
+    pub(crate) api_faults: HashMap<String, ApiFaults>,
+    /// Agents whose API kept failing past `limits.max_wait_hours`: no new
+    /// attempt uses them this run. The value says what failed, for the end.
+    pub(crate) api_given_up: HashMap<String, String>,
     /// Turns of the merge queue lost to a moving target, per story.
     pub(crate) races: HashMap<usize, u32>,
     /// The causes of the latest failed attempts in a row (story, first line
@@ -327,6 +342,8 @@ impl Model {
             pause_until: None,
             backoff: Policy::FIRST_BACKOFF,
             faults: HashMap::new(),
+            api_faults: HashMap::new(),
+            api_given_up: HashMap::new(),
             races: HashMap::new(),
             recent_failures: Vec::new(),
             breaker_cause: None,
@@ -531,10 +548,12 @@ impl Model {
     /// when the one it may use is limited.
     pub(crate) fn agent_for(&self, idx: usize, now: Now) -> Option<Backend> {
         let free = |b: &Backend| {
-            self.state
-                .paused_until
-                .get(b.name())
-                .is_none_or(|&until| until <= now.unix)
+            !self.api_given_up.contains_key(b.name())
+                && self
+                    .state
+                    .paused_until
+                    .get(b.name())
+                    .is_none_or(|&until| until <= now.unix)
         };
         match self.stories[idx].agent {
             Some(b) => free(&b).then_some(b),

@@ -133,6 +133,7 @@ impl Recorder {
                     }
                     LandResult::Busy { lock } => end("busy", Some(lock.display().to_string())),
                     LandResult::Raced => end("raced", None),
+                    LandResult::Unsigned { message } => end("unsigned", Some(message.clone())),
                     LandResult::InReview => end("in_review", None),
                     LandResult::InPr { url } => end("in_pr", Some(url.clone())),
                     LandResult::Interrupted => end("interrupted", None),

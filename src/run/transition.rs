@@ -221,6 +221,12 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
     if model.stopping() {
         return (summary, None, EXIT_INTERRUPTED);
     }
+    // Stories left that only an agent whose API was given up could run.
+    if summary.pending > 0 {
+        if let Some(what) = model.api_given_up.values().next() {
+            return (summary, Some(api_stop_message(what)), EXIT_STORIES_FAILED);
+        }
+    }
     if !summary.failed.is_empty() || !summary.blocked.is_empty() || !summary.in_review.is_empty() {
         return (summary, None, EXIT_STORIES_FAILED);
     }
@@ -549,6 +555,11 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
     if !matches!(r.verdict, Verdict::Fault { .. }) {
         model.faults.remove(&r.idx);
     }
+    // The agent reached its API (an answer, even a 429): the streak of API
+    // failures is over.
+    if !matches!(r.verdict, Verdict::Fault { .. } | Verdict::Interrupted) {
+        model.api_faults.remove(r.agent.unwrap_or("claude"));
+    }
     out.push(Action::StoryFinished { id: id.clone() });
     model
         .state
@@ -728,15 +739,23 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
             rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
             model.apply(r.idx, Change::Requeue);
-            let n = {
+            // The API's faults are the agent's, bounded in time; the
+            // others are the story's slot or the machine's, bounded in count.
+            let n = if *kind == FaultKind::Api {
+                0
+            } else {
                 let n = model.faults.entry(r.idx).or_default();
                 *n += 1;
+                out.push(Action::Log(format!(
+                    "fault on {id} ({} in a row): {reason}",
+                    *n
+                )));
                 *n
             };
-            out.push(Action::Log(format!(
-                "fault on {id} ({n} in a row): {reason}"
-            )));
             match kind {
+                FaultKind::Api => {
+                    api_fault(model, &id, r.agent.unwrap_or("claude"), reason, now, out);
+                }
                 FaultKind::Transient if n < Policy::MAX_TRANSIENT_FAULTS => {
                     let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
                     let until = now.mono + wait;
@@ -766,6 +785,79 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
         }
     }
     out.push(Action::Save);
+}
+
+/// `agent`'s CLI gave up on its model API (5xx, overloaded, unreachable):
+/// not the story's failure. As with a usage limit, the run waits (doubling
+/// pauses) but no longer than `limits.max_wait_hours` from the first
+/// failure in a row; then the next of the run's agents (`agent.fallback`)
+/// takes new attempts, or, with none left, the run stops naming the error.
+/// A dead proxy in `ANTHROPIC_BASE_URL` used to be retried without end.
+fn api_fault(
+    model: &mut Model,
+    id: &str,
+    agent: &str,
+    reason: &str,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let streak = model
+        .api_faults
+        .entry(agent.to_string())
+        .or_insert(super::model::ApiFaults {
+            since: now.unix,
+            count: 0,
+        });
+    streak.count += 1;
+    let (since, n) = (streak.since, streak.count);
+    out.push(Action::Log(format!(
+        "the {agent} agent's model API failed on {id} ({n} in a row): {reason}"
+    )));
+    let waited = Duration::from_secs(u64::try_from(now.unix - since).unwrap_or(0));
+    let max = model.policy.max_wait;
+    if waited < max {
+        let wait = (Policy::FAULT_BACKOFF * 2u32.saturating_pow((n - 1).min(16)))
+            .min(Policy::MAX_BACKOFF)
+            .min(max - waited)
+            .max(Duration::from_secs(1));
+        let until = now.mono + wait;
+        model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
+        out.push(Action::Say(Message::Fault {
+            id: id.to_string(),
+            reason: reason.to_string(),
+            wait_secs: wait.as_secs_f64(),
+        }));
+        return;
+    }
+    model.api_faults.remove(agent);
+    let what = format!(
+        "the {agent} agent's model API kept failing for {} ({n} attempts in a row, none charged; \
+         limits.max_wait_hours is {}h). Its last error: {reason}",
+        crate::timefmt::human_duration(waited.as_secs_f64()),
+        max.as_secs() / 3600
+    );
+    model.api_given_up.insert(agent.to_string(), what.clone());
+    let fallback = model
+        .policy
+        .agents
+        .iter()
+        .find(|b| !model.api_given_up.contains_key(b.name()));
+    match fallback {
+        Some(b) => out.push(Action::Say(Message::ApiGivenUp {
+            agent: agent.to_string(),
+            fallback: b.name().to_string(),
+            reason: reason.to_string(),
+        })),
+        None => halt(model, Fatal::NeedsPerson(api_stop_message(&what))),
+    }
+}
+
+fn api_stop_message(what: &str) -> String {
+    format!(
+        "{what}. Check the API the agent talks to (a proxy in ANTHROPIC_BASE_URL or the \
+         provider's status), name another agent in agent.fallback, or raise \
+         limits.max_wait_hours; then run `ralph run` again"
+    )
 }
 
 /// The same failure in several attempts in a row, across stories, is not
@@ -961,9 +1053,10 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         LandResult::Landed { .. } => Some("done"),
         LandResult::ValidationFailed { .. } => Some("fail"),
         LandResult::Conflict { .. } => Some("conflict"),
-        LandResult::CheckoutBlocked { .. } | LandResult::Busy { .. } | LandResult::Error(_) => {
-            Some("error")
-        }
+        LandResult::CheckoutBlocked { .. }
+        | LandResult::Busy { .. }
+        | LandResult::Unsigned { .. }
+        | LandResult::Error(_) => Some("error"),
         LandResult::InReview => Some("review"),
         LandResult::InPr { .. } => Some("pr"),
         LandResult::Interrupted | LandResult::Raced => None,
@@ -1224,6 +1317,22 @@ fn landing_finished(
                      let that git command finish (no git running? then the lock is stale: \
                      remove it) and run `ralph run` again to land it",
                     lock.display()
+                )),
+            );
+            out.push(Action::Save);
+        }
+        LandResult::Unsigned { message } => {
+            // The user's signing setup, not the story: nothing is charged,
+            // the work stays `landing`, and the next run lands it.
+            model.apply(idx, Change::LandingInterrupted);
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} is ready to land, but its merge commit could not be signed: \
+                     {message}. {}; then `ralph run` lands it (kept on {}) without running its \
+                     agent again",
+                    crate::gitops::SignError::hint(),
+                    crate::project::story_branch(&id)
                 )),
             );
             out.push(Action::Save);

@@ -638,6 +638,31 @@ fn a_blocked_checkout_needs_a_person_and_keeps_the_work() {
     );
 }
 
+/// A merge commit the signing program could not sign (issue 21): the
+/// user's setup, not the story; it stays `landing`, uncharged, and the run
+/// stops with the config keys to check.
+#[test]
+fn an_unsigned_merge_stops_the_run_and_charges_nothing() {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let unsigned = LandResult::Unsigned {
+        message: "signing with ssh-keygen (gpg.format ssh) failed: no such key".into(),
+    };
+    let a = land(&mut m, 0, unsigned, t0());
+    assert!(starts(&a).is_empty(), "b does not start");
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    let error = error.unwrap();
+    assert!(
+        error.contains("no such key") && error.contains("user.signingkey"),
+        "{error}"
+    );
+    assert_eq!(m.state.status("a"), Status::Landing);
+    assert_eq!(m.state.record("a").unwrap().attempts, 0);
+}
+
 #[test]
 fn a_root_refusal_is_not_retried() {
     let mut m = model_with(&[("a", &[])], 1, 3, None);
@@ -1500,4 +1525,132 @@ fn a_split_by_hand_that_does_not_land_costs_nothing() {
             && error.contains("refs/ralph/conflicts/b/1"),
         "{error}"
     );
+}
+
+/// An attempt whose CLI gave up on its model API (issue 21, defect 5),
+/// reported by the agent the request named.
+fn api_down(req: &AttemptRequest, now_secs: u64) -> Event {
+    let mut r = AttemptReport::empty(
+        req,
+        Verdict::Fault {
+            reason: format!(
+                "the model API failed: API Error: 500 Internal Server Error ({now_secs})"
+            ),
+            kind: FaultKind::Api,
+        },
+        "log".into(),
+    );
+    r.agent = Some(req.agent.name());
+    Event::AttemptFinished(Box::new(r))
+}
+
+/// Before the fix an API fault counted like any transient fault of the
+/// story: five in a row asked for a person, however long they took, and
+/// each story kept its own count, so many stories retried a dead API for
+/// hours. Now the wait is per agent and bounded in time.
+#[test]
+fn a_failing_api_is_waited_on_no_longer_than_max_wait() {
+    let mut m = model_with(&[("a", &[])], 1, 2, None);
+    m.policy.max_wait = Duration::from_secs(3600);
+    let t = t0();
+    let mut req = begin(&mut m).remove(0);
+    let mut at = 0;
+    let mut waits = Vec::new();
+    // Doubling pauses, never charged, well past five in a row.
+    while at < 3600 {
+        let a = handle(&mut m, api_down(&req, at), later(t, at));
+        assert!(starts(&a).is_empty());
+        assert!(!is_over(&m), "still waiting at {at}s");
+        assert_eq!(m.state.record("a").unwrap().attempts, 0, "not charged");
+        let wait = m.pause_until.unwrap() - later(t, at).mono;
+        waits.push(wait.as_secs());
+        at += wait.as_secs();
+        req = starts(&handle(&mut m, Event::Timer, later(t, at))).remove(0);
+        assert_eq!(req.agent, Backend::Claude);
+    }
+    assert_eq!(&waits[..4], &[5, 10, 20, 40]);
+    assert!(waits.len() > 5, "{waits:?}");
+    assert_eq!(at, 3600, "the last pause ends at the bound: {waits:?}");
+    // The bound reached: no fallback, so the run stops, naming the error.
+    let a = handle(&mut m, api_down(&req, at), later(t, at));
+    assert!(starts(&a).is_empty());
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED, "not ralph's own failure");
+    let error = error.unwrap();
+    assert!(
+        error.contains("500 Internal Server Error (3600)"),
+        "{error}"
+    );
+    assert!(error.contains("limits.max_wait_hours"), "{error}");
+    assert_eq!(m.state.status("a"), Status::Pending);
+    assert_eq!(m.state.record("a").unwrap().attempts, 0);
+}
+
+#[test]
+fn past_max_wait_the_fallback_agent_takes_over() {
+    let mut m = model_with(&INDEPENDENT[..2], 1, 2, None);
+    m.policy.agents = vec![Backend::Claude, Backend::Codex];
+    m.policy.max_wait = Duration::ZERO;
+    let t = t0();
+    let req = begin(&mut m).remove(0);
+    let a = handle(&mut m, api_down(&req, 0), t);
+    let next = starts(&a);
+    assert_eq!(next.len(), 1, "no wait at all with a bound of 0");
+    assert_eq!(next[0].agent, Backend::Codex);
+    assert!(said(&a)
+        .iter()
+        .any(|s| matches!(s, Message::ApiGivenUp { fallback, .. } if fallback == "codex")));
+    // Codex's API fails too: nothing is left; the run stops.
+    let a = handle(&mut m, api_down(&next[0], 1), later(t, 1));
+    assert!(starts(&a).is_empty());
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("codex"));
+}
+
+/// Stories left for an agent the run gave up on (the frontmatter's
+/// `agent:`) end the run with that agent's error, not a clean exit.
+#[test]
+fn stories_only_a_given_up_agent_may_run_end_the_run_with_its_error() {
+    let mut m = model_with(&INDEPENDENT[..2], 1, 2, None);
+    m.policy.agents = vec![Backend::Claude, Backend::Codex];
+    m.policy.max_wait = Duration::ZERO;
+    m.stories[1].agent = Some(Backend::Claude);
+    let t = t0();
+    let req = begin(&mut m).remove(0);
+    let a = handle(&mut m, api_down(&req, 0), t);
+    let next = starts(&a);
+    assert_eq!((next[0].idx, next[0].agent), (0, Backend::Codex));
+    handle(&mut m, finished(&next[0], Verdict::Done), t);
+    let a = land(&mut m, 0, landed_as(0), t);
+    assert!(starts(&a).is_empty(), "b is Claude's");
+    assert!(is_over(&m));
+    let (_, error, code) = finish(&m, 1.0);
+    assert_eq!(code, EXIT_STORIES_FAILED);
+    assert!(error.unwrap().contains("claude agent's model API"));
+}
+
+#[test]
+fn an_answer_from_the_api_ends_the_streak() {
+    let mut m = model_with(&INDEPENDENT[..1], 1, 3, None);
+    m.policy.max_wait = Duration::from_secs(3600);
+    let t = t0();
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, api_down(&req, 0), t);
+    let req = starts(&handle(&mut m, Event::Timer, later(t, 3000))).remove(0);
+    // The API answered (the attempt failed on its own merits).
+    let mut r = AttemptReport::empty(&req, failed("tests red"), "log".into());
+    r.agent = Some("claude");
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), later(t, 3001));
+    let req = starts(&a).remove(0);
+    // An hour after the first failure, but the first of a new streak.
+    let a = handle(&mut m, api_down(&req, 3700), later(t, 3700));
+    assert!(!is_over(&m));
+    assert_eq!(
+        m.pause_until.unwrap() - later(t, 3700).mono,
+        Duration::from_secs(5)
+    );
+    assert!(starts(&a).is_empty());
 }
