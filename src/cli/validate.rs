@@ -1,0 +1,34 @@
+//! `ralph validate`: every problem of the config and backlog; changes nothing.
+
+use std::path::Path;
+
+use super::warn_if_empty;
+use crate::error::{RalphError, EXIT_OK};
+use crate::project;
+use crate::run;
+use crate::ui;
+
+pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
+    let project = project::load(root).map_err(RalphError::BadInput)?;
+    let on = ui::stderr_colors();
+    for w in project.config.warning_lines() {
+        if !ui::get().quiet {
+            eprintln!("{}", ui::paint_tag(&w, on));
+        }
+    }
+    if let Some(note) = crate::agent::claude_flags_note(&project.config) {
+        if !ui::get().quiet {
+            eprintln!("{note}");
+        }
+    }
+    // Every agent CLI the backlog would run must be installed.
+    run::resolve_agents(&project, project.config.agent_name)?;
+    let edges = project.dag.graph.edge_count();
+    println!(
+        "ok: {} stories, {} dependency edges, no problems",
+        project.backlog.stories.len(),
+        edges
+    );
+    warn_if_empty(&project);
+    Ok(EXIT_OK)
+}
