@@ -661,9 +661,18 @@ fn key_warnings(
 }
 
 /// The known key a misspelled one most likely meant: compared segment by
-/// segment, so `paralell.enabled` finds `parallel.enabled`.
+/// segment, so `paralell.enabled` finds `parallel.enabled`. A key of one
+/// segment (`"paralell": true`) is compared with the sections, so it finds
+/// `parallel`: every known key stands for its sections too.
 fn nearest_key(key: &str, known: &std::collections::BTreeSet<String>) -> Option<String> {
-    known
+    let sections = known.iter().flat_map(|k| {
+        k.match_indices('.')
+            .map(|(i, _)| k[..i].to_string())
+            .collect::<Vec<_>>()
+    });
+    let candidates: std::collections::BTreeSet<String> =
+        known.iter().cloned().chain(sections).collect();
+    candidates
         .iter()
         .filter(|k| k.split('.').count() == key.split('.').count())
         .map(|k| {
@@ -1157,6 +1166,23 @@ mod tests {
                 "warning: .ralph/config.json:2: unknown key \"paralell.enabled\" is ignored; did you mean \"parallel.enabled\"?",
                 "warning: .ralph/config.json:3: unknown key \"loop.max_retrys\" is ignored; did you mean \"loop.max_retries\"?",
                 "warning: .ralph/config.json:3: unknown key \"loop.zzz\" is ignored",
+            ]
+        );
+    }
+
+    /// Regression (issue 21, 7): the documented typo as a key of its own
+    /// (`"paralell": true`) got no guess; the sections are candidates too.
+    #[test]
+    fn a_misspelt_section_is_guessed_like_a_misspelt_key() {
+        let text = "{\n  \"paralell\": true,\n  \"lop\": {}\n}\n";
+        let mut merged = defaults();
+        deep_merge(&mut merged, serde_json::from_str(text).unwrap());
+        let c = build(merged, Path::new(CONFIG_FILE), Some(text)).unwrap();
+        assert_eq!(
+            c.warning_lines(),
+            vec![
+                "warning: .ralph/config.json:2: unknown key \"paralell\" is ignored; did you mean \"parallel\"?",
+                "warning: .ralph/config.json:3: unknown key \"lop\" is ignored; did you mean \"loop\"?",
             ]
         );
     }
