@@ -660,6 +660,25 @@ fn key_warnings(
     out
 }
 
+/// The unknown-key warnings of the config file alone, one line each: for
+/// `validate` when the config (or the backlog) has errors, so the warnings
+/// come with them instead of after they are fixed. Empty when the file is
+/// missing or not a JSON object (that is an error of its own).
+pub(crate) fn key_warning_lines(root: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(root.join(CONFIG_FILE)) else {
+        return Vec::new();
+    };
+    let body = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let Ok(user @ Value::Object(_)) = serde_json::from_str::<Value>(body) else {
+        return Vec::new();
+    };
+    let known = keys::KEYS.iter().map(|k| k.key.to_string()).collect();
+    key_warnings(&user, &known, Some(&text))
+        .iter()
+        .map(|w| w.render(CONFIG_FILE))
+        .collect()
+}
+
 /// The known key a misspelled one most likely meant: compared segment by
 /// segment, so `paralell.enabled` finds `parallel.enabled`. A key of one
 /// segment (`"paralell": true`) is compared with the sections, so it finds

@@ -38,12 +38,12 @@ pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
             (defaults, p)
         }
     };
-    let backlog = match backlog::load(root, &config) {
-        Ok(b) => b,
-        Err(mut p) => {
-            problems.append(&mut p);
-            return Err(problems);
-        }
+    // The DAG is checked over whatever of the backlog could be read: every
+    // problem at once, never one stage hiding the next.
+    let (backlog, mut p) = backlog::load_partial(root, &config);
+    problems.append(&mut p);
+    let Some(backlog) = backlog else {
+        return Err(problems);
     };
     let dag = match Dag::build(&backlog) {
         Ok(d) => d,

@@ -224,9 +224,24 @@ pub(crate) fn spec_glob(pattern: &str, id: &str) -> String {
 
 /// Loads the whole backlog of the project at `root`, reporting every problem.
 pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>> {
+    match load_partial(root, config) {
+        (Some(b), problems) if problems.is_empty() => Ok(b),
+        (_, problems) => Err(problems),
+    }
+}
+
+/// `load` that keeps going: with the problems, the backlog as far as it
+/// could be read, so `validate` can check its DAG too. A story whose spec
+/// cannot be read stands there with no dependencies of its own (the stories
+/// naming it still find it).
+pub(crate) fn load_partial(root: &Path, config: &Config) -> (Option<Backlog>, Vec<Problem>) {
+    let whole = |r: Result<Backlog, Vec<Problem>>| match r {
+        Ok(b) => (Some(b), Vec::new()),
+        Err(p) => (None, p),
+    };
     let queue_path = root.join(QUEUE_FILE);
-    match std::fs::read_to_string(&queue_path) {
-        Ok(text) => load_queue(root, config, &text),
+    let loaded = match std::fs::read_to_string(&queue_path) {
+        Ok(text) => return load_queue(root, config, &text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match std::fs::read_to_string(root.join(PRD_FILE)) {
                 Ok(text) => load_prd(&text),
@@ -247,15 +262,31 @@ pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>
             None,
             format!("cannot read the file: {e}; check its permissions"),
         )]),
-    }
+    };
+    whole(loaded)
 }
 
-fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<Problem>> {
+fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec<Problem>) {
     let file = Path::new(QUEUE_FILE);
     let (queue, mut problems) = parse_queue_lenient(text, file);
     let mut finder = SpecFinder::new(root);
     let mut stories = Vec::with_capacity(queue.entries.len());
     for entry in queue.entries {
+        let stub = Story {
+            id: entry.id.clone(),
+            title: entry.title.clone(),
+            line: entry.line,
+            section: entry.section,
+            spec_path: None,
+            depends_on: Vec::new(),
+            estimation: None,
+            agent: None,
+            allow_empty_done: false,
+            prd_passes: false,
+            prd_spec: None,
+            priority: files::priority_rank(None),
+            files: Vec::new(),
+        };
         let pattern = spec_glob(&config.specs_pattern, &entry.id);
         let matches = finder.find(&pattern);
         let spec = match matches.as_slice() {
@@ -269,6 +300,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                         entry.id
                     ),
                 ));
+                stories.push(stub);
                 continue;
             }
             many => {
@@ -283,6 +315,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                         names.join(", ")
                     ),
                 ));
+                stories.push(stub);
                 continue;
             }
         };
@@ -291,6 +324,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                 Ok(fm) => (fm, files::spec_files(&spec_text)),
                 Err(p) => {
                     problems.push(p);
+                    stories.push(stub);
                     continue;
                 }
             },
@@ -300,6 +334,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                     None,
                     format!("cannot read the spec of story {}: {e}", entry.id),
                 ));
+                stories.push(stub);
                 continue;
             }
         };
@@ -320,6 +355,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                         crate::agent::Backend::names()
                     ),
                 ));
+                stories.push(stub);
                 continue;
             }
         };
@@ -346,15 +382,13 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
             files,
         });
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(Backlog {
+    let backlog = Backlog {
         source: Source::StoriesTxt,
         stories,
         sections: queue.sections,
         skipped: queue.skipped,
-    })
+    };
+    (Some(backlog), problems)
 }
 
 /// `story-10.2-average-per-month-column.md` → `Average Per Month Column`.

@@ -9,13 +9,19 @@ use crate::run;
 use crate::ui;
 
 pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
-    let project = project::load(root).map_err(RalphError::BadInput)?;
+    let loaded = project::load(root);
+    // The config's unknown keys are said with the errors, not after them.
+    let warnings = match &loaded {
+        Ok(p) => p.config.warning_lines(),
+        Err(_) => crate::config::key_warning_lines(root),
+    };
     let on = ui::stderr_colors();
-    for w in project.config.warning_lines() {
+    for w in warnings {
         if !ui::get().quiet {
             eprintln!("{}", ui::paint_tag(&w, on));
         }
     }
+    let project = loaded.map_err(RalphError::BadInput)?;
     if let Some(note) = crate::agent::claude_flags_note(&project.config) {
         if !ui::get().quiet {
             eprintln!("{note}");

@@ -441,3 +441,40 @@ fn a_long_uncommitted_backlog_is_committed_by_directory() {
         "git add -- .ralph/config.json .ralph/stories.txt specs && git commit -m \"Add the ralph backlog\""
     );
 }
+
+/// `validate` promises every problem at once (issue 21, defect 7): a config
+/// error, a spec that is missing and a dependency cycle among the stories
+/// that did load are all printed by one run, with the config's unknown-key
+/// warnings (the documented `"paralell"` typo gets its guess), exit 2.
+/// Before, a missing spec hid the cycle and any error hid the warnings.
+#[test]
+fn validate_prints_every_problem_at_once() {
+    let p = Project::with_backlog(
+        "1.1 | A\n1.2 | B\n1.3 | C\n",
+        "{\n  \"paralell\": true,\n  \"loop\": { \"timeout_seconds\": -5 }\n}\n",
+    );
+    p.write(
+        "specs/epic-1/story-1.1-spec.md",
+        "---\nid: \"1.1\"\ndepends_on: [\"1.2\"]\n---\nA\n",
+    );
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\ndepends_on: [\"1.1\", \"1.3\"]\n---\nB\n",
+    );
+    std::fs::remove_file(p.root.join("specs/epic-1/story-1.3-spec.md")).unwrap();
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for needle in [
+        "loop.timeout_seconds must be a positive number",
+        "story 1.3: no spec file matches",
+        "dependency cycle: 1.1 -> 1.2 -> 1.1",
+        "unknown key \"paralell\" is ignored; did you mean \"parallel\"?",
+        "3 problems found",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle:?} missing: {r:?}");
+    }
+    assert!(
+        !r.stderr.contains("unknown dependency") && !r.stderr.contains("1.3 is not"),
+        "a story whose spec is missing is still a story its dependents name: {r:?}"
+    );
+}
