@@ -552,7 +552,9 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         tokens(&s.usage),
         s.cost_usd
     ));
+    // This run's, labelled: the lifetime figures are `ralph stats`'.
     if let Some(line) = render_waste(&s.waste) {
+        out.push_str("this run's ");
         out.push_str(&line);
         out.push('\n');
     }
@@ -758,6 +760,29 @@ pub(crate) fn render_graph(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// README's list of `ralph stories` tags names every tag the code
+    /// prints (issue 21, defect 7: `[revw]` was missing).
+    #[test]
+    fn readme_names_every_story_tag() {
+        let readme = include_str!("../README.md");
+        let line = readme
+            .lines()
+            .find(|l| l.starts_with("| `ralph stories` |"))
+            .expect("README's command table has `ralph stories`");
+        for node in [
+            Node::Done,
+            Node::Running,
+            Node::Landing,
+            Node::Review,
+            Node::Failed,
+            Node::Blocked,
+            Node::Pending,
+        ] {
+            let tag = format!("`[{}]`", label(node));
+            assert!(line.contains(&tag), "README lacks {tag}: {line}");
+        }
+    }
 
     /// Every line a run can print about its events, one per variant.
     #[test]

@@ -692,6 +692,23 @@ impl Waste {
         t
     }
 
+    /// What was added since `before` (this run's share: the whole run's
+    /// waste less the one it started with).
+    pub(crate) fn since(&self, before: &Waste) -> Waste {
+        let less = |a: Tally, b: Tally| Tally {
+            runs: a.runs.saturating_sub(b.runs),
+            tokens: a.tokens.saturating_sub(b.tokens),
+            cost_usd: (a.cost_usd - b.cost_usd).max(0.0),
+        };
+        Waste {
+            landed: self.landed.saturating_sub(before.landed),
+            first: less(self.first, before.first),
+            fixup: less(self.fixup, before.fixup),
+            redo: less(self.redo, before.redo),
+            failed: less(self.failed, before.failed),
+        }
+    }
+
     /// Runs, tokens and cost per landed story; `None` before one landed.
     pub(crate) fn per_landed(&self) -> Option<(f64, f64, f64)> {
         let all = self.all();
@@ -845,5 +862,37 @@ mod tests {
         st.reset_story("1.1");
         assert!(!st.is_done("1.1"));
         assert!(st.completed_stories.is_empty());
+    }
+
+    #[test]
+    fn waste_since_is_what_was_added() {
+        let tally = |runs, tokens, cost_usd| Tally {
+            runs,
+            tokens,
+            cost_usd,
+        };
+        let before = Waste {
+            landed: 1,
+            first: tally(2, 100, 1.0),
+            failed: tally(1, 50, 0.5),
+            ..Waste::default()
+        };
+        let now = Waste {
+            landed: 2,
+            first: tally(3, 150, 1.5),
+            fixup: tally(1, 10, 0.25),
+            failed: tally(1, 50, 0.5),
+            ..Waste::default()
+        };
+        assert_eq!(
+            now.since(&before),
+            Waste {
+                landed: 1,
+                first: tally(1, 50, 0.5),
+                fixup: tally(1, 10, 0.25),
+                ..Waste::default()
+            }
+        );
+        assert_eq!(now.since(&now), Waste::default());
     }
 }
