@@ -1370,11 +1370,9 @@ mod tests {
 
     #[test]
     fn compat_configs_load() {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/ralphetamine");
-        if !base.exists() {
-            eprintln!("skipping: {} is absent", base.display());
+        let Some(base) = crate::shared_fixtures::shared("compat/ralphetamine") else {
             return;
-        }
+        };
         for run in ["run-full", "run-parallel", "run-sequential"] {
             let c = load(&base.join("sandbox").join(run)).unwrap();
             assert_eq!(c.max_retries, 2, "{run}");

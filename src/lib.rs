@@ -25,6 +25,8 @@ mod report_html;
 mod run;
 mod runlog;
 mod schedule;
+#[cfg(test)]
+mod shared_fixtures;
 mod stats;
 
 mod docs;

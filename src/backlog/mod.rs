@@ -1027,13 +1027,7 @@ mod tests {
     }
 
     fn compat() -> Option<PathBuf> {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/ralphetamine");
-        if base.exists() {
-            Some(base)
-        } else {
-            eprintln!("skipping: {} is absent", base.display());
-            None
-        }
+        crate::shared_fixtures::shared("compat/ralphetamine")
     }
 
     #[test]
