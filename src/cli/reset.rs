@@ -57,7 +57,7 @@ fn reset_story(root: &Path, id: &str, state: &mut State) -> anyhow::Result<Strin
     let recorded =
         state.stories.contains_key(id) || state.completed_stories.iter().any(|c| c == id);
     let undone = match project::load(root) {
-        Ok(p) if p.backlog.index_of(id).is_some() => Some(undo_landing(root, &p, id)?),
+        Ok(p) if p.backlog.index_of(id).is_some() => undo_landing(root, &p, id, state.is_done(id))?,
         Ok(_) => None,
         // Without a backlog that loads, what was done cannot be undone in
         // its source; a story that is not done needs nothing undone.
@@ -86,10 +86,22 @@ fn reset_story(root: &Path, id: &str, state: &mut State) -> anyhow::Result<Strin
     Ok(said)
 }
 
-/// Sets the story's landings aside and commits its source back to not done.
-fn undo_landing(root: &Path, project: &project::Project, id: &str) -> anyhow::Result<Undone> {
+/// Finds the story's landings (to set aside) and commits its source back to
+/// not done. `None` when there is no target to look at (a detached HEAD)
+/// and the state does not say the story is `done`: then nothing landed that
+/// the state knows of, and a reset of its attempts works as it always did.
+fn undo_landing(
+    root: &Path,
+    project: &project::Project,
+    id: &str,
+    done: bool,
+) -> anyhow::Result<Option<Undone>> {
     let git = Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
-    let target = run::target_branch(project, &git)?;
+    let target = match run::target_branch(project, &git) {
+        Ok(t) => t,
+        Err(_) if !done => return Ok(None),
+        Err(e) => return Err(e),
+    };
     let landings: Vec<String> = git
         .story_landings(&target)?
         .into_iter()
@@ -114,16 +126,16 @@ fn undo_landing(root: &Path, project: &project::Project, id: &str) -> anyhow::Re
     );
     let message = format!("reset: story {id}\n\nralph reset {id}: it runs again.\n");
     let Some((commit, base)) = git.edit_commit(&target, &message, &paths, &edit)? else {
-        return Ok(Undone {
+        return Ok(Some(Undone {
             commit: None,
             landings,
-        });
+        }));
     };
     match git.land(&target, &base, &commit)? {
-        LandOutcome::Landed => Ok(Undone {
+        LandOutcome::Landed => Ok(Some(Undone {
             commit: Some(commit),
             landings,
-        }),
+        })),
         LandOutcome::CheckoutBlocked { paths } => Err(RalphError::usage(format!(
             "story {id}: your uncommitted changes to {} are in the way of putting its status \
              back; nothing was changed",
