@@ -272,21 +272,6 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
     let mut finder = SpecFinder::new(root);
     let mut stories = Vec::with_capacity(queue.entries.len());
     for entry in queue.entries {
-        let stub = Story {
-            id: entry.id.clone(),
-            title: entry.title.clone(),
-            line: entry.line,
-            section: entry.section,
-            spec_path: None,
-            depends_on: Vec::new(),
-            estimation: None,
-            agent: None,
-            allow_empty_done: false,
-            prd_passes: false,
-            prd_spec: None,
-            priority: files::priority_rank(None),
-            files: Vec::new(),
-        };
         let pattern = spec_glob(&config.specs_pattern, &entry.id);
         let matches = finder.find(&pattern);
         let spec = match matches.as_slice() {
@@ -300,7 +285,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                         entry.id
                     ),
                 ));
-                stories.push(stub);
+                stories.push(stub(&entry));
                 continue;
             }
             many => {
@@ -315,7 +300,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                         names.join(", ")
                     ),
                 ));
-                stories.push(stub);
+                stories.push(stub(&entry));
                 continue;
             }
         };
@@ -324,7 +309,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                 Ok(fm) => (fm, files::spec_files(&spec_text)),
                 Err(p) => {
                     problems.push(p);
-                    stories.push(stub);
+                    stories.push(stub(&entry));
                     continue;
                 }
             },
@@ -334,7 +319,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                     None,
                     format!("cannot read the spec of story {}: {e}", entry.id),
                 ));
-                stories.push(stub);
+                stories.push(stub(&entry));
                 continue;
             }
         };
@@ -355,7 +340,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                         crate::agent::Backend::names()
                     ),
                 ));
-                stories.push(stub);
+                stories.push(stub(&entry));
                 continue;
             }
         };
@@ -389,6 +374,26 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
         skipped: queue.skipped,
     };
     (Some(backlog), problems)
+}
+
+/// A story whose spec could not be read, for `load_partial`: it stands in
+/// the DAG without dependencies of its own.
+fn stub(entry: &QueueEntry) -> Story {
+    Story {
+        id: entry.id.clone(),
+        title: entry.title.clone(),
+        line: entry.line,
+        section: entry.section,
+        spec_path: None,
+        depends_on: Vec::new(),
+        estimation: None,
+        agent: None,
+        allow_empty_done: false,
+        prd_passes: false,
+        prd_spec: None,
+        priority: files::priority_rank(None),
+        files: Vec::new(),
+    }
 }
 
 /// `story-10.2-average-per-month-column.md` → `Average Per Month Column`.
