@@ -277,14 +277,18 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
         let spec = match matches.as_slice() {
             [one] => one.clone(),
             [] => {
-                problems.push(Problem::new(
+                let mut p = Problem::new(
                     file,
                     Some(entry.line),
                     format!(
                         "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in .ralph/config.json",
                         entry.id
                     ),
-                ));
+                );
+                // A consequence of the pattern: `project::load` drops these
+                // when the pattern itself was the config's problem.
+                p.key = Some("specs.pattern".to_string());
+                problems.push(p);
                 stories.push(stub(&entry));
                 continue;
             }

@@ -573,3 +573,29 @@ fn reset_of_a_landed_prd_story_sets_passes_back() {
         .unwrap()
         .contains("\"passes\": true"));
 }
+
+/// Even a broken `specs.pattern` hides nothing else: the queue's own
+/// problems and the DAG are still checked, and no "no spec file matches"
+/// line per story repeats the pattern's problem (issue 21, defect 7).
+#[test]
+fn a_broken_spec_pattern_hides_no_other_problem() {
+    let p = Project::with_backlog(
+        "1.1 | A\n# [batch:abc]\n1.2 | B\n",
+        r#"{ "specs": { "pattern": "specs/story-{{epic}}.md" } }"#,
+    );
+    p.write(
+        "specs/epic-1/story-1.1-spec.md",
+        "---\nid: \"1.1\"\ndepends_on: [\"1.1\"]\n---\nA\n",
+    );
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for needle in [
+        "specs.pattern must contain both {{epic}} and {{id}}",
+        ".ralph/stories.txt:2",
+        "story 1.1 depends on itself",
+        "3 problems found",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle:?} missing: {r:?}");
+    }
+    assert!(!r.stderr.contains("no spec file matches"), "{r:?}");
+}
