@@ -660,10 +660,38 @@ fn key_warnings(
     out
 }
 
+/// The unknown-key warnings of the config file alone, one line each: for
+/// `validate` when the config (or the backlog) has errors, so the warnings
+/// come with them instead of after they are fixed. Empty when the file is
+/// missing or not a JSON object (that is an error of its own).
+pub(crate) fn key_warning_lines(root: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(root.join(CONFIG_FILE)) else {
+        return Vec::new();
+    };
+    let body = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let Ok(user @ Value::Object(_)) = serde_json::from_str::<Value>(body) else {
+        return Vec::new();
+    };
+    let known = keys::KEYS.iter().map(|k| k.key.to_string()).collect();
+    key_warnings(&user, &known, Some(&text))
+        .iter()
+        .map(|w| w.render(CONFIG_FILE))
+        .collect()
+}
+
 /// The known key a misspelled one most likely meant: compared segment by
-/// segment, so `paralell.enabled` finds `parallel.enabled`.
+/// segment, so `paralell.enabled` finds `parallel.enabled`. A key of one
+/// segment (`"paralell": true`) is compared with the sections, so it finds
+/// `parallel`: every known key stands for its sections too.
 fn nearest_key(key: &str, known: &std::collections::BTreeSet<String>) -> Option<String> {
-    known
+    let sections = known.iter().flat_map(|k| {
+        k.match_indices('.')
+            .map(|(i, _)| k[..i].to_string())
+            .collect::<Vec<_>>()
+    });
+    let candidates: std::collections::BTreeSet<String> =
+        known.iter().cloned().chain(sections).collect();
+    candidates
         .iter()
         .filter(|k| k.split('.').count() == key.split('.').count())
         .map(|k| {
@@ -1161,6 +1189,23 @@ mod tests {
         );
     }
 
+    /// Regression (issue 21, 7): the documented typo as a key of its own
+    /// (`"paralell": true`) got no guess; the sections are candidates too.
+    #[test]
+    fn a_misspelt_section_is_guessed_like_a_misspelt_key() {
+        let text = "{\n  \"paralell\": true,\n  \"lop\": {}\n}\n";
+        let mut merged = defaults();
+        deep_merge(&mut merged, serde_json::from_str(text).unwrap());
+        let c = build(merged, Path::new(CONFIG_FILE), Some(text)).unwrap();
+        assert_eq!(
+            c.warning_lines(),
+            vec![
+                "warning: .ralph/config.json:2: unknown key \"paralell\" is ignored; did you mean \"parallel\"?",
+                "warning: .ralph/config.json:3: unknown key \"lop\" is ignored; did you mean \"loop\"?",
+            ]
+        );
+    }
+
     #[test]
     fn ralph_v2_keys_warn_once_per_feature_or_not_at_all() {
         let c = cfg(json!({
@@ -1325,11 +1370,9 @@ mod tests {
 
     #[test]
     fn compat_configs_load() {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/ralphetamine");
-        if !base.exists() {
-            eprintln!("skipping: {} is absent", base.display());
+        let Some(base) = crate::shared_fixtures::shared("compat/ralphetamine") else {
             return;
-        }
+        };
         for run in ["run-full", "run-parallel", "run-sequential"] {
             let c = load(&base.join("sandbox").join(run)).unwrap();
             assert_eq!(c.max_retries, 2, "{run}");

@@ -608,12 +608,9 @@ mod tests {
 
     #[test]
     fn compat_sandboxes_build() {
-        let base =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/ralphetamine/sandbox");
-        if !base.exists() {
-            eprintln!("skipping: {} is absent", base.display());
+        let Some(base) = crate::shared_fixtures::shared("compat/ralphetamine/sandbox") else {
             return;
-        }
+        };
         for run in ["run-full", "run-parallel", "run-sequential"] {
             let root = base.join(run);
             let config = crate::config::load(&root).unwrap();

@@ -259,8 +259,21 @@ impl Git {
     }
 
     /// Story IDs with a `merge: story <id>` commit in `target`'s first-parent
-    /// history, with that commit, oldest first.
+    /// history, with that commit, oldest first. (Reconcile now reads every
+    /// landing, `story_landings`, since a reset can set one aside.)
+    #[cfg(test)]
     pub(crate) fn landed_stories(&self, target: &str) -> Result<Vec<(String, Oid)>> {
+        let mut seen = std::collections::HashSet::new();
+        Ok(self
+            .story_landings(target)?
+            .into_iter()
+            .filter(|(id, _)| seen.insert(id.clone()))
+            .collect())
+    }
+
+    /// Every `merge: story <id>` commit in `target`'s first-parent history
+    /// (a story landed again after `ralph reset ID` has two), oldest first.
+    pub(crate) fn story_landings(&self, target: &str) -> Result<Vec<(String, Oid)>> {
         let repo = self.repo()?;
         let Some(tip) = tip(&repo, target)? else {
             return Ok(Vec::new());
@@ -280,12 +293,32 @@ impl Git {
                 newest_first.push((id.to_string(), oid.to_string()));
             }
         }
-        let mut seen = std::collections::HashSet::new();
-        Ok(newest_first
-            .into_iter()
-            .rev()
-            .filter(|(id, _)| seen.insert(id.clone()))
-            .collect())
+        newest_first.reverse();
+        Ok(newest_first)
+    }
+
+    /// A commit on `target`'s tip that changes only `edit_paths`, each by
+    /// `edit` (as `merge_story`'s edits): `ralph reset ID` putting a story's
+    /// status back. Returns `(commit, base)`, or `None` when no file changes.
+    /// No ref moves: `land` moves the target, updating the checkout safely.
+    pub(crate) fn edit_commit(
+        &self,
+        target: &str,
+        message: &str,
+        edit_paths: &[String],
+        edit: &dyn Fn(&str, &str) -> Option<String>,
+    ) -> Result<Option<(Oid, Oid)>> {
+        let repo = self.repo()?;
+        let t_oid = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
+        let t = repo.find_commit(t_oid)?;
+        let tree_id = apply_edits(&repo, t.tree_id(), edit_paths, edit)?;
+        if tree_id == t.tree_id() {
+            return Ok(None);
+        }
+        let tree = repo.find_tree(tree_id)?;
+        let sig = signature(&repo)?;
+        let commit = repo.commit(None, &sig, &sig, message, &tree, &[&t])?;
+        Ok(Some((commit.to_string(), t_oid.to_string())))
     }
 
     /// Tracked files of the main working directory with uncommitted changes

@@ -28,6 +28,8 @@ mod report_html;
 mod run;
 mod runlog;
 mod schedule;
+#[cfg(test)]
+mod shared_fixtures;
 mod stats;
 mod status;
 

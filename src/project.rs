@@ -15,8 +15,7 @@ use crate::paths;
 // name them here (issue 21: to go once those land).
 pub(crate) use crate::paths::{
     attempt_log_path, is_runtime_repo_path, landing_intent_path, project_marker,
-    relative_to_worktree, slot_worktree, validation_log_path, worktrees_dir, RUNTIME_PATTERNS,
-    VALIDATE_WORKTREE,
+    relative_to_worktree, slot_worktree, validation_log_path, worktrees_dir, VALIDATE_WORKTREE,
 };
 
 /// A loaded, valid project.
@@ -30,27 +29,30 @@ pub(crate) struct Project {
 
 /// Loads config, backlog and DAG, collecting every problem.
 pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
+    let pattern = |x: &Problem| x.key.as_deref() == Some("specs.pattern");
     let (config, mut problems) = match crate::config::load(root) {
         Ok(c) => (c, Vec::new()),
         Err(p) => {
             // Keep going with the defaults so one run of `validate` shows
-            // the backlog's problems too — unless the spec pattern itself is
-            // broken, which would only add noise.
-            if p.iter().any(|x| x.key.as_deref() == Some("specs.pattern")) {
-                return Err(p);
-            }
+            // the backlog's problems too.
             let defaults =
                 crate::config::from_value(crate::config::defaults(), Path::new(paths::CONFIG))
                     .map_err(|_| p.clone())?;
             (defaults, p)
         }
     };
-    let backlog = match backlog::load(root, &config) {
-        Ok(b) => b,
-        Err(mut p) => {
-            problems.append(&mut p);
-            return Err(problems);
-        }
+    let pattern_broken = problems.iter().any(pattern);
+    // The DAG is checked over whatever of the backlog could be read: every
+    // problem at once, never one stage hiding the next.
+    let (backlog, mut p) = backlog::load_partial(root, &config);
+    if pattern_broken {
+        // Specs not found by the default pattern only repeat that the
+        // user's pattern is broken.
+        p.retain(|x| !pattern(x));
+    }
+    problems.append(&mut p);
+    let Some(backlog) = backlog else {
+        return Err(problems);
     };
     let dag = match Dag::build(&backlog) {
         Ok(d) => d,

@@ -601,7 +601,9 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         tokens(&s.usage),
         s.cost_usd
     ));
+    // This run's, labelled: the lifetime figures are `ralph stats`'.
     if let Some(line) = render_waste(&s.waste) {
+        out.push_str("this run's ");
         out.push_str(&line);
         out.push('\n');
     }
@@ -700,11 +702,6 @@ pub(crate) fn progress_fail(id: &str, reason: &str, unix: i64, attempt: u32, max
     )
 }
 
-/// The four-character status tag of `ralph stories` (`Node::label`).
-pub(crate) fn label(node: Node) -> &'static str {
-    node.label()
-}
-
 /// One story of `ralph graph`.
 #[derive(Debug, Clone)]
 pub(crate) struct GraphNode<'a> {
@@ -792,6 +789,29 @@ pub(crate) fn render_graph(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// README's list of `ralph stories` tags names every tag the code
+    /// prints (issue 21, defect 7: `[revw]` was missing).
+    #[test]
+    fn readme_names_every_story_tag() {
+        let readme = include_str!("../README.md");
+        let line = readme
+            .lines()
+            .find(|l| l.starts_with("| `ralph stories` |"))
+            .expect("README's command table has `ralph stories`");
+        for node in [
+            Node::Done,
+            Node::Running,
+            Node::Landing,
+            Node::Review,
+            Node::Failed,
+            Node::Blocked,
+            Node::Pending,
+        ] {
+            let tag = format!("`[{}]`", node.label());
+            assert!(line.contains(&tag), "README lacks {tag}: {line}");
+        }
+    }
 
     /// Every line a run can print about its events, one per variant.
     #[test]

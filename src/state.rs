@@ -249,6 +249,11 @@ pub(crate) struct State {
     /// touches them again, so dispatch keeps it apart from work on them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) conflict_paths: BTreeMap<String, Vec<String>>,
+    /// Landing commits (`merge: story <id>`) that `ralph reset ID` set
+    /// aside, by story: reconcile no longer counts them as the story done,
+    /// so it runs again and lands anew.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) reset_landings: BTreeMap<String, Vec<String>>,
     /// The run in progress: how many jobs may run now, and why fewer than
     /// asked (for `status --json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -272,6 +277,7 @@ impl Default for State {
             stories: BTreeMap::new(),
             paused_until: BTreeMap::new(),
             conflict_paths: BTreeMap::new(),
+            reset_landings: BTreeMap::new(),
             jobs: None,
             extra: Map::new(),
         }
@@ -569,6 +575,31 @@ impl State {
         }
     }
 
+    /// `ralph reset ID` of a story that landed: these landing commits of it
+    /// no longer make it done (`counted_landings`).
+    pub(crate) fn set_aside_landings(&mut self, id: &str, commits: &[String]) {
+        let kept = self.reset_landings.entry(id.to_string()).or_default();
+        for c in commits {
+            if !kept.contains(c) {
+                kept.push(c.clone());
+            }
+        }
+        if kept.is_empty() {
+            self.reset_landings.remove(id);
+        }
+    }
+
+    /// Of every landing on the target (story, commit; oldest first), the
+    /// ones that make a story done: those not set aside by a reset, the
+    /// oldest of each story.
+    pub(crate) fn counted_landings(&self, all: Vec<(String, String)>) -> Vec<(String, String)> {
+        let mut seen = std::collections::HashSet::new();
+        all.into_iter()
+            .filter(|(id, c)| !self.reset_landings.get(id).is_some_and(|v| v.contains(c)))
+            .filter(|(id, _)| seen.insert(id.clone()))
+            .collect()
+    }
+
     /// Stories left running or landing by a previous run go back to pending.
     pub(crate) fn requeue_interrupted(&mut self) -> Vec<String> {
         let mut out = Vec::new();
@@ -699,6 +730,23 @@ impl Waste {
             t.cost_usd += k.cost_usd;
         }
         t
+    }
+
+    /// What was added since `before` (this run's share: the whole run's
+    /// waste less the one it started with).
+    pub(crate) fn since(&self, before: &Waste) -> Waste {
+        let less = |a: Tally, b: Tally| Tally {
+            runs: a.runs.saturating_sub(b.runs),
+            tokens: a.tokens.saturating_sub(b.tokens),
+            cost_usd: (a.cost_usd - b.cost_usd).max(0.0),
+        };
+        Waste {
+            landed: self.landed.saturating_sub(before.landed),
+            first: less(self.first, before.first),
+            fixup: less(self.fixup, before.fixup),
+            redo: less(self.redo, before.redo),
+            failed: less(self.failed, before.failed),
+        }
     }
 
     /// Runs, tokens and cost per landed story; `None` before one landed.
@@ -854,5 +902,63 @@ mod tests {
         st.reset_story("1.1");
         assert!(!st.is_done("1.1"));
         assert!(st.completed_stories.is_empty());
+    }
+
+    #[test]
+    fn waste_since_is_what_was_added() {
+        let tally = |runs, tokens, cost_usd| Tally {
+            runs,
+            tokens,
+            cost_usd,
+        };
+        let before = Waste {
+            landed: 1,
+            first: tally(2, 100, 1.0),
+            failed: tally(1, 50, 0.5),
+            ..Waste::default()
+        };
+        let now = Waste {
+            landed: 2,
+            first: tally(3, 150, 1.5),
+            fixup: tally(1, 10, 0.25),
+            failed: tally(1, 50, 0.5),
+            ..Waste::default()
+        };
+        assert_eq!(
+            now.since(&before),
+            Waste {
+                landed: 1,
+                first: tally(1, 50, 0.5),
+                fixup: tally(1, 10, 0.25),
+                ..Waste::default()
+            }
+        );
+        assert_eq!(now.since(&now), Waste::default());
+    }
+
+    #[test]
+    fn landings_a_reset_set_aside_do_not_count() {
+        let l = |id: &str, c: &str| (id.to_string(), c.to_string());
+        let all = vec![l("1.1", "a"), l("1.2", "b"), l("1.1", "c"), l("1.1", "d")];
+        let mut st = State::default();
+        assert_eq!(
+            st.counted_landings(all.clone()),
+            vec![l("1.1", "a"), l("1.2", "b")]
+        );
+        st.set_aside_landings("1.1", &["a".to_string()]);
+        st.set_aside_landings("1.1", &["a".to_string()]);
+        assert_eq!(st.reset_landings["1.1"], vec!["a"]);
+        assert_eq!(
+            st.counted_landings(all.clone()),
+            vec![l("1.2", "b"), l("1.1", "c")]
+        );
+        st.set_aside_landings("1.2", &["b".to_string()]);
+        st.set_aside_landings("1.1", &["c".to_string(), "d".to_string()]);
+        assert_eq!(st.counted_landings(all), vec![]);
+        st.set_aside_landings("9.9", &[]);
+        assert!(!st.reset_landings.contains_key("9.9"));
+        // Kept across a save and a load.
+        let back = State::from_json(&st.to_json()).unwrap();
+        assert_eq!(back.reset_landings, st.reset_landings);
     }
 }

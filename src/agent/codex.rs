@@ -287,7 +287,6 @@ mod tests {
     use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
-    use std::path::PathBuf;
 
     fn decode(lines: &[Value]) -> Vec<AgentEvent> {
         let mut d = Decoder::default();
@@ -822,7 +821,9 @@ mod tests {
         let Some(recs) = testkit::recordings("codex") else {
             return;
         };
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/agents/codex");
+        let Some(dir) = testkit::recording_dir("codex") else {
+            return;
+        };
         for (name, text) in &recs {
             let Ok(err) = std::fs::read_to_string(dir.join(format!("{name}.stderr"))) else {
                 continue;

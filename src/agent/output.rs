@@ -902,14 +902,7 @@ mod tests {
     }
 
     fn fixtures_dir() -> Option<PathBuf> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/compat/ralphetamine/tests/fixtures/claude-outputs");
-        if dir.is_dir() {
-            Some(dir)
-        } else {
-            eprintln!("skipping: fixtures not found at {}", dir.display());
-            None
-        }
+        crate::shared_fixtures::shared("compat/ralphetamine/tests/fixtures/claude-outputs")
     }
 
     fn fixture(name: &str) -> Option<String> {
@@ -1367,15 +1360,17 @@ mod tests {
     /// with its reset time.
     #[test]
     fn gemini_quota_on_stderr_is_a_limit_with_a_reset() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/agents/gemini");
-        let (Ok(out), Ok(err)) = (
-            std::fs::read_to_string(dir.join("quota-429.stdout")),
-            std::fs::read_to_string(dir.join("quota-429.stderr")),
+        let shared = crate::shared_fixtures::shared;
+        let (Some(out), Some(err)) = (
+            shared("compat/agents/gemini/quota-429.stdout"),
+            shared("compat/agents/gemini/quota-429.stderr"),
         ) else {
-            eprintln!("skipped: ../shared/compat/agents/gemini/quota-429.* not found");
             return;
         };
+        let (out, err) = (
+            std::fs::read_to_string(out).unwrap(),
+            std::fs::read_to_string(err).unwrap(),
+        );
         let mut p = OutputParser::for_backend(super::super::Backend::Gemini);
         for line in out.lines().chain(err.lines()) {
             p.feed_line(line);

@@ -581,7 +581,6 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     /// Sunday 2026-11-22 12:48:14 UTC. Local wall clock: 12:48 at offset 0,
     /// 13:48 at +1 h, 07:48 at −5 h. Expected values below were computed with
@@ -821,16 +820,8 @@ mod tests {
     }
 
     fn recording(name: &str) -> Option<String> {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/compat/agents")
-            .join(name);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Some(text),
-            Err(_) => {
-                eprintln!("skipping: no recording at {}", path.display());
-                None
-            }
-        }
+        let path = crate::shared_fixtures::shared(&format!("compat/agents/{name}"))?;
+        Some(std::fs::read_to_string(path).unwrap())
     }
 
     /// The limit texts of the real CLIs, read whole: the one time each names.

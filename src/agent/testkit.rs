@@ -9,15 +9,7 @@ use super::Backend;
 
 /// `../shared/compat/agents/<cli>/`, or `None` (with a note) where absent.
 pub(super) fn recording_dir(cli: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/compat/agents")
-        .join(cli);
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: recordings not found at {}", dir.display());
-        None
-    }
+    crate::shared_fixtures::shared(&format!("compat/agents/{cli}"))
 }
 
 /// Every recorded `*.stdout` of `cli`: (scenario, text), sorted.

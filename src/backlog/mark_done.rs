@@ -1,16 +1,38 @@
 //! Marking a story done in its source: the spec's `status: done` and
 //! prd.json's `passes: true`. The landing commit carries these edits; a
-//! file git does not track is edited on disk instead.
+//! file git does not track is edited on disk instead. `ralph reset ID`
+//! undoes them (`reset_edit`) in a commit of its own.
 
 use std::path::{Path, PathBuf};
 
-use super::frontmatter::{find_frontmatter, top_level_value, FrontmatterFind};
+use super::frontmatter::{find_frontmatter, raw_scalar, top_level_value, FrontmatterFind};
 use crate::store;
 
 /// Returns `text` with the frontmatter field `field` set to `done` (added to the
 /// frontmatter when missing; a spec without frontmatter gets one). Only the
 /// frontmatter is touched, never the body.
 pub(crate) fn set_status_done(text: &str, field: &str) -> String {
+    set_status(text, field, "done")
+}
+
+/// Undoes `set_status_done` for `ralph reset ID`: `field: done` in the
+/// frontmatter becomes `field: pending`; any other text is left as it is.
+pub(crate) fn set_status_pending(text: &str, field: &str) -> String {
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let done = match find_frontmatter(body) {
+        FrontmatterFind::Found(span) => {
+            raw_scalar(&body[span.yaml], field).is_some_and(|v| v == "done")
+        }
+        FrontmatterFind::None | FrontmatterFind::Unterminated => false,
+    };
+    if done {
+        set_status(text, field, "pending")
+    } else {
+        text.to_string()
+    }
+}
+
+fn set_status(text: &str, field: &str, value: &str) -> String {
     let (bom, body) = match text.strip_prefix('\u{feff}') {
         Some(rest) => ("\u{feff}", rest),
         None => ("", text),
@@ -19,7 +41,7 @@ pub(crate) fn set_status_done(text: &str, field: &str) -> String {
     let span = match find_frontmatter(body) {
         FrontmatterFind::Found(span) => span,
         FrontmatterFind::None | FrontmatterFind::Unterminated => {
-            return format!("{bom}---{nl}{field}: done{nl}---{nl}{body}");
+            return format!("{bom}---{nl}{field}: {value}{nl}---{nl}{body}");
         }
     };
     let mut out = String::with_capacity(text.len() + field.len() + 8);
@@ -36,7 +58,8 @@ pub(crate) fn set_status_done(text: &str, field: &str) -> String {
                 ""
             };
             out.push_str(field);
-            out.push_str(": done");
+            out.push_str(": ");
+            out.push_str(value);
             out.push_str(ending);
             replaced = true;
         } else {
@@ -45,7 +68,8 @@ pub(crate) fn set_status_done(text: &str, field: &str) -> String {
     }
     if !replaced {
         out.push_str(field);
-        out.push_str(": done");
+        out.push_str(": ");
+        out.push_str(value);
         out.push_str(nl);
     }
     out.push_str(&body[span.close..]);
@@ -56,6 +80,12 @@ pub(crate) fn set_status_done(text: &str, field: &str) -> String {
 /// else: the user's key order, indentation and spacing stay as they were.
 /// `None` when the text is not a prd.json with that story.
 pub(crate) fn set_prd_passes(text: &str, id: &str) -> Option<String> {
+    set_prd_passes_to(text, id, true)
+}
+
+/// `set_prd_passes` to `passes` (false for `ralph reset ID`; a story
+/// without the key does not pass already and is left as it is).
+fn set_prd_passes_to(text: &str, id: &str, passes: bool) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let stories = v.get("userStories")?.as_array()?;
     let k = stories.iter().position(|s| match s.get("id") {
@@ -63,9 +93,11 @@ pub(crate) fn set_prd_passes(text: &str, id: &str) -> Option<String> {
         Some(other) => serde_json::from_str::<serde_json::Value>(id).ok().as_ref() == Some(other),
         None => false,
     })?;
-    if stories[k].get("passes") == Some(&serde_json::Value::Bool(true)) {
+    let passes_now = stories[k].get("passes");
+    if passes_now == Some(&serde_json::Value::Bool(passes)) || (!passes && passes_now.is_none()) {
         return Some(text.to_string());
     }
+    let word = if passes { "true" } else { "false" };
     let b = text.as_bytes();
     let top = json::members(b, json::skip_ws(b, 0))?;
     let (_, arr) = top
@@ -79,7 +111,7 @@ pub(crate) fn set_prd_passes(text: &str, id: &str) -> Option<String> {
         .find(|(key, _)| json::key_is(b, key, "passes"))
     {
         out.push_str(&text[..value.start]);
-        out.push_str("true");
+        out.push_str(word);
         out.push_str(&text[value.end..]);
     } else if let Some((key, value)) = members.last() {
         // After the last member, indented like it.
@@ -92,12 +124,14 @@ pub(crate) fn set_prd_passes(text: &str, id: &str) -> Option<String> {
         };
         out.push_str(&text[..value.end]);
         out.push_str(&sep);
-        out.push_str("\"passes\": true");
+        out.push_str("\"passes\": ");
+        out.push_str(word);
         out.push_str(&text[value.end..]);
     } else {
         let open = story.start + 1;
         out.push_str(&text[..open]);
-        out.push_str("\"passes\": true");
+        out.push_str("\"passes\": ");
+        out.push_str(word);
         out.push_str(&text[open..]);
     }
     Some(out)
@@ -233,6 +267,25 @@ pub(crate) fn landing_edit(
     }
 }
 
+/// `landing_edit` undone, for `ralph reset ID`: the spec's `status: done`
+/// back to `pending`, prd.json's `passes` back to false.
+pub(crate) fn reset_edit(
+    spec_rel: Option<String>,
+    prd_rel: Option<String>,
+    field: String,
+    id: String,
+) -> impl Fn(&str, &str) -> Option<String> {
+    move |path: &str, old: &str| -> Option<String> {
+        if Some(path) == spec_rel.as_deref() {
+            Some(set_status_pending(old, &field))
+        } else if Some(path) == prd_rel.as_deref() {
+            set_prd_passes_to(old, &id, false)
+        } else {
+            None
+        }
+    }
+}
+
 /// After a landing: a spec (or prd.json) that git does not track was not
 /// in the merge commit, so it is marked done where it lies.
 pub(crate) fn finish_on_disk(spec: Option<PathBuf>, prd: Option<PathBuf>, field: &str, id: &str) {
@@ -280,5 +333,36 @@ mod tests {
             set_prd_passes("{\"userStories\": [{}, {\"id\": \"b\"}]}", "b").unwrap(),
             "{\"userStories\": [{}, {\"id\": \"b\", \"passes\": true}]}"
         );
+    }
+
+    /// `ralph reset ID` undoes exactly what a landing did, in place.
+    #[test]
+    fn reset_edit_undoes_the_landing_edit() {
+        let spec = "---\nid: \"1.1\"\nstatus: pending\n---\nstatus: done in the body\n";
+        let done = set_status_done(spec, "status");
+        assert_eq!(set_status_pending(&done, "status"), spec);
+        // Only a `done` goes back; other words and the body stay.
+        let other = "---\nstatus: in-progress\n---\nx\n";
+        assert_eq!(set_status_pending(other, "status"), other);
+        assert_eq!(
+            set_status_pending("no frontmatter\n", "status"),
+            "no frontmatter\n"
+        );
+        let quoted = "\u{feff}---\r\nstate: \"done\"\r\n---\r\n";
+        assert_eq!(
+            set_status_pending(quoted, "state"),
+            "\u{feff}---\r\nstate: pending\r\n---\r\n"
+        );
+
+        let prd = "{\"userStories\": [{\"id\": \"a\", \"passes\": false}, {\"id\": \"b\"}]}";
+        let passed = set_prd_passes(prd, "a").unwrap();
+        let edit = reset_edit(None, Some("prd.json".into()), "status".into(), "a".into());
+        assert_eq!(edit("prd.json", &passed).unwrap(), prd);
+        assert_eq!(
+            set_prd_passes_to(prd, "b", false).unwrap(),
+            prd,
+            "absent is not passing"
+        );
+        assert_eq!(edit("other.json", &passed), None);
     }
 }

@@ -221,9 +221,24 @@ pub(crate) fn spec_glob(pattern: &str, id: &str) -> String {
 
 /// Loads the whole backlog of the project at `root`, reporting every problem.
 pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>> {
+    match load_partial(root, config) {
+        (Some(b), problems) if problems.is_empty() => Ok(b),
+        (_, problems) => Err(problems),
+    }
+}
+
+/// `load` that keeps going: with the problems, the backlog as far as it
+/// could be read, so `validate` can check its DAG too. A story whose spec
+/// cannot be read stands there with no dependencies of its own (the stories
+/// naming it still find it).
+pub(crate) fn load_partial(root: &Path, config: &Config) -> (Option<Backlog>, Vec<Problem>) {
+    let whole = |r: Result<Backlog, Vec<Problem>>| match r {
+        Ok(b) => (Some(b), Vec::new()),
+        Err(p) => (None, p),
+    };
     let queue_path = root.join(QUEUE_FILE);
-    match std::fs::read_to_string(&queue_path) {
-        Ok(text) => load_queue(root, config, &text),
+    let loaded = match std::fs::read_to_string(&queue_path) {
+        Ok(text) => return load_queue(root, config, &text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match std::fs::read_to_string(root.join(PRD_FILE)) {
                 Ok(text) => load_prd(&text),
@@ -244,10 +259,11 @@ pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>
             None,
             format!("cannot read the file: {e}; check its permissions"),
         )]),
-    }
+    };
+    whole(loaded)
 }
 
-fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<Problem>> {
+fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec<Problem>) {
     let file = Path::new(QUEUE_FILE);
     let (queue, mut problems) = parse_queue_lenient(text, file);
     let mut finder = SpecFinder::new(root);
@@ -258,7 +274,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
         let spec = match matches.as_slice() {
             [one] => one.clone(),
             [] => {
-                problems.push(Problem::new(
+                let mut p = Problem::new(
                     file,
                     Some(entry.line),
                     format!(
@@ -266,7 +282,12 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                         entry.id,
                         paths::CONFIG
                     ),
-                ));
+                );
+                // A consequence of the pattern: `project::load` drops these
+                // when the pattern itself was the config's problem.
+                p.key = Some("specs.pattern".to_string());
+                problems.push(p);
+                stories.push(stub(&entry));
                 continue;
             }
             many => {
@@ -281,6 +302,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                         names.join(", ")
                     ),
                 ));
+                stories.push(stub(&entry));
                 continue;
             }
         };
@@ -289,6 +311,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                 Ok(fm) => (fm, files::spec_files(&spec_text)),
                 Err(p) => {
                     problems.push(p);
+                    stories.push(stub(&entry));
                     continue;
                 }
             },
@@ -298,6 +321,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                     None,
                     format!("cannot read the spec of story {}: {e}", entry.id),
                 ));
+                stories.push(stub(&entry));
                 continue;
             }
         };
@@ -318,6 +342,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
                         crate::agent::Backend::names()
                     ),
                 ));
+                stories.push(stub(&entry));
                 continue;
             }
         };
@@ -344,15 +369,33 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> Result<Backlog, Vec<P
             files,
         });
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(Backlog {
+    let backlog = Backlog {
         source: Source::StoriesTxt,
         stories,
         sections: queue.sections,
         skipped: queue.skipped,
-    })
+    };
+    (Some(backlog), problems)
+}
+
+/// A story whose spec could not be read, for `load_partial`: it stands in
+/// the DAG without dependencies of its own.
+fn stub(entry: &QueueEntry) -> Story {
+    Story {
+        id: entry.id.clone(),
+        title: entry.title.clone(),
+        line: entry.line,
+        section: entry.section,
+        spec_path: None,
+        depends_on: Vec::new(),
+        estimation: None,
+        agent: None,
+        allow_empty_done: false,
+        prd_passes: false,
+        prd_spec: None,
+        priority: files::priority_rank(None),
+        files: Vec::new(),
+    }
 }
 
 /// `story-10.2-average-per-month-column.md` → `Average Per Month Column`.
@@ -991,13 +1034,7 @@ mod tests {
     }
 
     fn compat() -> Option<PathBuf> {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/ralphetamine");
-        if base.exists() {
-            Some(base)
-        } else {
-            eprintln!("skipping: {} is absent", base.display());
-            None
-        }
+        crate::shared_fixtures::shared("compat/ralphetamine")
     }
 
     #[test]

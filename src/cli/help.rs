@@ -55,7 +55,7 @@ Environment:
   CI               plain lines instead of the live display
 
 {}",
-        super::EXIT_CODES_HELP
+        EXIT_CODES_HELP
     )
 });
 
@@ -89,6 +89,36 @@ Examples:
   ralph log 2.3                   the latest attempt at story 2.3
   ralph log 2.3 --attempt 1       the first attempt
   ralph log 2.3 --raw             the file as it is (stream-json)";
+
+/// The exit codes of every command (SPEC 2), shown by `--help`.
+pub(super) const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0    every selected story is done (or nothing to do, or a dry run)
+  1    stories failed or are blocked: a person is needed
+  2    bad usage, config or backlog: nothing was changed
+  3    another `ralph run` holds this project's lock
+  4    ralph itself failed (state not writable, a git error, a bug): nothing is lost
+  130  interrupted; `ralph run` resumes";
+
+/// How `ralph run` chooses what starts next, shown by `ralph run --help`.
+/// `run --help`'s end: examples, environment and exit codes, then the
+/// scheduling policy.
+pub(super) fn run_after_long_help() -> String {
+    format!("{}\n\n{SCHEDULING_HELP}", RUN_AFTER_LONG_HELP.trim_end())
+}
+
+const SCHEDULING_HELP: &str = "\
+Scheduling:
+  Sequential (no --parallel, or -j 1): stories.txt order, one at a time.
+  Parallel: a story is ready once its dependencies landed; ready stories start
+  by longest remaining chain, then frontmatter `priority` (critical > high >
+  medium > low; prd.json: lower number first), then file order. One predicted
+  to touch a file that running or landing work touches (spec \"Files to
+  Create/Modify\", prd.json `files`, earlier conflicts, running worktrees)
+  waits while other ready work can use the slot. Retries run one at a time
+  (parallel.retry_concurrency). An agent starts only if the free memory holds
+  parallel.agent_memory_mb more (2048; 0 = off); at least one always runs.
+  The display and `ralph status --json` (jobs) say when fewer than -j run.";
 
 #[cfg(test)]
 mod tests {

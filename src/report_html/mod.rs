@@ -24,7 +24,6 @@ use crate::timefmt::human_duration;
 
 pub(crate) use model::{load, PageInput};
 // `status --json` reads the rows from here until `cli` asks `status` itself.
-pub(crate) use crate::status::story_rows;
 
 pub(super) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());

@@ -224,6 +224,9 @@ pub(crate) struct Model {
     pub(crate) next_start_at: Option<Instant>,
     /// Until then one job fewer runs: the agent warned its limit is near.
     pub(crate) fewer_jobs_until: Option<Instant>,
+    /// The state's agent runs when the run began: the summary counts
+    /// only this run's.
+    pub(crate) waste_at_start: crate::state::Waste,
     /// Spent by this run's attempts.
     pub(crate) run_cost_usd: f64,
     pub(crate) run_tokens: u64,
@@ -324,10 +327,12 @@ impl Model {
         state.paused_until.retain(|_, until| *until > now.unix);
         let sched = Scheduler::for_stories(dag, &stories, nodes, policy.jobs > 1);
         let (n, jobs) = (stories.len(), policy.jobs);
+        let waste_at_start = state.waste();
         let mut model = Model {
             chosen,
             pulled_in: selection.added,
             needing: selection.needing,
+            waste_at_start,
             state,
             sched,
             stories,
@@ -486,6 +491,7 @@ impl Model {
         m.attempts_this_run = self.attempts_this_run;
         m.signals = self.signals;
         m.fatal = self.fatal.take();
+        m.waste_at_start = self.waste_at_start;
         m.run_cost_usd = self.run_cost_usd;
         m.run_tokens = self.run_tokens;
         m.next_start_at = self.next_start_at;

@@ -234,7 +234,8 @@ pub(crate) fn reconcile(
             state.set_decomposed(parent, &children);
         }
     }
-    for (id, commit) in &git.landed_stories(target)? {
+    // Landings a `ralph reset ID` set aside do not make a story done.
+    for (id, commit) in &state.counted_landings(git.story_landings(target)?) {
         let Some(i) = project.backlog.index_of(id) else {
             continue;
         };

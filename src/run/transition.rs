@@ -211,7 +211,7 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
         limit_reached: None,
         in_review: model.ids_with(Node::Review),
         all_complete: false,
-        waste: model.state.waste(),
+        waste: model.state.waste().since(&model.waste_at_start),
     };
     match &model.fatal {
         Some(Fatal::NeedsPerson(m)) => return (summary, Some(m.clone()), EXIT_STORIES_FAILED),

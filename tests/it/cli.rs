@@ -350,3 +350,24 @@ fn config_keys_and_schema_are_the_shipped_docs() {
     assert!(v.stderr.contains("unknown key \"paralell\""), "{v:?}");
     assert!(!v.stderr.contains("$schema"), "{v:?}");
 }
+
+/// The run summary's agent-run line is about this run and says so (issue
+/// 21, defect 7): a second run that lands one story in one agent run says
+/// 1 for 1, not the 2 for 2 of every run so far (`ralph stats` keeps those).
+#[test]
+fn the_summary_counts_this_runs_agent_runs() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let first = p.ralph(&["run", "-s", "1.1"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    let second = p.ralph(&["run"]);
+    assert_eq!(second.code, 0, "{second:?}");
+    assert!(
+        second
+            .stdout
+            .contains("this run's agent runs: 1.00 per landed story (1 for 1) · 1 first try"),
+        "{second:?}"
+    );
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+}

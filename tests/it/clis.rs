@@ -72,7 +72,7 @@ pub fn installed(cli: &Cli) -> Option<PathBuf> {
     drop(done);
     match result {
         Ok(bin) => Some(bin),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+        Err(why) if crate::shared_fixtures::under_ci() => {
             panic!(
                 "the real {} CLI is needed in CI and could not be installed: {why}",
                 cli.package

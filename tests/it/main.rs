@@ -4,6 +4,8 @@
 mod clis;
 mod fakeapi;
 mod harness;
+#[path = "../../src/shared_fixtures.rs"]
+mod shared_fixtures;
 
 mod cli;
 mod compat;

@@ -441,3 +441,161 @@ fn a_long_uncommitted_backlog_is_committed_by_directory() {
         "git add -- .ralph/config.json .ralph/stories.txt specs && git commit -m \"Add the ralph backlog\""
     );
 }
+
+/// `validate` promises every problem at once (issue 21, defect 7): a config
+/// error, a spec that is missing and a dependency cycle among the stories
+/// that did load are all printed by one run, with the config's unknown-key
+/// warnings (the documented `"paralell"` typo gets its guess), exit 2.
+/// Before, a missing spec hid the cycle and any error hid the warnings.
+#[test]
+fn validate_prints_every_problem_at_once() {
+    let p = Project::with_backlog(
+        "1.1 | A\n1.2 | B\n1.3 | C\n",
+        "{\n  \"paralell\": true,\n  \"loop\": { \"timeout_seconds\": -5 }\n}\n",
+    );
+    p.write(
+        "specs/epic-1/story-1.1-spec.md",
+        "---\nid: \"1.1\"\ndepends_on: [\"1.2\"]\n---\nA\n",
+    );
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\ndepends_on: [\"1.1\", \"1.3\"]\n---\nB\n",
+    );
+    std::fs::remove_file(p.root.join("specs/epic-1/story-1.3-spec.md")).unwrap();
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for needle in [
+        "loop.timeout_seconds must be a positive number",
+        "story 1.3: no spec file matches",
+        "dependency cycle: 1.1 -> 1.2 -> 1.1",
+        "unknown key \"paralell\" is ignored; did you mean \"parallel\"?",
+        "3 problems found",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle:?} missing: {r:?}");
+    }
+    assert!(
+        !r.stderr.contains("unknown dependency") && !r.stderr.contains("1.3 is not"),
+        "a story whose spec is missing is still a story its dependents name: {r:?}"
+    );
+}
+
+/// `ralph reset ID` on a story that landed runs it again (issue 21, defect
+/// 7): before, the next run found its old `merge: story 1.1` on main and
+/// marked it done at once. The reset puts the spec's status back in a commit
+/// of its own (the backlog stays committed, so `ralph run` takes it), and
+/// the story's next landing is a second merge with `status: done` again.
+#[test]
+fn reset_of_a_landed_story_runs_it_again() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    let spec = "specs/epic-1/story-1.1-spec.md";
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert!(p.file_on_main(spec).unwrap().contains("status: done"));
+
+    let r = p.ralph(&["reset", "1.1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Story 1.1"), "{r:?}");
+    assert_eq!(p.completed(), vec!["1.2"]);
+    let on_main = p.file_on_main(spec).unwrap();
+    assert!(on_main.contains("status: pending"), "{on_main}");
+    assert_eq!(p.read(spec), on_main, "the checkout has the reset too");
+    assert_eq!(
+        git(&p.root, &["status", "--porcelain"]),
+        "",
+        "nothing left to commit"
+    );
+    assert_eq!(
+        git(&p.root, &["log", "-1", "--format=%s", "main"]).trim(),
+        "reset: story 1.1"
+    );
+
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.scratch_text("calls"), "1.1\n1.2\n1.1\n", "1.1 ran again");
+    assert_eq!(p.merges_of("1.1"), 2);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert!(p.file_on_main(spec).unwrap().contains("status: done"));
+    assert_eq!(p.file_on_main("src/1.1.txt").as_deref(), Some("1.1\n1.1\n"));
+
+    // Done again for good: the next run (and a crash's reconcile) knows.
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.scratch_text("calls"), "1.1\n1.2\n1.1\n");
+}
+
+/// The same with prd.json: the reset sets `passes` back to false in a
+/// commit, and a user's edit of prd.json in the way stops it before
+/// anything changes (never overwritten).
+#[test]
+fn reset_of_a_landed_prd_story_sets_passes_back() {
+    let p = Project::new();
+    let prd = r#"{
+  "userStories": [
+    { "id": "US-001", "title": "First", "description": "Start", "acceptanceCriteria": ["works"], "priority": 1, "passes": false }
+  ]
+}
+"#;
+    p.write("prd.json", prd);
+    p.commit_all("prd");
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert!(p
+        .file_on_main("prd.json")
+        .unwrap()
+        .contains("\"passes\": true"));
+
+    p.write(
+        "prd.json",
+        &p.read("prd.json").replace("Start", "Start here"),
+    );
+    let r = p.ralph(&["reset", "US-001"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("prd.json"), "{r:?}");
+    assert!(
+        p.read("prd.json").contains("Start here"),
+        "the edit is kept"
+    );
+    assert_eq!(p.completed(), vec!["US-001"], "nothing changed");
+
+    git(&p.root, &["checkout", "--", "prd.json"]);
+    let r = p.ralph(&["reset", "US-001"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(p
+        .file_on_main("prd.json")
+        .unwrap()
+        .contains("\"passes\": false"));
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.scratch_text("calls"), "US-001\nUS-001\n");
+    assert!(p
+        .file_on_main("prd.json")
+        .unwrap()
+        .contains("\"passes\": true"));
+}
+
+/// Even a broken `specs.pattern` hides nothing else: the queue's own
+/// problems and the DAG are still checked, and no "no spec file matches"
+/// line per story repeats the pattern's problem (issue 21, defect 7).
+#[test]
+fn a_broken_spec_pattern_hides_no_other_problem() {
+    let p = Project::with_backlog(
+        "1.1 | A\n# [batch:abc]\n1.2 | B\n",
+        r#"{ "specs": { "pattern": "specs/story-{{epic}}.md" } }"#,
+    );
+    p.write(
+        "specs/epic-1/story-1.1-spec.md",
+        "---\nid: \"1.1\"\ndepends_on: [\"1.1\"]\n---\nA\n",
+    );
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for needle in [
+        "specs.pattern must contain both {{epic}} and {{id}}",
+        ".ralph/stories.txt:2",
+        "story 1.1 depends on itself",
+        "3 problems found",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle:?} missing: {r:?}");
+    }
+    assert!(!r.stderr.contains("no spec file matches"), "{r:?}");
+}

@@ -1,0 +1,233 @@
+//! The command line's types (clap): what each command and flag is, with
+//! its help text. Parsing only; `mod.rs` dispatches.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use super::help;
+use crate::ui::ColorChoice;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ralph",
+    version = help::VERSION.as_str(),
+    about = "Runs an AI coding agent over a backlog of stories, in parallel worktrees, landing only verified merges",
+    long_about = help::LONG_ABOUT,
+    after_help = help::AFTER_HELP,
+    after_long_help = help::AFTER_LONG_HELP.as_str()
+)]
+pub(super) struct Cli {
+    /// Run as if started in DIR, like `git -C`
+    ///
+    /// The project is the nearest directory at or above it holding .ralph/ or
+    /// prd.json (never above the top of its git work tree); `init` makes one
+    /// in DIR.
+    #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
+    pub(super) dir: Option<PathBuf>,
+    /// When to colour the output
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value_t = ColorChoice::Auto
+    )]
+    pub(super) color: ColorChoice,
+    /// Print only errors and the final summary
+    #[arg(short, long, global = true)]
+    pub(super) quiet: bool,
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum Command {
+    /// Run the backlog until every story is done
+    #[command(long_about = help::RUN_LONG_ABOUT, after_long_help = help::run_after_long_help())]
+    Run(RunArgs),
+    /// Progress, running, failed, blocked, cost
+    Status {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the backlog and config; print every problem; change nothing
+    Validate,
+    /// The story DAG with each story's status
+    Graph {
+        /// Output form: text (one line per story, what it waits for), dot
+        /// (Graphviz) or mermaid
+        #[arg(long, value_enum, default_value = "text")]
+        format: GraphFormat,
+    },
+    /// One line per story
+    Stories,
+    /// Forget one story's attempts, or (with confirmation) all state
+    Reset {
+        /// The story whose attempts and status to forget; without it, all
+        /// state (after a confirmation)
+        id: Option<String>,
+        /// Do not ask for confirmation
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Scaffold .ralph/ in a repository
+    Init,
+    /// Validated stories waiting for review (`landing.mode: review`), with
+    /// their diffstat
+    Review,
+    /// Land reviewed stories through the merge queue (validated again on the
+    /// current tip); all of them without IDs
+    Land {
+        /// The stories to land
+        ids: Vec<String>,
+    },
+    /// Send a story in review back for another attempt, with a note for it
+    Reject {
+        /// The story
+        id: String,
+        /// What the next attempt is told
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// The learnings agents recorded, each with the file it is in
+    Learnings,
+    /// Split one story into sub-stories now (one agent run), landing them
+    /// in its place; `decomposition.*` in the config
+    Decompose {
+        /// The story to split
+        id: String,
+    },
+    /// ralph's version (as --version; Ralph v2 had this command)
+    Version,
+    /// Per run and lifetime: stories landed, agent runs by kind, tokens, cost, time
+    Stats {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+        /// This run (an ID of .ralph/runs/) instead of the latest
+        #[arg(long, value_name = "ID", conflicts_with = "all")]
+        run: Option<String>,
+        /// Every recorded run
+        #[arg(long)]
+        all: bool,
+    },
+    /// A self-contained HTML report: timeline, story graph, per-story table
+    Report {
+        /// This run (an ID of .ralph/runs/) instead of the latest
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
+        /// Where to write it (default: .ralph/report.html)
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// An attempt's log as readable text
+    #[command(after_long_help = help::LOG_AFTER_LONG_HELP)]
+    Log {
+        /// The story
+        id: String,
+        /// Which attempt (default: the latest)
+        #[arg(short, long, value_name = "N")]
+        attempt: Option<u32>,
+        /// Print the file as it is
+        #[arg(long)]
+        raw: bool,
+    },
+    /// The prompt template agents get
+    Template {
+        #[command(subcommand)]
+        what: TemplateCommand,
+    },
+    /// Every config key with its type, default and meaning, or the JSON Schema
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
+    /// A shell completion script, on stdout
+    #[command(after_long_help = "\
+Examples:
+  ralph completions bash > ~/.local/share/bash-completion/completions/ralph
+  ralph completions zsh > ~/.zfunc/_ralph      # with fpath+=~/.zfunc in .zshrc
+  ralph completions fish > ~/.config/fish/completions/ralph.fish")]
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff), on stdout
+    #[command(after_long_help = "Example:\n  ralph man | man -l -")]
+    Man,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum ConfigCommand {
+    /// Every key of .ralph/config.json, in Markdown (as docs/config.md)
+    Keys,
+    /// The JSON Schema of .ralph/config.json (as docs/config.schema.json), for
+    /// editors: `ralph config schema > .ralph/config.schema.json`, then
+    /// "$schema": "config.schema.json" in the config
+    Schema,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum TemplateCommand {
+    /// Print the template in use: .ralph/templates/implement.md when the
+    /// project has one, else the built-in one
+    Show {
+        /// The built-in template even when the project overrides it
+        #[arg(long)]
+        builtin: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(super) enum GraphFormat {
+    Dot,
+    Mermaid,
+    Text,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct RunArgs {
+    /// Run ready stories concurrently [default: parallel.enabled, false]
+    #[arg(long)]
+    pub(super) parallel: bool,
+    /// Most stories running at once [default: parallel.max_concurrent, else 4]
+    #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub(super) jobs: Option<u64>,
+    /// Most agent attempts this run, 0 = no limit [default: loop.max_iterations, 0]
+    #[arg(short = 'n', long = "iterations", value_name = "N")]
+    pub(super) iterations: Option<u64>,
+    /// Run only this story
+    #[arg(short = 's', long = "story", value_name = "ID")]
+    pub(super) story: Option<String>,
+    /// Start the sequential order at this story
+    #[arg(short = 'r', long = "resume", value_name = "ID")]
+    pub(super) resume: Option<String>,
+    /// Wall-clock limit of one agent attempt, in seconds [default: loop.timeout_seconds, 1800]
+    #[arg(short = 't', long = "timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) timeout: Option<u64>,
+    /// Print the plan and each prompt's head; change nothing
+    #[arg(short = 'd', long = "dry-run")]
+    pub(super) dry_run: bool,
+    /// Stream agent text to the terminal
+    #[arg(short = 'v', long = "verbose")]
+    pub(super) verbose: bool,
+    /// Technical log path [default: ralph.log]
+    #[arg(short = 'l', long = "log", value_name = "FILE")]
+    pub(super) log: Option<PathBuf>,
+    /// Agent CLI for stories whose spec names none: claude, codex, gemini, agy,
+    /// opencode, cursor, amp, custom [default: agent.name, else claude]
+    #[arg(long = "agent", value_name = "NAME")]
+    pub(super) agent: Option<String>,
+    /// Most this run may spend, in USD: when spent, nothing new starts, running
+    /// work finishes and lands, exit 1 [default: budget.max_cost_usd, none]
+    #[arg(long = "max-cost", value_name = "USD")]
+    pub(super) max_cost: Option<f64>,
+    /// Accepted for Ralph v2 scripts: ralph never waits on a prompt
+    #[arg(long = "no-interactive")]
+    pub(super) no_interactive: bool,
+    /// Plain lines instead of the live display (also without a terminal)
+    #[arg(long = "no-dashboard")]
+    pub(super) no_dashboard: bool,
+}

@@ -1,0 +1,38 @@
+//! `ralph run`, and `ralph decompose` (a run of one agent that splits a story).
+
+use std::path::Path;
+
+use super::args::RunArgs;
+use crate::run::{self, RunOptions};
+
+pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
+    // Ralph v2 needed --no-interactive to skip a menu; ralph never prompts.
+    let _ = a.no_interactive;
+    let opts = RunOptions {
+        parallel: a.parallel,
+        jobs: a.jobs.map(|j| j as usize),
+        iterations: a.iterations,
+        story: a.story,
+        resume: a.resume,
+        timeout: a.timeout,
+        dry_run: a.dry_run,
+        verbose: a.verbose,
+        log: a.log,
+        agent: a.agent,
+        max_cost: a.max_cost,
+        no_dashboard: a.no_dashboard,
+        decompose: None,
+        land: false,
+    };
+    crate::process::become_subreaper();
+    run::run(root, opts)
+}
+
+pub(super) fn cmd_decompose(id: String, root: &Path) -> anyhow::Result<i32> {
+    let opts = RunOptions {
+        decompose: Some(id),
+        ..RunOptions::default()
+    };
+    crate::process::become_subreaper();
+    run::run(root, opts)
+}

@@ -1,0 +1,40 @@
+//! `ralph validate`: every problem of the config and backlog; changes nothing.
+
+use std::path::Path;
+
+use super::warn_if_empty;
+use crate::error::{RalphError, EXIT_OK};
+use crate::project;
+use crate::run;
+use crate::ui;
+
+pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
+    let loaded = project::load(root);
+    // The config's unknown keys are said with the errors, not after them.
+    let warnings = match &loaded {
+        Ok(p) => p.config.warning_lines(),
+        Err(_) => crate::config::key_warning_lines(root),
+    };
+    let on = ui::stderr_colors();
+    for w in warnings {
+        if !ui::get().quiet {
+            eprintln!("{}", ui::paint_tag(&w, on));
+        }
+    }
+    let project = loaded.map_err(RalphError::BadInput)?;
+    if let Some(note) = crate::agent::claude_flags_note(&project.config) {
+        if !ui::get().quiet {
+            eprintln!("{note}");
+        }
+    }
+    // Every agent CLI the backlog would run must be installed.
+    run::resolve_agents(&project, project.config.agent_name)?;
+    let edges = project.dag.graph.edge_count();
+    println!(
+        "ok: {} stories, {} dependency edges, no problems",
+        project.backlog.stories.len(),
+        edges
+    );
+    warn_if_empty(&project);
+    Ok(EXIT_OK)
+}
