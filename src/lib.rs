@@ -20,10 +20,12 @@ mod postmortem;
 mod process;
 mod project;
 mod prompt;
+mod redact;
 mod report;
 mod report_html;
 mod run;
 mod runlog;
+mod sandbox;
 mod schedule;
 mod stats;
 
