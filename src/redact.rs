@@ -54,6 +54,7 @@ impl Secrets {
     }
 
     /// A whole text with every secret replaced by `***`.
+    #[cfg(test)]
     pub(crate) fn redact_str(&self, text: &str) -> String {
         if self.is_empty() {
             return text.to_string();

@@ -18,6 +18,7 @@ mod model;
 mod notify;
 mod record;
 mod recover;
+pub(crate) mod seal;
 mod split;
 mod transition;
 
@@ -203,6 +204,19 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         })?,
     };
     let agents = resolve_agents(&project, backend)?;
+    let backends: Vec<Backend> = {
+        let mut b: Vec<Backend> = agents.keys().copied().collect();
+        b.sort_by_key(|b| b.name());
+        b
+    };
+    // Probed once per run; `bwrap` mode without it is a usage error.
+    let run_seal = seal::RunSeal::new(&project.config, &backends).map_err(|e| {
+        RalphError::usage(e).with_hint(format!(
+            "{}, or set sandbox.mode to \"auto\" (the allowlist alone when bubblewrap is \
+             missing) in .ralph/config.json",
+            crate::sandbox::INSTALL_HINT
+        ))
+    })?;
     // Pull-request landing needs the GitHub CLI: said now, not after the work.
     let pr = match &project.config.pr_remote {
         Some(remote) => Some(context::PrLanding {
@@ -226,7 +240,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         if !project::landing_intent_path(root).exists() {
             refuse_uncommitted_backlog(&project, &git, &target)?;
         }
-        return dry_run(&project, &opts);
+        return dry_run(&project, &opts, &run_seal, &backends);
+    }
+    if let Some(w) = crate::sandbox::unconfined_warning(&run_seal.decision) {
+        display::err(&w);
     }
 
     let lock = take_run_lock(root, "before running")?;
@@ -234,6 +251,14 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         opts.log.clone().unwrap_or_else(|| root.join("ralph.log")),
     ));
     let tag = project::project_tag(root);
+    // Logs made by an older ralph were world-readable; they hold agent output.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let logs = project::logs_dir(root);
+        if logs.is_dir() {
+            let _ = std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o700));
+        }
+    }
     if git.branch_tip(&target)?.is_none() {
         // prd.json names a branch that does not exist yet: start it at HEAD.
         let head = git.head_commit_of_worktree(&git.workdir).ok().flatten();
@@ -255,6 +280,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // dealt with before the checkout is judged: they are ours, not the user's.
     process::set_shell_token_prefix(&tag);
     recover::recover_processes_and_git(root, &git, &target, &tag, &log)?;
+    // Commits a killed run's sandboxed agents made on their branch's
+    // stand-in go onto the real branch before anything judges the branch.
+    for (slot, r) in git.sandbox_refs_collect_all() {
+        log.line(&format!("sandbox refs of {slot} left by a killed run: {r:?}"));
+    }
     refuse_uncommitted_backlog(&project, &git, &target)?;
     refuse_dirty_checkout(root, &git)?;
 
@@ -304,6 +334,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         review: config.review && !opts.land,
         pr: pr.clone(),
         runlog,
+        seal: run_seal,
     });
     let policy = model::Policy {
         jobs,
@@ -737,7 +768,12 @@ fn on_complete(ctx: &context::RunContext, model: &model::Model, code: i32, elaps
 }
 
 /// `ralph run -d`: the plan and each prompt's head; nothing is changed.
-fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
+fn dry_run(
+    project: &Project,
+    opts: &RunOptions,
+    seal: &seal::RunSeal,
+    backends: &[Backend],
+) -> Result<i32> {
     let state = store::load_state(&project.root).map_err(|p| RalphError::BadInput(vec![p]))?;
     let b = &project.backlog;
     let order: Vec<usize> = match &opts.story {
@@ -756,6 +792,16 @@ fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
                 .collect()
         }
     };
+    println!("[DRY RUN] sandbox: {}", seal.decision.why);
+    for b in backends {
+        if let Some(names) = seal.agent_env_names(*b) {
+            println!(
+                "[DRY RUN] the {} agent's environment (names only): {}",
+                b.name(),
+                names.join(" ")
+            );
+        }
+    }
     println!(
         "[DRY RUN] plan ({} stories; nothing will be changed):",
         order.len()

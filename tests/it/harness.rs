@@ -422,14 +422,21 @@ pub fn quiet_extras(config: &str) -> String {
         return config.to_string();
     };
     let mut extra = String::new();
-    for key in ["decomposition", "postmortem"] {
+    // The sandbox too: fake agents leave evidence under $SCRATCH and read
+    // variables the tests set, which a sealed agent cannot; the sandbox's
+    // own tests (`sandbox.rs`) turn it on.
+    for (key, off) in [
+        ("decomposition", "{ \"enabled\": false }"),
+        ("postmortem", "{ \"enabled\": false }"),
+        ("sandbox", "{ \"mode\": \"off\" }"),
+    ] {
         if !obj.contains_key(key) {
             let sep = if obj.is_empty() && extra.is_empty() {
                 ""
             } else {
                 ", "
             };
-            extra.push_str(&format!("{sep}\"{key}\": {{ \"enabled\": false }}"));
+            extra.push_str(&format!("{sep}\"{key}\": {off}"));
         }
     }
     let end = config.rfind('}').expect("a JSON object ends with }");
