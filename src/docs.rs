@@ -31,7 +31,10 @@ const SECTIONS: &[(&str, &str)] = &[
     ("postmortem", "A lesson after a timeout"),
     ("runs", "Run records"),
     ("landing", "Landing, or keeping work for review"),
-    ("sandbox", "Sealed attempts: environment, redaction, confinement"),
+    (
+        "sandbox",
+        "Sealed attempts: environment, redaction, confinement",
+    ),
 ];
 
 fn section_of(key: &str) -> &str {

@@ -267,7 +267,10 @@ pub(crate) async fn run_shell_controlled(
 /// `run_shell_controlled` for a command that runs code an agent wrote (a
 /// validation command, a hook in its worktree): with `seal`'s environment
 /// (and inside bubblewrap when it says so), its output redacted.
-#[expect(clippy::too_many_arguments, reason = "the shell runner's knobs, passed through")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the shell runner's knobs, passed through"
+)]
 pub(crate) async fn run_shell_sealed(
     cmd: &str,
     cwd: PathBuf,
@@ -462,8 +465,8 @@ async fn supervise(
                 .map(|(_, v)| v.clone())
                 .last()
                 .unwrap_or_default();
-            let program = crate::sandbox::which(&spec.program, &path, &spec.cwd)
-                .ok_or_else(|| {
+            let program =
+                crate::sandbox::which(&spec.program, &path, &spec.cwd).ok_or_else(|| {
                     io::Error::new(
                         io::ErrorKind::NotFound,
                         format!("{} not found on PATH", spec.program),

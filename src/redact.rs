@@ -194,7 +194,10 @@ mod tests {
         out.extend(st.push(b"RET-val"));
         out.extend(st.push(b"ue-42 end\n"));
         out.extend(st.finish());
-        assert_eq!(String::from_utf8(out).unwrap(), "line one\nprefix *** end\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "line one\nprefix *** end\n"
+        );
     }
 
     #[test]
@@ -206,7 +209,11 @@ mod tests {
             let mut out = st.push(&text.as_bytes()[..cut]);
             out.extend(st.push(&text.as_bytes()[cut..]));
             out.extend(st.finish());
-            assert_eq!(String::from_utf8(out).unwrap(), "a *** b ***\n", "cut {cut}");
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "a *** b ***\n",
+                "cut {cut}"
+            );
         }
     }
 

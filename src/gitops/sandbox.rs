@@ -204,15 +204,20 @@ mod tests {
         let (stand_in, real) = &refs.overlays[0];
         assert!(real.ends_with("refs/heads/ralph"));
         assert_eq!(
-            std::fs::read_to_string(stand_in.join("story-1")).unwrap().trim(),
+            std::fs::read_to_string(stand_in.join("story-1"))
+                .unwrap()
+                .trim(),
             tip
         );
         // The agent committed: a commit that exists, off no real branch.
         let dir = g.workdir.clone();
         let tree = git(&dir, &["rev-parse", "HEAD^{tree}"]);
-        let new = git(&dir, &["commit-tree", tree.trim(), "-p", &tip, "-m", "agent"])
-            .trim()
-            .to_string();
+        let new = git(
+            &dir,
+            &["commit-tree", tree.trim(), "-p", &tip, "-m", "agent"],
+        )
+        .trim()
+        .to_string();
         std::fs::write(stand_in.join("story-1"), format!("{new}\n")).unwrap();
         std::fs::write(stand_in.join("side"), format!("{new}\n")).unwrap();
         std::fs::write(stand_in.join("story-1.lock"), "junk").unwrap();

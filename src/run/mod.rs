@@ -128,6 +128,32 @@ pub(crate) fn resolve_agents(
     Ok(out)
 }
 
+/// How this run seals its children, probed once (`bwrap` mode without a
+/// working bubblewrap is a usage error), and the backends it may run.
+fn run_seal(
+    project: &Project,
+    agents: &HashMap<Backend, (String, Vec<String>)>,
+) -> Result<(seal::RunSeal, Vec<Backend>), RalphError> {
+    let mut backends: Vec<Backend> = agents.keys().copied().collect();
+    backends.sort_by_key(|b| b.name());
+    let s = seal::RunSeal::new(&project.config, &backends).map_err(|e| {
+        RalphError::usage(e).with_hint(format!(
+            "{}, or set sandbox.mode to \"auto\" (the allowlist alone when bubblewrap is \
+             missing) in .ralph/config.json",
+            crate::sandbox::INSTALL_HINT
+        ))
+    })?;
+    Ok((s, backends))
+}
+
+/// `ralph validate`'s line: the sandbox mode a run would use, and why.
+pub(crate) fn sandbox_line(
+    project: &Project,
+    agents: &HashMap<Backend, (String, Vec<String>)>,
+) -> Result<String, RalphError> {
+    Ok(run_seal(project, agents)?.0.decision.why)
+}
+
 /// The branch stories land on: prd.json's `branchName`, else the main
 /// checkout's branch.
 pub(crate) fn target_branch(project: &Project, git: &Git) -> Result<String> {
@@ -204,19 +230,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         })?,
     };
     let agents = resolve_agents(&project, backend)?;
-    let backends: Vec<Backend> = {
-        let mut b: Vec<Backend> = agents.keys().copied().collect();
-        b.sort_by_key(|b| b.name());
-        b
-    };
-    // Probed once per run; `bwrap` mode without it is a usage error.
-    let run_seal = seal::RunSeal::new(&project.config, &backends).map_err(|e| {
-        RalphError::usage(e).with_hint(format!(
-            "{}, or set sandbox.mode to \"auto\" (the allowlist alone when bubblewrap is \
-             missing) in .ralph/config.json",
-            crate::sandbox::INSTALL_HINT
-        ))
-    })?;
+    let (run_seal, backends) = run_seal(&project, &agents)?;
     // Pull-request landing needs the GitHub CLI: said now, not after the work.
     let pr = match &project.config.pr_remote {
         Some(remote) => Some(context::PrLanding {
@@ -283,7 +297,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // Commits a killed run's sandboxed agents made on their branch's
     // stand-in go onto the real branch before anything judges the branch.
     for (slot, r) in git.sandbox_refs_collect_all() {
-        log.line(&format!("sandbox refs of {slot} left by a killed run: {r:?}"));
+        log.line(&format!(
+            "sandbox refs of {slot} left by a killed run: {r:?}"
+        ));
     }
     refuse_uncommitted_backlog(&project, &git, &target)?;
     refuse_dirty_checkout(root, &git)?;

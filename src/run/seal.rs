@@ -83,21 +83,18 @@ impl RunSeal {
             Some(b) => (b.env_names(), b.env_remove()),
             None => (&[][..], &[][..]),
         };
-        sandbox::allowed_env(
-            &self.host,
-            names,
-            remove,
-            &self.settings,
-            confined,
-        )
+        sandbox::allowed_env(&self.host, names, remove, &self.settings, confined)
     }
 
     /// The names (never the values) an agent of `backend` receives, for
     /// `ralph run -d`; `None` when nothing is sealed.
     pub(crate) fn agent_env_names(&self, backend: Backend) -> Option<Vec<String>> {
-        self.decision
-            .seal
-            .then(|| self.env(Some(backend), self.decision.confine).into_iter().map(|(k, _)| k).collect())
+        self.decision.seal.then(|| {
+            self.env(Some(backend), self.decision.confine)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect()
+        })
     }
 
     /// A worktree hook's seal: the allowlisted environment, not confined
@@ -109,7 +106,13 @@ impl RunSeal {
         })
     }
 
-    fn layout(&self, git: &Git, env: &[(String, String)], work: &Path, admin: &str) -> mounts::Layout {
+    fn layout(
+        &self,
+        git: &Git,
+        env: &[(String, String)],
+        work: &Path,
+        admin: &str,
+    ) -> mounts::Layout {
         let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         let path = env
             .iter()

@@ -400,7 +400,14 @@ mod tests {
         );
         assert_eq!(
             names(&e),
-            ["ANTHROPIC_API_KEY", "HOME", "LC_ALL", "PATH", "RALPH_STORY", "TMPDIR"]
+            [
+                "ANTHROPIC_API_KEY",
+                "HOME",
+                "LC_ALL",
+                "PATH",
+                "RALPH_STORY",
+                "TMPDIR"
+            ]
         );
     }
 
@@ -421,7 +428,10 @@ mod tests {
     fn pass_and_set_add_and_set_wins() {
         let s = Settings {
             pass: vec!["MY_TOOL_*".into(), "NPM_TOKEN".into()],
-            set: vec![("HOME".into(), "/elsewhere".into()), ("X".into(), "1".into())],
+            set: vec![
+                ("HOME".into(), "/elsewhere".into()),
+                ("X".into(), "1".into()),
+            ],
             ..Settings::default()
         };
         let e = allowed_env(&host(), &[], &[], &s, false);
@@ -470,13 +480,17 @@ mod tests {
         assert!(d.why.starts_with("bwrap"));
         let d = decide(Mode::Auto, true, missing).unwrap();
         assert!(!d.confine && d.seal);
-        assert!(unconfined_warning(&d).unwrap().contains("apt-get install bubblewrap"));
+        assert!(unconfined_warning(&d)
+            .unwrap()
+            .contains("apt-get install bubblewrap"));
         assert!(decide(Mode::Bwrap, true, missing)
             .unwrap_err()
             .contains("not installed"));
-        assert!(decide(Mode::Bwrap, true, || Probe::Broken("no userns".into()))
-            .unwrap_err()
-            .contains("no userns"));
+        assert!(
+            decide(Mode::Bwrap, true, || Probe::Broken("no userns".into()))
+                .unwrap_err()
+                .contains("no userns")
+        );
         let d = decide(Mode::Off, true, || panic!("no probe when off")).unwrap();
         assert!(!d.confine && !d.seal);
         assert_eq!(unconfined_warning(&d), None);

@@ -329,7 +329,13 @@ mod tests {
                 _ => None,
             })
             .collect();
-        for hidden in ["/home/u", "/home", "/", "bin", "/home/u/proj/node_modules/.bin"] {
+        for hidden in [
+            "/home/u",
+            "/home",
+            "/",
+            "bin",
+            "/home/u/proj/node_modules/.bin",
+        ] {
             assert!(!shown.contains(&p(hidden)), "{hidden} shown");
         }
         assert!(!shown.contains(&p("/home/u/proj")));
@@ -395,7 +401,10 @@ mod tests {
                 Path::new("/home/u/.local/bin/claude"),
                 Path::new("/home/u/.local/share/claude/versions/2.1.197")
             ),
-            [p("/home/u/.local/bin"), p("/home/u/.local/share/claude/versions")]
+            [
+                p("/home/u/.local/bin"),
+                p("/home/u/.local/share/claude/versions")
+            ]
         );
         assert_eq!(
             exe_tree(
@@ -411,6 +420,9 @@ mod tests {
             ),
             [p("/t/bin"), p("/t/clis/claude")]
         );
-        assert_eq!(exe_tree(Path::new("/t/bin/a"), Path::new("/t/bin/a")), [p("/t/bin")]);
+        assert_eq!(
+            exe_tree(Path::new("/t/bin/a"), Path::new("/t/bin/a")),
+            [p("/t/bin")]
+        );
     }
 }

@@ -194,6 +194,15 @@ impl Project {
         c
     }
 
+    /// `ralph` with these variables added to (or replacing) its environment.
+    pub fn ralph_with(&self, args: &[&str], env: &[(&str, &str)]) -> RunResult {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        self.run_to_end(c, args)
+    }
+
     /// Runs ralph to completion. A run that hangs fails the test after
     /// five minutes instead of hanging the suite.
     pub fn ralph(&self, args: &[&str]) -> RunResult {

@@ -18,5 +18,6 @@ mod newcomer;
 mod parallel;
 mod realcli;
 mod review;
+mod sandbox;
 mod scheduling;
 mod split;
