@@ -456,14 +456,13 @@ async fn supervise(
         Some((bwrap, prefix)) => {
             // Found here, on ralph's side: a missing agent stays "not
             // found" instead of becoming bwrap's exit 1.
+            // `spec.env` is laid over the seal's: it wins.
             let path = spec
-                .seal
+                .env
                 .iter()
-                .flat_map(|s| s.env.iter())
-                .chain(spec.env.iter())
-                .filter(|(k, _)| k == "PATH")
+                .chain(spec.seal.iter().flat_map(|s| s.env.iter()))
+                .find(|(k, _)| k == "PATH")
                 .map(|(_, v)| v.clone())
-                .last()
                 .unwrap_or_default();
             let program =
                 crate::sandbox::which(&spec.program, &path, &spec.cwd).ok_or_else(|| {
