@@ -15,7 +15,7 @@ const SSH_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- planted-ssh-key-mater
 
 /// bubblewrap works here. In CI (`CI=true`) it must: `.ci/run` installs
 /// it, and a sandbox test that silently skips proves nothing.
-fn bwrap_works() -> bool {
+pub fn bwrap_works() -> bool {
     let ok = std::process::Command::new("bwrap")
         .args([
             "--ro-bind",
