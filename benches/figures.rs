@@ -1518,7 +1518,16 @@ fn fig_sandbox(bin: &Path, quick: bool) -> Figure {
         "Sealed attempts: a sandboxed run against an unsandboxed one",
     );
     let works = Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"])
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "true",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     if !works {
@@ -1617,7 +1626,9 @@ fn fig_sandbox(bin: &Path, quick: bool) -> Figure {
             };
         }
         c.args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
-        c.args(["--tmpfs", "/root", "--bind", "/tmp", "/tmp/w", "--chdir", "/tmp/w"]);
+        c.args([
+            "--tmpfs", "/root", "--bind", "/tmp", "/tmp/w", "--chdir", "/tmp/w",
+        ]);
         c.args(["--", "/usr/bin/true"]);
         c
     });
@@ -1625,7 +1636,8 @@ fn fig_sandbox(bin: &Path, quick: bool) -> Figure {
         let b = median(&bare);
         boxed.iter().map(|x| x - b).collect()
     };
-    fig.rows.push(Row::new("bwrap start, over a bare start", "ms", extra));
+    fig.rows
+        .push(Row::new("bwrap start, over a bare start", "ms", extra));
     fig.rows.push(Row::new("bare start of `true`", "ms", bare));
     fig.notes.push(format!(
         "{N} independent stories in one batch, repo of 10,000 files, the agent commits one file at \

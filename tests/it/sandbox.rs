@@ -321,3 +321,74 @@ result "<ralph>FAIL $ID: not today</ralph>"
     let shown = git(&p.root, &["show", "--stat", "--format=%s", &kept[0]]);
     assert!(shown.contains("src/1.1.txt"), "{shown}");
 }
+
+/// Host processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// A confined agent that hangs, with a background child in a session of
+/// its own, times out, and nothing of it outlives the attempt.
+#[test]
+fn a_hanging_sandboxed_agent_times_out_and_nothing_survives() {
+    if !bwrap_works() {
+        return;
+    }
+    let p = Project::with_backlog(
+        "1.1 | First\n",
+        r#"{ "loop": { "max_retries": 1, "grace_seconds": 1, "idle_timeout_seconds": 1 }, "sandbox": { "mode": "bwrap" } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+setsid sleep 864231 &
+say "working"
+sleep 864232
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.all().contains("No output for 1s"), "{r:?}");
+    wait_until(
+        "no sandboxed process left",
+        std::time::Duration::from_secs(10),
+        || processes_with("86423").is_empty(),
+    );
+}
+
+/// Validation commands run sealed too: in the merge queue's worktree, with
+/// the allowlisted environment, no view of $HOME, and without the network
+/// when `sandbox.network` is false.
+#[test]
+fn validation_runs_sealed_and_offline() {
+    if !bwrap_works() {
+        return;
+    }
+    let p = Project::with_backlog(
+        "1.1 | First\n",
+        r#"{ "loop": { "max_retries": 1, "grace_seconds": 1 },
+  "sandbox": { "mode": "bwrap", "network": false },
+  "validation": { "commands": [ { "name": "sealed", "cmd": "test -f src/1.1.txt && ! test -e \"$HOME/.ssh/id_rsa\" && test -z \"$PLANTED_SECRET\" && test \"$(tail -n +3 /proc/net/dev | wc -l)\" = 1 && echo \"key=$ANTHROPIC_API_KEY\" && echo sealed-ok" } ] } }"#,
+    );
+    p.commit_all("backlog");
+    p.write_outside(&p.home.join(".ssh/id_rsa"), SSH_KEY);
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph_with(
+        &["run"],
+        &[("ANTHROPIC_API_KEY", API_KEY), ("PLANTED_SECRET", PLANTED)],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let log = p.read(".ralph/logs/1.1/validation-1.log");
+    assert!(log.contains("sealed-ok"), "{log}");
+    // A validation command gets no agent CLI's variables.
+    assert!(log.contains("key=\n") || log.contains("key=\r\n"), "{log}");
+}
