@@ -392,3 +392,43 @@ fn validation_runs_sealed_and_offline() {
     // A validation command gets no agent CLI's variables.
     assert!(log.contains("key=\n") || log.contains("key=\r\n"), "{log}");
 }
+
+/// A confined agent commits on its branch's stand-in; ralph is killed
+/// before it could bring the commit home. The next run does, before
+/// anything judges the branch: the commit is kept, not lost.
+#[test]
+fn commits_of_a_killed_sandboxed_run_are_kept() {
+    if !bwrap_works() {
+        return;
+    }
+    let p = Project::with_backlog(
+        "1.1 | First\n",
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 }, "sandbox": { "mode": "bwrap" } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+if [ "$N" = 1 ]; then
+  commit_file "src/first.txt"
+  touch committed.marker
+  sleep 1000
+fi
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    let mut child = crate::crash::spawn(&p, &["run"]);
+    let marker = p.root.join(".ralph/worktrees/slot-0/committed.marker");
+    wait_until(
+        "the agent committed",
+        std::time::Duration::from_secs(60),
+        || marker.exists(),
+    );
+    crate::crash::kill_session(child.id() as i32);
+    let _ = child.wait();
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let all = git(&p.root, &["log", "--all", "--format=%s"]);
+    assert!(all.contains("feat(story-1.1): src/first.txt"), "{all}");
+    assert!(!p.root.join(".git/ralph-sandbox/slot-0").exists());
+}
