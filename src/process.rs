@@ -1037,6 +1037,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_sealed_child_gets_its_environment_only_and_its_secrets_are_redacted() {
+        let mut a = agent(
+            "env\nprintf 'key=%s\\n' \"$API_KEY\"\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let path = std::env::var("PATH").unwrap_or_default();
+        a.spec.seal = Some(Seal {
+            env: vec![
+                ("PATH".into(), path),
+                ("API_KEY".into(), "sk-test-0123456789".into()),
+            ],
+            bwrap: None,
+        });
+        a.spec.redact = Arc::new(Secrets::new(["sk-test-0123456789"]));
+        let log = a.spec.log_path.clone();
+        let (exit, lines) = run(a.spec).await;
+        assert_eq!(exit.code, Some(0));
+        let names: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .filter(|k| k.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .collect();
+        // bash adds PWD, SHLVL and `_` of its own; nothing of ours leaks.
+        for k in &names {
+            assert!(
+                ["PATH", "API_KEY", "DIR", TOKEN_VAR, "PWD", "SHLVL", "OLDPWD", "_"].contains(k),
+                "{k} leaked into a sealed child"
+            );
+        }
+        assert!(lines.contains(&"key=***".to_string()), "{lines:?}");
+        assert!(lines.contains(&"API_KEY=***".to_string()), "{lines:?}");
+        let logged = fs::read_to_string(log).unwrap();
+        assert!(!logged.contains("sk-test-0123456789"), "{logged}");
+        assert!(logged.contains("key=***"));
+    }
+
+    #[tokio::test]
     async fn environment_is_prepared() {
         let mut a = agent("env\n", TEST_LIMIT, Duration::from_secs(2));
         // Some variable we inherit, to prove removal works on inherited ones.
