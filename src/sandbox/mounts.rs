@@ -77,6 +77,10 @@ pub(crate) struct Layout {
 pub(crate) enum Mount {
     Ro(PathBuf),
     Rw(PathBuf),
+    /// Optional (the user's extra paths, the CLI's state, tool
+    /// directories): skipped by bwrap when gone by the time it starts.
+    RoTry(PathBuf),
+    RwTry(PathBuf),
     /// `src` seen at `dst`, read-write.
     RwAt {
         src: PathBuf,
@@ -94,7 +98,13 @@ pub(crate) enum Mount {
 impl Mount {
     fn dst(&self) -> &Path {
         match self {
-            Mount::Ro(p) | Mount::Rw(p) | Mount::Tmpfs(p) | Mount::Dev(p) | Mount::Proc(p) => p,
+            Mount::Ro(p)
+            | Mount::Rw(p)
+            | Mount::RoTry(p)
+            | Mount::RwTry(p)
+            | Mount::Tmpfs(p)
+            | Mount::Dev(p)
+            | Mount::Proc(p) => p,
             Mount::RwAt { dst, .. } => dst,
             Mount::Symlink { at, .. } => at,
         }
@@ -143,24 +153,24 @@ pub(crate) fn plan(l: &Layout) -> Vec<Mount> {
             None => m.push(Mount::Ro(d.path.clone())),
         }
     }
-    m.extend(l.system_extras.iter().cloned().map(Mount::Ro));
+    m.extend(l.system_extras.iter().cloned().map(Mount::RoTry));
     m.push(Mount::Dev("/dev".into()));
     m.push(Mount::Proc("/proc".into()));
     m.push(Mount::Tmpfs("/tmp".into()));
     if depth(&l.home) > 0 && !SYSTEM_DIRS.iter().any(|s| l.home.starts_with(s)) {
         m.push(Mount::Tmpfs(l.home.clone()));
     }
-    m.extend(l.home_ro.iter().cloned().map(Mount::Ro));
-    m.extend(l.state.iter().cloned().map(Mount::Rw));
+    m.extend(l.home_ro.iter().cloned().map(Mount::RoTry));
+    m.extend(l.state.iter().cloned().map(Mount::RwTry));
     m.extend(
         l.tools
             .iter()
             .filter(|t| tool_allowed(t, l))
             .cloned()
-            .map(Mount::Ro),
+            .map(Mount::RoTry),
     );
-    m.extend(l.allow_read.iter().cloned().map(Mount::Ro));
-    m.extend(l.allow_write.iter().cloned().map(Mount::Rw));
+    m.extend(l.allow_read.iter().cloned().map(Mount::RoTry));
+    m.extend(l.allow_write.iter().cloned().map(Mount::RwTry));
     m.push(Mount::Ro(l.git_dir.clone()));
     m.extend(l.git_rw.iter().cloned().map(Mount::Rw));
     m.extend(l.overlays.iter().map(|(src, dst)| Mount::RwAt {
@@ -195,6 +205,8 @@ pub(crate) fn bwrap_args(plan: &[Mount], network: bool, chdir: &Path) -> Vec<Str
         match m {
             Mount::Ro(p) => a.extend(["--ro-bind".into(), s(p), s(p)]),
             Mount::Rw(p) => a.extend(["--bind".into(), s(p), s(p)]),
+            Mount::RoTry(p) => a.extend(["--ro-bind-try".into(), s(p), s(p)]),
+            Mount::RwTry(p) => a.extend(["--bind-try".into(), s(p), s(p)]),
             Mount::RwAt { src, dst } => a.extend(["--bind".into(), s(src), s(dst)]),
             Mount::Symlink { target, at } => a.extend(["--symlink".into(), s(target), s(at)]),
             Mount::Tmpfs(p) => a.extend(["--tmpfs".into(), s(p)]),
@@ -300,13 +312,13 @@ mod tests {
             Mount::Proc(p("/proc")),
             Mount::Tmpfs(p("/tmp")),
             Mount::Tmpfs(p("/home/u")),
-            Mount::Ro(p("/srv/data")),
-            Mount::Ro(p("/home/u/.gitconfig")),
-            Mount::Rw(p("/home/u/.claude")),
-            Mount::Rw(p("/home/u/.claude.json")),
-            Mount::Rw(p("/srv/tools/bin")),
-            Mount::Ro(p("/run/systemd/resolve/stub-resolv.conf")),
-            Mount::Ro(p("/home/u/.local/bin")),
+            Mount::RoTry(p("/srv/data")),
+            Mount::RoTry(p("/home/u/.gitconfig")),
+            Mount::RwTry(p("/home/u/.claude")),
+            Mount::RwTry(p("/home/u/.claude.json")),
+            Mount::RwTry(p("/srv/tools/bin")),
+            Mount::RoTry(p("/run/systemd/resolve/stub-resolv.conf")),
+            Mount::RoTry(p("/home/u/.local/bin")),
             Mount::Ro(p("/home/u/proj/.git")),
             Mount::Rw(p("/home/u/proj/.git/objects")),
             Mount::Rw(p("/home/u/proj/.git/worktrees/slot-0")),
@@ -325,7 +337,7 @@ mod tests {
         let shown: Vec<PathBuf> = plan(&l)
             .iter()
             .filter_map(|m| match m {
-                Mount::Ro(p) => Some(p.clone()),
+                Mount::Ro(p) | Mount::RoTry(p) => Some(p.clone()),
                 _ => None,
             })
             .collect();
@@ -392,6 +404,12 @@ mod tests {
              /bin --tmpfs /tmp --dev /dev --proc /proc --bind /w /w --bind /a /b --chdir /w --"
         );
         assert!(!bwrap_args(&plan, false, Path::new("/w")).contains(&"--share-net".to_string()));
+        let optional = [Mount::RoTry(p("/x")), Mount::RwTry(p("/y"))];
+        assert_eq!(
+            bwrap_args(&optional, true, Path::new("/w")).join(" "),
+            "--unshare-all --share-net --die-with-parent --ro-bind-try /x /x --bind-try /y /y \
+             --chdir /w --"
+        );
     }
 
     #[test]
