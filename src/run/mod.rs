@@ -257,7 +257,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         return dry_run(&project, &opts, &run_seal, &backends);
     }
     if let Some(w) = crate::sandbox::unconfined_warning(&run_seal.decision) {
-        display::err(&w);
+        if !crate::ui::get().quiet {
+            eprintln!("{}", crate::ui::paint_tag(&w, crate::ui::stderr_colors()));
+        }
     }
 
     let lock = take_run_lock(root, "before running")?;
