@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const FIGURES: [&str; 8] = [
+const FIGURES: [&str; 9] = [
     "rss",
     "rss-agents",
     "validate",
@@ -32,6 +32,7 @@ const FIGURES: [&str; 8] = [
     "latency",
     "conflicts",
     "report",
+    "sandbox",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -77,6 +78,7 @@ fn main() {
             "latency" => fig_latency(&bin, quick),
             "conflicts" => fig_conflicts(&bin, quick),
             "report" => fig_report(&bin, quick),
+            "sandbox" => fig_sandbox(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -1496,6 +1498,151 @@ fn fig_overhead(bin: &Path, quick: bool) -> Figure {
         "{N} independent stories in one batch; repo of 10,000 committed files (100 dirs × 100 × ~400 B); \
          the agent writes one file and commits at once; ratios pair run i of ralph with run i of the \
          shell loop; wall times include ralph's startup and final cleanup; temp dirs in {}",
+        mem.display()
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Sealed attempts: what bubblewrap costs (issue 22)
+
+/// A 30-story run with an instant agent at `-j 4`, inside bubblewrap and
+/// not, the two runs of each pair back to back so both see the same load;
+/// and bwrap's own start cost, as the time to start `true` inside the
+/// sandbox less the time to start it bare.
+fn fig_sandbox(bin: &Path, quick: bool) -> Figure {
+    const N: usize = 30;
+    let runs = if quick { 1 } else { 3 };
+    let mut fig = Figure::new(
+        "sandbox",
+        "Sealed attempts: a sandboxed run against an unsandboxed one",
+    );
+    let works = Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "true",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        fig.notes
+            .push("bubblewrap is missing or broken here: nothing measured".into());
+        return fig;
+    }
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, N, |_| "small"))],
+    };
+    let mem = memory_tmp();
+    let new = |mode: &'static str| {
+        Project::new_in(&mem, &backlog, "finish\n", move |root: &Path| {
+            ten_thousand_files(root);
+            write(
+                root,
+                ".ralph/config.json",
+                &format!(
+                    "{{ \"loop\": {{ \"max_retries\": 1 }}, \"sandbox\": {{ \"mode\": \"{mode}\" }} }}\n"
+                ),
+            );
+        })
+    };
+    let (mut sealed, mut open) = (Vec::new(), Vec::new());
+    for r in 0..runs {
+        // Alternate which goes first, so a drift in load favours neither.
+        let order: [&'static str; 2] = if r % 2 == 0 {
+            ["bwrap", "off"]
+        } else {
+            ["off", "bwrap"]
+        };
+        for mode in order {
+            let p = new(mode);
+            let t = p
+                .run_ok(bin, &["run", "--parallel", "-j", "4"])
+                .as_secs_f64();
+            assert_eq!(p.merges_on_main(), N);
+            if mode == "bwrap" {
+                assert!(
+                    p.log().contains("agent start"),
+                    "the sandboxed run ran its agents"
+                );
+                sealed.push(t);
+            } else {
+                open.push(t);
+            }
+        }
+        eprintln!(
+            "  sandbox run {}/{runs}: bwrap {:.2} s, off {:.2} s",
+            r + 1,
+            sealed[r],
+            open[r]
+        );
+    }
+    let ratio: Vec<f64> = sealed.iter().zip(&open).map(|(a, b)| a / b).collect();
+    fig.rows.push(
+        Row::new("sandboxed ÷ unsandboxed wall time, -j 4", "×", ratio).target(Cmp::Le, 1.10),
+    );
+    fig.rows.push(Row::new(
+        "sandboxed, per story",
+        "ms",
+        sealed.iter().map(|x| x / N as f64 * 1e3).collect(),
+    ));
+    fig.rows.push(Row::new(
+        "unsandboxed, per story",
+        "ms",
+        open.iter().map(|x| x / N as f64 * 1e3).collect(),
+    ));
+
+    // bwrap's start cost, with a mount list the size of an attempt's.
+    let starts = if quick { 20 } else { 100 };
+    let time = |c: &mut dyn FnMut() -> Command| {
+        (0..starts)
+            .map(|_| {
+                let t = Instant::now();
+                let ok = c().status().is_ok_and(|s| s.success());
+                assert!(ok, "a trial start failed");
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect::<Vec<f64>>()
+    };
+    let bare = time(&mut || Command::new("/usr/bin/true"));
+    let boxed = time(&mut || {
+        let mut c = Command::new("bwrap");
+        c.args(["--unshare-all", "--share-net", "--die-with-parent"]);
+        for d in ["/usr", "/etc", "/opt"] {
+            if Path::new(d).exists() {
+                c.args(["--ro-bind", d, d]);
+            }
+        }
+        for d in ["/bin", "/sbin", "/lib", "/lib64"] {
+            match fs::read_link(d) {
+                Ok(t) => c.arg("--symlink").arg(t).arg(d),
+                Err(_) if Path::new(d).exists() => c.args(["--ro-bind", d, d]),
+                Err(_) => &mut c,
+            };
+        }
+        c.args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+        c.args([
+            "--tmpfs", "/root", "--bind", "/tmp", "/tmp/w", "--chdir", "/tmp/w",
+        ]);
+        c.args(["--", "/usr/bin/true"]);
+        c
+    });
+    let extra: Vec<f64> = {
+        let b = median(&bare);
+        boxed.iter().map(|x| x - b).collect()
+    };
+    fig.rows
+        .push(Row::new("bwrap start, over a bare start", "ms", extra));
+    fig.rows.push(Row::new("bare start of `true`", "ms", bare));
+    fig.notes.push(format!(
+        "{N} independent stories in one batch, repo of 10,000 files, the agent commits one file at \
+         once; ratios pair run i of each mode, which alternate in order; {starts} starts of `true` \
+         each way; temp dirs in {}",
         mem.display()
     ));
     fig

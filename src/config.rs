@@ -2,7 +2,7 @@
 //!
 //! Pure apart from `load`, which reads the one file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -131,6 +131,9 @@ pub(crate) struct Config {
     /// `runs.max_mb` (default 100): the most `.ralph/runs/` holds; the
     /// oldest runs' records go first.
     pub(crate) runs_max_bytes: u64,
+    /// `sandbox.*`: the environment allowlist, redaction and confinement
+    /// of agents and the commands that run their code (SPEC 9).
+    pub(crate) sandbox: crate::sandbox::Settings,
 }
 
 pub(crate) const DEFAULT_AGENT_FLAGS: &[&str] = &[
@@ -215,6 +218,14 @@ pub(crate) fn defaults() -> Value {
         },
         "runs": {
             "max_mb": 100
+        },
+        "sandbox": {
+            "mode": "auto",
+            "network": true,
+            "env": { "pass": [], "set": {} },
+            "redact": [],
+            "allow_read": [],
+            "allow_write": []
         }
     })
 }
@@ -525,6 +536,91 @@ impl<'a> Reader<'a> {
             );
         }
         list
+    }
+
+    /// An object of string values (`sandbox.env.set`), in file order.
+    fn string_map(&mut self, path: &str) -> Vec<(String, String)> {
+        let Some(v) = self.get(path) else {
+            return Vec::new();
+        };
+        let map = v.as_object().and_then(|o| {
+            o.iter()
+                .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect::<Option<Vec<_>>>()
+        });
+        if map.is_none() {
+            let shown = v.to_string();
+            self.problem(
+                path,
+                format!(
+                    "{path} must be an object of strings such as {{\"NAME\": \"value\"}}, got {shown}"
+                ),
+            );
+        }
+        map.unwrap_or_default()
+    }
+
+    /// The `sandbox.*` keys.
+    fn sandbox(&mut self) -> crate::sandbox::Settings {
+        use crate::sandbox::{Mode, Settings};
+        let mode_s = self.string("sandbox.mode", false);
+        let mode = Mode::parse(&mode_s).unwrap_or_else(|| {
+            self.problem(
+                "sandbox.mode",
+                format!("sandbox.mode must be auto, bwrap or off, got \"{mode_s}\""),
+            );
+            Mode::Auto
+        });
+        let names = |r: &mut Self, key: &str| {
+            let list = r.strings(key).unwrap_or_default();
+            for n in &list {
+                let bad = n.is_empty() || n.contains(['=', '\0']);
+                if bad {
+                    r.problem(
+                        key,
+                        format!("{key} must hold variable names or PREFIX_* globs, got \"{n}\""),
+                    );
+                }
+            }
+            list
+        };
+        let pass = names(self, "sandbox.env.pass");
+        let redact = names(self, "sandbox.redact");
+        let set = self.string_map("sandbox.env.set");
+        let paths = |r: &mut Self, key: &str| {
+            let list = r.strings(key).unwrap_or_default();
+            let mut out = Vec::new();
+            for p in list {
+                let expanded = match p.strip_prefix("~/") {
+                    Some(rest) => match std::env::var_os("HOME") {
+                        Some(h) => std::path::Path::new(&h).join(rest),
+                        None => PathBuf::from(&p),
+                    },
+                    None => PathBuf::from(&p),
+                };
+                if !expanded.is_absolute() {
+                    r.problem(
+                        key,
+                        format!("{key} must hold absolute paths (or ~/...), got \"{p}\""),
+                    );
+                    continue;
+                }
+                out.push(expanded);
+            }
+            out
+        };
+        let allow_read = paths(self, "sandbox.allow_read");
+        let allow_write = paths(self, "sandbox.allow_write");
+        let network = self.boolean("sandbox.network");
+        Settings {
+            mode,
+            pass,
+            set,
+            redact,
+            allow_read,
+            allow_write,
+            network,
+        }
     }
 
     fn validation_commands(&mut self) -> Vec<ValidationCommand> {
@@ -982,6 +1078,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         }
         None => 100 * 1024 * 1024,
     };
+    let sandbox = r.sandbox();
 
     let problems = std::mem::take(&mut r.problems);
     let read = r.read.take();
@@ -1036,6 +1133,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         postmortem_enabled,
         postmortem_window_secs,
         postmortem_max_chars,
+        sandbox,
         runs_max_bytes,
     })
 }

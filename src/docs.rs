@@ -31,6 +31,10 @@ const SECTIONS: &[(&str, &str)] = &[
     ("postmortem", "A lesson after a timeout"),
     ("runs", "Run records"),
     ("landing", "Landing, or keeping work for review"),
+    (
+        "sandbox",
+        "Sealed attempts: environment, redaction, confinement",
+    ),
 ];
 
 fn section_of(key: &str) -> &str {
@@ -67,6 +71,7 @@ fn type_words(kind: Kind) -> String {
         Kind::Agent => "agent name".into(),
         Kind::Agents => "array of agent names".into(),
         Kind::ValidationCommands => "array of objects".into(),
+        Kind::StringMap => "object of strings".into(),
         Kind::Any => "any".into(),
     }
 }
@@ -230,6 +235,10 @@ fn kind_schema(kind: Kind) -> Value {
                 "additionalProperties": false
             }
         }),
+        Kind::StringMap => json!({
+            "type": ["object", "null"],
+            "additionalProperties": {"type": "string"}
+        }),
         Kind::Any => json!({}),
     }
 }
@@ -390,6 +399,9 @@ mod tests {
             Kind::Agent => agent(v),
             Kind::Agents => v.as_array().is_some_and(|a| a.iter().all(agent)),
             Kind::ValidationCommands => v.is_array(),
+            Kind::StringMap => v
+                .as_object()
+                .is_some_and(|o| o.values().all(Value::is_string)),
             Kind::Any => true,
         }
     }
@@ -427,6 +439,7 @@ mod tests {
                 Kind::Agent => json!("no-such-agent"),
                 Kind::Agents => json!(["no-such-agent"]),
                 Kind::ValidationCommands => json!(5),
+                Kind::StringMap => json!(["A=1"]),
                 Kind::Any => continue,
             };
             let mut user = json!({});

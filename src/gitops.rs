@@ -9,6 +9,7 @@ mod fixup;
 mod keep;
 mod land;
 mod landing;
+mod sandbox;
 mod sign;
 mod touched;
 mod worktree;

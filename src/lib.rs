@@ -23,10 +23,12 @@ mod postmortem;
 mod process;
 mod project;
 mod prompt;
+mod redact;
 mod report;
 mod report_html;
 mod run;
 mod runlog;
+mod sandbox;
 mod schedule;
 #[cfg(test)]
 mod shared_fixtures;

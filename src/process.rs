@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
@@ -26,7 +26,9 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::redact::{Secrets, Stream};
 pub(crate) use captured::run_captured;
+
 use sweep::*;
 pub(crate) use sweep::{
     become_subreaper, kill_by_token_prefix, lock_may_be_held, pid_is_alive, probe_cgroups,
@@ -56,6 +58,19 @@ pub(crate) struct AttemptSpec {
     pub(crate) grace: Duration,
     /// Unique token, exported as `TOKEN_VAR`.
     pub(crate) token: String,
+    /// How the child is sealed (`None`: today's inherited environment).
+    pub(crate) seal: Option<Seal>,
+    /// Values replaced by `***` in its output before anything reads it.
+    pub(crate) redact: Arc<Secrets>,
+}
+
+/// A sealed child (SPEC 9): the environment it gets instead of ralph's,
+/// and bubblewrap's executable and arguments (up to `--`) when it runs
+/// confined.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Seal {
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) bwrap: Option<(PathBuf, Vec<String>)>,
 }
 
 /// Why the attempt was stopped by ralph, if it was.
@@ -146,14 +161,70 @@ pub(crate) async fn run_attempt(
     mut on_line: impl FnMut(&str) -> bool + Send,
     control: watch::Receiver<Control>,
 ) -> std::io::Result<AttemptExit> {
-    if let Some(dir) = spec.log_path.parent() {
-        fs::create_dir_all(dir)?;
+    let log = open_private_log(&spec.log_path)?;
+    supervise(spec, Some(BufWriter::new(log)), &mut on_line, control).await
+}
+
+/// Opens `path` for appending, readable by the user only (it holds agent
+/// output), making its missing directories likewise (0700).
+pub(crate) fn open_private_log(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
     }
-    let log = OpenOptions::new()
+    OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&spec.log_path)?;
-    supervise(spec, Some(BufWriter::new(log)), &mut on_line, control).await
+        .mode(0o600)
+        .open(path)
+}
+
+/// Whether bubblewrap works here: found along `path` and able to start a
+/// trial sandbox with the namespaces ralph's use. Returns its executable.
+pub(crate) fn probe_bwrap(path: &str) -> (crate::sandbox::Probe, Option<PathBuf>) {
+    use crate::sandbox::Probe;
+    let Some(bwrap) = crate::sandbox::which("bwrap", path, Path::new("/")) else {
+        return (Probe::Missing, None);
+    };
+    let trial = std::process::Command::new(&bwrap)
+        .args([
+            "--unshare-all",
+            "--share-net",
+            "--die-with-parent",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--",
+            "true",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match trial {
+        Ok(out) if out.status.success() => (Probe::Works, Some(bwrap)),
+        Ok(out) => {
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            let err = if err.is_empty() {
+                format!("a trial sandbox exited {:?}", out.status.code())
+            } else {
+                err
+            };
+            (Probe::Broken(err), None)
+        }
+        Err(e) => (Probe::Broken(e.to_string()), None),
+    }
 }
 
 /// Result of a shell command (hook or validation).
@@ -192,14 +263,28 @@ pub(crate) async fn run_shell_controlled(
     control: watch::Receiver<Control>,
     log: Option<&Path>,
 ) -> std::io::Result<ShellResult> {
+    run_shell_sealed(cmd, cwd, env, timeout, control, log, None, Arc::default()).await
+}
+
+/// `run_shell_controlled` for a command that runs code an agent wrote (a
+/// validation command, a hook in its worktree): with `seal`'s environment
+/// (and inside bubblewrap when it says so), its output redacted.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the shell runner's knobs, passed through"
+)]
+pub(crate) async fn run_shell_sealed(
+    cmd: &str,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+    control: watch::Receiver<Control>,
+    log: Option<&Path>,
+    seal: Option<Seal>,
+    redact: Arc<Secrets>,
+) -> std::io::Result<ShellResult> {
     let log = match log {
-        Some(path) => {
-            if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir)?;
-            }
-            let f = OpenOptions::new().create(true).append(true).open(path)?;
-            Some(BufWriter::new(f))
-        }
+        Some(path) => Some(BufWriter::new(open_private_log(path)?)),
         None => None,
     };
     let spec = AttemptSpec {
@@ -220,6 +305,8 @@ pub(crate) async fn run_shell_controlled(
                 .map(String::as_str)
                 .unwrap_or("ralph-")
         )),
+        seal,
+        redact,
     };
     let mut tail = String::new();
     let mut on_line = |line: &str| {
@@ -367,8 +454,40 @@ async fn supervise(
     let start = Instant::now();
     let stdin_data = std::mem::take(&mut spec.stdin);
 
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args).current_dir(&spec.cwd);
+    let mut cmd = match spec.seal.as_ref().and_then(|s| s.bwrap.as_ref()) {
+        Some((bwrap, prefix)) => {
+            // Found here, on ralph's side: a missing agent stays "not
+            // found" instead of becoming bwrap's exit 1.
+            // `spec.env` is laid over the seal's: it wins.
+            let path = spec
+                .env
+                .iter()
+                .chain(spec.seal.iter().flat_map(|s| s.env.iter()))
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            let program =
+                crate::sandbox::which(&spec.program, &path, &spec.cwd).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("{} not found on PATH", spec.program),
+                    )
+                })?;
+            let mut c = Command::new(bwrap);
+            c.args(prefix).arg(program).args(&spec.args);
+            c
+        }
+        None => {
+            let mut c = Command::new(&spec.program);
+            c.args(&spec.args);
+            c
+        }
+    };
+    cmd.current_dir(&spec.cwd);
+    if let Some(seal) = &spec.seal {
+        cmd.env_clear();
+        cmd.envs(seal.env.iter().map(|(k, v)| (k, v)));
+    }
     for key in &spec.env_remove {
         cmd.env_remove(key);
     }
@@ -420,10 +539,12 @@ async fn supervise(
 
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(BATCHES_IN_FLIGHT);
     if let Some(out) = child.stdout.take() {
-        leftovers.tasks.push(spawn_reader(out, tx.clone()));
+        let redact = Stream::new(spec.redact.clone());
+        leftovers.tasks.push(spawn_reader(out, tx.clone(), redact));
     }
     if let Some(err) = child.stderr.take() {
-        leftovers.tasks.push(spawn_reader(err, tx.clone()));
+        let redact = Stream::new(spec.redact.clone());
+        leftovers.tasks.push(spawn_reader(err, tx.clone(), redact));
     }
     drop(tx);
     if let Some(mut stdin) = child.stdin.take() {
@@ -586,7 +707,9 @@ fn deliver(
 
 /// Reads a pipe into batches of complete, newline-terminated lines of at
 /// most `MAX_LINE` bytes each.
-fn spawn_reader<R>(pipe: R, tx: mpsc::Sender<Vec<u8>>) -> JoinHandle<()>
+/// Secrets are redacted from the raw bytes, before lines are cut, so a
+/// value split across two reads (or two lines cut at `MAX_LINE`) is caught.
+fn spawn_reader<R>(pipe: R, tx: mpsc::Sender<Vec<u8>>, mut redact: Stream) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
@@ -594,12 +717,16 @@ where
         let mut reader = BufReader::with_capacity(READ_CHUNK, pipe);
         let mut partial: Vec<u8> = Vec::new();
         loop {
-            let chunk = match reader.fill_buf().await {
+            let raw = match reader.fill_buf().await {
                 Ok([]) => break,
                 Ok(chunk) => chunk,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
             };
+            let consumed = raw.len();
+            let clean = redact.push(raw);
+            reader.consume(consumed);
+            let chunk = clean.as_slice();
             let mut batch = Vec::new();
             let mut rest = chunk;
             while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
@@ -613,8 +740,6 @@ where
                 rest = &rest[nl + 1..];
             }
             partial.extend_from_slice(rest);
-            let consumed = chunk.len();
-            reader.consume(consumed);
             if partial.len() > MAX_LINE {
                 let keep = utf8_cut(&partial, partial.len() - partial.len() % MAX_LINE);
                 push_line(&mut batch, &partial[..keep]);
@@ -624,6 +749,7 @@ where
                 return;
             }
         }
+        partial.extend(redact.finish());
         if !partial.is_empty() {
             let mut batch = Vec::new();
             push_line(&mut batch, &partial);
@@ -692,6 +818,8 @@ mod tests {
             idle: None,
             grace,
             token: unique_token("ralph-test"),
+            seal: None,
+            redact: Arc::default(),
         };
         Agent { dir, spec }
     }
@@ -908,6 +1036,44 @@ mod tests {
         let exit = bounded(a.spec.clone(), on_line, rx).await;
         assert_eq!(exit.stopped, Some(StopReason::Interrupted));
         assert_eq!(seen_in_log.as_deref(), Some("first\n"));
+    }
+
+    #[tokio::test]
+    async fn a_sealed_child_gets_its_environment_only_and_its_secrets_are_redacted() {
+        let mut a = agent(
+            "env\nprintf 'key=%s\\n' \"$API_KEY\"\n",
+            TEST_LIMIT,
+            Duration::from_secs(2),
+        );
+        let path = std::env::var("PATH").unwrap_or_default();
+        a.spec.seal = Some(Seal {
+            env: vec![
+                ("PATH".into(), path),
+                ("API_KEY".into(), "sk-test-0123456789".into()),
+            ],
+            bwrap: None,
+        });
+        a.spec.redact = Arc::new(Secrets::new(["sk-test-0123456789"]));
+        let log = a.spec.log_path.clone();
+        let (exit, lines) = run(a.spec).await;
+        assert_eq!(exit.code, Some(0));
+        let names: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .filter(|k| k.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .collect();
+        // bash adds PWD, SHLVL and `_` of its own; nothing of ours leaks.
+        for k in &names {
+            assert!(
+                ["PATH", "API_KEY", "DIR", TOKEN_VAR, "PWD", "SHLVL", "OLDPWD", "_"].contains(k),
+                "{k} leaked into a sealed child"
+            );
+        }
+        assert!(lines.contains(&"key=***".to_string()), "{lines:?}");
+        assert!(lines.contains(&"API_KEY=***".to_string()), "{lines:?}");
+        let logged = fs::read_to_string(log).unwrap();
+        assert!(!logged.contains("sk-test-0123456789"), "{logged}");
+        assert!(logged.contains("key=***"));
     }
 
     #[tokio::test]

@@ -339,7 +339,15 @@ impl RunLog {
     /// deleting the oldest runs, and creates this run's file.
     pub(crate) fn create(root: &Path, unix_now: i64, limit: u64) -> io::Result<RunLog> {
         let dir = runs_dir(root);
-        fs::create_dir_all(&dir)?;
+        {
+            // Records hold what agents printed: the user's eyes only.
+            use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)?;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+        }
         let taken = list_runs(root);
         let id = new_run_id(unix_now, &taken);
         let mut resumes = None;
@@ -349,7 +357,14 @@ impl RunLog {
             }
         }
         let path = run_path(root, &id);
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&path)?
+        };
         let mut w = Writer {
             file: Some(file),
             dir_bytes: dir_size(&dir),

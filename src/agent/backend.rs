@@ -108,6 +108,55 @@ impl Backend {
     pub(crate) fn env_remove(self) -> &'static [&'static str] {
         &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"]
     }
+
+    /// The variables this CLI needs (names or `PREFIX_*` globs): the only
+    /// ones of ralph's environment it receives besides the sandbox's base
+    /// list (`sandbox::allowed_env`). From each CLI's documentation and
+    /// ../shared/notes/agents.md.
+    pub(crate) fn env_names(self) -> &'static [&'static str] {
+        match self {
+            Backend::Claude => &[
+                "ANTHROPIC_*",
+                "CLAUDE_CODE_*",
+                "CLAUDE_CONFIG_DIR",
+                "IS_SANDBOX",
+                "API_TIMEOUT_MS",
+                "BASH_DEFAULT_TIMEOUT_MS",
+                "BASH_MAX_TIMEOUT_MS",
+                "CLAUDE_STREAM_FIRST_BYTE_TIMEOUT_MS",
+                "DISABLE_AUTOUPDATER",
+                "DISABLE_TELEMETRY",
+                "DISABLE_ERROR_REPORTING",
+            ],
+            Backend::Codex => &["OPENAI_*", "CODEX_*"],
+            Backend::Gemini => &["GEMINI_*", "GOOGLE_*"],
+            Backend::Agy => &["GEMINI_*", "GOOGLE_*", "ANTIGRAVITY_*"],
+            Backend::Opencode => &["OPENCODE_*", "ANTHROPIC_*", "OPENAI_*"],
+            Backend::Cursor => &["CURSOR_*"],
+            Backend::Amp => &["AMP_*"],
+            Backend::Custom => &[],
+        }
+    }
+
+    /// Where the CLI keeps its login, settings and sessions, relative to
+    /// `$HOME`: shown read-write inside the sandbox so a subscription login
+    /// keeps working.
+    pub(crate) fn state_paths(self) -> &'static [&'static str] {
+        match self {
+            Backend::Claude => &[".claude", ".claude.json"],
+            Backend::Codex => &[".codex"],
+            Backend::Gemini => &[".gemini"],
+            Backend::Agy => &[".gemini", ".antigravity"],
+            Backend::Opencode => &[
+                ".config/opencode",
+                ".local/share/opencode",
+                ".local/state/opencode",
+            ],
+            Backend::Cursor => &[".cursor", ".config/cursor"],
+            Backend::Amp => &[".config/amp", ".local/share/amp"],
+            Backend::Custom => &[],
+        }
+    }
 }
 
 /// The output decoder of a backend whose JSON is not Claude Code's.

@@ -28,13 +28,15 @@ pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
         }
     }
     // Every agent CLI the backlog would run must be installed.
-    run::resolve_agents(&project, project.config.agent_name)?;
+    let agents = run::resolve_agents(&project, project.config.agent_name)?;
+    let sandbox = run::sandbox_line(&project, &agents)?;
     let edges = project.dag.graph.edge_count();
     println!(
         "ok: {} stories, {} dependency edges, no problems",
         project.backlog.stories.len(),
         edges
     );
+    println!("sandbox: {sandbox}");
     warn_if_empty(&project);
     Ok(EXIT_OK)
 }

@@ -24,6 +24,8 @@ pub(crate) enum Kind {
     Agents,
     /// `[{"name", "cmd", "required"}]`.
     ValidationCommands,
+    /// An object whose values are strings.
+    StringMap,
     /// Anything: ralph does not read the value.
     Any,
 }
@@ -356,6 +358,52 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         Kind::Uint { min: 1 },
         "Most megabytes `.ralph/runs/` (the run records) may hold; the oldest runs' \
          records go first.",
+    ),
+    key(
+        "sandbox.mode",
+        Kind::Str,
+        "How agents (and the validation commands that run their code) are sealed \
+         (docs/security.md). `auto`: inside bubblewrap when `bwrap` is installed and works \
+         (probed once per run), else with the environment allowlist and redaction alone and \
+         one warning line; `bwrap`: refuse to run (exit 2) without a working bubblewrap; \
+         `off`: no allowlist, no redaction, no confinement (ralph before 0.2).",
+    ),
+    key(
+        "sandbox.env.pass",
+        Kind::Strings,
+        "More variables agents receive, by name or `PREFIX_*` glob, besides the base list \
+         (`PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LC_*`, `TERM`, `TZ`, `TMPDIR`, \
+         `RALPH_*`) and their own CLI's variables.",
+    ),
+    key(
+        "sandbox.env.set",
+        Kind::StringMap,
+        "Variables given to agents and validation commands with these values, \
+         e.g. `{\"NODE_ENV\": \"test\"}`.",
+    ),
+    key(
+        "sandbox.redact",
+        Kind::Strings,
+        "More variables (names or globs) whose values are replaced by `***` wherever ralph \
+         writes or shows agent output; names with KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL or \
+         AUTH are redacted anyway.",
+    ),
+    key(
+        "sandbox.allow_read",
+        Kind::Strings,
+        "More paths (absolute or `~/...`) an agent sees read-only inside bubblewrap.",
+    ),
+    key(
+        "sandbox.allow_write",
+        Kind::Strings,
+        "More paths (absolute or `~/...`) an agent sees read-write inside bubblewrap \
+         (a cache such as `~/.cargo`, say).",
+    ),
+    key(
+        "sandbox.network",
+        Kind::Bool,
+        "`false` cuts the network of validation commands inside bubblewrap; agents keep \
+         theirs (they need their API).",
     ),
     key(
         "landing.mode",

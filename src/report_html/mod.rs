@@ -351,6 +351,11 @@ pub(crate) fn default_path(root: &Path) -> PathBuf {
 pub(crate) fn write(root: &Path, run: Option<&str>, out: &Path) -> anyhow::Result<usize> {
     let page = render(&load(root, run)?);
     crate::store::write_atomic(out, page.as_bytes())
+        .and_then(|()| {
+            // It shows what agents printed: the user's eyes only.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(out, std::fs::Permissions::from_mode(0o600))
+        })
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     Ok(page.len())
 }

@@ -215,6 +215,36 @@ async fn postmortem(
     if spec.args.first().is_some_and(|a| a == "--resume") {
         spec.args.drain(..2);
     }
+    // Its sandbox needs the branch's stand-in again (collected after the
+    // attempt), and gives it back after.
+    let slot = spec
+        .cwd
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if spec.seal.as_ref().is_some_and(|s| s.bwrap.is_some()) {
+        let (program, wt, branch, slot2) = (
+            spec.program.clone(),
+            spec.cwd.clone(),
+            project::story_branch(id),
+            slot.clone(),
+        );
+        let again = blocking(ctx, move |c| {
+            c.seal
+                .for_agent(&c.git, backend, &program, &slot2, &wt, &branch)
+        })
+        .await
+        .and_then(|r| r);
+        match again {
+            Ok(seal) => spec.seal = seal,
+            Err(e) => {
+                ctx.log.line(&format!(
+                    "postmortem of story {id} attempt {n} skipped: cannot seal it: {e}"
+                ));
+                return;
+            }
+        }
+    }
     let mut parser = OutputParser::for_backend(backend);
     ctx.log
         .line(&format!("postmortem of story {id} attempt {n}"));
@@ -227,6 +257,7 @@ async fn postmortem(
         control.clone(),
     )
     .await;
+    let _ = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot)).await;
     let summary = parser.finish();
     report.usage += summary.usage;
     report.cost_usd += summary.cost_usd.unwrap_or(0.0);
@@ -564,6 +595,24 @@ async fn run_attempt(
             ("RALPH_PROJECT_DIR", &root_s),
         ]);
         agent_env.push(ceiling(&ctx.root));
+        let (program2, wt2, b2) = (program.clone(), wt_path.clone(), branch.clone());
+        let slot_name = project::slot_worktree(&ctx.root, req.slot).0;
+        let seal = match blocking(&ctx, move |c| {
+            c.seal
+                .for_agent(&c.git, backend, &program2, &slot_name, &wt2, &b2)
+        })
+        .await
+        .and_then(|r| r)
+        {
+            Ok(seal) => seal,
+            Err(e) => {
+                report.verdict = Verdict::Fault {
+                    reason: format!("could not seal the attempt of story {id}: {e}"),
+                    kind: FaultKind::Transient,
+                };
+                break 'attempt;
+            }
+        };
         let spec_run = AttemptSpec {
             program,
             args,
@@ -581,6 +630,8 @@ async fn run_attempt(
                 .then(|| Duration::from_secs(ctx.config.idle_timeout_secs)),
             grace: Duration::from_secs(ctx.config.grace_secs),
             token: project::attempt_token(&ctx.tag, &id, n),
+            seal,
+            redact: ctx.seal.secrets.clone(),
         };
         let now = crate::timefmt::now_secs();
         let mut parser = OutputParser::for_backend(backend)
@@ -608,6 +659,15 @@ async fn run_attempt(
         ctx.log.line(&format!("agent start story {id} attempt {n}"));
         let postmortem_spec = spec_run.clone();
         let exit = process::run_attempt(spec_run, on_line, control.clone()).await;
+        // A confined agent committed on its branch's stand-in: the real
+        // branch follows before anything looks at it.
+        let slot_name = project::slot_worktree(&ctx.root, req.slot).0;
+        if let Ok(Err(e)) = blocking(&ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
+            ctx.log.line(&format!(
+                "story {id} attempt {n}: the sandbox's commits could not be brought onto its \
+                 branch ({e}); they stay in .git/ralph-sandbox until the next run"
+            ));
+        }
         let summary = parser.finish();
         report.duration = started.elapsed();
         report.usage = summary.usage;

@@ -35,6 +35,8 @@ pub(crate) struct RunContext {
     /// This run's records (`None` when `.ralph/runs/` cannot be written:
     /// records are worth a log line, not the run).
     pub(crate) runlog: Option<crate::runlog::RunLog>,
+    /// How children are sealed: environment, redaction, bubblewrap.
+    pub(crate) seal: super::seal::RunSeal,
 }
 
 /// Where `landing.mode: pr` sends work.
@@ -97,7 +99,16 @@ pub(crate) async fn run_hook(
     if cmd.trim().is_empty() {
         return None;
     }
-    match process::run_shell(cmd, cwd, env, timeout).await {
+    // Hooks in or about the worktree may run the agent's code: they get
+    // the allowlisted environment, and their output is redacted.
+    let sealed = matches!(name, "pre_worktree" | "pre_story" | "post_story");
+    let (seal, redact) = match sealed {
+        true => (ctx.seal.for_hook(), ctx.seal.secrets.clone()),
+        false => (None, Default::default()),
+    };
+    let (_control_tx, control) = tokio::sync::watch::channel(process::Control::Run);
+    let ran = process::run_shell_sealed(cmd, cwd, env, timeout, control, None, seal, redact).await;
+    match ran {
         Ok(r) if r.success => None,
         Ok(r) => Some(format!(
             "hook {name} {}: {}",

@@ -348,13 +348,19 @@ async fn validate_merged(
             ("RALPH_STORY", &req.id),
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
         ]);
-        let run = process::run_shell_controlled(
+        // It runs code the agents wrote: sealed like them (issue 22).
+        let seal = ctx
+            .seal
+            .for_validation(&ctx.git, &path, project::VALIDATE_WORKTREE);
+        let run = process::run_shell_sealed(
             &v.cmd,
             path.clone(),
             env,
             ctx.timeout,
             control.clone(),
             Some(&log),
+            seal,
+            ctx.seal.secrets.clone(),
         );
         match run.await {
             Ok(r) if r.success => {}

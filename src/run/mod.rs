@@ -18,6 +18,7 @@ mod model;
 mod notify;
 mod record;
 mod recover;
+pub(crate) mod seal;
 mod split;
 mod transition;
 
@@ -128,6 +129,33 @@ pub(crate) fn resolve_agents(
     Ok(out)
 }
 
+/// How this run seals its children, probed once (`bwrap` mode without a
+/// working bubblewrap is a usage error), and the backends it may run.
+fn run_seal(
+    project: &Project,
+    agents: &HashMap<Backend, (String, Vec<String>)>,
+) -> Result<(seal::RunSeal, Vec<Backend>), RalphError> {
+    let mut backends: Vec<Backend> = agents.keys().copied().collect();
+    backends.sort_by_key(|b| b.name());
+    let s = seal::RunSeal::new(&project.config, &backends).map_err(|e| {
+        RalphError::usage(e).with_hint(format!(
+            "{}, or set sandbox.mode to \"auto\" (the allowlist alone when bubblewrap is \
+             missing) in {}",
+            crate::sandbox::INSTALL_HINT,
+            crate::paths::CONFIG
+        ))
+    })?;
+    Ok((s, backends))
+}
+
+/// `ralph validate`'s line: the sandbox mode a run would use, and why.
+pub(crate) fn sandbox_line(
+    project: &Project,
+    agents: &HashMap<Backend, (String, Vec<String>)>,
+) -> Result<String, RalphError> {
+    Ok(run_seal(project, agents)?.0.decision.why)
+}
+
 /// The branch stories land on: prd.json's `branchName`, else the main
 /// checkout's branch.
 pub(crate) fn target_branch(project: &Project, git: &Git) -> Result<String> {
@@ -204,6 +232,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         })?,
     };
     let agents = resolve_agents(&project, backend)?;
+    let (run_seal, backends) = run_seal(&project, &agents)?;
     // Pull-request landing needs the GitHub CLI: said now, not after the work.
     let pr = match &project.config.pr_remote {
         Some(remote) => Some(context::PrLanding {
@@ -228,7 +257,12 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         if !paths::landing_intent_path(root).exists() {
             refuse_uncommitted_backlog(&project, &git, &target)?;
         }
-        return dry_run(&project, &opts);
+        return dry_run(&project, &opts, &run_seal, &backends);
+    }
+    if let Some(w) = crate::sandbox::unconfined_warning(&run_seal.decision) {
+        if !crate::ui::get().quiet {
+            eprintln!("{}", crate::ui::paint_tag(&w, crate::ui::stderr_colors()));
+        }
     }
 
     refuse_a_setup_that_cannot_sign(&git)?;
@@ -238,6 +272,14 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         opts.log.clone().unwrap_or_else(|| paths::tech_log(root)),
     ));
     let tag = project::project_tag(root);
+    // Logs made by an older ralph were world-readable; they hold agent output.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let logs = crate::paths::logs_dir(root);
+        if logs.is_dir() {
+            let _ = std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o700));
+        }
+    }
     if git.branch_tip(&target)?.is_none() {
         // prd.json names a branch that does not exist yet: start it at HEAD.
         let head = git.head_commit_of_worktree(&git.workdir).ok().flatten();
@@ -259,6 +301,13 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // dealt with before the checkout is judged: they are ours, not the user's.
     process::set_shell_token_prefix(&tag);
     recover::recover_processes_and_git(root, &git, &target, &tag, &log)?;
+    // Commits a killed run's sandboxed agents made on their branch's
+    // stand-in go onto the real branch before anything judges the branch.
+    for (slot, r) in git.sandbox_refs_collect_all() {
+        log.line(&format!(
+            "sandbox refs of {slot} left by a killed run: {r:?}"
+        ));
+    }
     refuse_uncommitted_backlog(&project, &git, &target)?;
     refuse_dirty_checkout(root, &git)?;
 
@@ -308,6 +357,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         review: config.review && !opts.land,
         pr: pr.clone(),
         runlog,
+        seal: run_seal,
     });
     let mut policy = model::Policy {
         jobs,
@@ -765,7 +815,12 @@ fn on_complete(ctx: &context::RunContext, model: &model::Model, code: i32, elaps
 }
 
 /// `ralph run -d`: the plan and each prompt's head; nothing is changed.
-fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
+fn dry_run(
+    project: &Project,
+    opts: &RunOptions,
+    seal: &seal::RunSeal,
+    backends: &[Backend],
+) -> Result<i32> {
     let state = store::load_state(&project.root).map_err(|p| RalphError::BadInput(vec![p]))?;
     let b = &project.backlog;
     let first = opts
@@ -787,6 +842,16 @@ fn dry_run(project: &Project, opts: &RunOptions) -> Result<i32> {
         .into_iter()
         .filter(|&i| selection.chosen[i])
         .collect();
+    println!("[DRY RUN] sandbox: {}", seal.decision.why);
+    for b in backends {
+        if let Some(names) = seal.agent_env_names(*b) {
+            println!(
+                "[DRY RUN] the {} agent's environment (names only): {}",
+                b.name(),
+                names.join(" ")
+            );
+        }
+    }
     println!(
         "[DRY RUN] plan ({} stories; nothing will be changed):",
         order.len()

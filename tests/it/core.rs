@@ -570,6 +570,8 @@ fn a_prd_json_backlog_lands_on_its_branch_and_sets_passes() {
 }
 "#,
     );
+    // The fake agent leaves evidence under $SCRATCH, outside a sandbox's reach.
+    p.write(".ralph/config.json", r#"{ "sandbox": { "mode": "off" } }"#);
     p.commit_all("prd");
     p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; grep -q "Needs the first\|Start" "$PROMPT_FILE" || exit 3; commit_file "src/$ID.txt"; done_"#);
     let r = p.ralph(&["run"]);

@@ -194,6 +194,15 @@ impl Project {
         c
     }
 
+    /// `ralph` with these variables added to (or replacing) its environment.
+    pub fn ralph_with(&self, args: &[&str], env: &[(&str, &str)]) -> RunResult {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        self.run_to_end(c, args)
+    }
+
     /// Runs ralph to completion. A run that hangs fails the test after
     /// five minutes instead of hanging the suite.
     pub fn ralph(&self, args: &[&str]) -> RunResult {
@@ -422,14 +431,21 @@ pub fn quiet_extras(config: &str) -> String {
         return config.to_string();
     };
     let mut extra = String::new();
-    for key in ["decomposition", "postmortem"] {
+    // The sandbox too: fake agents leave evidence under $SCRATCH and read
+    // variables the tests set, which a sealed agent cannot; the sandbox's
+    // own tests (`sandbox.rs`) turn it on.
+    for (key, off) in [
+        ("decomposition", "{ \"enabled\": false }"),
+        ("postmortem", "{ \"enabled\": false }"),
+        ("sandbox", "{ \"mode\": \"off\" }"),
+    ] {
         if !obj.contains_key(key) {
             let sep = if obj.is_empty() && extra.is_empty() {
                 ""
             } else {
                 ", "
             };
-            extra.push_str(&format!("{sep}\"{key}\": {{ \"enabled\": false }}"));
+            extra.push_str(&format!("{sep}\"{key}\": {off}"));
         }
     }
     let end = config.rfind('}').expect("a JSON object ends with }");

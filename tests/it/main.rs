@@ -21,6 +21,7 @@ mod newcomer;
 mod parallel;
 mod realcli;
 mod review;
+mod sandbox;
 mod scheduling;
 mod signing;
 mod split;

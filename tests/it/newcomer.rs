@@ -537,6 +537,8 @@ fn reset_of_a_landed_prd_story_sets_passes_back() {
 }
 "#;
     p.write("prd.json", prd);
+    // The fake agent leaves evidence under $SCRATCH, outside a sandbox's reach.
+    p.write(".ralph/config.json", r#"{ "sandbox": { "mode": "off" } }"#);
     p.commit_all("prd");
     p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
     assert_eq!(p.ralph(&["run"]).code, 0);

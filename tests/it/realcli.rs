@@ -513,3 +513,54 @@ fn codex_usage_limit_pauses_until_its_reset_then_lands() {
     assert_eq!(outcomes, ["rate_limited", "done"]);
     assert!(r.stderr.contains("usage/rate limit"), "{r:?}");
 }
+
+/// `sandbox.mode: bwrap` for the real CLIs (issue 22); `pass` adds names to
+/// the allowlist.
+fn sandboxed(pass: &[&str]) -> String {
+    let pass: Vec<String> = pass.iter().map(|n| format!("\"{n}\"")).collect();
+    format!(
+        r#"{{ "loop": {{ "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 300 }},
+  "sandbox": {{ "mode": "bwrap", "env": {{ "pass": [{}] }} }} }}"#,
+        pass.join(", ")
+    )
+}
+
+/// Real Claude Code inside ralph's bubblewrap sandbox lands its stories:
+/// its variables pass the allowlist, it finds its own executable tree, and
+/// it is told it is sandboxed (`IS_SANDBOX=1`, set by ralph here).
+#[test]
+fn claude_code_lands_inside_the_sandbox() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let Some(cli) = clis::installed(&CLAUDE) else {
+        return;
+    };
+    let api = FakeApi::start(|req: &Request| anthropic::work(req));
+    let p = project_with_cli(THREE, &sandboxed(&[]), &cli, "claude");
+    let env: Vec<(&str, String)> = claude_env(&api, Auth::ApiKey)
+        .into_iter()
+        .filter(|(k, _)| *k != "IS_SANDBOX")
+        .collect();
+    let r = run(&p, &["run"], &env);
+    assert_three_landed(&p, &r);
+    assert!(!p
+        .read(".ralph/logs/1.1/attempt-1.log")
+        .contains("sk-ant-fake-000"));
+}
+
+/// Real Codex inside the sandbox: its scripted provider's key is passed by
+/// `sandbox.env.pass` (a provider's `env_key` is the user's own name).
+#[test]
+fn codex_lands_inside_the_sandbox() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let Some(cli) = clis::installed(&CODEX) else {
+        return;
+    };
+    let api = FakeApi::start(|req: &Request| openai::work(req));
+    let p = project_with_cli(THREE, &sandboxed(&["SCRIPTED_API_KEY"]), &cli, "codex");
+    let r = run(&p, &["run", "--agent", "codex"], &codex_env(&p, &api));
+    assert_three_landed(&p, &r);
+}

@@ -1,0 +1,214 @@
+//! How this run seals its children (issue 22, SPEC 9): decided once at the
+//! start (`RunSeal::new` probes bubblewrap), then applied to each agent
+//! attempt, validation command and worktree hook. The decisions are
+//! `crate::sandbox`'s; this file reads the machine for them and hands
+//! `process` the result.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::agent::Backend;
+use crate::config::Config;
+use crate::gitops::Git;
+use crate::process::{self, Seal};
+use crate::redact::Secrets;
+use crate::sandbox::{self, mounts, Decision, Settings};
+
+/// The run's sealing, shared by every attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct RunSeal {
+    pub(crate) decision: Decision,
+    bwrap: Option<PathBuf>,
+    /// What every sealed child's output is cleaned of.
+    pub(crate) secrets: Arc<Secrets>,
+    host: Vec<(String, String)>,
+    settings: Settings,
+    system: Vec<mounts::SystemDir>,
+    system_extras: Vec<PathBuf>,
+    home: PathBuf,
+}
+
+fn host_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+impl RunSeal {
+    /// Decides the mode (probing bubblewrap once, unless `sandbox.mode` is
+    /// off); `Err` is the message of a `bwrap` mode that cannot be had.
+    pub(crate) fn new(config: &Config, backends: &[Backend]) -> Result<RunSeal, String> {
+        let host = host_env();
+        let path = host
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let mut bwrap = None;
+        let decision = sandbox::decide(config.sandbox.mode, cfg!(target_os = "linux"), || {
+            let (probe, found) = process::probe_bwrap(&path);
+            bwrap = found;
+            probe
+        })?;
+        let names: Vec<&str> = backends
+            .iter()
+            .flat_map(|b| b.env_names().iter().copied())
+            .collect();
+        let secrets = if decision.seal {
+            Secrets::new(sandbox::secret_values(&host, &names, &config.sandbox))
+        } else {
+            Secrets::default()
+        };
+        let home = host
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap_or_default();
+        Ok(RunSeal {
+            bwrap: bwrap.filter(|_| decision.confine),
+            decision,
+            secrets: Arc::new(secrets),
+            host,
+            settings: config.sandbox.clone(),
+            system: sandbox::gather_system(),
+            system_extras: sandbox::gather_system_extras(),
+            home,
+        })
+    }
+
+    /// The environment a child of `backend` gets (`None`: a hook or a
+    /// validation command, which get no CLI's variables).
+    fn env(&self, backend: Option<Backend>, confined: bool) -> Vec<(String, String)> {
+        let (names, remove) = match backend {
+            Some(b) => (b.env_names(), b.env_remove()),
+            None => (&[][..], &[][..]),
+        };
+        sandbox::allowed_env(&self.host, names, remove, &self.settings, confined)
+    }
+
+    /// The names (never the values) an agent of `backend` receives, for
+    /// `ralph run -d`; `None` when nothing is sealed.
+    pub(crate) fn agent_env_names(&self, backend: Backend) -> Option<Vec<String>> {
+        self.decision.seal.then(|| {
+            self.env(Some(backend), self.decision.confine)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect()
+        })
+    }
+
+    /// A worktree hook's seal: the allowlisted environment, not confined
+    /// (hooks are the user's commands, with the user's reach).
+    pub(crate) fn for_hook(&self) -> Option<Seal> {
+        self.decision.seal.then(|| Seal {
+            env: self.env(None, false),
+            bwrap: None,
+        })
+    }
+
+    fn layout(
+        &self,
+        git: &Git,
+        env: &[(String, String)],
+        work: &Path,
+        admin: &str,
+    ) -> mounts::Layout {
+        let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default();
+        let tools = path
+            .split(':')
+            .filter(|d| !d.is_empty() && Path::new(d).is_dir())
+            .map(|d| canon(Path::new(d)))
+            .collect();
+        let home = env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap_or_else(|| self.home.clone());
+        mounts::Layout {
+            system: self.system.clone(),
+            system_extras: self.system_extras.clone(),
+            home_ro: sandbox::existing_under(&home, &[".gitconfig", ".config/git"]),
+            home,
+            state: Vec::new(),
+            tools,
+            allow_read: self.settings.allow_read.clone(),
+            allow_write: self.settings.allow_write.clone(),
+            project: canon(&git.workdir),
+            git_dir: git.git_dir.clone(),
+            git_rw: vec![
+                git.git_dir.join("objects"),
+                git.git_dir.join("worktrees").join(admin),
+            ],
+            overlays: Vec::new(),
+            work: canon(work),
+        }
+    }
+
+    /// An agent attempt's seal in worktree `work` (slot `slot`) on story
+    /// branch `branch`: inside bubblewrap when the run confines, with the
+    /// story branch's private stand-in made (`gitops::sandbox`). Blocking
+    /// (git). `None` when nothing is sealed.
+    pub(crate) fn for_agent(
+        &self,
+        git: &Git,
+        backend: Backend,
+        program: &str,
+        slot: &str,
+        work: &Path,
+        branch: &str,
+    ) -> Result<Option<Seal>, String> {
+        if !self.decision.seal {
+            return Ok(None);
+        }
+        let env = self.env(Some(backend), self.bwrap.is_some());
+        let Some(bwrap) = &self.bwrap else {
+            return Ok(Some(Seal { env, bwrap: None }));
+        };
+        let mut layout = self.layout(git, &env, work, slot);
+        layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default();
+        if let Some(found) = sandbox::which(program, path, work) {
+            layout.tools.extend(sandbox::gather_exe_tree(&found));
+        }
+        let refs = git
+            .sandbox_refs_prepare(slot, branch)
+            .map_err(|e| format!("cannot prepare the sandbox's refs: {e}"))?;
+        layout.overlays = refs.overlays;
+        let plan = mounts::plan(&layout);
+        // Agents keep the network: they need their API.
+        let args = mounts::bwrap_args(&plan, true, &layout.work);
+        Ok(Some(Seal {
+            env,
+            bwrap: Some((bwrap.clone(), args)),
+        }))
+    }
+
+    /// A validation command's seal in the merge queue's worktree `work`
+    /// (git's worktree `admin`): the allowlisted environment, and inside
+    /// bubblewrap (without the network when `sandbox.network` is false)
+    /// when the run confines.
+    pub(crate) fn for_validation(&self, git: &Git, work: &Path, admin: &str) -> Option<Seal> {
+        if !self.decision.seal {
+            return None;
+        }
+        let env = self.env(None, self.bwrap.is_some());
+        let bwrap = self.bwrap.as_ref().map(|b| {
+            let layout = self.layout(git, &env, work, admin);
+            let plan = mounts::plan(&layout);
+            (
+                b.clone(),
+                mounts::bwrap_args(&plan, self.settings.network, &layout.work),
+            )
+        });
+        Some(Seal { env, bwrap })
+    }
+}
