@@ -3,6 +3,7 @@
 
 use crate::agent::{self, Backend};
 use crate::report::Message;
+use crate::runlog::{Ev, PauseWhy};
 use crate::schedule::{Bounds, Fewer, Jobs, Node};
 use crate::state::AttemptKind;
 
@@ -10,6 +11,7 @@ use super::finish::budget_spent;
 use super::limits::halt;
 use crate::run::events::{Action, AttemptRequest, Now};
 use crate::run::model::{Change, Fatal, Model, Policy};
+use crate::run::record;
 
 /// Starts what can start.
 pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
@@ -24,6 +26,11 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         // Nothing new starts; what runs finishes and lands.
         if model.sched().next().is_some() {
             out.push(Action::Log(spent.clone()));
+            out.push(Action::Record(Ev::Pause {
+                why: PauseWhy::Budget,
+                agent: None,
+                until: None,
+            }));
             model.fatal = Some(Fatal::NeedsPerson(spent));
         }
         return;
@@ -217,7 +224,7 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
             .map(|s| format!(", resuming session {s}"))
             .unwrap_or_default()
     )));
-    out.push(Action::StartAttempt(AttemptRequest {
+    let req = AttemptRequest {
         idx,
         slot,
         attempt,
@@ -226,5 +233,7 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
         note,
         resume,
         agent,
-    }));
+    };
+    out.push(Action::Record(record::attempt_start(model, &req)));
+    out.push(Action::StartAttempt(req));
 }

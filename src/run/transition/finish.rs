@@ -93,7 +93,7 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
 }
 
 /// The budget that is spent, in words, if one is.
-pub(crate) fn budget_spent(model: &Model) -> Option<String> {
+pub(super) fn budget_spent(model: &Model) -> Option<String> {
     let b = model.policy.budget;
     if let Some(max) = b.run_usd.filter(|&m| model.run_cost_usd >= m) {
         return Some(format!(

@@ -6,9 +6,11 @@ use crate::report::{self, Message};
 use crate::state::{AttemptKind, Fixup, FixupCause, Note, Outcome};
 
 use super::limits::halt;
-use super::outcome::{count_failure, kind_of, redo_note};
+use super::outcome::{count_failure, failed_for_good, kind_of, redo_note};
 use crate::run::events::{Action, LandResult, Now};
 use crate::run::model::{Change, Fatal, Landing, Model, Policy};
+use crate::run::record;
+use crate::runlog::Ev;
 
 pub(super) fn send_to_landing(
     model: &mut Model,
@@ -23,12 +25,13 @@ pub(super) fn send_to_landing(
         idx,
         attempt,
         iteration,
+        since: None,
     });
 }
 
 /// The merge queue lands one story at a time, in arrival order; once the
 /// run is stopping, what waits stays `landing` for the next run.
-pub(super) fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
+pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     if model.stopping() {
         while let Some(Landing { idx, .. }) = model.land_queue.pop_front() {
             model.apply(idx, Change::LandingInterrupted);
@@ -41,8 +44,13 @@ pub(super) fn next_landing(model: &mut Model, out: &mut Vec<Action>) {
     if model.landing.is_some() {
         return;
     }
-    if let Some(next) = model.land_queue.pop_front() {
+    if let Some(mut next) = model.land_queue.pop_front() {
+        next.since = Some(now.mono);
         model.landing = Some(next);
+        out.push(Action::Record(Ev::LandStart {
+            story: model.id(next.idx).to_string(),
+            attempt: next.attempt,
+        }));
         out.push(Action::Land {
             idx: next.idx,
             attempt: next.attempt,
@@ -75,6 +83,16 @@ pub(super) fn landing_finished(
     out: &mut Vec<Action>,
 ) {
     let idx = landing.idx;
+    let secs = landing
+        .since
+        .map(|t| now.mono.saturating_duration_since(t).as_secs_f64())
+        .unwrap_or(0.0);
+    out.push(Action::Record(record::land_end(
+        model.id(idx),
+        landing.attempt,
+        &result,
+        secs,
+    )));
     if result != LandResult::Raced {
         model.races.remove(&idx);
     }
@@ -243,6 +261,7 @@ pub(super) fn landing_finished(
                     conflicts: n,
                     blocked: blocked.len(),
                 }));
+                failed_for_good(model, idx, out);
             } else {
                 model.state.set_note(&id, Some(note));
             }
@@ -282,7 +301,7 @@ pub(super) fn landing_finished(
                 },
                 _ => redo_note(model, &id, &reason, saved_ref.as_deref(), after_fixup),
             };
-            count_failure(
+            if count_failure(
                 model,
                 idx,
                 &reason,
@@ -291,7 +310,9 @@ pub(super) fn landing_finished(
                 note,
                 now,
                 out,
-            );
+            ) {
+                failed_for_good(model, idx, out);
+            }
             out.push(Action::Save);
         }
         LandResult::CheckoutBlocked { paths } => {

@@ -1,15 +1,19 @@
 //! Pauses and stops: OS signals, the model API's faults, `halt` (nothing
 //! new starts) and `needs_person` (running agents stop too).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::control::Control;
 use crate::report::Message;
+use crate::runlog::{Ev, PauseWhy};
 
 use crate::run::events::{Action, Now, OsSignal};
 use crate::run::model::{Fatal, Model, Policy, SignalCount};
 
 pub(super) fn on_signal(model: &mut Model, sig: OsSignal, out: &mut Vec<Action>) {
+    out.push(Action::Record(Ev::Signal {
+        signal: sig.name().to_string(),
+    }));
     match model.signals {
         SignalCount::None => {
             model.signals = SignalCount::Once;
@@ -62,8 +66,7 @@ pub(super) fn api_fault(
             .min(Policy::MAX_BACKOFF)
             .min(max - waited)
             .max(Duration::from_secs(1));
-        let until = now.mono + wait;
-        model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
+        pause_new_work(model, now.mono + wait, out);
         out.push(Action::Say(Message::Fault {
             id: id.to_string(),
             reason: reason.to_string(),
@@ -118,4 +121,66 @@ pub(super) fn needs_person(model: &mut Model, message: String, out: &mut Vec<Act
         model.signals = SignalCount::Once;
     }
     out.push(Action::Control(Control::Stop));
+}
+
+/// The end of pauses: the fault backoff's (`pause_until`), agents' usage
+/// limits whose reset passed, the spacing of starts, the memory recheck.
+pub(super) fn on_timer(model: &mut Model, now: Now, out: &mut Vec<Action>) {
+    if model.pause_until.is_some_and(|t| now.mono >= t) {
+        model.pause_until = None;
+        out.push(Action::Record(Ev::Resume {
+            why: PauseWhy::Fault,
+            agent: None,
+        }));
+    }
+    if model.next_start_at.is_some_and(|t| now.mono >= t) {
+        model.next_start_at = None;
+    }
+    if model.recheck_at.is_some_and(|t| now.mono >= t) {
+        model.recheck_at = None;
+    }
+    let lifted: Vec<String> = model
+        .state
+        .paused_until
+        .iter()
+        .filter(|(_, until)| **until <= now.unix)
+        .map(|(agent, _)| agent.clone())
+        .collect();
+    if lifted.is_empty() {
+        return;
+    }
+    for agent in lifted {
+        model.state.paused_until.remove(&agent);
+        out.push(Action::Record(Ev::Resume {
+            why: PauseWhy::UsageLimit,
+            agent: Some(agent),
+        }));
+    }
+    out.push(Action::Save);
+}
+
+/// New work waits until `until` at least (a fault outside the story); the
+/// pause is recorded when it begins, not each time it grows.
+pub(super) fn pause_new_work(model: &mut Model, until: Instant, out: &mut Vec<Action>) {
+    if model.pause_until.is_none() {
+        out.push(Action::Record(Ev::Pause {
+            why: PauseWhy::Fault,
+            agent: None,
+            until: None,
+        }));
+    }
+    model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
+}
+
+/// An agent's usage limit holds until `until` (Unix seconds): kept in the
+/// state, so a restart during the pause honours it.
+pub(super) fn pause_agent(model: &mut Model, agent: String, until: i64, out: &mut Vec<Action>) {
+    if model.state.paused_until.get(&agent) != Some(&until) {
+        out.push(Action::Record(Ev::Pause {
+            why: PauseWhy::UsageLimit,
+            agent: Some(agent.clone()),
+            until: Some(until),
+        }));
+    }
+    model.state.paused_until.insert(agent, until);
 }

@@ -1,7 +1,14 @@
 //! Every decision of a run: `handle(model, event, now)` changes the model
 //! and returns the actions to carry out, in order. Retries, conflict
 //! limits, usage-limit pauses and backoff, one-job gating, the merge queue's
-//! order, `-n`, Ctrl-C once and twice, what is saved and what is said.
+//! order, `-n`, Ctrl-C once and twice, what is saved, what is said and
+//! what is recorded (`Action::Record`: the run's records are these
+//! decisions, never read back off the model).
+//!
+//! `handle` is the one entry; the decisions are split by what they decide:
+//! `dispatch` (choosing and starting attempts), `outcome` (an attempt's
+//! verdict), `landing` (the merge queue), `limits` (pauses, faults,
+//! signals, halting) and `finish` (totals, the budget, the exit code).
 //!
 //! Pure: no I/O, no clock (the caller passes `now`), no git, no tokio.
 
@@ -13,14 +20,15 @@ mod outcome;
 
 use crate::control::Control;
 use crate::report::Message;
+use crate::runlog::{Ev, PauseWhy};
 use crate::schedule::Node;
 
 use super::events::{Action, Event, Now};
 use super::model::{Fatal, Model};
 use dispatch::dispatch;
-pub(crate) use finish::{budget_spent, finish, totals};
+pub(crate) use finish::{finish, totals};
 use landing::{landing_finished, next_landing, send_to_landing};
-use limits::on_signal;
+use limits::{on_signal, on_timer};
 use outcome::attempt_finished;
 
 // What the table tests name unqualified (`use super::*`).
@@ -75,6 +83,11 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                     agent: agent.clone(),
                     wait_secs: (until - now.unix).max(0) as f64,
                 }));
+                out.push(Action::Record(Ev::Pause {
+                    why: PauseWhy::UsageLimit,
+                    agent: Some(agent.clone()),
+                    until: Some(*until),
+                }));
             }
             for idx in reland {
                 let attempt = model
@@ -99,25 +112,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
         },
         Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
         Event::Signal(sig) => on_signal(model, sig, &mut out),
-        Event::Timer => {
-            if model.pause_until.is_some_and(|t| now.mono >= t) {
-                model.pause_until = None;
-            }
-            if model.next_start_at.is_some_and(|t| now.mono >= t) {
-                model.next_start_at = None;
-            }
-            if model.recheck_at.is_some_and(|t| now.mono >= t) {
-                model.recheck_at = None;
-            }
-            let before = model.state.paused_until.len();
-            model
-                .state
-                .paused_until
-                .retain(|_, until| *until > now.unix);
-            if model.state.paused_until.len() != before {
-                out.push(Action::Save);
-            }
-        }
+        Event::Timer => on_timer(model, now, &mut out),
         Event::SaveFailed(error) => {
             out.push(Action::Say(Message::SaveFailed {
                 error: error.clone(),
@@ -134,7 +129,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             }
         }
     }
-    next_landing(model, &mut out);
+    next_landing(model, now, &mut out);
     dispatch(model, now, &mut out);
     out.push(Action::Totals(totals(model, Some(now))));
     coalesce_saves(out)

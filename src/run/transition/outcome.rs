@@ -9,9 +9,11 @@ use crate::report::{self, Message};
 use crate::state::{AttemptKind, AttemptRecord, Note, Outcome};
 
 use super::landing::send_to_landing;
-use super::limits::{api_fault, halt, needs_person};
+use super::limits::{api_fault, halt, needs_person, pause_agent, pause_new_work};
 use crate::run::events::{Action, AttemptReport, Now};
 use crate::run::model::{Change, Fatal, Model, Policy};
+use crate::run::record;
+use crate::runlog::Ev;
 
 pub(super) fn attempt_finished(
     model: &mut Model,
@@ -58,11 +60,15 @@ pub(super) fn attempt_finished(
             learnings: r.learnings.clone(),
         });
     }
-    let mut rec = AttemptRecord {
+    let reason = match &r.verdict {
+        Verdict::Failed { reason, .. } | Verdict::Fault { reason, .. } => Some(reason.clone()),
+        _ => None,
+    };
+    let rec = AttemptRecord {
         number: r.attempt,
         kind: Some(r.kind),
         outcome: r.verdict.outcome(),
-        reason: None,
+        reason,
         duration_secs: r.duration.as_secs_f64(),
         usage: r.usage,
         cost_usd: r.cost_usd,
@@ -73,6 +79,7 @@ pub(super) fn attempt_finished(
         resumed: r.resumed,
         children: r.children.clone(),
     };
+    out.push(Action::Record(record::attempt_end(&id, &rec)));
     // What an attempt that stopped early had done, for the next prompt.
     let stopped_early = matches!(
         r.verdict,
@@ -108,7 +115,6 @@ pub(super) fn attempt_finished(
         Verdict::Failed { reason, .. }
             if r.resumed && r.session_id.is_none() && report::tokens(&r.usage) == 0 =>
         {
-            rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
             model.apply(r.idx, Change::Requeue);
             let fixup = model
@@ -130,7 +136,6 @@ pub(super) fn attempt_finished(
         Verdict::Failed { reason, .. }
             if r.kind == AttemptKind::Decompose && model.policy.split_by_hand.is_some() =>
         {
-            rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
             model.apply(r.idx, Change::SplitRefused);
             let one_line = reason.replace('\n', " ");
@@ -149,7 +154,6 @@ pub(super) fn attempt_finished(
             out.push(Action::Save);
         }
         Verdict::Failed { reason, .. } => {
-            rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
             let note = redo_note(
                 model,
@@ -158,7 +162,7 @@ pub(super) fn attempt_finished(
                 r.saved_ref.as_deref(),
                 r.kind == AttemptKind::Fixup,
             );
-            count_failure(
+            let gone = count_failure(
                 model,
                 r.idx,
                 reason,
@@ -168,7 +172,10 @@ pub(super) fn attempt_finished(
                 now,
                 out,
             );
-            circuit_breaker(model, r.idx, reason, out);
+            // The breaker takes back what one shared cause failed.
+            if !circuit_breaker(model, r.idx, reason, out) && gone {
+                failed_for_good(model, r.idx, out);
+            }
         }
         Verdict::RateLimited { resets_at } => {
             model.state.push_history(&id, rec);
@@ -193,9 +200,7 @@ pub(super) fn attempt_finished(
                     out,
                 );
             } else {
-                // Kept in the state, so a restart during the pause honours it.
-                let until = now.unix + wait.as_secs() as i64;
-                model.state.paused_until.insert(agent, until);
+                pause_agent(model, agent, now.unix + wait.as_secs() as i64, out);
                 out.push(Action::Say(Message::RateLimited {
                     id: id.clone(),
                     wait_secs: wait.as_secs_f64(),
@@ -209,7 +214,6 @@ pub(super) fn attempt_finished(
             out.push(Action::Say(Message::Stopped { id: id.clone() }));
         }
         Verdict::Fault { reason, kind } => {
-            rec.reason = Some(reason.clone());
             model.state.push_history(&id, rec);
             model.apply(r.idx, Change::Requeue);
             // The API's faults are the agent's, bounded in time; the
@@ -231,8 +235,7 @@ pub(super) fn attempt_finished(
                 }
                 FaultKind::Transient if n < Policy::MAX_TRANSIENT_FAULTS => {
                     let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
-                    let until = now.mono + wait;
-                    model.pause_until = Some(model.pause_until.map_or(until, |p| p.max(until)));
+                    pause_new_work(model, now.mono + wait, out);
                     out.push(Action::Say(Message::Fault {
                         id: id.clone(),
                         reason: reason.clone(),
@@ -263,8 +266,9 @@ pub(super) fn attempt_finished(
 /// The same failure in several attempts in a row, across stories, is not
 /// the stories' fault (a bad key, an unknown model, an agent that dies at
 /// start): the run stops with one message and those attempts are taken back,
-/// so after the fix `ralph run` just works.
-fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Action>) {
+/// so after the fix `ralph run` just works. True when it took back story
+/// `idx`'s attempt.
+fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Action>) -> bool {
     let cause: String = reason
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -275,13 +279,13 @@ fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Ac
         .collect();
     if model.breaker_cause.as_deref() == Some(cause.as_str()) {
         model.apply(idx, Change::Refund);
-        return;
+        return true;
     }
     model.recent_failures.push((idx, cause.clone()));
     let n = Policy::BREAKER_ATTEMPTS;
     let recent = &model.recent_failures;
     if recent.len() < n {
-        return;
+        return false;
     }
     let last = &recent[recent.len() - n..];
     let same = last.iter().all(|(_, c)| *c == cause);
@@ -289,7 +293,7 @@ fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Ac
     stories.sort_unstable();
     stories.dedup();
     if !same || stories.len() < 2 {
-        return;
+        return false;
     }
     let taken: Vec<usize> = last.iter().map(|(i, _)| *i).collect();
     for i in taken {
@@ -297,6 +301,9 @@ fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Ac
     }
     model.recent_failures.clear();
     model.breaker_cause = Some(cause.clone());
+    out.push(Action::Record(Ev::Breaker {
+        reason: cause.clone(),
+    }));
     let ids: Vec<&str> = stories.iter().map(|&i| model.id(i)).collect();
     let message = format!(
         "the same failure ended {n} attempts in a row, of stories {}: \"{cause}\". That is not \
@@ -306,6 +313,7 @@ fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Ac
     );
     out.push(Action::Log(format!("circuit breaker: {message}")));
     needs_person(model, message, out);
+    true
 }
 
 /// The note of a fresh start after a failure: the failure, and when it was
@@ -343,7 +351,8 @@ pub(super) fn kind_of(model: &Model, idx: usize, attempt: u32) -> AttemptKind {
 }
 
 /// Counts a failed attempt; when the story gets another, `note` is what
-/// that one is told.
+/// that one is told. True when the story failed for good (and is not to
+/// be split).
 #[expect(clippy::too_many_arguments, reason = "one call site per cause")]
 pub(super) fn count_failure(
     model: &mut Model,
@@ -354,7 +363,7 @@ pub(super) fn count_failure(
     note: Note,
     now: Now,
     out: &mut Vec<Action>,
-) {
+) -> bool {
     let id = model.id(idx).to_string();
     let max = model.policy.max_retries;
     let applied = model.apply(idx, Change::Fail { reason });
@@ -384,7 +393,7 @@ pub(super) fn count_failure(
             out.push(Action::Log(format!(
                 "story {id} failed for good; its next run splits it into sub-stories"
             )));
-            return;
+            return false;
         }
         let blocked = applied.blocked.iter().map(|&b| model.id(b).to_string());
         out.push(Action::Say(Message::FailedForGood {
@@ -392,9 +401,22 @@ pub(super) fn count_failure(
             max,
             blocked: blocked.collect(),
         }));
+        true
     } else {
         model.state.set_note(&id, Some(note));
+        false
     }
+}
+
+/// Records that story `idx` failed for good, with the error the state
+/// keeps for it.
+pub(super) fn failed_for_good(model: &Model, idx: usize, out: &mut Vec<Action>) {
+    let story = model.id(idx).to_string();
+    let reason = model
+        .state
+        .record(&story)
+        .and_then(|r| r.last_error.clone());
+    out.push(Action::Record(Ev::FailedForGood { story, reason }));
 }
 
 /// The note of a decomposition run when story `id`, failed for good, gets
