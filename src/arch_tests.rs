@@ -272,6 +272,10 @@ fn run_submodules() -> BTreeSet<String> {
         .flatten()
         .filter_map(|e| {
             let n = e.file_name().to_string_lossy().into_owned();
+            // A submodule is a file or, split up, a directory (`transition/`).
+            if e.path().is_dir() {
+                return Some(n);
+            }
             n.strip_suffix(".rs")
                 .filter(|s| *s != "mod")
                 .map(str::to_string)
@@ -382,6 +386,9 @@ fn import_graph(sources: &[Source]) -> Graph {
                     } else if me == "run" {
                         // `super` of run/mod.rs is the crate.
                         target(&p)
+                    } else if s.rel.matches('/').count() > 1 && !s.rel.ends_with("/mod.rs") {
+                        // `super` of run/<sub>/<file>.rs is run::<sub> itself.
+                        None
                     } else if me.starts_with("run::") {
                         let mut q = vec!["run".to_string()];
                         q.extend(p);

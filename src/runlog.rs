@@ -6,7 +6,8 @@
 //! append-only file, the directory kept under `runs.max_mb` by deleting the
 //! oldest runs), the reader (tolerant: a torn or unknown line is skipped)
 //! and the recovery of a killed run's file. Deciding nothing about a run:
-//! `run/record.rs` turns what the dispatcher sees into records.
+//! the transition decides and emits them (`Action::Record`, built by
+//! `run/record.rs`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};

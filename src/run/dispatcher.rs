@@ -26,7 +26,7 @@ use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, No
 use super::land::{self, LandRequest};
 use super::model::Model;
 use super::notify;
-use super::record::{Figures, Recorder};
+use super::record::{Figures, Notice, Recorder};
 use super::transition::{handle, is_over};
 
 /// Where attempts run. Today a local worktree and a child process
@@ -65,8 +65,10 @@ pub(crate) struct Dispatcher<E: Executor> {
     land_control: watch::Sender<Control>,
     activity_tx: mpsc::UnboundedSender<Event>,
     activity_rx: mpsc::UnboundedReceiver<Event>,
-    /// Watches the run for its records and notifications.
+    /// Which records call for a notification.
     recorder: Recorder,
+    /// Notifications the step's records called for (sent once it is done).
+    notices: Vec<Notice>,
     /// Notification hooks: the run does not wait for them, but does not
     /// end before they do.
     notes: JoinSet<()>,
@@ -93,6 +95,7 @@ impl<E: Executor> Dispatcher<E> {
         let recorder = Recorder::new(&model);
         Dispatcher {
             recorder,
+            notices: Vec::new(),
             notes: JoinSet::new(),
             model,
             reporter,
@@ -243,14 +246,7 @@ impl<E: Executor> Dispatcher<E> {
     fn feed(&mut self, event: Event) {
         let mut queue = VecDeque::from([event]);
         while let Some(ev) = queue.pop_front() {
-            let at = now();
-            for rec in self.recorder.event(&self.model, &ev, at) {
-                self.ctx.record(rec);
-            }
-            for action in handle(&mut self.model, ev, at) {
-                for rec in self.recorder.action(&self.model, &action, at) {
-                    self.ctx.record(rec);
-                }
+            for action in handle(&mut self.model, ev, now()) {
                 if let Some(next) = self.execute(action) {
                     queue.push_back(next);
                 }
@@ -260,13 +256,10 @@ impl<E: Executor> Dispatcher<E> {
         while self.notes.try_join_next().is_some() {}
     }
 
-    /// Records what the step changed and sends the notifications it calls for.
+    /// Sends the notifications the step's records call for, with the
+    /// run's figures after it.
     fn settle(&mut self) {
-        let (records, notices) = self.recorder.settle(&self.model);
-        for rec in records {
-            self.ctx.record(rec);
-        }
-        for notice in notices {
+        for notice in std::mem::take(&mut self.notices) {
             let figures = Figures::of(&self.model);
             let run_id = self.ctx.run_id().to_string();
             let (name, cmd, env) = notify::for_notice(&self.ctx, &notice, &figures, &run_id);
@@ -336,6 +329,10 @@ impl<E: Executor> Dispatcher<E> {
                     Event::HooksDone
                 });
                 self.owners.insert(handle.id(), Task::Hooks);
+            }
+            Action::Record(ev) => {
+                self.notices.extend(self.recorder.notice(&ev));
+                self.ctx.record(ev);
             }
             Action::Control(how) => {
                 for c in self.controls.values() {

@@ -8,6 +8,7 @@ use crate::agent::Verdict;
 use crate::control::Control;
 use crate::gitops::Oid;
 use crate::report::{Message, Totals};
+use crate::runlog::Ev;
 use crate::state::{AttemptKind, Note};
 
 /// The OS signals a run reacts to.
@@ -226,6 +227,10 @@ pub(crate) enum Action {
     },
     /// Tell every running attempt and the landing in progress.
     Control(Control),
+    /// A line of the run's records (`.ralph/runs/<run-id>.jsonl`): what
+    /// the transition decided, written as it is given (a record never
+    /// re-derives a decision, so it cannot disagree with one).
+    Record(Ev),
 }
 
 /// The clock as the transition sees it: read once per event by the caller.

@@ -168,6 +168,8 @@ pub(crate) struct Landing {
     /// The iteration whose post hooks wait for the landing's outcome (none
     /// for work found finished at startup).
     pub(crate) iteration: Option<u64>,
+    /// When the merge queue took it up (its record's `secs`).
+    pub(crate) since: Option<Instant>,
 }
 
 /// What `apply` found out while changing a story.

@@ -1,23 +1,23 @@
-//! What a run records (`runlog::Ev`) and whom it notifies (`Notice`), read
-//! off what the dispatcher already sees: the events it feeds the
-//! transition, the actions it carries out, and the model after each step.
-//! The transition stays as it is; this module only watches.
+//! What a run records (`runlog::Ev`) and whom it notifies (`Notice`).
+//! The transition decides and says so with `Action::Record`: the records
+//! here are built from its decisions (`attempt_end` from the attempt record
+//! it keeps in the state, `land_end` from the landing result it acts on),
+//! never read back off the model, so a record cannot disagree with what the
+//! transition did. The `Recorder` turns the records a person should hear
+//! about at once into `Notice`s.
 //!
 //! Pure: the caller passes `now`, stamps and writes the records, and runs
 //! the notification hooks.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::Instant;
+use std::collections::BTreeMap;
 
-use crate::agent::Verdict;
 use crate::report;
 use crate::runlog::{Ev, PauseWhy};
 use crate::schedule::Node;
-use crate::state::AttemptKind;
+use crate::state::AttemptRecord;
 
-use super::events::{Action, Event, LandResult, Now};
+use super::events::{AttemptRequest, LandResult};
 use super::model::Model;
-use super::transition::budget_spent;
 
 /// Something a person may want to hear about at once.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,249 +36,126 @@ pub(crate) enum Notice {
     },
 }
 
-/// The watcher's memory: what it saw last, to tell what changed.
+/// Notices from a run's records.
 #[derive(Debug)]
 pub(crate) struct Recorder {
-    /// The kind of each running attempt, by (story, attempt number).
-    kinds: HashMap<(usize, u32), AttemptKind>,
-    /// When the landing in progress started.
-    landing_since: Option<Instant>,
-    paused_agents: BTreeMap<String, i64>,
     /// Usage-limit pauses the run started inside: recorded, not notified.
     inherited: BTreeMap<String, i64>,
-    fault_pause: bool,
-    budget: bool,
-    breaker: bool,
-    failed: BTreeSet<usize>,
 }
 
 impl Recorder {
-    /// A watcher of a run whose model starts as `model` (stories failed in
-    /// earlier runs are not news).
+    /// For a run whose model starts as `model`.
     pub(crate) fn new(model: &Model) -> Recorder {
         Recorder {
-            kinds: HashMap::new(),
-            landing_since: None,
-            paused_agents: BTreeMap::new(),
             inherited: model.state.paused_until.clone(),
-            fault_pause: false,
-            budget: false,
-            breaker: model.breaker_cause.is_some(),
-            failed: failed_set(model),
         }
     }
 
-    /// Records of `event`, before the transition handles it.
-    pub(crate) fn event(&mut self, model: &Model, event: &Event, now: Now) -> Vec<Ev> {
-        match event {
-            Event::AttemptFinished(r) => {
-                let reason = match &r.verdict {
-                    Verdict::Failed { reason, .. } | Verdict::Fault { reason, .. } => {
-                        Some(reason.clone())
-                    }
-                    _ => None,
-                };
-                vec![Ev::AttemptEnd {
-                    story: model.id(r.idx).to_string(),
-                    attempt: r.attempt,
-                    slot: r.slot,
-                    agent: r.agent.map(str::to_string),
-                    kind: self.kinds.remove(&(r.idx, r.attempt)).unwrap_or_default(),
-                    verdict: r.verdict.outcome(),
-                    reason,
-                    tokens: report::tokens(&r.usage),
-                    usage: r.usage,
-                    cost_usd: r.cost_usd,
-                    secs: r.duration.as_secs_f64(),
-                    saved_ref: r.saved_ref.clone(),
-                }]
-            }
-            Event::LandingFinished(result) => {
-                let Some(landing) = model.landing else {
-                    return Vec::new();
-                };
-                let secs = self
-                    .landing_since
-                    .take()
-                    .map(|t| now.mono.saturating_duration_since(t).as_secs_f64())
-                    .unwrap_or(0.0);
-                let story = model.id(landing.idx).to_string();
-                let attempt = landing.attempt;
-                let end = |result: &str, reason: Option<String>| Ev::LandEnd {
-                    story: story.clone(),
-                    attempt,
-                    result: result.to_string(),
-                    reason,
-                    secs,
-                };
-                vec![match result {
-                    LandResult::Landed { commit } => Ev::Landed {
-                        story: story.clone(),
-                        attempt,
-                        commit: commit.clone(),
-                        secs,
-                    },
-                    LandResult::Conflict { paths, .. } => Ev::Conflict {
-                        story: story.clone(),
-                        attempt,
-                        paths: paths.clone(),
-                        secs,
-                    },
-                    LandResult::ValidationFailed { name, .. } => end(
-                        "validation_failed",
-                        Some(format!("validation '{name}' failed on the merged tree")),
-                    ),
-                    LandResult::CheckoutBlocked { paths } => {
-                        end("checkout_blocked", Some(paths.join(", ")))
-                    }
-                    LandResult::Busy { lock } => end("busy", Some(lock.display().to_string())),
-                    LandResult::Raced => end("raced", None),
-                    LandResult::Unsigned { message } => end("unsigned", Some(message.clone())),
-                    LandResult::InReview => end("in_review", None),
-                    LandResult::InPr { url } => end("in_pr", Some(url.clone())),
-                    LandResult::Interrupted => end("interrupted", None),
-                    LandResult::Error(e) => end("error", Some(e.clone())),
-                }]
-            }
-            Event::Signal(sig) => vec![Ev::Signal {
-                signal: sig.name().to_string(),
-            }],
-            _ => Vec::new(),
-        }
-    }
-
-    /// Records of an action about to be carried out.
-    pub(crate) fn action(&mut self, model: &Model, action: &Action, now: Now) -> Vec<Ev> {
-        match action {
-            Action::StartAttempt(req) => {
-                let id = model.id(req.idx);
-                let kind = req.kind;
-                self.kinds.insert((req.idx, req.attempt), kind);
-                vec![Ev::AttemptStart {
-                    story: id.to_string(),
-                    attempt: req.attempt,
-                    slot: req.slot,
-                    agent: req.agent.name().to_string(),
-                    kind,
-                    est: model.stories[req.idx].estimation.clone(),
-                }]
-            }
-            Action::Land { idx, attempt } => {
-                self.landing_since = Some(now.mono);
-                vec![Ev::LandStart {
-                    story: model.id(*idx).to_string(),
-                    attempt: *attempt,
-                }]
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    /// What changed in `model` since the last look: pauses and their end,
-    /// stories failed for good, the breaker.
-    pub(crate) fn settle(&mut self, model: &Model) -> (Vec<Ev>, Vec<Notice>) {
-        let mut evs = Vec::new();
-        let mut notices = Vec::new();
-        let now_paused = &model.state.paused_until;
-        for (agent, &until) in now_paused {
-            if self.paused_agents.get(agent) == Some(&until) {
-                continue;
-            }
-            let agent = Some(agent.clone());
-            evs.push(Ev::Pause {
+    /// The notice `record` calls for, if any.
+    pub(crate) fn notice(&self, record: &Ev) -> Option<Notice> {
+        match record {
+            Ev::Pause {
                 why: PauseWhy::UsageLimit,
-                agent: agent.clone(),
-                until: Some(until),
-            });
-            if self.inherited.get(agent.as_deref().unwrap_or("")) != Some(&until) {
-                notices.push(Notice::Pause {
+                agent,
+                until,
+            } => {
+                let inherited = agent.as_ref().and_then(|a| self.inherited.get(a));
+                (inherited != until.as_ref()).then(|| Notice::Pause {
                     why: PauseWhy::UsageLimit,
-                    agent,
-                    until: Some(until),
-                });
+                    agent: agent.clone(),
+                    until: *until,
+                })
             }
-        }
-        for agent in self.paused_agents.keys() {
-            if !now_paused.contains_key(agent) {
-                evs.push(Ev::Resume {
-                    why: PauseWhy::UsageLimit,
-                    agent: Some(agent.clone()),
-                });
-            }
-        }
-        self.paused_agents = now_paused.clone();
-
-        let fault = model.pause_until.is_some();
-        if fault != self.fault_pause {
-            self.fault_pause = fault;
-            evs.push(if fault {
-                Ev::Pause {
-                    why: PauseWhy::Fault,
-                    agent: None,
-                    until: None,
-                }
-            } else {
-                Ev::Resume {
-                    why: PauseWhy::Fault,
-                    agent: None,
-                }
-            });
-        }
-
-        if !self.budget && model.fatal.is_some() && budget_spent(model).is_some() {
-            self.budget = true;
-            evs.push(Ev::Pause {
+            Ev::Pause {
+                why: PauseWhy::Budget,
+                ..
+            } => Some(Notice::Pause {
                 why: PauseWhy::Budget,
                 agent: None,
                 until: None,
-            });
-            notices.push(Notice::Pause {
-                why: PauseWhy::Budget,
-                agent: None,
-                until: None,
-            });
-        }
-
-        if let (false, Some(cause)) = (self.breaker, &model.breaker_cause) {
-            self.breaker = true;
-            evs.push(Ev::Breaker {
-                reason: cause.clone(),
-            });
-            notices.push(Notice::Failure {
+            }),
+            Ev::Breaker { reason } => Some(Notice::Failure {
                 story: None,
-                reason: format!("circuit breaker: the same failure over several stories: {cause}"),
-            });
+                reason: format!("circuit breaker: the same failure over several stories: {reason}"),
+            }),
+            Ev::FailedForGood { story, reason } => Some(Notice::Failure {
+                story: Some(story.clone()),
+                reason: reason.clone().unwrap_or_default(),
+            }),
+            _ => None,
         }
-
-        if model.count(Node::Failed) != self.failed.len() {
-            let now_failed = failed_set(model);
-            for &idx in now_failed.difference(&self.failed) {
-                let id = model.id(idx).to_string();
-                let reason = model.state.record(&id).and_then(|r| r.last_error.clone());
-                evs.push(Ev::FailedForGood {
-                    story: id.clone(),
-                    reason: reason.clone(),
-                });
-                notices.push(Notice::Failure {
-                    story: Some(id),
-                    reason: reason.unwrap_or_default(),
-                });
-            }
-            self.failed = now_failed;
-        }
-        (evs, notices)
     }
 }
 
-fn failed_set(model: &Model) -> BTreeSet<usize> {
-    model
-        .sched()
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| **n == Node::Failed)
-        .map(|(i, _)| i)
-        .collect()
+/// The record of an attempt the transition starts.
+pub(crate) fn attempt_start(model: &Model, req: &AttemptRequest) -> Ev {
+    Ev::AttemptStart {
+        story: model.id(req.idx).to_string(),
+        attempt: req.attempt,
+        slot: req.slot,
+        agent: req.agent.name().to_string(),
+        kind: req.kind,
+        est: model.stories[req.idx].estimation.clone(),
+    }
+}
+
+/// The record of a finished attempt: the attempt record the transition
+/// keeps in story `id`'s history, as it is (its kind is the one the attempt
+/// ran as: a fix-up whose work could not be set up again is a redo).
+pub(crate) fn attempt_end(id: &str, rec: &AttemptRecord) -> Ev {
+    Ev::AttemptEnd {
+        story: id.to_string(),
+        attempt: rec.number,
+        slot: rec.slot.unwrap_or_default(),
+        agent: rec.agent.clone(),
+        kind: rec.kind(),
+        verdict: rec.outcome,
+        reason: rec.reason.clone(),
+        tokens: report::tokens(&rec.usage),
+        usage: rec.usage,
+        cost_usd: rec.cost_usd,
+        secs: rec.duration_secs,
+        saved_ref: rec.saved_ref.clone(),
+    }
+}
+
+/// The record of a landing of story `story`'s `attempt` that ended with
+/// `result` after `secs`.
+pub(crate) fn land_end(story: &str, attempt: u32, result: &LandResult, secs: f64) -> Ev {
+    let story = story.to_string();
+    let end = |result: &str, reason: Option<String>| Ev::LandEnd {
+        story: story.clone(),
+        attempt,
+        result: result.to_string(),
+        reason,
+        secs,
+    };
+    match result {
+        LandResult::Landed { commit } => Ev::Landed {
+            story: story.clone(),
+            attempt,
+            commit: commit.clone(),
+            secs,
+        },
+        LandResult::Conflict { paths, .. } => Ev::Conflict {
+            story: story.clone(),
+            attempt,
+            paths: paths.clone(),
+            secs,
+        },
+        LandResult::ValidationFailed { name, .. } => end(
+            "validation_failed",
+            Some(format!("validation '{name}' failed on the merged tree")),
+        ),
+        LandResult::CheckoutBlocked { paths } => end("checkout_blocked", Some(paths.join(", "))),
+        LandResult::Busy { lock, .. } => end("busy", Some(lock.display().to_string())),
+        LandResult::Raced => end("raced", None),
+        LandResult::Unsigned { message } => end("unsigned", Some(message.clone())),
+        LandResult::InReview => end("in_review", None),
+        LandResult::InPr { url } => end("in_pr", Some(url.clone())),
+        LandResult::Interrupted => end("interrupted", None),
+        LandResult::Error(e) => end("error", Some(e.clone())),
+    }
 }
 
 /// A run's figures at a moment, for notification hooks.
@@ -316,17 +193,17 @@ impl Figures {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use super::*;
     use crate::agent::output::Usage;
-    use crate::agent::{Backend, ResultKind};
+    use crate::agent::{FaultKind, ResultKind, Verdict};
     use crate::backlog::Story;
-    use crate::run::events::{AttemptReport, AttemptRequest};
-    use crate::run::model::{Fatal, Landing};
-    use crate::state::Outcome;
+    use crate::run::events::{Action, AttemptReport, Event, Now};
+    use crate::run::transition::handle;
+    use crate::state::{AttemptKind, Outcome};
 
-    fn model(n: usize) -> Model {
+    fn model(n: usize, max_retries: u32) -> Model {
         let stories: Vec<Story> = (1..=n)
             .map(|i| Story {
                 id: format!("1.{i}"),
@@ -344,152 +221,238 @@ mod tests {
                 files: Vec::new(),
             })
             .collect();
-        crate::run::model::test_model(stories, 2, 1, None, now())
+        crate::run::model::test_model(stories, 2, max_retries, None, t0())
     }
 
-    fn now() -> Now {
+    fn t0() -> Now {
         Now {
             mono: Instant::now(),
             unix: 1_000,
         }
     }
 
-    fn req(idx: usize, attempt: u32) -> AttemptRequest {
-        AttemptRequest {
-            idx,
-            slot: 0,
-            attempt,
-            iteration: 1,
-            kind: if attempt == 1 {
-                crate::state::AttemptKind::First
-            } else {
-                crate::state::AttemptKind::Redo
-            },
-            note: None,
-            resume: None,
-            agent: Backend::Claude,
+    fn later(now: Now, secs: u64) -> Now {
+        Now {
+            mono: now.mono + Duration::from_secs(secs),
+            unix: now.unix + secs as i64,
+        }
+    }
+
+    /// The records among `actions`, and the requests to start.
+    fn records(actions: &[Action]) -> Vec<Ev> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Record(ev) => Some(ev.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn starts(actions: &[Action]) -> Vec<AttemptRequest> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::StartAttempt(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn finished(req: &AttemptRequest, verdict: Verdict) -> Event {
+        Event::AttemptFinished(Box::new(AttemptReport::empty(req, verdict, String::new())))
+    }
+
+    fn failed(reason: &str) -> Verdict {
+        Verdict::Failed {
+            reason: reason.into(),
+            kind: ResultKind::Fail,
         }
     }
 
     #[test]
     fn attempts_carry_their_kind_from_start_to_end() {
-        let mut m = model(1);
-        let mut rec = Recorder::new(&m);
-        let start = rec.action(&m, &Action::StartAttempt(req(0, 1)), now());
+        let mut m = model(1, 3);
+        let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
         assert!(matches!(
-            &start[..],
+            &records(&a)[..],
             [Ev::AttemptStart { kind: AttemptKind::First, est: Some(e), .. }] if e == "small"
         ));
-        let mut r = AttemptReport::empty(
-            &req(0, 1),
-            Verdict::Failed {
-                reason: "red".into(),
-                kind: ResultKind::Fail,
-            },
-            String::new(),
-        );
+        let req = &starts(&a)[0];
+        let mut r = AttemptReport::empty(req, failed("red"), String::new());
         r.usage = Usage {
             input_tokens: 10,
             output_tokens: 5,
             ..Usage::default()
         };
         r.cost_usd = 0.25;
-        let end = rec.event(&m, &Event::AttemptFinished(Box::new(r)), now());
-        assert!(matches!(
-            &end[..],
-            [Ev::AttemptEnd { kind: AttemptKind::First, verdict: Outcome::Fail, tokens: 15, reason: Some(why), .. }] if why == "red"
-        ));
-        // Its failure is on record: the next attempt is a retry.
-        m.state
-            .push_history("1.1", crate::state::AttemptRecord::default());
-        let again = rec.action(&m, &Action::StartAttempt(req(0, 2)), now());
-        assert!(matches!(
-            &again[..],
-            [Ev::AttemptStart {
-                kind: AttemptKind::Redo,
-                ..
-            }]
-        ));
+        let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+        let recs = records(&a);
+        assert!(
+            matches!(
+                &recs[..],
+                [
+                    Ev::AttemptEnd { kind: AttemptKind::First, verdict: Outcome::Fail, tokens: 15, reason: Some(why), .. },
+                    // Its failure is on record: the next attempt is a retry.
+                    Ev::AttemptStart { kind: AttemptKind::Redo, .. },
+                ] if why == "red"
+            ),
+            "{recs:?}"
+        );
     }
 
     #[test]
     fn pauses_failures_and_the_breaker_are_recorded_once_and_notified() {
-        let mut m = model(2);
+        let mut m = model(2, 1);
         m.state.paused_until.insert("codex".into(), 5_000);
-        let mut rec = Recorder::new(&m);
+        let rec = Recorder::new(&m);
         // A pause the run started inside: recorded, not news.
-        let (evs, notices) = rec.settle(&m);
-        assert_eq!(evs.len(), 1);
-        assert!(notices.is_empty());
-        m.state.paused_until.insert("claude".into(), 9_000);
-        let (evs, notices) = rec.settle(&m);
-        assert_eq!(
-            evs,
-            vec![Ev::Pause {
-                why: PauseWhy::UsageLimit,
-                agent: Some("claude".into()),
-                until: Some(9_000)
-            }]
+        let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
+        let inherited = Ev::Pause {
+            why: PauseWhy::UsageLimit,
+            agent: Some("codex".into()),
+            until: Some(5_000),
+        };
+        assert!(records(&a).contains(&inherited));
+        assert_eq!(rec.notice(&inherited), None);
+        let first = starts(&a);
+        let limited = Verdict::RateLimited {
+            resets_at: Some(1_058),
+        };
+        let a = handle(&mut m, finished(&first[0], limited), t0());
+        let pause = Ev::Pause {
+            why: PauseWhy::UsageLimit,
+            agent: Some("claude".into()),
+            until: Some(1_060),
+        };
+        let recorded = records(&a);
+        assert!(
+            matches!(&recorded[..], [Ev::AttemptEnd { .. }, p] if *p == pause),
+            "{recorded:?}"
         );
-        assert_eq!(notices.len(), 1);
-        m.state.paused_until.clear();
-        let (evs, _) = rec.settle(&m);
-        assert_eq!(evs.len(), 2, "{evs:?}");
-        assert!(evs.iter().all(|e| matches!(e, Ev::Resume { .. })));
+        assert!(rec.notice(&pause).is_some());
+        // The resets pass: each pause ends once.
+        let a = handle(&mut m, Event::Timer, later(t0(), 5_000));
+        let resumed: Vec<Ev> = records(&a)
+            .into_iter()
+            .filter(|e| matches!(e, Ev::Resume { .. }))
+            .collect();
+        assert_eq!(resumed.len(), 2, "{resumed:?}");
+        assert_eq!(
+            records(&handle(&mut m, Event::Timer, later(t0(), 5_001))),
+            []
+        );
 
-        m.apply(0, crate::run::model::Change::Start);
-        m.apply(0, crate::run::model::Change::Fail { reason: "boom" });
-        m.breaker_cause = Some("bad key".into());
-        let (evs, notices) = rec.settle(&m);
-        assert!(evs.contains(&Ev::FailedForGood {
-            story: "1.1".into(),
-            reason: Some("boom".into())
-        }));
-        assert!(evs.contains(&Ev::Breaker {
-            reason: "bad key".into()
-        }));
-        assert_eq!(notices.len(), 2);
-        assert_eq!(rec.settle(&m), (vec![], vec![]), "nothing new");
+        // Failed for good (one try each), then the breaker: the same cause
+        // over two stories.
+        let a = handle(&mut m, finished(&first[1], failed("boom")), t0());
+        let failed_for_good = Ev::FailedForGood {
+            story: "1.2".into(),
+            reason: Some("boom".into()),
+        };
+        assert!(records(&a).contains(&failed_for_good), "{a:?}");
+        assert!(matches!(
+            rec.notice(&failed_for_good),
+            Some(Notice::Failure { story: Some(s), .. }) if s == "1.2"
+        ));
+        let breaker = Ev::Breaker {
+            reason: "bad key".into(),
+        };
+        assert!(matches!(
+            rec.notice(&breaker),
+            Some(Notice::Failure { story: None, reason }) if reason.contains("bad key")
+        ));
+        let budget = Ev::Pause {
+            why: PauseWhy::Budget,
+            agent: None,
+            until: None,
+        };
+        assert_eq!(
+            rec.notice(&budget),
+            Some(Notice::Pause {
+                why: PauseWhy::Budget,
+                agent: None,
+                until: None
+            })
+        );
+        assert_eq!(
+            rec.notice(&Ev::Resume {
+                why: PauseWhy::Fault,
+                agent: None
+            }),
+            None
+        );
+    }
 
+    #[test]
+    fn a_spent_budget_is_recorded_once() {
+        let mut m = model(2, 3);
         m.policy.budget.run_usd = Some(1.0);
         m.run_cost_usd = 2.0;
-        m.fatal = Some(Fatal::NeedsPerson("budget".into()));
-        let (evs, notices) = rec.settle(&m);
+        let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
         assert_eq!(
-            notices,
-            vec![Notice::Pause {
+            records(&a),
+            [Ev::Pause {
                 why: PauseWhy::Budget,
                 agent: None,
                 until: None
             }]
         );
-        assert_eq!(evs.len(), 1);
+        assert_eq!(records(&handle(&mut m, Event::Timer, t0())), []);
+    }
+
+    #[test]
+    fn a_fault_pause_is_recorded_when_it_begins_and_ends() {
+        let mut m = model(2, 3);
+        let first = starts(&handle(&mut m, Event::Start { reland: vec![] }, t0()));
+        let fault = || Verdict::Fault {
+            reason: "disk full".into(),
+            kind: FaultKind::Transient,
+        };
+        let a = handle(&mut m, finished(&first[0], fault()), t0());
+        assert!(records(&a).contains(&Ev::Pause {
+            why: PauseWhy::Fault,
+            agent: None,
+            until: None
+        }));
+        // A second fault while paused makes the pause longer, not another.
+        let a = handle(&mut m, finished(&first[1], fault()), t0());
+        assert_eq!(
+            records(&a)
+                .iter()
+                .filter(|e| matches!(e, Ev::Pause { .. }))
+                .count(),
+            0
+        );
+        let a = handle(&mut m, Event::Timer, later(t0(), 3_600));
+        assert_eq!(
+            records(&a)[0],
+            Ev::Resume {
+                why: PauseWhy::Fault,
+                agent: None
+            }
+        );
     }
 
     #[test]
     fn a_landing_is_timed_from_its_start() {
-        let mut m = model(1);
-        let mut rec = Recorder::new(&m);
-        let t0 = now();
-        rec.action(&m, &Action::Land { idx: 0, attempt: 1 }, t0);
-        m.landing = Some(Landing {
-            idx: 0,
-            attempt: 1,
-            iteration: Some(1),
-        });
-        let later = Now {
-            mono: t0.mono + Duration::from_secs(3),
-            unix: t0.unix + 3,
-        };
-        let evs = rec.event(
-            &m,
-            &Event::LandingFinished(LandResult::Landed {
+        let mut m = model(1, 3);
+        let t0 = t0();
+        let first = starts(&handle(&mut m, Event::Start { reland: vec![] }, t0));
+        let a = handle(&mut m, finished(&first[0], Verdict::Done), t0);
+        assert!(records(&a).contains(&Ev::LandStart {
+            story: "1.1".into(),
+            attempt: 1
+        }));
+        let a = handle(
+            &mut m,
+            Event::LandingFinished(LandResult::Landed {
                 commit: "abc".into(),
             }),
-            later,
+            later(t0, 3),
         );
         assert_eq!(
-            evs,
+            records(&a),
             vec![Ev::Landed {
                 story: "1.1".into(),
                 attempt: 1,

@@ -1654,3 +1654,86 @@ fn an_answer_from_the_api_ends_the_streak() {
     );
     assert!(starts(&a).is_empty());
 }
+
+fn records(actions: &[Action]) -> Vec<Ev> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Record(ev) => Some(ev.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A run record is the transition's decision as it made it, not a reading
+/// of it afterwards: a fix-up whose kept work could not be set up again
+/// runs as a redo, and its record says so, as the state's history does
+/// (the records used to say `fixup`, from the request).
+#[test]
+fn a_record_is_what_the_transition_decided() {
+    let mut m = model_with(&[("1.1", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let conflict = LandResult::Conflict {
+        paths: vec!["FEATURES.md".into()],
+        saved_ref: Some("refs/ralph/conflicts/1.1/1".into()),
+    };
+    let fixup = starts(&land(&mut m, 0, conflict, t0())).remove(0);
+    assert_eq!(fixup.kind, AttemptKind::Fixup);
+    let mut r = AttemptReport::empty(&fixup, failed("tests broke"), String::new());
+    r.kind = AttemptKind::Redo;
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+    let decided = m
+        .state
+        .record("1.1")
+        .unwrap()
+        .history
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(decided.kind(), AttemptKind::Redo);
+    let recorded = records(&a);
+    assert!(
+        matches!(
+            &recorded[0],
+            Ev::AttemptEnd { story, attempt, kind, verdict, reason, .. }
+                if story == "1.1"
+                    && *attempt == decided.number
+                    && *kind == decided.kind()
+                    && *verdict == decided.outcome
+                    && *reason == decided.reason
+        ),
+        "{recorded:?} vs {decided:?}"
+    );
+}
+
+/// A failure the circuit breaker takes back in the same step was never a
+/// failure for good: no record says it was (the story is pending again).
+#[test]
+fn a_failure_the_breaker_takes_back_is_not_recorded_as_failed_for_good() {
+    let mut m = model_with(&[("a", &[]), ("c", &[]), ("d", &[])], 2, 1, None);
+    let first = begin(&mut m);
+    let bad = || failed("Exit code 1: unknown model 'gpt-9'");
+    let a = handle(&mut m, finished(&first[0], bad()), t0());
+    assert!(records(&a).contains(&Ev::FailedForGood {
+        story: "a".into(),
+        reason: Some("Exit code 1: unknown model 'gpt-9'".into())
+    }));
+    let next = starts(&a);
+    handle(&mut m, finished(&first[1], bad()), t0());
+    let a = handle(&mut m, finished(&next[0], bad()), t0());
+    let recorded = records(&a);
+    assert!(
+        recorded.contains(&Ev::Breaker {
+            reason: "Exit code 1: unknown model 'gpt-9'".into()
+        }),
+        "{recorded:?}"
+    );
+    assert!(
+        !recorded
+            .iter()
+            .any(|e| matches!(e, Ev::FailedForGood { .. })),
+        "{recorded:?}"
+    );
+    assert_eq!(m.state.status("d"), Status::Pending);
+}

@@ -1,0 +1,122 @@
+//! How the run stands and how it ended: the totals shown as it goes,
+//! the spent budget, and `finish` (the summary and the exit code).
+
+use crate::report::{RunSummary, Totals};
+use crate::schedule::Node;
+
+use super::limits::api_stop_message;
+use crate::run::events::Now;
+use crate::run::model::{Fatal, Model};
+
+pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
+    let (usage, cost) = model.state.total_usage();
+    // Shown only while nothing can start: a limit with no free fallback.
+    let paused_secs = now.and_then(|now| {
+        model
+            .limit_lifts_at(now)
+            .filter(|_| model.slots.iter().all(Option::is_none))
+            .map(|t| t.saturating_duration_since(now.mono).as_secs_f64())
+    });
+    let jobs_now = now
+        .map(|now| model.jobs_now(now))
+        .filter(|j| j.now < j.asked);
+    Totals {
+        done: model.done_selected(),
+        total: model.selected(),
+        running: model.count(Node::Running),
+        landing: model.count(Node::Landing),
+        failed: model.count(Node::Failed),
+        blocked: model.count(Node::Blocked),
+        usage,
+        cost_usd: cost,
+        paused_secs,
+        jobs_now,
+        landing_now: model.landing.as_ref().map(|l| story_label(model, l.idx)),
+        land_queue: model
+            .land_queue
+            .iter()
+            .map(|l| story_label(model, l.idx))
+            .collect(),
+    }
+}
+
+/// (ID, title) of a story, for the display.
+fn story_label(model: &Model, idx: usize) -> (String, String) {
+    let s = &model.stories[idx];
+    (s.id.clone(), s.title.clone())
+}
+
+/// How the run ended: the summary, an error for stderr, the exit code.
+pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<String>, i32) {
+    use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
+    let t = totals(model, None);
+    let mut summary = RunSummary {
+        done: t.done,
+        total: t.total,
+        failed: model.ids_with(Node::Failed),
+        blocked: model.ids_with(Node::Blocked),
+        pending: model.count(Node::Pending),
+        elapsed_secs,
+        usage: t.usage,
+        cost_usd: t.cost_usd,
+        run_tokens: model.run_tokens,
+        run_cost_usd: model.run_cost_usd,
+        limit_reached: None,
+        in_review: model.ids_with(Node::Review),
+        all_complete: false,
+        waste: model.state.waste().since(&model.waste_at_start),
+    };
+    match &model.fatal {
+        Some(Fatal::NeedsPerson(m)) => return (summary, Some(m.clone()), EXIT_STORIES_FAILED),
+        Some(Fatal::Internal(m)) => return (summary, Some(m.clone()), EXIT_INTERNAL),
+        None => {}
+    }
+    if model.stopping() {
+        return (summary, None, EXIT_INTERRUPTED);
+    }
+    // Stories left that only an agent whose API was given up could run.
+    if summary.pending > 0 {
+        if let Some(what) = model.api_given_up.values().next() {
+            return (summary, Some(api_stop_message(what)), EXIT_STORIES_FAILED);
+        }
+    }
+    if !summary.failed.is_empty() || !summary.blocked.is_empty() || !summary.in_review.is_empty() {
+        return (summary, None, EXIT_STORIES_FAILED);
+    }
+    // (`ralph land` runs with a limit of 0: it starts nothing by design.)
+    if model.limit_reached() && model.sched().next().is_some() && model.policy.limit != Some(0) {
+        summary.limit_reached = model.policy.limit;
+    } else {
+        summary.all_complete = summary.done == summary.total;
+    }
+    (summary, None, EXIT_OK)
+}
+
+/// The budget that is spent, in words, if one is.
+pub(super) fn budget_spent(model: &Model) -> Option<String> {
+    let b = model.policy.budget;
+    if let Some(max) = b.run_usd.filter(|&m| model.run_cost_usd >= m) {
+        return Some(format!(
+            "the run's budget is spent: ${:.2} of ${max:.2} (--max-cost / budget.max_cost_usd); \
+             no new attempt starts. Raise it or run again with a new budget",
+            model.run_cost_usd
+        ));
+    }
+    if let Some(max) = b.total_usd {
+        let (_, total) = model.state.total_usage();
+        if total >= max {
+            return Some(format!(
+                "the total budget is spent: ${total:.2} of ${max:.2} over all runs \
+                 (budget.max_cost_usd_total); no new attempt starts. Raise it to go on"
+            ));
+        }
+    }
+    if let Some(max) = b.run_tokens.filter(|&m| model.run_tokens >= m) {
+        return Some(format!(
+            "the run's token budget is spent: {} of {max} tokens (budget.max_tokens); \
+             no new attempt starts. Raise it or run again",
+            model.run_tokens
+        ));
+    }
+    None
+}

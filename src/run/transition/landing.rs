@@ -1,0 +1,409 @@
+//! The merge queue: finished work enters it, one landing at a time, and
+//! what each landing's result decides (landed, a fix-up, a redo, a halt).
+
+use crate::prompt;
+use crate::report::{self, Message};
+use crate::state::{AttemptKind, Fixup, FixupCause, Note, Outcome};
+
+use super::limits::halt;
+use super::outcome::{count_failure, failed_for_good, kind_of, redo_note};
+use crate::run::events::{Action, LandResult, Now};
+use crate::run::model::{Change, Fatal, Landing, Model, Policy};
+use crate::run::record;
+use crate::runlog::Ev;
+
+pub(super) fn send_to_landing(
+    model: &mut Model,
+    idx: usize,
+    attempt: u32,
+    iteration: Option<u64>,
+    out: &mut Vec<Action>,
+) {
+    model.apply(idx, Change::BeginLanding);
+    out.push(Action::Save);
+    model.land_queue.push_back(Landing {
+        idx,
+        attempt,
+        iteration,
+        since: None,
+    });
+}
+
+/// The merge queue lands one story at a time, in arrival order; once the
+/// run is stopping, what waits stays `landing` for the next run.
+pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
+    if model.stopping() {
+        while let Some(Landing { idx, .. }) = model.land_queue.pop_front() {
+            model.apply(idx, Change::LandingInterrupted);
+            out.push(Action::Say(Message::LandingStopped {
+                id: model.id(idx).to_string(),
+            }));
+        }
+        return;
+    }
+    if model.landing.is_some() {
+        return;
+    }
+    if let Some(mut next) = model.land_queue.pop_front() {
+        next.since = Some(now.mono);
+        model.landing = Some(next);
+        out.push(Action::Record(Ev::LandStart {
+            story: model.id(next.idx).to_string(),
+            attempt: next.attempt,
+        }));
+        out.push(Action::Land {
+            idx: next.idx,
+            attempt: next.attempt,
+        });
+    }
+}
+
+/// `RALPH_RESULT` of finished work once its landing decided; `None` while
+/// it is still to land (Ctrl-C, a lost race): its hooks wait for that.
+fn hook_result(result: &LandResult) -> Option<&'static str> {
+    match result {
+        LandResult::Landed { .. } => Some("done"),
+        LandResult::ValidationFailed { .. } => Some("fail"),
+        LandResult::Conflict { .. } => Some("conflict"),
+        LandResult::CheckoutBlocked { .. }
+        | LandResult::Busy { .. }
+        | LandResult::Unsigned { .. }
+        | LandResult::Error(_) => Some("error"),
+        LandResult::InReview => Some("review"),
+        LandResult::InPr { .. } => Some("pr"),
+        LandResult::Interrupted | LandResult::Raced => None,
+    }
+}
+
+pub(super) fn landing_finished(
+    model: &mut Model,
+    landing: Landing,
+    result: LandResult,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let idx = landing.idx;
+    let secs = landing
+        .since
+        .map(|t| now.mono.saturating_duration_since(t).as_secs_f64())
+        .unwrap_or(0.0);
+    out.push(Action::Record(record::land_end(
+        model.id(idx),
+        landing.attempt,
+        &result,
+        secs,
+    )));
+    if result != LandResult::Raced {
+        model.races.remove(&idx);
+    }
+    if let (Some(iteration), Some(result)) = (landing.iteration, hook_result(&result)) {
+        model.hooks_running += 1;
+        out.push(Action::PostHooks {
+            id: model.id(idx).to_string(),
+            iteration,
+            result,
+        });
+    }
+    let story = model.stories[idx].clone();
+    let id = story.id.clone();
+    let target = model.policy.target.clone();
+    // A split asked for by hand that does not land is refused like a bad
+    // answer: the story as it was, nothing charged, its work kept.
+    let refused = match &result {
+        LandResult::Conflict { paths, saved_ref } => Some((
+            format!("its landing conflicted in {}", paths.join(", ")),
+            saved_ref.clone(),
+        )),
+        LandResult::ValidationFailed {
+            name, saved_ref, ..
+        } => Some((
+            format!("validation '{name}' failed on the merged tree"),
+            saved_ref.clone(),
+        )),
+        _ => None,
+    };
+    if let Some((why, saved_ref)) = refused.filter(|_| {
+        model.policy.split_by_hand.is_some()
+            && kind_of(model, idx, landing.attempt) == AttemptKind::Decompose
+    }) {
+        model.apply(idx, Change::SplitRefused);
+        let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
+        out.push(Action::Log(format!(
+            "story {id}: the split asked for by hand did not land: {why}"
+        )));
+        halt(
+            model,
+            Fatal::NeedsPerson(format!(
+                "story {id} was not split: {why} (the sub-stories are kept at {kept}). Its \
+                 attempts and retries are as they were: run `ralph decompose {id}` again"
+            )),
+        );
+        out.push(Action::Save);
+        return;
+    }
+    match result {
+        LandResult::Landed { commit } => {
+            model.apply(idx, Change::Landed { commit: &commit });
+            out.push(Action::Save);
+            let rec = model.state.record(&id).cloned().unwrap_or_default();
+            let tentative = rec
+                .history
+                .last()
+                .is_some_and(|h| h.outcome == Outcome::Tentative);
+            out.push(Action::Progress(report::progress_done(
+                &id,
+                &story.title,
+                now.unix,
+                tentative,
+            )));
+            out.push(Action::Say(Message::Landed {
+                id: id.clone(),
+                title: story.title.clone(),
+                secs: rec.duration_secs,
+                tokens: report::tokens(&rec.usage),
+                cost_usd: rec.cost_usd,
+                commit: commit.clone(),
+            }));
+            out.push(Action::Log(format!("landed story {id} as {commit}")));
+            let children = model
+                .state
+                .attempt(&id, landing.attempt)
+                .filter(|a| a.kind() == AttemptKind::Decompose)
+                .map(|a| a.children.clone())
+                .unwrap_or_default();
+            if !children.is_empty() {
+                // Its sub-stories are in the backlog on the target now; the
+                // run takes them in once nothing runs (`Model::reload_pending`).
+                model.state.set_decomposed(&id, &children);
+                model.reload_pending = true;
+                out.push(Action::Say(Message::Decomposed {
+                    id: id.clone(),
+                    children,
+                }));
+            }
+        }
+        LandResult::InPr { url } => {
+            model.apply(idx, Change::InPr { url: &url });
+            out.push(Action::Save);
+            out.push(Action::Say(Message::InPr {
+                id: id.clone(),
+                url: url.clone(),
+            }));
+            out.push(Action::Log(format!(
+                "story {id} passed validation on {target}; pull request {url}"
+            )));
+        }
+        LandResult::InReview => {
+            model.apply(idx, Change::InReview);
+            out.push(Action::Save);
+            out.push(Action::Say(Message::InReview {
+                id: id.clone(),
+                title: story.title.clone(),
+            }));
+            out.push(Action::Log(format!(
+                "story {id} passed validation on {target} and waits for review on {}",
+                crate::project::story_branch(&id)
+            )));
+        }
+        LandResult::Conflict { paths, saved_ref } => {
+            model.remember_conflict(idx, &paths);
+            // Kept work goes back to its agent, once: a fix-up whose own
+            // result conflicts again is redone from scratch.
+            let fixup = match saved_ref.clone() {
+                Some(work) if kind_of(model, idx, landing.attempt) != AttemptKind::Fixup => {
+                    Some(Fixup {
+                        cause: FixupCause::Conflict {
+                            paths: paths.clone(),
+                        },
+                        work,
+                        attempt: landing.attempt,
+                        fresh_session: false,
+                    })
+                }
+                _ => None,
+            };
+            let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
+            let note = match fixup {
+                Some(f) => Note {
+                    text: String::new(),
+                    fixup: Some(f),
+                    redo: false,
+                    decompose: false,
+                },
+                None => Note {
+                    text: prompt::conflict_redo(&target, &paths, &kept),
+                    fixup: None,
+                    redo: true,
+                    decompose: false,
+                },
+            };
+            let n = model
+                .apply(
+                    idx,
+                    Change::Conflict {
+                        note: &format!("merge conflict in {}", paths.join(", ")),
+                    },
+                )
+                .count;
+            out.push(Action::Say(Message::Conflict {
+                id: id.clone(),
+                target,
+                paths: paths.clone(),
+                fixup: note.fixup.is_some(),
+            }));
+            out.push(Action::Log(format!(
+                "conflict landing {id}: {paths:?}; kept at {kept}"
+            )));
+            if n > model.policy.max_conflicts() {
+                let blocked = model.apply(idx, Change::GiveUp).blocked;
+                out.push(Action::Say(Message::ConflictGiveUp {
+                    id,
+                    conflicts: n,
+                    blocked: blocked.len(),
+                }));
+                failed_for_good(model, idx, out);
+            } else {
+                model.state.set_note(&id, Some(note));
+            }
+            out.push(Action::Save);
+        }
+        LandResult::ValidationFailed {
+            name,
+            cmd,
+            tail,
+            saved_ref,
+            log_rel,
+        } => {
+            let tail_line = tail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            let reason = format!("validation '{name}' failed on the merged tree: {tail_line}");
+            // The merged tree goes back to its agent with the output, once.
+            let after_fixup = kind_of(model, idx, landing.attempt) == AttemptKind::Fixup;
+            let note = match saved_ref.clone() {
+                Some(work) if !after_fixup => Note {
+                    text: String::new(),
+                    fixup: Some(Fixup {
+                        cause: FixupCause::Validation {
+                            name: name.clone(),
+                            cmd,
+                            tail: tail.clone(),
+                            log: log_rel.clone(),
+                        },
+                        work,
+                        attempt: landing.attempt,
+                        fresh_session: false,
+                    }),
+                    redo: false,
+                    decompose: false,
+                },
+                _ => redo_note(model, &id, &reason, saved_ref.as_deref(), after_fixup),
+            };
+            if count_failure(
+                model,
+                idx,
+                &reason,
+                saved_ref.as_deref(),
+                Some(&log_rel),
+                note,
+                now,
+                out,
+            ) {
+                failed_for_good(model, idx, out);
+            }
+            out.push(Action::Save);
+        }
+        LandResult::CheckoutBlocked { paths } => {
+            // The work is finished: it stays `landing`, so the next run lands
+            // it without running the agent again.
+            model.apply(idx, Change::LandingInterrupted);
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} is ready to land, but the main checkout has local changes to {}: \
+                     commit or stash them and run `ralph run` again, which lands the story's \
+                     work (kept on {}) without running its agent again",
+                    paths.join(", "),
+                    crate::project::story_branch(&id)
+                )),
+            );
+            out.push(Action::Save);
+        }
+        LandResult::Busy { lock } => {
+            // Someone else's git, not the story: it stays `landing`, and
+            // the next run lands it.
+            model.apply(idx, Change::LandingInterrupted);
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} is ready to land, but another process kept {} the whole time: \
+                     let that git command finish (no git running? then the lock is stale: \
+                     remove it) and run `ralph run` again to land it",
+                    lock.display()
+                )),
+            );
+            out.push(Action::Save);
+        }
+        LandResult::Unsigned { message } => {
+            // The user's signing setup, not the story: nothing is charged,
+            // the work stays `landing`, and the next run lands it.
+            model.apply(idx, Change::LandingInterrupted);
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} is ready to land, but its merge commit could not be signed: \
+                     {message}. {}; then `ralph run` lands it (kept on {}) without running its \
+                     agent again",
+                    crate::gitops::SignError::hint(),
+                    crate::project::story_branch(&id)
+                )),
+            );
+            out.push(Action::Save);
+        }
+        LandResult::Interrupted => {
+            model.apply(idx, Change::LandingInterrupted);
+            out.push(Action::Say(Message::LandingStopped { id }));
+        }
+        LandResult::Raced => {
+            let n = {
+                let n = model.races.entry(idx).or_default();
+                *n += 1;
+                *n
+            };
+            out.push(Action::Log(format!(
+                "landing {id}: {target} moved under it every round ({n} turns); it lands later"
+            )));
+            if n < Policy::MAX_RACES {
+                model.land_queue.push_back(landing);
+            } else {
+                model.apply(idx, Change::LandingInterrupted);
+                halt(
+                    model,
+                    Fatal::NeedsPerson(format!(
+                        "story {id} is ready to land, but {target} kept moving under the merge \
+                         queue for {n} turns: pause your commits to {target} and run `ralph run` \
+                         again, which lands it without running its agent"
+                    )),
+                );
+                out.push(Action::Save);
+            }
+        }
+        // git or the machine failed, not the story: its finished work stays
+        // `landing` (nothing charged) and the next run lands it.
+        LandResult::Error(e) => {
+            out.push(Action::Log(format!("landing {id} failed: {e}")));
+            model.apply(idx, Change::LandingInterrupted);
+            halt(
+                model,
+                Fatal::Internal(format!(
+                    "landing story {id} failed: {e}; its finished work is kept on {} and \
+                     lands on the next `ralph run` once the cause is fixed",
+                    crate::project::story_branch(&id)
+                )),
+            );
+            out.push(Action::Save);
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Every decision of a run: `handle(model, event, now)` changes the model
+//! and returns the actions to carry out, in order. Retries, conflict
+//! limits, usage-limit pauses and backoff, one-job gating, the merge queue's
+//! order, `-n`, Ctrl-C once and twice, what is saved, what is said and
+//! what is recorded (`Action::Record`: the run's records are these
+//! decisions, never read back off the model).
+//!
+//! `handle` is the one entry; the decisions are split by what they decide:
+//! `dispatch` (choosing and starting attempts), `outcome` (an attempt's
+//! verdict), `landing` (the merge queue), `limits` (pauses, faults,
+//! signals, halting) and `finish` (totals, the budget, the exit code).
+//!
+//! Pure: no I/O, no clock (the caller passes `now`), no git, no tokio.
+
+mod dispatch;
+mod finish;
+mod landing;
+mod limits;
+mod outcome;
+
+use crate::control::Control;
+use crate::report::Message;
+use crate::runlog::{Ev, PauseWhy};
+use crate::schedule::Node;
+
+use super::events::{Action, Event, Now};
+use super::model::{Fatal, Model};
+use dispatch::dispatch;
+pub(crate) use finish::{finish, totals};
+use landing::{landing_finished, next_landing, send_to_landing};
+use limits::{on_signal, on_timer};
+use outcome::attempt_finished;
+
+// What the table tests name unqualified (`use super::*`).
+#[cfg(test)]
+use {
+    super::events::{AttemptReport, AttemptRequest, LandResult, OsSignal},
+    super::model::Policy,
+    crate::agent::Verdict,
+};
+
+/// Applies `event` to `model`; returns what to do.
+pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
+    let mut out = Vec::new();
+    match event {
+        Event::Start { reland } => {
+            let t = totals(model, Some(now));
+            out.push(Action::Say(Message::Header {
+                total: t.total,
+                done: t.done,
+                jobs: model.policy.jobs,
+                target: model.policy.target.clone(),
+            }));
+            out.push(Action::Log(format!(
+                "run start: {} jobs, target {}",
+                model.policy.jobs, model.policy.target
+            )));
+            if !model.pulled_in.is_empty() {
+                let ids = |list: &[usize]| -> Vec<String> {
+                    list.iter().map(|&i| model.id(i).to_string()).collect()
+                };
+                // (Those a failed one blocks go unnamed: they will not run.)
+                let with = |node: Node| -> Vec<usize> {
+                    let nodes = &model.sched().nodes;
+                    model
+                        .pulled_in
+                        .iter()
+                        .copied()
+                        .filter(|&i| nodes[i] == node)
+                        .collect()
+                };
+                let (run_first, failed) = (with(Node::Pending), with(Node::Failed));
+                if !run_first.is_empty() || !failed.is_empty() {
+                    out.push(Action::Say(Message::DependenciesFirst {
+                        ids: ids(&model.needing),
+                        run_first: ids(&run_first),
+                        failed: ids(&failed),
+                    }));
+                }
+            }
+            for (agent, until) in &model.state.paused_until {
+                out.push(Action::Say(Message::Paused {
+                    agent: agent.clone(),
+                    wait_secs: (until - now.unix).max(0) as f64,
+                }));
+                out.push(Action::Record(Ev::Pause {
+                    why: PauseWhy::UsageLimit,
+                    agent: Some(agent.clone()),
+                    until: Some(*until),
+                }));
+            }
+            for idx in reland {
+                let attempt = model
+                    .state
+                    .record(model.id(idx))
+                    .map(|r| r.attempts_started)
+                    .unwrap_or(0);
+                send_to_landing(model, idx, attempt, None, &mut out);
+            }
+        }
+        Event::Activity { idx, text } => {
+            // Changes nothing the scheduler looks at.
+            return vec![Action::Activity {
+                id: model.id(idx).to_string(),
+                text,
+            }];
+        }
+        Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
+        Event::LandingFinished(result) => match model.landing.take() {
+            Some(landing) => landing_finished(model, landing, result, now, &mut out),
+            None => debug_assert!(false, "a landing finished that never started"),
+        },
+        Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
+        Event::Signal(sig) => on_signal(model, sig, &mut out),
+        Event::Timer => on_timer(model, now, &mut out),
+        Event::SaveFailed(error) => {
+            out.push(Action::Say(Message::SaveFailed {
+                error: error.clone(),
+            }));
+            out.push(Action::Log(format!("cannot save state: {error}")));
+            // Going on would run work whose result cannot be recorded.
+            if model.fatal.is_none() {
+                model.fatal = Some(Fatal::Internal(format!(
+                    "cannot save {}: {error}; the state on disk is the last one \
+                     saved: free space or fix permissions, then run `ralph run` again",
+                    crate::paths::STATE
+                )));
+                out.push(Action::Control(Control::Stop));
+            }
+        }
+    }
+    next_landing(model, now, &mut out);
+    dispatch(model, now, &mut out);
+    out.push(Action::Totals(totals(model, Some(now))));
+    coalesce_saves(out)
+}
+
+/// One write of `state.json` where several follow each other: a save must
+/// precede what depends on it (an agent starting, a landing), and the last
+/// one holds every change; the others would only be the same fsync again.
+fn coalesce_saves(actions: Vec<Action>) -> Vec<Action> {
+    let mut kept = Vec::with_capacity(actions.len());
+    let mut saved_later = false;
+    for a in actions.into_iter().rev() {
+        match a {
+            Action::Save if saved_later => continue,
+            Action::Save => saved_later = true,
+            Action::StartAttempt(_) | Action::Land { .. } => saved_later = false,
+            _ => {}
+        }
+        kept.push(a);
+    }
+    kept.reverse();
+    kept
+}
+
+/// True when the run has nothing left to wait for.
+pub(crate) fn is_over(model: &Model) -> bool {
+    let waiting_out_limit = model.waiting()
+        && !model.stopping()
+        && model.fatal.is_none()
+        && !model.limit_reached()
+        && model.sched().next().is_some();
+    !model.busy() && !waiting_out_limit
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,451 @@
+//! What an attempt's verdict decides: landing, a retry and its note, a
+//! pause, a fault, a failure for good (and a split), the circuit breaker.
+
+use std::time::Duration;
+
+use crate::agent::{FaultKind, Verdict};
+use crate::prompt;
+use crate::report::{self, Message};
+use crate::state::{AttemptKind, AttemptRecord, Note, Outcome};
+
+use super::landing::send_to_landing;
+use super::limits::{api_fault, halt, needs_person, pause_agent, pause_new_work};
+use crate::run::events::{Action, AttemptReport, Now};
+use crate::run::model::{Change, Fatal, Model, Policy};
+use crate::run::record;
+use crate::runlog::Ev;
+
+pub(super) fn attempt_finished(
+    model: &mut Model,
+    r: AttemptReport,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let id = model.id(r.idx).to_string();
+    model.slots[r.slot] = None;
+    model.slot_started[r.slot] = None;
+    if !matches!(r.verdict, Verdict::Failed { .. }) {
+        model.recent_failures.clear();
+    }
+    if !matches!(r.verdict, Verdict::Fault { .. }) {
+        model.faults.remove(&r.idx);
+    }
+    // The agent reached its API (an answer, even a 429): the streak of API
+    // failures is over.
+    if !matches!(r.verdict, Verdict::Fault { .. } | Verdict::Interrupted) {
+        model.api_faults.remove(r.agent.unwrap_or("claude"));
+    }
+    out.push(Action::StoryFinished { id: id.clone() });
+    model
+        .state
+        .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
+    model.run_cost_usd += r.cost_usd;
+    if let Some(reset) = r.limit_warning {
+        let window = match reset {
+            Some(t) => Duration::from_secs((t as i64 - now.unix).max(0) as u64),
+            None => Policy::WARNING_WINDOW,
+        };
+        if model.policy.jobs > 1 && model.fewer_jobs_until.is_none_or(|u| u <= now.mono) {
+            out.push(Action::Say(Message::LimitNear {
+                jobs: model.policy.jobs - 1,
+                secs: window.as_secs_f64(),
+            }));
+        }
+        model.fewer_jobs_until = Some(now.mono + window);
+    }
+    model.run_tokens += report::tokens(&r.usage);
+    if !r.learnings.is_empty() {
+        out.push(Action::RecordLearnings {
+            id: id.clone(),
+            learnings: r.learnings.clone(),
+        });
+    }
+    let reason = match &r.verdict {
+        Verdict::Failed { reason, .. } | Verdict::Fault { reason, .. } => Some(reason.clone()),
+        _ => None,
+    };
+    let rec = AttemptRecord {
+        number: r.attempt,
+        kind: Some(r.kind),
+        outcome: r.verdict.outcome(),
+        reason,
+        duration_secs: r.duration.as_secs_f64(),
+        usage: r.usage,
+        cost_usd: r.cost_usd,
+        saved_ref: r.saved_ref.clone(),
+        agent: r.agent.map(str::to_string),
+        session_id: r.session_id.clone(),
+        slot: Some(r.slot),
+        resumed: r.resumed,
+        children: r.children.clone(),
+    };
+    out.push(Action::Record(record::attempt_end(&id, &rec)));
+    // What an attempt that stopped early had done, for the next prompt.
+    let stopped_early = matches!(
+        r.verdict,
+        Verdict::Interrupted | Verdict::RateLimited { .. }
+    );
+    let kept: Vec<String> = r.saved_ref.iter().chain(&r.kept).cloned().collect();
+    if stopped_early && !kept.is_empty() {
+        model
+            .state
+            .add_to_note(&id, &prompt::interrupted_before(&kept));
+    }
+    match &r.verdict {
+        Verdict::Done | Verdict::Tentative => {
+            // The note stays until the landing decides: a fix-up whose
+            // result fails to land is redone, told what the fix-up was for.
+            model.state.push_history(&id, rec);
+            if let Some((files, commit)) = &r.committed_for_agent {
+                out.push(Action::Say(Message::CommittedForAgent {
+                    id: id.clone(),
+                    files: *files,
+                    commit: commit.clone(),
+                }));
+            }
+            out.push(Action::Say(Message::Finished {
+                id: id.clone(),
+                secs: r.duration.as_secs_f64(),
+            }));
+            send_to_landing(model, r.idx, r.attempt, Some(r.iteration), out);
+        }
+        // A resumed agent that failed before it even reported its session:
+        // its CLI could not find the session (another machine, a cleared
+        // home). Not the fix-up's failure: it runs again in a new session.
+        Verdict::Failed { reason, .. }
+            if r.resumed && r.session_id.is_none() && report::tokens(&r.usage) == 0 =>
+        {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            let fixup = model
+                .state
+                .stories
+                .get_mut(&id)
+                .and_then(|s| s.note.as_mut())
+                .and_then(|n| n.fixup.as_mut());
+            if let Some(f) = fixup {
+                f.fresh_session = true;
+            }
+            out.push(Action::Log(format!(
+                "story {id}: the agent could not resume its session ({}); its fix-up runs in a new one",
+                reason.replace('\n', " ")
+            )));
+        }
+        // `ralph decompose ID` asked for a split, not for the story's work:
+        // a refused split costs the story nothing and runs nothing else.
+        Verdict::Failed { reason, .. }
+            if r.kind == AttemptKind::Decompose && model.policy.split_by_hand.is_some() =>
+        {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::SplitRefused);
+            let one_line = reason.replace('\n', " ");
+            out.push(Action::Log(format!(
+                "story {id}: the split asked for by hand failed: {one_line}"
+            )));
+            halt(
+                model,
+                Fatal::NeedsPerson(format!(
+                    "story {id} was not split: {one_line} (the answer: {}). Its attempts and \
+                     retries are as they were: run `ralph decompose {id}` again, or split it \
+                     by hand",
+                    r.log_rel
+                )),
+            );
+            out.push(Action::Save);
+        }
+        Verdict::Failed { reason, .. } => {
+            model.state.push_history(&id, rec);
+            let note = redo_note(
+                model,
+                &id,
+                reason,
+                r.saved_ref.as_deref(),
+                r.kind == AttemptKind::Fixup,
+            );
+            let gone = count_failure(
+                model,
+                r.idx,
+                reason,
+                r.saved_ref.as_deref(),
+                Some(&r.log_rel),
+                note,
+                now,
+                out,
+            );
+            // The breaker takes back what one shared cause failed.
+            if !circuit_breaker(model, r.idx, reason, out) && gone {
+                failed_for_good(model, r.idx, out);
+            }
+        }
+        Verdict::RateLimited { resets_at } => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            let wait = match resets_at {
+                // A little past the reset, so the quota has really come back.
+                Some(t) => Duration::from_secs((*t as i64 - now.unix).max(0) as u64 + 2),
+                None => model.backoff,
+            };
+            model.backoff = (model.backoff * 2).min(Policy::MAX_BACKOFF);
+            let agent = r.agent.unwrap_or("claude").to_string();
+            if wait > model.policy.max_wait {
+                needs_person(
+                    model,
+                    format!(
+                        "the {agent} agent hit its usage limit, which resets in {}: longer than \
+                         limits.max_wait_hours ({}h), so ralph does not wait; run `ralph run` \
+                         after the reset, or raise limits.max_wait_hours",
+                        crate::timefmt::human_duration(wait.as_secs_f64()),
+                        model.policy.max_wait.as_secs() / 3600
+                    ),
+                    out,
+                );
+            } else {
+                pause_agent(model, agent, now.unix + wait.as_secs() as i64, out);
+                out.push(Action::Say(Message::RateLimited {
+                    id: id.clone(),
+                    wait_secs: wait.as_secs_f64(),
+                }));
+                out.push(Action::Log(format!("rate limited on {id}; pause {wait:?}")));
+            }
+        }
+        Verdict::Interrupted => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            out.push(Action::Say(Message::Stopped { id: id.clone() }));
+        }
+        Verdict::Fault { reason, kind } => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            // The API's faults are the agent's, bounded in time; the
+            // others are the story's slot or the machine's, bounded in count.
+            let n = if *kind == FaultKind::Api {
+                0
+            } else {
+                let n = model.faults.entry(r.idx).or_default();
+                *n += 1;
+                out.push(Action::Log(format!(
+                    "fault on {id} ({} in a row): {reason}",
+                    *n
+                )));
+                *n
+            };
+            match kind {
+                FaultKind::Api => {
+                    api_fault(model, &id, r.agent.unwrap_or("claude"), reason, now, out);
+                }
+                FaultKind::Transient if n < Policy::MAX_TRANSIENT_FAULTS => {
+                    let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
+                    pause_new_work(model, now.mono + wait, out);
+                    out.push(Action::Say(Message::Fault {
+                        id: id.clone(),
+                        reason: reason.clone(),
+                        wait_secs: wait.as_secs_f64(),
+                    }));
+                }
+                FaultKind::Transient | FaultKind::NeedsPerson => {
+                    halt(model, Fatal::NeedsPerson(reason.clone()));
+                }
+                FaultKind::StopNow => needs_person(model, reason.clone(), out),
+            }
+        }
+        Verdict::RootRefusal => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            needs_person(
+                model,
+                "Claude Code refuses --dangerously-skip-permissions when run as root. \
+                 Run ralph as a normal user, or set IS_SANDBOX=1 if this is a sandbox or container."
+                    .into(),
+                out,
+            );
+        }
+    }
+    out.push(Action::Save);
+}
+
+/// The same failure in several attempts in a row, across stories, is not
+/// the stories' fault (a bad key, an unknown model, an agent that dies at
+/// start): the run stops with one message and those attempts are taken back,
+/// so after the fix `ralph run` just works. True when it took back story
+/// `idx`'s attempt.
+fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Action>) -> bool {
+    let cause: String = reason
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(200)
+        .collect();
+    if model.breaker_cause.as_deref() == Some(cause.as_str()) {
+        model.apply(idx, Change::Refund);
+        return true;
+    }
+    model.recent_failures.push((idx, cause.clone()));
+    let n = Policy::BREAKER_ATTEMPTS;
+    let recent = &model.recent_failures;
+    if recent.len() < n {
+        return false;
+    }
+    let last = &recent[recent.len() - n..];
+    let same = last.iter().all(|(_, c)| *c == cause);
+    let mut stories: Vec<usize> = last.iter().map(|(i, _)| *i).collect();
+    stories.sort_unstable();
+    stories.dedup();
+    if !same || stories.len() < 2 {
+        return false;
+    }
+    let taken: Vec<usize> = last.iter().map(|(i, _)| *i).collect();
+    for i in taken {
+        model.apply(i, Change::Refund);
+    }
+    model.recent_failures.clear();
+    model.breaker_cause = Some(cause.clone());
+    out.push(Action::Record(Ev::Breaker {
+        reason: cause.clone(),
+    }));
+    let ids: Vec<&str> = stories.iter().map(|&i| model.id(i)).collect();
+    let message = format!(
+        "the same failure ended {n} attempts in a row, of stories {}: \"{cause}\". That is not \
+         the stories' fault (credentials, the model name, the agent's installation?): \
+         fix it and run `ralph run` again; those attempts were not counted",
+        ids.join(", ")
+    );
+    out.push(Action::Log(format!("circuit breaker: {message}")));
+    needs_person(model, message, out);
+    true
+}
+
+/// The note of a fresh start after a failure: the failure, and when it was
+/// a fix-up's, what that fix-up was for (its work is still kept).
+pub(super) fn redo_note(
+    model: &Model,
+    id: &str,
+    reason: &str,
+    saved_ref: Option<&str>,
+    after_fixup: bool,
+) -> Note {
+    let mut text = prompt::failed_before(&reason.replace('\n', " "), saved_ref);
+    let before = model.state.note(id).filter(|n| n.fixup.is_some());
+    if let Some(before) = before.filter(|_| after_fixup) {
+        text = format!(
+            "{}\n\nA fix-up of that work failed too. {text}",
+            prompt::note_context(before, &model.policy.target)
+        );
+    }
+    Note {
+        text,
+        fixup: None,
+        redo: true,
+        decompose: false,
+    }
+}
+
+/// What the attempt whose work landed (or tried to) was.
+pub(super) fn kind_of(model: &Model, idx: usize, attempt: u32) -> AttemptKind {
+    model
+        .state
+        .attempt(model.id(idx), attempt)
+        .map(AttemptRecord::kind)
+        .unwrap_or_default()
+}
+
+/// Counts a failed attempt; when the story gets another, `note` is what
+/// that one is told. True when the story failed for good (and is not to
+/// be split).
+#[expect(clippy::too_many_arguments, reason = "one call site per cause")]
+pub(super) fn count_failure(
+    model: &mut Model,
+    idx: usize,
+    reason: &str,
+    saved_ref: Option<&str>,
+    log: Option<&str>,
+    note: Note,
+    now: Now,
+    out: &mut Vec<Action>,
+) -> bool {
+    let id = model.id(idx).to_string();
+    let max = model.policy.max_retries;
+    let applied = model.apply(idx, Change::Fail { reason });
+    let n = applied.count;
+    let one_line = reason.replace('\n', " ");
+    out.push(Action::Progress(report::progress_fail(
+        &id, &one_line, now.unix, n, max,
+    )));
+    out.push(Action::Say(Message::Failed {
+        id: id.clone(),
+        attempt: n,
+        max,
+        reason: one_line.clone(),
+        log: log.filter(|l| !l.is_empty()).map(str::to_string),
+        kept: saved_ref.map(str::to_string),
+    }));
+    out.push(Action::Log(format!(
+        "story {id} failed attempt {n}/{max}: {one_line}"
+    )));
+    if applied.failed_for_good {
+        if let Some(note) = decomposition_note(model, &id) {
+            model.apply(idx, Change::Decompose { note: &note });
+            out.push(Action::Say(Message::Decomposing {
+                id: id.clone(),
+                max,
+            }));
+            out.push(Action::Log(format!(
+                "story {id} failed for good; its next run splits it into sub-stories"
+            )));
+            return false;
+        }
+        let blocked = applied.blocked.iter().map(|&b| model.id(b).to_string());
+        out.push(Action::Say(Message::FailedForGood {
+            id,
+            max,
+            blocked: blocked.collect(),
+        }));
+        true
+    } else {
+        model.state.set_note(&id, Some(note));
+        false
+    }
+}
+
+/// Records that story `idx` failed for good, with the error the state
+/// keeps for it.
+pub(super) fn failed_for_good(model: &Model, idx: usize, out: &mut Vec<Action>) {
+    let story = model.id(idx).to_string();
+    let reason = model
+        .state
+        .record(&story)
+        .and_then(|r| r.last_error.clone());
+    out.push(Action::Record(Ev::FailedForGood { story, reason }));
+}
+
+/// The note of a decomposition run when story `id`, failed for good, gets
+/// one (`decomposition.*`: enabled, not tried yet, not too deep): the
+/// failure history in words, for its prompt.
+fn decomposition_note(model: &Model, id: &str) -> Option<String> {
+    let max_depth = model.policy.decompose_depth?;
+    if model.state.decomposition_tried(id)
+        || crate::decompose::depth(id, &model.state.decomposed()) >= max_depth
+    {
+        return None;
+    }
+    let rec = model.state.record(id)?;
+    let lines: Vec<String> = rec
+        .history
+        .iter()
+        .filter(|h| h.outcome != Outcome::Fault)
+        .map(|h| {
+            format!(
+                "- attempt {} ({}): {}{}",
+                h.number,
+                h.kind().as_str(),
+                format!("{:?}", h.outcome).to_lowercase(),
+                h.reason
+                    .as_deref()
+                    .map(|r| format!(": {}", r.replace('\n', " ")))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    Some(lines.join("\n"))
+}
