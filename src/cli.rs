@@ -202,6 +202,21 @@ Examples:
     /// The man page (roff), on stdout
     #[command(after_long_help = "Example:\n  ralph man | man -l -")]
     Man,
+    /// Internal: one attempt of a cluster job (`executor.kind: ray`)
+    #[command(hide = true)]
+    Worker {
+        #[command(subcommand)]
+        what: WorkerCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkerCommand {
+    /// Runs the attempt SPEC describes; its last stdout line is the report
+    Attempt {
+        /// The coordinator's spec (hex JSON)
+        spec: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -315,6 +330,7 @@ pub fn main() -> i32 {
             | Command::Man
             | Command::Config { .. }
             | Command::Template { .. }
+            | Command::Worker { .. }
     );
     let root = match project_root(cli.dir.as_deref(), matches!(cli.command, Command::Init)) {
         Ok(r) => r,
@@ -452,6 +468,12 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             };
             crate::process::become_subreaper();
             run::run(root, opts)
+        }
+        Command::Worker {
+            what: WorkerCommand::Attempt { spec },
+        } => {
+            crate::process::become_subreaper();
+            crate::exec::worker::attempt(&spec)
         }
         Command::Version => {
             println!("ralph {}", help::VERSION.as_str());

@@ -31,6 +31,10 @@ const SECTIONS: &[(&str, &str)] = &[
     ("postmortem", "A lesson after a timeout"),
     ("runs", "Run records"),
     ("landing", "Landing, or keeping work for review"),
+    (
+        "executor",
+        "Where attempts run: this machine or a Ray cluster",
+    ),
 ];
 
 fn section_of(key: &str) -> &str {

@@ -9,6 +9,7 @@ mod fixup;
 mod keep;
 mod land;
 mod landing;
+pub(crate) mod relay;
 mod touched;
 mod worktree;
 

@@ -16,6 +16,7 @@ mod landing;
 mod malformed;
 mod newcomer;
 mod parallel;
+mod ray;
 mod realcli;
 mod review;
 mod scheduling;

@@ -1,0 +1,341 @@
+//! `executor.kind: ray` against a real two-node Ray 2.60 cluster (issue 23):
+//! `tests/ray/cluster.sh` starts it in a network namespace (head + "w2",
+//! token auth, a `git daemon` relay), the coordinator (`ralph run`) runs in
+//! that namespace too, and the fake agent runs on the nodes, reached only
+//! through the Jobs API, its work only through the relay.
+//!
+//! Needs root (network namespaces) and Python 3 (Ray is installed once into
+//! target/ray-venv). Without them the tests print `skipped:` and pass,
+//! except under `CI=true`, where they fail.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::{git, wait_until, Project, RALPH};
+
+/// Ray takes ~2 GB for two nodes: one cluster at a time in this process.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const CLUSTER_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ray/cluster.sh");
+
+/// An agent key the coordinator has in its environment: it must reach no
+/// job spec, log or record.
+const AGENT_KEY: &str = "sk-ant-test-4f1b2c9d8e7a";
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    env: BTreeMap<String, String>,
+}
+
+impl Cluster {
+    /// Starts the cluster with `bin` first on the nodes' PATH and `scratch`
+    /// as the agents' `$SCRATCH`; `None` (with a word) where it cannot run.
+    fn start(bin: &Path, scratch: &Path) -> Option<Cluster> {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        let why_not = if unsafe { libc_geteuid() } != 0 {
+            Some("needs root for network namespaces")
+        } else if Command::new("ip").arg("-V").output().is_err() {
+            Some("needs iproute2 (`ip netns`)")
+        } else if Command::new("python3").arg("--version").output().is_err() {
+            Some("needs python3 to install Ray")
+        } else {
+            None
+        };
+        if let Some(why) = why_not {
+            assert!(!ci, "the Ray tests must run under CI=true: {why}");
+            eprintln!("skipped: Ray cluster tests: {why}");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("bash")
+            .arg(CLUSTER_SH)
+            .arg("start")
+            .arg(dir.path())
+            .arg(bin)
+            .env("SCRATCH", scratch)
+            .env("GIT_AUTHOR_NAME", "Node")
+            .env("GIT_AUTHOR_EMAIL", "node@example.com")
+            .env("GIT_COMMITTER_NAME", "Node")
+            .env("GIT_COMMITTER_EMAIL", "node@example.com")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("cluster.sh runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let env: BTreeMap<String, String> = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let c = Cluster { dir, env };
+        if !out.status.success() {
+            let why = String::from_utf8_lossy(&out.stderr).into_owned();
+            let ray_missing = why.contains("pip") || why.contains("venv");
+            assert!(!ci || !ray_missing, "Ray could not be installed: {why}");
+            if ray_missing {
+                eprintln!("skipped: Ray could not be installed: {why}");
+                return None;
+            }
+            panic!("the cluster did not start: {why}\n{text}");
+        }
+        Some(c)
+    }
+
+    fn ns(&self) -> &str {
+        &self.env["RAY_NS"]
+    }
+
+    fn token(&self) -> &str {
+        &self.env["RAY_TOKEN"]
+    }
+
+    /// A bare repository served by the relay's `git daemon`; its URL.
+    fn relay(&self, name: &str) -> (PathBuf, String) {
+        let path = PathBuf::from(&self.env["RELAY_DIR"]).join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        git(&path, &["init", "-q", "--bare"]);
+        let url = format!("{}/{name}", self.env["RELAY_URL_BASE"]);
+        (path, url)
+    }
+
+    /// `ralph ARGS` for `p`, run inside the namespace.
+    fn ralph(&self, p: &Project, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", self.ns(), RALPH])
+            .args(args)
+            .current_dir(&p.root)
+            .env("HOME", &p.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("CI", "1")
+            .env("RAY_AUTH_TOKEN", self.token())
+            .env("ANTHROPIC_API_KEY", AGENT_KEY)
+            .env_remove("RALPH_ATTEMPT_TOKEN")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `GET path` on the Jobs API, with the token.
+    fn api(&self, path: &str) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", self.ns(), "curl", "-sf", "-H"])
+            .arg(format!("Authorization: Bearer {}", self.token()))
+            .arg(format!("{}{path}", self.env["RAY_ADDRESS"]))
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn jobs(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str(&self.api("/api/jobs/")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(CLUSTER_SH)
+            .arg("stop")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .output();
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// A project whose `origin` is the relay and whose executor is the cluster.
+fn project(c: &Cluster, queue: &str, agent: &str) -> Project {
+    let extra = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+      "executor": { "kind": "ray",
+        "ray": { "ralph_path": "RALPH", "resources": { "ralph_slot": 1 } } } }"#
+        .replace("RALPH", RALPH);
+    let p = Project::with_backlog(queue, &extra);
+    p.agent(agent);
+    p.commit_all("backlog");
+    let (_, url) = c.relay("relay.git");
+    git(&p.root, &["remote", "add", "origin", &url]);
+    p
+}
+
+fn run_to_end(p: &Project, cmd: Command) -> crate::harness::RunResult {
+    p.run_to_end(cmd, &["run"])
+}
+
+/// Each agent notes its node and its run, waits until `$SCRATCH/want`
+/// agents have started (so attempts overlap and both nodes get some), then
+/// commits a file naming its node.
+const NODE_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+touch "$SCRATCH/started-$ID"
+want=$(cat "$SCRATCH/want" 2>/dev/null || echo 1)
+for _ in $(seq 600); do
+  [ "$(ls "$SCRATCH" | grep -c '^started-')" -ge "$want" ] && break
+  [ -e "$SCRATCH/go-$ID" ] && break
+  sleep 0.1
+done
+while [ -e "$SCRATCH/hold-$ID" ] && [ ! -e "$SCRATCH/go-$ID" ]; do sleep 0.1; done
+commit_file "src/$ID.txt" "$ID on $RALPH_TEST_NODE"
+done_
+"#;
+
+#[test]
+fn stories_land_through_ray_jobs_on_both_nodes() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    // The agent goes on the nodes' PATH (the cluster's), not the coordinator's.
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = project(
+        &c,
+        "# [batch:1]\n1.1 | a\n1.2 | b\n1.3 | c\n1.4 | d\n",
+        NODE_AGENT,
+    );
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    std::fs::write(scratch.path().join("want"), "4").unwrap();
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "4"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1", "1.2", "1.3", "1.4"], "{r:?}");
+    let mut nodes = BTreeSet::new();
+    for id in ["1.1", "1.2", "1.3", "1.4"] {
+        let landed = p.file_on_main(&format!("src/{id}.txt")).unwrap_or_default();
+        let node = landed.trim().rsplit(' ').next().unwrap_or("").to_string();
+        assert!(landed.starts_with(&format!("{id} on ")), "{id}: {landed:?}");
+        nodes.insert(node);
+        assert_eq!(p.merges_of(id), 1);
+        // One agent run per story.
+        let runs = std::fs::read_to_string(scratch.path().join(format!("runs-{id}"))).unwrap();
+        assert_eq!(runs.lines().count(), 1, "{id}: {runs}");
+    }
+    assert_eq!(
+        nodes,
+        BTreeSet::from(["head".to_string(), "w2".to_string()]),
+        "four overlapping attempts of one slot each on nodes of two slots use both"
+    );
+    // The relay keeps nothing of collected attempts; the coordinator's
+    // repository has no relay refs under its kept-work namespace.
+    let (relay, _) = (PathBuf::from(&c.env["RELAY_DIR"]).join("relay.git"), ());
+    let left = git(
+        &relay,
+        &["for-each-ref", "--format=%(refname)", "refs/ralph/"],
+    );
+    assert_eq!(left.trim(), "", "relay refs left: {left}");
+    assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
+    // Secrets: the token and the agent key are in no job spec, log or record.
+    let everything = c.api("/api/jobs/");
+    for secret in [c.token(), AGENT_KEY] {
+        assert!(!everything.contains(secret), "a job spec holds a secret");
+        for f in walk(&p.root.join(".ralph"))
+            .into_iter()
+            .chain([p.root.join("ralph.log")])
+        {
+            let text = std::fs::read(&f).unwrap_or_default();
+            assert!(
+                !String::from_utf8_lossy(&text).contains(secret),
+                "{} holds a secret",
+                f.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_coordinator_killed_mid_run_reattaches_and_collects() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = project(&c, "# [batch:1]\n1.1 | a\n1.2 | b\n", NODE_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    for id in ["1.1", "1.2"] {
+        std::fs::write(scratch.path().join(format!("hold-{id}")), "").unwrap();
+    }
+    std::fs::write(scratch.path().join("want"), "2").unwrap();
+    let mut first = c
+        .ralph(&p, &["run", "-j", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = |id: &str| scratch.path().join(format!("started-{id}")).exists();
+    wait_until(
+        "both agents run on the cluster",
+        Duration::from_secs(120),
+        || started("1.1") && started("1.2"),
+    );
+    // SIGKILL: the coordinator leaves no word; its jobs run on.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // 1.1 finishes while no coordinator is there; 1.2 is still running
+    // when the next one starts.
+    std::fs::write(scratch.path().join("go-1.1"), "").unwrap();
+    wait_until(
+        "story 1.1's job to succeed",
+        Duration::from_secs(120),
+        || {
+            c.jobs()
+                .iter()
+                .any(|j| j["metadata"]["ralph_story"] == "1.1" && j["status"] == "SUCCEEDED")
+        },
+    );
+    let mut second = c
+        .ralph(&p, &["run", "-j", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the new run to re-attach", Duration::from_secs(120), || {
+        p.read("ralph.log").contains("re-attaching to job") && p.read("ralph.log").contains("1.2")
+    });
+    std::fs::write(scratch.path().join("go-1.2"), "").unwrap();
+    let limit = std::time::Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(s) = second.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < limit, "the second run hangs");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = second.wait_with_output().unwrap();
+    let shown = format!(
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        p.read("ralph.log")
+    );
+    assert_eq!(status.code(), Some(0), "{shown}");
+    assert_eq!(p.completed(), ["1.1", "1.2"], "{shown}");
+    for id in ["1.1", "1.2"] {
+        let runs = std::fs::read_to_string(scratch.path().join(format!("runs-{id}"))).unwrap();
+        assert_eq!(
+            runs.lines().count(),
+            1,
+            "story {id} ran more than once: {runs}\n{shown}"
+        );
+        assert_eq!(p.merges_of(id), 1);
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            if path.ends_with("worktrees") {
+                continue;
+            }
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
