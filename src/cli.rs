@@ -801,14 +801,18 @@ fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
             eprintln!("{note}");
         }
     }
-    // Every agent CLI the backlog would run must be installed.
-    run::resolve_agents(&project, project.config.agent_name)?;
+    // Every agent CLI the backlog would run must be installed (here, or
+    // on the cluster's nodes, which must answer).
+    let executor_lines = crate::exec::validate(&project)?;
     let edges = project.dag.graph.edge_count();
     println!(
         "ok: {} stories, {} dependency edges, no problems",
         project.backlog.stories.len(),
         edges
     );
+    for l in executor_lines {
+        println!("{l}");
+    }
     warn_if_empty(&project);
     Ok(EXIT_OK)
 }

@@ -37,6 +37,8 @@ use crate::run::{AttemptReport, AttemptRequest, Event, RunContext};
 use super::http::{self, Endpoint};
 use super::worker::{self, WorkerSpec};
 
+/// The Jobs API version ralph speaks (`GET /api/version`).
+const JOBS_API_VERSION: &str = "4";
 /// How often a running job is looked at.
 const POLL: Duration = Duration::from_secs(1);
 /// Beyond the attempt's timeout: fetching, hooks, pushing, a stop's grace.
@@ -105,13 +107,22 @@ impl Cluster {
         Ok((r.status, v))
     }
 
-    /// Reachable, the token accepted, and the Ray version (`GET /api/version`).
+    /// Reachable, the token accepted, a Jobs API ralph speaks (`version` 4);
+    /// the Ray version (`GET /api/version`).
     pub(crate) fn check(&self) -> Result<String, RalphError> {
         let (status, v) = self.call("GET", "/api/version", None).map_err(|e| {
             RalphError::usage(e)
                 .with_hint("start the cluster (`ray start --head`) or fix executor.ray.address")
         })?;
         match status {
+            200 if v["version"].as_str() != Some(JOBS_API_VERSION) => {
+                Err(RalphError::usage(format!(
+                    "Ray at {} speaks Jobs API version {} (ray {}); ralph speaks version \
+                     {JOBS_API_VERSION} (Ray 2.x)",
+                    self.address, v["version"], v["ray_version"]
+                ))
+                .with_hint("run a Ray 2 cluster (ralph is tested with Ray 2.60)"))
+            }
             200 => Ok(v["ray_version"].as_str().unwrap_or("?").to_string()),
             401 | 403 => Err(RalphError::usage(format!(
                 "Ray at {} refused ralph's token (HTTP {status})",
@@ -264,7 +275,7 @@ impl RayExecutor {
     ) -> Result<RayExecutor, RalphError> {
         let cluster = Cluster::new(settings)?;
         let version = cluster.check()?;
-        let relay_url = relay_url(&ctx, settings)?;
+        let relay_url = relay_url(&ctx.git, settings)?;
         let orphans = cluster
             .orphans(&ctx.tag)
             .map_err(|e| RalphError::usage(format!("listing the cluster's jobs: {e}")))?;
@@ -287,8 +298,11 @@ impl RayExecutor {
 
 /// The relay's URL: `executor.relay` names a remote (or is a URL itself);
 /// a URL carrying a password is refused (it would sit in every job spec).
-fn relay_url(ctx: &RunContext, settings: &RaySettings) -> Result<String, RalphError> {
-    let url = match ctx.git.remote_url(&settings.relay) {
+pub(crate) fn relay_url(
+    git: &crate::gitops::Git,
+    settings: &RaySettings,
+) -> Result<String, RalphError> {
+    let url = match git.remote_url(&settings.relay) {
         Ok(Some(u)) => u,
         _ if settings.relay.contains(':') || settings.relay.starts_with('/') => {
             settings.relay.clone()
@@ -573,7 +587,10 @@ impl Job {
             .unwrap_or_default();
         let Some(wire) = worker::report_in(&logs) else {
             let why = info
-                .map(|i| format!("{}: {}", i.status, i.message.trim()))
+                .map(|i| {
+                    let words: Vec<&str> = i.message.split_whitespace().collect();
+                    format!("{}: {}", i.status, words.join(" "))
+                })
                 .unwrap_or_else(|| "the cluster lost it".to_string());
             let sid2 = sid.clone();
             let _ = call(&self.cluster, move |c| c.delete(&sid2)).await;

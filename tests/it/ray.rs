@@ -33,6 +33,11 @@ impl Cluster {
     /// Starts the cluster with `bin` first on the nodes' PATH and `scratch`
     /// as the agents' `$SCRATCH`; `None` (with a word) where it cannot run.
     fn start(bin: &Path, scratch: &Path) -> Option<Cluster> {
+        Cluster::start_with(bin, scratch, 2)
+    }
+
+    /// `start` with `slots` ralph_slot on each node.
+    fn start_with(bin: &Path, scratch: &Path, slots: u32) -> Option<Cluster> {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");
         let why_not = if unsafe { libc_geteuid() } != 0 {
             Some("needs root for network namespaces")
@@ -55,6 +60,7 @@ impl Cluster {
             .arg(dir.path())
             .arg(bin)
             .env("SCRATCH", scratch)
+            .env("RALPH_RAY_SLOTS", slots.to_string())
             .env("GIT_AUTHOR_NAME", "Node")
             .env("GIT_AUTHOR_EMAIL", "node@example.com")
             .env("GIT_COMMITTER_NAME", "Node")
@@ -199,6 +205,23 @@ fn stories_land_through_ray_jobs_on_both_nodes() {
     );
     std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
     std::fs::write(scratch.path().join("want"), "4").unwrap();
+    // `ralph validate` checks the cluster: it answers, and takes the token.
+    let v = run_to_end(&p, c.ralph(&p, &["validate"]));
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(
+        v.stdout.contains(
+            "ok: Ray 2.60.0 at http://127.0.0.1:8265 answers with the token in $RAY_AUTH_TOKEN"
+        ),
+        "{v:?}"
+    );
+    let mut wrong = c.ralph(&p, &["validate"]);
+    wrong.env("RAY_AUTH_TOKEN", "not-the-token");
+    let v = run_to_end(&p, wrong);
+    assert_eq!(v.code, 2, "{v:?}");
+    assert!(
+        v.stderr.contains("refused ralph's token (HTTP 401)"),
+        "{v:?}"
+    );
     let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "4"]));
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed(), ["1.1", "1.2", "1.3", "1.4"], "{r:?}");
@@ -322,6 +345,138 @@ fn a_coordinator_killed_mid_run_reattaches_and_collects() {
         );
         assert_eq!(p.merges_of(id), 1);
     }
+}
+
+/// Starts a grandchild in a session of its own (out of the agent's group),
+/// notes both PIDs, then waits for ever.
+const STUBBORN_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+setsid sleep 1000 &
+echo $! > "$SCRATCH/grandchild-$ID"
+echo $$ > "$SCRATCH/agent-$ID"
+while :; do sleep 0.1; done
+"#;
+
+#[test]
+fn ctrl_c_stops_the_job_and_its_whole_tree() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = project(&c, "1.1 | a\n", STUBBORN_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let mut run = c
+        .ralph(&p, &["run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_in = |name: &str| -> Option<i32> {
+        std::fs::read_to_string(scratch.path().join(name))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    };
+    wait_until(
+        "the agent and its grandchild run",
+        Duration::from_secs(120),
+        || pid_in("agent-1.1").is_some() && pid_in("grandchild-1.1").is_some(),
+    );
+    let (agent, grandchild) = (
+        pid_in("agent-1.1").unwrap(),
+        pid_in("grandchild-1.1").unwrap(),
+    );
+    assert!(crate::harness::alive(agent) && crate::harness::alive(grandchild));
+    Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    let limit = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < limit, "ralph did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{}", p.read("ralph.log"));
+    wait_until(
+        "the remote tree to be gone",
+        Duration::from_secs(60),
+        || !crate::harness::alive(agent) && !crate::harness::alive(grandchild),
+    );
+    // The job was stopped, not left running; the story is not charged.
+    assert!(
+        c.jobs()
+            .iter()
+            .filter(|j| j["metadata"]["ralph_story"] == "1.1")
+            .all(|j| j["status"] == "STOPPED"),
+        "{:?}",
+        c.jobs()
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0, "{}", p.read("ralph.log"));
+}
+
+/// On "w2" the agent waits until its node is gone; elsewhere it finishes.
+const W2_HOLDS_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+if [ "$RALPH_TEST_NODE" = w2 ]; then
+  touch "$SCRATCH/on-w2"
+  while :; do sleep 0.1; done
+fi
+commit_file "src/$ID.txt" "$ID on $RALPH_TEST_NODE"
+done_
+"#;
+
+#[test]
+fn a_node_lost_mid_attempt_costs_no_retry() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    // One slot per node: two overlapping attempts take one each.
+    let Some(c) = Cluster::start_with(bin.path(), scratch.path(), 1) else {
+        return;
+    };
+    let p = project(&c, "# [batch:1]\n1.1 | a\n1.2 | b\n", W2_HOLDS_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let run = c
+        .ralph(&p, &["run", "-j", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("an attempt to run on w2", Duration::from_secs(120), || {
+        scratch.path().join("on-w2").exists()
+    });
+    // The second node dies (its whole process group, as a machine would).
+    Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", c.env["W2_PGID"])])
+        .status()
+        .unwrap();
+    let out = run.wait_with_output().unwrap();
+    let shown = format!(
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        p.read("ralph.log")
+    );
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(p.completed(), ["1.1", "1.2"], "{shown}");
+    let lost: Vec<&str> = ["1.1", "1.2"]
+        .into_iter()
+        .filter(|id| {
+            std::fs::read_to_string(scratch.path().join(format!("runs-{id}")))
+                .unwrap_or_default()
+                .starts_with("w2")
+        })
+        .collect();
+    assert_eq!(lost.len(), 1, "{shown}");
+    let id = lost[0];
+    let runs = std::fs::read_to_string(scratch.path().join(format!("runs-{id}"))).unwrap();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), ["w2", "head"], "{shown}");
+    // The lost attempt is not charged to the story (a charged one would count).
+    assert_eq!(p.story(id)["attempts"], 0, "{shown}");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
