@@ -3,6 +3,7 @@
 //! run `ralph worker attempt` (`worker`). `http` is the Jobs API's client.
 
 pub(crate) mod http;
+pub(crate) mod package;
 pub(crate) mod ray;
 pub(crate) mod worker;
 

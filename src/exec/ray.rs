@@ -39,6 +39,8 @@ use super::worker::{self, WorkerSpec};
 
 /// The Jobs API version ralph speaks (`GET /api/version`).
 const JOBS_API_VERSION: &str = "4";
+/// The most the dashboard reads in one request (`DASHBOARD_CLIENT_MAX_SIZE`).
+const UPLOAD_MAX: usize = 100 << 20;
 /// How often a running job is looked at.
 const POLL: Duration = Duration::from_secs(1);
 /// Beyond the attempt's timeout: fetching, hooks, pushing, a stop's grace.
@@ -140,6 +142,40 @@ impl Cluster {
         }
     }
 
+    /// Uploads this very binary as a `working_dir` package unless the
+    /// cluster has it; its URI.
+    pub(crate) fn upload_self(&self) -> Result<String, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("ralph's own path: {e}"))?;
+        let bytes = std::fs::read(&exe).map_err(|e| format!("{}: {e}", exe.display()))?;
+        let name = super::package::package_name(&bytes);
+        let path = format!("/api/packages/gcs/{name}");
+        let (status, _) = self.call("GET", &path, None)?;
+        if status != 200 {
+            let zip = super::package::zip_one("ralph", &bytes);
+            drop(bytes);
+            if zip.len() > UPLOAD_MAX {
+                return Err(format!(
+                    "ralph packed is {} MiB, more than the {} MiB the dashboard takes",
+                    zip.len() >> 20,
+                    UPLOAD_MAX >> 20
+                ));
+            }
+            let r = http::request(
+                &self.ep,
+                "PUT",
+                &path,
+                Some(&zip),
+                "application/zip",
+                self.token.as_deref(),
+            )
+            .map_err(|e| format!("Ray at {}: {e}", self.address))?;
+            if r.status != 200 {
+                return Err(format!("uploading ralph: HTTP {}: {}", r.status, r.text()));
+            }
+        }
+        Ok(format!("gcs://{name}"))
+    }
+
     pub(crate) fn submit(&self, job: &Value) -> Result<(), String> {
         let (status, v) = self.call("POST", "/api/jobs/", Some(job))?;
         if status == 200 {
@@ -232,6 +268,7 @@ pub(crate) fn job_spec(
     sid: &str,
     entrypoint: String,
     resources: &[(String, f64)],
+    package: Option<&str>,
     tag: &str,
     id: &str,
     n: u32,
@@ -240,7 +277,7 @@ pub(crate) fn job_spec(
         .iter()
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
-    json!({
+    let mut spec = json!({
         "submission_id": sid,
         "entrypoint": entrypoint,
         "entrypoint_num_cpus": 0,
@@ -250,7 +287,11 @@ pub(crate) fn job_spec(
             "ralph_story": id,
             "ralph_attempt": n.to_string(),
         },
-    })
+    });
+    if let Some(uri) = package {
+        spec["runtime_env"] = json!({ "working_dir": uri });
+    }
+    spec
 }
 
 /// The Ray executor: one job per attempt.
@@ -263,6 +304,8 @@ pub(crate) struct RayExecutor {
     subdir: String,
     /// Jobs of a previous run, by story: claimed by the story's next attempt.
     orphans: Arc<Mutex<HashMap<String, Orphan>>>,
+    /// ralph's package on the cluster (`executor.ray.ralph_path` empty).
+    package: Option<String>,
 }
 
 impl RayExecutor {
@@ -285,7 +328,20 @@ impl RayExecutor {
             orphans.len()
         ));
         let subdir = ctx.git.rel_path(&ctx.root).unwrap_or_default();
+        let package = if settings.ralph_path.is_empty() {
+            let uri = cluster.upload_self().map_err(|e| {
+                RalphError::usage(format!("cannot hand ralph to the cluster: {e}")).with_hint(
+                    "install ralph on the nodes and set executor.ray.ralph_path to its path",
+                )
+            })?;
+            ctx.log
+                .line(&format!("executor: ralph is on the cluster as {uri}"));
+            Some(uri)
+        } else {
+            None
+        };
         Ok(RayExecutor {
+            package,
             cluster: Arc::new(cluster),
             settings: settings.clone(),
             relay_url,
@@ -350,6 +406,7 @@ impl crate::run::Executor for RayExecutor {
             remote: self.settings.relay.clone(),
             resources: self.settings.resources.clone(),
             entry: EntryFn(self.settings.ralph_path.clone()),
+            package: self.package.clone(),
         };
         // Activity lines stay on the node (in the attempt's log).
         drop(activity);
@@ -372,8 +429,9 @@ struct EntryFn(String);
 impl EntryFn {
     fn line(&self, spec: &WorkerSpec) -> String {
         let q = crate::prompt::shell_quote;
+        // Uploaded: the job starts in its unpacked working_dir.
         let ralph = if self.0.is_empty() {
-            "ralph".to_string()
+            "./ralph".to_string()
         } else {
             self.0.clone()
         };
@@ -392,6 +450,7 @@ struct Job {
     remote: String,
     resources: Vec<(String, f64)>,
     entry: EntryFn,
+    package: Option<String>,
 }
 
 fn fault(req: &AttemptRequest, log_rel: &str, reason: String) -> AttemptReport {
@@ -514,6 +573,7 @@ impl Job {
                 &sid,
                 self.entry.line(&spec),
                 &self.resources,
+                self.package.as_deref(),
                 &ctx.tag,
                 &id,
                 n,
@@ -775,6 +835,7 @@ mod tests {
             "ralph-1a2b3c4d-1.2-3",
             "ralph worker attempt 00".into(),
             &[("ralph_slot".into(), 1.0)],
+            None,
             "ralph-1a2b3c4d-",
             "1.2",
             3,

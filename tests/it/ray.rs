@@ -154,12 +154,19 @@ unsafe extern "C" {
     fn libc_geteuid() -> u32;
 }
 
-/// A project whose `origin` is the relay and whose executor is the cluster.
+/// A project whose `origin` is the relay and whose executor is the cluster,
+/// with ralph installed on the nodes (the one this test runs).
 fn project(c: &Cluster, queue: &str, agent: &str) -> Project {
+    project_with(c, queue, agent, RALPH)
+}
+
+/// `project`, ralph's path on the nodes `ralph_path` ("": uploaded with
+/// each job, Ray's `working_dir`).
+fn project_with(c: &Cluster, queue: &str, agent: &str, ralph_path: &str) -> Project {
     let extra = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
       "executor": { "kind": "ray",
         "ray": { "ralph_path": "RALPH", "resources": { "ralph_slot": 1 } } } }"#
-        .replace("RALPH", RALPH);
+        .replace("RALPH", ralph_path);
     let p = Project::with_backlog(queue, &extra);
     p.agent(agent);
     p.commit_all("backlog");
@@ -198,10 +205,12 @@ fn stories_land_through_ray_jobs_on_both_nodes() {
     let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
         return;
     };
-    let p = project(
+    // ralph is not on the nodes: each job carries it (working_dir upload).
+    let p = project_with(
         &c,
         "# [batch:1]\n1.1 | a\n1.2 | b\n1.3 | c\n1.4 | d\n",
         NODE_AGENT,
+        "",
     );
     std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
     std::fs::write(scratch.path().join("want"), "4").unwrap();
@@ -218,11 +227,34 @@ fn stories_land_through_ray_jobs_on_both_nodes() {
     wrong.env("RAY_AUTH_TOKEN", "not-the-token");
     let v = run_to_end(&p, wrong);
     assert_eq!(v.code, 2, "{v:?}");
-    assert!(
-        v.stderr.contains("refused ralph's token (HTTP 401)"),
-        "{v:?}"
-    );
-    let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "4"]));
+    assert!(v.stderr.contains("refused ralph's token (HTTP 40"), "{v:?}");
+    // The agents hold until the test has seen the four jobs' specs (a
+    // collected job is deleted from the cluster).
+    let ids = ["1.1", "1.2", "1.3", "1.4"];
+    for id in ids {
+        std::fs::write(scratch.path().join(format!("hold-{id}")), "").unwrap();
+    }
+    let run = c
+        .ralph(&p, &["run", "-j", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("four agents to run", Duration::from_secs(180), || {
+        ids.iter()
+            .all(|id| scratch.path().join(format!("started-{id}")).exists())
+    });
+    let specs = c.api("/api/jobs/");
+    let jobs: Vec<serde_json::Value> = serde_json::from_str(&specs).unwrap();
+    for id in ids {
+        std::fs::write(scratch.path().join(format!("go-{id}")), "").unwrap();
+    }
+    let out = run.wait_with_output().unwrap();
+    let r = crate::harness::RunResult {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed(), ["1.1", "1.2", "1.3", "1.4"], "{r:?}");
     let mut nodes = BTreeSet::new();
@@ -250,10 +282,27 @@ fn stories_land_through_ray_jobs_on_both_nodes() {
     );
     assert_eq!(left.trim(), "", "relay refs left: {left}");
     assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
+    // Every job ran the uploaded binary, not a path on this machine.
+    assert_eq!(jobs.len(), 4, "{specs}");
+    for j in &jobs {
+        assert!(
+            j["entrypoint"]
+                .as_str()
+                .unwrap()
+                .starts_with("./ralph worker attempt "),
+            "{j}"
+        );
+        assert!(
+            j["runtime_env"]["working_dir"]
+                .as_str()
+                .unwrap()
+                .starts_with("gcs://_ray_pkg_"),
+            "{j}"
+        );
+    }
     // Secrets: the token and the agent key are in no job spec, log or record.
-    let everything = c.api("/api/jobs/");
     for secret in [c.token(), AGENT_KEY] {
-        assert!(!everything.contains(secret), "a job spec holds a secret");
+        assert!(!specs.contains(secret), "a job spec holds a secret");
         for f in walk(&p.root.join(".ralph"))
             .into_iter()
             .chain([p.root.join("ralph.log")])
