@@ -157,16 +157,23 @@ unsafe extern "C" {
 /// A project whose `origin` is the relay and whose executor is the cluster,
 /// with ralph installed on the nodes (the one this test runs).
 fn project(c: &Cluster, queue: &str, agent: &str) -> Project {
-    project_with(c, queue, agent, RALPH)
+    project_with(c, queue, agent, RALPH, r#"{ "ralph_slot": 1 }"#)
 }
 
 /// `project`, ralph's path on the nodes `ralph_path` ("": uploaded with
-/// each job, Ray's `working_dir`).
-fn project_with(c: &Cluster, queue: &str, agent: &str, ralph_path: &str) -> Project {
+/// each job, Ray's `working_dir`), each job asking for `resources`.
+fn project_with(
+    c: &Cluster,
+    queue: &str,
+    agent: &str,
+    ralph_path: &str,
+    resources: &str,
+) -> Project {
     let extra = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
       "executor": { "kind": "ray",
-        "ray": { "ralph_path": "RALPH", "resources": { "ralph_slot": 1 } } } }"#
-        .replace("RALPH", ralph_path);
+        "ray": { "ralph_path": "RALPH", "resources": RESOURCES } } }"#
+        .replace("RALPH", ralph_path)
+        .replace("RESOURCES", resources);
     let p = Project::with_backlog(queue, &extra);
     p.agent(agent);
     p.commit_all("backlog");
@@ -211,6 +218,7 @@ fn stories_land_through_ray_jobs_on_both_nodes() {
         "# [batch:1]\n1.1 | a\n1.2 | b\n1.3 | c\n1.4 | d\n",
         NODE_AGENT,
         "",
+        r#"{ "ralph_slot": 1 }"#,
     );
     std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
     std::fs::write(scratch.path().join("want"), "4").unwrap();
@@ -542,4 +550,68 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// A 4-second agent (`sleep`, then one commit).
+const SLEEPY_AGENT: &str = r#"
+sleep 4
+commit_file "src/$ID.txt" "$ID on ${RALPH_TEST_NODE:-local}"
+done_
+"#;
+
+/// BENCHMARKS.md's figure (issue 23): 16 stories of a 4-second agent at
+/// `-j 4`, as jobs on one node of two slots, on two nodes of two slots,
+/// and with the local executor; prints the makespans. Not a test of
+/// speed (nothing is asserted on time): run it by hand with
+/// `cargo test --test it ray::makespan -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn makespan_figures() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let mut queue = String::from("# [batch:1]\n");
+    for i in 1..=16 {
+        queue.push_str(&format!("1.{i} | s{i}\n"));
+    }
+    let time = |p: &Project, cmd: Command| {
+        let t = std::time::Instant::now();
+        let r = run_to_end(p, cmd);
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(p.completed().len(), 16);
+        secs
+    };
+    // Local: the same agent, the same -j.
+    let local = Project::with_backlog(&queue, r#"{ "loop": { "grace_seconds": 1 } }"#);
+    local.agent(SLEEPY_AGENT);
+    local.commit_all("backlog");
+    let local_4 = time(&local, local.command(&["run", "-j", "4"]));
+    let local2 = Project::with_backlog(&queue, r#"{ "loop": { "grace_seconds": 1 } }"#);
+    local2.agent(SLEEPY_AGENT);
+    local2.commit_all("backlog");
+    let local_2 = time(&local2, local2.command(&["run", "-j", "2"]));
+    let ray_run = |resources: &str| {
+        let p = project_with(&c, &queue, SLEEPY_AGENT, RALPH, resources);
+        std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+        time(&p, c.ralph(&p, &["run", "-j", "4"]))
+    };
+    let one_node = ray_run(r#"{ "ralph_slot": 1, "node_head": 0.01 }"#);
+    let two_nodes = ray_run(r#"{ "ralph_slot": 1 }"#);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "figures: 16 stories x 4 s agent, -j 4\n\
+         local -j 4: {local_4:.1} s\n\
+         local -j 2: {local_2:.1} s\n\
+         ray, 1 node x 2 slots: {one_node:.1} s\n\
+         ray, 2 nodes x 2 slots: {two_nodes:.1} s\n\
+         two nodes / one node: {:.2}\n\
+         job overhead per attempt vs local (1 node x 2 slots vs local -j 2, 8 rounds): {:.2} s\n\
+         load average: {load}",
+        two_nodes / one_node,
+        (one_node - local_2) / 8.0
+    );
 }
