@@ -45,8 +45,14 @@ const UPLOAD_MAX: usize = 100 << 20;
 const POLL: Duration = Duration::from_secs(1);
 /// Beyond the attempt's timeout: fetching, hooks, pushing, a stop's grace.
 const DEAD_MAN_SLACK: Duration = Duration::from_secs(120);
-/// How long a stop is waited for before the job is given up on.
-const STOP_WAIT: Duration = Duration::from_secs(60);
+/// Beyond the agent's grace, what a stopped worker may take to keep and
+/// push what its agent left.
+const STOP_KEEP: Duration = Duration::from_secs(30);
+
+/// How long Ray lets a stopped job's worker finish (`RAY_JOB_STOP_WAIT_TIME_S`).
+fn stop_wait(ctx: &RunContext) -> Duration {
+    Duration::from_secs(ctx.config.grace_secs) + STOP_KEEP
+}
 
 /// The Jobs API of one cluster.
 #[derive(Debug, Clone)]
@@ -264,11 +270,13 @@ pub(crate) fn submission_id(tag: &str, id: &str, n: u32) -> String {
 }
 
 /// The job's JSON: names, commits and the worker's command; never a secret.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn job_spec(
     sid: &str,
     entrypoint: String,
     resources: &[(String, f64)],
     package: Option<&str>,
+    stop_wait: Duration,
     tag: &str,
     id: &str,
     n: u32,
@@ -288,8 +296,14 @@ pub(crate) fn job_spec(
             "ralph_attempt": n.to_string(),
         },
     });
+    // Ray's stop sends SIGTERM, then SIGKILL after this long (3 s by
+    // default): the worker needs the agent's grace and the time to keep
+    // and push what the agent left.
+    spec["runtime_env"] = json!({ "env_vars": {
+        "RAY_JOB_STOP_WAIT_TIME_S": stop_wait.as_secs().to_string(),
+    } });
     if let Some(uri) = package {
-        spec["runtime_env"] = json!({ "working_dir": uri });
+        spec["runtime_env"]["working_dir"] = json!(uri);
     }
     spec
 }
@@ -574,6 +588,7 @@ impl Job {
                 self.entry.line(&spec),
                 &self.resources,
                 self.package.as_deref(),
+                stop_wait(&ctx),
                 &ctx.tag,
                 &id,
                 n,
@@ -628,7 +643,7 @@ impl Job {
                 }
                 stop_sent = Some(Instant::now());
             }
-            if stop_sent.is_some_and(|t| t.elapsed() > STOP_WAIT) {
+            if stop_sent.is_some_and(|t| t.elapsed() > stop_wait(&ctx) + STOP_KEEP) {
                 break None;
             }
             tokio::select! {
@@ -836,13 +851,17 @@ mod tests {
             "ralph worker attempt 00".into(),
             &[("ralph_slot".into(), 1.0)],
             None,
+            Duration::from_secs(40),
             "ralph-1a2b3c4d-",
             "1.2",
             3,
         );
         assert_eq!(spec["entrypoint_resources"]["ralph_slot"], 1.0);
         assert_eq!(spec["metadata"]["ralph_attempt"], "3");
-        assert!(spec.get("runtime_env").is_none());
+        assert_eq!(
+            spec["runtime_env"],
+            json!({ "env_vars": { "RAY_JOB_STOP_WAIT_TIME_S": "40" } })
+        );
     }
 
     #[test]

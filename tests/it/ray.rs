@@ -408,6 +408,7 @@ fn a_coordinator_killed_mid_run_reattaches_and_collects() {
 /// notes both PIDs, then waits for ever.
 const STUBBORN_AGENT: &str = r#"
 echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+echo "half done" > wip.txt
 setsid sleep 1000 &
 echo $! > "$SCRATCH/grandchild-$ID"
 echo $$ > "$SCRATCH/agent-$ID"
@@ -473,6 +474,18 @@ fn ctrl_c_stops_the_job_and_its_whole_tree() {
         c.jobs()
     );
     assert_eq!(p.story("1.1")["attempts"], 0, "{}", p.read("ralph.log"));
+    // What the agent left uncommitted came back from the node and is kept.
+    let kept = "refs/ralph/attempts/1.1/1-uncommitted";
+    assert_eq!(
+        p.refs("refs/ralph/attempts/"),
+        [kept],
+        "{}",
+        p.read("ralph.log")
+    );
+    assert_eq!(
+        git(&p.root, &["show", &format!("{kept}:wip.txt")]),
+        "half done\n"
+    );
 }
 
 /// On "w2" the agent waits until its node is gone; elsewhere it finishes.
