@@ -549,6 +549,49 @@ fn a_node_lost_mid_attempt_costs_no_retry() {
     assert_eq!(p.story(id)["attempts"], 0, "{shown}");
 }
 
+/// A required validation that fails until the story's tree has `ok.txt`.
+const GATED_RESOURCES: &str = r#"{ "ralph_slot": 1 }"#;
+
+#[test]
+fn a_fixup_runs_remotely_from_its_kept_work() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let agent = r#"
+git log -1 --format=%s > "$SCRATCH/head-$N"
+if [ "$N" = 1 ]; then
+  commit_file "src/a.txt"
+else
+  echo ok > ok.txt; git add ok.txt; git commit -qm "fix(story-1.1): ok.txt"
+fi
+done_
+"#;
+    let p = project_with(&c, "1.1 | Gate\n", agent, RALPH, GATED_RESOURCES);
+    let cfg = p.read(".ralph/config.json");
+    let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
+    v["validation"] = serde_json::json!({ "commands": [
+        { "name": "has-ok", "cmd": "test -f ok.txt", "required": true } ] });
+    p.write(".ralph/config.json", &v.to_string());
+    p.commit_all("gate");
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let r = run_to_end(&p, c.ralph(&p, &["run"]));
+    assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"]);
+    // On the node, the fix-up began from ralph's merge of main and the
+    // story's kept work (fetched from the relay), as it does locally.
+    assert_eq!(
+        std::fs::read_to_string(scratch.path().join("head-2"))
+            .unwrap()
+            .trim(),
+        "fix-up(story-1.1): merge main into the story's work"
+    );
+    assert_eq!(p.file_on_main("ok.txt").as_deref(), Some("ok\n"));
+    assert_eq!(p.file_on_main("src/a.txt").as_deref(), Some("1.1\n"));
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
