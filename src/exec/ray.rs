@@ -43,6 +43,8 @@ const JOBS_API_VERSION: &str = "4";
 const UPLOAD_MAX: usize = 100 << 20;
 /// How often a running job is looked at.
 const POLL: Duration = Duration::from_secs(1);
+/// Every how many polls the job's log is read for the agent's activity.
+const ACTIVITY_EVERY: u32 = 3;
 /// Beyond the attempt's timeout: fetching, hooks, pushing, a stop's grace.
 const DEAD_MAN_SLACK: Duration = Duration::from_secs(120);
 /// Beyond the agent's grace, what a stopped worker may take to keep and
@@ -421,9 +423,8 @@ impl crate::run::Executor for RayExecutor {
             resources: self.settings.resources.clone(),
             entry: EntryFn(self.settings.ralph_path.clone()),
             package: self.package.clone(),
+            activity,
         };
-        // Activity lines stay on the node (in the attempt's log).
-        drop(activity);
         async move { job.run(req, story, control).await }
     }
 
@@ -465,6 +466,8 @@ struct Job {
     resources: Vec<(String, f64)>,
     entry: EntryFn,
     package: Option<String>,
+    /// The display's channel: the agent's latest activity, from the job's log.
+    activity: mpsc::UnboundedSender<Event>,
 }
 
 fn fault(req: &AttemptRequest, log_rel: &str, reason: String) -> AttemptReport {
@@ -617,7 +620,22 @@ impl Job {
         let mut stop_sent: Option<Instant> = None;
         let mut asked_to_stop = false;
         let mut dead_man = false;
+        let mut polls: u32 = 0;
+        let mut shown = String::new();
         let info = loop {
+            polls += 1;
+            if running_since.is_some() && polls.is_multiple_of(ACTIVITY_EVERY) {
+                let sid2 = sid.clone();
+                if let Ok(logs) = call(&self.cluster, move |c| c.logs(&sid2)).await {
+                    if let Some(text) = worker::activity_in(&logs).filter(|t| *t != shown) {
+                        shown = text.to_string();
+                        let _ = self.activity.send(Event::Activity {
+                            idx: req.idx,
+                            text: shown.clone(),
+                        });
+                    }
+                }
+            }
             let sid2 = sid.clone();
             match call(&self.cluster, move |c| c.info(&sid2)).await {
                 Ok(Some(i)) if i.finished() => break Some(i),

@@ -33,6 +33,9 @@ use crate::store::TechLog;
 
 /// The start of the worker's last stdout line.
 pub(crate) const REPORT_MARKER: &str = "ralph-worker-report: ";
+/// The start of a line saying what the agent is doing (for the
+/// coordinator's display; the latest one counts).
+pub(crate) const ACTIVITY_MARKER: &str = "ralph-worker-activity: ";
 
 /// ralph's version as coordinator and worker must share it.
 pub(crate) fn version() -> &'static str {
@@ -236,6 +239,13 @@ impl WireReport {
         r.children = self.children;
         r
     }
+}
+
+/// The latest activity line in a job's log.
+pub(crate) fn activity_in(logs: &str) -> Option<&str> {
+    logs.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(ACTIVITY_MARKER))
 }
 
 /// The report in a job's log: its last line carrying the marker.
@@ -498,7 +508,13 @@ async fn attempt_in_slot(
     let (control_tx, control_rx) = watch::channel(Control::Run);
     let signals = tokio::spawn(forward_signals(control_tx));
     let (activity_tx, mut activity_rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move { while activity_rx.recv().await.is_some() {} });
+    tokio::spawn(async move {
+        while let Some(ev) = activity_rx.recv().await {
+            if let crate::run::Event::Activity { text, .. } = ev {
+                println!("{ACTIVITY_MARKER}{}", text.replace('\n', " "));
+            }
+        }
+    });
     let exec = LocalExecutor {
         ctx: ctx.clone(),
         verbose: false,
@@ -629,5 +645,8 @@ mod tests {
         );
         assert_eq!(report_in(&logs), Some(w));
         assert_eq!(report_in("no report\n"), None);
+        let logs = format!("{ACTIVITY_MARKER}Bash ls\n{ACTIVITY_MARKER}Edit a.rs\nother\n");
+        assert_eq!(activity_in(&logs), Some("Edit a.rs"));
+        assert_eq!(activity_in("none"), None);
     }
 }

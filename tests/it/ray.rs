@@ -409,6 +409,7 @@ fn a_coordinator_killed_mid_run_reattaches_and_collects() {
 const STUBBORN_AGENT: &str = r#"
 echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
 echo "half done" > wip.txt
+tool "echo remote-activity-$RALPH_TEST_NODE"
 setsid sleep 1000 &
 echo $! > "$SCRATCH/grandchild-$ID"
 echo $$ > "$SCRATCH/agent-$ID"
@@ -425,12 +426,22 @@ fn ctrl_c_stops_the_job_and_its_whole_tree() {
     };
     let p = project(&c, "1.1 | a\n", STUBBORN_AGENT);
     std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let out = std::fs::File::create(p.scratch.join("out")).unwrap();
     let mut run = c
-        .ralph(&p, &["run"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .ralph(&p, &["run", "-v"])
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
         .spawn()
         .unwrap();
+    // What the agent does on the node reaches the coordinator's display.
+    wait_until(
+        "the remote agent's activity shown",
+        Duration::from_secs(120),
+        || {
+            p.scratch_text("out").contains("[1.1] ")
+                && p.scratch_text("out").contains("remote-activity-")
+        },
+    );
     let pid_in = |name: &str| -> Option<i32> {
         std::fs::read_to_string(scratch.path().join(name))
             .ok()
