@@ -720,6 +720,32 @@ impl Job {
             "story {id} attempt {n}: job {sid} ran on {}",
             wire.node
         ));
+        // A job of a crashed run was handed the target of its day: its work
+        // must grow from that base, which must be in the target's history.
+        let base = if adopted {
+            let sent = wire.base.clone();
+            let on_target = !sent.is_empty()
+                && ctx
+                    .git
+                    .branch_tip(&ctx.target)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|tip| ctx.git.descends_from(&tip, &sent).unwrap_or(false));
+            if !on_target {
+                return fault(
+                    &req,
+                    &log_rel,
+                    format!(
+                        "job {sid} of an earlier run started from {sent:?}, which is not in \
+                         {}'s history",
+                        ctx.target
+                    ),
+                );
+            }
+            sent
+        } else {
+            base
+        };
         if let Err(e) = self
             .collect(
                 &id,

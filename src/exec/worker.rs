@@ -189,6 +189,10 @@ pub(crate) struct WireReport {
     pub(crate) out: Option<Oid>,
     /// The node that ran it (its host name).
     pub(crate) node: String,
+    /// The base it was given (`WorkerSpec::base`): what a coordinator that
+    /// re-attached checks the work against.
+    #[serde(default)]
+    pub(crate) base: Oid,
     /// The attempt's log.
     pub(crate) log: String,
 }
@@ -213,6 +217,7 @@ impl WireReport {
             children: r.children.clone(),
             out,
             node: hostname(),
+            base: Oid::new(),
             log,
         }
     }
@@ -347,6 +352,7 @@ fn fault(reason: String, kind: FaultKind) -> WireReport {
         children: Vec::new(),
         out: None,
         node: hostname(),
+        base: Oid::new(),
         log: String::new(),
     }
 }
@@ -547,7 +553,9 @@ async fn attempt_in_slot(
     let log = std::fs::read(&log_path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    Ok(WireReport::of(&report, out, log))
+    let mut wire = WireReport::of(&report, out, log);
+    wire.base = spec.base.clone();
+    Ok(wire)
 }
 
 /// Ray stops a job with SIGTERM (then SIGKILL): the first asks the agent to
