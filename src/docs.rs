@@ -35,6 +35,10 @@ const SECTIONS: &[(&str, &str)] = &[
         "sandbox",
         "Sealed attempts: environment, redaction, confinement",
     ),
+    (
+        "executor",
+        "Where attempts run: this machine or a Ray cluster",
+    ),
 ];
 
 fn section_of(key: &str) -> &str {

@@ -9,6 +9,7 @@ mod fixup;
 mod keep;
 mod land;
 mod landing;
+pub(crate) mod relay;
 mod sandbox;
 mod sign;
 mod touched;

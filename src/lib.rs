@@ -15,6 +15,7 @@ mod dag;
 mod decompose;
 mod display;
 mod error;
+mod exec;
 mod gitops;
 mod layout;
 mod learnings;

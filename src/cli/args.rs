@@ -157,6 +157,21 @@ Examples:
     /// The man page (roff), on stdout
     #[command(after_long_help = "Example:\n  ralph man | man -l -")]
     Man,
+    /// Internal: one attempt of a cluster job (`executor.kind: ray`)
+    #[command(hide = true)]
+    Worker {
+        #[command(subcommand)]
+        what: WorkerCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum WorkerCommand {
+    /// Runs the attempt SPEC describes; its last stdout line is the report
+    Attempt {
+        /// The coordinator's spec (hex JSON)
+        spec: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -27,7 +27,7 @@ mod run_cmd;
 mod status;
 mod validate;
 
-use args::{Cli, Command, ConfigCommand, TemplateCommand};
+use args::{Cli, Command, ConfigCommand, TemplateCommand, WorkerCommand};
 
 /// Entry point: returns the process exit code.
 pub fn main() -> i32 {
@@ -67,6 +67,7 @@ pub fn main() -> i32 {
             | Command::Man
             | Command::Config { .. }
             | Command::Template { .. }
+            | Command::Worker { .. }
     );
     let root = match project_root(cli.dir.as_deref(), matches!(cli.command, Command::Init)) {
         Ok(r) => r,
@@ -227,6 +228,12 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         Command::Man => {
             clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
             Ok(EXIT_OK)
+        }
+        Command::Worker {
+            what: WorkerCommand::Attempt { spec },
+        } => {
+            crate::process::become_subreaper();
+            crate::exec::worker::attempt(&spec)
         }
         Command::Stats { json, run, all } => records::cmd_stats(root, json, run, all),
         Command::Report { run, out } => records::cmd_report(root, run, out),

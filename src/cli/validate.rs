@@ -27,8 +27,15 @@ pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
             eprintln!("{note}");
         }
     }
-    // Every agent CLI the backlog would run must be installed.
-    let agents = run::resolve_agents(&project, project.config.agent_name)?;
+    // Every agent CLI the backlog would run must be installed (here, or
+    // on the cluster's nodes, which must answer).
+    let executor_lines = crate::exec::validate(&project)?;
+    let agents = match project.config.executor {
+        crate::config::Executor::Local => run::resolve_agents(&project, project.config.agent_name)?,
+        crate::config::Executor::Ray(_) => {
+            crate::exec::agents_on_nodes(&project, project.config.agent_name)
+        }
+    };
     let sandbox = run::sandbox_line(&project, &agents)?;
     let edges = project.dag.graph.edge_count();
     println!(
@@ -36,6 +43,9 @@ pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
         project.backlog.stories.len(),
         edges
     );
+    for l in executor_lines {
+        println!("{l}");
+    }
     println!("sandbox: {sandbox}");
     warn_if_empty(&project);
     Ok(EXIT_OK)

@@ -425,4 +425,46 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         Kind::Bool,
         "Ralph v2's switch: `false` means `landing.mode: review`.",
     ),
+    key(
+        "executor.kind",
+        Kind::Str,
+        "Where attempts run: `local` (slot worktrees of this checkout) or `ray` (each \
+         attempt a job on a Ray cluster, its work carried by git through `executor.relay`; \
+         see docs/cluster.md). Landing stays on this machine either way.",
+    ),
+    key(
+        "executor.relay",
+        Kind::Str,
+        "The git remote work travels through with `executor.kind: ray`: ralph pushes each \
+         attempt's base under `refs/ralph/<project>/`, workers fetch it and push their \
+         result back. Every node must be able to fetch from and push to it; its URL must \
+         carry no password.",
+    ),
+    key(
+        "executor.ray.address",
+        Kind::Str,
+        "The Ray dashboard's HTTP address (its Jobs API), e.g. `http://127.0.0.1:8265`.",
+    ),
+    key(
+        "executor.ray.token_env",
+        Kind::Str,
+        "The environment variable holding the cluster's auth token (`RAY_AUTH_MODE=token`), \
+         sent as `Authorization: Bearer`. Only its name is configured; the token is never \
+         written anywhere by ralph.",
+    ),
+    key(
+        "executor.ray.ralph_path",
+        Kind::Str,
+        "ralph's path on the nodes, when it is installed there; empty: this very binary is \
+         uploaded with each job (Ray's `runtime_env.working_dir`). Either way the worker \
+         refuses to run for a coordinator of another version.",
+    ),
+    key_or(
+        "executor.ray.resources",
+        Kind::Any,
+        "none",
+        "Custom Ray resources each attempt's job asks for, e.g. `{\"ralph_slot\": 1}`: \
+         start each node with `--resources='{\"ralph_slot\": 2}'` to run at most two \
+         attempts there.",
+    ),
 ];

@@ -43,6 +43,11 @@ use crate::store::{self, TechLog};
 
 pub(crate) use crate::status::story_node;
 pub(crate) use recover::take_run_lock;
+// What another executor (`exec/`) builds on: a worker runs the local one.
+pub(crate) use attempt::LocalExecutor;
+pub(crate) use context::{blocking, RunContext};
+pub(crate) use dispatcher::Executor;
+pub(crate) use events::{AttemptReport, AttemptRequest, Event};
 
 /// `ralph run` options after merging flags with the config.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +76,7 @@ pub(crate) struct RunOptions {
 /// The agent executable: a project-local one (`bin/agent`) is found from the
 /// project root, not from the worktree the child starts in; a bare name is
 /// looked up on PATH. `None` when it does not exist.
-fn resolve_agent(root: &Path, program: &str) -> Option<String> {
+pub(crate) fn resolve_agent(root: &Path, program: &str) -> Option<String> {
     if program.contains('/') {
         let p = Path::new(program);
         let p = if p.is_relative() {
@@ -231,7 +236,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                 .with_hint(format!("one of: {}", Backend::names()))
         })?,
     };
-    let agents = resolve_agents(&project, backend)?;
+    // On a cluster the agent is the nodes' to have (each worker checks).
+    let agents = match project.config.executor {
+        crate::config::Executor::Local => resolve_agents(&project, backend)?,
+        crate::config::Executor::Ray(_) => crate::exec::agents_on_nodes(&project, backend),
+    };
     let (run_seal, backends) = run_seal(&project, &agents)?;
     // Pull-request landing needs the GitHub CLI: said now, not after the work.
     let pr = match &project.config.pr_remote {
@@ -450,10 +459,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         resumes: ctx.runlog.as_ref().and_then(|l| l.resumes.clone()),
     });
     let started = Instant::now();
-    let executor = attempt::LocalExecutor {
-        ctx: ctx.clone(),
-        verbose: opts.verbose,
-    };
+    let executor = crate::exec::choose(ctx.clone(), opts.verbose)?;
     let end_ctx = ctx.clone();
     let mut d = dispatcher::Dispatcher::new(
         model,

@@ -19,6 +19,7 @@ mod landing;
 mod malformed;
 mod newcomer;
 mod parallel;
+mod ray;
 mod realcli;
 mod review;
 mod sandbox;

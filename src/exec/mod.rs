@@ -1,0 +1,103 @@
+//! Where attempts run (`executor.kind`): on this machine
+//! (`run::LocalExecutor`), or as jobs on a Ray cluster (`ray`), whose nodes
+//! run `ralph worker attempt` (`worker`). `http` is the Jobs API's client.
+
+pub(crate) mod http;
+pub(crate) mod package;
+pub(crate) mod ray;
+pub(crate) mod worker;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::backlog::Story;
+use crate::config::Executor as Kind;
+use crate::control::Control;
+use crate::error::RalphError;
+use crate::run::{AttemptReport, AttemptRequest, Event, Executor, LocalExecutor, RunContext};
+
+/// The executor a run uses, chosen by `executor.kind`.
+pub(crate) enum AnyExecutor {
+    Local(LocalExecutor),
+    Ray(ray::RayExecutor),
+}
+
+/// The executor `executor.kind` names; a cluster that cannot be reached is
+/// said before anything runs.
+pub(crate) fn choose(ctx: Arc<RunContext>, verbose: bool) -> Result<AnyExecutor, RalphError> {
+    Ok(match &ctx.config.executor {
+        Kind::Local => AnyExecutor::Local(LocalExecutor { ctx, verbose }),
+        Kind::Ray(settings) => {
+            let settings = settings.clone();
+            AnyExecutor::Ray(ray::RayExecutor::connect(ctx, &settings)?)
+        }
+    })
+}
+
+/// `ralph validate`'s check of where attempts would run: every agent CLI
+/// installed here (local), or the cluster reachable with its token and a
+/// Jobs API ralph speaks, and a relay the nodes can use (ray). The lines to
+/// print.
+pub(crate) fn validate(project: &crate::project::Project) -> Result<Vec<String>, RalphError> {
+    match &project.config.executor {
+        Kind::Local => {
+            crate::run::resolve_agents(project, project.config.agent_name)?;
+            Ok(Vec::new())
+        }
+        Kind::Ray(settings) => {
+            let cluster = ray::Cluster::new(settings)?;
+            let version = cluster.check()?;
+            let git = crate::gitops::Git::open(&project.root)
+                .map_err(|e| RalphError::usage(e.to_string()))?;
+            let relay = ray::relay_url(&git, settings)?;
+            Ok(vec![format!(
+                "ok: Ray {version} at {} answers{}; relay {relay}",
+                settings.address,
+                if std::env::var(&settings.token_env).is_ok_and(|t| !t.is_empty()) {
+                    format!(" with the token in ${}", settings.token_env)
+                } else {
+                    " without a token".to_string()
+                }
+            )])
+        }
+    }
+}
+
+/// The agents a run on a cluster may use, as configured: whether they are
+/// installed is each node's matter, checked by its worker.
+pub(crate) fn agents_on_nodes(
+    project: &crate::project::Project,
+    default: crate::agent::Backend,
+) -> std::collections::HashMap<crate::agent::Backend, (String, Vec<String>)> {
+    std::iter::once(default)
+        .chain(project.config.agent_fallback.iter().copied())
+        .chain(project.backlog.stories.iter().filter_map(|s| s.agent))
+        .map(|b| (b, crate::agent::invocation(&project.config, b)))
+        .collect()
+}
+
+impl Executor for AnyExecutor {
+    fn run(
+        &self,
+        req: AttemptRequest,
+        story: Story,
+        control: watch::Receiver<Control>,
+        activity: mpsc::UnboundedSender<Event>,
+    ) -> impl Future<Output = AttemptReport> + Send + 'static {
+        let fut: Pin<Box<dyn Future<Output = AttemptReport> + Send>> = match self {
+            AnyExecutor::Local(e) => Box::pin(e.run(req, story, control, activity)),
+            AnyExecutor::Ray(e) => Box::pin(e.run(req, story, control, activity)),
+        };
+        fut
+    }
+
+    fn log_rel(&self, id: &str, attempt: u32) -> String {
+        match self {
+            AnyExecutor::Local(e) => e.log_rel(id, attempt),
+            AnyExecutor::Ray(e) => e.log_rel(id, attempt),
+        }
+    }
+}

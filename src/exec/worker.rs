@@ -1,0 +1,666 @@
+//! `ralph worker attempt SPEC`: one attempt on a cluster node, started by a
+//! Ray job the coordinator submitted (`exec/ray.rs`). It runs the attempt
+//! exactly as the local executor does (`run::LocalExecutor`: slot worktree,
+//! hooks, prompt, the agent in its group with its timeout, keeping
+//! leftovers, the verdict), in a node-local clone of the relay, and ends
+//! with one machine-readable line: `REPORT_MARKER` + the report as JSON.
+//!
+//! Work travels by git only: the base and a fix-up's kept work are fetched
+//! from the relay, the story branch and the refs keeping what the agent
+//! left are pushed back under `refs/ralph/<project>/`.
+//!
+//! Node-local cache: `$RALPH_WORKER_CACHE` (else `~/.cache/ralph/worker`)
+//! `/<project>/slot-<k>/repo`, one clone per slot, each held by a file lock
+//! while an attempt uses it: several attempts on one node never share a
+//! repository, and a slot's build directories stay warm between attempts.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+
+use crate::agent::output::Usage;
+use crate::agent::{Backend, FaultKind, ResultKind, Verdict};
+use crate::control::Control;
+use crate::gitops::{relay, Git, Oid};
+use crate::process;
+use crate::project;
+use crate::run::{AttemptReport, AttemptRequest, Executor, LocalExecutor, RunContext};
+use crate::state::{AttemptKind, Note};
+use crate::store::TechLog;
+
+/// The start of the worker's last stdout line.
+pub(crate) const REPORT_MARKER: &str = "ralph-worker-report: ";
+/// The start of a line saying what the agent is doing (for the
+/// coordinator's display; the latest one counts).
+pub(crate) const ACTIVITY_MARKER: &str = "ralph-worker-activity: ";
+
+/// ralph's version as coordinator and worker must share it.
+pub(crate) fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// What the coordinator hands a worker (in the job's entrypoint, hex):
+/// names and commits only, never a secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WorkerSpec {
+    pub(crate) version: String,
+    /// The relay's URL as the nodes reach it (no credentials).
+    pub(crate) relay_url: String,
+    /// The coordinator's project tag: the relay namespace.
+    pub(crate) tag: String,
+    /// The project's directory inside its repository ("" at the top).
+    pub(crate) subdir: String,
+    pub(crate) target: String,
+    pub(crate) id: String,
+    pub(crate) attempt: u32,
+    pub(crate) iteration: u64,
+    pub(crate) kind: AttemptKind,
+    pub(crate) note: Option<Note>,
+    pub(crate) resume: Option<String>,
+    pub(crate) agent: String,
+    pub(crate) timeout_secs: u64,
+    /// The target tip pushed to the relay's base ref.
+    pub(crate) base: Oid,
+}
+
+impl WorkerSpec {
+    pub(crate) fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        json.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub(crate) fn decode(hex: &str) -> Result<WorkerSpec, String> {
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| "the spec is not hex".to_string())
+            })
+            .collect::<Result<Vec<u8>, String>>()?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("the spec is not a worker spec: {e}"))
+    }
+}
+
+/// `Verdict` as it crosses the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub(crate) enum WireVerdict {
+    Done,
+    Tentative,
+    Failed { reason: String, kind: String },
+    RateLimited { resets_at: Option<u64> },
+    Interrupted,
+    RootRefusal,
+    Fault { reason: String, kind: String },
+}
+
+fn result_kind(s: &str) -> ResultKind {
+    match s {
+        "done" => ResultKind::Done,
+        "fail" => ResultKind::Fail,
+        "timeout" => ResultKind::Timeout,
+        "no_signal" => ResultKind::NoSignal,
+        _ => ResultKind::Error,
+    }
+}
+
+fn fault_kind_name(k: FaultKind) -> &'static str {
+    match k {
+        FaultKind::Transient => "transient",
+        FaultKind::NeedsPerson => "needs_person",
+        FaultKind::StopNow => "stop_now",
+        FaultKind::Api => "api",
+    }
+}
+
+fn fault_kind(s: &str) -> FaultKind {
+    match s {
+        "needs_person" => FaultKind::NeedsPerson,
+        "stop_now" => FaultKind::StopNow,
+        "api" => FaultKind::Api,
+        _ => FaultKind::Transient,
+    }
+}
+
+impl WireVerdict {
+    pub(crate) fn from_verdict(v: &Verdict) -> WireVerdict {
+        match v {
+            Verdict::Done => WireVerdict::Done,
+            Verdict::Tentative => WireVerdict::Tentative,
+            Verdict::Failed { reason, kind } => WireVerdict::Failed {
+                reason: reason.clone(),
+                kind: kind.as_str().to_string(),
+            },
+            Verdict::RateLimited { resets_at } => WireVerdict::RateLimited {
+                resets_at: *resets_at,
+            },
+            Verdict::Interrupted => WireVerdict::Interrupted,
+            Verdict::RootRefusal => WireVerdict::RootRefusal,
+            Verdict::Fault { reason, kind } => WireVerdict::Fault {
+                reason: reason.clone(),
+                kind: fault_kind_name(*kind).to_string(),
+            },
+        }
+    }
+
+    pub(crate) fn to_verdict(&self) -> Verdict {
+        match self {
+            WireVerdict::Done => Verdict::Done,
+            WireVerdict::Tentative => Verdict::Tentative,
+            WireVerdict::Failed { reason, kind } => Verdict::Failed {
+                reason: reason.clone(),
+                kind: result_kind(kind),
+            },
+            WireVerdict::RateLimited { resets_at } => Verdict::RateLimited {
+                resets_at: *resets_at,
+            },
+            WireVerdict::Interrupted => Verdict::Interrupted,
+            WireVerdict::RootRefusal => Verdict::RootRefusal,
+            WireVerdict::Fault { reason, kind } => Verdict::Fault {
+                reason: reason.clone(),
+                kind: fault_kind(kind),
+            },
+        }
+    }
+}
+
+/// What a worker answers: the attempt's report, where its work went on the
+/// relay, and its log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WireReport {
+    pub(crate) verdict: WireVerdict,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    pub(crate) duration_ms: u64,
+    pub(crate) learnings: Vec<String>,
+    pub(crate) saved_ref: Option<String>,
+    pub(crate) agent: Option<String>,
+    pub(crate) limit_warning: bool,
+    pub(crate) limit_reset: Option<u64>,
+    pub(crate) committed_for_agent: Option<(usize, Oid)>,
+    pub(crate) kind: AttemptKind,
+    pub(crate) session_id: Option<String>,
+    pub(crate) resumed: bool,
+    pub(crate) kept: Vec<String>,
+    pub(crate) children: Vec<String>,
+    /// The story branch's tip, pushed to the relay's out ref.
+    pub(crate) out: Option<Oid>,
+    /// The node that ran it (its host name).
+    pub(crate) node: String,
+    /// The base it was given (`WorkerSpec::base`): what a coordinator that
+    /// re-attached checks the work against.
+    #[serde(default)]
+    pub(crate) base: Oid,
+    /// The attempt's log.
+    pub(crate) log: String,
+}
+
+impl WireReport {
+    pub(crate) fn of(r: &AttemptReport, out: Option<Oid>, log: String) -> WireReport {
+        WireReport {
+            verdict: WireVerdict::from_verdict(&r.verdict),
+            usage: r.usage,
+            cost_usd: r.cost_usd,
+            duration_ms: r.duration.as_millis() as u64,
+            learnings: r.learnings.clone(),
+            saved_ref: r.saved_ref.clone(),
+            agent: r.agent.map(str::to_string),
+            limit_warning: r.limit_warning.is_some(),
+            limit_reset: r.limit_warning.flatten(),
+            committed_for_agent: r.committed_for_agent.clone(),
+            kind: r.kind,
+            session_id: r.session_id.clone(),
+            resumed: r.resumed,
+            kept: r.kept.clone(),
+            children: r.children.clone(),
+            out,
+            node: hostname(),
+            base: Oid::new(),
+            log,
+        }
+    }
+
+    /// The coordinator's report for `req` (its slot, number and log).
+    pub(crate) fn into_report(self, req: &AttemptRequest, log_rel: String) -> AttemptReport {
+        let mut r = AttemptReport::empty(req, self.verdict.to_verdict(), log_rel);
+        r.usage = self.usage;
+        r.cost_usd = self.cost_usd;
+        r.duration = Duration::from_millis(self.duration_ms);
+        r.learnings = self.learnings;
+        r.saved_ref = self.saved_ref;
+        r.agent = self
+            .agent
+            .as_deref()
+            .and_then(Backend::parse)
+            .map(Backend::name);
+        r.limit_warning = self.limit_warning.then_some(self.limit_reset);
+        r.committed_for_agent = self.committed_for_agent;
+        r.kind = self.kind;
+        r.session_id = self.session_id;
+        r.resumed = self.resumed;
+        r.kept = self.kept;
+        r.children = self.children;
+        r
+    }
+}
+
+/// The latest activity line in a job's log.
+pub(crate) fn activity_in(logs: &str) -> Option<&str> {
+    logs.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(ACTIVITY_MARKER))
+}
+
+/// The report in a job's log: its last line carrying the marker.
+pub(crate) fn report_in(logs: &str) -> Option<WireReport> {
+    logs.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(REPORT_MARKER))
+        .and_then(|j| serde_json::from_str(j).ok())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("RALPH_WORKER_CACHE") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("ralph").join("worker")
+}
+
+/// The first free slot of this project's cache on this node, locked for as
+/// long as the returned file lives.
+fn take_slot(project_dir: &Path) -> std::io::Result<(usize, PathBuf, std::fs::File)> {
+    std::fs::create_dir_all(project_dir)?;
+    for k in 0.. {
+        let lock_path = project_dir.join(format!("slot-{k}.lock"));
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
+        if f.try_lock().is_ok() {
+            return Ok((k, project_dir.join(format!("slot-{k}")), f));
+        }
+    }
+    unreachable!("an unbounded range ends only by returning")
+}
+
+/// Runs `git` with `args` in `cwd`; the end of its output on failure.
+async fn run_git(cwd: &Path, args: &[&str]) -> Result<(), String> {
+    let q = crate::prompt::shell_quote;
+    let cmd = std::iter::once("git".to_string())
+        .chain(args.iter().map(|a| q(a)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    match process::run_shell(
+        &cmd,
+        cwd.to_path_buf(),
+        Vec::new(),
+        Duration::from_secs(600),
+    )
+    .await
+    {
+        Ok(r) if r.success => Ok(()),
+        Ok(r) => Err(format!("`{cmd}` failed: {}", r.tail.trim())),
+        Err(e) => Err(format!("`{cmd}` could not start: {e}")),
+    }
+}
+
+/// `ralph worker attempt SPEC`: prints the report line; the exit code is 0
+/// whenever a report was printed (the verdict is in it).
+pub(crate) fn attempt(spec_hex: &str) -> anyhow::Result<i32> {
+    let spec = WorkerSpec::decode(spec_hex.trim()).map_err(anyhow::Error::msg)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let wire = rt.block_on(run(&spec));
+    rt.shutdown_timeout(Duration::from_secs(1));
+    println!(
+        "{REPORT_MARKER}{}",
+        serde_json::to_string(&wire).unwrap_or_default()
+    );
+    Ok(0)
+}
+
+fn fault(reason: String, kind: FaultKind) -> WireReport {
+    WireReport {
+        verdict: WireVerdict::from_verdict(&Verdict::Fault { reason, kind }),
+        usage: Usage::default(),
+        cost_usd: 0.0,
+        duration_ms: 0,
+        learnings: Vec::new(),
+        saved_ref: None,
+        agent: None,
+        limit_warning: false,
+        limit_reset: None,
+        committed_for_agent: None,
+        kind: AttemptKind::First,
+        session_id: None,
+        resumed: false,
+        kept: Vec::new(),
+        children: Vec::new(),
+        out: None,
+        node: hostname(),
+        base: Oid::new(),
+        log: String::new(),
+    }
+}
+
+async fn run(spec: &WorkerSpec) -> WireReport {
+    if spec.version != version() {
+        return fault(
+            format!(
+                "the worker on {} is ralph {} but the coordinator is ralph {}: install the same \
+                 version on the nodes (executor.ray.ralph_path) or leave ralph_path empty to \
+                 upload it with each job",
+                hostname(),
+                version(),
+                spec.version
+            ),
+            FaultKind::NeedsPerson,
+        );
+    }
+    let project_dir = cache_dir().join(spec.tag.trim_end_matches('-'));
+    let (slot, slot_dir, _lock) = match take_slot(&project_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            return fault(
+                format!(
+                    "cannot use the worker cache {} on {}: {e}",
+                    project_dir.display(),
+                    hostname()
+                ),
+                FaultKind::Transient,
+            )
+        }
+    };
+    match attempt_in_slot(spec, slot, &slot_dir).await {
+        Ok(w) => w,
+        Err(e) => fault(format!("on {}: {e}", hostname()), FaultKind::Transient),
+    }
+}
+
+async fn attempt_in_slot(
+    spec: &WorkerSpec,
+    slot: usize,
+    slot_dir: &Path,
+) -> Result<WireReport, String> {
+    let repo = slot_dir.join("repo");
+    std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
+    if !repo.join(".git").exists() {
+        run_git(&repo, &["init", "--quiet"]).await?;
+    }
+    let refs = relay::relay_refs(&spec.tag, &spec.id, spec.attempt);
+    let target_ref = format!("refs/heads/{}", spec.target);
+    let mut fetch = vec![
+        "fetch".to_string(),
+        "--quiet".into(),
+        "--no-tags".into(),
+        "--force".into(),
+        "--update-head-ok".into(),
+        spec.relay_url.clone(),
+        format!("{}:{target_ref}", refs.base),
+    ];
+    let fixup_work = spec
+        .note
+        .as_ref()
+        .and_then(|n| n.fixup.as_ref())
+        .filter(|_| spec.kind == AttemptKind::Fixup)
+        .map(|f| f.work.clone());
+    if let Some(work) = &fixup_work {
+        fetch.push(format!("{}:{work}", refs.work));
+    }
+    let fetch_args: Vec<&str> = fetch.iter().map(String::as_str).collect();
+    run_git(&repo, &fetch_args).await?;
+    run_git(
+        &repo,
+        &["checkout", "--quiet", "--force", "--detach", &target_ref],
+    )
+    .await?;
+
+    let root = if spec.subdir.is_empty() {
+        repo.clone()
+    } else {
+        repo.join(&spec.subdir)
+    };
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", root.display()))?;
+    let project = project::load(&root).map_err(|problems| {
+        let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        format!(
+            "the project at the base does not load: {}",
+            shown.join("; ")
+        )
+    })?;
+    let Some(story) = project
+        .backlog
+        .stories
+        .iter()
+        .find(|s| s.id == spec.id)
+        .cloned()
+    else {
+        return Err(format!(
+            "story {} is not in the backlog at the base",
+            spec.id
+        ));
+    };
+    let backend = Backend::parse(&spec.agent)
+        .ok_or_else(|| format!("agent {:?} is not one this ralph knows", spec.agent))?;
+    let (command, args) = crate::agent::invocation(&project.config, backend);
+    let Some(program) = crate::run::resolve_agent(&root, &command) else {
+        return Ok(fault(
+            format!(
+                "the {} agent's command '{command}' is not installed on node {}",
+                backend.name(),
+                hostname()
+            ),
+            FaultKind::NeedsPerson,
+        ));
+    };
+    let git = Git::open(&root).map_err(|e| e.to_string())?;
+    // Its own token prefix (from the slot's path): a coordinator's sweep on
+    // the same host never hits it, and what a dead worker of this slot left
+    // running is ours to end, holding the slot's lock.
+    let tag = project::project_tag(&root);
+    process::set_shell_token_prefix(&tag);
+    process::kill_by_token_prefix(&tag);
+    let config = project.config.clone();
+    // The node seals its attempt as a local run would (SPEC 9): the
+    // allowlisted environment, redaction, bubblewrap where it works here.
+    let seal = crate::run::seal::RunSeal::new(&config, &[backend])?;
+    let ctx = Arc::new(RunContext {
+        root: root.clone(),
+        config: config.clone(),
+        git,
+        target: spec.target.clone(),
+        timeout: Duration::from_secs(spec.timeout_secs),
+        tag,
+        required_validation: config
+            .validation
+            .iter()
+            .filter(|v| v.required)
+            .cloned()
+            .collect(),
+        log: TechLog::new(Some(slot_dir.join("ralph.log"))),
+        agents: [(backend, (program, args))].into_iter().collect(),
+        prd: matches!(project.backlog.source, crate::backlog::Source::Prd { .. }),
+        review: false,
+        pr: None,
+        runlog: None,
+        seal,
+    });
+    let req = AttemptRequest {
+        idx: 0,
+        slot: 0,
+        attempt: spec.attempt,
+        iteration: spec.iteration,
+        kind: spec.kind,
+        note: spec.note.clone(),
+        resume: spec.resume.clone(),
+        agent: backend,
+    };
+    ctx.log.line(&format!(
+        "worker slot {slot}: story {} attempt {} from {}",
+        spec.id, spec.attempt, spec.base
+    ));
+    let (control_tx, control_rx) = watch::channel(Control::Run);
+    let signals = tokio::spawn(forward_signals(control_tx));
+    let (activity_tx, mut activity_rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(ev) = activity_rx.recv().await {
+            if let crate::run::Event::Activity { text, .. } = ev {
+                println!("{ACTIVITY_MARKER}{}", text.replace('\n', " "));
+            }
+        }
+    });
+    let exec = LocalExecutor {
+        ctx: ctx.clone(),
+        verbose: false,
+    };
+    let report = exec.run(req, story, control_rx, activity_tx).await;
+    signals.abort();
+
+    // Everything the coordinator needs goes back to the relay.
+    let branch = project::story_branch(&spec.id);
+    let out = ctx.git.branch_tip(&branch).ok().flatten();
+    let mut push = vec![
+        "push".to_string(),
+        "--quiet".into(),
+        "--force".into(),
+        spec.relay_url.clone(),
+    ];
+    if out.is_some() {
+        push.push(format!("refs/heads/{branch}:{}", refs.out));
+    }
+    for k in report.kept.iter().chain(report.saved_ref.iter()) {
+        if let Some(remote) = relay::kept_on_relay(&refs, k) {
+            push.push(format!("{k}:{remote}"));
+        }
+    }
+    if push.len() > 4 {
+        let push_args: Vec<&str> = push.iter().map(String::as_str).collect();
+        run_git(&repo, &push_args).await?;
+    }
+    let log_path = project::attempt_log_path(&root, &spec.id, spec.attempt);
+    let log = std::fs::read(&log_path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let mut wire = WireReport::of(&report, out, log);
+    wire.base = spec.base.clone();
+    Ok(wire)
+}
+
+/// Ray stops a job with SIGTERM (then SIGKILL): the first asks the agent to
+/// stop, a second kills it.
+async fn forward_signals(tx: watch::Sender<Control>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    let mut seen = 0;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        seen += 1;
+        let _ = tx.send(if seen == 1 {
+            Control::Stop
+        } else {
+            Control::Kill
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> WorkerSpec {
+        WorkerSpec {
+            version: version().into(),
+            relay_url: "git://127.0.0.1:9418/relay.git".into(),
+            tag: "ralph-1a2b3c4d-".into(),
+            subdir: String::new(),
+            target: "main".into(),
+            id: "1.2".into(),
+            attempt: 2,
+            iteration: 5,
+            kind: AttemptKind::Fixup,
+            note: Some(Note {
+                text: "it's \"quoted\" and\nmultiline".into(),
+                ..Note::default()
+            }),
+            resume: None,
+            agent: "claude".into(),
+            timeout_secs: 60,
+            base: "0".repeat(40),
+        }
+    }
+
+    #[test]
+    fn a_spec_survives_its_encoding() {
+        let s = spec();
+        let hex = s.encode();
+        assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(WorkerSpec::decode(&hex).unwrap(), s);
+        assert!(WorkerSpec::decode("zz").is_err());
+    }
+
+    #[test]
+    fn every_verdict_crosses_the_wire() {
+        for v in [
+            Verdict::Done,
+            Verdict::Tentative,
+            Verdict::Failed {
+                reason: "r".into(),
+                kind: ResultKind::Timeout,
+            },
+            Verdict::RateLimited { resets_at: Some(7) },
+            Verdict::Interrupted,
+            Verdict::RootRefusal,
+            Verdict::Fault {
+                reason: "f".into(),
+                kind: FaultKind::StopNow,
+            },
+        ] {
+            let w = WireVerdict::from_verdict(&v);
+            let json = serde_json::to_string(&w).unwrap();
+            let back: WireVerdict = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.to_verdict(), v, "{json}");
+        }
+    }
+
+    #[test]
+    fn the_report_is_the_last_marked_line() {
+        // A verdict's `kind` and the attempt's `kind` in one report.
+        let mut w = fault("x".into(), FaultKind::Transient);
+        w.log = "line\nralph-worker-report: not this one".into();
+        let logs = format!(
+            "noise\n{REPORT_MARKER}{{\"old\":1}}\n{REPORT_MARKER}{}\n",
+            serde_json::to_string(&w).unwrap()
+        );
+        assert_eq!(report_in(&logs), Some(w));
+        assert_eq!(report_in("no report\n"), None);
+        let logs = format!("{ACTIVITY_MARKER}Bash ls\n{ACTIVITY_MARKER}Edit a.rs\nother\n");
+        assert_eq!(activity_in(&logs), Some("Edit a.rs"));
+        assert_eq!(activity_in("none"), None);
+    }
+}

@@ -1,0 +1,684 @@
+//! `executor.kind: ray` against a real two-node Ray 2.60 cluster (issue 23):
+//! `tests/ray/cluster.sh` starts it in a network namespace (head + "w2",
+//! token auth, a `git daemon` relay), the coordinator (`ralph run`) runs in
+//! that namespace too, and the fake agent runs on the nodes, reached only
+//! through the Jobs API, its work only through the relay.
+//!
+//! Needs root (network namespaces) and Python 3 (Ray is installed once into
+//! target/ray-venv). Without them the tests print `skipped:` and pass,
+//! except under `CI=true`, where they fail.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::{git, wait_until, Project, RALPH};
+
+/// Ray takes ~2 GB for two nodes: one cluster at a time in this process.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const CLUSTER_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ray/cluster.sh");
+
+/// An agent key the coordinator has in its environment: it must reach no
+/// job spec, log or record.
+const AGENT_KEY: &str = "sk-ant-test-4f1b2c9d8e7a";
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    env: BTreeMap<String, String>,
+}
+
+impl Cluster {
+    /// Starts the cluster with `bin` first on the nodes' PATH and `scratch`
+    /// as the agents' `$SCRATCH`; `None` (with a word) where it cannot run.
+    fn start(bin: &Path, scratch: &Path) -> Option<Cluster> {
+        Cluster::start_with(bin, scratch, 2)
+    }
+
+    /// `start` with `slots` ralph_slot on each node.
+    fn start_with(bin: &Path, scratch: &Path, slots: u32) -> Option<Cluster> {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        let why_not = if unsafe { libc_geteuid() } != 0 {
+            Some("needs root for network namespaces")
+        } else if Command::new("ip").arg("-V").output().is_err() {
+            Some("needs iproute2 (`ip netns`)")
+        } else if Command::new("python3").arg("--version").output().is_err() {
+            Some("needs python3 to install Ray")
+        } else {
+            None
+        };
+        if let Some(why) = why_not {
+            assert!(!ci, "the Ray tests must run under CI=true: {why}");
+            eprintln!("skipped: Ray cluster tests: {why}");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("bash")
+            .arg(CLUSTER_SH)
+            .arg("start")
+            .arg(dir.path())
+            .arg(bin)
+            .env("SCRATCH", scratch)
+            .env("RALPH_RAY_SLOTS", slots.to_string())
+            .env("GIT_AUTHOR_NAME", "Node")
+            .env("GIT_AUTHOR_EMAIL", "node@example.com")
+            .env("GIT_COMMITTER_NAME", "Node")
+            .env("GIT_COMMITTER_EMAIL", "node@example.com")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("cluster.sh runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let env: BTreeMap<String, String> = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let c = Cluster { dir, env };
+        if !out.status.success() {
+            let why = String::from_utf8_lossy(&out.stderr).into_owned();
+            let ray_missing = why.contains("pip") || why.contains("venv");
+            assert!(!ci || !ray_missing, "Ray could not be installed: {why}");
+            if ray_missing {
+                eprintln!("skipped: Ray could not be installed: {why}");
+                return None;
+            }
+            panic!("the cluster did not start: {why}\n{text}");
+        }
+        Some(c)
+    }
+
+    fn ns(&self) -> &str {
+        &self.env["RAY_NS"]
+    }
+
+    fn token(&self) -> &str {
+        &self.env["RAY_TOKEN"]
+    }
+
+    /// A bare repository served by the relay's `git daemon`; its URL.
+    fn relay(&self, name: &str) -> (PathBuf, String) {
+        let path = PathBuf::from(&self.env["RELAY_DIR"]).join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        git(&path, &["init", "-q", "--bare"]);
+        let url = format!("{}/{name}", self.env["RELAY_URL_BASE"]);
+        (path, url)
+    }
+
+    /// `ralph ARGS` for `p`, run inside the namespace.
+    fn ralph(&self, p: &Project, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", self.ns(), RALPH])
+            .args(args)
+            .current_dir(&p.root)
+            .env("HOME", &p.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("CI", "1")
+            .env("RAY_AUTH_TOKEN", self.token())
+            .env("ANTHROPIC_API_KEY", AGENT_KEY)
+            .env_remove("RALPH_ATTEMPT_TOKEN")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `GET path` on the Jobs API, with the token.
+    fn api(&self, path: &str) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", self.ns(), "curl", "-sf", "-H"])
+            .arg(format!("Authorization: Bearer {}", self.token()))
+            .arg(format!("{}{path}", self.env["RAY_ADDRESS"]))
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn jobs(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str(&self.api("/api/jobs/")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(CLUSTER_SH)
+            .arg("stop")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .output();
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// A project whose `origin` is the relay and whose executor is the cluster,
+/// with ralph installed on the nodes (the one this test runs).
+fn project(c: &Cluster, queue: &str, agent: &str) -> Project {
+    project_with(c, queue, agent, RALPH, r#"{ "ralph_slot": 1 }"#)
+}
+
+/// `project`, ralph's path on the nodes `ralph_path` ("": uploaded with
+/// each job, Ray's `working_dir`), each job asking for `resources`.
+fn project_with(
+    c: &Cluster,
+    queue: &str,
+    agent: &str,
+    ralph_path: &str,
+    resources: &str,
+) -> Project {
+    let extra = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+      "executor": { "kind": "ray",
+        "ray": { "ralph_path": "RALPH", "resources": RESOURCES } } }"#
+        .replace("RALPH", ralph_path)
+        .replace("RESOURCES", resources);
+    let p = Project::with_backlog(queue, &extra);
+    p.agent(agent);
+    p.commit_all("backlog");
+    let (_, url) = c.relay("relay.git");
+    git(&p.root, &["remote", "add", "origin", &url]);
+    p
+}
+
+fn run_to_end(p: &Project, cmd: Command) -> crate::harness::RunResult {
+    p.run_to_end(cmd, &["run"])
+}
+
+/// Each agent notes its node and its run, waits until `$SCRATCH/want`
+/// agents have started (so attempts overlap and both nodes get some), then
+/// commits a file naming its node.
+const NODE_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+touch "$SCRATCH/started-$ID"
+want=$(cat "$SCRATCH/want" 2>/dev/null || echo 1)
+for _ in $(seq 600); do
+  [ "$(ls "$SCRATCH" | grep -c '^started-')" -ge "$want" ] && break
+  [ -e "$SCRATCH/go-$ID" ] && break
+  sleep 0.1
+done
+while [ -e "$SCRATCH/hold-$ID" ] && [ ! -e "$SCRATCH/go-$ID" ]; do sleep 0.1; done
+commit_file "src/$ID.txt" "$ID on $RALPH_TEST_NODE"
+done_
+"#;
+
+#[test]
+fn stories_land_through_ray_jobs_on_both_nodes() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    // The agent goes on the nodes' PATH (the cluster's), not the coordinator's.
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    // ralph is not on the nodes: each job carries it (working_dir upload).
+    let p = project_with(
+        &c,
+        "# [batch:1]\n1.1 | a\n1.2 | b\n1.3 | c\n1.4 | d\n",
+        NODE_AGENT,
+        "",
+        r#"{ "ralph_slot": 1 }"#,
+    );
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    std::fs::write(scratch.path().join("want"), "4").unwrap();
+    // `ralph validate` checks the cluster: it answers, and takes the token.
+    let v = run_to_end(&p, c.ralph(&p, &["validate"]));
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(
+        v.stdout.contains(
+            "ok: Ray 2.60.0 at http://127.0.0.1:8265 answers with the token in $RAY_AUTH_TOKEN"
+        ),
+        "{v:?}"
+    );
+    let mut wrong = c.ralph(&p, &["validate"]);
+    wrong.env("RAY_AUTH_TOKEN", "not-the-token");
+    let v = run_to_end(&p, wrong);
+    assert_eq!(v.code, 2, "{v:?}");
+    assert!(v.stderr.contains("refused ralph's token (HTTP 40"), "{v:?}");
+    // The agents hold until the test has seen the four jobs' specs (a
+    // collected job is deleted from the cluster).
+    let ids = ["1.1", "1.2", "1.3", "1.4"];
+    for id in ids {
+        std::fs::write(scratch.path().join(format!("hold-{id}")), "").unwrap();
+    }
+    let run = c
+        .ralph(&p, &["run", "-j", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("four agents to run", Duration::from_secs(180), || {
+        ids.iter()
+            .all(|id| scratch.path().join(format!("started-{id}")).exists())
+    });
+    let specs = c.api("/api/jobs/");
+    let jobs: Vec<serde_json::Value> = serde_json::from_str(&specs).unwrap();
+    for id in ids {
+        std::fs::write(scratch.path().join(format!("go-{id}")), "").unwrap();
+    }
+    let out = run.wait_with_output().unwrap();
+    let r = crate::harness::RunResult {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1", "1.2", "1.3", "1.4"], "{r:?}");
+    let mut nodes = BTreeSet::new();
+    for id in ["1.1", "1.2", "1.3", "1.4"] {
+        let landed = p.file_on_main(&format!("src/{id}.txt")).unwrap_or_default();
+        let node = landed.trim().rsplit(' ').next().unwrap_or("").to_string();
+        assert!(landed.starts_with(&format!("{id} on ")), "{id}: {landed:?}");
+        nodes.insert(node);
+        assert_eq!(p.merges_of(id), 1);
+        // One agent run per story.
+        let runs = std::fs::read_to_string(scratch.path().join(format!("runs-{id}"))).unwrap();
+        assert_eq!(runs.lines().count(), 1, "{id}: {runs}");
+    }
+    assert_eq!(
+        nodes,
+        BTreeSet::from(["head".to_string(), "w2".to_string()]),
+        "four overlapping attempts of one slot each on nodes of two slots use both"
+    );
+    // The relay keeps nothing of collected attempts; the coordinator's
+    // repository has no relay refs under its kept-work namespace.
+    let (relay, _) = (PathBuf::from(&c.env["RELAY_DIR"]).join("relay.git"), ());
+    let left = git(
+        &relay,
+        &["for-each-ref", "--format=%(refname)", "refs/ralph/"],
+    );
+    assert_eq!(left.trim(), "", "relay refs left: {left}");
+    assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
+    // Every job ran the uploaded binary, not a path on this machine.
+    assert_eq!(jobs.len(), 4, "{specs}");
+    for j in &jobs {
+        assert!(
+            j["entrypoint"]
+                .as_str()
+                .unwrap()
+                .starts_with("./ralph worker attempt "),
+            "{j}"
+        );
+        assert!(
+            j["runtime_env"]["working_dir"]
+                .as_str()
+                .unwrap()
+                .starts_with("gcs://_ray_pkg_"),
+            "{j}"
+        );
+    }
+    // Secrets: the token and the agent key are in no job spec, log or record.
+    for secret in [c.token(), AGENT_KEY] {
+        assert!(!specs.contains(secret), "a job spec holds a secret");
+        for f in walk(&p.root.join(".ralph"))
+            .into_iter()
+            .chain([p.root.join("ralph.log")])
+        {
+            let text = std::fs::read(&f).unwrap_or_default();
+            assert!(
+                !String::from_utf8_lossy(&text).contains(secret),
+                "{} holds a secret",
+                f.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_coordinator_killed_mid_run_reattaches_and_collects() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = project(&c, "# [batch:1]\n1.1 | a\n1.2 | b\n1.3 | c\n", NODE_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let ids = ["1.1", "1.2", "1.3"];
+    for id in ids {
+        std::fs::write(scratch.path().join(format!("hold-{id}")), "").unwrap();
+    }
+    std::fs::write(scratch.path().join("want"), "3").unwrap();
+    let mut first = c
+        .ralph(&p, &["run", "-j", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = |id: &str| scratch.path().join(format!("started-{id}")).exists();
+    wait_until(
+        "three agents run on the cluster",
+        Duration::from_secs(120),
+        || ids.iter().all(|id| started(id)),
+    );
+    // 1.1 lands while the first coordinator lives: the target moves on
+    // under the other two jobs' bases.
+    std::fs::write(scratch.path().join("go-1.1"), "").unwrap();
+    wait_until("story 1.1 to land", Duration::from_secs(120), || {
+        p.merges_of("1.1") == 1
+    });
+    // SIGKILL: the coordinator leaves no word; its jobs run on.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // 1.2 finishes while no coordinator is there; 1.3 is still running
+    // when the next one starts.
+    std::fs::write(scratch.path().join("go-1.2"), "").unwrap();
+    wait_until(
+        "story 1.2's job to succeed",
+        Duration::from_secs(120),
+        || {
+            c.jobs()
+                .iter()
+                .any(|j| j["metadata"]["ralph_story"] == "1.2" && j["status"] == "SUCCEEDED")
+        },
+    );
+    let second = c
+        .ralph(&p, &["run", "-j", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the new run to re-attach", Duration::from_secs(120), || {
+        p.read("ralph.log").contains("re-attaching to job ralph-")
+            && p.read("ralph.log").contains("-1.3-1 of an earlier run")
+    });
+    std::fs::write(scratch.path().join("go-1.3"), "").unwrap();
+    let out = second.wait_with_output().unwrap();
+    let shown = format!(
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        p.read("ralph.log")
+    );
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(p.completed(), ids, "{shown}");
+    for id in ids {
+        let runs = std::fs::read_to_string(scratch.path().join(format!("runs-{id}"))).unwrap();
+        assert_eq!(
+            runs.lines().count(),
+            1,
+            "story {id} ran more than once: {runs}\n{shown}"
+        );
+        assert_eq!(p.merges_of(id), 1);
+    }
+}
+
+/// Starts a grandchild in a session of its own (out of the agent's group),
+/// notes both PIDs, then waits for ever.
+const STUBBORN_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+echo "half done" > wip.txt
+tool "echo remote-activity-$RALPH_TEST_NODE"
+setsid sleep 1000 &
+echo $! > "$SCRATCH/grandchild-$ID"
+echo $$ > "$SCRATCH/agent-$ID"
+while :; do sleep 0.1; done
+"#;
+
+#[test]
+fn ctrl_c_stops_the_job_and_its_whole_tree() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = project(&c, "1.1 | a\n", STUBBORN_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let out = std::fs::File::create(p.scratch.join("out")).unwrap();
+    let mut run = c
+        .ralph(&p, &["run", "-v"])
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    // What the agent does on the node reaches the coordinator's display.
+    wait_until(
+        "the remote agent's activity shown",
+        Duration::from_secs(120),
+        || {
+            p.scratch_text("out").contains("[1.1] ")
+                && p.scratch_text("out").contains("remote-activity-")
+        },
+    );
+    let pid_in = |name: &str| -> Option<i32> {
+        std::fs::read_to_string(scratch.path().join(name))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    };
+    wait_until(
+        "the agent and its grandchild run",
+        Duration::from_secs(120),
+        || pid_in("agent-1.1").is_some() && pid_in("grandchild-1.1").is_some(),
+    );
+    let (agent, grandchild) = (
+        pid_in("agent-1.1").unwrap(),
+        pid_in("grandchild-1.1").unwrap(),
+    );
+    assert!(crate::harness::alive(agent) && crate::harness::alive(grandchild));
+    Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    let limit = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < limit, "ralph did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{}", p.read("ralph.log"));
+    wait_until(
+        "the remote tree to be gone",
+        Duration::from_secs(60),
+        || !crate::harness::alive(agent) && !crate::harness::alive(grandchild),
+    );
+    // The job was stopped, not left running; the story is not charged.
+    assert!(
+        c.jobs()
+            .iter()
+            .filter(|j| j["metadata"]["ralph_story"] == "1.1")
+            .all(|j| j["status"] == "STOPPED"),
+        "{:?}",
+        c.jobs()
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0, "{}", p.read("ralph.log"));
+    // What the agent left uncommitted came back from the node and is kept.
+    let kept = "refs/ralph/attempts/1.1/1-uncommitted";
+    assert_eq!(
+        p.refs("refs/ralph/attempts/"),
+        [kept],
+        "{}",
+        p.read("ralph.log")
+    );
+    assert_eq!(
+        git(&p.root, &["show", &format!("{kept}:wip.txt")]),
+        "half done\n"
+    );
+}
+
+/// On "w2" the agent waits until its node is gone; elsewhere it finishes.
+const W2_HOLDS_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+if [ "$RALPH_TEST_NODE" = w2 ]; then
+  touch "$SCRATCH/on-w2"
+  while :; do sleep 0.1; done
+fi
+commit_file "src/$ID.txt" "$ID on $RALPH_TEST_NODE"
+done_
+"#;
+
+#[test]
+fn a_node_lost_mid_attempt_costs_no_retry() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    // One slot per node: two overlapping attempts take one each.
+    let Some(c) = Cluster::start_with(bin.path(), scratch.path(), 1) else {
+        return;
+    };
+    let p = project(&c, "# [batch:1]\n1.1 | a\n1.2 | b\n", W2_HOLDS_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let run = c
+        .ralph(&p, &["run", "-j", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("an attempt to run on w2", Duration::from_secs(120), || {
+        scratch.path().join("on-w2").exists()
+    });
+    // The second node dies (its whole process group, as a machine would).
+    Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", c.env["W2_PGID"])])
+        .status()
+        .unwrap();
+    let out = run.wait_with_output().unwrap();
+    let shown = format!(
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        p.read("ralph.log")
+    );
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(p.completed(), ["1.1", "1.2"], "{shown}");
+    let lost: Vec<&str> = ["1.1", "1.2"]
+        .into_iter()
+        .filter(|id| {
+            std::fs::read_to_string(scratch.path().join(format!("runs-{id}")))
+                .unwrap_or_default()
+                .starts_with("w2")
+        })
+        .collect();
+    assert_eq!(lost.len(), 1, "{shown}");
+    let id = lost[0];
+    let runs = std::fs::read_to_string(scratch.path().join(format!("runs-{id}"))).unwrap();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), ["w2", "head"], "{shown}");
+    // The lost attempt is not charged to the story (a charged one would count).
+    assert_eq!(p.story(id)["attempts"], 0, "{shown}");
+}
+
+/// A required validation that fails until the story's tree has `ok.txt`.
+const GATED_RESOURCES: &str = r#"{ "ralph_slot": 1 }"#;
+
+#[test]
+fn a_fixup_runs_remotely_from_its_kept_work() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let agent = r#"
+git log -1 --format=%s > "$SCRATCH/head-$N"
+if [ "$N" = 1 ]; then
+  commit_file "src/a.txt"
+else
+  echo ok > ok.txt; git add ok.txt; git commit -qm "fix(story-1.1): ok.txt"
+fi
+done_
+"#;
+    let p = project_with(&c, "1.1 | Gate\n", agent, RALPH, GATED_RESOURCES);
+    let cfg = p.read(".ralph/config.json");
+    let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
+    v["validation"] = serde_json::json!({ "commands": [
+        { "name": "has-ok", "cmd": "test -f ok.txt", "required": true } ] });
+    p.write(".ralph/config.json", &v.to_string());
+    p.commit_all("gate");
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let r = run_to_end(&p, c.ralph(&p, &["run"]));
+    assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"]);
+    // On the node, the fix-up began from ralph's merge of main and the
+    // story's kept work (fetched from the relay), as it does locally.
+    assert_eq!(
+        std::fs::read_to_string(scratch.path().join("head-2"))
+            .unwrap()
+            .trim(),
+        "fix-up(story-1.1): merge main into the story's work"
+    );
+    assert_eq!(p.file_on_main("ok.txt").as_deref(), Some("ok\n"));
+    assert_eq!(p.file_on_main("src/a.txt").as_deref(), Some("1.1\n"));
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            if path.ends_with("worktrees") {
+                continue;
+            }
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A 4-second agent (`sleep`, then one commit).
+const SLEEPY_AGENT: &str = r#"
+sleep 4
+commit_file "src/$ID.txt" "$ID on ${RALPH_TEST_NODE:-local}"
+done_
+"#;
+
+/// BENCHMARKS.md's figure (issue 23): 16 stories of a 4-second agent at
+/// `-j 4`, as jobs on one node of two slots, on two nodes of two slots,
+/// and with the local executor; prints the makespans. Not a test of
+/// speed (nothing is asserted on time): run it by hand with
+/// `cargo test --test it ray::makespan -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn makespan_figures() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let mut queue = String::from("# [batch:1]\n");
+    for i in 1..=16 {
+        queue.push_str(&format!("1.{i} | s{i}\n"));
+    }
+    let time = |p: &Project, cmd: Command| {
+        let t = std::time::Instant::now();
+        let r = run_to_end(p, cmd);
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(p.completed().len(), 16);
+        secs
+    };
+    // Local: the same agent, the same -j.
+    let local = Project::with_backlog(&queue, r#"{ "loop": { "grace_seconds": 1 } }"#);
+    local.agent(SLEEPY_AGENT);
+    local.commit_all("backlog");
+    let local_4 = time(&local, local.command(&["run", "-j", "4"]));
+    let local2 = Project::with_backlog(&queue, r#"{ "loop": { "grace_seconds": 1 } }"#);
+    local2.agent(SLEEPY_AGENT);
+    local2.commit_all("backlog");
+    let local_2 = time(&local2, local2.command(&["run", "-j", "2"]));
+    let ray_run = |resources: &str| {
+        let p = project_with(&c, &queue, SLEEPY_AGENT, RALPH, resources);
+        std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+        time(&p, c.ralph(&p, &["run", "-j", "4"]))
+    };
+    let one_node = ray_run(r#"{ "ralph_slot": 1, "node_head": 0.01 }"#);
+    let two_nodes = ray_run(r#"{ "ralph_slot": 1 }"#);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "figures: 16 stories x 4 s agent, -j 4\n\
+         local -j 4: {local_4:.1} s\n\
+         local -j 2: {local_2:.1} s\n\
+         ray, 1 node x 2 slots: {one_node:.1} s\n\
+         ray, 2 nodes x 2 slots: {two_nodes:.1} s\n\
+         two nodes / one node: {:.2}\n\
+         job overhead per attempt vs local (1 node x 2 slots vs local -j 2, 8 rounds): {:.2} s\n\
+         load average: {load}",
+        two_nodes / one_node,
+        (one_node - local_2) / 8.0
+    );
+}
