@@ -1452,6 +1452,48 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_racy_to_git_by_the_second_keeps_a_same_size_edit_visible_after_a_landing() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let set_mtime = |rel: &str, t: std::time::SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join(rel))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        };
+        // A second well in the past: README is modified at .1 of it, staged
+        // (the index records that stat), and the index is written at .5.
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            - 100;
+        let at = |nanos| std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
+        write(dir, "README", "readme 1\n");
+        set_mtime("README", at(100_000_000));
+        git(dir, &["add", "README"]);
+        set_mtime(".git/index", at(500_000_000));
+        // Then, in that same second, a same-size edit. git (whole seconds,
+        // no USE_NSEC) cannot trust README's stat data against this index.
+        write(dir, "README", "readme 2\n");
+        set_mtime("README", at(400_000_000));
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        // Before the fix ralph compared nanoseconds, kept README's stat
+        // data, and `git status` said nothing at all here.
+        assert_eq!(porcelain(dir), "MM README\n");
+        let index = git2::Index::open(&dir.join(".git/index")).unwrap();
+        let e = index.get_path(Path::new("README"), 0).unwrap();
+        assert_eq!(
+            (e.file_size, e.mtime.seconds()),
+            (0, 0),
+            "the new index does not vouch for README"
+        );
+    }
+
+    #[test]
     fn landed_files_carry_no_stat_data_so_an_instant_same_size_edit_shows() {
         let (tmp, g, _, _) = diverged();
         let dir = tmp.path();

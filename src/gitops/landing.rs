@@ -185,12 +185,15 @@ fn split_time(t: SystemTime) -> (i64, u32) {
 
 /// git's racy-timestamp rule: an entry whose file was modified at or after
 /// the moment the index was written may have changed again within the same
-/// timestamp tick, so its stat data proves nothing. An index that was never
-/// read (`None`) vouches for nothing either.
+/// timestamp tick, so its stat data proves nothing. The tick is git's: a
+/// git built without `USE_NSEC` (the default) compares whole seconds, so an
+/// entry modified in the same second as the index is racy even when its
+/// nanoseconds are earlier; that rule is also the more careful of the two.
+/// An index that was never read (`None`) vouches for nothing either.
 pub(super) fn is_racy(entry_mtime: (i64, u32), index_stamp: Option<(i64, u32)>) -> bool {
     match index_stamp {
         None => true,
-        Some(stamp) => entry_mtime >= stamp,
+        Some((secs, _)) => entry_mtime.0 >= secs,
     }
 }
 
@@ -273,10 +276,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn racy_means_modified_at_or_after_the_index_was_written() {
+    fn racy_means_modified_in_or_after_the_second_the_index_was_written() {
         let stamp = Some((100, 500));
         assert!(!is_racy((99, 999_999_999), stamp));
-        assert!(!is_racy((100, 499), stamp));
+        // git without USE_NSEC sees one second here: racy.
+        assert!(is_racy((100, 0), stamp));
+        assert!(is_racy((100, 499), stamp));
         assert!(is_racy((100, 500), stamp));
         assert!(is_racy((100, 501), stamp));
         assert!(is_racy((101, 0), stamp));
@@ -295,6 +300,7 @@ mod tests {
     fn only_racily_clean_stage_zero_entries_with_stat_data_are_smudged() {
         let entries = vec![
             entry("old", 90, 0, 4, 0),
+            entry("same-second-earlier-nanos", 100, 100, 4, 0),
             entry("same-tick", 100, 500, 4, 0),
             entry("newer", 101, 0, 4, 0),
             entry("conflict", 101, 0, 4, 2),
@@ -304,7 +310,7 @@ mod tests {
             .into_iter()
             .map(|e| String::from_utf8(e.path).unwrap())
             .collect();
-        assert_eq!(racy, ["same-tick", "newer"]);
+        assert_eq!(racy, ["same-second-earlier-nanos", "same-tick", "newer"]);
     }
 
     #[test]
