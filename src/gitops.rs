@@ -13,8 +13,10 @@ mod touched;
 mod worktree;
 
 pub(crate) use fixup::{FixupLabels, FixupStart};
+pub(crate) use land::Reverted;
 #[cfg(test)]
 use land::{update_checkout, Checkout};
+pub(crate) use landing::{CheckoutWatch, UserGit};
 use worktree::*;
 
 pub(crate) type Oid = String;
@@ -65,6 +67,9 @@ pub(crate) enum LandOutcome {
     /// Not the story's failure: land again later.
     Busy {
         lock: PathBuf,
+        /// The live git process the landing waited for in vain, when that
+        /// was what kept it (pid and command line).
+        holder: Option<String>,
     },
 }
 
@@ -1398,7 +1403,10 @@ mod tests {
         let wait = std::time::Duration::from_millis(30);
         assert_eq!(
             g.land_waiting("main", &base, &commit, wait).unwrap(),
-            LandOutcome::Busy { lock: lock.clone() }
+            LandOutcome::Busy {
+                lock: lock.clone(),
+                holder: None
+            }
         );
         assert!(lock.exists(), "someone else's lock is never removed");
         assert_eq!(tip_of(&g, "main"), main_tip);
@@ -1409,7 +1417,8 @@ mod tests {
         assert_eq!(
             g.land_waiting("main", &base, &commit, wait).unwrap(),
             LandOutcome::Busy {
-                lock: ref_lock.clone()
+                lock: ref_lock.clone(),
+                holder: None
             }
         );
         assert!(ref_lock.exists());
@@ -1490,6 +1499,62 @@ mod tests {
             (e.file_size, e.mtime.seconds()),
             (0, 0),
             "the new index does not vouch for README"
+        );
+    }
+
+    #[test]
+    fn an_index_written_back_from_before_a_landing_is_repaired_keeping_the_users_staging() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        write(dir, "c.txt", "staged by the user\n");
+        git(dir, &["add", "c.txt"]);
+        let old_index = std::fs::read(dir.join(".git/index")).unwrap();
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        // What a `git commit` whose read of the index straddled the landing
+        // writes before it fails on HEAD.
+        std::fs::write(dir.join(".git/index"), &old_index).unwrap();
+        assert_ne!(porcelain(dir), "M  c.txt\n");
+        let landings = [(base.clone(), commit.clone())];
+        let watch = landing::NoWatch;
+        let repaired = g.settle_index("main", &landings, &watch).unwrap();
+        assert_eq!(repaired, std::slice::from_ref(&commit));
+        assert_eq!(porcelain(dir), "M  c.txt\n");
+        assert!(!dir.join(".git/index.lock").exists());
+        assert!(g
+            .settle_index("main", &landings, &watch)
+            .unwrap()
+            .is_empty());
+        // One path of the story unstaged on purpose is the user's doing.
+        git(dir, &["rm", "-q", "--cached", "b.txt"]);
+        assert!(g
+            .settle_index("main", &landings, &watch)
+            .unwrap()
+            .is_empty());
+        assert_eq!(porcelain(dir), "D  b.txt\nM  c.txt\n?? b.txt\n");
+    }
+
+    #[test]
+    fn landed_work_set_back_by_a_later_commit_is_found_with_that_commit() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        let landings = [("1.1".to_string(), base.clone(), commit.clone())];
+        assert_eq!(g.reverted_work("main", &landings).unwrap(), []);
+        git(dir, &["rm", "-q", "b.txt"]);
+        git(dir, &["commit", "-qm", "user: tidy up"]);
+        let by = tip_of(&g, "main");
+        write(dir, "d.txt", "d\n");
+        commit_all(dir, "later");
+        assert_eq!(
+            g.reverted_work("main", &landings).unwrap(),
+            [Reverted {
+                story: "1.1".to_string(),
+                path: "b.txt".to_string(),
+                commit: by,
+                subject: "user: tidy up".to_string(),
+            }]
         );
     }
 

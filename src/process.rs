@@ -5,6 +5,7 @@
 //! processes in new sessions.
 
 mod cgroup;
+mod gitprocs;
 pub(crate) mod memory;
 mod sweep;
 
@@ -25,6 +26,7 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+pub(crate) use gitprocs::{ticks_now, Checkout as GitCheckout};
 use sweep::*;
 pub(crate) use sweep::{
     become_subreaper, kill_by_token_prefix, lock_may_be_held, pid_is_alive, probe_cgroups,

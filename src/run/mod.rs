@@ -304,6 +304,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         review: config.review && !opts.land,
         pr: pr.clone(),
         runlog,
+        landed: Default::default(),
+        reverted: Default::default(),
     });
     let policy = model::Policy {
         jobs,
@@ -663,6 +665,7 @@ fn finish(
     // A sweep may have killed a git an agent started mid-write (its
     // automatic maintenance, say): leave no stale lock behind.
     recover::remove_stale_git_locks(git, log);
+    land::after_run(ctx);
     reporter.finish();
     let mut model = model;
     // Only a run in progress has a job count to show.
@@ -696,6 +699,9 @@ fn finish(
         l.sync();
     }
     saved?;
+    for line in land::reverted_warnings(ctx) {
+        display::err(&line);
+    }
     if let Some(e) = error {
         display::err(&format!("error: {e}"));
     }

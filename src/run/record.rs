@@ -131,7 +131,10 @@ impl Recorder {
                     LandResult::CheckoutBlocked { paths } => {
                         end("checkout_blocked", Some(paths.join(", ")))
                     }
-                    LandResult::Busy { lock } => end("busy", Some(lock.display().to_string())),
+                    LandResult::Busy { lock, holder } => end(
+                        "busy",
+                        Some(holder.clone().unwrap_or_else(|| lock.display().to_string())),
+                    ),
                     LandResult::Raced => end("raced", None),
                     LandResult::InReview => end("in_review", None),
                     LandResult::InPr { url } => end("in_pr", Some(url.clone())),
