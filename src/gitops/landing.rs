@@ -5,20 +5,38 @@
 //!    target branch's own lock (`refs/heads/<branch>.lock`), and both are
 //!    held until the ref has moved. Every git command that writes the index
 //!    takes the first; `git commit` lets go of it before it moves the branch,
-//!    which takes the second. So a user's command runs wholly before the
-//!    landing (which then sees the new commit and reports the target as
-//!    moved), wholly after it (and sees the landed state), or fails as git
-//!    fails when another git process is running. A live lock of someone
-//!    else's is waited for, briefly, then reported as busy: nobody's failure.
-//! 2. Under the locks: the target's tip and HEAD are read again, the index is
-//!    read from disk (never a copy read before the lock), the files the merge
-//!    changes are written by a safe checkout judged against that index, and
-//!    the new index is written beside it and renamed over `index` while
-//!    `index.lock` is still held, before the ref moves. A kill between the
-//!    two leaves the old tip with the merge's files and index, which start-up
-//!    recovery already rolls back (`.ralph/landing.json`); a kill after the
-//!    ref move leaves only stale lock files, which start-up removes.
-//! 3. The ref moves (compare-and-swap), then the locks go. A landing that
+//!    which takes the second. A live lock of someone else's is waited for,
+//!    briefly, then reported as busy: nobody's failure.
+//! 2. Holding a lock is not enough: `git commit` *reads* the index before it
+//!    takes `index.lock` (builtin/commit.c, `prepare_index`), then writes
+//!    back what it read, then fails on HEAD if the branch moved. A landing
+//!    that falls between its read and its lock is undone by that write, and
+//!    the user's next commit records the stale index on top of the merge,
+//!    reverting the story. (`git status` and `git diff` check the index on
+//!    disk is the one they read before writing; `git add -p` does not.) So
+//!    ralph keeps `index.lock` until no git process that may hold an older
+//!    copy lives: under the locks, before changing anything, it outlasts the
+//!    user's git processes already running (`outlast`; one still running
+//!    after `LOCK_WAIT` makes the landing busy, naming it), and after the
+//!    ref move it outlasts those that started before the final index was in
+//!    place (start times in clock ticks since boot; the same tick counts as
+//!    before). Meanwhile each one that tries the lock fails as git fails,
+//!    writing nothing; processes started later read the new index. Commands
+//!    that never write back an older index (`INDEX_SAFE`) are not waited
+//!    for. The scan of `/proc` is `process`'s, passed in as a
+//!    `CheckoutWatch`.
+//! 3. Under the locks: the target's tip and HEAD are read again, the index is
+//!    read from disk (never a copy read before the lock); an index that is a
+//!    stale copy against an earlier landing of the run (`stale_against`: a
+//!    process outlived the wait) gets that landing's entries back; the files
+//!    the merge changes are written by a safe checkout judged against that
+//!    index, and the new index is written beside it and renamed over
+//!    `index` while `index.lock` is still held, before the ref moves. A kill
+//!    between the two leaves the old tip with the merge's files and index,
+//!    which start-up recovery already rolls back (`.ralph/landing.json`); a
+//!    kill after the ref move leaves only stale lock files, which start-up
+//!    removes.
+//! 4. The ref moves (compare-and-swap), then the locks go. A landing that
 //!    cannot move the ref puts its files and the index (same bytes, same
 //!    mtime) back before it lets go of `index.lock`: the checkout is as the
 //!    user had it.
@@ -27,9 +45,14 @@
 //! entries the merge changes are written "smudged" (no stat data, as `git
 //! read-tree` writes them), so git and libgit2 hash those files before they
 //! trust them, and entries that were racily clean against the old index's
-//! mtime are smudged too, because the new index file is newer and would
+//! mtime are smudged too, by git's rule (whole seconds: git is built without
+//! `USE_NSEC` by default), because the new index file is newer and would
 //! otherwise vouch for them. An edit the user makes at any moment of a
 //! landing therefore stays visible to `git status`.
+//!
+//! Work a later commit undoes is not hidden either: `reverted_paths` finds
+//! a landed story's paths that the target's tip set back to their content
+//! from before its merge, and the run warns, naming the commit.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};

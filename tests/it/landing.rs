@@ -153,11 +153,10 @@ fn report(what: &str, failures: Vec<(usize, Vec<String>)>, n: usize) {
 ///
 /// The commit names its path (`git commit -- <file>`): that form holds
 /// `index.lock` until HEAD has moved. A bare `git commit` reads the index
-/// before it takes the lock and writes that copy back before it moves HEAD,
-/// so one that straddles a whole landing leaves the landed story's changes
-/// staged as reverts (and then fails on HEAD); it does the same racing any
-/// other git command that updates the checkout, so no landing protocol can
-/// prevent it.
+/// before it takes the lock and writes that copy back before it moves HEAD;
+/// ralph outlasts such a process before it lets go of the lock
+/// (`a_bare_git_commit_straddling_a_landing_reverts_nothing`, and
+/// `benches/race-user-commits.sh` for the loop).
 const USER_COMMITS: &str = r#"
 i=0
 mkdir -p user
