@@ -126,8 +126,11 @@ AGENT
 total=0
 bad=0
 for t in $(seq 1 "$tries"); do
-  yes > /dev/null & loaders+=($!)
-  yes > /dev/null & loaders+=($!)
+  # NOLOAD=1: no `yes` of its own (another run already loads the CPUs).
+  if [ -z "${NOLOAD:-}" ]; then
+    yes > /dev/null & loaders+=($!)
+    yes > /dev/null & loaders+=($!)
+  fi
   printf 'try %s: ' "$t"
   one_try
   r=$?

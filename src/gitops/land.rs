@@ -612,8 +612,10 @@ pub(super) fn landing_changes(
     Ok(out)
 }
 
-/// The newest commit on `tip`'s history since `merge` that set `path` to
-/// `before` (`tip` itself when none did: history was rewritten).
+/// The newest commit on `tip`'s first-parent history since `merge` that
+/// set `path` to `before` (`tip` itself when none did: history was
+/// rewritten). First parents only: a later story's merge brings in a branch
+/// made before the revert, which differs from the revert without undoing it.
 fn reverting_commit(
     repo: &git2::Repository,
     tip: git2::Oid,
@@ -623,6 +625,7 @@ fn reverting_commit(
 ) -> Result<git2::Oid> {
     let mut walk = repo.revwalk()?;
     walk.set_sorting(git2::Sort::TOPOLOGICAL)?;
+    walk.simplify_first_parent()?;
     walk.push(tip)?;
     walk.hide(merge)?;
     for oid in walk {
@@ -631,8 +634,8 @@ fn reverting_commit(
             continue;
         }
         let changed_it = c
-            .parents()
-            .any(|p| p.tree().is_ok_and(|t| blob_at(&t, path) != before));
+            .parent(0)
+            .is_ok_and(|p| p.tree().is_ok_and(|t| blob_at(&t, path) != before));
         if changed_it {
             return Ok(c.id());
         }

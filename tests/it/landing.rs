@@ -452,3 +452,51 @@ done_"#,
     }
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
 }
+
+/// A landed story's file removed again by a commit of the user's: the run
+/// still counts the story as landed, but says loudly which commit undid
+/// what (ralph.log, the run's records, after the summary).
+#[test]
+fn landed_work_a_later_user_commit_reverts_is_warned_about_naming_the_commit() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"touch "$SCRATCH/started-$ID"; commit_file "story/$ID.txt" "story work"
+if [ "$ID" = 1.2 ]; then
+  i=0; until [ -e "$SCRATCH/go" ] || [ "$i" -ge 3000 ]; do i=$((i+1)); sleep 0.02; done
+fi
+done_"#,
+    );
+    let out = fs::File::create(p.scratch.join("ralph.out")).unwrap();
+    let err = fs::File::create(p.scratch.join("ralph.err")).unwrap();
+    let mut ralph = p
+        .command(&["run"])
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("ralph starts");
+    wait_until("story 1.2 to start", Duration::from_secs(60), || {
+        p.scratch.join("started-1.2").exists()
+    });
+    git(&p.root, &["rm", "-q", "story/1.1.txt"]);
+    git(&p.root, &["commit", "-qm", "user: drop it"]);
+    let by = git(&p.root, &["rev-parse", "HEAD"]);
+    fs::write(p.scratch.join("go"), "").unwrap();
+    let code = wait_exit(&mut ralph, "ralph to finish");
+    let stderr = fs::read_to_string(p.scratch.join("ralph.err")).unwrap_or_default();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(p.completed().len(), 2);
+    let short = &by.trim()[..12];
+    let warning = format!(
+        "warning: story 1.1 landed, but commit {short} (\"user: drop it\") on main set story/1.1.txt back"
+    );
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert!(p.read("ralph.log").contains("WARNING: story 1.1 landed"));
+    let records: String = fs::read_dir(p.root.join(".ralph/runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(records.contains(r#""ev":"reverted""#), "{records}");
+    assert!(!stderr.contains("story 1.2 landed, but"), "{stderr}");
+}
