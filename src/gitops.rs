@@ -1534,6 +1534,71 @@ mod tests {
         assert_eq!(porcelain(dir), "D  b.txt\nM  c.txt\n?? b.txt\n");
     }
 
+    /// A user's git process that never ends (`git add -p` waiting for
+    /// answers), started at tick `started`.
+    struct Lingering {
+        started: u64,
+    }
+
+    impl CheckoutWatch for Lingering {
+        fn now(&self) -> u64 {
+            100
+        }
+        fn git_processes(&self) -> Vec<UserGit> {
+            vec![UserGit {
+                pid: 4242,
+                started: self.started,
+                argv: vec!["git".into(), "add".into(), "-p".into()],
+            }]
+        }
+        fn log(&self, _: &str) {}
+    }
+
+    #[test]
+    fn a_user_git_alive_through_the_wait_makes_the_landing_busy_changing_nothing() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        let index = std::fs::read(dir.join(".git/index")).unwrap();
+        let wait = std::time::Duration::from_millis(50);
+        let out = g
+            .land_inner(
+                "main",
+                &base,
+                &commit,
+                wait,
+                &Lingering { started: 90 },
+                &[],
+            )
+            .unwrap();
+        assert_eq!(
+            out,
+            LandOutcome::Busy {
+                lock: g.git_dir.join("index.lock"),
+                holder: Some("git process 4242 (git add -p)".to_string())
+            }
+        );
+        assert_eq!(tip_of(&g, "main"), base);
+        assert_eq!(std::fs::read(dir.join(".git/index")).unwrap(), index);
+        assert!(!dir.join(".git/index.lock").exists());
+        assert!(!dir.join(".git/refs/heads/main.lock").exists());
+        assert_eq!(porcelain(dir), "");
+        // One that started after the landing took its locks read nothing
+        // older than what it finds: not waited for.
+        let out = g
+            .land_inner(
+                "main",
+                &base,
+                &commit,
+                wait,
+                &Lingering { started: 101 },
+                &[],
+            )
+            .unwrap();
+        assert_eq!(out, LandOutcome::Landed);
+        assert_eq!(porcelain(dir), "");
+    }
+
     #[test]
     fn landed_work_set_back_by_a_later_commit_is_found_with_that_commit() {
         let (tmp, g, _, _) = diverged();

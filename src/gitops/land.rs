@@ -44,7 +44,7 @@ impl Git {
         self.land_inner(target, expected, new, wait, &landing::NoWatch, &[])
     }
 
-    fn land_inner(
+    pub(super) fn land_inner(
         &self,
         target: &str,
         expected: &Oid,
