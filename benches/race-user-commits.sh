@@ -10,6 +10,8 @@
 # Usage: benches/race-user-commits.sh [path/to/ralph] [tries]
 # (default: target/release/ralph, 5 tries). One line per try, then a total.
 # Each try is bounded (ralph: 10 min); the temp dirs are removed.
+# PACE=s: the user's pause between commits (default 0.02; 0 = a tight loop).
+# Figures: BENCHMARKS.md section 8.
 set -uo pipefail
 ralph="$(realpath "${1:-target/release/ralph}")"
 tries="${2:-5}"
@@ -83,7 +85,7 @@ AGENT
       echo "user file $i" > "user/u$i.txt"
       git add "user/u$i.txt" 2>/dev/null && git commit -qm "user $i" > /dev/null 2>&1 \
         && echo "$i" >> "$SCRATCH/user-commits"
-      sleep 0.02
+      sleep "${PACE:-0.02}"
     done
   ) &
   local user_pid=$!

@@ -44,6 +44,8 @@ impl Git {
         self.land_inner(target, expected, new, wait, &landing::NoWatch, &[])
     }
 
+    /// The landing itself; `wait` bounds each wait, for a lock and for
+    /// the user's git processes alike.
     pub(super) fn land_inner(
         &self,
         target: &str,
