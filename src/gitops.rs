@@ -16,8 +16,10 @@ mod touched;
 mod worktree;
 
 pub(crate) use fixup::{FixupLabels, FixupStart};
+pub(crate) use land::Reverted;
 #[cfg(test)]
 use land::{update_checkout, Checkout};
+pub(crate) use landing::{CheckoutWatch, UserGit};
 pub(crate) use sign::SignError;
 use worktree::*;
 
@@ -73,6 +75,9 @@ pub(crate) enum LandOutcome {
     /// Not the story's failure: land again later.
     Busy {
         lock: PathBuf,
+        /// The live git process the landing waited for in vain, when that
+        /// was what kept it (pid and command line).
+        holder: Option<String>,
     },
 }
 
@@ -1449,7 +1454,10 @@ mod tests {
         let wait = std::time::Duration::from_millis(30);
         assert_eq!(
             g.land_waiting("main", &base, &commit, wait).unwrap(),
-            LandOutcome::Busy { lock: lock.clone() }
+            LandOutcome::Busy {
+                lock: lock.clone(),
+                holder: None
+            }
         );
         assert!(lock.exists(), "someone else's lock is never removed");
         assert_eq!(tip_of(&g, "main"), main_tip);
@@ -1460,7 +1468,8 @@ mod tests {
         assert_eq!(
             g.land_waiting("main", &base, &commit, wait).unwrap(),
             LandOutcome::Busy {
-                lock: ref_lock.clone()
+                lock: ref_lock.clone(),
+                holder: None
             }
         );
         assert!(ref_lock.exists());
@@ -1500,6 +1509,169 @@ mod tests {
             LandOutcome::TargetMoved { .. }
         ));
         assert_eq!(leftovers(), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn an_entry_racy_to_git_by_the_second_keeps_a_same_size_edit_visible_after_a_landing() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let set_mtime = |rel: &str, t: std::time::SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join(rel))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        };
+        // A second well in the past: README is modified at .1 of it, staged
+        // (the index records that stat), and the index is written at .5.
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            - 100;
+        let at = |nanos| std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
+        write(dir, "README", "readme 1\n");
+        set_mtime("README", at(100_000_000));
+        git(dir, &["add", "README"]);
+        set_mtime(".git/index", at(500_000_000));
+        // Then, in that same second, a same-size edit. git (whole seconds,
+        // no USE_NSEC) cannot trust README's stat data against this index.
+        write(dir, "README", "readme 2\n");
+        set_mtime("README", at(400_000_000));
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        // Before the fix ralph compared nanoseconds, kept README's stat
+        // data, and `git status` said nothing at all here.
+        assert_eq!(porcelain(dir), "MM README\n");
+        let index = git2::Index::open(&dir.join(".git/index")).unwrap();
+        let e = index.get_path(Path::new("README"), 0).unwrap();
+        assert_eq!(
+            (e.file_size, e.mtime.seconds()),
+            (0, 0),
+            "the new index does not vouch for README"
+        );
+    }
+
+    #[test]
+    fn an_index_written_back_from_before_a_landing_is_repaired_keeping_the_users_staging() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        write(dir, "c.txt", "staged by the user\n");
+        git(dir, &["add", "c.txt"]);
+        let old_index = std::fs::read(dir.join(".git/index")).unwrap();
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        // What a `git commit` whose read of the index straddled the landing
+        // writes before it fails on HEAD.
+        std::fs::write(dir.join(".git/index"), &old_index).unwrap();
+        assert_ne!(porcelain(dir), "M  c.txt\n");
+        let landings = [(base.clone(), commit.clone())];
+        let watch = landing::NoWatch;
+        let repaired = g.settle_index("main", &landings, &watch).unwrap();
+        assert_eq!(repaired, std::slice::from_ref(&commit));
+        assert_eq!(porcelain(dir), "M  c.txt\n");
+        assert!(!dir.join(".git/index.lock").exists());
+        assert!(g
+            .settle_index("main", &landings, &watch)
+            .unwrap()
+            .is_empty());
+        // One path of the story unstaged on purpose is the user's doing.
+        git(dir, &["rm", "-q", "--cached", "b.txt"]);
+        assert!(g
+            .settle_index("main", &landings, &watch)
+            .unwrap()
+            .is_empty());
+        assert_eq!(porcelain(dir), "D  b.txt\nM  c.txt\n?? b.txt\n");
+    }
+
+    /// A user's git process that never ends (`git add -p` waiting for
+    /// answers), started at tick `started`.
+    struct Lingering {
+        started: u64,
+    }
+
+    impl CheckoutWatch for Lingering {
+        fn now(&self) -> u64 {
+            100
+        }
+        fn git_processes(&self) -> Vec<UserGit> {
+            vec![UserGit {
+                pid: 4242,
+                started: self.started,
+                argv: vec!["git".into(), "add".into(), "-p".into()],
+            }]
+        }
+        fn log(&self, _: &str) {}
+    }
+
+    #[test]
+    fn a_user_git_alive_through_the_wait_makes_the_landing_busy_changing_nothing() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        let index = std::fs::read(dir.join(".git/index")).unwrap();
+        let wait = std::time::Duration::from_millis(50);
+        let out = g
+            .land_inner(
+                "main",
+                &base,
+                &commit,
+                wait,
+                &Lingering { started: 90 },
+                &[],
+            )
+            .unwrap();
+        assert_eq!(
+            out,
+            LandOutcome::Busy {
+                lock: g.git_dir.join("index.lock"),
+                holder: Some("git process 4242 (git add -p)".to_string())
+            }
+        );
+        assert_eq!(tip_of(&g, "main"), base);
+        assert_eq!(std::fs::read(dir.join(".git/index")).unwrap(), index);
+        assert!(!dir.join(".git/index.lock").exists());
+        assert!(!dir.join(".git/refs/heads/main.lock").exists());
+        assert_eq!(porcelain(dir), "");
+        // One that started after the landing took its locks read nothing
+        // older than what it finds: not waited for.
+        let out = g
+            .land_inner(
+                "main",
+                &base,
+                &commit,
+                wait,
+                &Lingering { started: 101 },
+                &[],
+            )
+            .unwrap();
+        assert_eq!(out, LandOutcome::Landed);
+        assert_eq!(porcelain(dir), "");
+    }
+
+    #[test]
+    fn landed_work_set_back_by_a_later_commit_is_found_with_that_commit() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        let landings = [("1.1".to_string(), base.clone(), commit.clone())];
+        assert_eq!(g.reverted_work("main", &landings).unwrap(), []);
+        git(dir, &["rm", "-q", "b.txt"]);
+        git(dir, &["commit", "-qm", "user: tidy up"]);
+        let by = tip_of(&g, "main");
+        write(dir, "d.txt", "d\n");
+        commit_all(dir, "later");
+        assert_eq!(
+            g.reverted_work("main", &landings).unwrap(),
+            [Reverted {
+                story: "1.1".to_string(),
+                path: "b.txt".to_string(),
+                commit: by,
+                subject: "user: tidy up".to_string(),
+            }]
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod captured;
 mod cgroup;
+mod gitprocs;
 pub(crate) mod memory;
 mod sweep;
 
@@ -29,6 +30,7 @@ use tokio::task::JoinHandle;
 use crate::redact::{Secrets, Stream};
 pub(crate) use captured::run_captured;
 
+pub(crate) use gitprocs::{ticks_now, Checkout as GitCheckout};
 use sweep::*;
 pub(crate) use sweep::{
     become_subreaper, kill_by_token_prefix, lock_may_be_held, pid_is_alive, probe_cgroups,

@@ -139,6 +139,15 @@ pub(crate) enum Ev {
         reason: Option<String>,
         secs: f64,
     },
+    /// A landed story's path that a later commit on the target (not a
+    /// story's merge) set back to its content from before the story: the
+    /// story's work there is undone.
+    Reverted {
+        story: String,
+        path: String,
+        commit: String,
+        subject: String,
+    },
     /// No more tries without a person.
     FailedForGood {
         story: String,

@@ -131,7 +131,11 @@ fn undo_landing(
             landings,
         }));
     };
-    match git.land(&target, &base, &commit)? {
+    // The reset's commit reaches the user's checkout as a landing does:
+    // outlasting the user's git (`gitops::landing`).
+    let log = crate::store::TechLog::new(Some(crate::paths::tech_log(root)));
+    let watch = crate::run::LandWatch::of(&git, root, &log);
+    match git.land_watched(&target, &base, &commit, &watch, &[])? {
         LandOutcome::Landed => Ok(Some(Undone {
             commit: Some(commit),
             landings,

@@ -502,6 +502,8 @@ async fn attempt_in_slot(
         pr: None,
         runlog: None,
         seal,
+        landed: Default::default(),
+        reverted: Default::default(),
     });
     let req = AttemptRequest {
         idx: 0,

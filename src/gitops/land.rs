@@ -3,6 +3,7 @@
 //! undoing a landing a crash cut short.
 
 use super::*;
+use landing::CheckoutWatch;
 
 impl Git {
     /// Moves `target` from `expected` to `new` (compare-and-swap). When the
@@ -11,17 +12,48 @@ impl Git {
     /// safe checkout that never overwrites local changes, the index renamed
     /// into place, then the ref moved. A landing that does not move the ref
     /// leaves the checkout as it found it.
+    #[cfg(test)]
     pub(crate) fn land(&self, target: &str, expected: &Oid, new: &Oid) -> Result<LandOutcome> {
-        self.land_waiting(target, expected, new, landing::LOCK_WAIT)
+        self.land_watched(target, expected, new, &landing::NoWatch, &[])
+    }
+
+    /// `land`, outlasting the user's git processes `watch` sees (see
+    /// `landing`: `index.lock` is not let go while a git process that may
+    /// hold a copy of the old index lives), after repairing an index left
+    /// stale against one of the `earlier` landings (base, merge) of the run.
+    pub(crate) fn land_watched(
+        &self,
+        target: &str,
+        expected: &Oid,
+        new: &Oid,
+        watch: &dyn CheckoutWatch,
+        earlier: &[(Oid, Oid)],
+    ) -> Result<LandOutcome> {
+        self.land_inner(target, expected, new, landing::LOCK_WAIT, watch, earlier)
     }
 
     /// `land`, waiting up to `wait` for each lock someone else holds.
+    #[cfg(test)]
     pub(super) fn land_waiting(
         &self,
         target: &str,
         expected: &Oid,
         new: &Oid,
         wait: std::time::Duration,
+    ) -> Result<LandOutcome> {
+        self.land_inner(target, expected, new, wait, &landing::NoWatch, &[])
+    }
+
+    /// The landing itself; `wait` bounds each wait, for a lock and for
+    /// the user's git processes alike.
+    pub(super) fn land_inner(
+        &self,
+        target: &str,
+        expected: &Oid,
+        new: &Oid,
+        wait: std::time::Duration,
+        watch: &dyn CheckoutWatch,
+        earlier: &[(Oid, Oid)],
     ) -> Result<LandOutcome> {
         let refname = branch_ref(target)?;
         let expected_oid = parse_oid(expected)?;
@@ -41,7 +73,10 @@ impl Git {
         let Some(index_lock) = landing::LockFile::acquire(&lock_path, wait)
             .map_err(|e| landing::io_error("creating", &lock_path, e))?
         else {
-            return Ok(LandOutcome::Busy { lock: lock_path });
+            return Ok(LandOutcome::Busy {
+                lock: lock_path,
+                holder: None,
+            });
         };
         // `git commit` writes the index and lets go of its lock before it
         // moves the branch: only the ref's own lock keeps that move out of
@@ -56,6 +91,7 @@ impl Git {
         else {
             return Ok(LandOutcome::Busy {
                 lock: ref_lock_path,
+                holder: None,
             });
         };
         // From here on no git command of the user's can change the index or
@@ -77,37 +113,202 @@ impl Git {
         let head = repo.find_reference("HEAD")?;
         let checked_out = head.symbolic_target()? == Some(refname.as_str());
         drop(head);
-        let undo = if checked_out {
-            if repo.state() != git2::RepositoryState::Clean {
-                return Err(GitError::Other(format!(
-                    "{}: a {:?} is in progress in the main checkout; finish or abort it, then resume",
-                    self.workdir.display(),
-                    repo.state()
-                )));
-            }
-            let base = repo.find_commit(expected_oid)?;
-            let merge = repo.find_commit(new_oid)?;
-            match update_checkout(&repo, &self.workdir, &admin, &base, &merge)? {
-                Checkout::Blocked(paths) => return Ok(LandOutcome::CheckoutBlocked { paths }),
-                Checkout::Updated(undo) => Some(undo),
-            }
-        } else {
-            None
+        if !checked_out {
+            drop(ref_lock);
+            return self.finish_landing(&repo, &refname, target, new_oid, expected_oid, None);
+        }
+        if repo.state() != git2::RepositoryState::Clean {
+            return Err(GitError::Other(format!(
+                "{}: a {:?} is in progress in the main checkout; finish or abort it, then resume",
+                self.workdir.display(),
+                repo.state()
+            )));
+        }
+        // A git process that read the index before this lock was taken may
+        // write that copy back once it is let go (`git commit` reads first,
+        // locks later): it must end before anything changes, or the landing
+        // waits for another time.
+        let left = landing::outlast(
+            watch,
+            watch.now(),
+            wait,
+            "it may write back the index it read before this landing",
+        );
+        if let Some(g) = left.first() {
+            return Ok(LandOutcome::Busy {
+                lock: lock_path,
+                holder: Some(format!("git process {} ({})", g.pid, landing::describe(g))),
+            });
+        }
+        let landed = self.update_and_move(
+            &repo,
+            &admin,
+            &refname,
+            target,
+            (expected_oid, new_oid),
+            ref_lock,
+            watch,
+            earlier,
+        );
+        // Whatever the index now is, a git process that may have read the one
+        // before it must not be able to write that copy back: the lock stays
+        // until every such process has ended (new ones read this index).
+        self.outlast_then_release(watch, wait, index_lock);
+        landed
+    }
+
+    /// The landing's changes under both locks, the user's git outlasted:
+    /// a stale index repaired, the checkout updated, the ref moved (or the
+    /// checkout put back).
+    #[allow(clippy::too_many_arguments)]
+    fn update_and_move(
+        &self,
+        repo: &git2::Repository,
+        admin: &Path,
+        refname: &str,
+        target: &str,
+        (expected_oid, new_oid): (git2::Oid, git2::Oid),
+        ref_lock: landing::LockFile,
+        watch: &dyn CheckoutWatch,
+        earlier: &[(Oid, Oid)],
+    ) -> Result<LandOutcome> {
+        let repaired = repair_stale_index(repo, admin, expected_oid, earlier)?;
+        for merge in repaired {
+            watch.log(&format!(
+                "landing: the main checkout's index was a copy from before the landing of {merge} \
+                 (written back by a git process that read it earlier); its entries for that \
+                 landing's paths are restored"
+            ));
+        }
+        let base = repo.find_commit(expected_oid)?;
+        let merge = repo.find_commit(new_oid)?;
+        let undo = match update_checkout(repo, &self.workdir, admin, &base, &merge)? {
+            Checkout::Blocked(paths) => return Ok(LandOutcome::CheckoutBlocked { paths }),
+            Checkout::Updated(undo) => undo,
         };
         // libgit2 moves the ref through the same lock file. Someone taking it
         // in between makes the compare-and-swap fail, and `undo` then puts
         // the checkout back: the index lock is still held.
         drop(ref_lock);
-        let landed = self.finish_landing(
-            &repo,
-            &refname,
-            target,
-            new_oid,
-            expected_oid,
-            undo.as_ref(),
+        self.finish_landing(repo, refname, target, new_oid, expected_oid, Some(&undo))
+    }
+
+    /// Keeps `index_lock` until no git process that started before now and
+    /// may hold a copy of an older index lives (up to `wait`), then lets go.
+    fn outlast_then_release(
+        &self,
+        watch: &dyn CheckoutWatch,
+        wait: std::time::Duration,
+        index_lock: landing::LockFile,
+    ) {
+        let left = landing::outlast(
+            watch,
+            watch.now(),
+            wait,
+            "it may have read the index this landing replaced",
         );
+        for g in &left {
+            watch.log(&format!(
+                "landing: git process {} ({}) still runs; index.lock is released anyway (the \
+                 next landing and the run's end repair an index it writes back)",
+                g.pid,
+                landing::describe(g)
+            ));
+        }
         drop(index_lock);
-        landed
+    }
+
+    /// At the end of a run: repairs the main index if a git process wrote
+    /// back a copy read before one of the run's `landings` (base, merge),
+    /// under git's locks and outlasting the user's git as a landing does.
+    /// Returns the merges whose entries were restored.
+    pub(crate) fn settle_index(
+        &self,
+        target: &str,
+        landings: &[(Oid, Oid)],
+        watch: &dyn CheckoutWatch,
+    ) -> Result<Vec<String>> {
+        if landings.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wait = landing::LOCK_WAIT;
+        let refname = branch_ref(target)?;
+        let repo = self.repo()?;
+        let admin = repo.path().to_path_buf();
+        let head = repo.find_reference("HEAD")?;
+        if head.symbolic_target()? != Some(refname.as_str()) {
+            return Ok(Vec::new());
+        }
+        drop(head);
+        drop(repo);
+        let lock_path = admin.join("index.lock");
+        let Some(index_lock) = landing::LockFile::acquire(&lock_path, wait)
+            .map_err(|e| landing::io_error("creating", &lock_path, e))?
+        else {
+            watch.log(
+                "run end: index.lock is held; the index was not checked against the run's landings",
+            );
+            return Ok(Vec::new());
+        };
+        let ref_lock_path = self.git_dir.join(format!("{refname}.lock"));
+        let Some(ref_lock) = landing::LockFile::acquire(&ref_lock_path, wait)
+            .map_err(|e| landing::io_error("creating", &ref_lock_path, e))?
+        else {
+            return Ok(Vec::new());
+        };
+        let left = landing::outlast(
+            watch,
+            watch.now(),
+            wait,
+            "it may write back the index it read before the run's last landing",
+        );
+        if !left.is_empty() {
+            return Ok(Vec::new());
+        }
+        let repo = self.repo()?;
+        let Some(tip) = tip(&repo, target)? else {
+            return Ok(Vec::new());
+        };
+        let repaired = repair_stale_index(&repo, &admin, tip, landings);
+        drop(ref_lock);
+        self.outlast_then_release(watch, wait, index_lock);
+        Ok(repaired?.into_iter().map(|o| o.to_string()).collect())
+    }
+
+    /// The work of the run's `landings` (story, base, merge) that the
+    /// target's tip no longer has: each path set back to its content from
+    /// before the story's merge, with the commit that did it (the newest on
+    /// the tip's history that set it so).
+    pub(crate) fn reverted_work(
+        &self,
+        target: &str,
+        landings: &[(String, Oid, Oid)],
+    ) -> Result<Vec<Reverted>> {
+        let repo = self.repo()?;
+        let Some(tip_oid) = tip(&repo, target)? else {
+            return Ok(Vec::new());
+        };
+        let tip_tree = repo.find_commit(tip_oid)?.tree()?;
+        let mut out = Vec::new();
+        for (story, base, merge) in landings {
+            let (base, merge) = (parse_oid(base)?, parse_oid(merge)?);
+            let changes = landing_changes(&repo, base, merge)?;
+            for path in landing::reverted_paths(&changes, |p| blob_at(&tip_tree, p)) {
+                let before = changes
+                    .iter()
+                    .find(|c| c.path == path)
+                    .and_then(|c| c.before);
+                let by = reverting_commit(&repo, tip_oid, merge, &path, before)?;
+                let c = repo.find_commit(by)?;
+                out.push(Reverted {
+                    story: story.clone(),
+                    path,
+                    commit: by.to_string(),
+                    subject: c.summary().ok().flatten().unwrap_or("").to_string(),
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// The ref move that ends a landing, `index.lock` held; `undo` puts the
@@ -371,13 +572,166 @@ pub(super) fn write_landed_index(
             index.add(&landing::smudged_entry(&p, f.id(), u32::from(f.mode())))?;
         }
     }
+    smudge_racy(index, old)?;
+    index.write()?;
+    Ok(())
+}
+
+/// A landed story's path that the target's tip set back to its content
+/// from before the story's merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reverted {
+    pub(crate) story: String,
+    pub(crate) path: String,
+    /// The commit that set it back, and its subject.
+    pub(crate) commit: Oid,
+    pub(crate) subject: String,
+}
+
+/// What a landing from `base` to `merge` changed, path by path.
+pub(super) fn landing_changes(
+    repo: &git2::Repository,
+    base: git2::Oid,
+    merge: git2::Oid,
+) -> Result<Vec<landing::PathChange>> {
+    let bt = repo.find_commit(base)?.tree()?;
+    let mt = repo.find_commit(merge)?.tree()?;
+    let diff = repo.diff_tree_to_tree(Some(&bt), Some(&mt), None)?;
+    let mut out = Vec::new();
+    for d in diff.deltas() {
+        let (old, new) = (d.old_file(), d.new_file());
+        let Some(path) = new.path().or(old.path()) else {
+            continue;
+        };
+        let id = |f: &git2::DiffFile<'_>| (!f.id().is_zero()).then(|| f.id());
+        out.push(landing::PathChange {
+            path: path.to_string_lossy().replace('\\', "/"),
+            before: id(&old),
+            after: id(&new),
+            mode: u32::from(new.mode()),
+        });
+    }
+    Ok(out)
+}
+
+/// The newest commit on `tip`'s first-parent history since `merge` that
+/// set `path` to `before` (`tip` itself when none did: history was
+/// rewritten). First parents only: a later story's merge brings in a branch
+/// made before the revert, which differs from the revert without undoing it.
+fn reverting_commit(
+    repo: &git2::Repository,
+    tip: git2::Oid,
+    merge: git2::Oid,
+    path: &str,
+    before: Option<git2::Oid>,
+) -> Result<git2::Oid> {
+    let mut walk = repo.revwalk()?;
+    walk.set_sorting(git2::Sort::TOPOLOGICAL)?;
+    walk.simplify_first_parent()?;
+    walk.push(tip)?;
+    walk.hide(merge)?;
+    for oid in walk {
+        let c = repo.find_commit(oid?)?;
+        if blob_at(&c.tree()?, path) != before {
+            continue;
+        }
+        let changed_it = c
+            .parent(0)
+            .is_ok_and(|p| p.tree().is_ok_and(|t| blob_at(&t, path) != before));
+        if changed_it {
+            return Ok(c.id());
+        }
+    }
+    Ok(tip)
+}
+
+/// When the main index is a stale copy against one of `earlier` landings
+/// (base, merge) whose merge is on `tip`'s history (see
+/// `landing::stale_against`), puts that landing's entries back: its blobs,
+/// smudged, as a landing writes them. `index.lock` is held. Returns the
+/// merges whose entries were restored.
+pub(super) fn repair_stale_index(
+    repo: &git2::Repository,
+    admin: &Path,
+    tip: git2::Oid,
+    earlier: &[(Oid, Oid)],
+) -> Result<Vec<git2::Oid>> {
+    if earlier.is_empty() {
+        return Ok(Vec::new());
+    }
+    let index_path = admin.join("index");
+    let index = git2::Index::open(&index_path)?;
+    let tip_tree = repo.find_commit(tip)?.tree()?;
+    let mut fixes = Vec::new();
+    for (base, merge) in earlier {
+        let (base, merge) = (parse_oid(base)?, parse_oid(merge)?);
+        if merge != tip && !repo.graph_descendant_of(tip, merge)? {
+            continue;
+        }
+        let changes = landing_changes(repo, base, merge)?;
+        let stale = landing::stale_against(
+            &changes,
+            |p| index.get_path(Path::new(p), 0).map(|e| e.id),
+            |p| blob_at(&tip_tree, p),
+        );
+        if stale {
+            fixes.push((merge, changes));
+        }
+    }
+    drop(index);
+    if fixes.is_empty() {
+        return Ok(Vec::new());
+    }
+    rewrite_index(admin, |index| {
+        for (_, changes) in &fixes {
+            for c in changes {
+                match c.after {
+                    Some(id) => index.add(&landing::smudged_entry(&c.path, id, c.mode))?,
+                    None => index.remove_path(Path::new(&c.path))?,
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(fixes.into_iter().map(|(m, _)| m).collect())
+}
+
+/// Rewrites the main index (`index.lock` held) through `edit`, as a
+/// landing writes it: beside it, racily clean entries smudged, renamed in.
+fn rewrite_index(admin: &Path, edit: impl FnOnce(&mut git2::Index) -> Result<()>) -> Result<()> {
+    let index_path = admin.join("index");
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |e| landing::io_error(what, &path, e)
+    };
+    let snapshot = landing::IndexSnapshot::read(&index_path).map_err(io("reading", &index_path))?;
+    let new_index = landing::new_index_path(admin);
+    landing::clear_new_index(admin).map_err(io("cleaning", admin))?;
+    snapshot
+        .write_to(&new_index)
+        .map_err(io("writing", &new_index))?;
+    let written = (|| {
+        let mut index = git2::Index::open(&new_index)?;
+        edit(&mut index)?;
+        smudge_racy(&mut index, &snapshot)?;
+        index.write()?;
+        std::fs::rename(&new_index, &index_path).map_err(io("renaming", &new_index))
+    })();
+    if written.is_err() {
+        let _ = landing::clear_new_index(admin);
+    }
+    written
+}
+
+/// Entries racily clean against the old index's timestamp lose their stat
+/// data: the new index file is newer and would otherwise vouch for them.
+fn smudge_racy(index: &mut git2::Index, old: &landing::IndexSnapshot) -> Result<()> {
     for mut e in landing::racy_entries(index.iter(), old.stamp()) {
         e.ctime = git2::IndexTime::new(0, 0);
         e.mtime = git2::IndexTime::new(0, 0);
         e.file_size = 0;
         index.add(&e)?;
     }
-    index.write()?;
     Ok(())
 }
 

@@ -5,20 +5,38 @@
 //!    target branch's own lock (`refs/heads/<branch>.lock`), and both are
 //!    held until the ref has moved. Every git command that writes the index
 //!    takes the first; `git commit` lets go of it before it moves the branch,
-//!    which takes the second. So a user's command runs wholly before the
-//!    landing (which then sees the new commit and reports the target as
-//!    moved), wholly after it (and sees the landed state), or fails as git
-//!    fails when another git process is running. A live lock of someone
-//!    else's is waited for, briefly, then reported as busy: nobody's failure.
-//! 2. Under the locks: the target's tip and HEAD are read again, the index is
-//!    read from disk (never a copy read before the lock), the files the merge
-//!    changes are written by a safe checkout judged against that index, and
-//!    the new index is written beside it and renamed over `index` while
-//!    `index.lock` is still held, before the ref moves. A kill between the
-//!    two leaves the old tip with the merge's files and index, which start-up
-//!    recovery already rolls back (`.ralph/landing.json`); a kill after the
-//!    ref move leaves only stale lock files, which start-up removes.
-//! 3. The ref moves (compare-and-swap), then the locks go. A landing that
+//!    which takes the second. A live lock of someone else's is waited for,
+//!    briefly, then reported as busy: nobody's failure.
+//! 2. Holding a lock is not enough: `git commit` *reads* the index before it
+//!    takes `index.lock` (builtin/commit.c, `prepare_index`), then writes
+//!    back what it read, then fails on HEAD if the branch moved. A landing
+//!    that falls between its read and its lock is undone by that write, and
+//!    the user's next commit records the stale index on top of the merge,
+//!    reverting the story. (`git status` and `git diff` check the index on
+//!    disk is the one they read before writing; `git add -p` does not.) So
+//!    ralph keeps `index.lock` until no git process that may hold an older
+//!    copy lives: under the locks, before changing anything, it outlasts the
+//!    user's git processes already running (`outlast`; one still running
+//!    after `LOCK_WAIT` makes the landing busy, naming it), and after the
+//!    ref move it outlasts those that started before the final index was in
+//!    place (start times in clock ticks since boot; the same tick counts as
+//!    before). Meanwhile each one that tries the lock fails as git fails,
+//!    writing nothing; processes started later read the new index. Commands
+//!    that never write back an older index (`INDEX_SAFE`) are not waited
+//!    for. The scan of `/proc` is `process`'s, passed in as a
+//!    `CheckoutWatch`.
+//! 3. Under the locks: the target's tip and HEAD are read again, the index is
+//!    read from disk (never a copy read before the lock); an index that is a
+//!    stale copy against an earlier landing of the run (`stale_against`: a
+//!    process outlived the wait) gets that landing's entries back; the files
+//!    the merge changes are written by a safe checkout judged against that
+//!    index, and the new index is written beside it and renamed over
+//!    `index` while `index.lock` is still held, before the ref moves. A kill
+//!    between the two leaves the old tip with the merge's files and index,
+//!    which start-up recovery already rolls back (`.ralph/landing.json`); a
+//!    kill after the ref move leaves only stale lock files, which start-up
+//!    removes.
+//! 4. The ref moves (compare-and-swap), then the locks go. A landing that
 //!    cannot move the ref puts its files and the index (same bytes, same
 //!    mtime) back before it lets go of `index.lock`: the checkout is as the
 //!    user had it.
@@ -27,9 +45,14 @@
 //! entries the merge changes are written "smudged" (no stat data, as `git
 //! read-tree` writes them), so git and libgit2 hash those files before they
 //! trust them, and entries that were racily clean against the old index's
-//! mtime are smudged too, because the new index file is newer and would
+//! mtime are smudged too, by git's rule (whole seconds: git is built without
+//! `USE_NSEC` by default), because the new index file is newer and would
 //! otherwise vouch for them. An edit the user makes at any moment of a
 //! landing therefore stays visible to `git status`.
+//!
+//! Work a later commit undoes is not hidden either: `reverted_paths` finds
+//! a landed story's paths that the target's tip set back to their content
+//! from before its merge, and the run warns, naming the commit.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -185,13 +208,224 @@ fn split_time(t: SystemTime) -> (i64, u32) {
 
 /// git's racy-timestamp rule: an entry whose file was modified at or after
 /// the moment the index was written may have changed again within the same
-/// timestamp tick, so its stat data proves nothing. An index that was never
-/// read (`None`) vouches for nothing either.
+/// timestamp tick, so its stat data proves nothing. The tick is git's: a
+/// git built without `USE_NSEC` (the default) compares whole seconds, so an
+/// entry modified in the same second as the index is racy even when its
+/// nanoseconds are earlier; that rule is also the more careful of the two.
+/// An index that was never read (`None`) vouches for nothing either.
 pub(super) fn is_racy(entry_mtime: (i64, u32), index_stamp: Option<(i64, u32)>) -> bool {
     match index_stamp {
         None => true,
-        Some(stamp) => entry_mtime >= stamp,
+        Some((secs, _)) => entry_mtime.0 >= secs,
     }
+}
+
+/// A live git process of the user's working on the main checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UserGit {
+    pub(crate) pid: i32,
+    /// When it started, in the unit and clock of `CheckoutWatch::now`.
+    pub(crate) started: u64,
+    /// Its command line; empty when it could not be read.
+    pub(crate) argv: Vec<String>,
+}
+
+/// What a landing sees of the user's git processes (`process` reads
+/// `/proc`; `run/land.rs` passes it in), and where it says that it waits.
+pub(crate) trait CheckoutWatch {
+    /// Now, comparable with `UserGit::started`: a process that started
+    /// before this call never compares later.
+    fn now(&self) -> u64;
+    /// The live git processes working on the main checkout.
+    fn git_processes(&self) -> Vec<UserGit>;
+    /// A line for ralph.log.
+    fn log(&self, line: &str);
+}
+
+/// No watch: landings that no user's git can race (tests).
+#[cfg(test)]
+pub(crate) struct NoWatch;
+
+#[cfg(test)]
+impl CheckoutWatch for NoWatch {
+    fn now(&self) -> u64 {
+        0
+    }
+    fn git_processes(&self) -> Vec<UserGit> {
+        Vec::new()
+    }
+    fn log(&self, _: &str) {}
+}
+
+/// Subcommands that never write the index from a copy they read earlier:
+/// they do not write it at all, or (`status`, `diff`) only after checking
+/// that the index on disk is still the one they read. A process running any
+/// other (or one whose command line cannot be read) may: `git commit` reads
+/// the index before it takes `index.lock`, `git add -p` holds its copy while
+/// the user picks hunks.
+const INDEX_SAFE: &[&str] = &[
+    "annotate",
+    "archive",
+    "blame",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "commit-graph",
+    "config",
+    "count-objects",
+    "describe",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "fetch",
+    "for-each-ref",
+    "format-patch",
+    "fsck",
+    "gc",
+    "grep",
+    "hash-object",
+    "help",
+    "index-pack",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "maintenance",
+    "merge-base",
+    "multi-pack-index",
+    "name-rev",
+    "pack-objects",
+    "pack-refs",
+    "prune",
+    "range-diff",
+    "reflog",
+    "repack",
+    "rev-list",
+    "rev-parse",
+    "shortlog",
+    "show",
+    "show-ref",
+    "status",
+    "symbolic-ref",
+    "var",
+    "version",
+    "whatchanged",
+];
+
+/// The git subcommand of a command line (after git's own options).
+pub(super) fn subcommand(argv: &[String]) -> Option<&str> {
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            // Options of git itself that take the next word as their value.
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env" => {
+                args.next();
+            }
+            s if s.starts_with('-') => {}
+            s => return Some(s),
+        }
+    }
+    None
+}
+
+/// May this git process write back a copy of the index it read earlier?
+pub(super) fn may_write_a_stale_index(argv: &[String]) -> bool {
+    subcommand(argv).is_none_or(|s| !INDEX_SAFE.contains(&s))
+}
+
+/// The processes a landing must outlast: those that started at or before
+/// `mark` (the same clock tick counts as before) and may write back a copy
+/// of the index read then.
+pub(super) fn to_outlast(procs: Vec<UserGit>, mark: u64) -> Vec<UserGit> {
+    procs
+        .into_iter()
+        .filter(|g| g.started <= mark && may_write_a_stale_index(&g.argv))
+        .collect()
+}
+
+/// Waits, up to `wait`, until every git process `to_outlast` names for
+/// `mark` has ended; returns those still alive then. Each one waited for
+/// gets a ralph.log line naming it. While `index.lock` is held, each of
+/// them that tries to take it fails as git fails, writing nothing.
+pub(super) fn outlast(
+    watch: &dyn CheckoutWatch,
+    mark: u64,
+    wait: Duration,
+    why: &str,
+) -> Vec<UserGit> {
+    let deadline = Instant::now() + wait;
+    let mut named = std::collections::BTreeSet::new();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let left = to_outlast(watch.git_processes(), mark);
+        if left.is_empty() {
+            return left;
+        }
+        for g in &left {
+            if named.insert(g.pid) {
+                watch.log(&format!(
+                    "landing: waiting for git process {} ({}): {why}",
+                    g.pid,
+                    describe(g)
+                ));
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return left;
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// A process as a person recognises it: its command line.
+pub(crate) fn describe(g: &UserGit) -> String {
+    if g.argv.is_empty() {
+        "command line unreadable".to_string()
+    } else {
+        g.argv.join(" ")
+    }
+}
+
+/// One path a landing changed: its blob before and after (`None`: absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PathChange {
+    pub(crate) path: String,
+    pub(crate) before: Option<git2::Oid>,
+    pub(crate) after: Option<git2::Oid>,
+    /// The mode of `after`.
+    pub(crate) mode: u32,
+}
+
+/// Is the index a copy read before this landing and written back after it
+/// (by a git process whose read straddled the landing)? Every path the
+/// landing changed holds its old blob in the index while the tip still
+/// holds the landing's. A person staging a revert of a story reverts some
+/// of its paths, or commits it; a stale copy lacks all of them.
+pub(super) fn stale_against(
+    changes: &[PathChange],
+    index: impl Fn(&str) -> Option<git2::Oid>,
+    tip: impl Fn(&str) -> Option<git2::Oid>,
+) -> bool {
+    !changes.is_empty()
+        && changes
+            .iter()
+            .all(|c| c.before != c.after && index(&c.path) == c.before && tip(&c.path) == c.after)
+}
+
+/// The paths of a landing whose content on the tip is back to what it was
+/// before the landing: its work there is undone.
+pub(crate) fn reverted_paths(
+    changes: &[PathChange],
+    tip: impl Fn(&str) -> Option<git2::Oid>,
+) -> Vec<String> {
+    changes
+        .iter()
+        .filter(|c| c.before != c.after && tip(&c.path) == c.before)
+        .map(|c| c.path.clone())
+        .collect()
 }
 
 /// An index entry for `path` with no stat data: whoever reads it next must
@@ -273,14 +507,183 @@ mod tests {
     use super::*;
 
     #[test]
-    fn racy_means_modified_at_or_after_the_index_was_written() {
+    fn racy_means_modified_in_or_after_the_second_the_index_was_written() {
         let stamp = Some((100, 500));
         assert!(!is_racy((99, 999_999_999), stamp));
-        assert!(!is_racy((100, 499), stamp));
+        // git without USE_NSEC sees one second here: racy.
+        assert!(is_racy((100, 0), stamp));
+        assert!(is_racy((100, 499), stamp));
         assert!(is_racy((100, 500), stamp));
         assert!(is_racy((100, 501), stamp));
         assert!(is_racy((101, 0), stamp));
         assert!(is_racy((1, 0), None), "no index read: nothing vouched for");
+    }
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_subcommand_comes_after_gits_own_options() {
+        assert_eq!(subcommand(&argv("git commit -m x")), Some("commit"));
+        assert_eq!(
+            subcommand(&argv(
+                "/usr/bin/git -C /p -c core.fsmonitor=x --no-pager log -p"
+            )),
+            Some("log")
+        );
+        assert_eq!(
+            subcommand(&argv("git --git-dir /p/.git --work-tree /p add -p")),
+            Some("add")
+        );
+        assert_eq!(subcommand(&argv("git --version")), None);
+        assert_eq!(subcommand(&[]), None);
+    }
+
+    #[test]
+    fn only_commands_that_never_write_back_an_old_index_are_not_waited_for() {
+        for safe in [
+            "git log",
+            "git -c a=b status --porcelain",
+            "git diff",
+            "git maintenance run --auto --detach",
+        ] {
+            assert!(!may_write_a_stale_index(&argv(safe)), "{safe}");
+        }
+        for risky in [
+            "git commit -m x",
+            "git add -p",
+            "git stash",
+            "git my-alias",
+            "git",
+        ] {
+            assert!(may_write_a_stale_index(&argv(risky)), "{risky}");
+        }
+        assert!(may_write_a_stale_index(&[]), "an unreadable command line");
+    }
+
+    fn user_git(pid: i32, started: u64, cmd: &str) -> UserGit {
+        UserGit {
+            pid,
+            started,
+            argv: argv(cmd),
+        }
+    }
+
+    #[test]
+    fn a_landing_outlasts_risky_git_started_up_to_its_mark_same_tick_included() {
+        let procs = vec![
+            user_git(1, 99, "git commit -m a"),
+            user_git(2, 100, "git commit -m b"),
+            user_git(3, 101, "git commit -m c"),
+            user_git(4, 50, "git log"),
+        ];
+        let pids: Vec<i32> = to_outlast(procs, 100).iter().map(|g| g.pid).collect();
+        assert_eq!(pids, [1, 2]);
+    }
+
+    /// Processes that end one by one as the landing looks again.
+    struct Fake {
+        calls: std::cell::Cell<usize>,
+        procs: Vec<(usize, UserGit)>,
+        lines: std::cell::RefCell<Vec<String>>,
+    }
+
+    impl CheckoutWatch for Fake {
+        fn now(&self) -> u64 {
+            100
+        }
+        fn git_processes(&self) -> Vec<UserGit> {
+            let n = self.calls.get();
+            self.calls.set(n + 1);
+            self.procs
+                .iter()
+                .filter(|(ends_at, _)| n < *ends_at)
+                .map(|(_, g)| g.clone())
+                .collect()
+        }
+        fn log(&self, line: &str) {
+            self.lines.borrow_mut().push(line.to_string());
+        }
+    }
+
+    #[test]
+    fn outlasting_waits_for_each_process_naming_it_once_and_stops_at_the_bound() {
+        let fake = Fake {
+            calls: Default::default(),
+            procs: vec![
+                (3, user_git(7, 90, "git commit -m x")),
+                (5, user_git(8, 100, "git add -p")),
+                (usize::MAX, user_git(9, 200, "git commit -m later")),
+            ],
+            lines: Default::default(),
+        };
+        let left = outlast(&fake, 100, Duration::from_secs(30), "why");
+        assert!(left.is_empty());
+        assert_eq!(fake.calls.get(), 6, "looked until both had ended");
+        assert_eq!(
+            *fake.lines.borrow(),
+            [
+                "landing: waiting for git process 7 (git commit -m x): why",
+                "landing: waiting for git process 8 (git add -p): why"
+            ]
+        );
+        let stuck = Fake {
+            calls: Default::default(),
+            procs: vec![(usize::MAX, user_git(7, 90, "git commit"))],
+            lines: Default::default(),
+        };
+        let left = outlast(&stuck, 100, Duration::from_millis(30), "why");
+        assert_eq!(left.iter().map(|g| g.pid).collect::<Vec<_>>(), [7]);
+        assert_eq!(stuck.lines.borrow().len(), 1);
+    }
+
+    fn oid(n: u8) -> Option<git2::Oid> {
+        Some(git2::Oid::from_bytes(&[n; 20]).unwrap())
+    }
+
+    fn change(path: &str, before: Option<git2::Oid>, after: Option<git2::Oid>) -> PathChange {
+        PathChange {
+            path: path.to_string(),
+            before,
+            after,
+            mode: 0o100644,
+        }
+    }
+
+    #[test]
+    fn an_index_is_stale_against_a_landing_only_when_it_lacks_all_of_it() {
+        let changes = vec![
+            change("new.txt", None, oid(1)),
+            change("spec.md", oid(2), oid(3)),
+        ];
+        let tip = |p: &str| if p == "new.txt" { oid(1) } else { oid(3) };
+        // A copy from before the landing: neither path has the landing's blob.
+        let old = |p: &str| if p == "new.txt" { None } else { oid(2) };
+        assert!(stale_against(&changes, old, tip));
+        // The landed index, or one path reverted on purpose: not stale.
+        assert!(!stale_against(&changes, tip, tip));
+        let one = |p: &str| if p == "new.txt" { None } else { oid(3) };
+        assert!(!stale_against(&changes, one, tip));
+        // The tip changed a path since: the user's commit, not a stale copy.
+        let moved = |p: &str| if p == "new.txt" { oid(1) } else { oid(4) };
+        assert!(!stale_against(&changes, old, moved));
+        assert!(!stale_against(&[], old, tip));
+    }
+
+    #[test]
+    fn reverted_paths_hold_their_content_from_before_the_landing() {
+        let changes = vec![
+            change("new.txt", None, oid(1)),
+            change("spec.md", oid(2), oid(3)),
+            change("gone.txt", oid(5), None),
+        ];
+        let tip = |p: &str| match p {
+            "new.txt" => None,
+            "spec.md" => oid(4),
+            _ => oid(5),
+        };
+        assert_eq!(reverted_paths(&changes, tip), ["new.txt", "gone.txt"]);
     }
 
     fn entry(path: &str, secs: i32, nanos: u32, size: u32, stage: u16) -> git2::IndexEntry {
@@ -295,6 +698,7 @@ mod tests {
     fn only_racily_clean_stage_zero_entries_with_stat_data_are_smudged() {
         let entries = vec![
             entry("old", 90, 0, 4, 0),
+            entry("same-second-earlier-nanos", 100, 100, 4, 0),
             entry("same-tick", 100, 500, 4, 0),
             entry("newer", 101, 0, 4, 0),
             entry("conflict", 101, 0, 4, 2),
@@ -304,7 +708,7 @@ mod tests {
             .into_iter()
             .map(|e| String::from_utf8(e.path).unwrap())
             .collect();
-        assert_eq!(racy, ["same-tick", "newer"]);
+        assert_eq!(racy, ["same-second-earlier-nanos", "same-tick", "newer"]);
     }
 
     #[test]

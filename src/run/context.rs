@@ -37,6 +37,12 @@ pub(crate) struct RunContext {
     pub(crate) runlog: Option<crate::runlog::RunLog>,
     /// How children are sealed: environment, redaction, bubblewrap.
     pub(crate) seal: super::seal::RunSeal,
+    /// The stories this run landed on the target: (story, base, merge).
+    /// Each landing checks the main index and the target's tip against
+    /// them (`land::check_landed_work`).
+    pub(crate) landed: std::sync::Mutex<Vec<(String, crate::gitops::Oid, crate::gitops::Oid)>>,
+    /// Landed work found reverted on the target (story, path), each said once.
+    pub(crate) reverted: std::sync::Mutex<Vec<crate::gitops::Reverted>>,
 }
 
 /// Where `landing.mode: pr` sends work.

@@ -146,6 +146,9 @@ pub(crate) enum LandResult {
     /// through every wait; nothing was written.
     Busy {
         lock: std::path::PathBuf,
+        /// The user's git process that the landing waited for in vain
+        /// (pid and command line), when that is what kept it.
+        holder: Option<String>,
     },
     /// Validated on the target's tip and kept on its branch for a person
     /// (`landing.mode: review`); the target did not move.

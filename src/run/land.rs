@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::backlog::{mark_done, Story};
-use crate::gitops::{GitError, LandOutcome, MergeOutcome, Oid};
+use crate::gitops::{CheckoutWatch, GitError, LandOutcome, MergeOutcome, Oid, UserGit};
 use crate::process::{self, Control};
 use crate::project::{self, KeptRef};
 use crate::prompt;
@@ -89,9 +89,159 @@ pub(crate) async fn land(
     let result = land_rounds(ctx, req, control).await;
     if let LandResult::Landed { .. } = &result {
         let req = req.clone();
-        let _ = blocking(ctx, move |c| after_landing(c, &req)).await;
+        let _ = blocking(ctx, move |c| {
+            after_landing(c, &req);
+            check_landed_work(c);
+        })
+        .await;
     }
     result
+}
+
+/// The user's git processes on the main checkout, for a landing to outlast
+/// (`gitops::landing`): read from `/proc` by `process`.
+pub(crate) struct Watch<'a> {
+    checkout: process::GitCheckout,
+    log: &'a crate::store::TechLog,
+}
+
+impl<'a> Watch<'a> {
+    pub(crate) fn new(ctx: &'a RunContext) -> Watch<'a> {
+        Watch::of(&ctx.git, &ctx.root, &ctx.log)
+    }
+
+    /// The watch of the main checkout of `git` (project `root`), for any
+    /// command that writes it as a landing does (`ralph reset ID`).
+    pub(crate) fn of(
+        git: &crate::gitops::Git,
+        root: &std::path::Path,
+        log: &'a crate::store::TechLog,
+    ) -> Watch<'a> {
+        Watch {
+            checkout: process::GitCheckout::new(
+                &git.workdir,
+                &git.git_dir,
+                &project::worktrees_dir(root),
+            ),
+            log,
+        }
+    }
+}
+
+impl CheckoutWatch for Watch<'_> {
+    fn now(&self) -> u64 {
+        process::ticks_now()
+    }
+
+    fn git_processes(&self) -> Vec<UserGit> {
+        self.checkout
+            .git_processes()
+            .into_iter()
+            .map(|g| UserGit {
+                pid: g.pid,
+                started: g.started,
+                argv: g.argv,
+            })
+            .collect()
+    }
+
+    fn log(&self, line: &str) {
+        self.log.line(line);
+    }
+}
+
+/// After each landing: is the work of every story this run landed still
+/// on the target's tip? A path that a later commit (other than a story's
+/// merge) set back to its old content is said at once in ralph.log and the
+/// run's records, and again at the end of the run.
+fn check_landed_work(ctx: &RunContext) {
+    let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let found = match ctx.git.reverted_work(&ctx.target, &landed) {
+        Ok(found) => found,
+        Err(e) => {
+            ctx.log.line(&format!(
+                "checking the landed stories on {}: {e}",
+                ctx.target
+            ));
+            return;
+        }
+    };
+    let mut said = ctx.reverted.lock().unwrap_or_else(|e| e.into_inner());
+    for r in found {
+        // A later story may change what an earlier one wrote: that is work,
+        // not a revert.
+        if project::landed_id(&r.subject).is_some() {
+            continue;
+        }
+        if said
+            .iter()
+            .any(|s| s.story == r.story && s.path == r.path && s.commit == r.commit)
+        {
+            continue;
+        }
+        ctx.log
+            .line(&format!("WARNING: {}", reverted_line(&r, &ctx.target)));
+        ctx.record(crate::runlog::Ev::Reverted {
+            story: r.story.clone(),
+            path: r.path.clone(),
+            commit: r.commit.clone(),
+            subject: r.subject.clone(),
+        });
+        said.push(r);
+    }
+}
+
+fn reverted_line(r: &crate::gitops::Reverted, target: &str) -> String {
+    format!(
+        "story {} landed, but commit {} (\"{}\") on {target} set {} back to its content from \
+         before the story: that work is no longer on {target} (restore it with `git checkout {} \
+         -- {}` or revert that commit)",
+        r.story,
+        &r.commit[..r.commit.len().min(12)],
+        r.subject,
+        r.path,
+        project::story_branch(&r.story),
+        r.path
+    )
+}
+
+/// The end of a run: an index a straggling git process wrote back from
+/// before a landing is repaired, and landed work reverted since is checked
+/// once more.
+pub(crate) fn after_run(ctx: &RunContext) {
+    let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if landed.is_empty() || ctx.review || ctx.pr.is_some() {
+        return;
+    }
+    let pairs: Vec<(Oid, Oid)> = landed
+        .iter()
+        .map(|(_, b, m)| (b.clone(), m.clone()))
+        .collect();
+    match ctx.git.settle_index(&ctx.target, &pairs, &Watch::new(ctx)) {
+        Ok(repaired) => {
+            for m in repaired {
+                ctx.log.line(&format!(
+                    "run end: the main checkout's index was a copy from before the landing of \
+                     {m}; its entries for that landing's paths are restored"
+                ));
+            }
+        }
+        Err(e) => ctx
+            .log
+            .line(&format!("run end: checking the main index: {e}")),
+    }
+    check_landed_work(ctx);
+}
+
+/// The loud lines for the end of the run: every landed story whose work a
+/// later commit set back.
+pub(crate) fn reverted_warnings(ctx: &RunContext) -> Vec<String> {
+    ctx.reverted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|r| format!("warning: {}", reverted_line(r, &ctx.target)))
+        .collect()
 }
 
 /// `landing.mode: pr`: the validated story branch is pushed to the remote
@@ -239,27 +389,52 @@ async fn land_rounds(
         let mut busy = 0;
         let landed = loop {
             let (b, c2) = (base.clone(), commit.clone());
-            let landed = blocking(ctx, move |c| c.git.land(&c.target, &b, &c2)).await;
+            let landed = blocking(ctx, move |c| {
+                let earlier: Vec<(Oid, Oid)> = c
+                    .landed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .map(|(_, b, m)| (b.clone(), m.clone()))
+                    .collect();
+                c.git
+                    .land_watched(&c.target, &b, &c2, &Watch::new(c), &earlier)
+            })
+            .await;
             // The user's git holds a lock of the main checkout (a commit in
             // progress, say): not the story's failure. `land` waited a while
             // already; wait on, a bounded number of times, unless the run stops.
             match &landed {
-                Ok(Ok(LandOutcome::Busy { lock }))
+                Ok(Ok(LandOutcome::Busy { lock, holder }))
                     if *control.borrow() == Control::Run && busy < LAND_BUSY_ROUNDS =>
                 {
                     busy += 1;
-                    ctx.log.line(&format!(
-                        "landing {}: {} is held by another git process; waiting",
-                        req.id,
-                        lock.display()
-                    ));
+                    match holder {
+                        Some(h) => ctx.log.line(&format!(
+                            "landing {}: {h} in the main checkout may write back an index read \
+                             before the landing; waiting",
+                            req.id
+                        )),
+                        None => ctx.log.line(&format!(
+                            "landing {}: {} is held by another git process; waiting",
+                            req.id,
+                            lock.display()
+                        )),
+                    }
                 }
                 _ => break landed,
             }
         };
         let _ = std::fs::remove_file(project::landing_intent_path(&ctx.root));
         match landed {
-            Ok(Ok(LandOutcome::Landed)) => return LandResult::Landed { commit },
+            Ok(Ok(LandOutcome::Landed)) => {
+                ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).push((
+                    req.id.clone(),
+                    base,
+                    commit.clone(),
+                ));
+                return LandResult::Landed { commit };
+            }
             Ok(Ok(LandOutcome::TargetMoved { .. })) => continue,
             Ok(Ok(LandOutcome::CheckoutBlocked { paths })) => {
                 return LandResult::CheckoutBlocked { paths }
@@ -267,7 +442,7 @@ async fn land_rounds(
             Ok(Ok(LandOutcome::Busy { .. })) if *control.borrow() != Control::Run => {
                 return LandResult::Interrupted
             }
-            Ok(Ok(LandOutcome::Busy { lock })) => return LandResult::Busy { lock },
+            Ok(Ok(LandOutcome::Busy { lock, holder })) => return LandResult::Busy { lock, holder },
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e),
         }

@@ -48,6 +48,7 @@ pub(crate) use attempt::LocalExecutor;
 pub(crate) use context::{blocking, RunContext};
 pub(crate) use dispatcher::Executor;
 pub(crate) use events::{AttemptReport, AttemptRequest, Event};
+pub(crate) use land::Watch as LandWatch;
 
 /// `ralph run` options after merging flags with the config.
 #[derive(Debug, Clone, Default)]
@@ -367,6 +368,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         pr: pr.clone(),
         runlog,
         seal: run_seal,
+        landed: Default::default(),
+        reverted: Default::default(),
     });
     let mut policy = model::Policy {
         jobs,
@@ -747,6 +750,7 @@ fn finish(
     // A sweep may have killed a git an agent started mid-write (its
     // automatic maintenance, say): leave no stale lock behind.
     recover::remove_stale_git_locks(git, log);
+    land::after_run(ctx);
     reporter.finish();
     let mut model = model;
     // Only a run in progress has a job count to show.
@@ -780,6 +784,9 @@ fn finish(
         l.sync();
     }
     saved?;
+    for line in land::reverted_warnings(ctx) {
+        display::err(&line);
+    }
     if let Some(e) = error {
         display::err(&format!("error: {e}"));
     }

@@ -148,7 +148,10 @@ pub(crate) fn land_end(story: &str, attempt: u32, result: &LandResult, secs: f64
             Some(format!("validation '{name}' failed on the merged tree")),
         ),
         LandResult::CheckoutBlocked { paths } => end("checkout_blocked", Some(paths.join(", "))),
-        LandResult::Busy { lock, .. } => end("busy", Some(lock.display().to_string())),
+        LandResult::Busy { lock, holder } => end(
+            "busy",
+            Some(holder.clone().unwrap_or_else(|| lock.display().to_string())),
+        ),
         LandResult::Raced => end("raced", None),
         LandResult::Unsigned { message } => end("unsigned", Some(message.clone())),
         LandResult::InReview => end("in_review", None),

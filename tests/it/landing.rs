@@ -153,11 +153,10 @@ fn report(what: &str, failures: Vec<(usize, Vec<String>)>, n: usize) {
 ///
 /// The commit names its path (`git commit -- <file>`): that form holds
 /// `index.lock` until HEAD has moved. A bare `git commit` reads the index
-/// before it takes the lock and writes that copy back before it moves HEAD,
-/// so one that straddles a whole landing leaves the landed story's changes
-/// staged as reverts (and then fails on HEAD); it does the same racing any
-/// other git command that updates the checkout, so no landing protocol can
-/// prevent it.
+/// before it takes the lock and writes that copy back before it moves HEAD;
+/// ralph outlasts such a process before it lets go of the lock
+/// (`a_bare_git_commit_straddling_a_landing_reverts_nothing`, and
+/// `benches/race-user-commits.sh` for the loop).
 const USER_COMMITS: &str = r#"
 i=0
 mkdir -p user
@@ -374,4 +373,130 @@ fn a_user_holding_the_index_lock_makes_the_landing_wait_not_fail() {
     assert_eq!(rec["attempts"], 0, "no failed attempt counted: {rec}");
     assert!(!out.contains("[fail]"), "{out}");
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+}
+
+/// git's fsmonitor hook (protocol 2), which `git commit` runs while it
+/// reads the index, before it takes `index.lock`: the first call says so
+/// (`$SCRATCH/read`) and holds the commit there until ralph says it waits
+/// for it, or until the landing is over (main moved, `index.lock` gone).
+const STRADDLING_HOOK: &str = r#"#!/bin/sh
+unset GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT
+if [ ! -e "$SCRATCH/read" ]; then
+  start="$(cat .git/refs/heads/main)"
+  touch "$SCRATCH/read"
+  i=0
+  while [ "$i" -lt 3000 ]; do
+    if grep -q "waiting for git process" ralph.log 2>/dev/null; then
+      echo waited > "$SCRATCH/hook-saw"; break
+    fi
+    now="$(cat .git/refs/heads/main 2>/dev/null)"
+    if [ -n "$now" ] && [ "$now" != "$start" ] && [ ! -e .git/index.lock ]; then
+      echo landed > "$SCRATCH/hook-saw"; break
+    fi
+    i=$((i+1)); sleep 0.02
+  done
+fi
+printf 'token\0/\0'
+"#;
+
+/// The user's bare `git commit` reads the index, a story lands, then the
+/// commit takes `index.lock`: git writes back the index it read (without
+/// the story) and fails on HEAD. Before the fix that stale index stayed, and
+/// the user's next commit reverted the landed story.
+#[test]
+fn a_bare_git_commit_straddling_a_landing_reverts_nothing() {
+    let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"touch "$SCRATCH/started"; commit_file "story/$ID.txt" "story work"
+i=0; until [ -e "$SCRATCH/read" ] || [ "$i" -ge 3000 ]; do i=$((i+1)); sleep 0.02; done
+done_"#,
+    );
+    let hook = p.scratch.join("fsmonitor.sh");
+    fs::write(&hook, STRADDLING_HOOK).unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut ralph = spawn_run(&p);
+    wait_until("the agent to start", Duration::from_secs(60), || {
+        p.scratch.join("started").exists()
+    });
+    p.write("user/one.txt", "one\n");
+    git(&p.root, &["add", "user/one.txt"]);
+    let fsmonitor = format!("core.fsmonitor={}", hook.display());
+    let mut commit = spawn_user(
+        &p,
+        &format!("git -c '{fsmonitor}' commit -qm 'user one'; echo $? > \"$SCRATCH/commit-rc\""),
+    );
+    let code = wait_exit(&mut ralph, "ralph to finish");
+    wait_exit(&mut commit, "the user's commit to end");
+    let out = fs::read_to_string(p.scratch.join("ralph.err")).unwrap_or_default();
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        p.scratch_text("hook-saw"),
+        "waited\n",
+        "ralph waited for the commit held between its read and its lock"
+    );
+    // The user's next, ordinary commit.
+    p.write("user/two.txt", "two\n");
+    git(&p.root, &["add", "user/two.txt"]);
+    git(&p.root, &["commit", "-qm", "user two"]);
+
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(
+        p.file_on_main("story/1.1.txt").as_deref(),
+        Some("story work\n"),
+        "the landed story is still on main: {}",
+        git(&p.root, &["log", "--stat", "--format=%s", "-3", "main"])
+    );
+    for f in ["user/one.txt", "user/two.txt"] {
+        assert!(p.file_on_main(f).is_some(), "{f}, the user's, is on main");
+    }
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+}
+
+/// A landed story's file removed again by a commit of the user's: the run
+/// still counts the story as landed, but says loudly which commit undid
+/// what (ralph.log, the run's records, after the summary).
+#[test]
+fn landed_work_a_later_user_commit_reverts_is_warned_about_naming_the_commit() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"touch "$SCRATCH/started-$ID"; commit_file "story/$ID.txt" "story work"
+if [ "$ID" = 1.2 ]; then
+  i=0; until [ -e "$SCRATCH/go" ] || [ "$i" -ge 3000 ]; do i=$((i+1)); sleep 0.02; done
+fi
+done_"#,
+    );
+    let out = fs::File::create(p.scratch.join("ralph.out")).unwrap();
+    let err = fs::File::create(p.scratch.join("ralph.err")).unwrap();
+    let mut ralph = p
+        .command(&["run"])
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("ralph starts");
+    wait_until("story 1.2 to start", Duration::from_secs(60), || {
+        p.scratch.join("started-1.2").exists()
+    });
+    git(&p.root, &["rm", "-q", "story/1.1.txt"]);
+    git(&p.root, &["commit", "-qm", "user: drop it"]);
+    let by = git(&p.root, &["rev-parse", "HEAD"]);
+    fs::write(p.scratch.join("go"), "").unwrap();
+    let code = wait_exit(&mut ralph, "ralph to finish");
+    let stderr = fs::read_to_string(p.scratch.join("ralph.err")).unwrap_or_default();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(p.completed().len(), 2);
+    let short = &by.trim()[..12];
+    let warning = format!(
+        "warning: story 1.1 landed, but commit {short} (\"user: drop it\") on main set story/1.1.txt back"
+    );
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert!(p.read("ralph.log").contains("WARNING: story 1.1 landed"));
+    let records: String = fs::read_dir(p.root.join(".ralph/runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(records.contains(r#""ev":"reverted""#), "{records}");
+    assert!(!stderr.contains("story 1.2 landed, but"), "{stderr}");
 }

@@ -331,17 +331,25 @@ pub(super) fn landing_finished(
             );
             out.push(Action::Save);
         }
-        LandResult::Busy { lock } => {
+        LandResult::Busy { lock, holder } => {
             // Someone else's git, not the story: it stays `landing`, and
             // the next run lands it.
             model.apply(idx, Change::LandingInterrupted);
+            let why = match holder {
+                Some(h) => format!(
+                    "{h} kept running in the main checkout the whole time (a git command that \
+                     may write back the index it read before the landing): let it finish and"
+                ),
+                None => format!(
+                    "another process kept {} the whole time: let that git command finish (no \
+                     git running? then the lock is stale: remove it) and",
+                    lock.display()
+                ),
+            };
             halt(
                 model,
                 Fatal::NeedsPerson(format!(
-                    "story {id} is ready to land, but another process kept {} the whole time: \
-                     let that git command finish (no git running? then the lock is stale: \
-                     remove it) and run `ralph run` again to land it",
-                    lock.display()
+                    "story {id} is ready to land, but {why} run `ralph run` again to land it"
                 )),
             );
             out.push(Action::Save);
