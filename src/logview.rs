@@ -74,7 +74,7 @@ pub(crate) fn cmd_log(
         .as_ref()
         .and_then(|r| r.agent.as_deref())
         .and_then(Backend::parse)
-        .or_else(|| crate::config::load(root).ok().map(|c| c.agent_name))
+        .or_else(|| crate::config::load(root).ok().map(|c| c.agent.name))
         .unwrap_or_default();
     let rel = path
         .strip_prefix(root)

@@ -79,7 +79,13 @@ impl Backend {
     /// the prompt on stdin (never argv: prompts are long and private).
     pub(crate) fn default_args(self) -> &'static [&'static str] {
         match self {
-            Backend::Claude => crate::config::DEFAULT_AGENT_FLAGS,
+            Backend::Claude => &[
+                "--print",
+                "--dangerously-skip-permissions",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+            ],
             Backend::Codex => &[
                 "exec",
                 "--json",

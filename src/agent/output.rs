@@ -298,7 +298,7 @@ fn set_truncated(into: &mut String, s: &str, max: usize) {
 /// included in the count.
 pub(super) fn one_line(text: &str) -> String {
     // Before the cut: an absolute worktree path would push the file name out.
-    let text = crate::project::relative_to_worktree(text);
+    let text = crate::paths::relative_to_worktree(text);
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match joined.char_indices().nth(TOOL_SUMMARY_CAP - 1) {
         Some((idx, _)) if joined.chars().count() > TOOL_SUMMARY_CAP => {

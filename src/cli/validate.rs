@@ -22,13 +22,13 @@ pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
         }
     }
     let project = loaded.map_err(RalphError::BadInput)?;
-    if let Some(note) = crate::agent::claude_flags_note(&project.config) {
+    if let Some(note) = crate::agent::claude_flags_note(&project.config.agent) {
         if !ui::get().quiet {
             eprintln!("{note}");
         }
     }
     // Every agent CLI the backlog would run must be installed.
-    run::resolve_agents(&project, project.config.agent_name)?;
+    run::resolve_agents(&project, project.config.agent.name)?;
     let edges = project.dag.graph.edge_count();
     println!(
         "ok: {} stories, {} dependency edges, no problems",

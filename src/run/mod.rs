@@ -95,14 +95,14 @@ pub(crate) fn resolve_agents(
     default: Backend,
 ) -> Result<HashMap<Backend, (String, Vec<String>)>, RalphError> {
     let mut used: Vec<Backend> = vec![default];
-    used.extend(project.config.agent_fallback.iter().copied());
+    used.extend(project.config.agent.fallback.iter().copied());
     used.extend(project.backlog.stories.iter().filter_map(|s| s.agent));
     let mut out = HashMap::new();
     for b in used {
         if out.contains_key(&b) {
             continue;
         }
-        let (command, args) = agent::invocation(&project.config, b);
+        let (command, args) = agent::invocation(&project.config.agent, b);
         let Some(program) = resolve_agent(&project.root, &command) else {
             let where_ = if command.contains('/') {
                 ""
@@ -197,7 +197,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .into());
     }
     let backend = match &opts.agent {
-        None => project.config.agent_name,
+        None => project.config.agent.name,
         Some(name) => Backend::parse(name).ok_or_else(|| {
             RalphError::usage(format!("--agent {name}: not an agent ralph knows"))
                 .with_hint(format!("one of: {}", Backend::names()))
@@ -328,7 +328,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         agents: std::iter::once(backend)
             .chain(
                 config
-                    .agent_fallback
+                    .agent
+                    .fallback
                     .iter()
                     .copied()
                     .filter(|b| *b != backend),

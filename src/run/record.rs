@@ -84,7 +84,7 @@ impl Recorder {
                     slot: r.slot,
                     agent: r.agent.map(str::to_string),
                     kind: self.kinds.remove(&(r.idx, r.attempt)).unwrap_or_default(),
-                    verdict: r.verdict.outcome(),
+                    verdict: crate::state::Outcome::from(&r.verdict),
                     reason,
                     tokens: report::tokens(&r.usage),
                     usage: r.usage,

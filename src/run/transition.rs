@@ -588,7 +588,7 @@ fn attempt_finished(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec
     let mut rec = AttemptRecord {
         number: r.attempt,
         kind: Some(r.kind),
-        outcome: r.verdict.outcome(),
+        outcome: Outcome::from(&r.verdict),
         reason: None,
         duration_secs: r.duration.as_secs_f64(),
         usage: r.usage,
