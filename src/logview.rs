@@ -238,7 +238,7 @@ fn event(
             let line = format!("!! usage limit: {}{when}", message.trim());
             writeln!(out, "{}", ui::paint(&line, Tone::Warn, color))?;
         }
-        AgentEvent::ApiRetry { attempt, error } => {
+        AgentEvent::ApiRetry { attempt, error, .. } => {
             turn(out, Last::Tool)?;
             let line = format!("!! API retry {attempt}: {error}");
             writeln!(out, "{}", ui::paint(&line, Tone::Warn, color))?;
@@ -251,7 +251,12 @@ fn event(
             };
             writeln!(out, "{}", ui::paint(&line, Tone::Warn, color))?;
         }
-        AgentEvent::SessionId(_) | AgentEvent::Usage { .. } => {}
+        AgentEvent::SessionId(_)
+        | AgentEvent::Usage { .. }
+        | AgentEvent::Aside(_)
+        | AgentEvent::Thinking
+        | AgentEvent::ApiError(_)
+        | AgentEvent::AuthRejected => {}
     }
     Ok(())
 }

@@ -194,6 +194,7 @@ impl Decoder {
         AgentEvent::ApiRetry {
             attempt,
             error: why.to_string(),
+            status: None,
         }
     }
 
@@ -463,15 +464,18 @@ mod tests {
             vec![
                 AgentEvent::ApiRetry {
                     attempt: 2,
-                    error: "stream disconnected before completion: Name does not resolve".into()
+                    error: "stream disconnected before completion: Name does not resolve".into(),
+                    status: None,
                 },
                 AgentEvent::ApiRetry {
                     attempt: 3,
-                    error: "waiting for network (Connection failed: error sending request)".into()
+                    error: "waiting for network (Connection failed: error sending request)".into(),
+                    status: None,
                 },
                 AgentEvent::ApiRetry {
                     attempt: 4,
-                    error: "waiting for network (Connection failed)".into()
+                    error: "waiting for network (Connection failed)".into(),
+                    status: None,
                 },
             ]
         );
@@ -781,7 +785,7 @@ mod tests {
             .collect();
         assert_eq!(retries, (2..=13).collect::<Vec<u64>>());
         let retry_429 = events("err-429").into_iter().find_map(|e| match e {
-            AgentEvent::ApiRetry { attempt, error } => Some((attempt, error)),
+            AgentEvent::ApiRetry { attempt, error, .. } => Some((attempt, error)),
             _ => None,
         });
         assert_eq!(

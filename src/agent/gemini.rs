@@ -155,6 +155,7 @@ impl Decoder {
         vec![AgentEvent::ApiRetry {
             attempt: c[1].parse().unwrap_or(0),
             error: error.to_string(),
+            status: None,
         }]
     }
 }
@@ -581,7 +582,8 @@ mod tests {
             d.plain_line("Attempt 2 failed: Quota exceeded for quota metric 'Generate Content API requests per minute'"),
             vec![AgentEvent::ApiRetry {
                 attempt: 2,
-                error: "Quota exceeded for quota metric 'Generate Content API requests per minute'".into()
+                error: "Quota exceeded for quota metric 'Generate Content API requests per minute'".into(),
+                status: None,
             }]
         );
         assert!(d

@@ -3,8 +3,10 @@
 
 mod agy;
 mod backend;
+mod claude;
 mod codex;
 mod cursor;
+pub(crate) mod event;
 mod gemini;
 mod opencode;
 pub(crate) mod output;

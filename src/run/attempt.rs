@@ -922,13 +922,18 @@ fn activity_text(ev: AgentEvent, verbose: bool) -> String {
         // `-v` streams the whole text; the display keeps one line.
         AgentEvent::Text(t) if verbose => t.trim().to_string(),
         AgentEvent::Text(t) => crate::report::render_activity(&t),
-        AgentEvent::ApiRetry { attempt, error } => format!("API retry {attempt}: {error}"),
+        AgentEvent::ApiRetry { attempt, error, .. } => format!("API retry {attempt}: {error}"),
         AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
         AgentEvent::LimitWarning { used_percent, .. } => match used_percent {
             Some(p) => format!("usage limit near ({p:.0}% used)"),
             None => "usage limit near".to_string(),
         },
-        AgentEvent::SessionId(_) | AgentEvent::Usage { .. } => String::new(),
+        AgentEvent::SessionId(_)
+        | AgentEvent::Usage { .. }
+        | AgentEvent::Aside(_)
+        | AgentEvent::Thinking
+        | AgentEvent::ApiError(_)
+        | AgentEvent::AuthRejected => String::new(),
         AgentEvent::Result { is_error, .. } => if is_error {
             "finished with an error"
         } else {
