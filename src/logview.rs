@@ -8,7 +8,8 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use crate::agent::output::{AgentEvent, OutputParser, Summary};
+use crate::agent::event::AgentEvent;
+use crate::agent::parser::{OutputParser, Summary};
 use crate::agent::Backend;
 use crate::error::{RalphError, EXIT_OK};
 use crate::paths;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::output::Usage;
+use crate::agent::event::Usage;
 use crate::agent::{ResultKind, Verdict};
 
 /// 3: attempt kinds, agent sessions and the note for the next attempt.

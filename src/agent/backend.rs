@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::output::AgentEvent;
+use super::event::AgentEvent;
 
 /// One agent CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::event::{AgentEvent, Usage};
-use super::output::one_line;
+use super::parser::one_line;
 
 /// Claude Code's events need no memory of earlier lines.
 #[derive(Debug, Default)]

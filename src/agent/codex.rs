@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::output::{one_line, str_of, u64_of, AgentEvent, Usage};
+use super::event::{AgentEvent, Usage};
+use super::parser::{one_line, str_of, u64_of};
 
 /// Codex's own terminal UI warns at these percentages of a limit window; we
 /// say so at the same points rather than after every model call.
@@ -284,7 +285,7 @@ fn unwrap_shell(cmd: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::parser::{OutputParser, Summary};
     use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
@@ -409,7 +410,7 @@ mod tests {
         assert_eq!(shown[1], ("gh.search".into(), r#"{"q":"x"}"#.into()));
         assert_eq!(
             shown[2].1.chars().count(),
-            crate::agent::output::TOOL_SUMMARY_CAP
+            crate::agent::parser::TOOL_SUMMARY_CAP
         );
         assert!(shown[2].1.ends_with('…'));
         assert_eq!(shown[3], ("todo".into(), "2 todos".into()));

@@ -9,14 +9,14 @@ mod cursor;
 pub(crate) mod event;
 mod gemini;
 mod opencode;
-pub(crate) mod output;
+pub(crate) mod parser;
 pub(crate) mod reset;
 #[cfg(test)]
 mod testkit;
 
 pub(crate) use backend::{Backend, Decoder};
 
-use crate::agent::output::Summary;
+use crate::agent::parser::Summary;
 use crate::process::{AttemptExit, StopReason};
 
 /// The agent's part of the configuration, as plain data (`config` builds
@@ -365,7 +365,7 @@ fn with_detail(reason: String, summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::Signals;
+    use crate::agent::parser::Signals;
     use std::time::Duration;
 
     #[test]

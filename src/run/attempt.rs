@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::agent::output::{AgentEvent, OutputParser};
+use crate::agent::event::AgentEvent;
+use crate::agent::parser::OutputParser;
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;

@@ -319,7 +319,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::agent::output::Usage;
+    use crate::agent::event::Usage;
     use crate::agent::{Backend, ResultKind};
     use crate::backlog::Story;
     use crate::run::events::{AttemptReport, AttemptRequest};

@@ -1,6 +1,8 @@
-//! Agent output parsing (SPEC 4.3, 4.5): stream-json / json / text events and
-//! the `<ralph>` signal tags. Pure and incremental: output is fed line by line
-//! and nothing grows with the size of the output except the learnings found.
+//! Agent output parsing (SPEC 4.3, 4.5): each line to the backend's decoder
+//! (a JSON event) or read as plain text, what they mean taken in by `absorb`,
+//! and the `<ralph>` signal tags. Pure and incremental: output is fed line by
+//! line and nothing grows with the size of the output except the learnings
+//! found.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -8,7 +10,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-pub(crate) use super::event::{AgentEvent, Usage};
+use super::event::{AgentEvent, Usage};
 
 /// A parsed DONE/FAIL decision and the learnings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -603,7 +605,7 @@ mod tests {
     use std::path::PathBuf;
 
     /// Parse speed of Claude Code's stream-json (also Amp's) on ~50 MB of
-    /// recorded lines: `cargo test --release --lib agent::output -- --ignored --nocapture`.
+    /// recorded lines: `cargo test --release --lib agent::parser -- --ignored --nocapture`.
     #[test]
     #[ignore]
     fn throughput() {
