@@ -378,7 +378,7 @@ impl OutputParser {
         let limited_here = events
             .iter()
             .any(|e| matches!(e, AgentEvent::RateLimited { .. }));
-        for ev in events {
+        for mut ev in events {
             match &ev {
                 AgentEvent::ApiRetry { error, status, .. } => {
                     let status = status.or_else(|| {
@@ -398,7 +398,7 @@ impl OutputParser {
                 }
                 _ => {}
             }
-            match &ev {
+            match &mut ev {
                 AgentEvent::Text(t) => {
                     self.tags.scan(t);
                     self.note_last_line(t);
@@ -444,13 +444,15 @@ impl OutputParser {
                     }
                 }
                 AgentEvent::RateLimited { resets_at, message } => {
-                    let resets_at = resets_at.or_else(|| self.reset_of(message));
-                    self.mark_limited(resets_at);
+                    // Shown with the reset time its words give, as it is
+                    // counted.
+                    *resets_at = resets_at.or_else(|| self.reset_of(message));
+                    self.mark_limited(*resets_at);
                 }
                 AgentEvent::Usage { usage, cost_usd } => {
                     self.summary.usage += *usage;
                     if let Some(c) = cost_usd {
-                        *self.summary.cost_usd.get_or_insert(0.0) += c;
+                        *self.summary.cost_usd.get_or_insert(0.0) += *c;
                     }
                 }
                 AgentEvent::SessionId(id) => self.summary.session_id = Some(id.clone()),
@@ -783,6 +785,27 @@ mod tests {
 
     const INIT: &str =
         r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Bash"]}"#;
+
+    /// Claude Code's made-up assistant line for a limit: the event shown
+    /// carries the reset time its text gives, as the summary does.
+    #[test]
+    fn a_limit_line_is_shown_with_its_reset_time() {
+        let line = serde_json::json!({"type": "assistant", "error": "rate_limit",
+            "message": {"content": [{"type": "text", "text": "Claude AI usage limit reached|1795356277"}]}})
+        .to_string();
+        let mut p = OutputParser::new();
+        let ev = p.feed_line(&line);
+        assert_eq!(
+            ev[0],
+            AgentEvent::RateLimited {
+                resets_at: Some(1795356277),
+                message: "Claude AI usage limit reached|1795356277".into()
+            }
+        );
+        let s = p.finish();
+        assert_eq!(s.rate_limited, Some(Some(1795356277)));
+        assert_eq!(s.api_error.as_deref(), Some("rate_limit"));
+    }
 
     #[test]
     fn claude_init_gives_the_session_a_fixup_resumes() {
