@@ -53,19 +53,9 @@ pub(crate) struct Config {
     pub(crate) max_retries: u32,
     pub(crate) validation: Vec<ValidationCommand>,
     pub(crate) blocked_commands: Vec<String>,
-    /// `claude.command` (default `claude`): Claude Code's executable.
-    pub(crate) agent_command: String,
-    /// `claude.flags`; `None` means the default flags of SPEC 4.2.
-    pub(crate) agent_flags: Option<Vec<String>>,
-    /// `agent.name`: the backend stories run with (default `claude`).
-    pub(crate) agent_name: crate::agent::Backend,
-    /// `agent.command`: overrides the executable of `agent.name`.
-    pub(crate) agent_override_command: Option<String>,
-    /// `agent.flags`: override the arguments of `agent.name`.
-    pub(crate) agent_override_flags: Option<Vec<String>>,
-    /// `agent.fallback`: the backends new attempts go to, in order, while
-    /// the ones before them are at their usage limit.
-    pub(crate) agent_fallback: Vec<crate::agent::Backend>,
+    /// `agent.*` and `claude.command`/`claude.flags`: what `agent/` needs,
+    /// as its own plain type.
+    pub(crate) agent: crate::agent::Settings,
     /// `loop.idle_timeout_seconds` (default 600; 0 = none): an attempt that
     /// prints nothing for this long is stopped like a timeout.
     pub(crate) idle_timeout_secs: u64,
@@ -161,14 +151,6 @@ pub(crate) struct RaySettings {
     /// The git remote work travels through.
     pub(crate) relay: String,
 }
-
-pub(crate) const DEFAULT_AGENT_FLAGS: &[&str] = &[
-    "--print",
-    "--dangerously-skip-permissions",
-    "--output-format",
-    "stream-json",
-    "--verbose",
-];
 
 /// The built-in defaults as JSON (SPEC 3.1).
 pub(crate) fn defaults() -> Value {
@@ -1196,12 +1178,14 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         max_retries,
         validation,
         blocked_commands,
-        agent_command,
-        agent_flags,
-        agent_name,
-        agent_override_command,
-        agent_override_flags,
-        agent_fallback,
+        agent: crate::agent::Settings {
+            name: agent_name,
+            command: agent_override_command,
+            flags: agent_override_flags,
+            fallback: agent_fallback,
+            claude_command: agent_command,
+            claude_flags: agent_flags,
+        },
         idle_timeout_secs,
         max_wait_hours,
         stagger_secs,
@@ -1270,8 +1254,8 @@ mod tests {
         assert_eq!(c.max_retries, 3);
         assert!(c.validation.is_empty());
         assert!(c.blocked_commands.is_empty());
-        assert_eq!(c.agent_command, "claude");
-        assert_eq!(c.agent_flags, None);
+        assert_eq!(c.agent.claude_command, "claude");
+        assert_eq!(c.agent.claude_flags, None);
         assert_eq!(c.commit_format, "feat(story-{{id}}): {{title}}");
         assert!(c.stage_paths.is_empty());
         assert!(c.learnings_enabled);
@@ -1347,7 +1331,7 @@ mod tests {
         assert_eq!(c.timeout_secs, 60);
         assert_eq!(c.max_retries, 2);
         assert_eq!(c.max_iterations, 0);
-        assert_eq!(c.agent_flags, Some(vec!["--print".to_string()]));
+        assert_eq!(c.agent.claude_flags, Some(vec!["--print".to_string()]));
         assert_eq!(c.raw["unknown"]["kept"], 1);
     }
 
@@ -1573,7 +1557,7 @@ mod tests {
             assert_eq!(c.validation.len(), 1, "{run}");
             assert!(!c.validation[0].required, "{run}");
             assert_eq!(
-                c.agent_flags,
+                c.agent.claude_flags,
                 Some(vec![
                     "--print".into(),
                     "--dangerously-skip-permissions".into()

@@ -12,7 +12,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::backlog::{check_id, parse_frontmatter, spec_glob};
+use crate::backlog::{
+    check_id, parse_frontmatter, parse_queue_lenient, sets_key, spec_glob, split_frontmatter,
+};
 
 /// The built-in decomposition prompt (override: `.ralph/templates/decompose.md`).
 pub(crate) const TEMPLATE: &str = "\
@@ -217,7 +219,7 @@ fn check_block(id: &str, body: String, parent: &str) -> Result<SubStory, String>
     check_id(id).map_err(|why| format!("sub-story ID {id:?} {why}"))?;
     let fm = parse_frontmatter(&body, Path::new(id))
         .map_err(|p| format!("sub-story {id}: {}", p.message))?;
-    if !body.starts_with("---") {
+    if split_frontmatter(&body).is_none() {
         return Err(format!(
             "sub-story {id} has no frontmatter (a --- block with its title)"
         ));
@@ -314,8 +316,7 @@ pub(crate) fn child_spec(child: &SubStory, inherited: &[String], status_field: &
             deps.push(d.clone());
         }
     }
-    let text = child.text.as_str();
-    let (yaml, body) = split_frontmatter(text);
+    let (yaml, body) = split_frontmatter(&child.text).unwrap_or(("", &child.text));
     let mut out = String::from("---\n");
     out += &format!("id: \"{}\"\n", child.id);
     out += &format!("title: {}\n", yaml_string(&child.title));
@@ -327,8 +328,7 @@ pub(crate) fn child_spec(child: &SubStory, inherited: &[String], status_field: &
     for line in yaml.lines() {
         let top = !line.starts_with(char::is_whitespace) && !line.starts_with('-');
         if top {
-            let key = line.split(':').next().unwrap_or("").trim();
-            skipping = replaced.contains(&key);
+            skipping = replaced.iter().any(|k| sets_key(line, k));
         }
         if !skipping && !line.trim().is_empty() {
             out += line;
@@ -345,23 +345,6 @@ pub(crate) fn child_spec(child: &SubStory, inherited: &[String], status_field: &
 
 fn yaml_string(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-/// The YAML between the fences and the text after them.
-fn split_frontmatter(text: &str) -> (&str, &str) {
-    let Some(after_open) = text.strip_prefix("---") else {
-        return ("", text);
-    };
-    let after_open = after_open.trim_start_matches([' ', '\t', '\r']);
-    let after_open = after_open.strip_prefix('\n').unwrap_or(after_open);
-    let mut pos = 0;
-    for line in after_open.split_inclusive('\n') {
-        if line.trim_end() == "---" {
-            return (&after_open[..pos], &after_open[pos + line.len()..]);
-        }
-        pos += line.len();
-    }
-    ("", text)
 }
 
 /// Where a child's spec goes: `specs.pattern` with the ID, and the title's
@@ -391,45 +374,53 @@ pub(crate) fn child_spec_path(pattern: &str, child: &SubStory) -> PathBuf {
 }
 
 /// stories.txt with the parent's line skipped (`x `) and one line per child
-/// right after it, so the children keep the parent's batch section.
+/// right after it, so the children keep the parent's batch section. The
+/// parent's line is found by the queue's own grammar.
 pub(crate) fn insert_in_queue(
     text: &str,
     parent: &str,
     children: &[SubStory],
 ) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len() + 64 * children.len());
-    let mut found = false;
-    for line in text.split_inclusive('\n') {
-        let body = line.trim_end_matches(['\n', '\r']);
-        let trimmed = body.trim_start();
-        let id = trimmed
-            .split('|')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .trim_matches('"');
-        if !found && !trimmed.starts_with('#') && id == parent {
-            found = true;
-            let indent = &body[..body.len() - trimmed.len()];
-            out += &format!("{indent}x {trimmed}\n");
-            for c in children {
-                if c.title.chars().any(char::is_control) {
-                    return Err(format!(
-                        "sub-story {}'s title is not one line of text",
-                        c.id
-                    ));
-                }
-                out += &format!("{indent}{} | {}\n", c.id, c.title);
-            }
-            continue;
-        }
-        out += line;
-    }
-    if !found {
+    let (queue, _) = parse_queue_lenient(text, Path::new(crate::paths::QUEUE));
+    let Some(at) = queue
+        .entries
+        .iter()
+        .find(|e| e.id == parent)
+        .map(|e| e.line)
+    else {
         return Err(format!(
             "story {parent} is not a line of {}",
             crate::paths::QUEUE
         ));
+    };
+    for c in children {
+        if c.title.chars().any(char::is_control) {
+            return Err(format!(
+                "sub-story {}'s title is not one line of text",
+                c.id
+            ));
+        }
+    }
+    // The grammar's lines are those after a byte-order mark, which stays
+    // where it was.
+    let (bom, rest) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", text),
+    };
+    let mut out = String::with_capacity(text.len() + 64 * children.len());
+    out += bom;
+    for (i, line) in rest.split_inclusive('\n').enumerate() {
+        if i + 1 != at {
+            out += line;
+            continue;
+        }
+        let body = line.trim_end_matches(['\n', '\r']);
+        let trimmed = body.trim_start();
+        let indent = &body[..body.len() - trimmed.len()];
+        out += &format!("{indent}x {trimmed}\n");
+        for c in children {
+            out += &format!("{indent}{} | {}\n", c.id, c.title);
+        }
     }
     Ok(out)
 }
@@ -463,7 +454,7 @@ pub(crate) fn insert_in_prd(
                 .filter(|d| !inherited.contains(d))
                 .cloned(),
         );
-        let (_, body) = split_frontmatter(&c.text);
+        let (_, body) = split_frontmatter(&c.text).unwrap_or(("", &c.text));
         let mut s = serde_json::json!({
             "id": c.id,
             "title": c.title,
@@ -485,6 +476,49 @@ pub(crate) fn insert_in_prd(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A byte-order mark is read as `backlog/` reads it (issue 21): a
+    /// sub-story's spec that starts with one has its frontmatter all the
+    /// same, and the child spec ralph writes has one frontmatter, no mark.
+    #[test]
+    fn a_child_spec_with_a_byte_order_mark_is_read_as_the_backlog_reads_it() {
+        let text = "<ralph>SUBSTORY_START 3.1.1</ralph>\n\u{feff}---\nid: \"3.1.1\"\ntitle: \"Part one\"\ndepends_on: [\"2.1\"]\nestimation: small\n---\n# Part one\n\nDo it.\n<ralph>SUBSTORY_END 3.1.1</ralph>\n<ralph>DECOMPOSE_DONE 3.1: 1 sub-story</ralph>";
+        let Reply::Split(kids) = parse_reply(text, "3.1", &known()).unwrap() else {
+            panic!("split")
+        };
+        let spec = child_spec(&kids[0], &["1.1".to_string()], "status");
+        assert!(spec.starts_with("---\n"), "{spec}");
+        assert_eq!(spec.matches("---").count(), 2, "{spec}");
+        assert!(spec.contains("estimation: small\n") && spec.ends_with("# Part one\n\nDo it.\n"));
+        let fm = crate::backlog::parse_frontmatter(&spec, Path::new("s.md")).unwrap();
+        assert_eq!(fm.title.as_deref(), Some("Part one"));
+        assert_eq!(fm.depends_on, ["1.1", "2.1"]);
+        let prd = "{\"userStories\": [{\"id\": \"3.1\", \"title\": \"P\"}]}";
+        let out: serde_json::Value =
+            serde_json::from_str(&insert_in_prd(prd, "3.1", &kids, &[]).unwrap()).unwrap();
+        assert_eq!(out["userStories"][1]["description"], "# Part one\n\nDo it.");
+    }
+
+    /// stories.txt with a byte-order mark, the parent on its first line: the
+    /// queue's grammar finds it there, and the mark stays.
+    #[test]
+    fn a_queue_with_a_byte_order_mark_gets_its_children() {
+        let kids = [SubStory {
+            id: "1.1.1".into(),
+            title: "Part".into(),
+            depends_on: vec![],
+            text: String::new(),
+        }];
+        let text = "\u{feff}1.1 | First\n1.2 | Second\n";
+        let out = insert_in_queue(text, "1.1", &kids).unwrap();
+        assert_eq!(out, "\u{feff}x 1.1 | First\n1.1.1 | Part\n1.2 | Second\n");
+        let q = crate::backlog::parse_queue(&out, Path::new("stories.txt")).unwrap();
+        assert_eq!(q.skipped, ["1.1"]);
+        assert_eq!(
+            q.entries.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ["1.1.1", "1.2"]
+        );
+    }
 
     fn known() -> HashSet<String> {
         ["1.1", "2.1"].iter().map(|s| s.to_string()).collect()

@@ -8,7 +8,8 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use crate::agent::output::{AgentEvent, OutputParser, Summary};
+use crate::agent::event::AgentEvent;
+use crate::agent::parser::{OutputParser, Summary};
 use crate::agent::Backend;
 use crate::error::{RalphError, EXIT_OK};
 use crate::paths;
@@ -74,7 +75,7 @@ pub(crate) fn cmd_log(
         .as_ref()
         .and_then(|r| r.agent.as_deref())
         .and_then(Backend::parse)
-        .or_else(|| crate::config::load(root).ok().map(|c| c.agent_name))
+        .or_else(|| crate::config::load(root).ok().map(|c| c.agent.name))
         .unwrap_or_default();
     let rel = path
         .strip_prefix(root)
@@ -238,7 +239,7 @@ fn event(
             let line = format!("!! usage limit: {}{when}", message.trim());
             writeln!(out, "{}", ui::paint(&line, Tone::Warn, color))?;
         }
-        AgentEvent::ApiRetry { attempt, error } => {
+        AgentEvent::ApiRetry { attempt, error, .. } => {
             turn(out, Last::Tool)?;
             let line = format!("!! API retry {attempt}: {error}");
             writeln!(out, "{}", ui::paint(&line, Tone::Warn, color))?;
@@ -251,7 +252,12 @@ fn event(
             };
             writeln!(out, "{}", ui::paint(&line, Tone::Warn, color))?;
         }
-        AgentEvent::SessionId(_) | AgentEvent::Usage { .. } => {}
+        AgentEvent::SessionId(_)
+        | AgentEvent::Usage { .. }
+        | AgentEvent::Aside(_)
+        | AgentEvent::Thinking
+        | AgentEvent::ApiError(_)
+        | AgentEvent::AuthRejected => {}
     }
     Ok(())
 }

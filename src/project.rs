@@ -14,8 +14,8 @@ use crate::paths;
 // Where these lived before `paths.rs`; files being reworked elsewhere still
 // name them here (issue 21: to go once those land).
 pub(crate) use crate::paths::{
-    attempt_log_path, is_runtime_repo_path, landing_intent_path, project_marker,
-    relative_to_worktree, slot_worktree, validation_log_path, worktrees_dir, VALIDATE_WORKTREE,
+    attempt_log_path, is_runtime_repo_path, landing_intent_path, project_marker, slot_worktree,
+    validation_log_path, worktrees_dir, VALIDATE_WORKTREE,
 };
 
 /// A loaded, valid project.

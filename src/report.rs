@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::agent::output::Usage;
+use crate::agent::event::Usage;
 use crate::schedule::Node;
 use crate::state::{Tally, Waste};
 use crate::timefmt::human_duration;

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::output::Usage;
+use crate::agent::event::Usage;
 use crate::state::{AttemptKind, Outcome};
 
 use crate::paths::runs_dir;

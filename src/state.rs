@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::output::Usage;
+use crate::agent::event::Usage;
+use crate::agent::{ResultKind, Verdict};
 
 /// 3: attempt kinds, agent sessions and the note for the next attempt.
 pub(crate) const FORMAT_VERSION: u32 = 3;
@@ -55,6 +56,26 @@ pub(crate) enum Outcome {
     /// Written by a newer ralph; kept readable.
     #[serde(other)]
     Unknown,
+}
+
+/// How `state.json` records an attempt with this verdict.
+impl From<&Verdict> for Outcome {
+    fn from(verdict: &Verdict) -> Self {
+        match verdict {
+            Verdict::Done => Outcome::Done,
+            Verdict::Tentative => Outcome::Tentative,
+            Verdict::Failed { kind, .. } => match kind {
+                ResultKind::Timeout => Outcome::Timeout,
+                ResultKind::Error => Outcome::Error,
+                ResultKind::NoSignal => Outcome::NoSignal,
+                ResultKind::Done | ResultKind::Fail => Outcome::Fail,
+            },
+            Verdict::RateLimited { .. } => Outcome::RateLimited,
+            Verdict::Interrupted => Outcome::Interrupted,
+            Verdict::RootRefusal => Outcome::Error,
+            Verdict::Fault { .. } => Outcome::Fault,
+        }
+    }
 }
 
 /// What an attempt set out to do (what "waste" is made of).

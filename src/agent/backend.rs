@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::output::AgentEvent;
+use super::event::AgentEvent;
 
 /// One agent CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -79,7 +79,13 @@ impl Backend {
     /// the prompt on stdin (never argv: prompts are long and private).
     pub(crate) fn default_args(self) -> &'static [&'static str] {
         match self {
-            Backend::Claude => crate::config::DEFAULT_AGENT_FLAGS,
+            Backend::Claude => &[
+                "--print",
+                "--dangerously-skip-permissions",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+            ],
             Backend::Codex => &[
                 "exec",
                 "--json",
@@ -159,9 +165,10 @@ impl Backend {
     }
 }
 
-/// The output decoder of a backend whose JSON is not Claude Code's.
+/// The output decoder of a backend's JSON events.
 #[derive(Debug)]
 pub(crate) enum Decoder {
+    Claude(super::claude::Decoder),
     Codex(super::codex::Decoder),
     Gemini(super::gemini::Decoder),
     Agy(super::agy::Decoder),
@@ -170,11 +177,12 @@ pub(crate) enum Decoder {
 }
 
 impl Decoder {
-    /// `None` for Claude Code and Amp (whose `--stream-json` is Claude
-    /// Code's format, the built-in one) and for a custom command (plain text).
+    /// Amp's `--stream-json` is Claude Code's format; `None` for a custom
+    /// command (plain text).
     pub(crate) fn for_backend(b: Backend) -> Option<Decoder> {
         Some(match b {
-            Backend::Claude | Backend::Amp | Backend::Custom => return None,
+            Backend::Custom => return None,
+            Backend::Claude | Backend::Amp => Decoder::Claude(Default::default()),
             Backend::Codex => Decoder::Codex(Default::default()),
             Backend::Gemini => Decoder::Gemini(Default::default()),
             Backend::Agy => Decoder::Agy(Default::default()),
@@ -198,17 +206,20 @@ impl Decoder {
             Decoder::Gemini(d) => d.finish(),
             Decoder::Agy(d) => d.finish(),
             Decoder::Cursor(d) => d.finish(),
-            Decoder::Codex(_) | Decoder::Opencode(_) => Vec::new(),
+            Decoder::Claude(_) | Decoder::Codex(_) | Decoder::Opencode(_) => Vec::new(),
         }
     }
 
-    pub(crate) fn event(&mut self, ev: &Value) -> Vec<AgentEvent> {
-        match self {
+    /// The events of one JSON object; `None` when it is no event of this
+    /// CLI's stream (then it is ignored, and the output not yet a stream).
+    pub(crate) fn event(&mut self, ev: &Value) -> Option<Vec<AgentEvent>> {
+        Some(match self {
+            Decoder::Claude(d) => return d.event(ev),
             Decoder::Codex(d) => d.event(ev),
             Decoder::Gemini(d) => d.event(ev),
             Decoder::Agy(d) => d.event(ev),
             Decoder::Opencode(d) => d.event(ev),
             Decoder::Cursor(d) => d.event(ev),
-        }
+        })
     }
 }

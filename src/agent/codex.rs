@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::output::{one_line, str_of, u64_of, AgentEvent, Usage};
+use super::event::{AgentEvent, Usage};
+use super::parser::{one_line, str_of, u64_of};
 
 /// Codex's own terminal UI warns at these percentages of a limit window; we
 /// say so at the same points rather than after every model call.
@@ -194,6 +195,7 @@ impl Decoder {
         AgentEvent::ApiRetry {
             attempt,
             error: why.to_string(),
+            status: None,
         }
     }
 
@@ -283,7 +285,7 @@ fn unwrap_shell(cmd: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::parser::{OutputParser, Summary};
     use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
@@ -408,7 +410,7 @@ mod tests {
         assert_eq!(shown[1], ("gh.search".into(), r#"{"q":"x"}"#.into()));
         assert_eq!(
             shown[2].1.chars().count(),
-            crate::agent::output::TOOL_SUMMARY_CAP
+            crate::agent::parser::TOOL_SUMMARY_CAP
         );
         assert!(shown[2].1.ends_with('…'));
         assert_eq!(shown[3], ("todo".into(), "2 todos".into()));
@@ -463,15 +465,18 @@ mod tests {
             vec![
                 AgentEvent::ApiRetry {
                     attempt: 2,
-                    error: "stream disconnected before completion: Name does not resolve".into()
+                    error: "stream disconnected before completion: Name does not resolve".into(),
+                    status: None,
                 },
                 AgentEvent::ApiRetry {
                     attempt: 3,
-                    error: "waiting for network (Connection failed: error sending request)".into()
+                    error: "waiting for network (Connection failed: error sending request)".into(),
+                    status: None,
                 },
                 AgentEvent::ApiRetry {
                     attempt: 4,
-                    error: "waiting for network (Connection failed)".into()
+                    error: "waiting for network (Connection failed)".into(),
+                    status: None,
                 },
             ]
         );
@@ -781,7 +786,7 @@ mod tests {
             .collect();
         assert_eq!(retries, (2..=13).collect::<Vec<u64>>());
         let retry_429 = events("err-429").into_iter().find_map(|e| match e {
-            AgentEvent::ApiRetry { attempt, error } => Some((attempt, error)),
+            AgentEvent::ApiRetry { attempt, error, .. } => Some((attempt, error)),
             _ => None,
         });
         assert_eq!(

@@ -10,8 +10,9 @@
 
 use serde_json::Value;
 
+use super::event::{AgentEvent, Usage};
 use super::gemini::{tool_summary, TextJoin};
-use super::output::{str_of, AgentEvent, Usage};
+use super::parser::str_of;
 
 /// State kept across the events of one attempt.
 #[derive(Debug, Default)]
@@ -137,7 +138,7 @@ fn usage(u: &Value) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::Summary;
+    use crate::agent::parser::Summary;
     use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;

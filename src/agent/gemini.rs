@@ -9,7 +9,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::output::{one_line, str_of, u64_of, AgentEvent, Usage};
+use super::event::{AgentEvent, Usage};
+use super::parser::{one_line, str_of, u64_of};
 
 /// State kept across the events of one attempt.
 #[derive(Debug, Default)]
@@ -155,6 +156,7 @@ impl Decoder {
         vec![AgentEvent::ApiRetry {
             attempt: c[1].parse().unwrap_or(0),
             error: error.to_string(),
+            status: None,
         }]
     }
 }
@@ -300,7 +302,7 @@ pub(super) fn tool_summary(args: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::parser::{OutputParser, Summary};
     use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
@@ -467,7 +469,7 @@ mod tests {
         };
         assert_eq!(
             summary.chars().count(),
-            crate::agent::output::TOOL_SUMMARY_CAP
+            crate::agent::parser::TOOL_SUMMARY_CAP
         );
     }
 
@@ -581,7 +583,8 @@ mod tests {
             d.plain_line("Attempt 2 failed: Quota exceeded for quota metric 'Generate Content API requests per minute'"),
             vec![AgentEvent::ApiRetry {
                 attempt: 2,
-                error: "Quota exceeded for quota metric 'Generate Content API requests per minute'".into()
+                error: "Quota exceeded for quota metric 'Generate Content API requests per minute'".into(),
+                status: None,
             }]
         );
         assert!(d

@@ -3,38 +3,61 @@
 
 mod agy;
 mod backend;
+mod claude;
 mod codex;
 mod cursor;
+pub(crate) mod event;
 mod gemini;
 mod opencode;
-pub(crate) mod output;
+pub(crate) mod parser;
 pub(crate) mod reset;
 #[cfg(test)]
 mod testkit;
 
 pub(crate) use backend::{Backend, Decoder};
 
-use crate::agent::output::Summary;
-use crate::config::{Config, DEFAULT_AGENT_FLAGS};
+use crate::agent::parser::Summary;
 use crate::process::{AttemptExit, StopReason};
-use crate::state::Outcome;
+
+/// The agent's part of the configuration, as plain data (`config` builds
+/// it; `agent/` reads no configuration of its own, so it stays a leaf).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// `agent.name`: the backend stories run with (default `claude`).
+    pub(crate) name: Backend,
+    /// `agent.command`: overrides the executable of `name`.
+    pub(crate) command: Option<String>,
+    /// `agent.flags`: override the arguments of `name`.
+    pub(crate) flags: Option<Vec<String>>,
+    /// `agent.fallback`: the backends new attempts go to, in order, while
+    /// the ones before them are at their usage limit.
+    pub(crate) fallback: Vec<Backend>,
+    /// `claude.command` (default `claude`): Claude Code's executable.
+    pub(crate) claude_command: String,
+    /// `claude.flags`; `None` means the default flags of SPEC 4.2.
+    pub(crate) claude_flags: Option<Vec<String>>,
+}
 
 /// The executable and arguments `backend` runs with: `agent.command` and
 /// `agent.flags` override those of the configured `agent.name`; Claude Code
 /// also keeps its `claude.command` and `claude.flags`; otherwise the
 /// backend's defaults. The prompt goes to stdin, never argv.
-pub(crate) fn invocation(config: &Config, backend: Backend) -> (String, Vec<String>) {
-    let chosen = backend == config.agent_name;
-    let command = match (&config.agent_override_command, backend) {
+pub(crate) fn invocation(settings: &Settings, backend: Backend) -> (String, Vec<String>) {
+    let chosen = backend == settings.name;
+    let command = match (&settings.command, backend) {
         (Some(c), _) if chosen => c.clone(),
-        (_, Backend::Claude) => config.agent_command.clone(),
+        (_, Backend::Claude) => settings.claude_command.clone(),
         _ => backend.default_command().to_string(),
     };
-    let args = match (&config.agent_override_flags, backend) {
+    let args = match (&settings.flags, backend) {
         (Some(f), _) if chosen => f.clone(),
-        (_, Backend::Claude) => match &config.agent_flags {
+        (_, Backend::Claude) => match &settings.claude_flags {
             Some(f) => complete_claude_flags(f),
-            None => DEFAULT_AGENT_FLAGS.iter().map(|s| s.to_string()).collect(),
+            None => backend
+                .default_args()
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         },
         _ => backend
             .default_args()
@@ -73,8 +96,8 @@ pub(crate) fn complete_claude_flags(flags: &[String]) -> Vec<String> {
 
 /// What `validate` says when `claude.flags` leave the output format to
 /// ralph.
-pub(crate) fn claude_flags_note(config: &Config) -> Option<String> {
-    let flags = config.agent_flags.as_ref()?;
+pub(crate) fn claude_flags_note(settings: &Settings) -> Option<String> {
+    let flags = settings.claude_flags.as_ref()?;
     let completed = complete_claude_flags(flags);
     (completed.len() > flags.len()).then(|| {
         format!(
@@ -185,24 +208,6 @@ pub(crate) enum FaultKind {
 }
 
 impl Verdict {
-    /// How `state.json` records an attempt with this verdict.
-    pub(crate) fn outcome(&self) -> Outcome {
-        match self {
-            Verdict::Done => Outcome::Done,
-            Verdict::Tentative => Outcome::Tentative,
-            Verdict::Failed { kind, .. } => match kind {
-                ResultKind::Timeout => Outcome::Timeout,
-                ResultKind::Error => Outcome::Error,
-                ResultKind::NoSignal => Outcome::NoSignal,
-                ResultKind::Done | ResultKind::Fail => Outcome::Fail,
-            },
-            Verdict::RateLimited { .. } => Outcome::RateLimited,
-            Verdict::Interrupted => Outcome::Interrupted,
-            Verdict::RootRefusal => Outcome::Error,
-            Verdict::Fault { .. } => Outcome::Fault,
-        }
-    }
-
     pub(crate) fn kind(&self) -> ResultKind {
         match self {
             Verdict::Done | Verdict::Tentative => ResultKind::Done,
@@ -360,7 +365,7 @@ fn with_detail(reason: String, summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::Signals;
+    use crate::agent::parser::Signals;
     use std::time::Duration;
 
     #[test]

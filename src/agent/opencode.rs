@@ -12,7 +12,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::output::{one_line, str_of, AgentEvent, Usage};
+use super::event::{AgentEvent, Usage};
+use super::parser::{one_line, str_of};
 
 /// opencode's limit wordings that the shared limit regex does not know
 /// (notes §8: "Free usage exceeded", "Subscription quota exceeded").
@@ -173,7 +174,7 @@ fn tool_summary(state: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::output::{OutputParser, Summary};
+    use crate::agent::parser::{OutputParser, Summary};
     use crate::agent::testkit;
     use crate::agent::Backend;
     use serde_json::json;
@@ -293,7 +294,7 @@ mod tests {
         assert_eq!(shown[2], ("todowrite".into(), "2 todos".into()));
         assert_eq!(
             shown[3].1.chars().count(),
-            crate::agent::output::TOOL_SUMMARY_CAP
+            crate::agent::parser::TOOL_SUMMARY_CAP
         );
         let s = parse(&[
             json!({"type": "tool_use", "part": {"tool": "bash", "state": {

@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use super::output::{AgentEvent, OutputParser, Summary};
+use super::event::AgentEvent;
+use super::parser::{OutputParser, Summary};
 use super::Backend;
 
 /// `../shared/compat/agents/<cli>/`, or `None` (with a note) where absent.

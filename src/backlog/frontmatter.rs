@@ -42,6 +42,29 @@ pub(super) fn find_frontmatter(text: &str) -> FrontmatterFind {
     FrontmatterFind::Unterminated
 }
 
+/// A spec's frontmatter and the text after it, as specs are read here (a
+/// byte-order mark before the fence belongs to neither): the YAML between
+/// the fences and what follows the closing one. `None` without a closed
+/// frontmatter.
+pub(crate) fn split_frontmatter(text: &str) -> Option<(&str, &str)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match find_frontmatter(text) {
+        FrontmatterFind::Found(span) => {
+            let fence = text[span.close..]
+                .split_inclusive('\n')
+                .next()
+                .unwrap_or("");
+            Some((&text[span.yaml], &text[span.close + fence.len()..]))
+        }
+        FrontmatterFind::None | FrontmatterFind::Unterminated => None,
+    }
+}
+
+/// True when `line` of a frontmatter sets the top-level `key`.
+pub(crate) fn sets_key(line: &str, key: &str) -> bool {
+    top_level_value(line, key).is_some()
+}
+
 /// Parses optional YAML frontmatter at the top of a spec.
 pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, Problem> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);

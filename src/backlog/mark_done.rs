@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use super::frontmatter::{find_frontmatter, raw_scalar, top_level_value, FrontmatterFind};
-use crate::store;
 
 /// Returns `text` with the frontmatter field `field` set to `done` (added to the
 /// frontmatter when missing; a spec without frontmatter gets one). Only the
@@ -287,13 +286,21 @@ pub(crate) fn reset_edit(
 }
 
 /// After a landing: a spec (or prd.json) that git does not track was not
-/// in the merge commit, so it is marked done where it lies.
-pub(crate) fn finish_on_disk(spec: Option<PathBuf>, prd: Option<PathBuf>, field: &str, id: &str) {
+/// in the merge commit, so it is marked done where it lies, through `write`
+/// (the caller's atomic write: `backlog/` parses and edits text, it does not
+/// own how files are written).
+pub(crate) fn finish_on_disk(
+    spec: Option<PathBuf>,
+    prd: Option<PathBuf>,
+    field: &str,
+    id: &str,
+    write: impl Fn(&Path, &[u8]) -> std::io::Result<()>,
+) {
     let rewrite = |path: &Path, edit: &dyn Fn(&str) -> Option<String>| {
         if let Ok(text) = std::fs::read_to_string(path) {
             if let Some(new) = edit(&text) {
                 if new != text {
-                    let _ = store::write_atomic(path, new.as_bytes());
+                    let _ = write(path, new.as_bytes());
                 }
             }
         }

@@ -17,10 +17,11 @@ pub(crate) mod mark_done;
 mod prd;
 mod queue;
 
-pub(crate) use frontmatter::parse_frontmatter;
+pub(crate) use frontmatter::{parse_frontmatter, sets_key, split_frontmatter};
 use prd::*;
 #[cfg(test)]
 pub(crate) use queue::parse_queue;
+pub(crate) use queue::parse_queue_lenient;
 use queue::*;
 
 /// Where the stories came from.

@@ -16,7 +16,7 @@ pub(crate) fn parse_queue(text: &str, file: &Path) -> Result<Queue, Vec<Problem>
 
 /// Parses the queue, keeping every well-formed entry alongside the problems so
 /// `load` can go on to check the specs of the good ones.
-pub(super) fn parse_queue_lenient(text: &str, file: &Path) -> (Queue, Vec<Problem>) {
+pub(crate) fn parse_queue_lenient(text: &str, file: &Path) -> (Queue, Vec<Problem>) {
     let mut queue = Queue {
         entries: Vec::new(),
         sections: Vec::new(),

@@ -22,7 +22,7 @@ pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
         }
     }
     let project = loaded.map_err(RalphError::BadInput)?;
-    if let Some(note) = crate::agent::claude_flags_note(&project.config) {
+    if let Some(note) = crate::agent::claude_flags_note(&project.config.agent) {
         if !ui::get().quiet {
             eprintln!("{note}");
         }
@@ -31,9 +31,11 @@ pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
     // on the cluster's nodes, which must answer).
     let executor_lines = crate::exec::validate(&project)?;
     let agents = match project.config.executor {
-        crate::config::Executor::Local => run::resolve_agents(&project, project.config.agent_name)?,
+        crate::config::Executor::Local => {
+            crate::exec::resolve_agents(&project, project.config.agent.name)?
+        }
         crate::config::Executor::Ray(_) => {
-            crate::exec::agents_on_nodes(&project, project.config.agent_name)
+            crate::exec::agents_on_nodes(&project, project.config.agent.name)
         }
     };
     let sandbox = run::sandbox_line(&project, &agents)?;

@@ -17,7 +17,14 @@ use crate::backlog::Story;
 use crate::config::Executor as Kind;
 use crate::control::Control;
 use crate::error::RalphError;
-use crate::run::{AttemptReport, AttemptRequest, Event, Executor, LocalExecutor, RunContext};
+pub(crate) mod agents;
+
+pub(crate) use agents::{resolve_agent, resolve_agents};
+
+use crate::run::attempt::LocalExecutor;
+use crate::run::context::RunContext;
+use crate::run::events::{AttemptReport, AttemptRequest, Event};
+use crate::run::executor::Executor;
 
 /// The executor a run uses, chosen by `executor.kind`.
 pub(crate) enum AnyExecutor {
@@ -44,7 +51,7 @@ pub(crate) fn choose(ctx: Arc<RunContext>, verbose: bool) -> Result<AnyExecutor,
 pub(crate) fn validate(project: &crate::project::Project) -> Result<Vec<String>, RalphError> {
     match &project.config.executor {
         Kind::Local => {
-            crate::run::resolve_agents(project, project.config.agent_name)?;
+            resolve_agents(project, project.config.agent.name)?;
             Ok(Vec::new())
         }
         Kind::Ray(settings) => {
@@ -73,9 +80,9 @@ pub(crate) fn agents_on_nodes(
     default: crate::agent::Backend,
 ) -> std::collections::HashMap<crate::agent::Backend, (String, Vec<String>)> {
     std::iter::once(default)
-        .chain(project.config.agent_fallback.iter().copied())
+        .chain(project.config.agent.fallback.iter().copied())
         .chain(project.backlog.stories.iter().filter_map(|s| s.agent))
-        .map(|b| (b, crate::agent::invocation(&project.config, b)))
+        .map(|b| (b, crate::agent::invocation(&project.config.agent, b)))
         .collect()
 }
 

@@ -32,7 +32,8 @@ use crate::error::RalphError;
 use crate::gitops::{relay, Oid};
 use crate::process;
 use crate::project::{self, KeptRef};
-use crate::run::{AttemptReport, AttemptRequest, Event, RunContext};
+use crate::run::context::RunContext;
+use crate::run::events::{AttemptReport, AttemptRequest, Event};
 
 use super::http::{self, Endpoint};
 use super::worker::{self, WorkerSpec};
@@ -401,7 +402,7 @@ pub(crate) fn relay_url(
     Ok(url)
 }
 
-impl crate::run::Executor for RayExecutor {
+impl crate::run::executor::Executor for RayExecutor {
     fn run(
         &self,
         req: AttemptRequest,
@@ -807,8 +808,10 @@ impl Job {
         }
         if let Some(out) = out {
             let (id2, pad2, base2, out2) = (id.to_string(), pad.clone(), base.clone(), out.clone());
-            crate::run::blocking(ctx, move |c| adopt_branch(c, &id2, &pad2, &base2, &out2))
-                .await??;
+            crate::run::context::blocking(ctx, move |c| {
+                adopt_branch(c, &id2, &pad2, &base2, &out2)
+            })
+            .await??;
         }
         // The relay keeps nothing of a collected attempt.
         let mut clear = vec![

@@ -21,13 +21,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
-use crate::agent::output::Usage;
+use crate::agent::event::Usage;
 use crate::agent::{Backend, FaultKind, ResultKind, Verdict};
 use crate::control::Control;
 use crate::gitops::{relay, Git, Oid};
 use crate::process;
 use crate::project;
-use crate::run::{AttemptReport, AttemptRequest, Executor, LocalExecutor, RunContext};
+use crate::run::attempt::LocalExecutor;
+use crate::run::context::RunContext;
+use crate::run::events::{AttemptReport, AttemptRequest};
+use crate::run::executor::Executor;
 use crate::state::{AttemptKind, Note};
 use crate::store::TechLog;
 
@@ -460,8 +463,8 @@ async fn attempt_in_slot(
     };
     let backend = Backend::parse(&spec.agent)
         .ok_or_else(|| format!("agent {:?} is not one this ralph knows", spec.agent))?;
-    let (command, args) = crate::agent::invocation(&project.config, backend);
-    let Some(program) = crate::run::resolve_agent(&root, &command) else {
+    let (command, args) = crate::agent::invocation(&project.config.agent, backend);
+    let Some(program) = super::resolve_agent(&root, &command) else {
         return Ok(fault(
             format!(
                 "the {} agent's command '{command}' is not installed on node {}",
@@ -524,7 +527,7 @@ async fn attempt_in_slot(
     let (activity_tx, mut activity_rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(ev) = activity_rx.recv().await {
-            if let crate::run::Event::Activity { text, .. } = ev {
+            if let crate::run::events::Event::Activity { text, .. } = ev {
                 println!("{ACTIVITY_MARKER}{}", text.replace('\n', " "));
             }
         }

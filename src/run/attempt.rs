@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::agent::output::{AgentEvent, OutputParser};
+use crate::agent::event::AgentEvent;
+use crate::agent::parser::OutputParser;
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;
@@ -23,8 +24,8 @@ use crate::state::{AttemptKind, Fixup, FixupCause};
 use super::context::{
     blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT, WORKTREE_PREP,
 };
-use super::dispatcher::Executor;
 use super::events::{AttemptReport, AttemptRequest, Event};
+use super::executor::Executor;
 
 /// Shortest gap between two activity lines sent to the display (it needs
 /// the latest, not every line).
@@ -982,13 +983,18 @@ fn activity_text(ev: AgentEvent, verbose: bool) -> String {
         // `-v` streams the whole text; the display keeps one line.
         AgentEvent::Text(t) if verbose => t.trim().to_string(),
         AgentEvent::Text(t) => crate::report::render_activity(&t),
-        AgentEvent::ApiRetry { attempt, error } => format!("API retry {attempt}: {error}"),
+        AgentEvent::ApiRetry { attempt, error, .. } => format!("API retry {attempt}: {error}"),
         AgentEvent::RateLimited { message, .. } => format!("rate limited: {message}"),
         AgentEvent::LimitWarning { used_percent, .. } => match used_percent {
             Some(p) => format!("usage limit near ({p:.0}% used)"),
             None => "usage limit near".to_string(),
         },
-        AgentEvent::SessionId(_) | AgentEvent::Usage { .. } => String::new(),
+        AgentEvent::SessionId(_)
+        | AgentEvent::Usage { .. }
+        | AgentEvent::Aside(_)
+        | AgentEvent::Thinking
+        | AgentEvent::ApiError(_)
+        | AgentEvent::AuthRejected => String::new(),
         AgentEvent::Result { is_error, .. } => if is_error {
             "finished with an error"
         } else {

@@ -3,7 +3,6 @@
 //! transition and carries out the actions it returns. It decides nothing.
 
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,7 +12,6 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::{Id, JoinSet};
 
 use crate::agent::{ResultKind, Verdict};
-use crate::backlog::Story;
 use crate::control::Control;
 use crate::display::Reporter;
 use crate::learnings;
@@ -23,29 +21,12 @@ use crate::timefmt;
 use super::attempt;
 use super::context::{blocking, RunContext};
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
+use super::executor::Executor;
 use super::land::{self, LandRequest};
 use super::model::Model;
 use super::notify;
 use super::record::{Figures, Notice, Recorder};
 use super::transition::{handle, is_over};
-
-/// Where attempts run. Today a local worktree and a child process
-/// (`attempt::LocalExecutor`); a remote executor is another implementation.
-pub(crate) trait Executor: Send + Sync + 'static {
-    /// Runs one attempt to its verdict. `activity` takes what the agent is
-    /// doing, for the display; `control` asks it to stop.
-    fn run(
-        &self,
-        req: AttemptRequest,
-        story: Story,
-        control: watch::Receiver<Control>,
-        activity: mpsc::UnboundedSender<Event>,
-    ) -> impl Future<Output = AttemptReport> + Send + 'static;
-
-    /// The log of an attempt, relative to the project root (for a report
-    /// made up when the attempt's task died).
-    fn log_rel(&self, id: &str, attempt: u32) -> String;
-}
 
 /// What a task in the set was doing, to answer for it if it panics.
 enum Task {

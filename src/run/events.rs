@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::agent::output::Usage;
+use crate::agent::event::Usage;
 use crate::agent::Verdict;
 use crate::control::Control;
 use crate::gitops::Oid;

@@ -476,6 +476,7 @@ fn after_landing(ctx: &RunContext, req: &LandRequest) {
             req.prd_rel.as_deref().map(|p| ctx.git.workdir.join(p)),
             &ctx.config.status_field,
             &req.id,
+            store::write_atomic,
         );
     }
 }

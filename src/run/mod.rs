@@ -9,10 +9,11 @@
 //! attempt on this machine), `land` (the merge queue's work), `recover`
 //! (startup and shutdown housekeeping), `context` (what tasks share).
 
-mod attempt;
-mod context;
+pub(crate) mod attempt;
+pub(crate) mod context;
 mod dispatcher;
-mod events;
+pub(crate) mod events;
+pub(crate) mod executor;
 mod land;
 mod model;
 mod notify;
@@ -30,10 +31,11 @@ use anyhow::{Context, Result};
 
 use std::collections::HashMap;
 
-use crate::agent::{self, Backend};
+use crate::agent::Backend;
 use crate::backlog::Source;
 use crate::display::{self, Reporter};
 use crate::error::{RalphError, EXIT_OK};
+use crate::exec::{resolve_agent, resolve_agents};
 use crate::gitops::{Git, NotCommitted};
 use crate::paths::{self, RUNTIME_PATTERNS};
 use crate::process;
@@ -42,13 +44,8 @@ use crate::report;
 use crate::store::{self, TechLog};
 
 pub(crate) use crate::status::story_node;
-pub(crate) use recover::take_run_lock;
-// What another executor (`exec/`) builds on: a worker runs the local one.
-pub(crate) use attempt::LocalExecutor;
-pub(crate) use context::{blocking, RunContext};
-pub(crate) use dispatcher::Executor;
-pub(crate) use events::{AttemptReport, AttemptRequest, Event};
 pub(crate) use land::Watch as LandWatch;
+pub(crate) use recover::take_run_lock;
 
 /// `ralph run` options after merging flags with the config.
 #[derive(Debug, Clone, Default)]
@@ -72,67 +69,6 @@ pub(crate) struct RunOptions {
     pub(crate) decompose: Option<String>,
     /// `ralph land`: land the stories approved from review; start nothing.
     pub(crate) land: bool,
-}
-
-/// The agent executable: a project-local one (`bin/agent`) is found from the
-/// project root, not from the worktree the child starts in; a bare name is
-/// looked up on PATH. `None` when it does not exist.
-pub(crate) fn resolve_agent(root: &Path, program: &str) -> Option<String> {
-    if program.contains('/') {
-        let p = Path::new(program);
-        let p = if p.is_relative() {
-            root.join(p)
-        } else {
-            p.to_path_buf()
-        };
-        p.is_file().then(|| p.display().to_string())
-    } else {
-        let paths = std::env::var_os("PATH")?;
-        std::env::split_paths(&paths)
-            .any(|d| d.join(program).is_file())
-            .then(|| program.to_string())
-    }
-}
-
-/// The executable and arguments of every backend the backlog may use (the
-/// run's, and any a story's frontmatter names), each found once: a missing
-/// one is a usage error before anything runs.
-pub(crate) fn resolve_agents(
-    project: &Project,
-    default: Backend,
-) -> Result<HashMap<Backend, (String, Vec<String>)>, RalphError> {
-    let mut used: Vec<Backend> = vec![default];
-    used.extend(project.config.agent_fallback.iter().copied());
-    used.extend(project.backlog.stories.iter().filter_map(|s| s.agent));
-    let mut out = HashMap::new();
-    for b in used {
-        if out.contains_key(&b) {
-            continue;
-        }
-        let (command, args) = agent::invocation(&project.config, b);
-        let Some(program) = resolve_agent(&project.root, &command) else {
-            let where_ = if command.contains('/') {
-                ""
-            } else {
-                " on PATH"
-            };
-            let install = match b {
-                Backend::Claude => "npm install -g @anthropic-ai/claude-code",
-                Backend::Codex => "npm install -g @openai/codex",
-                _ => "install it",
-            };
-            return Err(RalphError::usage(format!(
-                "the {} agent's command '{command}' was not found{where_}",
-                b.name()
-            ))
-            .with_hint(format!(
-                "{install}, or set agent.command (claude.command for Claude Code) in {}",
-                paths::CONFIG
-            )));
-        };
-        out.insert(b, (program, args));
-    }
-    Ok(out)
 }
 
 /// How this run seals its children, probed once (`bwrap` mode without a
@@ -231,7 +167,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .into());
     }
     let backend = match &opts.agent {
-        None => project.config.agent_name,
+        None => project.config.agent.name,
         Some(name) => Backend::parse(name).ok_or_else(|| {
             RalphError::usage(format!("--agent {name}: not an agent ralph knows"))
                 .with_hint(format!("one of: {}", Backend::names()))
@@ -390,7 +326,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         agents: std::iter::once(backend)
             .chain(
                 config
-                    .agent_fallback
+                    .agent
+                    .fallback
                     .iter()
                     .copied()
                     .filter(|b| *b != backend),

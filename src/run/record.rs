@@ -199,7 +199,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::agent::output::Usage;
+    use crate::agent::event::Usage;
     use crate::agent::{FaultKind, ResultKind, Verdict};
     use crate::backlog::Story;
     use crate::run::events::{Action, AttemptReport, Event, Now};

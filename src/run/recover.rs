@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::agent::output::OutputParser;
+use crate::agent::parser::OutputParser;
 use crate::error::RalphError;
 use crate::gitops::Git;
 use crate::paths;

@@ -67,7 +67,7 @@ pub(super) fn attempt_finished(
     let rec = AttemptRecord {
         number: r.attempt,
         kind: Some(r.kind),
-        outcome: r.verdict.outcome(),
+        outcome: crate::state::Outcome::from(&r.verdict),
         reason,
         duration_secs: r.duration.as_secs_f64(),
         usage: r.usage,

@@ -1,6 +1,8 @@
-//! Agent output parsing (SPEC 4.3, 4.5): stream-json / json / text events and
-//! the `<ralph>` signal tags. Pure and incremental: output is fed line by line
-//! and nothing grows with the size of the output except the learnings found.
+//! Agent output parsing (SPEC 4.3, 4.5): each line to the backend's decoder
+//! (a JSON event) or read as plain text, what they mean taken in by `absorb`,
+//! and the `<ralph>` signal tags. Pure and incremental: output is fed line by
+//! line and nothing grows with the size of the output except the learnings
+//! found.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -8,59 +10,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-/// Token usage of one attempt (summed over results).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Usage {
-    pub(crate) input_tokens: u64,
-    pub(crate) output_tokens: u64,
-    pub(crate) cache_creation_input_tokens: u64,
-    pub(crate) cache_read_input_tokens: u64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, o: Usage) {
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.cache_creation_input_tokens += o.cache_creation_input_tokens;
-        self.cache_read_input_tokens += o.cache_read_input_tokens;
-    }
-}
-
-/// What one line of agent output meant.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum AgentEvent {
-    /// Assistant text (or a text-format line).
-    Text(String),
-    /// The agent called a tool; `summary` is a short one-line description.
-    ToolUse { name: String, summary: String },
-    /// The final result.
-    Result {
-        is_error: bool,
-        text: String,
-        usage: Usage,
-        cost_usd: Option<f64>,
-        num_turns: Option<u64>,
-        api_error_status: Option<u64>,
-    },
-    /// A usage/rate limit was hit; `resets_at` in epoch seconds when known.
-    RateLimited {
-        resets_at: Option<u64>,
-        message: String,
-    },
-    /// The CLI is retrying an API error itself.
-    ApiRetry { attempt: u64, error: String },
-    /// The agent's session (thread) ID, for resuming it later.
-    SessionId(String),
-    /// Tokens (and cost, when the CLI says) to add to the attempt's totals,
-    /// from CLIs that report usage per step rather than in one result.
-    Usage { usage: Usage, cost_usd: Option<f64> },
-    /// The limit is near but not reached (Claude's `allowed_warning`,
-    /// Codex's `used_percent`).
-    LimitWarning {
-        resets_at: Option<u64>,
-        used_percent: Option<f64>,
-    },
-}
+use super::event::{AgentEvent, Usage};
 
 /// A parsed DONE/FAIL decision and the learnings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,8 +26,8 @@ pub(crate) struct Signals {
 /// Incremental parser for one attempt's output.
 #[derive(Debug, Default)]
 pub(crate) struct OutputParser {
-    /// The JSON events of a CLI other than Claude Code go through its
-    /// decoder; `None` is Claude Code's format (and plain text).
+    /// The JSON events of the CLI go through its decoder; `None` reads
+    /// every line as plain text (a custom command).
     decoder: Option<super::Decoder>,
     /// Unix time and local UTC offset at the attempt's start, for limit
     /// messages that give a clock time ("try again at 3:51 PM").
@@ -298,7 +248,7 @@ fn set_truncated(into: &mut String, s: &str, max: usize) {
 /// included in the count.
 pub(super) fn one_line(text: &str) -> String {
     // Before the cut: an absolute worktree path would push the file name out.
-    let text = crate::project::relative_to_worktree(text);
+    let text = crate::paths::relative_to_worktree(text);
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match joined.char_indices().nth(TOOL_SUMMARY_CAP - 1) {
         Some((idx, _)) if joined.chars().count() > TOOL_SUMMARY_CAP => {
@@ -333,80 +283,10 @@ fn last_nonempty_line(text: &str) -> Option<&str> {
     text.lines().rev().map(str::trim).find(|l| !l.is_empty())
 }
 
-fn u64_field(v: &Value, key: &str) -> Option<u64> {
-    let f = v.get(key)?;
-    f.as_u64()
-        .or_else(|| f.as_f64().filter(|x| *x >= 0.0).map(|x| x as u64))
-}
-
-fn usage_from(v: &Value) -> Usage {
-    Usage {
-        input_tokens: u64_field(v, "input_tokens").unwrap_or(0),
-        output_tokens: u64_field(v, "output_tokens").unwrap_or(0),
-        cache_creation_input_tokens: u64_field(v, "cache_creation_input_tokens").unwrap_or(0),
-        cache_read_input_tokens: u64_field(v, "cache_read_input_tokens").unwrap_or(0),
-    }
-}
-
-/// Tokens of a result: `modelUsage` (which also counts sub-agents) when
-/// present, else the main loop's `usage`.
-fn result_usage(v: &Value) -> Usage {
-    if let Some(models) = v
-        .get("modelUsage")
-        .and_then(Value::as_object)
-        .filter(|m| !m.is_empty())
-    {
-        let mut u = Usage::default();
-        for m in models.values() {
-            u.input_tokens += u64_field(m, "inputTokens").unwrap_or(0);
-            u.output_tokens += u64_field(m, "outputTokens").unwrap_or(0);
-            u.cache_creation_input_tokens += u64_field(m, "cacheCreationInputTokens").unwrap_or(0);
-            u.cache_read_input_tokens += u64_field(m, "cacheReadInputTokens").unwrap_or(0);
-        }
-        return u;
-    }
-    v.get("usage").map(usage_from).unwrap_or_default()
-}
-
-/// One line describing a tool call: the command, path or query it acts on.
-fn tool_summary(name: &str, input: Option<&Value>) -> String {
-    let Some(input) = input else {
-        return String::new();
-    };
-    const KEYS: [&str; 9] = [
-        "command",
-        "file_path",
-        "notebook_path",
-        "pattern",
-        "url",
-        "query",
-        "path",
-        "description",
-        "prompt",
-    ];
-    let text = KEYS
-        .iter()
-        .find_map(|k| input.get(*k).and_then(Value::as_str).map(str::to_string))
-        .or_else(|| {
-            input
-                .get("todos")
-                .and_then(Value::as_array)
-                .map(|t| format!("{} todos", t.len()))
-        })
-        .unwrap_or_else(|| {
-            let s = input.to_string();
-            if s == "{}" && !name.is_empty() {
-                String::new()
-            } else {
-                s
-            }
-        });
-    one_line(&text)
-}
-
 impl OutputParser {
+    /// A parser for Claude Code's output (stream-json, json or text).
     pub(crate) fn new() -> Self {
-        Self::default()
+        Self::for_backend(super::Backend::Claude)
     }
 
     /// Feeds one line (without its newline); returns the events it carried.
@@ -420,10 +300,11 @@ impl OutputParser {
             if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(trimmed) {
                 let ev = Value::Object(obj);
                 if let Some(d) = &mut self.decoder {
-                    let events = d.event(&ev);
-                    return self.absorb(events);
+                    return match d.event(&ev) {
+                        Some(events) => self.absorb(events),
+                        None => Vec::new(),
+                    };
                 }
-                return self.feed_event(&ev);
             }
         }
         let decoded = match &mut self.decoder {
@@ -487,7 +368,9 @@ impl OutputParser {
     }
 
     /// Takes in what a backend's decoder made of one JSON event: agent text
-    /// is scanned for tags, results, usage and limits go into the summary.
+    /// is scanned for tags, results, usage and limits go into the summary;
+    /// returns the events to show (an `Aside` as `Text`; `Thinking`,
+    /// `ApiError` and `AuthRejected` are the summary's alone).
     fn absorb(&mut self, events: Vec<AgentEvent>) -> Vec<AgentEvent> {
         self.stream = true;
         self.carry = None;
@@ -495,26 +378,35 @@ impl OutputParser {
         let limited_here = events
             .iter()
             .any(|e| matches!(e, AgentEvent::RateLimited { .. }));
-        for ev in events {
+        for mut ev in events {
             match &ev {
-                AgentEvent::ApiRetry { error, .. } => {
-                    let status = RETRY_STATUS_RE
-                        .captures(error)
-                        .and_then(|c| c[1].parse().ok());
+                AgentEvent::ApiRetry { error, status, .. } => {
+                    let status = status.or_else(|| {
+                        RETRY_STATUS_RE
+                            .captures(error)
+                            .and_then(|c| c[1].parse().ok())
+                    });
                     self.summary.waiting_on_api = Some(status);
                     self.summary.api_retried = true;
                 }
-                AgentEvent::Text(_) | AgentEvent::ToolUse { .. } | AgentEvent::Result { .. } => {
+                AgentEvent::Text(_)
+                | AgentEvent::Aside(_)
+                | AgentEvent::Thinking
+                | AgentEvent::ToolUse { .. }
+                | AgentEvent::Result { .. } => {
                     self.summary.waiting_on_api = None;
                 }
                 _ => {}
             }
-            match &ev {
+            match &mut ev {
                 AgentEvent::Text(t) => {
                     self.tags.scan(t);
                     self.note_last_line(t);
                     self.keep(t);
                 }
+                AgentEvent::Aside(t) => self.note_last_line(t),
+                AgentEvent::ApiError(kind) => self.summary.api_error = Some(kind.clone()),
+                AgentEvent::AuthRejected => self.summary.auth_failed = true,
                 AgentEvent::Result {
                     is_error,
                     text,
@@ -552,189 +444,33 @@ impl OutputParser {
                     }
                 }
                 AgentEvent::RateLimited { resets_at, message } => {
-                    let resets_at = resets_at.or_else(|| self.reset_of(message));
-                    self.mark_limited(resets_at);
+                    // Shown with the reset time its words give, as it is
+                    // counted.
+                    *resets_at = resets_at.or_else(|| self.reset_of(message));
+                    self.mark_limited(*resets_at);
                 }
                 AgentEvent::Usage { usage, cost_usd } => {
                     self.summary.usage += *usage;
                     if let Some(c) = cost_usd {
-                        *self.summary.cost_usd.get_or_insert(0.0) += c;
+                        *self.summary.cost_usd.get_or_insert(0.0) += *c;
                     }
                 }
                 AgentEvent::SessionId(id) => self.summary.session_id = Some(id.clone()),
                 AgentEvent::LimitWarning { resets_at, .. } => {
                     self.summary.limit_warning = Some(*resets_at);
                 }
-                AgentEvent::ToolUse { .. } | AgentEvent::ApiRetry { .. } => {}
+                AgentEvent::ToolUse { .. } | AgentEvent::ApiRetry { .. } | AgentEvent::Thinking => {
+                }
             }
-            out.push(ev);
+            // What is shown: an aside as text; what only the summary needs
+            // stays here.
+            match ev {
+                AgentEvent::Aside(t) => out.push(AgentEvent::Text(t)),
+                AgentEvent::Thinking | AgentEvent::ApiError(_) | AgentEvent::AuthRejected => {}
+                ev => out.push(ev),
+            }
         }
         out
-    }
-
-    fn feed_event(&mut self, ev: &Value) -> Vec<AgentEvent> {
-        let mut out = Vec::new();
-        let kind = ev.get("type").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "system" | "assistant" | "user" | "stream_event" | "rate_limit_event" => {
-                self.stream = true;
-                self.carry = None;
-            }
-            _ => {}
-        }
-        match kind {
-            "assistant" => self.feed_assistant(ev, &mut out),
-            "result" => self.feed_result(ev, &mut out),
-            "rate_limit_event" => {
-                let info = ev.get("rate_limit_info");
-                let status = info.and_then(|i| i.get("status")).and_then(Value::as_str);
-                if status == Some("rejected") {
-                    let resets_at = info.and_then(|i| u64_field(i, "resetsAt"));
-                    let kind = info
-                        .and_then(|i| i.get("rateLimitType"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("usage");
-                    self.mark_limited(resets_at);
-                    out.push(AgentEvent::RateLimited {
-                        resets_at,
-                        message: format!("{kind} limit reached"),
-                    });
-                } else if status == Some("allowed_warning") {
-                    let resets_at = info.and_then(|i| u64_field(i, "resetsAt"));
-                    let used_percent = info
-                        .and_then(|i| i.get("utilization"))
-                        .and_then(Value::as_f64)
-                        .map(|u| if u <= 1.0 { u * 100.0 } else { u });
-                    out.extend(self.absorb(vec![AgentEvent::LimitWarning {
-                        resets_at,
-                        used_percent,
-                    }]));
-                }
-            }
-            // The session a fix-up resumes (`claude --resume <id>`).
-            "system" if ev.get("subtype").and_then(Value::as_str) == Some("init") => {
-                if let Some(id) = ev.get("session_id").and_then(Value::as_str) {
-                    if !id.is_empty() {
-                        out.extend(self.absorb(vec![AgentEvent::SessionId(id.to_string())]));
-                    }
-                }
-            }
-            "system" if ev.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
-                let mut error = ev
-                    .get("error")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown")
-                    .to_string();
-                let status = u64_field(ev, "error_status");
-                // Claude Code retries a rejected key for minutes (10 tries,
-                // backing off to ~40 s): nothing will change until a person
-                // fixes the credentials.
-                if status == Some(401) || error == "authentication_failed" {
-                    self.summary.auth_failed = true;
-                }
-                self.summary.waiting_on_api = Some(status);
-                self.summary.api_retried = true;
-                if let Some(status) = status {
-                    error = format!("{error} ({status})");
-                }
-                // The CLI sleeps before its next try (minutes in all under
-                // an API key's 429): say so, or the attempt looks hung.
-                if let Some(ms) = ev.get("retry_delay_ms").and_then(Value::as_f64) {
-                    error = format!(
-                        "{error}, waiting {}",
-                        crate::timefmt::human_duration(ms / 1000.0)
-                    );
-                }
-                out.push(AgentEvent::ApiRetry {
-                    attempt: u64_field(ev, "attempt").unwrap_or(0),
-                    error,
-                });
-            }
-            // Tool results ("user") can quote anything, old tags included;
-            // init and the many informational events carry nothing we need.
-            _ => {}
-        }
-        out
-    }
-
-    fn feed_assistant(&mut self, ev: &Value, out: &mut Vec<AgentEvent>) {
-        // A sub-agent's words are reported back to the main agent as a tool
-        // result; only the main agent decides the attempt's outcome.
-        let from_subagent = ev.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
-        let api_error = ev.get("error").and_then(Value::as_str);
-        if let Some(kind) = api_error.filter(|_| !from_subagent) {
-            self.summary.api_error = Some(kind.to_string());
-        }
-        let content = ev.pointer("/message/content").and_then(Value::as_array);
-        if content.is_some_and(|c| !c.is_empty()) {
-            self.summary.waiting_on_api = None;
-        }
-        for block in content.into_iter().flatten() {
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
-                    if !from_subagent {
-                        self.tags.scan(text);
-                        self.keep(text);
-                    }
-                    self.note_last_line(text);
-                    if api_error == Some("rate_limit") {
-                        let resets_at = self.reset_of(text);
-                        self.mark_limited(resets_at);
-                        out.push(AgentEvent::RateLimited {
-                            resets_at,
-                            message: text.trim().to_string(),
-                        });
-                    }
-                    out.push(AgentEvent::Text(text.to_string()));
-                }
-                Some("tool_use") => {
-                    let name = block
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    let summary = tool_summary(&name, block.get("input"));
-                    out.push(AgentEvent::ToolUse { name, summary });
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn feed_result(&mut self, ev: &Value, out: &mut Vec<AgentEvent>) {
-        let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-        let text = match ev.get("result").and_then(Value::as_str) {
-            Some(t) => t.to_string(),
-            // Amp puts its error text in `error`.
-            None if ev.get("error").and_then(Value::as_str).is_some() => {
-                ev["error"].as_str().unwrap_or_default().to_string()
-            }
-            // Error subtypes (max turns, budget) have `errors` instead of `result`.
-            None => ev
-                .get("errors")
-                .and_then(Value::as_array)
-                .map(|errs| {
-                    errs.iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .unwrap_or_default(),
-        };
-        let usage = result_usage(ev);
-        let cost_usd = ev.get("total_cost_usd").and_then(Value::as_f64);
-        let num_turns = u64_field(ev, "num_turns");
-        let api_error_status = u64_field(ev, "api_error_status");
-
-        out.extend(self.absorb(vec![AgentEvent::Result {
-            is_error,
-            text,
-            usage,
-            cost_usd,
-            num_turns,
-            api_error_status,
-        }]));
     }
 
     fn feed_plain(&mut self, line: &str) -> Vec<AgentEvent> {
@@ -871,7 +607,7 @@ mod tests {
     use std::path::PathBuf;
 
     /// Parse speed of Claude Code's stream-json (also Amp's) on ~50 MB of
-    /// recorded lines: `cargo test --release --lib agent::output -- --ignored --nocapture`.
+    /// recorded lines: `cargo test --release --lib agent::parser -- --ignored --nocapture`.
     #[test]
     #[ignore]
     fn throughput() {
@@ -1049,6 +785,27 @@ mod tests {
 
     const INIT: &str =
         r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Bash"]}"#;
+
+    /// Claude Code's made-up assistant line for a limit: the event shown
+    /// carries the reset time its text gives, as the summary does.
+    #[test]
+    fn a_limit_line_is_shown_with_its_reset_time() {
+        let line = serde_json::json!({"type": "assistant", "error": "rate_limit",
+            "message": {"content": [{"type": "text", "text": "Claude AI usage limit reached|1795356277"}]}})
+        .to_string();
+        let mut p = OutputParser::new();
+        let ev = p.feed_line(&line);
+        assert_eq!(
+            ev[0],
+            AgentEvent::RateLimited {
+                resets_at: Some(1795356277),
+                message: "Claude AI usage limit reached|1795356277".into()
+            }
+        );
+        let s = p.finish();
+        assert_eq!(s.rate_limited, Some(Some(1795356277)));
+        assert_eq!(s.api_error.as_deref(), Some("rate_limit"));
+    }
 
     #[test]
     fn claude_init_gives_the_session_a_fixup_resumes() {
@@ -1446,7 +1203,8 @@ mod tests {
             ev,
             vec![AgentEvent::ApiRetry {
                 attempt: 2,
-                error: "overloaded (529), waiting 1s".into()
+                error: "overloaded (529), waiting 1s".into(),
+                status: Some(529),
             }]
         );
         // Init carries nothing for the display but the session.
