@@ -16,12 +16,14 @@ use crate::agent::{ResultKind, Verdict};
 use crate::backlog::Story;
 use crate::control::Control;
 use crate::display::Reporter;
+use crate::gitops::{GitError, Oid};
 use crate::learnings;
+use crate::schedule::Node;
 use crate::store;
 use crate::timefmt;
 
 use super::attempt;
-use super::context::{blocking, RunContext};
+use super::context::{blocking, RunContext, SlotStarts, WarmSlots, SLOT_STARTS, WORKTREE_PREP};
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
 use super::land::{self, LandRequest};
 use super::model::Model;
@@ -70,6 +72,13 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// Notification hooks: the run does not wait for them, but does not
     /// end before they do.
     notes: JoinSet<()>,
+    /// Free slots being made ready for their next story (`warm_slot`); the
+    /// run ends only once they are done, before its cleanup.
+    /// Each answers with its slot when it gave way to a start.
+    warming: JoinSet<Option<usize>>,
+    /// What was asked of each slot since a story last left it: a warm
+    /// (`Some(false)`) or its removal (`Some(true)`).
+    warm_asked: Vec<Option<bool>>,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -94,6 +103,8 @@ impl<E: Executor> Dispatcher<E> {
         Dispatcher {
             recorder,
             notes: JoinSet::new(),
+            warming: JoinSet::new(),
+            warm_asked: Vec::new(),
             model,
             reporter,
             ctx,
@@ -114,8 +125,10 @@ impl<E: Executor> Dispatcher<E> {
         let mut sighup = signal(SignalKind::hangup())?;
         self.read_memory();
         self.feed(Event::Start { reland });
+        self.warm_free_slots();
         while !is_over(&self.model) {
             if self.tasks.is_empty() && self.model.busy() {
+                self.warmed().await;
                 // Every result comes back through the task set: with the
                 // set empty nothing can answer, so waiting would hang.
                 return Err(anyhow!(
@@ -141,8 +154,14 @@ impl<E: Executor> Dispatcher<E> {
                 self.read_memory();
                 self.read_touched(&event).await;
             }
+            if let Event::AttemptFinished(report) = &event {
+                // Its attempt is over: whatever it did to the slot is done.
+                self.slot_left(report.slot);
+            }
             self.feed(event);
+            self.warm_free_slots();
         }
+        self.warmed().await;
         // A notification about the run's last moments still runs: wait
         // for it (each hook has its own time limit), unless told to stop.
         while !self.notes.is_empty() {
@@ -304,6 +323,7 @@ impl<E: Executor> Dispatcher<E> {
                 }
             }
             Action::StartAttempt(req) => {
+                self.slot_asked(req.slot);
                 let (control, control_rx) = watch::channel(Control::Run);
                 self.controls.insert(req.slot, control);
                 let story = self.model.stories[req.idx].clone();
@@ -346,6 +366,161 @@ impl<E: Executor> Dispatcher<E> {
         }
         None
     }
+}
+
+impl<E: Executor> Dispatcher<E> {
+    fn slot_path(&self, slot: usize) -> std::path::PathBuf {
+        crate::paths::slot_worktree(&self.ctx.root, slot).1
+    }
+
+    /// A story is given `slot`: a warm asked for before does nothing now.
+    fn slot_asked(&mut self, slot: usize) {
+        let path = self.slot_path(slot);
+        let mut starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+        starts.entry(path).or_default().asked += 1;
+        if let Some(a) = self.warm_asked.get_mut(slot) {
+            *a = None;
+        }
+    }
+
+    /// The attempt in `slot` is over, whether or not it ever took its slot.
+    fn slot_left(&mut self, slot: usize) {
+        let path = self.slot_path(slot);
+        let mut starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+        let s = starts.entry(path).or_default();
+        s.taken = s.asked;
+    }
+
+    /// Issue 21: ralph's own work for a story should not sit between its
+    /// dependency landing and its agent starting. Each slot that is free
+    /// while more stories wait is made ready in the background (made when
+    /// missing, detached at the target's tip, clean), so the start there is
+    /// a branch and a HEAD when the tip has not moved since, and a checkout
+    /// of what changed when it has. With one job nothing runs beside the
+    /// landing that frees the slot, so there is nothing to hide it behind.
+    ///
+    /// Once no story waits to start, a free slot is removed the same way
+    /// instead: the run's cleanup would remove it after the last landing,
+    /// where it adds to the run's length. A story sent back to the queue
+    /// later (a retry, a fix-up) gets its slot made again.
+    fn warm_free_slots(&mut self) {
+        let m = &self.model;
+        if m.policy.jobs < 2 || m.stopping() || m.fatal.is_some() || m.limit_reached() {
+            return;
+        }
+        let retire = m.count(Node::Pending) == 0;
+        let n = m.slots.len();
+        if self.warm_asked.len() < n {
+            self.warm_asked.resize(n, None);
+        }
+        while let Some(done) = self.warming.try_join_next() {
+            if let Ok(Some(slot)) = done {
+                self.warm_asked[slot] = None;
+            }
+        }
+        for slot in 0..n {
+            if self.model.slots[slot].is_some() || self.warm_asked[slot] == Some(retire) {
+                continue;
+            }
+            self.warm_asked[slot] = Some(retire);
+            let path = self.slot_path(slot);
+            let epoch = {
+                let starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+                starts.get(&path).map_or(0, |s| s.asked)
+            };
+            let ctx = self.ctx.clone();
+            self.warming.spawn(async move {
+                let gave_way = blocking(&ctx, move |c| warm_slot(c, slot, epoch, retire)).await;
+                gave_way.unwrap_or(false).then_some(slot)
+            });
+        }
+    }
+
+    /// Waits for the warms still running (they may be making a worktree
+    /// the run's cleanup is about to remove).
+    async fn warmed(&mut self) {
+        while self.warming.join_next().await.is_some() {}
+    }
+}
+
+/// Makes free slot `slot` ready for its next story (`Git::warm_worktree`),
+/// or removes it (`retire`: no story waits to start), unless a story was
+/// given it after this was asked for (`epoch`: the starts asked of it
+/// then). A start waiting to take any slot goes first: the warm gives way
+/// (returns true) and is asked again at the next event.
+fn warm_slot(ctx: &RunContext, slot: usize, epoch: u64, retire: bool) -> bool {
+    let mut warm = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
+    let (name, path) = crate::paths::slot_worktree(&ctx.root, slot);
+    {
+        let starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = starts.get(&path).copied().unwrap_or_default();
+        if mine.asked != epoch {
+            return false;
+        }
+        if starts.values().any(|s| s.taken < s.asked) {
+            return true;
+        }
+    }
+    if retire {
+        warm.take(&path);
+        if path.exists() {
+            // As the run's cleanup would: the attempt that left the slot kept
+            // whatever it held (`attempt.rs::keep_what_the_agent_left`).
+            match ctx.git.remove_worktree(&name, &path) {
+                Ok(()) => ctx
+                    .log
+                    .line(&format!("slot {slot} removed: no story waits to start")),
+                Err(e) => ctx
+                    .log
+                    .line(&format!("slot {slot} could not be removed yet ({e})")),
+            }
+        }
+        return false;
+    }
+    let Ok(Some(tip)) = ctx.git.branch_tip(&ctx.target) else {
+        return false;
+    };
+    match ctx
+        .git
+        .warm_worktree(&name, &path, &tip, crate::project::WARM_BRANCH)
+    {
+        Ok(true) => {
+            ctx.log.line(&format!("slot {slot} ready at {tip:.8}"));
+            warm.set(path, tip);
+        }
+        Ok(false) => {}
+        Err(e) => ctx.log.line(&format!(
+            "slot {slot} could not be made ready ahead ({e}); it is prepared when a story starts there"
+        )),
+    }
+    false
+}
+
+/// Puts slot worktree `name` at `path` on `branch` at `base` for a story
+/// starting there (the caller holds `WORKTREE_PREP`: `warm`): a slot
+/// `warm_slot` left at `base` needs no checkout (nothing ran in it since:
+/// a warm is recorded only for a free slot and taken by the next start);
+/// any other is prepared in full, one warmed at an older tip by a checkout
+/// of what changed since.
+pub(crate) fn take_slot(
+    ctx: &RunContext,
+    warm: &mut WarmSlots,
+    name: &str,
+    path: &std::path::Path,
+    branch: &str,
+    base: &Oid,
+) -> Result<(), GitError> {
+    {
+        let mut starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+        let s: &mut SlotStarts = starts.entry(path.to_path_buf()).or_default();
+        s.taken = s.asked;
+    }
+    if warm.take(path).as_ref() == Some(base)
+        && ctx.git.start_warm_worktree(name, path, branch, base)?
+    {
+        return Ok(());
+    }
+    ctx.git.prepare_worktree(name, path, branch, base)
 }
 
 fn progress(ctx: &RunContext, line: &str) {
