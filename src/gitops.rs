@@ -2199,4 +2199,59 @@ mod tests {
             assert!(names.contains(&p.to_string()), "{p} missing from {names:?}");
         }
     }
+
+    /// Issue 21: a free slot made ready ahead (made when missing, detached
+    /// at the tip, clean) is taken without a checkout only at that tip; a
+    /// slot holding work is left as it is.
+    #[test]
+    fn a_warmed_slot_is_taken_at_its_tip_only_and_a_dirty_one_is_not_warmed() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path().to_path_buf();
+        let base = tip_of(&g, "main");
+        let wt = wt_path(&g, "slot-0");
+        assert!(g.warm_worktree("slot-0", &wt, &base, "ralph/warm").unwrap());
+        assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
+        assert_eq!(g.head_commit_of_worktree(&wt).unwrap(), Some(base.clone()));
+        assert_eq!(g.resolve_branch_at_head(&wt).unwrap(), None, "detached");
+        assert_eq!(
+            g.branch_tip("ralph/warm").unwrap(),
+            None,
+            "scratch branch gone"
+        );
+
+        // The tip moved: not taken (the caller prepares it in full).
+        write(&dir, "b.txt", "b\n");
+        let moved = commit_all(&dir, "b");
+        assert!(!g
+            .start_warm_worktree("slot-0", &wt, "ralph/story-1.2", &moved)
+            .unwrap());
+        assert_eq!(g.branch_tip("ralph/story-1.2").unwrap(), None);
+        // At its tip: on the story branch, at that tip, nothing else changed.
+        assert!(g
+            .start_warm_worktree("slot-0", &wt, "ralph/story-1.1", &base)
+            .unwrap());
+        assert_on_branch(&g, &wt, "ralph/story-1.1");
+        assert_eq!(tip_of(&g, "ralph/story-1.1"), base);
+        assert_eq!(porcelain(&wt), "");
+
+        // Work left in the slot: not warmed, nothing touched.
+        write(&wt, "a.txt", "edited\n");
+        write(&wt, "new.txt", "new\n");
+        let before = porcelain(&wt);
+        assert!(!g
+            .warm_worktree("slot-0", &wt, &moved, "ralph/warm")
+            .unwrap());
+        assert_eq!(porcelain(&wt), before);
+        assert_on_branch(&g, &wt, "ralph/story-1.1");
+        // Clean again: warmed at the new tip, ignored build output kept.
+        git(&wt, &["checkout", "-q", "--", "a.txt"]);
+        std::fs::remove_file(wt.join("new.txt")).unwrap();
+        write(&wt, "target/cache", "warm\n");
+        assert!(g
+            .warm_worktree("slot-0", &wt, &moved, "ralph/warm")
+            .unwrap());
+        assert_eq!(read(&wt, "b.txt"), "b\n");
+        assert_eq!(read(&wt, "target/cache"), "warm\n");
+        assert_eq!(g.resolve_branch_at_head(&wt).unwrap(), None);
+    }
 }

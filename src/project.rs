@@ -93,6 +93,10 @@ pub(crate) fn find_root(start: &Path) -> Result<PathBuf, PathBuf> {
 
 /// The branch of the merge queue's validation worktree (deleted at the end of a run).
 pub(crate) const VALIDATE_BRANCH: &str = "ralph/validate";
+/// The branch a new slot worktree is made on while it is warmed for a story
+/// not chosen yet (`run/dispatcher.rs::warm_slot`); deleted as soon as the
+/// slot is detached, and at the end of a run should a crash have left it.
+pub(crate) const WARM_BRANCH: &str = "ralph/warm";
 
 /// Prefix of every story branch.
 pub(crate) const STORY_BRANCH_PREFIX: &str = "ralph/story-";

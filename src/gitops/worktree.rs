@@ -64,6 +64,76 @@ impl Git {
         Ok(())
     }
 
+    /// Makes the free slot worktree `name` ready for a story not chosen yet,
+    /// while agents run elsewhere (issue 21): detached at `base` with a clean
+    /// tree; made first when missing, on `scratch` (a branch force-set to
+    /// `base` for the add and deleted once the slot is detached). A slot
+    /// holding uncommitted or untracked work is left as it is (`Ok(false)`):
+    /// preparing it for its story keeps that work first. Callers hold
+    /// `WORKTREE_PREP`, as for `prepare_worktree`.
+    pub(crate) fn warm_worktree(
+        &self,
+        name: &str,
+        path: &Path,
+        base: &Oid,
+        scratch: &str,
+    ) -> Result<bool> {
+        let admin = self.admin_dir(name)?;
+        self.refuse_main_workdir(path)?;
+        let repo = self.repo()?;
+        let base_oid = parse_oid(base)?;
+        if self.reusable_worktree(&repo, name, path) {
+            self.clear_worktree_locks(name)?;
+            let wrepo = open_worktree_repo(path, &admin)?;
+            let mut opts = git2::StatusOptions::new();
+            opts.include_untracked(true).include_ignored(false);
+            if !wrepo.statuses(Some(&mut opts))?.is_empty() {
+                return Ok(false);
+            }
+            wrepo.set_head_detached(base_oid)?;
+            let obj = wrepo.find_object(base_oid, None)?;
+            force_checkout(&wrepo, &obj)?;
+            return Ok(true);
+        }
+        self.prepare_worktree(name, path, scratch, base)?;
+        open_worktree_repo(path, &admin)?.set_head_detached(base_oid)?;
+        self.delete_branch(scratch)?;
+        Ok(true)
+    }
+
+    /// Puts a slot `warm_worktree` left detached at `base` on `branch`
+    /// (created or force-moved to `base`) without a checkout: its tree is
+    /// `base`'s already. `Ok(false)`, touching nothing, when its HEAD is not
+    /// detached at `base`: the caller prepares it in full. Only for a slot
+    /// nothing ran in since it was warmed (the caller knows).
+    pub(crate) fn start_warm_worktree(
+        &self,
+        name: &str,
+        path: &Path,
+        branch: &str,
+        base: &Oid,
+    ) -> Result<bool> {
+        let admin = self.admin_dir(name)?;
+        self.refuse_main_workdir(path)?;
+        let repo = self.repo()?;
+        let base_oid = parse_oid(base)?;
+        if !self.reusable_worktree(&repo, name, path) {
+            return Ok(false);
+        }
+        let wrepo = open_worktree_repo(path, &admin)?;
+        if !wrepo.head_detached()? || wrepo.head()?.target() != Some(base_oid) {
+            return Ok(false);
+        }
+        let refname = branch_ref(branch)?;
+        if let Some(holder) = self.checked_out_elsewhere(&refname, Some(name)) {
+            return Err(checked_out_error(branch, &holder));
+        }
+        self.clear_worktree_locks(name)?;
+        wrepo.reference(&refname, base_oid, true, "ralph: prepare worktree")?;
+        wrepo.set_head(&refname)?;
+        Ok(true)
+    }
+
     /// Checks out `commit` detached in the worktree at `path` (forced), removing
     /// untracked-but-not-ignored files: used to validate a merged tree.
     pub(crate) fn checkout_detached(&self, path: &Path, commit: &Oid) -> Result<()> {

@@ -307,7 +307,7 @@ pub(crate) fn build_prompt(
 /// Puts the slot's worktree on the story branch at the target's tip; a
 /// previous attempt's unsaved commits on that branch are kept first.
 fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
-    let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
+    let mut warm = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
     let branch = project::story_branch(id);
     let (wt_name, wt_path) = project::slot_worktree(&ctx.root, slot);
     let base = ctx
@@ -324,8 +324,7 @@ fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
     }
     ctx.git
         .release_branch(&branch, &project::worktrees_dir(&ctx.root))?;
-    ctx.git
-        .prepare_worktree(&wt_name, &wt_path, &branch, &base)?;
+    super::slots::take_slot(ctx, &mut warm, &wt_name, &wt_path, &branch, &base)?;
     Ok(base)
 }
 

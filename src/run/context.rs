@@ -73,8 +73,40 @@ impl RunContext {
 /// Serialises every worktree preparation of this process: libgit2 does not
 /// guard concurrent worktree creation in one repository (the admin dir and
 /// the checked-out check race), and releasing a branch from another slot
-/// must not race that slot.
-pub(crate) static WORKTREE_PREP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// must not race that slot. It also holds which free slots were warmed, so
+/// that taking a slot and warming it never interleave.
+pub(crate) static WORKTREE_PREP: std::sync::Mutex<WarmSlots> =
+    std::sync::Mutex::new(WarmSlots(std::collections::BTreeMap::new()));
+
+/// Slot worktrees (by path) that `slots::warm_slot` left detached at a
+/// target tip with a clean tree, untouched since: the next story started
+/// there needs no checkout when the tip is still that one.
+#[derive(Debug)]
+pub(crate) struct WarmSlots(std::collections::BTreeMap<PathBuf, String>);
+
+impl WarmSlots {
+    pub(crate) fn set(&mut self, path: PathBuf, tip: String) {
+        self.0.insert(path, tip);
+    }
+
+    /// The tip `path` was warmed at, forgotten: whatever comes next uses it.
+    pub(crate) fn take(&mut self, path: &std::path::Path) -> Option<String> {
+        self.0.remove(path)
+    }
+}
+
+/// Starts asked of each slot (by path) and how many of them took it:
+/// a warm of a slot a start was asked of since the warm was does nothing,
+/// and no warm goes before a start waiting to take its slot. Held for a
+/// moment only (the dispatcher takes it, never around git work).
+pub(crate) static SLOT_STARTS: std::sync::Mutex<std::collections::BTreeMap<PathBuf, SlotStarts>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SlotStarts {
+    pub(crate) asked: u64,
+    pub(crate) taken: u64,
+}
 
 /// The project's own template at `rel` (from the project root) when it
 /// exists, else the built-in one.

@@ -15,17 +15,19 @@ use crate::agent::{ResultKind, Verdict};
 use crate::control::Control;
 use crate::display::Reporter;
 use crate::learnings;
+use crate::schedule::Node;
 use crate::store;
 use crate::timefmt;
 
 use super::attempt;
-use super::context::{blocking, RunContext};
+use super::context::{blocking, RunContext, SLOT_STARTS};
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
 use super::executor::Executor;
 use super::land::{self, LandRequest};
 use super::model::Model;
 use super::notify;
 use super::record::{Figures, Notice, Recorder};
+use super::slots;
 use super::transition::{handle, is_over};
 
 /// What a task in the set was doing, to answer for it if it panics.
@@ -53,6 +55,13 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// Notification hooks: the run does not wait for them, but does not
     /// end before they do.
     notes: JoinSet<()>,
+    /// Free slots being made ready for their next story (`warm_slot`); the
+    /// run ends only once they are done, before its cleanup.
+    /// Each answers with its slot when it gave way to a start.
+    warming: JoinSet<Option<usize>>,
+    /// What was asked of each slot since a story last left it: a warm
+    /// (`Some(false)`) or its removal (`Some(true)`).
+    warm_asked: Vec<Option<bool>>,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -78,6 +87,8 @@ impl<E: Executor> Dispatcher<E> {
             recorder,
             notices: Vec::new(),
             notes: JoinSet::new(),
+            warming: JoinSet::new(),
+            warm_asked: Vec::new(),
             model,
             reporter,
             ctx,
@@ -98,8 +109,10 @@ impl<E: Executor> Dispatcher<E> {
         let mut sighup = signal(SignalKind::hangup())?;
         self.read_memory();
         self.feed(Event::Start { reland });
+        self.warm_free_slots();
         while !is_over(&self.model) {
             if self.tasks.is_empty() && self.model.busy() {
+                self.warmed().await;
                 // Every result comes back through the task set: with the
                 // set empty nothing can answer, so waiting would hang.
                 return Err(anyhow!(
@@ -125,8 +138,14 @@ impl<E: Executor> Dispatcher<E> {
                 self.read_memory();
                 self.read_touched(&event).await;
             }
+            if let Event::AttemptFinished(report) = &event {
+                // Its attempt is over: whatever it did to the slot is done.
+                self.slot_left(report.slot);
+            }
             self.feed(event);
+            self.warm_free_slots();
         }
+        self.warmed().await;
         // A notification about the run's last moments still runs: wait
         // for it (each hook has its own time limit), unless told to stop.
         while !self.notes.is_empty() {
@@ -278,6 +297,7 @@ impl<E: Executor> Dispatcher<E> {
                 }
             }
             Action::StartAttempt(req) => {
+                self.slot_asked(req.slot);
                 let (control, control_rx) = watch::channel(Control::Run);
                 self.controls.insert(req.slot, control);
                 let story = self.model.stories[req.idx].clone();
@@ -323,6 +343,82 @@ impl<E: Executor> Dispatcher<E> {
             }
         }
         None
+    }
+}
+
+impl<E: Executor> Dispatcher<E> {
+    fn slot_path(&self, slot: usize) -> std::path::PathBuf {
+        crate::paths::slot_worktree(&self.ctx.root, slot).1
+    }
+
+    /// A story is given `slot`: a warm asked for before does nothing now.
+    fn slot_asked(&mut self, slot: usize) {
+        let path = self.slot_path(slot);
+        let mut starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+        starts.entry(path).or_default().asked += 1;
+        if let Some(a) = self.warm_asked.get_mut(slot) {
+            *a = None;
+        }
+    }
+
+    /// The attempt in `slot` is over, whether or not it ever took its slot.
+    fn slot_left(&mut self, slot: usize) {
+        let path = self.slot_path(slot);
+        let mut starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+        let s = starts.entry(path).or_default();
+        s.taken = s.asked;
+    }
+
+    /// Issue 21: ralph's own work for a story should not sit between its
+    /// dependency landing and its agent starting. Each slot that is free
+    /// while more stories wait is made ready in the background (made when
+    /// missing, detached at the target's tip, clean), so the start there is
+    /// a branch and a HEAD when the tip has not moved since, and a checkout
+    /// of what changed when it has. With one job nothing runs beside the
+    /// landing that frees the slot, so there is nothing to hide it behind.
+    ///
+    /// Once no story waits to start, a free slot is removed the same way
+    /// instead: the run's cleanup would remove it after the last landing,
+    /// where it adds to the run's length. A story sent back to the queue
+    /// later (a retry, a fix-up) gets its slot made again.
+    fn warm_free_slots(&mut self) {
+        let m = &self.model;
+        if m.policy.jobs < 2 || m.stopping() || m.fatal.is_some() || m.limit_reached() {
+            return;
+        }
+        let retire = m.count(Node::Pending) == 0;
+        let n = m.slots.len();
+        if self.warm_asked.len() < n {
+            self.warm_asked.resize(n, None);
+        }
+        while let Some(done) = self.warming.try_join_next() {
+            if let Ok(Some(slot)) = done {
+                self.warm_asked[slot] = None;
+            }
+        }
+        for slot in 0..n {
+            if self.model.slots[slot].is_some() || self.warm_asked[slot] == Some(retire) {
+                continue;
+            }
+            self.warm_asked[slot] = Some(retire);
+            let path = self.slot_path(slot);
+            let epoch = {
+                let starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
+                starts.get(&path).map_or(0, |s| s.asked)
+            };
+            let ctx = self.ctx.clone();
+            self.warming.spawn(async move {
+                let gave_way =
+                    blocking(&ctx, move |c| slots::warm_slot(c, slot, epoch, retire)).await;
+                gave_way.unwrap_or(false).then_some(slot)
+            });
+        }
+    }
+
+    /// Waits for the warms still running (they may be making a worktree
+    /// the run's cleanup is about to remove).
+    async fn warmed(&mut self) {
+        while self.warming.join_next().await.is_some() {}
     }
 }
 

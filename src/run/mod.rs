@@ -20,6 +20,7 @@ mod notify;
 mod record;
 mod recover;
 pub(crate) mod seal;
+mod slots;
 mod split;
 mod transition;
 

@@ -404,6 +404,7 @@ pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str) {
         }
     }
     let _ = git.delete_branch(project::VALIDATE_BRANCH);
+    let _ = git.delete_branch(project::WARM_BRANCH);
     let _ = std::fs::remove_dir(paths::worktrees_dir(root));
     for b in git
         .branches_with_prefix(project::STORY_BRANCH_PREFIX)

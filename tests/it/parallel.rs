@@ -860,3 +860,56 @@ commit_file "src/$ID.txt"; done_
     assert!(s.contains("\x1b["), "drawn with terminal control sequences");
     assert!(s.contains("ALL STORIES COMPLETE"), "{s}");
 }
+
+/// Issue 21: a free slot is made ready ahead, at the target's tip of that
+/// moment, while other agents run. A dependency landing after that moves
+/// the tip, and the story started in that slot must still begin from the
+/// tip that holds it. 1.2 (large, so it goes first: slot 0) ends at once and
+/// slot 0 is made ready while 1.1 runs; 1.1 holds on until ralph.log says
+/// slot 0 is ready, then ends and lands; 1.3 (depends on 1.1) then starts
+/// in slot 0, made ready at a tip without 1.1, and must find 1.1's file.
+#[test]
+fn a_slot_made_ready_before_a_dependency_landed_starts_from_the_tip_with_it() {
+    let queue = "# [batch:1]\n1.1 | Bee\n1.2 | Dee\n1.3 | Cee\n";
+    let p = Project::with_backlog(queue, TOGETHER_CONFIG);
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\nstatus: pending\nestimation: large\n---\n\n# Story 1.2\n\nDo it.\n",
+    );
+    depends(&p, "1.3", "[1.1]");
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+case "$ID" in
+  1.1)
+    for _ in $(seq 1 300); do
+      grep -q "slot 0 ready at" "$RALPH_PROJECT_DIR/ralph.log" 2>/dev/null && break
+      sleep 0.1
+    done
+    grep -q "slot 0 ready at" "$RALPH_PROJECT_DIR/ralph.log" ||
+      echo "1.1: slot 0 was not made ready within 30 s" >> "$SCRATCH/violations" ;;
+  1.3)
+    { [ -f src/1.1.txt ] && git cat-file -e HEAD:src/1.1.txt; } ||
+      echo "1.3 started without 1.1 in $(pwd)" >> "$SCRATCH/violations" ;;
+esac
+echo "$ID $(basename "$RALPH_WORKTREE")" >> "$SCRATCH/starts"
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.scratch_text("violations"), "", "{r:?}");
+    let starts = p.scratch_text("starts");
+    // The case this test is about: 1.3 ran in the slot made ready before
+    // 1.1 landed (the lowest free slot when 1.1 landed).
+    assert!(starts.contains("1.3 slot-0"), "{starts}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
+    assert_eq!(p.file_on_main("src/1.1.txt").as_deref(), Some("1.1\n"));
+    only_main_worktree(&p);
+    assert!(
+        p.branches("ralph/*").is_empty(),
+        "{:?}",
+        p.branches("ralph/*")
+    );
+}
