@@ -461,11 +461,13 @@ pub(crate) fn vars_for(config: &Config, input: &PromptInput<'_>) -> Vars {
     v.set("SPEC_CONTENT", input.spec);
     let validation: Vec<String> = config
         .validation
+        .commands
         .iter()
         .map(|c| format!("   - Run '{}' for {}", c.cmd, c.name))
         .collect();
     v.set("VALIDATION_COMMANDS", validation.join("\n"));
     let blocked: Vec<String> = config
+        .validation
         .blocked_commands
         .iter()
         .map(|c| format!("   - NEVER run '{c}'"))
@@ -473,15 +475,15 @@ pub(crate) fn vars_for(config: &Config, input: &PromptInput<'_>) -> Vars {
     v.set("BLOCKED_COMMANDS", blocked.join("\n"));
     v.set(
         "COMMIT_MESSAGE",
-        commit_message(&config.commit_format, input.id, input.title),
+        commit_message(&config.commit.format, input.id, input.title),
     );
-    let paths = if config.stage_paths.is_empty() {
+    let paths = if config.commit.stage_paths.is_empty() {
         spec_file_paths(input.spec)
     } else {
-        config.stage_paths.clone()
+        config.commit.stage_paths.clone()
     };
     v.set("COMMIT_STAGE_INSTRUCTIONS", stage_instructions(&paths));
-    let learnings = if config.learnings_enabled {
+    let learnings = if config.learnings.enabled {
         input.learnings.join("\n")
     } else {
         String::new()

@@ -270,7 +270,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
     let mut finder = SpecFinder::new(root);
     let mut stories = Vec::with_capacity(queue.entries.len());
     for entry in queue.entries {
-        let pattern = spec_glob(&config.specs_pattern, &entry.id);
+        let pattern = spec_glob(&config.specs.pattern, &entry.id);
         let matches = finder.find(&pattern);
         let spec = match matches.as_slice() {
             [one] => one.clone(),
@@ -939,7 +939,7 @@ mod tests {
             ("docs/specs/epic-1/story-1.1-found-it.md", ""),
         ]);
         let mut c = config();
-        c.specs_pattern = "*/specs/epic-{{epic}}/story-{{id}}-*.md".into();
+        c.specs.pattern = "*/specs/epic-{{epic}}/story-{{id}}-*.md".into();
         let b = load(dir.path(), &c).unwrap();
         assert_eq!(
             b.stories[0].spec_path.as_deref(),

@@ -121,7 +121,7 @@ fn undo_landing(
     let edit = mark_done::reset_edit(
         spec_rel,
         prd_rel,
-        project.config.status_field.clone(),
+        project.config.specs.status_field.clone(),
         id.to_string(),
     );
     let message = format!("reset: story {id}\n\nralph reset {id}: it runs again.\n");

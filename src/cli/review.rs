@@ -14,7 +14,12 @@ pub(super) fn cmd_review(root: &Path) -> anyhow::Result<i32> {
     let (project, state) = load(root)?;
     let git = crate::gitops::Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
     let target = run::target_branch(&project, &git)?;
-    let validated = project.config.validation.iter().any(|v| v.required);
+    let validated = project
+        .config
+        .validation
+        .commands
+        .iter()
+        .any(|v| v.required);
     let mut out = std::io::stdout().lock();
     let mut n = 0;
     for s in &project.backlog.stories {

@@ -83,12 +83,12 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
                 .map(|(a, t)| (a.clone(), serde_json::Value::from(crate::timefmt::iso(*t))))
                 .collect::<serde_json::Map<_, _>>(),
             "budget": {
-                "max_cost_usd_total": project.config.budget_total_usd,
-                "max_cost_usd_per_run": project.config.budget_run_usd,
+                "max_cost_usd_total": project.config.budget.total_usd,
+                "max_cost_usd_per_run": project.config.budget.run_usd,
                 "spent_usd_total": cost,
                 "spent_usd_latest_run": spent_run,
                 "exhausted": budget_stop
-                    || project.config.budget_total_usd.is_some_and(|m| cost >= m),
+                    || project.config.budget.total_usd.is_some_and(|m| cost >= m),
             },
             // The run in progress: `now` of `asked` jobs, and why fewer.
             "jobs": state.jobs.as_ref().filter(|_| live),
@@ -150,7 +150,7 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
             crate::timefmt::iso(*until)
         );
     }
-    if let Some(max) = project.config.budget_total_usd {
+    if let Some(max) = project.config.budget.total_usd {
         println!("Budget: ${cost:.2} of ${max:.2} spent (budget.max_cost_usd_total)");
     }
     match next {
@@ -168,7 +168,7 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
 /// run holds the lock (a run checks them itself): then the state as it is
 /// after the check, else `None`.
 fn merged_prs(root: &Path, project: &Project, state: &State) -> anyhow::Result<Option<State>> {
-    let Some(remote) = &project.config.pr_remote else {
+    let Some(remote) = &project.config.landing.pr_remote else {
         return Ok(None);
     };
     let in_pr = |s: &State| {

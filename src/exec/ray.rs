@@ -54,7 +54,7 @@ const STOP_KEEP: Duration = Duration::from_secs(30);
 
 /// How long Ray lets a stopped job's worker finish (`RAY_JOB_STOP_WAIT_TIME_S`).
 fn stop_wait(ctx: &RunContext) -> Duration {
-    Duration::from_secs(ctx.config.grace_secs) + STOP_KEEP
+    Duration::from_secs(ctx.config.loop_.grace_secs) + STOP_KEEP
 }
 
 /// The Jobs API of one cluster.
@@ -616,7 +616,8 @@ impl Job {
         }
 
         // Wait for the job's end; stop it when asked or past its time.
-        let deadline = ctx.timeout + Duration::from_secs(ctx.config.grace_secs) + DEAD_MAN_SLACK;
+        let deadline =
+            ctx.timeout + Duration::from_secs(ctx.config.loop_.grace_secs) + DEAD_MAN_SLACK;
         let mut running_since: Option<Instant> = None;
         let mut stop_sent: Option<Instant> = None;
         let mut asked_to_stop = false;

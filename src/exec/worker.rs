@@ -494,6 +494,7 @@ async fn attempt_in_slot(
         tag,
         required_validation: config
             .validation
+            .commands
             .iter()
             .filter(|v| v.required)
             .cloned()

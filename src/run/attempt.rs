@@ -183,7 +183,7 @@ async fn postmortem(
     report: &mut AttemptReport,
 ) {
     let id = &story.id;
-    let max_chars = ctx.config.postmortem_max_chars;
+    let max_chars = ctx.config.postmortem.max_chars;
     // A char is at most 4 bytes: the end read holds the last `max_chars`.
     let partial = crate::store::read_log_end(&spec.log_path, 0, 4 * max_chars as u64 + 4)
         .map(|(text, _)| text)
@@ -211,7 +211,7 @@ async fn postmortem(
     spec.log_path = crate::paths::postmortem_log(&ctx.root, id, n);
     // Never longer than the attempt it explains: `-t 3` must not let a
     // hung postmortem hold the slot for `postmortem.window_seconds`.
-    spec.timeout = Duration::from_secs(ctx.config.postmortem_window_secs).min(spec.timeout);
+    spec.timeout = Duration::from_secs(ctx.config.postmortem.window_secs).min(spec.timeout);
     // Its args are the attempt's: a resumed session would only repeat it.
     if spec.args.first().is_some_and(|a| a == "--resume") {
         spec.args.drain(..2);
@@ -292,7 +292,7 @@ pub(crate) fn build_prompt(
     retry_context: Option<&str>,
 ) -> std::io::Result<String> {
     let spec = backlog::spec_text(root, story)?;
-    let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings_max);
+    let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings.max);
     let template = template(root, prompt::TEMPLATE_OVERRIDE, prompt::BUILTIN_TEMPLATE);
     let input = PromptInput {
         id: &story.id,
@@ -524,7 +524,7 @@ async fn run_attempt(
         )
         .await;
 
-        let pool = if ctx.config.learnings_enabled {
+        let pool = if ctx.config.learnings.enabled {
             learnings::load(&ctx.root)
         } else {
             Vec::new()
@@ -548,7 +548,7 @@ async fn run_attempt(
         let built = match (&fixup, &setup) {
             _ if splitting => {
                 let spec = backlog::spec_text(&ctx.root, &story).unwrap_or_default();
-                let chosen = learnings::select_relevant(&pool, &spec, ctx.config.learnings_max);
+                let chosen = learnings::select_relevant(&pool, &spec, ctx.config.learnings.max);
                 super::split::prompt(&ctx, &story, extra, n, &chosen)
             }
             (Some(f), Some(setup)) => {
@@ -622,13 +622,13 @@ async fn run_attempt(
             stdin: text.into_bytes(),
             log_path: log_path.clone(),
             timeout: if splitting {
-                Duration::from_secs(ctx.config.decompose_timeout_secs)
+                Duration::from_secs(ctx.config.decomposition.timeout_secs)
             } else {
                 ctx.timeout
             },
-            idle: (ctx.config.idle_timeout_secs > 0)
-                .then(|| Duration::from_secs(ctx.config.idle_timeout_secs)),
-            grace: Duration::from_secs(ctx.config.grace_secs),
+            idle: (ctx.config.loop_.idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(ctx.config.loop_.idle_timeout_secs)),
+            grace: Duration::from_secs(ctx.config.loop_.grace_secs),
             token: project::attempt_token(&ctx.tag, &id, n),
             seal,
             redact: ctx.seal.secrets.clone(),
@@ -742,7 +742,7 @@ async fn run_attempt(
             &summary,
             commits,
             ctx.timeout.as_secs(),
-            ctx.config.idle_timeout_secs,
+            ctx.config.loop_.idle_timeout_secs,
             !ctx.required_validation.is_empty(),
         );
         if splitting {
@@ -790,7 +790,7 @@ async fn run_attempt(
                 ..
             }
         );
-        if timed_out && ctx.config.postmortem_enabled && !splitting {
+        if timed_out && ctx.config.postmortem.enabled && !splitting {
             postmortem(
                 &ctx,
                 &story,
@@ -851,7 +851,7 @@ async fn honest_done(
     report: &mut AttemptReport,
 ) -> Verdict {
     let id = story.id.clone();
-    let message = prompt::commit_message(&ctx.config.commit_format, &id, &story.title);
+    let message = prompt::commit_message(&ctx.config.commit.format, &id, &story.title);
     let base2 = base.clone();
     let checked = blocking(ctx, move |c| {
         let (name, path) = project::slot_worktree(&c.root, slot);
@@ -891,7 +891,7 @@ async fn honest_done(
     if !empty {
         return Verdict::Done;
     }
-    if story.allow_empty_done || ctx.config.allow_empty_done {
+    if story.allow_empty_done || ctx.config.loop_.allow_empty_done {
         ctx.log.line(&format!(
             "story {id} attempt {n}: DONE with no change, allowed by allow_empty_done"
         ));

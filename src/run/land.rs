@@ -325,7 +325,7 @@ async fn land_rounds(
             let edit = mark_done::landing_edit(
                 r.spec_rel.clone(),
                 r.prd_rel.clone(),
-                c.config.status_field.clone(),
+                c.config.specs.status_field.clone(),
                 r.id.clone(),
             );
             c.git.merge_story(
@@ -474,7 +474,7 @@ fn after_landing(ctx: &RunContext, req: &LandRequest) {
         mark_done::finish_on_disk(
             req.spec_rel.as_deref().map(|s| ctx.git.workdir.join(s)),
             req.prd_rel.as_deref().map(|p| ctx.git.workdir.join(p)),
-            &ctx.config.status_field,
+            &ctx.config.specs.status_field,
             &req.id,
             store::write_atomic,
         );

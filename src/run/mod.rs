@@ -181,7 +181,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     };
     let (run_seal, backends) = run_seal(&project, &agents)?;
     // Pull-request landing needs the GitHub CLI: said now, not after the work.
-    let pr = match &project.config.pr_remote {
+    let pr = match &project.config.landing.pr_remote {
         Some(remote) => Some(context::PrLanding {
             remote: remote.clone(),
             gh: resolve_agent(root, "gh").ok_or_else(|| {
@@ -271,7 +271,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let runlog = crate::runlog::RunLog::create(
         root,
         crate::timefmt::now_secs(),
-        project.config.runs_max_bytes,
+        project.config.runs.max_bytes,
     )
     .inspect_err(|e| log.line(&format!("cannot record this run in {}/: {e}", paths::RUNS)))
     .ok();
@@ -279,9 +279,12 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // `--parallel` also comes from `parallel.enabled`; `-j` defaults to
     // `parallel.max_concurrent` when the user set it, else 4 (SPEC 2).
     let config = &project.config;
-    let parallel = opts.parallel || config.parallel_enabled || opts.jobs.is_some_and(|j| j > 1);
+    let parallel = opts.parallel || config.parallel.enabled || opts.jobs.is_some_and(|j| j > 1);
     let jobs = if parallel {
-        opts.jobs.or(config.max_concurrent).unwrap_or(4).max(1)
+        opts.jobs
+            .or(config.parallel.max_concurrent)
+            .unwrap_or(4)
+            .max(1)
     } else {
         1
     };
@@ -290,10 +293,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         config: config.clone(),
         git: git.clone(),
         target: target.clone(),
-        timeout: Duration::from_secs(opts.timeout.unwrap_or(config.timeout_secs)),
+        timeout: Duration::from_secs(opts.timeout.unwrap_or(config.loop_.timeout_secs)),
         tag: tag.clone(),
         required_validation: config
             .validation
+            .commands
             .iter()
             .filter(|v| v.required)
             .cloned()
@@ -301,7 +305,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         log: log.clone(),
         agents,
         prd: matches!(backlog.source, Source::Prd { .. }),
-        review: config.review && !opts.land,
+        review: config.landing.review && !opts.land,
         pr: pr.clone(),
         runlog,
         seal: run_seal,
@@ -310,20 +314,20 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     });
     let mut policy = model::Policy {
         jobs,
-        max_retries: config.max_retries,
+        max_retries: config.loop_.max_retries,
         limit: opts
             .iterations
-            .or(Some(config.max_iterations))
+            .or(Some(config.loop_.max_iterations))
             .filter(|&n| n > 0)
             // `ralph land` starts no agent: it only lands.
             .or(opts.land.then_some(0)),
         target: target.clone(),
         budget: model::Budget {
-            run_usd: opts.max_cost.or(config.budget_run_usd),
-            total_usd: config.budget_total_usd,
-            run_tokens: config.budget_tokens,
+            run_usd: opts.max_cost.or(config.budget.run_usd),
+            total_usd: config.budget.total_usd,
+            run_tokens: config.budget.tokens,
         },
-        max_wait: Duration::from_secs(config.max_wait_hours * 3600),
+        max_wait: Duration::from_secs(config.limits.max_wait_hours * 3600),
         agents: std::iter::once(backend)
             .chain(
                 config
@@ -334,13 +338,13 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                     .filter(|b| *b != backend),
             )
             .collect(),
-        stagger: Duration::from_secs(config.stagger_secs),
-        resume_session: config.resume_session,
+        stagger: Duration::from_secs(config.parallel.stagger_secs),
+        resume_session: config.retry.resume_session,
         // One story asked for by hand is not split behind the user's back.
-        decompose_depth: (config.decompose_enabled && opts.story.is_none())
-            .then_some(config.decompose_max_depth),
-        retry_concurrency: config.retry_concurrency,
-        agent_memory_mb: config.agent_memory_mb,
+        decompose_depth: (config.decomposition.enabled && opts.story.is_none())
+            .then_some(config.decomposition.max_depth),
+        retry_concurrency: config.parallel.retry_concurrency,
+        agent_memory_mb: config.parallel.agent_memory_mb,
         split_by_hand: None,
     };
     if let Some(id) = &opts.decompose {

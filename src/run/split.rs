@@ -53,7 +53,7 @@ pub(crate) fn prompt(
     v.set("FAILURE_HISTORY", history);
     v.set("LAST_OUTPUT", last);
     v.set("LEARNINGS", learnings.join("\n"));
-    v.set("RETRY_COUNT", ctx.config.max_retries.to_string());
+    v.set("RETRY_COUNT", ctx.config.loop_.max_retries.to_string());
     Ok(prompt::render(&template, &v))
 }
 
@@ -155,8 +155,9 @@ fn write(
     match source {
         Source::StoriesTxt => {
             for c in children {
-                let rel = decompose::child_spec_path(&ctx.config.specs_pattern, c);
-                let text = decompose::child_spec(c, &parent.depends_on, &ctx.config.status_field);
+                let rel = decompose::child_spec_path(&ctx.config.specs.pattern, c);
+                let text =
+                    decompose::child_spec(c, &parent.depends_on, &ctx.config.specs.status_field);
                 let full = root.join(&rel);
                 if let Some(dir) = full.parent() {
                     std::fs::create_dir_all(dir).map_err(io)?;
