@@ -14,18 +14,18 @@ use crate::agent::parser::OutputParser;
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;
-use crate::gitops::{FixupLabels, FixupStart, GitError, LeftWork, Oid};
+use crate::gitops::FixupStart;
 use crate::learnings;
 use crate::process::{self, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
-use crate::prompt::{self, FixupInput, PromptInput};
-use crate::state::{AttemptKind, Fixup, FixupCause};
+use crate::prompt::{self, PromptInput};
+use crate::state::AttemptKind;
 
-use super::context::{
-    blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT, WORKTREE_PREP,
-};
+use super::context::{blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT};
 use super::events::{AttemptReport, AttemptRequest, Event};
 use super::executor::Executor;
+use super::verdict::{self, AttemptFacts, Moved};
+use super::{fixup, postmortem, slot};
 
 /// Shortest gap between two activity lines sent to the display (it needs
 /// the latest, not every line).
@@ -61,227 +61,6 @@ fn rel(root: &Path, p: &Path) -> String {
     p.strip_prefix(root).unwrap_or(p).display().to_string()
 }
 
-/// The prompt of a fix-up: `.ralph/templates/fixup.md` or the built-in
-/// one, with what went wrong and where the worktree was left; the spec only
-/// when the agent's session is not resumed (it has read it there).
-fn build_fixup_prompt(
-    ctx: &RunContext,
-    story: &Story,
-    fixup: &Fixup,
-    setup: &FixupSetup,
-    resumed: bool,
-    extra: &str,
-) -> std::io::Result<String> {
-    let (root, config, target) = (&ctx.root, &ctx.config, ctx.target.as_str());
-    let spec = if resumed {
-        None
-    } else {
-        Some(backlog::spec_text(root, story)?)
-    };
-    let template = template(root, crate::paths::FIXUP_TEMPLATE, prompt::FIXUP_TEMPLATE);
-    let (conflicts, merging) = match &setup.start {
-        FixupStart::Merging { conflicts } => (conflicts.as_slice(), true),
-        FixupStart::Committed { .. } => (&[][..], false),
-    };
-    let input = FixupInput {
-        id: &story.id,
-        title: &story.title,
-        target,
-        cause: &fixup.cause,
-        conflicts,
-        merging,
-        landed: &setup.landed,
-        spec: spec.as_deref(),
-        extra,
-    };
-    Ok(prompt::render(
-        &template,
-        &prompt::fixup_vars(config, &input),
-    ))
-}
-
-/// How a fix-up's worktree was set up.
-#[derive(Debug, Clone)]
-struct FixupSetup {
-    start: FixupStart,
-    /// Stories landed on the target since the work began: (ID, title).
-    landed: Vec<(String, String)>,
-}
-
-/// Merges the story's kept work onto the target's tip in its slot (just
-/// prepared there): conflicts are left for the agent, a clean validation
-/// fix-up's merge is committed by ralph.
-fn setup_fixup(
-    ctx: &RunContext,
-    id: &str,
-    wt: &Path,
-    fixup: &Fixup,
-) -> Result<FixupSetup, GitError> {
-    let landed = ctx
-        .git
-        .landed_since(&fixup.work, &ctx.target)
-        .unwrap_or_default();
-    let ours = format!("{} (landed meanwhile)", ctx.target);
-    let theirs = format!("story {id} (your work)");
-    let message = format!(
-        "fix-up(story-{id}): merge {} into the story's work\n",
-        ctx.target
-    );
-    let labels = FixupLabels {
-        ours: &ours,
-        theirs: &theirs,
-        message: &message,
-    };
-    let commit_clean = matches!(fixup.cause, FixupCause::Validation { .. });
-    let start = ctx
-        .git
-        .start_fixup(wt, &fixup.work, &labels, commit_clean)?;
-    Ok(FixupSetup { start, landed })
-}
-
-/// A fix-up's result that cannot land: nothing committed while the merge
-/// was left to the agent, or conflict markers still in the files that
-/// conflicted. `None` when it may go to the merge queue.
-fn fixup_left_undone(
-    ctx: &RunContext,
-    branch: &str,
-    setup: &FixupSetup,
-    commits: usize,
-) -> Option<String> {
-    let FixupStart::Merging { conflicts } = &setup.start else {
-        return None;
-    };
-    if commits == 0 {
-        return Some(
-            "the fix-up committed nothing: the merge was left in progress (resolve, then \
-             `git commit --no-edit`)"
-                .to_string(),
-        );
-    }
-    let marked = ctx
-        .git
-        .conflict_markers(branch, conflicts)
-        .unwrap_or_default();
-    (!marked.is_empty()).then(|| {
-        format!(
-            "the fix-up committed conflict markers in {}",
-            marked.join(", ")
-        )
-    })
-}
-
-/// After a timeout: a short run reads the spec's head and the end of what
-/// the stopped attempt printed and says why; its `LEARN` tags join the
-/// attempt's learnings (stored like any), its usage the attempt's.
-async fn postmortem(
-    ctx: &Arc<RunContext>,
-    story: &Story,
-    n: u32,
-    mut spec: AttemptSpec,
-    backend: agent::Backend,
-    control: &watch::Receiver<Control>,
-    report: &mut AttemptReport,
-) {
-    let id = &story.id;
-    let max_chars = ctx.config.postmortem_max_chars;
-    // A char is at most 4 bytes: the end read holds the last `max_chars`.
-    let partial = crate::store::read_log_end(&spec.log_path, 0, 4 * max_chars as u64 + 4)
-        .map(|(text, _)| text)
-        .unwrap_or_default();
-    let partial = crate::postmortem::tail_chars(&partial, max_chars);
-    let spec_text = backlog::spec_text(&ctx.root, story).unwrap_or_default();
-    let template = template(
-        &ctx.root,
-        crate::paths::POSTMORTEM_TEMPLATE,
-        crate::postmortem::TEMPLATE,
-    );
-    let mut v = prompt::Vars::default();
-    v.set("STORY_ID", id.as_str());
-    v.set("TITLE", story.title.as_str());
-    v.set(
-        "SPEC_CONTENT",
-        crate::postmortem::head_bytes(&spec_text, crate::postmortem::SPEC_HEAD_BYTES),
-    );
-    v.set("PARTIAL_OUTPUT", partial);
-    v.set(
-        "TIMEOUT",
-        crate::timefmt::human_duration(spec.timeout.as_secs_f64()),
-    );
-    spec.stdin = prompt::render(&template, &v).into_bytes();
-    spec.log_path = crate::paths::postmortem_log(&ctx.root, id, n);
-    // Never longer than the attempt it explains: `-t 3` must not let a
-    // hung postmortem hold the slot for `postmortem.window_seconds`.
-    spec.timeout = Duration::from_secs(ctx.config.postmortem_window_secs).min(spec.timeout);
-    // Its args are the attempt's: a resumed session would only repeat it.
-    if spec.args.first().is_some_and(|a| a == "--resume") {
-        spec.args.drain(..2);
-    }
-    // Its sandbox needs the branch's stand-in again (collected after the
-    // attempt), and gives it back after.
-    let slot = spec
-        .cwd
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if spec.seal.as_ref().is_some_and(|s| s.bwrap.is_some()) {
-        let (program, wt, branch, slot2) = (
-            spec.program.clone(),
-            spec.cwd.clone(),
-            project::story_branch(id),
-            slot.clone(),
-        );
-        let again = blocking(ctx, move |c| {
-            c.seal
-                .for_agent(&c.git, backend, &program, &slot2, &wt, &branch)
-        })
-        .await
-        .and_then(|r| r);
-        match again {
-            Ok(seal) => spec.seal = seal,
-            Err(e) => {
-                ctx.log.line(&format!(
-                    "postmortem of story {id} attempt {n} skipped: cannot seal it: {e}"
-                ));
-                return;
-            }
-        }
-    }
-    let mut parser = OutputParser::for_backend(backend);
-    ctx.log
-        .line(&format!("postmortem of story {id} attempt {n}"));
-    let ran = process::run_attempt(
-        spec,
-        |l| {
-            parser.feed_line(l);
-            false
-        },
-        control.clone(),
-    )
-    .await;
-    let _ = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot)).await;
-    let summary = parser.finish();
-    report.usage += summary.usage;
-    report.cost_usd += summary.cost_usd.unwrap_or(0.0);
-    let lessons = summary.signals.learnings;
-    ctx.log.line(&format!(
-        "postmortem of story {id} attempt {n}: {} ({} lesson(s))",
-        match ran {
-            Ok(e) if e.stopped.is_some() => "stopped".to_string(),
-            Ok(e) => format!("exit {:?}", e.code),
-            Err(e) => format!("could not start: {e}"),
-        },
-        lessons.len()
-    ));
-    // The retry is told directly (learnings are chosen by relevance to
-    // the spec, which a lesson about the run itself may not share).
-    if let Verdict::Failed { reason, .. } = &mut report.verdict {
-        for l in &lessons {
-            reason.push_str(&format!("\nTimeout postmortem: {l}"));
-        }
-    }
-    report.learnings.extend(lessons);
-}
-
 /// The prompt of one attempt (SPEC 4.1): the project's template or the
 /// built-in one, with the story's spec and its most relevant learnings.
 pub(crate) fn build_prompt(
@@ -302,83 +81,6 @@ pub(crate) fn build_prompt(
         retry_context,
     };
     Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
-}
-
-/// Puts the slot's worktree on the story branch at the target's tip; a
-/// previous attempt's unsaved commits on that branch are kept first.
-fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
-    let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
-    let branch = project::story_branch(id);
-    let (wt_name, wt_path) = project::slot_worktree(&ctx.root, slot);
-    let base = ctx
-        .git
-        .branch_tip(&ctx.target)?
-        .ok_or_else(|| GitError::Other(format!("target branch {} vanished", ctx.target)))?;
-    if ctx.git.branch_tip(&branch)?.is_some()
-        && ctx.git.commits_ahead(&branch, &base)? > 0
-        && !ctx.git.tip_saved_under(&branch, project::KEPT_REFS)?
-    {
-        let stamp = crate::timefmt::now_secs().max(0) as u32;
-        ctx.git
-            .save_ref(&branch, &project::kept_ref(KeptRef::Saved, id, stamp))?;
-    }
-    ctx.git
-        .release_branch(&branch, &project::worktrees_dir(&ctx.root))?;
-    ctx.git
-        .prepare_worktree(&wt_name, &wt_path, &branch, &base)?;
-    Ok(base)
-}
-
-/// `prepare`, and when the slot is broken (an agent deleted its `.git`, a
-/// crash left it half-made) the slot is removed and made again, once.
-fn prepare_or_rebuild(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
-    match prepare(ctx, id, slot) {
-        Ok(base) => Ok(base),
-        Err(first) => {
-            let (name, path) = project::slot_worktree(&ctx.root, slot);
-            ctx.log.line(&format!(
-                "slot {slot} could not be prepared ({first}); rebuilding it"
-            ));
-            {
-                let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = ctx.git.remove_worktree(&name, &path);
-            }
-            prepare(ctx, id, slot)
-        }
-    }
-}
-
-/// The agent may have left the worktree dirty, detached or on another
-/// branch: keep everything, and let the story branch hold its commits.
-/// Returns the refs it kept besides the branch.
-fn keep_what_the_agent_left(
-    ctx: &RunContext,
-    id: &str,
-    n: u32,
-    wt: &Path,
-    base: &Oid,
-) -> Vec<String> {
-    let mut kept = Vec::new();
-    let branch = project::story_branch(id);
-    let unc = project::kept_ref(KeptRef::Uncommitted, id, n);
-    if let Ok(Some(_)) = ctx.git.save_uncommitted(wt, &unc) {
-        ctx.log.line(&format!(
-            "story {id} attempt {n}: uncommitted changes kept at {unc}"
-        ));
-        kept.push(unc);
-    }
-    let head = project::kept_ref(KeptRef::Head, id, n);
-    if let Ok(a) = ctx.git.adopt_worktree_head(wt, &branch, base, &head) {
-        if a != crate::gitops::Adopted::Unchanged {
-            ctx.log.line(&format!(
-                "story {id} attempt {n}: agent left its branch: {a:?}"
-            ));
-        }
-        if let crate::gitops::Adopted::Saved { refname } = a {
-            kept.push(refname);
-        }
-    }
-    kept
 }
 
 async fn run_attempt(
@@ -404,7 +106,7 @@ async fn run_attempt(
     let started = Instant::now();
 
     let (id2, slot) = (id.clone(), req.slot);
-    let tip = match blocking(&ctx, move |c| prepare_or_rebuild(c, &id2, slot)).await {
+    let tip = match blocking(&ctx, move |c| slot::prepare_or_rebuild(c, &id2, slot)).await {
         Ok(Ok(b)) => b,
         // The slot could not be made even from scratch: the machine's
         // trouble, not the story's (disk, permissions, a held lock).
@@ -432,7 +134,7 @@ async fn run_attempt(
     let setup = match fixup.clone() {
         Some(f) => {
             let (id2, wt2) = (id.clone(), wt_path.clone());
-            match blocking(&ctx, move |c| setup_fixup(c, &id2, &wt2, &f)).await {
+            match blocking(&ctx, move |c| fixup::setup_fixup(c, &id2, &wt2, &f)).await {
                 Ok(Ok(setup)) => Some(setup),
                 Ok(Err(e)) => {
                     setup_error = Some(e.to_string());
@@ -453,7 +155,7 @@ async fn run_attempt(
         report.kind = AttemptKind::Redo;
         let (id2, slot) = (id.clone(), req.slot);
         let again = blocking(&ctx, move |c| {
-            prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
+            slot::prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
         })
         .await
         .and_then(|r| r);
@@ -468,7 +170,7 @@ async fn run_attempt(
     // The agent's own work is counted from here: a clean validation
     // fix-up starts from ralph's merge commit.
     let base = match &setup {
-        Some(FixupSetup {
+        Some(fixup::FixupSetup {
             start: FixupStart::Committed { commit },
             ..
         }) => commit.clone(),
@@ -553,7 +255,7 @@ async fn run_attempt(
                 super::split::prompt(&ctx, &story, extra, n, &chosen)
             }
             (Some(f), Some(setup)) => {
-                build_fixup_prompt(&ctx, &story, f, setup, report.resumed, extra)
+                fixup::build_fixup_prompt(&ctx, &story, f, setup, report.resumed, extra)
             }
             _ => {
                 let mut context = req
@@ -699,129 +401,75 @@ async fn run_attempt(
                 break 'attempt;
             }
         };
+        // Facts: what the agent left, where the target is.
         let (id2, wt2, base2, b2) = (id.clone(), wt_path.clone(), base.clone(), branch.clone());
         let tip2 = tip.clone();
         let (commits, moved, kept) = blocking(&ctx, move |c| {
-            let kept = keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
+            let kept = slot::keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
             let commits = c.git.commits_ahead(&b2, &base2).unwrap_or(0);
-            (commits, target_moved_by_agent(c, &b2, &tip2), kept)
+            (commits, slot::target_moved_by_agent(c, &b2, &tip2), kept)
         })
         .await
         .unwrap_or((0, None, Vec::new()));
         report.kept = kept;
-        if let Some(now) = moved {
-            report.verdict = Verdict::Fault {
-                reason: format!(
-                    "the agent of story {id} moved {target} itself, from {base} to its own \
-                     unvalidated commit {now}; ralph left {target} as it is and stops. To undo \
-                     it: git update-ref refs/heads/{target} {base} {now}",
-                    target = ctx.target
-                ),
-                kind: FaultKind::StopNow,
-            };
-            let r = project::kept_ref(KeptRef::Attempt, &id, n);
-            let (b3, r2) = (branch.clone(), r.clone());
-            if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b3, &r2)).await {
-                report.saved_ref = Some(r);
-            }
-            break 'attempt;
-        }
-        if summary.auth_failed && !matches!(*control.borrow(), Control::Kill) {
-            report.verdict = Verdict::Fault {
-                reason: format!(
-                    "the {} agent's credentials were rejected (401 authentication_failed): \
-                     fix the API key or log in again, then run `ralph run`",
-                    backend.name()
-                ),
-                kind: FaultKind::StopNow,
-            };
-            break 'attempt;
-        }
-        report.verdict = agent::classify(
-            &id,
-            &exit,
-            &summary,
+        let mut facts = AttemptFacts {
+            story: id.clone(),
+            attempt: n,
+            agent: backend.name(),
+            classified: agent::classify(
+                &id,
+                &exit,
+                &summary,
+                commits,
+                ctx.timeout.as_secs(),
+                ctx.config.idle_timeout_secs,
+                !ctx.required_validation.is_empty(),
+            ),
             commits,
-            ctx.timeout.as_secs(),
-            ctx.config.idle_timeout_secs,
-            !ctx.required_validation.is_empty(),
-        );
-        if splitting {
-            // Its answer is sub-stories, not a DONE: a run that ended for a
-            // reason outside the answer keeps that verdict.
-            let answered = !matches!(
-                report.verdict,
-                Verdict::Interrupted
-                    | Verdict::RateLimited { .. }
-                    | Verdict::Fault { .. }
-                    | Verdict::RootRefusal
-                    | Verdict::Failed {
-                        kind: ResultKind::Timeout,
-                        ..
-                    }
-            );
-            if answered {
-                // All of the agent's own text, in order (issue 21).
-                let (answer, bytes) = (summary.text.clone(), summary.text_bytes);
-                let (story2, slot) = (story.clone(), req.slot);
-                let applied = blocking(&ctx, move |c| {
-                    super::split::apply_answer(c, &story2, slot, (&answer, bytes), commits)
-                })
-                .await;
-                match applied {
-                    Ok((verdict, children)) => {
-                        report.verdict = verdict;
-                        report.children = children;
-                    }
-                    Err(e) => {
-                        report.verdict = Verdict::Fault {
-                            reason: format!("the decomposition's writer failed: {e}"),
-                            kind: FaultKind::Transient,
-                        }
-                    }
-                }
-            }
-        } else if report.verdict == Verdict::Done {
-            report.verdict = honest_done(&ctx, &story, n, req.slot, &base, &mut report).await;
-        }
-        let timed_out = matches!(
-            report.verdict,
-            Verdict::Failed {
-                kind: ResultKind::Timeout,
-                ..
-            }
-        );
-        if timed_out && ctx.config.postmortem_enabled && !splitting {
-            postmortem(
-                &ctx,
-                &story,
-                n,
-                postmortem_spec,
-                backend,
-                &control,
-                &mut report,
-            )
+            moved: moved.map(|now| Moved {
+                target: ctx.target.clone(),
+                from: base.to_string(),
+                to: now.to_string(),
+            }),
+            auth_rejected: summary.auth_failed && !matches!(*control.borrow(), Control::Kill),
+            decomposing: splitting,
+            split: None,
+            done: None,
+            fixup_merge: None,
+        };
+        if verdict::wants_split(&facts) {
+            // All of the agent's own text, in order (issue 21).
+            let (answer, bytes) = (summary.text.clone(), summary.text_bytes);
+            let (story2, slot) = (story.clone(), req.slot);
+            let applied = blocking(&ctx, move |c| {
+                super::split::apply_answer(c, &story2, slot, (&answer, bytes), commits)
+            })
             .await;
+            facts.split = Some(applied.map(|(verdict, children)| {
+                report.children = children;
+                verdict
+            }));
         }
-        // A merge the agent resolved but left for ralph to commit counts.
-        let commits = commits + usize::from(report.committed_for_agent.is_some());
-        if let (Some(setup), Verdict::Done | Verdict::Tentative) = (&setup, &report.verdict) {
-            let (b2, setup2) = (branch.clone(), setup.clone());
-            let undone = blocking(&ctx, move |c| fixup_left_undone(c, &b2, &setup2, commits))
+        if verdict::wants_done_check(&facts) {
+            let done = slot::commit_done_work(&ctx, &story, n, req.slot, &base, &mut report);
+            facts.done = Some(done.await);
+        }
+        // Leftovers of a resolved merge that ralph committed count.
+        let made = commits + usize::from(report.committed_for_agent.is_some());
+        if let Some(setup) = setup.clone() {
+            let b2 = branch.clone();
+            facts.fixup_merge = blocking(&ctx, move |c| fixup::merge_left(c, &b2, &setup, made))
                 .await
                 .unwrap_or_default();
-            if let Some(reason) = undone {
-                report.verdict = Verdict::Failed {
-                    reason,
-                    kind: ResultKind::Fail,
-                };
-            }
         }
-        let unlanded = matches!(
-            report.verdict,
-            Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }
-        );
-        if unlanded && commits > 0 {
+
+        report.verdict = verdict::decide(&facts);
+        let due = verdict::follow_ups(&facts, &report.verdict, ctx.config.postmortem_enabled);
+        if due.postmortem {
+            let spec = postmortem_spec;
+            postmortem::postmortem(&ctx, &story, n, spec, backend, &control, &mut report).await;
+        }
+        if due.save_ref {
             let r = project::kept_ref(KeptRef::Attempt, &id, n);
             let (b2, r2) = (branch.clone(), r.clone());
             if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b2, &r2)).await {
@@ -831,98 +479,10 @@ async fn run_attempt(
     }
     // Finished work is not done until it lands: its post hooks run after
     // the landing, with the landing's outcome (`land::land`).
-    let lands = matches!(report.verdict, Verdict::Done | Verdict::Tentative);
-    if !matches!(report.verdict, Verdict::Interrupted) && !lands {
+    if verdict::post_hooks_now(&report.verdict) {
         post_hooks(&ctx, &id, report.verdict.kind().as_str(), req.iteration).await;
     }
     report
-}
-
-/// "Done" means the work is on the story branch: what the agent left
-/// uncommitted is committed there (the prompt's commit message; runtime
-/// files and ignored files left out), and a DONE that changed nothing fails
-/// the attempt unless `loop.allow_empty_done` or the spec's
-/// `allow_empty_done` allows it. The verdict that goes to landing.
-async fn honest_done(
-    ctx: &Arc<RunContext>,
-    story: &Story,
-    n: u32,
-    slot: usize,
-    base: &Oid,
-    report: &mut AttemptReport,
-) -> Verdict {
-    let id = story.id.clone();
-    let message = prompt::commit_message(&ctx.config.commit_format, &id, &story.title);
-    let base2 = base.clone();
-    let checked = blocking(ctx, move |c| {
-        let (name, path) = project::slot_worktree(&c.root, slot);
-        let branch = project::story_branch(&id);
-        // Every process of the attempt is gone: a lock left in the slot is stale.
-        c.git.clear_worktree_locks(&name)?;
-        let root_rel = c.git.rel_path(&c.root).unwrap_or_default();
-        let skip = |p: &str| project::is_runtime_repo_path(p, &root_rel);
-        let left = c.git.commit_left_work(&path, &branch, &message, &skip)?;
-        let empty = c.git.same_tree(&branch, &base2)?;
-        Ok::<_, GitError>((left, empty))
-    })
-    .await;
-    let id = &story.id;
-    let branch = project::story_branch(id);
-    let (left, empty) = match checked {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return left_work_fault(ctx, id, n, e.to_string()),
-        Err(e) => return left_work_fault(ctx, id, n, e),
-    };
-    match &left {
-        LeftWork::Committed { commit, files } => {
-            ctx.log.line(&format!(
-                "story {id} attempt {n}: the agent said DONE and left {} file(s) uncommitted \
-                 ({}); ralph committed them on {branch} as {commit}",
-                files.len(),
-                files.join(", ")
-            ));
-            report.committed_for_agent = Some((files.len(), commit.clone()));
-        }
-        LeftWork::OffBranch => ctx.log.line(&format!(
-            "story {id} attempt {n}: the agent said DONE with its worktree's HEAD off {branch}; \
-             nothing committed for it"
-        )),
-        LeftWork::Nothing => {}
-    }
-    if !empty {
-        return Verdict::Done;
-    }
-    if story.allow_empty_done || ctx.config.allow_empty_done {
-        ctx.log.line(&format!(
-            "story {id} attempt {n}: DONE with no change, allowed by allow_empty_done"
-        ));
-        return Verdict::Done;
-    }
-    ctx.log.line(&format!(
-        "story {id} attempt {n}: reported DONE but {branch} has no change over {base} and \
-         nothing was left uncommitted; a story that needs no change may say so with \
-         `allow_empty_done: true` in its spec's frontmatter (or loop.allow_empty_done)"
-    ));
-    Verdict::Failed {
-        reason: "reported DONE but changed nothing".to_string(),
-        kind: ResultKind::Fail,
-    }
-}
-
-/// ralph could not commit what a DONE agent left: the machine's or git's
-/// trouble, not the story's; the work stays under its `-uncommitted` ref.
-fn left_work_fault(ctx: &RunContext, id: &str, n: u32, e: String) -> Verdict {
-    let kept = project::kept_ref(KeptRef::Uncommitted, id, n);
-    ctx.log.line(&format!(
-        "story {id} attempt {n}: committing what the agent left failed: {e}"
-    ));
-    Verdict::Fault {
-        reason: format!(
-            "could not commit the work story {id}'s agent left uncommitted ({e}); \
-             what it left is kept at {kept}"
-        ),
-        kind: FaultKind::Transient,
-    }
 }
 
 /// `post_story` with the story's outcome as `RALPH_RESULT`, then
@@ -947,21 +507,6 @@ pub(crate) async fn post_hooks(ctx: &RunContext, id: &str, result: &str, iterati
         HOOK_TIMEOUT,
     )
     .await;
-}
-
-/// The target's new tip when the agent moved the target itself: it moved
-/// since the attempt began, to a commit of the story's own work (no landing
-/// and no user commit puts one there). `None` otherwise.
-fn target_moved_by_agent(ctx: &RunContext, branch: &str, base: &Oid) -> Option<Oid> {
-    let now = ctx.git.branch_tip(&ctx.target).ok()??;
-    if &now == base {
-        return None;
-    }
-    ctx.git
-        .branch_contains(branch, &now)
-        .ok()
-        .filter(|&c| c)
-        .map(|_| now)
 }
 
 /// `GIT_CEILING_DIRECTORIES` for an agent: git run in a slot whose `.git`

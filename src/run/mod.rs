@@ -14,14 +14,18 @@ pub(crate) mod context;
 mod dispatcher;
 pub(crate) mod events;
 pub(crate) mod executor;
+mod fixup;
 mod land;
 mod model;
 mod notify;
+mod postmortem;
 mod record;
 mod recover;
 pub(crate) mod seal;
+mod slot;
 mod split;
 mod transition;
+mod verdict;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
