@@ -1,25 +1,27 @@
-//! One attempt, from worktree to verdict, on this machine: prepare the
-//! slot's worktree at the target's tip, run the hooks, render the prompt,
-//! run the agent in its own process group, keep whatever it left, and
-//! classify the result (SPEC 4.4). Every failure becomes a verdict.
+//! One attempt, from worktree to verdict, on this machine, in short steps
+//! (SPEC 4.4): the slot made ready (`slot.rs`, a fix-up's merge in
+//! `fixup.rs`), the hooks, the prompt, the agent in its own process group,
+//! the facts it left, the verdict (`verdict::decide`, pure), what follows
+//! it (the postmortem in `postmortem.rs`, the attempt's ref). Every failure
+//! becomes a verdict.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::event::AgentEvent;
-use crate::agent::parser::OutputParser;
+use crate::agent::parser::{OutputParser, Summary};
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;
-use crate::gitops::FixupStart;
+use crate::gitops::{FixupStart, Oid};
 use crate::learnings;
-use crate::process::{self, AttemptSpec, Control};
+use crate::process::{self, AttemptExit, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
 use crate::prompt::{self, PromptInput};
-use crate::state::AttemptKind;
+use crate::state::{AttemptKind, Fixup};
 
 use super::context::{blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT};
 use super::events::{AttemptReport, AttemptRequest, Event};
@@ -83,6 +85,48 @@ pub(crate) fn build_prompt(
     Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
 }
 
+/// One attempt's names and places, shared by its steps.
+struct Attempt<'a> {
+    ctx: &'a Arc<RunContext>,
+    req: &'a AttemptRequest,
+    story: &'a Story,
+    id: &'a str,
+    n: u32,
+    branch: String,
+    wt_path: PathBuf,
+    log_path: PathBuf,
+    backend: agent::Backend,
+    /// When the attempt began (its duration includes preparing the slot).
+    started: Instant,
+    control: watch::Receiver<Control>,
+    /// What the agent is doing goes to the display.
+    events: mpsc::UnboundedSender<Event>,
+    verbose: bool,
+}
+
+/// The slot made ready for the agent.
+struct Ready {
+    /// The target's tip the slot was prepared at.
+    tip: Oid,
+    /// Where the agent's own work is counted from: the tip, or ralph's
+    /// merge commit for a clean validation fix-up.
+    base: Oid,
+    /// The fix-up asked for, when it was set up.
+    fixup: Option<(Fixup, fixup::FixupSetup)>,
+    /// Why the fix-up asked for could not be set up (it starts over).
+    setup_error: Option<String>,
+}
+
+/// What the agent's run left to judge.
+struct Ran {
+    exit: AttemptExit,
+    summary: Summary,
+    /// Its command line, for the postmortem.
+    spec: AttemptSpec,
+}
+
+/// Runs one attempt to its report; the post hooks of whatever did not
+/// finish (finished work's wait for its landing).
 async fn run_attempt(
     ctx: Arc<RunContext>,
     req: AttemptRequest,
@@ -91,149 +135,191 @@ async fn run_attempt(
     events: mpsc::UnboundedSender<Event>,
     verbose: bool,
 ) -> AttemptReport {
-    let id = story.id.clone();
-    let n = req.attempt;
-    let branch = project::story_branch(&id);
-    let (_, wt_path) = project::slot_worktree(&ctx.root, req.slot);
-    let log_path = project::attempt_log_path(&ctx.root, &id, n);
-    let fail = |reason: String| Verdict::Failed {
-        reason,
-        kind: ResultKind::Error,
+    let a = Attempt {
+        ctx: &ctx,
+        req: &req,
+        story: &story,
+        id: &story.id,
+        n: req.attempt,
+        branch: project::story_branch(&story.id),
+        wt_path: project::slot_worktree(&ctx.root, req.slot).1,
+        log_path: project::attempt_log_path(&ctx.root, &story.id, req.attempt),
+        backend: req.agent,
+        started: Instant::now(),
+        control,
+        events,
+        verbose,
     };
-    let mut report = AttemptReport::empty(&req, Verdict::Interrupted, rel(&ctx.root, &log_path));
-    let backend = req.agent;
-    report.agent = Some(backend.name());
-    let started = Instant::now();
-
-    let (id2, slot) = (id.clone(), req.slot);
-    let tip = match blocking(&ctx, move |c| slot::prepare_or_rebuild(c, &id2, slot)).await {
-        Ok(Ok(b)) => b,
-        // The slot could not be made even from scratch: the machine's
-        // trouble, not the story's (disk, permissions, a held lock).
-        Ok(Err(e)) => {
-            report.verdict = Verdict::Fault {
-                reason: format!("could not prepare the worktree of slot {slot}: {e}"),
-                kind: FaultKind::Transient,
-            };
-            return report;
-        }
-        Err(e) => {
-            report.verdict = fail(e);
+    let mut report = AttemptReport::empty(&req, Verdict::Interrupted, rel(&ctx.root, &a.log_path));
+    report.agent = Some(a.backend.name());
+    let ready = match a.ready(&mut report).await {
+        Ok(r) => r,
+        Err(v) => {
+            report.verdict = v;
             return report;
         }
     };
-
-    // A fix-up merges the story's kept work onto the new tip in the slot.
-    // When that cannot be done (its ref is gone, say), the attempt is a
-    // fresh redo from a slot prepared again.
-    let fixup = match (&req.note, req.kind) {
-        (Some(note), AttemptKind::Fixup) => note.fixup.clone(),
-        _ => None,
-    };
-    let mut setup_error = None;
-    let setup = match fixup.clone() {
-        Some(f) => {
-            let (id2, wt2) = (id.clone(), wt_path.clone());
-            match blocking(&ctx, move |c| fixup::setup_fixup(c, &id2, &wt2, &f)).await {
-                Ok(Ok(setup)) => Some(setup),
-                Ok(Err(e)) => {
-                    setup_error = Some(e.to_string());
-                    None
-                }
-                Err(e) => {
-                    setup_error = Some(e);
-                    None
-                }
-            }
-        }
-        None => None,
-    };
-    if let Some(e) = &setup_error {
-        ctx.log.line(&format!(
-            "story {id} attempt {n}: its fix-up could not be set up ({e}); it starts over"
-        ));
-        report.kind = AttemptKind::Redo;
-        let (id2, slot) = (id.clone(), req.slot);
-        let again = blocking(&ctx, move |c| {
-            slot::prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
-        })
-        .await
-        .and_then(|r| r);
-        if let Err(e) = again {
-            report.verdict = Verdict::Fault {
-                reason: format!("could not prepare the worktree of slot {slot}: {e}"),
-                kind: FaultKind::Transient,
-            };
-            return report;
-        }
-    }
-    // The agent's own work is counted from here: a clean validation
-    // fix-up starts from ralph's merge commit.
-    let base = match &setup {
-        Some(fixup::FixupSetup {
-            start: FixupStart::Committed { commit },
-            ..
-        }) => commit.clone(),
-        _ => tip.clone(),
-    };
-    let resume = req.resume.clone().filter(|_| setup.is_some());
-
-    let root_s = ctx.root.display().to_string();
-    let wt_s = wt_path.display().to_string();
-    let spec_s = story
-        .spec_path
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
     let iter_s = req.iteration.to_string();
-    let hooks = &ctx.config.hooks;
     let _ = run_hook(
         &ctx,
         "pre_iteration",
-        &hooks.pre_iteration,
+        &ctx.config.hooks.pre_iteration,
         ctx.root.clone(),
         env_pairs(&[("RALPH_ITERATION", &iter_s)]),
         HOOK_TIMEOUT,
     )
     .await;
     // Once pre_iteration has run, post_story and post_iteration run too,
-    // whatever ends the attempt early: break out of this block, never return.
-    'attempt: {
+    // whatever ends the steps early (invariant 9).
+    if let Err(v) = a.steps(&ready, &mut report).await {
+        report.verdict = v;
+    }
+    // Finished work is not done until it lands: its post hooks run after
+    // the landing, with the landing's outcome (`land::land`).
+    if verdict::post_hooks_now(&report.verdict) {
+        post_hooks(&ctx, a.id, report.verdict.kind().as_str(), req.iteration).await;
+    }
+    report
+}
+
+impl Attempt<'_> {
+    /// Hooks, prompt, the agent, the facts, the verdict, what follows it.
+    /// An early end is the verdict.
+    async fn steps(&self, ready: &Ready, report: &mut AttemptReport) -> Result<(), Verdict> {
+        self.pre_hooks().await?;
+        let (program, args, text) = self.prompt(ready, report)?;
+        let ran = self.spawn(program, args, text, report).await?;
+        let facts = self.gather(ready, &ran, report).await;
+        report.verdict = verdict::decide(&facts);
+        let due = verdict::follow_ups(&facts, &report.verdict, self.ctx.config.postmortem_enabled);
+        let (ctx, story, n) = (self.ctx, self.story, self.n);
+        if due.postmortem {
+            let (spec, control) = (ran.spec, &self.control);
+            postmortem::postmortem(ctx, story, n, spec, self.backend, control, report).await;
+        }
+        if due.save_ref {
+            let r = project::kept_ref(KeptRef::Attempt, self.id, n);
+            let (b2, r2) = (self.branch.clone(), r.clone());
+            if let Ok(Ok(())) = blocking(ctx, move |c| c.git.save_ref(&b2, &r2)).await {
+                report.saved_ref = Some(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// The slot prepared at the target's tip, and a fix-up's merge of the
+    /// story's kept work onto it. When that cannot be done (its ref is
+    /// gone, say), the attempt is a fresh redo from a slot prepared again.
+    async fn ready(&self, report: &mut AttemptReport) -> Result<Ready, Verdict> {
+        let (ctx, id, n, slot) = (self.ctx, self.id, self.n, self.req.slot);
+        let id2 = id.to_string();
+        let tip = match blocking(ctx, move |c| slot::prepare_or_rebuild(c, &id2, slot)).await {
+            Ok(Ok(b)) => b,
+            // The slot could not be made even from scratch: the machine's
+            // trouble, not the story's (disk, permissions, a held lock).
+            Ok(Err(e)) => return Err(unprepared(slot, e)),
+            Err(e) => return Err(fail(e)),
+        };
+        let asked = match (&self.req.note, self.req.kind) {
+            (Some(note), AttemptKind::Fixup) => note.fixup.clone(),
+            _ => None,
+        };
+        let mut setup_error = None;
+        let mut fixup = None;
+        if let Some(f) = asked {
+            let (id2, wt2, f2) = (id.to_string(), self.wt_path.clone(), f.clone());
+            match blocking(ctx, move |c| fixup::setup_fixup(c, &id2, &wt2, &f2)).await {
+                Ok(Ok(setup)) => fixup = Some((f, setup)),
+                Ok(Err(e)) => setup_error = Some(e.to_string()),
+                Err(e) => setup_error = Some(e),
+            }
+        }
+        if let Some(e) = &setup_error {
+            ctx.log.line(&format!(
+                "story {id} attempt {n}: its fix-up could not be set up ({e}); it starts over"
+            ));
+            report.kind = AttemptKind::Redo;
+            let id2 = id.to_string();
+            let again = blocking(ctx, move |c| {
+                slot::prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
+            })
+            .await
+            .and_then(|r| r);
+            if let Err(e) = again {
+                return Err(unprepared(slot, e));
+            }
+        }
+        // The agent's own work is counted from here: a clean validation
+        // fix-up starts from ralph's merge commit.
+        let base = match &fixup {
+            Some((
+                _,
+                fixup::FixupSetup {
+                    start: FixupStart::Committed { commit },
+                    ..
+                },
+            )) => commit.clone(),
+            _ => tip.clone(),
+        };
+        Ok(Ready {
+            tip,
+            base,
+            fixup,
+            setup_error,
+        })
+    }
+
+    /// `pre_worktree` (its failure fails the attempt), then `pre_story`.
+    async fn pre_hooks(&self) -> Result<(), Verdict> {
+        let (ctx, id) = (self.ctx, self.id);
+        let hooks = &ctx.config.hooks;
+        let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
         if let Some(msg) = run_hook(
-            &ctx,
+            ctx,
             "pre_worktree",
             &hooks.pre_worktree,
-            wt_path.clone(),
+            self.wt_path.clone(),
             env_pairs(&[
-                ("RALPH_STORY", &id),
+                ("RALPH_STORY", id),
                 ("RALPH_WORKTREE", &wt_s),
-                ("RALPH_BRANCH", &branch),
+                ("RALPH_BRANCH", &self.branch),
                 ("RALPH_PROJECT_DIR", &root_s),
             ]),
             Duration::from_secs(hooks.pre_worktree_timeout),
         )
         .await
         {
-            report.verdict = fail(format!("pre_worktree hook failed: {msg}"));
-            break 'attempt;
+            return Err(fail(format!("pre_worktree hook failed: {msg}")));
         }
         let _ = run_hook(
-            &ctx,
+            ctx,
             "pre_story",
             &hooks.pre_story,
             ctx.root.clone(),
-            env_pairs(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]),
+            env_pairs(&[("RALPH_STORY", id), ("RALPH_SPEC", &self.spec_s())]),
             HOOK_TIMEOUT,
         )
         .await;
+        Ok(())
+    }
 
+    /// The agent's command line (a fix-up's session resumed when asked
+    /// and possible) and its prompt: a decomposition's, a fix-up's, or the
+    /// story's with what the retry is told.
+    fn prompt(
+        &self,
+        ready: &Ready,
+        report: &mut AttemptReport,
+    ) -> Result<(String, Vec<String>, String), Verdict> {
+        let (ctx, story, id, n, backend) = (self.ctx, self.story, self.id, self.n, self.backend);
         let pool = if ctx.config.learnings_enabled {
             learnings::load(&ctx.root)
         } else {
             Vec::new()
         };
         let (program, mut args) = ctx.agents[&backend].clone();
-        if let Some(session) = &resume {
+        let resume = self.req.resume.as_ref().filter(|_| ready.fixup.is_some());
+        if let Some(session) = resume {
             match agent::resume_args(backend, &args, session) {
                 Some(a) => {
                     args = a;
@@ -246,24 +332,22 @@ async fn run_attempt(
                 )),
             }
         }
-        let extra = req.note.as_ref().map(|n| n.text.as_str()).unwrap_or("");
-        let splitting = req.kind == AttemptKind::Decompose;
-        let built = match (&fixup, &setup) {
-            _ if splitting => {
-                let spec = backlog::spec_text(&ctx.root, &story).unwrap_or_default();
+        let note = self.req.note.as_ref();
+        let extra = note.map(|n| n.text.as_str()).unwrap_or("");
+        let built = match &ready.fixup {
+            _ if self.splitting() => {
+                let spec = backlog::spec_text(&ctx.root, story).unwrap_or_default();
                 let chosen = learnings::select_relevant(&pool, &spec, ctx.config.learnings_max);
-                super::split::prompt(&ctx, &story, extra, n, &chosen)
+                super::split::prompt(ctx, story, extra, n, &chosen)
             }
-            (Some(f), Some(setup)) => {
-                fixup::build_fixup_prompt(&ctx, &story, f, setup, report.resumed, extra)
+            Some((f, setup)) => {
+                fixup::build_fixup_prompt(ctx, story, f, setup, report.resumed, extra)
             }
-            _ => {
-                let mut context = req
-                    .note
-                    .as_ref()
+            None => {
+                let mut context = note
                     .map(|n| prompt::note_context(n, &ctx.target))
                     .unwrap_or_default();
-                if let Some(e) = &setup_error {
+                if let Some(e) = &ready.setup_error {
                     context.push_str(&format!(
                         "\n\n(Handing that work back to you failed: {e}; so you start over.)"
                     ));
@@ -271,59 +355,66 @@ async fn run_attempt(
                 build_prompt(
                     &ctx.root,
                     &ctx.config,
-                    &story,
+                    story,
                     &pool,
                     Some(context.trim()).filter(|c| !c.is_empty()),
                 )
             }
         };
-        let text = match built {
-            Ok(t) => t,
-            Err(e) => {
-                report.verdict = Verdict::Fault {
-                    reason: format!(
-                        "cannot read the spec of story {id} ({spec_s}): {e}; restore it, \
-                         then run `ralph run` again"
-                    ),
-                    kind: FaultKind::NeedsPerson,
-                };
-                break 'attempt;
-            }
-        };
+        match built {
+            Ok(text) => Ok((program, args, text)),
+            Err(e) => Err(Verdict::Fault {
+                reason: format!(
+                    "cannot read the spec of story {id} ({}): {e}; restore it, then run \
+                     `ralph run` again",
+                    self.spec_s()
+                ),
+                kind: FaultKind::NeedsPerson,
+            }),
+        }
+    }
+
+    /// The agent run in its own process group (sealed when the run is),
+    /// its activity sent to the display; what it used goes into `report`.
+    async fn spawn(
+        &self,
+        program: String,
+        args: Vec<String>,
+        text: String,
+        report: &mut AttemptReport,
+    ) -> Result<Ran, Verdict> {
+        let (ctx, id, n, backend) = (self.ctx, self.id, self.n, self.backend);
+        let (events, verbose) = (&self.events, self.verbose);
+        let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
         let mut agent_env = env_pairs(&[
-            ("RALPH_STORY", &id),
+            ("RALPH_STORY", id),
             ("RALPH_ATTEMPT", &n.to_string()),
             ("RALPH_WORKTREE", &wt_s),
-            ("RALPH_BRANCH", &branch),
+            ("RALPH_BRANCH", &self.branch),
             ("RALPH_PROJECT_DIR", &root_s),
         ]);
         agent_env.push(ceiling(&ctx.root));
-        let (program2, wt2, b2) = (program.clone(), wt_path.clone(), branch.clone());
-        let slot_name = project::slot_worktree(&ctx.root, req.slot).0;
-        let seal = match blocking(&ctx, move |c| {
+        let (program2, wt2, b2) = (program.clone(), self.wt_path.clone(), self.branch.clone());
+        let slot_name = project::slot_worktree(&ctx.root, self.req.slot).0;
+        let seal = blocking(ctx, move |c| {
             c.seal
                 .for_agent(&c.git, backend, &program2, &slot_name, &wt2, &b2)
         })
         .await
         .and_then(|r| r)
-        {
-            Ok(seal) => seal,
-            Err(e) => {
-                report.verdict = Verdict::Fault {
-                    reason: format!("could not seal the attempt of story {id}: {e}"),
-                    kind: FaultKind::Transient,
-                };
-                break 'attempt;
-            }
-        };
-        let spec_run = AttemptSpec {
+        .map_err(|e| Verdict::Fault {
+            reason: format!("could not seal the attempt of story {id}: {e}"),
+            kind: FaultKind::Transient,
+        })?;
+        let splitting = self.splitting();
+        let spec = AttemptSpec {
             program,
             args,
-            cwd: wt_path.clone(),
+            cwd: self.wt_path.clone(),
             env: agent_env,
             env_remove: backend.env_remove().iter().map(|s| s.to_string()).collect(),
             stdin: text.into_bytes(),
-            log_path: log_path.clone(),
+            log_path: self.log_path.clone(),
             timeout: if splitting {
                 Duration::from_secs(ctx.config.decompose_timeout_secs)
             } else {
@@ -332,7 +423,7 @@ async fn run_attempt(
             idle: (ctx.config.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(ctx.config.idle_timeout_secs)),
             grace: Duration::from_secs(ctx.config.grace_secs),
-            token: project::attempt_token(&ctx.tag, &id, n),
+            token: project::attempt_token(&ctx.tag, id, n),
             seal,
             redact: ctx.seal.secrets.clone(),
         };
@@ -342,7 +433,7 @@ async fn run_attempt(
         if splitting {
             parser = parser.keeping_text(super::split::KEEP_TEXT);
         }
-        let idx = req.idx;
+        let idx = self.req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
         let on_line = |line: &str| {
             let decoded = parser.feed_line(line);
@@ -360,51 +451,56 @@ async fn run_attempt(
             parser.auth_failed()
         };
         ctx.log.line(&format!("agent start story {id} attempt {n}"));
-        let postmortem_spec = spec_run.clone();
-        let exit = process::run_attempt(spec_run, on_line, control.clone()).await;
+        let kept_spec = spec.clone();
+        let exit = process::run_attempt(spec, on_line, self.control.clone()).await;
         // A confined agent committed on its branch's stand-in: the real
         // branch follows before anything looks at it.
-        let slot_name = project::slot_worktree(&ctx.root, req.slot).0;
-        if let Ok(Err(e)) = blocking(&ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
+        let slot_name = project::slot_worktree(&ctx.root, self.req.slot).0;
+        if let Ok(Err(e)) = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
             ctx.log.line(&format!(
                 "story {id} attempt {n}: the sandbox's commits could not be brought onto its \
                  branch ({e}); they stay in .git/ralph-sandbox until the next run"
             ));
         }
         let summary = parser.finish();
-        report.duration = started.elapsed();
+        report.duration = self.started.elapsed();
         report.usage = summary.usage;
         report.cost_usd = summary.cost_usd.unwrap_or(0.0);
         report.learnings = summary.signals.learnings.clone();
         report.limit_warning = summary.limit_warning;
         report.session_id = summary.session_id.clone();
-        let exit = match exit {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                report.verdict = Verdict::Fault {
-                    reason: format!(
-                        "the {} agent's command '{}' not found: install it or set agent.command \
-                         in {}",
-                        backend.name(),
-                        ctx.agents[&backend].0,
-                        crate::paths::CONFIG
-                    ),
-                    kind: FaultKind::NeedsPerson,
-                };
-                break 'attempt;
-            }
-            Err(e) => {
-                report.verdict = Verdict::Fault {
-                    reason: format!("could not start the agent: {e}"),
-                    kind: FaultKind::Transient,
-                };
-                break 'attempt;
-            }
-        };
-        // Facts: what the agent left, where the target is.
-        let (id2, wt2, base2, b2) = (id.clone(), wt_path.clone(), base.clone(), branch.clone());
-        let tip2 = tip.clone();
-        let (commits, moved, kept) = blocking(&ctx, move |c| {
+        let exit = exit.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Verdict::Fault {
+                reason: format!(
+                    "the {} agent's command '{}' not found: install it or set agent.command \
+                     in {}",
+                    backend.name(),
+                    ctx.agents[&backend].0,
+                    crate::paths::CONFIG
+                ),
+                kind: FaultKind::NeedsPerson,
+            },
+            _ => Verdict::Fault {
+                reason: format!("could not start the agent: {e}"),
+                kind: FaultKind::Transient,
+            },
+        })?;
+        Ok(Ran {
+            exit,
+            summary,
+            spec: kept_spec,
+        })
+    }
+
+    /// What `verdict::decide` needs: what the agent left (kept under refs),
+    /// its commits, where the target is, its own verdict; then, when they
+    /// count, the decomposition's answer written, a DONE's leftovers
+    /// committed, a fix-up's markers read.
+    async fn gather(&self, ready: &Ready, ran: &Ran, report: &mut AttemptReport) -> AttemptFacts {
+        let (ctx, id, n, summary) = (self.ctx, self.id, self.n, &ran.summary);
+        let (id2, wt2, b2) = (id.to_string(), self.wt_path.clone(), self.branch.clone());
+        let (base2, tip2) = (ready.base.clone(), ready.tip.clone());
+        let (commits, moved, kept) = blocking(ctx, move |c| {
             let kept = slot::keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
             let commits = c.git.commits_ahead(&b2, &base2).unwrap_or(0);
             (commits, slot::target_moved_by_agent(c, &b2, &tip2), kept)
@@ -413,13 +509,13 @@ async fn run_attempt(
         .unwrap_or((0, None, Vec::new()));
         report.kept = kept;
         let mut facts = AttemptFacts {
-            story: id.clone(),
+            story: id.to_string(),
             attempt: n,
-            agent: backend.name(),
+            agent: self.backend.name(),
             classified: agent::classify(
-                &id,
-                &exit,
-                &summary,
+                id,
+                &ran.exit,
+                summary,
                 commits,
                 ctx.timeout.as_secs(),
                 ctx.config.idle_timeout_secs,
@@ -428,11 +524,11 @@ async fn run_attempt(
             commits,
             moved: moved.map(|now| Moved {
                 target: ctx.target.clone(),
-                from: base.to_string(),
+                from: ready.base.to_string(),
                 to: now.to_string(),
             }),
-            auth_rejected: summary.auth_failed && !matches!(*control.borrow(), Control::Kill),
-            decomposing: splitting,
+            auth_rejected: summary.auth_failed && !matches!(*self.control.borrow(), Control::Kill),
+            decomposing: self.splitting(),
             split: None,
             done: None,
             fixup_merge: None,
@@ -440,8 +536,8 @@ async fn run_attempt(
         if verdict::wants_split(&facts) {
             // All of the agent's own text, in order (issue 21).
             let (answer, bytes) = (summary.text.clone(), summary.text_bytes);
-            let (story2, slot) = (story.clone(), req.slot);
-            let applied = blocking(&ctx, move |c| {
+            let (story2, slot) = (self.story.clone(), self.req.slot);
+            let applied = blocking(ctx, move |c| {
                 super::split::apply_answer(c, &story2, slot, (&answer, bytes), commits)
             })
             .await;
@@ -451,38 +547,50 @@ async fn run_attempt(
             }));
         }
         if verdict::wants_done_check(&facts) {
-            let done = slot::commit_done_work(&ctx, &story, n, req.slot, &base, &mut report);
+            let (slot, base) = (self.req.slot, &ready.base);
+            let done = slot::commit_done_work(ctx, self.story, n, slot, base, report);
             facts.done = Some(done.await);
         }
         // Leftovers of a resolved merge that ralph committed count.
         let made = commits + usize::from(report.committed_for_agent.is_some());
-        if let Some(setup) = setup.clone() {
-            let b2 = branch.clone();
-            facts.fixup_merge = blocking(&ctx, move |c| fixup::merge_left(c, &b2, &setup, made))
+        if let Some((_, setup)) = ready.fixup.clone() {
+            let b2 = self.branch.clone();
+            facts.fixup_merge = blocking(ctx, move |c| fixup::merge_left(c, &b2, &setup, made))
                 .await
                 .unwrap_or_default();
         }
+        facts
+    }
 
-        report.verdict = verdict::decide(&facts);
-        let due = verdict::follow_ups(&facts, &report.verdict, ctx.config.postmortem_enabled);
-        if due.postmortem {
-            let spec = postmortem_spec;
-            postmortem::postmortem(&ctx, &story, n, spec, backend, &control, &mut report).await;
-        }
-        if due.save_ref {
-            let r = project::kept_ref(KeptRef::Attempt, &id, n);
-            let (b2, r2) = (branch.clone(), r.clone());
-            if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b2, &r2)).await {
-                report.saved_ref = Some(r);
-            }
-        }
+    fn splitting(&self) -> bool {
+        self.req.kind == AttemptKind::Decompose
     }
-    // Finished work is not done until it lands: its post hooks run after
-    // the landing, with the landing's outcome (`land::land`).
-    if verdict::post_hooks_now(&report.verdict) {
-        post_hooks(&ctx, &id, report.verdict.kind().as_str(), req.iteration).await;
+
+    fn wt_path_s(&self) -> String {
+        self.wt_path.display().to_string()
     }
-    report
+
+    fn spec_s(&self) -> String {
+        let spec = self.story.spec_path.as_ref();
+        spec.map(|p| p.display().to_string()).unwrap_or_default()
+    }
+}
+
+/// A failure of ralph's own step.
+fn fail(reason: String) -> Verdict {
+    Verdict::Failed {
+        reason,
+        kind: ResultKind::Error,
+    }
+}
+
+/// The slot could not be made even from scratch: the machine's trouble,
+/// not the story's.
+fn unprepared(slot: usize, e: impl std::fmt::Display) -> Verdict {
+    Verdict::Fault {
+        reason: format!("could not prepare the worktree of slot {slot}: {e}"),
+        kind: FaultKind::Transient,
+    }
 }
 
 /// `post_story` with the story's outcome as `RALPH_RESULT`, then
