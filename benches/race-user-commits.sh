@@ -40,7 +40,7 @@ one_try() {
     echo '# [batch:1]'
     for i in $(seq 1 "$stories"); do echo "1.$i | Story $i"; done
   } > .ralph/stories.txt
-  echo '{ "loop": { "max_retries": 2, "grace_seconds": 1 }, "decomposition": { "enabled": false }, "postmortem": { "enabled": false } }' > .ralph/config.json
+  echo '{ "loop": { "max_retries": 2, "grace_seconds": 1 }, "decomposition": { "enabled": false }, "postmortem": { "enabled": false }, "sandbox": { "mode": "off" } }' > .ralph/config.json
   mkdir -p specs/epic-1
   for i in $(seq 1 "$stories"); do
     printf -- '---\nid: "1.%s"\nstatus: pending\n---\n\n# Story 1.%s\n' "$i" "$i" \

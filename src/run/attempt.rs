@@ -1,31 +1,33 @@
-//! One attempt, from worktree to verdict, on this machine: prepare the
-//! slot's worktree at the target's tip, run the hooks, render the prompt,
-//! run the agent in its own process group, keep whatever it left, and
-//! classify the result (SPEC 4.4). Every failure becomes a verdict.
+//! One attempt, from worktree to verdict, on this machine, in short steps
+//! (SPEC 4.4): the slot made ready (`slot.rs`, a fix-up's merge in
+//! `fixup.rs`), the hooks, the prompt, the agent in its own process group,
+//! the facts it left, the verdict (`verdict::decide`, pure), what follows
+//! it (the postmortem in `postmortem.rs`, the attempt's ref). Every failure
+//! becomes a verdict.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::event::AgentEvent;
-use crate::agent::parser::OutputParser;
+use crate::agent::parser::{OutputParser, Summary};
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
 use crate::config::Config;
-use crate::gitops::{FixupLabels, FixupStart, GitError, LeftWork, Oid};
+use crate::gitops::{FixupStart, Oid};
 use crate::learnings;
-use crate::process::{self, AttemptSpec, Control};
+use crate::process::{self, AttemptExit, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
-use crate::prompt::{self, FixupInput, PromptInput};
-use crate::state::{AttemptKind, Fixup, FixupCause};
+use crate::prompt::{self, PromptInput};
+use crate::state::{AttemptKind, Fixup};
 
-use super::context::{
-    blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT, WORKTREE_PREP,
-};
+use super::context::{blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT};
 use super::events::{AttemptReport, AttemptRequest, Event};
 use super::executor::Executor;
+use super::verdict::{self, AttemptFacts, Moved};
+use super::{fixup, postmortem, slot};
 
 /// Shortest gap between two activity lines sent to the display (it needs
 /// the latest, not every line).
@@ -61,227 +63,6 @@ fn rel(root: &Path, p: &Path) -> String {
     p.strip_prefix(root).unwrap_or(p).display().to_string()
 }
 
-/// The prompt of a fix-up: `.ralph/templates/fixup.md` or the built-in
-/// one, with what went wrong and where the worktree was left; the spec only
-/// when the agent's session is not resumed (it has read it there).
-fn build_fixup_prompt(
-    ctx: &RunContext,
-    story: &Story,
-    fixup: &Fixup,
-    setup: &FixupSetup,
-    resumed: bool,
-    extra: &str,
-) -> std::io::Result<String> {
-    let (root, config, target) = (&ctx.root, &ctx.config, ctx.target.as_str());
-    let spec = if resumed {
-        None
-    } else {
-        Some(backlog::spec_text(root, story)?)
-    };
-    let template = template(root, crate::paths::FIXUP_TEMPLATE, prompt::FIXUP_TEMPLATE);
-    let (conflicts, merging) = match &setup.start {
-        FixupStart::Merging { conflicts } => (conflicts.as_slice(), true),
-        FixupStart::Committed { .. } => (&[][..], false),
-    };
-    let input = FixupInput {
-        id: &story.id,
-        title: &story.title,
-        target,
-        cause: &fixup.cause,
-        conflicts,
-        merging,
-        landed: &setup.landed,
-        spec: spec.as_deref(),
-        extra,
-    };
-    Ok(prompt::render(
-        &template,
-        &prompt::fixup_vars(config, &input),
-    ))
-}
-
-/// How a fix-up's worktree was set up.
-#[derive(Debug, Clone)]
-struct FixupSetup {
-    start: FixupStart,
-    /// Stories landed on the target since the work began: (ID, title).
-    landed: Vec<(String, String)>,
-}
-
-/// Merges the story's kept work onto the target's tip in its slot (just
-/// prepared there): conflicts are left for the agent, a clean validation
-/// fix-up's merge is committed by ralph.
-fn setup_fixup(
-    ctx: &RunContext,
-    id: &str,
-    wt: &Path,
-    fixup: &Fixup,
-) -> Result<FixupSetup, GitError> {
-    let landed = ctx
-        .git
-        .landed_since(&fixup.work, &ctx.target)
-        .unwrap_or_default();
-    let ours = format!("{} (landed meanwhile)", ctx.target);
-    let theirs = format!("story {id} (your work)");
-    let message = format!(
-        "fix-up(story-{id}): merge {} into the story's work\n",
-        ctx.target
-    );
-    let labels = FixupLabels {
-        ours: &ours,
-        theirs: &theirs,
-        message: &message,
-    };
-    let commit_clean = matches!(fixup.cause, FixupCause::Validation { .. });
-    let start = ctx
-        .git
-        .start_fixup(wt, &fixup.work, &labels, commit_clean)?;
-    Ok(FixupSetup { start, landed })
-}
-
-/// A fix-up's result that cannot land: nothing committed while the merge
-/// was left to the agent, or conflict markers still in the files that
-/// conflicted. `None` when it may go to the merge queue.
-fn fixup_left_undone(
-    ctx: &RunContext,
-    branch: &str,
-    setup: &FixupSetup,
-    commits: usize,
-) -> Option<String> {
-    let FixupStart::Merging { conflicts } = &setup.start else {
-        return None;
-    };
-    if commits == 0 {
-        return Some(
-            "the fix-up committed nothing: the merge was left in progress (resolve, then \
-             `git commit --no-edit`)"
-                .to_string(),
-        );
-    }
-    let marked = ctx
-        .git
-        .conflict_markers(branch, conflicts)
-        .unwrap_or_default();
-    (!marked.is_empty()).then(|| {
-        format!(
-            "the fix-up committed conflict markers in {}",
-            marked.join(", ")
-        )
-    })
-}
-
-/// After a timeout: a short run reads the spec's head and the end of what
-/// the stopped attempt printed and says why; its `LEARN` tags join the
-/// attempt's learnings (stored like any), its usage the attempt's.
-async fn postmortem(
-    ctx: &Arc<RunContext>,
-    story: &Story,
-    n: u32,
-    mut spec: AttemptSpec,
-    backend: agent::Backend,
-    control: &watch::Receiver<Control>,
-    report: &mut AttemptReport,
-) {
-    let id = &story.id;
-    let max_chars = ctx.config.postmortem.max_chars;
-    // A char is at most 4 bytes: the end read holds the last `max_chars`.
-    let partial = crate::store::read_log_end(&spec.log_path, 0, 4 * max_chars as u64 + 4)
-        .map(|(text, _)| text)
-        .unwrap_or_default();
-    let partial = crate::postmortem::tail_chars(&partial, max_chars);
-    let spec_text = backlog::spec_text(&ctx.root, story).unwrap_or_default();
-    let template = template(
-        &ctx.root,
-        crate::paths::POSTMORTEM_TEMPLATE,
-        crate::postmortem::TEMPLATE,
-    );
-    let mut v = prompt::Vars::default();
-    v.set("STORY_ID", id.as_str());
-    v.set("TITLE", story.title.as_str());
-    v.set(
-        "SPEC_CONTENT",
-        crate::postmortem::head_bytes(&spec_text, crate::postmortem::SPEC_HEAD_BYTES),
-    );
-    v.set("PARTIAL_OUTPUT", partial);
-    v.set(
-        "TIMEOUT",
-        crate::timefmt::human_duration(spec.timeout.as_secs_f64()),
-    );
-    spec.stdin = prompt::render(&template, &v).into_bytes();
-    spec.log_path = crate::paths::postmortem_log(&ctx.root, id, n);
-    // Never longer than the attempt it explains: `-t 3` must not let a
-    // hung postmortem hold the slot for `postmortem.window_seconds`.
-    spec.timeout = Duration::from_secs(ctx.config.postmortem.window_secs).min(spec.timeout);
-    // Its args are the attempt's: a resumed session would only repeat it.
-    if spec.args.first().is_some_and(|a| a == "--resume") {
-        spec.args.drain(..2);
-    }
-    // Its sandbox needs the branch's stand-in again (collected after the
-    // attempt), and gives it back after.
-    let slot = spec
-        .cwd
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if spec.seal.as_ref().is_some_and(|s| s.bwrap.is_some()) {
-        let (program, wt, branch, slot2) = (
-            spec.program.clone(),
-            spec.cwd.clone(),
-            project::story_branch(id),
-            slot.clone(),
-        );
-        let again = blocking(ctx, move |c| {
-            c.seal
-                .for_agent(&c.git, backend, &program, &slot2, &wt, &branch)
-        })
-        .await
-        .and_then(|r| r);
-        match again {
-            Ok(seal) => spec.seal = seal,
-            Err(e) => {
-                ctx.log.line(&format!(
-                    "postmortem of story {id} attempt {n} skipped: cannot seal it: {e}"
-                ));
-                return;
-            }
-        }
-    }
-    let mut parser = OutputParser::for_backend(backend);
-    ctx.log
-        .line(&format!("postmortem of story {id} attempt {n}"));
-    let ran = process::run_attempt(
-        spec,
-        |l| {
-            parser.feed_line(l);
-            false
-        },
-        control.clone(),
-    )
-    .await;
-    let _ = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot)).await;
-    let summary = parser.finish();
-    report.usage += summary.usage;
-    report.cost_usd += summary.cost_usd.unwrap_or(0.0);
-    let lessons = summary.signals.learnings;
-    ctx.log.line(&format!(
-        "postmortem of story {id} attempt {n}: {} ({} lesson(s))",
-        match ran {
-            Ok(e) if e.stopped.is_some() => "stopped".to_string(),
-            Ok(e) => format!("exit {:?}", e.code),
-            Err(e) => format!("could not start: {e}"),
-        },
-        lessons.len()
-    ));
-    // The retry is told directly (learnings are chosen by relevance to
-    // the spec, which a lesson about the run itself may not share).
-    if let Verdict::Failed { reason, .. } = &mut report.verdict {
-        for l in &lessons {
-            reason.push_str(&format!("\nTimeout postmortem: {l}"));
-        }
-    }
-    report.learnings.extend(lessons);
-}
-
 /// The prompt of one attempt (SPEC 4.1): the project's template or the
 /// built-in one, with the story's spec and its most relevant learnings.
 pub(crate) fn build_prompt(
@@ -304,82 +85,48 @@ pub(crate) fn build_prompt(
     Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
 }
 
-/// Puts the slot's worktree on the story branch at the target's tip; a
-/// previous attempt's unsaved commits on that branch are kept first.
-fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
-    let mut warm = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
-    let branch = project::story_branch(id);
-    let (wt_name, wt_path) = project::slot_worktree(&ctx.root, slot);
-    let base = ctx
-        .git
-        .branch_tip(&ctx.target)?
-        .ok_or_else(|| GitError::Other(format!("target branch {} vanished", ctx.target)))?;
-    if ctx.git.branch_tip(&branch)?.is_some()
-        && ctx.git.commits_ahead(&branch, &base)? > 0
-        && !ctx.git.tip_saved_under(&branch, project::KEPT_REFS)?
-    {
-        let stamp = crate::timefmt::now_secs().max(0) as u32;
-        ctx.git
-            .save_ref(&branch, &project::kept_ref(KeptRef::Saved, id, stamp))?;
-    }
-    ctx.git
-        .release_branch(&branch, &project::worktrees_dir(&ctx.root))?;
-    super::slots::take_slot(ctx, &mut warm, &wt_name, &wt_path, &branch, &base)?;
-    Ok(base)
-}
-
-/// `prepare`, and when the slot is broken (an agent deleted its `.git`, a
-/// crash left it half-made) the slot is removed and made again, once.
-fn prepare_or_rebuild(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
-    match prepare(ctx, id, slot) {
-        Ok(base) => Ok(base),
-        Err(first) => {
-            let (name, path) = project::slot_worktree(&ctx.root, slot);
-            ctx.log.line(&format!(
-                "slot {slot} could not be prepared ({first}); rebuilding it"
-            ));
-            {
-                let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = ctx.git.remove_worktree(&name, &path);
-            }
-            prepare(ctx, id, slot)
-        }
-    }
-}
-
-/// The agent may have left the worktree dirty, detached or on another
-/// branch: keep everything, and let the story branch hold its commits.
-/// Returns the refs it kept besides the branch.
-fn keep_what_the_agent_left(
-    ctx: &RunContext,
-    id: &str,
+/// One attempt's names and places, shared by its steps.
+struct Attempt<'a> {
+    ctx: &'a Arc<RunContext>,
+    req: &'a AttemptRequest,
+    story: &'a Story,
+    id: &'a str,
     n: u32,
-    wt: &Path,
-    base: &Oid,
-) -> Vec<String> {
-    let mut kept = Vec::new();
-    let branch = project::story_branch(id);
-    let unc = project::kept_ref(KeptRef::Uncommitted, id, n);
-    if let Ok(Some(_)) = ctx.git.save_uncommitted(wt, &unc) {
-        ctx.log.line(&format!(
-            "story {id} attempt {n}: uncommitted changes kept at {unc}"
-        ));
-        kept.push(unc);
-    }
-    let head = project::kept_ref(KeptRef::Head, id, n);
-    if let Ok(a) = ctx.git.adopt_worktree_head(wt, &branch, base, &head) {
-        if a != crate::gitops::Adopted::Unchanged {
-            ctx.log.line(&format!(
-                "story {id} attempt {n}: agent left its branch: {a:?}"
-            ));
-        }
-        if let crate::gitops::Adopted::Saved { refname } = a {
-            kept.push(refname);
-        }
-    }
-    kept
+    branch: String,
+    wt_path: PathBuf,
+    log_path: PathBuf,
+    backend: agent::Backend,
+    /// When the attempt began (its duration includes preparing the slot).
+    started: Instant,
+    control: watch::Receiver<Control>,
+    /// What the agent is doing goes to the display.
+    events: mpsc::UnboundedSender<Event>,
+    verbose: bool,
 }
 
+/// The slot made ready for the agent.
+struct Ready {
+    /// The target's tip the slot was prepared at.
+    tip: Oid,
+    /// Where the agent's own work is counted from: the tip, or ralph's
+    /// merge commit for a clean validation fix-up.
+    base: Oid,
+    /// The fix-up asked for, when it was set up.
+    fixup: Option<(Fixup, fixup::FixupSetup)>,
+    /// Why the fix-up asked for could not be set up (it starts over).
+    setup_error: Option<String>,
+}
+
+/// What the agent's run left to judge.
+struct Ran {
+    exit: AttemptExit,
+    summary: Summary,
+    /// Its command line, for the postmortem.
+    spec: AttemptSpec,
+}
+
+/// Runs one attempt to its report; the post hooks of whatever did not
+/// finish (finished work's wait for its landing).
 async fn run_attempt(
     ctx: Arc<RunContext>,
     req: AttemptRequest,
@@ -388,149 +135,191 @@ async fn run_attempt(
     events: mpsc::UnboundedSender<Event>,
     verbose: bool,
 ) -> AttemptReport {
-    let id = story.id.clone();
-    let n = req.attempt;
-    let branch = project::story_branch(&id);
-    let (_, wt_path) = project::slot_worktree(&ctx.root, req.slot);
-    let log_path = project::attempt_log_path(&ctx.root, &id, n);
-    let fail = |reason: String| Verdict::Failed {
-        reason,
-        kind: ResultKind::Error,
+    let a = Attempt {
+        ctx: &ctx,
+        req: &req,
+        story: &story,
+        id: &story.id,
+        n: req.attempt,
+        branch: project::story_branch(&story.id),
+        wt_path: project::slot_worktree(&ctx.root, req.slot).1,
+        log_path: project::attempt_log_path(&ctx.root, &story.id, req.attempt),
+        backend: req.agent,
+        started: Instant::now(),
+        control,
+        events,
+        verbose,
     };
-    let mut report = AttemptReport::empty(&req, Verdict::Interrupted, rel(&ctx.root, &log_path));
-    let backend = req.agent;
-    report.agent = Some(backend.name());
-    let started = Instant::now();
-
-    let (id2, slot) = (id.clone(), req.slot);
-    let tip = match blocking(&ctx, move |c| prepare_or_rebuild(c, &id2, slot)).await {
-        Ok(Ok(b)) => b,
-        // The slot could not be made even from scratch: the machine's
-        // trouble, not the story's (disk, permissions, a held lock).
-        Ok(Err(e)) => {
-            report.verdict = Verdict::Fault {
-                reason: format!("could not prepare the worktree of slot {slot}: {e}"),
-                kind: FaultKind::Transient,
-            };
-            return report;
-        }
-        Err(e) => {
-            report.verdict = fail(e);
+    let mut report = AttemptReport::empty(&req, Verdict::Interrupted, rel(&ctx.root, &a.log_path));
+    report.agent = Some(a.backend.name());
+    let ready = match a.ready(&mut report).await {
+        Ok(r) => r,
+        Err(v) => {
+            report.verdict = v;
             return report;
         }
     };
-
-    // A fix-up merges the story's kept work onto the new tip in the slot.
-    // When that cannot be done (its ref is gone, say), the attempt is a
-    // fresh redo from a slot prepared again.
-    let fixup = match (&req.note, req.kind) {
-        (Some(note), AttemptKind::Fixup) => note.fixup.clone(),
-        _ => None,
-    };
-    let mut setup_error = None;
-    let setup = match fixup.clone() {
-        Some(f) => {
-            let (id2, wt2) = (id.clone(), wt_path.clone());
-            match blocking(&ctx, move |c| setup_fixup(c, &id2, &wt2, &f)).await {
-                Ok(Ok(setup)) => Some(setup),
-                Ok(Err(e)) => {
-                    setup_error = Some(e.to_string());
-                    None
-                }
-                Err(e) => {
-                    setup_error = Some(e);
-                    None
-                }
-            }
-        }
-        None => None,
-    };
-    if let Some(e) = &setup_error {
-        ctx.log.line(&format!(
-            "story {id} attempt {n}: its fix-up could not be set up ({e}); it starts over"
-        ));
-        report.kind = AttemptKind::Redo;
-        let (id2, slot) = (id.clone(), req.slot);
-        let again = blocking(&ctx, move |c| {
-            prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
-        })
-        .await
-        .and_then(|r| r);
-        if let Err(e) = again {
-            report.verdict = Verdict::Fault {
-                reason: format!("could not prepare the worktree of slot {slot}: {e}"),
-                kind: FaultKind::Transient,
-            };
-            return report;
-        }
-    }
-    // The agent's own work is counted from here: a clean validation
-    // fix-up starts from ralph's merge commit.
-    let base = match &setup {
-        Some(FixupSetup {
-            start: FixupStart::Committed { commit },
-            ..
-        }) => commit.clone(),
-        _ => tip.clone(),
-    };
-    let resume = req.resume.clone().filter(|_| setup.is_some());
-
-    let root_s = ctx.root.display().to_string();
-    let wt_s = wt_path.display().to_string();
-    let spec_s = story
-        .spec_path
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
     let iter_s = req.iteration.to_string();
-    let hooks = &ctx.config.hooks;
     let _ = run_hook(
         &ctx,
         "pre_iteration",
-        &hooks.pre_iteration,
+        &ctx.config.hooks.pre_iteration,
         ctx.root.clone(),
         env_pairs(&[("RALPH_ITERATION", &iter_s)]),
         HOOK_TIMEOUT,
     )
     .await;
     // Once pre_iteration has run, post_story and post_iteration run too,
-    // whatever ends the attempt early: break out of this block, never return.
-    'attempt: {
+    // whatever ends the steps early (invariant 9).
+    if let Err(v) = a.steps(&ready, &mut report).await {
+        report.verdict = v;
+    }
+    // Finished work is not done until it lands: its post hooks run after
+    // the landing, with the landing's outcome (`land::land`).
+    if verdict::post_hooks_now(&report.verdict) {
+        post_hooks(&ctx, a.id, report.verdict.kind().as_str(), req.iteration).await;
+    }
+    report
+}
+
+impl Attempt<'_> {
+    /// Hooks, prompt, the agent, the facts, the verdict, what follows it.
+    /// An early end is the verdict.
+    async fn steps(&self, ready: &Ready, report: &mut AttemptReport) -> Result<(), Verdict> {
+        self.pre_hooks().await?;
+        let (program, args, text) = self.prompt(ready, report)?;
+        let ran = self.spawn(program, args, text, report).await?;
+        let facts = self.gather(ready, &ran, report).await;
+        report.verdict = verdict::decide(&facts);
+        let due = verdict::follow_ups(&facts, &report.verdict, self.ctx.config.postmortem.enabled);
+        let (ctx, story, n) = (self.ctx, self.story, self.n);
+        if due.postmortem {
+            let (spec, control) = (ran.spec, &self.control);
+            postmortem::postmortem(ctx, story, n, spec, self.backend, control, report).await;
+        }
+        if due.save_ref {
+            let r = project::kept_ref(KeptRef::Attempt, self.id, n);
+            let (b2, r2) = (self.branch.clone(), r.clone());
+            if let Ok(Ok(())) = blocking(ctx, move |c| c.git.save_ref(&b2, &r2)).await {
+                report.saved_ref = Some(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// The slot prepared at the target's tip, and a fix-up's merge of the
+    /// story's kept work onto it. When that cannot be done (its ref is
+    /// gone, say), the attempt is a fresh redo from a slot prepared again.
+    async fn ready(&self, report: &mut AttemptReport) -> Result<Ready, Verdict> {
+        let (ctx, id, n, slot) = (self.ctx, self.id, self.n, self.req.slot);
+        let id2 = id.to_string();
+        let tip = match blocking(ctx, move |c| slot::prepare_or_rebuild(c, &id2, slot)).await {
+            Ok(Ok(b)) => b,
+            // The slot could not be made even from scratch: the machine's
+            // trouble, not the story's (disk, permissions, a held lock).
+            Ok(Err(e)) => return Err(unprepared(slot, e)),
+            Err(e) => return Err(fail(e)),
+        };
+        let asked = match (&self.req.note, self.req.kind) {
+            (Some(note), AttemptKind::Fixup) => note.fixup.clone(),
+            _ => None,
+        };
+        let mut setup_error = None;
+        let mut fixup = None;
+        if let Some(f) = asked {
+            let (id2, wt2, f2) = (id.to_string(), self.wt_path.clone(), f.clone());
+            match blocking(ctx, move |c| fixup::setup_fixup(c, &id2, &wt2, &f2)).await {
+                Ok(Ok(setup)) => fixup = Some((f, setup)),
+                Ok(Err(e)) => setup_error = Some(e.to_string()),
+                Err(e) => setup_error = Some(e),
+            }
+        }
+        if let Some(e) = &setup_error {
+            ctx.log.line(&format!(
+                "story {id} attempt {n}: its fix-up could not be set up ({e}); it starts over"
+            ));
+            report.kind = AttemptKind::Redo;
+            let id2 = id.to_string();
+            let again = blocking(ctx, move |c| {
+                slot::prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
+            })
+            .await
+            .and_then(|r| r);
+            if let Err(e) = again {
+                return Err(unprepared(slot, e));
+            }
+        }
+        // The agent's own work is counted from here: a clean validation
+        // fix-up starts from ralph's merge commit.
+        let base = match &fixup {
+            Some((
+                _,
+                fixup::FixupSetup {
+                    start: FixupStart::Committed { commit },
+                    ..
+                },
+            )) => commit.clone(),
+            _ => tip.clone(),
+        };
+        Ok(Ready {
+            tip,
+            base,
+            fixup,
+            setup_error,
+        })
+    }
+
+    /// `pre_worktree` (its failure fails the attempt), then `pre_story`.
+    async fn pre_hooks(&self) -> Result<(), Verdict> {
+        let (ctx, id) = (self.ctx, self.id);
+        let hooks = &ctx.config.hooks;
+        let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
         if let Some(msg) = run_hook(
-            &ctx,
+            ctx,
             "pre_worktree",
             &hooks.pre_worktree,
-            wt_path.clone(),
+            self.wt_path.clone(),
             env_pairs(&[
-                ("RALPH_STORY", &id),
+                ("RALPH_STORY", id),
                 ("RALPH_WORKTREE", &wt_s),
-                ("RALPH_BRANCH", &branch),
+                ("RALPH_BRANCH", &self.branch),
                 ("RALPH_PROJECT_DIR", &root_s),
             ]),
             Duration::from_secs(hooks.pre_worktree_timeout),
         )
         .await
         {
-            report.verdict = fail(format!("pre_worktree hook failed: {msg}"));
-            break 'attempt;
+            return Err(fail(format!("pre_worktree hook failed: {msg}")));
         }
         let _ = run_hook(
-            &ctx,
+            ctx,
             "pre_story",
             &hooks.pre_story,
             ctx.root.clone(),
-            env_pairs(&[("RALPH_STORY", &id), ("RALPH_SPEC", &spec_s)]),
+            env_pairs(&[("RALPH_STORY", id), ("RALPH_SPEC", &self.spec_s())]),
             HOOK_TIMEOUT,
         )
         .await;
+        Ok(())
+    }
 
+    /// The agent's command line (a fix-up's session resumed when asked
+    /// and possible) and its prompt: a decomposition's, a fix-up's, or the
+    /// story's with what the retry is told.
+    fn prompt(
+        &self,
+        ready: &Ready,
+        report: &mut AttemptReport,
+    ) -> Result<(String, Vec<String>, String), Verdict> {
+        let (ctx, story, id, n, backend) = (self.ctx, self.story, self.id, self.n, self.backend);
         let pool = if ctx.config.learnings.enabled {
             learnings::load(&ctx.root)
         } else {
             Vec::new()
         };
         let (program, mut args) = ctx.agents[&backend].clone();
-        if let Some(session) = &resume {
+        let resume = self.req.resume.as_ref().filter(|_| ready.fixup.is_some());
+        if let Some(session) = resume {
             match agent::resume_args(backend, &args, session) {
                 Some(a) => {
                     args = a;
@@ -543,24 +332,22 @@ async fn run_attempt(
                 )),
             }
         }
-        let extra = req.note.as_ref().map(|n| n.text.as_str()).unwrap_or("");
-        let splitting = req.kind == AttemptKind::Decompose;
-        let built = match (&fixup, &setup) {
-            _ if splitting => {
-                let spec = backlog::spec_text(&ctx.root, &story).unwrap_or_default();
+        let note = self.req.note.as_ref();
+        let extra = note.map(|n| n.text.as_str()).unwrap_or("");
+        let built = match &ready.fixup {
+            _ if self.splitting() => {
+                let spec = backlog::spec_text(&ctx.root, story).unwrap_or_default();
                 let chosen = learnings::select_relevant(&pool, &spec, ctx.config.learnings.max);
-                super::split::prompt(&ctx, &story, extra, n, &chosen)
+                super::split::prompt(ctx, story, extra, n, &chosen)
             }
-            (Some(f), Some(setup)) => {
-                build_fixup_prompt(&ctx, &story, f, setup, report.resumed, extra)
+            Some((f, setup)) => {
+                fixup::build_fixup_prompt(ctx, story, f, setup, report.resumed, extra)
             }
-            _ => {
-                let mut context = req
-                    .note
-                    .as_ref()
+            None => {
+                let mut context = note
                     .map(|n| prompt::note_context(n, &ctx.target))
                     .unwrap_or_default();
-                if let Some(e) = &setup_error {
+                if let Some(e) = &ready.setup_error {
                     context.push_str(&format!(
                         "\n\n(Handing that work back to you failed: {e}; so you start over.)"
                     ));
@@ -568,59 +355,66 @@ async fn run_attempt(
                 build_prompt(
                     &ctx.root,
                     &ctx.config,
-                    &story,
+                    story,
                     &pool,
                     Some(context.trim()).filter(|c| !c.is_empty()),
                 )
             }
         };
-        let text = match built {
-            Ok(t) => t,
-            Err(e) => {
-                report.verdict = Verdict::Fault {
-                    reason: format!(
-                        "cannot read the spec of story {id} ({spec_s}): {e}; restore it, \
-                         then run `ralph run` again"
-                    ),
-                    kind: FaultKind::NeedsPerson,
-                };
-                break 'attempt;
-            }
-        };
+        match built {
+            Ok(text) => Ok((program, args, text)),
+            Err(e) => Err(Verdict::Fault {
+                reason: format!(
+                    "cannot read the spec of story {id} ({}): {e}; restore it, then run \
+                     `ralph run` again",
+                    self.spec_s()
+                ),
+                kind: FaultKind::NeedsPerson,
+            }),
+        }
+    }
+
+    /// The agent run in its own process group (sealed when the run is),
+    /// its activity sent to the display; what it used goes into `report`.
+    async fn spawn(
+        &self,
+        program: String,
+        args: Vec<String>,
+        text: String,
+        report: &mut AttemptReport,
+    ) -> Result<Ran, Verdict> {
+        let (ctx, id, n, backend) = (self.ctx, self.id, self.n, self.backend);
+        let (events, verbose) = (&self.events, self.verbose);
+        let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
         let mut agent_env = env_pairs(&[
-            ("RALPH_STORY", &id),
+            ("RALPH_STORY", id),
             ("RALPH_ATTEMPT", &n.to_string()),
             ("RALPH_WORKTREE", &wt_s),
-            ("RALPH_BRANCH", &branch),
+            ("RALPH_BRANCH", &self.branch),
             ("RALPH_PROJECT_DIR", &root_s),
         ]);
         agent_env.push(ceiling(&ctx.root));
-        let (program2, wt2, b2) = (program.clone(), wt_path.clone(), branch.clone());
-        let slot_name = project::slot_worktree(&ctx.root, req.slot).0;
-        let seal = match blocking(&ctx, move |c| {
+        let (program2, wt2, b2) = (program.clone(), self.wt_path.clone(), self.branch.clone());
+        let slot_name = project::slot_worktree(&ctx.root, self.req.slot).0;
+        let seal = blocking(ctx, move |c| {
             c.seal
                 .for_agent(&c.git, backend, &program2, &slot_name, &wt2, &b2)
         })
         .await
         .and_then(|r| r)
-        {
-            Ok(seal) => seal,
-            Err(e) => {
-                report.verdict = Verdict::Fault {
-                    reason: format!("could not seal the attempt of story {id}: {e}"),
-                    kind: FaultKind::Transient,
-                };
-                break 'attempt;
-            }
-        };
-        let spec_run = AttemptSpec {
+        .map_err(|e| Verdict::Fault {
+            reason: format!("could not seal the attempt of story {id}: {e}"),
+            kind: FaultKind::Transient,
+        })?;
+        let splitting = self.splitting();
+        let spec = AttemptSpec {
             program,
             args,
-            cwd: wt_path.clone(),
+            cwd: self.wt_path.clone(),
             env: agent_env,
             env_remove: backend.env_remove().iter().map(|s| s.to_string()).collect(),
             stdin: text.into_bytes(),
-            log_path: log_path.clone(),
+            log_path: self.log_path.clone(),
             timeout: if splitting {
                 Duration::from_secs(ctx.config.decomposition.timeout_secs)
             } else {
@@ -629,7 +423,7 @@ async fn run_attempt(
             idle: (ctx.config.loop_.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(ctx.config.loop_.idle_timeout_secs)),
             grace: Duration::from_secs(ctx.config.loop_.grace_secs),
-            token: project::attempt_token(&ctx.tag, &id, n),
+            token: project::attempt_token(&ctx.tag, id, n),
             seal,
             redact: ctx.seal.secrets.clone(),
         };
@@ -639,7 +433,7 @@ async fn run_attempt(
         if splitting {
             parser = parser.keeping_text(super::split::KEEP_TEXT);
         }
-        let idx = req.idx;
+        let idx = self.req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
         let on_line = |line: &str| {
             let decoded = parser.feed_line(line);
@@ -657,269 +451,144 @@ async fn run_attempt(
             parser.auth_failed()
         };
         ctx.log.line(&format!("agent start story {id} attempt {n}"));
-        let postmortem_spec = spec_run.clone();
-        let exit = process::run_attempt(spec_run, on_line, control.clone()).await;
+        let kept_spec = spec.clone();
+        let exit = process::run_attempt(spec, on_line, self.control.clone()).await;
         // A confined agent committed on its branch's stand-in: the real
         // branch follows before anything looks at it.
-        let slot_name = project::slot_worktree(&ctx.root, req.slot).0;
-        if let Ok(Err(e)) = blocking(&ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
+        let slot_name = project::slot_worktree(&ctx.root, self.req.slot).0;
+        if let Ok(Err(e)) = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
             ctx.log.line(&format!(
                 "story {id} attempt {n}: the sandbox's commits could not be brought onto its \
                  branch ({e}); they stay in .git/ralph-sandbox until the next run"
             ));
         }
         let summary = parser.finish();
-        report.duration = started.elapsed();
+        report.duration = self.started.elapsed();
         report.usage = summary.usage;
         report.cost_usd = summary.cost_usd.unwrap_or(0.0);
         report.learnings = summary.signals.learnings.clone();
         report.limit_warning = summary.limit_warning;
         report.session_id = summary.session_id.clone();
-        let exit = match exit {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                report.verdict = Verdict::Fault {
-                    reason: format!(
-                        "the {} agent's command '{}' not found: install it or set agent.command \
-                         in {}",
-                        backend.name(),
-                        ctx.agents[&backend].0,
-                        crate::paths::CONFIG
-                    ),
-                    kind: FaultKind::NeedsPerson,
-                };
-                break 'attempt;
-            }
-            Err(e) => {
-                report.verdict = Verdict::Fault {
-                    reason: format!("could not start the agent: {e}"),
-                    kind: FaultKind::Transient,
-                };
-                break 'attempt;
-            }
-        };
-        let (id2, wt2, base2, b2) = (id.clone(), wt_path.clone(), base.clone(), branch.clone());
-        let tip2 = tip.clone();
-        let (commits, moved, kept) = blocking(&ctx, move |c| {
-            let kept = keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
+        let exit = exit.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Verdict::Fault {
+                reason: format!(
+                    "the {} agent's command '{}' not found: install it or set agent.command \
+                     in {}",
+                    backend.name(),
+                    ctx.agents[&backend].0,
+                    crate::paths::CONFIG
+                ),
+                kind: FaultKind::NeedsPerson,
+            },
+            _ => Verdict::Fault {
+                reason: format!("could not start the agent: {e}"),
+                kind: FaultKind::Transient,
+            },
+        })?;
+        Ok(Ran {
+            exit,
+            summary,
+            spec: kept_spec,
+        })
+    }
+
+    /// What `verdict::decide` needs: what the agent left (kept under refs),
+    /// its commits, where the target is, its own verdict; then, when they
+    /// count, the decomposition's answer written, a DONE's leftovers
+    /// committed, a fix-up's markers read.
+    async fn gather(&self, ready: &Ready, ran: &Ran, report: &mut AttemptReport) -> AttemptFacts {
+        let (ctx, id, n, summary) = (self.ctx, self.id, self.n, &ran.summary);
+        let (id2, wt2, b2) = (id.to_string(), self.wt_path.clone(), self.branch.clone());
+        let (base2, tip2) = (ready.base.clone(), ready.tip.clone());
+        let (commits, moved, kept) = blocking(ctx, move |c| {
+            let kept = slot::keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
             let commits = c.git.commits_ahead(&b2, &base2).unwrap_or(0);
-            (commits, target_moved_by_agent(c, &b2, &tip2), kept)
+            (commits, slot::target_moved_by_agent(c, &b2, &tip2), kept)
         })
         .await
         .unwrap_or((0, None, Vec::new()));
         report.kept = kept;
-        if let Some(now) = moved {
-            report.verdict = Verdict::Fault {
-                reason: format!(
-                    "the agent of story {id} moved {target} itself, from {base} to its own \
-                     unvalidated commit {now}; ralph left {target} as it is and stops. To undo \
-                     it: git update-ref refs/heads/{target} {base} {now}",
-                    target = ctx.target
-                ),
-                kind: FaultKind::StopNow,
-            };
-            let r = project::kept_ref(KeptRef::Attempt, &id, n);
-            let (b3, r2) = (branch.clone(), r.clone());
-            if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b3, &r2)).await {
-                report.saved_ref = Some(r);
-            }
-            break 'attempt;
-        }
-        if summary.auth_failed && !matches!(*control.borrow(), Control::Kill) {
-            report.verdict = Verdict::Fault {
-                reason: format!(
-                    "the {} agent's credentials were rejected (401 authentication_failed): \
-                     fix the API key or log in again, then run `ralph run`",
-                    backend.name()
-                ),
-                kind: FaultKind::StopNow,
-            };
-            break 'attempt;
-        }
-        report.verdict = agent::classify(
-            &id,
-            &exit,
-            &summary,
+        let mut facts = AttemptFacts {
+            story: id.to_string(),
+            attempt: n,
+            agent: self.backend.name(),
+            classified: agent::classify(
+                id,
+                &ran.exit,
+                summary,
+                commits,
+                ctx.timeout.as_secs(),
+                ctx.config.loop_.idle_timeout_secs,
+                !ctx.required_validation.is_empty(),
+            ),
             commits,
-            ctx.timeout.as_secs(),
-            ctx.config.loop_.idle_timeout_secs,
-            !ctx.required_validation.is_empty(),
-        );
-        if splitting {
-            // Its answer is sub-stories, not a DONE: a run that ended for a
-            // reason outside the answer keeps that verdict.
-            let answered = !matches!(
-                report.verdict,
-                Verdict::Interrupted
-                    | Verdict::RateLimited { .. }
-                    | Verdict::Fault { .. }
-                    | Verdict::RootRefusal
-                    | Verdict::Failed {
-                        kind: ResultKind::Timeout,
-                        ..
-                    }
-            );
-            if answered {
-                // All of the agent's own text, in order (issue 21).
-                let (answer, bytes) = (summary.text.clone(), summary.text_bytes);
-                let (story2, slot) = (story.clone(), req.slot);
-                let applied = blocking(&ctx, move |c| {
-                    super::split::apply_answer(c, &story2, slot, (&answer, bytes), commits)
-                })
-                .await;
-                match applied {
-                    Ok((verdict, children)) => {
-                        report.verdict = verdict;
-                        report.children = children;
-                    }
-                    Err(e) => {
-                        report.verdict = Verdict::Fault {
-                            reason: format!("the decomposition's writer failed: {e}"),
-                            kind: FaultKind::Transient,
-                        }
-                    }
-                }
-            }
-        } else if report.verdict == Verdict::Done {
-            report.verdict = honest_done(&ctx, &story, n, req.slot, &base, &mut report).await;
-        }
-        let timed_out = matches!(
-            report.verdict,
-            Verdict::Failed {
-                kind: ResultKind::Timeout,
-                ..
-            }
-        );
-        if timed_out && ctx.config.postmortem.enabled && !splitting {
-            postmortem(
-                &ctx,
-                &story,
-                n,
-                postmortem_spec,
-                backend,
-                &control,
-                &mut report,
-            )
+            moved: moved.map(|now| Moved {
+                target: ctx.target.clone(),
+                from: ready.base.to_string(),
+                to: now.to_string(),
+            }),
+            auth_rejected: summary.auth_failed && !matches!(*self.control.borrow(), Control::Kill),
+            decomposing: self.splitting(),
+            split: None,
+            done: None,
+            fixup_merge: None,
+        };
+        if verdict::wants_split(&facts) {
+            // All of the agent's own text, in order (issue 21).
+            let (answer, bytes) = (summary.text.clone(), summary.text_bytes);
+            let (story2, slot) = (self.story.clone(), self.req.slot);
+            let applied = blocking(ctx, move |c| {
+                super::split::apply_answer(c, &story2, slot, (&answer, bytes), commits)
+            })
             .await;
+            facts.split = Some(applied.map(|(verdict, children)| {
+                report.children = children;
+                verdict
+            }));
         }
-        // A merge the agent resolved but left for ralph to commit counts.
-        let commits = commits + usize::from(report.committed_for_agent.is_some());
-        if let (Some(setup), Verdict::Done | Verdict::Tentative) = (&setup, &report.verdict) {
-            let (b2, setup2) = (branch.clone(), setup.clone());
-            let undone = blocking(&ctx, move |c| fixup_left_undone(c, &b2, &setup2, commits))
+        if verdict::wants_done_check(&facts) {
+            let (slot, base) = (self.req.slot, &ready.base);
+            let done = slot::commit_done_work(ctx, self.story, n, slot, base, report);
+            facts.done = Some(done.await);
+        }
+        // Leftovers of a resolved merge that ralph committed count.
+        let made = commits + usize::from(report.committed_for_agent.is_some());
+        if let Some((_, setup)) = ready.fixup.clone() {
+            let b2 = self.branch.clone();
+            facts.fixup_merge = blocking(ctx, move |c| fixup::merge_left(c, &b2, &setup, made))
                 .await
                 .unwrap_or_default();
-            if let Some(reason) = undone {
-                report.verdict = Verdict::Failed {
-                    reason,
-                    kind: ResultKind::Fail,
-                };
-            }
         }
-        let unlanded = matches!(
-            report.verdict,
-            Verdict::Failed { .. } | Verdict::Interrupted | Verdict::RateLimited { .. }
-        );
-        if unlanded && commits > 0 {
-            let r = project::kept_ref(KeptRef::Attempt, &id, n);
-            let (b2, r2) = (branch.clone(), r.clone());
-            if let Ok(Ok(())) = blocking(&ctx, move |c| c.git.save_ref(&b2, &r2)).await {
-                report.saved_ref = Some(r);
-            }
-        }
+        facts
     }
-    // Finished work is not done until it lands: its post hooks run after
-    // the landing, with the landing's outcome (`land::land`).
-    let lands = matches!(report.verdict, Verdict::Done | Verdict::Tentative);
-    if !matches!(report.verdict, Verdict::Interrupted) && !lands {
-        post_hooks(&ctx, &id, report.verdict.kind().as_str(), req.iteration).await;
+
+    fn splitting(&self) -> bool {
+        self.req.kind == AttemptKind::Decompose
     }
-    report
+
+    fn wt_path_s(&self) -> String {
+        self.wt_path.display().to_string()
+    }
+
+    fn spec_s(&self) -> String {
+        let spec = self.story.spec_path.as_ref();
+        spec.map(|p| p.display().to_string()).unwrap_or_default()
+    }
 }
 
-/// "Done" means the work is on the story branch: what the agent left
-/// uncommitted is committed there (the prompt's commit message; runtime
-/// files and ignored files left out), and a DONE that changed nothing fails
-/// the attempt unless `loop.allow_empty_done` or the spec's
-/// `allow_empty_done` allows it. The verdict that goes to landing.
-async fn honest_done(
-    ctx: &Arc<RunContext>,
-    story: &Story,
-    n: u32,
-    slot: usize,
-    base: &Oid,
-    report: &mut AttemptReport,
-) -> Verdict {
-    let id = story.id.clone();
-    let message = prompt::commit_message(&ctx.config.commit.format, &id, &story.title);
-    let base2 = base.clone();
-    let checked = blocking(ctx, move |c| {
-        let (name, path) = project::slot_worktree(&c.root, slot);
-        let branch = project::story_branch(&id);
-        // Every process of the attempt is gone: a lock left in the slot is stale.
-        c.git.clear_worktree_locks(&name)?;
-        let root_rel = c.git.rel_path(&c.root).unwrap_or_default();
-        let skip = |p: &str| project::is_runtime_repo_path(p, &root_rel);
-        let left = c.git.commit_left_work(&path, &branch, &message, &skip)?;
-        let empty = c.git.same_tree(&branch, &base2)?;
-        Ok::<_, GitError>((left, empty))
-    })
-    .await;
-    let id = &story.id;
-    let branch = project::story_branch(id);
-    let (left, empty) = match checked {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return left_work_fault(ctx, id, n, e.to_string()),
-        Err(e) => return left_work_fault(ctx, id, n, e),
-    };
-    match &left {
-        LeftWork::Committed { commit, files } => {
-            ctx.log.line(&format!(
-                "story {id} attempt {n}: the agent said DONE and left {} file(s) uncommitted \
-                 ({}); ralph committed them on {branch} as {commit}",
-                files.len(),
-                files.join(", ")
-            ));
-            report.committed_for_agent = Some((files.len(), commit.clone()));
-        }
-        LeftWork::OffBranch => ctx.log.line(&format!(
-            "story {id} attempt {n}: the agent said DONE with its worktree's HEAD off {branch}; \
-             nothing committed for it"
-        )),
-        LeftWork::Nothing => {}
-    }
-    if !empty {
-        return Verdict::Done;
-    }
-    if story.allow_empty_done || ctx.config.loop_.allow_empty_done {
-        ctx.log.line(&format!(
-            "story {id} attempt {n}: DONE with no change, allowed by allow_empty_done"
-        ));
-        return Verdict::Done;
-    }
-    ctx.log.line(&format!(
-        "story {id} attempt {n}: reported DONE but {branch} has no change over {base} and \
-         nothing was left uncommitted; a story that needs no change may say so with \
-         `allow_empty_done: true` in its spec's frontmatter (or loop.allow_empty_done)"
-    ));
+/// A failure of ralph's own step.
+fn fail(reason: String) -> Verdict {
     Verdict::Failed {
-        reason: "reported DONE but changed nothing".to_string(),
-        kind: ResultKind::Fail,
+        reason,
+        kind: ResultKind::Error,
     }
 }
 
-/// ralph could not commit what a DONE agent left: the machine's or git's
-/// trouble, not the story's; the work stays under its `-uncommitted` ref.
-fn left_work_fault(ctx: &RunContext, id: &str, n: u32, e: String) -> Verdict {
-    let kept = project::kept_ref(KeptRef::Uncommitted, id, n);
-    ctx.log.line(&format!(
-        "story {id} attempt {n}: committing what the agent left failed: {e}"
-    ));
+/// The slot could not be made even from scratch: the machine's trouble,
+/// not the story's.
+fn unprepared(slot: usize, e: impl std::fmt::Display) -> Verdict {
     Verdict::Fault {
-        reason: format!(
-            "could not commit the work story {id}'s agent left uncommitted ({e}); \
-             what it left is kept at {kept}"
-        ),
+        reason: format!("could not prepare the worktree of slot {slot}: {e}"),
         kind: FaultKind::Transient,
     }
 }
@@ -946,21 +615,6 @@ pub(crate) async fn post_hooks(ctx: &RunContext, id: &str, result: &str, iterati
         HOOK_TIMEOUT,
     )
     .await;
-}
-
-/// The target's new tip when the agent moved the target itself: it moved
-/// since the attempt began, to a commit of the story's own work (no landing
-/// and no user commit puts one there). `None` otherwise.
-fn target_moved_by_agent(ctx: &RunContext, branch: &str, base: &Oid) -> Option<Oid> {
-    let now = ctx.git.branch_tip(&ctx.target).ok()??;
-    if &now == base {
-        return None;
-    }
-    ctx.git
-        .branch_contains(branch, &now)
-        .ok()
-        .filter(|&c| c)
-        .map(|_| now)
 }
 
 /// `GIT_CEILING_DIRECTORIES` for an agent: git run in a slot whose `.git`

@@ -78,7 +78,7 @@ impl RunContext {
 pub(crate) static WORKTREE_PREP: std::sync::Mutex<WarmSlots> =
     std::sync::Mutex::new(WarmSlots(std::collections::BTreeMap::new()));
 
-/// Slot worktrees (by path) that `slots::warm_slot` left detached at a
+/// Slot worktrees (by path) that `slot::warm_slot` left detached at a
 /// target tip with a clean tree, untouched since: the next story started
 /// there needs no checkout when the tip is still that one.
 #[derive(Debug)]

@@ -27,7 +27,7 @@ use super::land::{self, LandRequest};
 use super::model::Model;
 use super::notify;
 use super::record::{Figures, Notice, Recorder};
-use super::slots;
+use super::slot;
 use super::transition::{handle, is_over};
 
 /// What a task in the set was doing, to answer for it if it panics.
@@ -409,7 +409,7 @@ impl<E: Executor> Dispatcher<E> {
             let ctx = self.ctx.clone();
             self.warming.spawn(async move {
                 let gave_way =
-                    blocking(&ctx, move |c| slots::warm_slot(c, slot, epoch, retire)).await;
+                    blocking(&ctx, move |c| slot::warm_slot(c, slot, epoch, retire)).await;
                 gave_way.unwrap_or(false).then_some(slot)
             });
         }

@@ -6,23 +6,28 @@
 //!
 //! Files: `events` (what the loop receives and does), `model` and
 //! `transition` (pure policy), `dispatcher` (the loop), `attempt` (one
-//! attempt on this machine), `land` (the merge queue's work), `recover`
-//! (startup and shutdown housekeeping), `context` (what tasks share).
+//! attempt on this machine, in steps: `slot`, `fixup`, `postmortem`, its
+//! verdict decided by the pure `verdict`), `land` (the merge queue's work),
+//! `recover` (startup and shutdown housekeeping), `context` (what tasks
+//! share).
 
 pub(crate) mod attempt;
 pub(crate) mod context;
 mod dispatcher;
 pub(crate) mod events;
 pub(crate) mod executor;
+mod fixup;
 mod land;
 mod model;
 mod notify;
+mod postmortem;
 mod record;
 mod recover;
 pub(crate) mod seal;
-mod slots;
+mod slot;
 mod split;
 mod transition;
+mod verdict;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
