@@ -11,7 +11,7 @@
 # (default: target/release/ralph, 5 tries). One line per try, then a total.
 # Each try is bounded (ralph: 10 min); the temp dirs are removed.
 # PACE=s: the user's pause between commits (default 0.02; 0 = a tight loop).
-# Figures: BENCHMARKS.md section 8.
+# Figures: BENCHMARKS.md section 10.
 set -uo pipefail
 ralph="$(realpath "${1:-target/release/ralph}")"
 tries="${2:-5}"
