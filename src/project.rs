@@ -13,10 +13,6 @@ use crate::paths;
 
 // Where these lived before `paths.rs`; files being reworked elsewhere still
 // name them here (issue 21: to go once those land).
-pub(crate) use crate::paths::{
-    attempt_log_path, is_runtime_repo_path, landing_intent_path, project_marker, slot_worktree,
-    validation_log_path, worktrees_dir, VALIDATE_WORKTREE,
-};
 
 /// A loaded, valid project.
 #[derive(Debug, Clone)]
@@ -81,7 +77,7 @@ pub(crate) fn find_root(start: &Path) -> Result<PathBuf, PathBuf> {
     let mut last = start;
     for d in start.ancestors() {
         last = d;
-        if project_marker(d).is_some() {
+        if crate::paths::project_marker(d).is_some() {
             return Ok(d.to_path_buf());
         }
         if d.join(".git").exists() {
@@ -220,7 +216,10 @@ mod tests {
             find_root(&t.join("outer/repo/src/deep")),
             Err(t.join("outer/repo"))
         );
-        assert_eq!(project_marker(&t.join("proj")), Some(t.join("proj/.ralph")));
+        assert_eq!(
+            crate::paths::project_marker(&t.join("proj")),
+            Some(t.join("proj/.ralph"))
+        );
     }
 
     #[test]

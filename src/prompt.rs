@@ -10,10 +10,6 @@ use std::collections::HashMap;
 use crate::config::Config;
 use crate::state::{FixupCause, Note};
 
-/// The project's own template, relative to the root: it replaces the
-/// built-in one when present (SPEC 4.1).
-pub(crate) const TEMPLATE_OVERRIDE: &str = crate::paths::IMPLEMENT_TEMPLATE;
-
 /// The built-in implement template. Its first line names the story.
 pub(crate) const BUILTIN_TEMPLATE: &str = "\
 You are an autonomous coding agent. Your task is to implement Story {{STORY_ID}}: {{TITLE}}

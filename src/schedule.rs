@@ -131,9 +131,8 @@ impl Scheduler {
 
     /// `weights`: `None` for file order (sequential mode), otherwise the
     /// per-story weights whose heaviest downstream chain sets priority.
-    /// Callers outside this file use `for_stories` (`cli.rs`'s
-    /// `node_states` is the last one left, to become `status::view`).
-    pub(crate) fn new(dag: &Dag, initial: Vec<Node>, weights: Option<&[u64]>) -> Scheduler {
+    /// Callers outside this file use `for_stories`, the one constructor.
+    fn new(dag: &Dag, initial: Vec<Node>, weights: Option<&[u64]>) -> Scheduler {
         let n = dag.len();
         let waits = (0..n).map(|i| dag.waits_for(i)).collect();
         let dependents = (0..n).map(|i| dag.dependents(i)).collect();

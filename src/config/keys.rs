@@ -1,6 +1,6 @@
 //! What each key of `.ralph/config.json` means: the one table that
 //! docs/config.md and docs/config.schema.json are generated from
-//! (`crate::docs`). Tests hold it to the reader in `config.rs`: every key
+//! (`crate::docs`). Tests hold it to the reader in `config/`: every key
 //! the reader asks for is here and nothing else, each kind's wrong value
 //! is refused by the reader under that key, and every default comes from
 //! `config::defaults()` unless that has none.

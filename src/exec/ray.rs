@@ -430,7 +430,7 @@ impl crate::run::executor::Executor for RayExecutor {
     }
 
     fn log_rel(&self, id: &str, attempt: u32) -> String {
-        let p = project::attempt_log_path(&self.ctx.root, id, attempt);
+        let p = crate::paths::attempt_log_path(&self.ctx.root, id, attempt);
         p.strip_prefix(&self.ctx.root)
             .unwrap_or(&p)
             .display()
@@ -515,7 +515,7 @@ impl Job {
     ) -> AttemptReport {
         let ctx = self.ctx.clone();
         let id = story.id.clone();
-        let log_path = project::attempt_log_path(&ctx.root, &id, req.attempt);
+        let log_path = crate::paths::attempt_log_path(&ctx.root, &id, req.attempt);
         let log_rel = log_path
             .strip_prefix(&ctx.root)
             .unwrap_or(&log_path)
@@ -880,7 +880,7 @@ fn adopt_branch(
             git.save_ref(&branch, &project::kept_ref(KeptRef::Saved, id, stamp))
                 .map_err(|e| e.to_string())?;
         }
-        git.release_branch(&branch, &project::worktrees_dir(&ctx.root))
+        git.release_branch(&branch, &crate::paths::worktrees_dir(&ctx.root))
             .map_err(|e| e.to_string())?;
         git.set_branch(&branch, &got).map_err(|e| e.to_string())
     })();

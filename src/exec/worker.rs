@@ -561,7 +561,7 @@ async fn attempt_in_slot(
         let push_args: Vec<&str> = push.iter().map(String::as_str).collect();
         run_git(&repo, &push_args).await?;
     }
-    let log_path = project::attempt_log_path(&root, &spec.id, spec.attempt);
+    let log_path = crate::paths::attempt_log_path(&root, &spec.id, spec.attempt);
     let log = std::fs::read(&log_path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();

@@ -54,7 +54,7 @@ impl Executor for LocalExecutor {
     fn log_rel(&self, id: &str, attempt: u32) -> String {
         rel(
             &self.ctx.root,
-            &project::attempt_log_path(&self.ctx.root, id, attempt),
+            &crate::paths::attempt_log_path(&self.ctx.root, id, attempt),
         )
     }
 }
@@ -74,7 +74,11 @@ pub(crate) fn build_prompt(
 ) -> std::io::Result<String> {
     let spec = backlog::spec_text(root, story)?;
     let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings.max);
-    let template = template(root, prompt::TEMPLATE_OVERRIDE, prompt::BUILTIN_TEMPLATE);
+    let template = template(
+        root,
+        crate::paths::IMPLEMENT_TEMPLATE,
+        prompt::BUILTIN_TEMPLATE,
+    );
     let input = PromptInput {
         id: &story.id,
         title: &story.title,
@@ -142,8 +146,8 @@ async fn run_attempt(
         id: &story.id,
         n: req.attempt,
         branch: project::story_branch(&story.id),
-        wt_path: project::slot_worktree(&ctx.root, req.slot).1,
-        log_path: project::attempt_log_path(&ctx.root, &story.id, req.attempt),
+        wt_path: crate::paths::slot_worktree(&ctx.root, req.slot).1,
+        log_path: crate::paths::attempt_log_path(&ctx.root, &story.id, req.attempt),
         backend: req.agent,
         started: Instant::now(),
         control,
@@ -395,7 +399,7 @@ impl Attempt<'_> {
         ]);
         agent_env.push(ceiling(&ctx.root));
         let (program2, wt2, b2) = (program.clone(), self.wt_path.clone(), self.branch.clone());
-        let slot_name = project::slot_worktree(&ctx.root, self.req.slot).0;
+        let slot_name = crate::paths::slot_worktree(&ctx.root, self.req.slot).0;
         let seal = blocking(ctx, move |c| {
             c.seal
                 .for_agent(&c.git, backend, &program2, &slot_name, &wt2, &b2)
@@ -455,7 +459,7 @@ impl Attempt<'_> {
         let exit = process::run_attempt(spec, on_line, self.control.clone()).await;
         // A confined agent committed on its branch's stand-in: the real
         // branch follows before anything looks at it.
-        let slot_name = project::slot_worktree(&ctx.root, self.req.slot).0;
+        let slot_name = crate::paths::slot_worktree(&ctx.root, self.req.slot).0;
         if let Ok(Err(e)) = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
             ctx.log.line(&format!(
                 "story {id} attempt {n}: the sandbox's commits could not be brought onto its \
@@ -621,7 +625,7 @@ pub(crate) async fn post_hooks(ctx: &RunContext, id: &str, result: &str, iterati
 /// file the agent deleted must fail, not walk up into the main repository
 /// (the slots live inside it) and act there. The user's own ceilings stay.
 fn ceiling(root: &Path) -> (String, String) {
-    let ours = project::worktrees_dir(root).display().to_string();
+    let ours = crate::paths::worktrees_dir(root).display().to_string();
     let value = match std::env::var("GIT_CEILING_DIRECTORIES") {
         Ok(v) if !v.is_empty() => format!("{v}:{ours}"),
         _ => ours,

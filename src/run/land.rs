@@ -72,7 +72,7 @@ pub(crate) struct LandingIntent {
 
 impl LandingIntent {
     pub(crate) fn read(root: &std::path::Path) -> Option<LandingIntent> {
-        let text = std::fs::read_to_string(project::landing_intent_path(root)).ok()?;
+        let text = std::fs::read_to_string(crate::paths::landing_intent_path(root)).ok()?;
         serde_json::from_str(&text).ok()
     }
 }
@@ -121,7 +121,7 @@ impl<'a> Watch<'a> {
             checkout: process::GitCheckout::new(
                 &git.workdir,
                 &git.git_dir,
-                &project::worktrees_dir(root),
+                &crate::paths::worktrees_dir(root),
             ),
             log,
         }
@@ -378,9 +378,10 @@ async fn land_rounds(
         let text = serde_json::to_string(&intent).expect("the intent serialises");
         // Without the intent a crash mid-checkout could not be undone: no
         // intent, no landing.
-        if let Err(e) =
-            store::write_atomic(&project::landing_intent_path(&ctx.root), text.as_bytes())
-        {
+        if let Err(e) = store::write_atomic(
+            &crate::paths::landing_intent_path(&ctx.root),
+            text.as_bytes(),
+        ) {
             return LandResult::Error(format!(
                 "cannot write {} before landing: {e}",
                 crate::paths::LANDING
@@ -425,7 +426,7 @@ async fn land_rounds(
                 _ => break landed,
             }
         };
-        let _ = std::fs::remove_file(project::landing_intent_path(&ctx.root));
+        let _ = std::fs::remove_file(crate::paths::landing_intent_path(&ctx.root));
         match landed {
             Ok(Ok(LandOutcome::Landed)) => {
                 ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).push((
@@ -490,12 +491,12 @@ async fn validate_merged(
     base: &Oid,
     control: watch::Receiver<Control>,
 ) -> Option<LandResult> {
-    let path = project::worktrees_dir(&ctx.root).join(project::VALIDATE_WORKTREE);
+    let path = crate::paths::worktrees_dir(&ctx.root).join(crate::paths::VALIDATE_WORKTREE);
     let (p, commit, base) = (path.clone(), commit.clone(), base.clone());
     let prep = blocking(ctx, move |c| -> Result<(), GitError> {
         let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
         c.git.prepare_worktree(
-            project::VALIDATE_WORKTREE,
+            crate::paths::VALIDATE_WORKTREE,
             &p,
             project::VALIDATE_BRANCH,
             &base,
@@ -512,7 +513,7 @@ async fn validate_merged(
         }
         Err(e) => return Some(LandResult::Error(e)),
     }
-    let log = project::validation_log_path(&ctx.root, &req.id, req.attempt);
+    let log = crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt);
     // A round that lost the race to a moving target validates again: the
     // log holds the last round's output.
     let _ = std::fs::remove_file(&log);
@@ -527,7 +528,7 @@ async fn validate_merged(
         // It runs code the agents wrote: sealed like them (issue 22).
         let seal = ctx
             .seal
-            .for_validation(&ctx.git, &path, project::VALIDATE_WORKTREE);
+            .for_validation(&ctx.git, &path, crate::paths::VALIDATE_WORKTREE);
         let run = process::run_shell_sealed(
             &v.cmd,
             path.clone(),

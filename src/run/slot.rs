@@ -25,7 +25,7 @@ use super::verdict::DoneCheck;
 fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
     let mut warm = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
     let branch = project::story_branch(id);
-    let (wt_name, wt_path) = project::slot_worktree(&ctx.root, slot);
+    let (wt_name, wt_path) = crate::paths::slot_worktree(&ctx.root, slot);
     let base = ctx
         .git
         .branch_tip(&ctx.target)?
@@ -39,7 +39,7 @@ fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
             .save_ref(&branch, &project::kept_ref(KeptRef::Saved, id, stamp))?;
     }
     ctx.git
-        .release_branch(&branch, &project::worktrees_dir(&ctx.root))?;
+        .release_branch(&branch, &crate::paths::worktrees_dir(&ctx.root))?;
     take_slot(ctx, &mut warm, &wt_name, &wt_path, &branch, &base)?;
     Ok(base)
 }
@@ -50,7 +50,7 @@ pub(super) fn prepare_or_rebuild(ctx: &RunContext, id: &str, slot: usize) -> Res
     match prepare(ctx, id, slot) {
         Ok(base) => Ok(base),
         Err(first) => {
-            let (name, path) = project::slot_worktree(&ctx.root, slot);
+            let (name, path) = crate::paths::slot_worktree(&ctx.root, slot);
             ctx.log.line(&format!(
                 "slot {slot} could not be prepared ({first}); rebuilding it"
             ));
@@ -115,12 +115,12 @@ pub(super) async fn commit_done_work(
     let message = prompt::commit_message(&ctx.config.commit.format, &id, &story.title);
     let base2 = base.clone();
     let checked = blocking(ctx, move |c| {
-        let (name, path) = project::slot_worktree(&c.root, slot);
+        let (name, path) = crate::paths::slot_worktree(&c.root, slot);
         let branch = project::story_branch(&id);
         // Every process of the attempt is gone: a lock left in the slot is stale.
         c.git.clear_worktree_locks(&name)?;
         let root_rel = c.git.rel_path(&c.root).unwrap_or_default();
-        let skip = |p: &str| project::is_runtime_repo_path(p, &root_rel);
+        let skip = |p: &str| crate::paths::is_runtime_repo_path(p, &root_rel);
         let left = c.git.commit_left_work(&path, &branch, &message, &skip)?;
         let empty = c.git.same_tree(&branch, &base2)?;
         Ok::<_, GitError>((left, empty))

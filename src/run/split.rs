@@ -35,7 +35,7 @@ pub(crate) fn prompt(
     let spec = crate::postmortem::head_bytes(&spec, SPEC_BYTES);
     let last_log = (1..attempt)
         .rev()
-        .map(|n| project::attempt_log_path(&ctx.root, &story.id, n))
+        .map(|n| crate::paths::attempt_log_path(&ctx.root, &story.id, n))
         // A char is at most 4 bytes: the end read holds the last chars kept.
         .find_map(|p| crate::store::read_log_end(&p, 0, 4 * LAST_OUTPUT_CHARS as u64 + 4).ok())
         .map(|(text, _)| text)
@@ -85,7 +85,7 @@ pub(crate) fn apply_answer(
             "the decomposition run committed changes; it must only answer with sub-stories".into(),
         );
     }
-    let (_, wt) = project::slot_worktree(&ctx.root, slot);
+    let (_, wt) = crate::paths::slot_worktree(&ctx.root, slot);
     let root_rel = ctx.git.rel_path(&ctx.root).unwrap_or_default();
     let wt_root = if root_rel.is_empty() {
         wt.clone()
