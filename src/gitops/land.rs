@@ -476,16 +476,7 @@ pub(super) fn update_checkout(
     merge: &git2::Commit<'_>,
 ) -> Result<Checkout> {
     let index_path = admin.join("index");
-    let io = |what: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |e| landing::io_error(what, &path, e)
-    };
-    let snapshot = landing::IndexSnapshot::read(&index_path).map_err(io("reading", &index_path))?;
-    let new_index = landing::new_index_path(admin);
-    landing::clear_new_index(admin).map_err(io("cleaning", admin))?;
-    snapshot
-        .write_to(&new_index)
-        .map_err(io("writing", &new_index))?;
+    let (snapshot, new_index) = copy_index(admin)?;
     // The checkout must judge the user's changes by the index as it is now,
     // under the lock, and must not write it: ralph writes it below.
     let mut index = git2::Index::open(&new_index)?;
@@ -696,20 +687,30 @@ pub(super) fn repair_stale_index(
     Ok(fixes.into_iter().map(|(m, _)| m).collect())
 }
 
-/// Rewrites the main index (`index.lock` held) through `edit`, as a
-/// landing writes it: beside it, racily clean entries smudged, renamed in.
-fn rewrite_index(admin: &Path, edit: impl FnOnce(&mut git2::Index) -> Result<()>) -> Result<()> {
+/// `what` failing on `path`, as a landing's error.
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> GitError {
+    let path = path.to_path_buf();
+    move |e| landing::io_error(what, &path, e)
+}
+
+/// The main index as it is now (`index.lock` held), copied beside it where
+/// the new one is built: the snapshot puts it back, the copy is edited.
+fn copy_index(admin: &Path) -> Result<(landing::IndexSnapshot, PathBuf)> {
     let index_path = admin.join("index");
-    let io = |what: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |e| landing::io_error(what, &path, e)
-    };
     let snapshot = landing::IndexSnapshot::read(&index_path).map_err(io("reading", &index_path))?;
     let new_index = landing::new_index_path(admin);
     landing::clear_new_index(admin).map_err(io("cleaning", admin))?;
     snapshot
         .write_to(&new_index)
         .map_err(io("writing", &new_index))?;
+    Ok((snapshot, new_index))
+}
+
+/// Rewrites the main index (`index.lock` held) through `edit`, as a
+/// landing writes it: beside it, racily clean entries smudged, renamed in.
+fn rewrite_index(admin: &Path, edit: impl FnOnce(&mut git2::Index) -> Result<()>) -> Result<()> {
+    let index_path = admin.join("index");
+    let (snapshot, new_index) = copy_index(admin)?;
     let written = (|| {
         let mut index = git2::Index::open(&new_index)?;
         edit(&mut index)?;
