@@ -196,14 +196,15 @@ impl Figures {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     use super::*;
     use crate::agent::event::Usage;
-    use crate::agent::{FaultKind, ResultKind, Verdict};
+    use crate::agent::{FaultKind, Verdict};
     use crate::backlog::Story;
-    use crate::run::events::{Action, AttemptReport, Event, Now};
+    use crate::run::events::{AttemptReport, Event, Now};
     use crate::run::transition::handle;
+    use crate::run::transition::tests::{failed, finished, later, records, starts};
     use crate::state::{AttemptKind, Outcome};
 
     fn model(n: usize, max_retries: u32) -> Model {
@@ -227,49 +228,11 @@ mod tests {
         crate::run::model::test_model(stories, 2, max_retries, None, t0())
     }
 
+    /// The records' timestamps below are read against this clock.
     fn t0() -> Now {
         Now {
             mono: Instant::now(),
             unix: 1_000,
-        }
-    }
-
-    fn later(now: Now, secs: u64) -> Now {
-        Now {
-            mono: now.mono + Duration::from_secs(secs),
-            unix: now.unix + secs as i64,
-        }
-    }
-
-    /// The records among `actions`, and the requests to start.
-    fn records(actions: &[Action]) -> Vec<Ev> {
-        actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Record(ev) => Some(ev.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn starts(actions: &[Action]) -> Vec<AttemptRequest> {
-        actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::StartAttempt(r) => Some(r.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn finished(req: &AttemptRequest, verdict: Verdict) -> Event {
-        Event::AttemptFinished(Box::new(AttemptReport::empty(req, verdict, String::new())))
-    }
-
-    fn failed(reason: &str) -> Verdict {
-        Verdict::Failed {
-            reason: reason.into(),
-            kind: ResultKind::Fail,
         }
     }
 

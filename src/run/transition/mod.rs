@@ -165,4 +165,4 @@ pub(crate) fn is_over(model: &Model) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -49,21 +49,21 @@ const INDEPENDENT: [(&str, &[&str]); 6] = [
     ("f", &[]),
 ];
 
-fn t0() -> Now {
+pub(crate) fn t0() -> Now {
     Now {
         mono: Instant::now(),
         unix: 1_700_000_000,
     }
 }
 
-fn later(now: Now, secs: u64) -> Now {
+pub(crate) fn later(now: Now, secs: u64) -> Now {
     Now {
         mono: now.mono + Duration::from_secs(secs),
         unix: now.unix + secs as i64,
     }
 }
 
-fn finished(req: &AttemptRequest, verdict: Verdict) -> Event {
+pub(crate) fn finished(req: &AttemptRequest, verdict: Verdict) -> Event {
     let mut r = AttemptReport::empty(
         req,
         verdict,
@@ -73,14 +73,14 @@ fn finished(req: &AttemptRequest, verdict: Verdict) -> Event {
     Event::AttemptFinished(Box::new(r))
 }
 
-fn failed(reason: &str) -> Verdict {
+pub(crate) fn failed(reason: &str) -> Verdict {
     Verdict::Failed {
         reason: reason.into(),
         kind: ResultKind::Fail,
     }
 }
 
-fn starts(actions: &[Action]) -> Vec<AttemptRequest> {
+pub(crate) fn starts(actions: &[Action]) -> Vec<AttemptRequest> {
     actions
         .iter()
         .filter_map(|a| match a {
@@ -227,7 +227,7 @@ fn api_down(req: &AttemptRequest, now_secs: u64) -> Event {
     Event::AttemptFinished(Box::new(r))
 }
 
-fn records(actions: &[Action]) -> Vec<Ev> {
+pub(crate) fn records(actions: &[Action]) -> Vec<Ev> {
     actions
         .iter()
         .filter_map(|a| match a {
