@@ -61,6 +61,13 @@ pub(crate) enum MergeOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LandOutcome {
     Landed,
+    /// The target gained the user's commits while the merge was validated,
+    /// touching none of its paths: the merge was made again on them
+    /// (`commit`, on `base`) and that landed.
+    LandedOnTop {
+        base: Oid,
+        commit: Oid,
+    },
     /// The target branch no longer points at the expected commit.
     TargetMoved {
         now: Oid,
@@ -1331,6 +1338,106 @@ mod tests {
             MergeOutcome::Merged { commit, base } => (commit, base),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A landing allowed to make its merge again on the user's new commits,
+    /// recording each (base, merge) it was asked to go on with.
+    struct Relanding(std::cell::RefCell<Vec<(String, String)>>);
+
+    impl landing::CheckoutWatch for Relanding {
+        fn now(&self) -> u64 {
+            0
+        }
+        fn git_processes(&self) -> Vec<landing::UserGit> {
+            Vec::new()
+        }
+        fn log(&self, _: &str) {}
+        fn relanding(&self, base: &str, merge: &str) -> bool {
+            self.0.borrow_mut().push((base.into(), merge.into()));
+            true
+        }
+    }
+
+    fn land_relanding(g: &Git, base: &str, commit: &str) -> (LandOutcome, Vec<(String, String)>) {
+        let watch = Relanding(Default::default());
+        let out = g
+            .land_inner(
+                "main",
+                &base.to_string(),
+                &commit.to_string(),
+                landing::LOCK_WAIT,
+                &watch,
+                &[],
+            )
+            .unwrap();
+        (out, watch.0.into_inner())
+    }
+
+    #[test]
+    fn a_merge_outrun_by_user_commits_elsewhere_is_made_again_on_them_under_the_locks() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let story_tip = tip_of(&g, "ralph/1.1");
+        let (commit, base) = merged(&g);
+        write(dir, "d.txt", "user\n");
+        let user = commit_all(dir, "user");
+        // Without leave to land it again, the target moved, as before.
+        assert_eq!(
+            g.land("main", &base, &commit).unwrap(),
+            LandOutcome::TargetMoved { now: user.clone() }
+        );
+        let (out, asked) = land_relanding(&g, &base, &commit);
+        let LandOutcome::LandedOnTop {
+            base: on,
+            commit: again,
+        } = out
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(on, user);
+        assert_eq!(
+            asked,
+            vec![(user.clone(), again.clone())],
+            "the intent came first"
+        );
+        assert_eq!(tip_of(&g, "main"), again);
+        let parents = git(dir, &["rev-list", "--parents", "-n1", &again]);
+        assert_eq!(
+            parents.split_whitespace().collect::<Vec<_>>(),
+            vec![again.as_str(), user.as_str(), story_tip.as_str()]
+        );
+        assert_eq!(
+            git(dir, &["log", "-1", "--format=%s", &again]).trim(),
+            "merge: story 1.1"
+        );
+        // The validated merge's tree plus the user's file, in the checkout too.
+        assert_eq!(
+            git(dir, &["diff", "--name-only", &commit, &again]).trim(),
+            "d.txt"
+        );
+        assert_eq!(read(dir, "b.txt"), "b\n");
+        assert_eq!(read(dir, "d.txt"), "user\n");
+        assert_eq!(porcelain(dir), "");
+    }
+
+    #[test]
+    fn a_merge_outrun_by_user_commits_on_its_paths_or_a_rewritten_target_is_not_made_again() {
+        // The user's commit changes a path the merge changes.
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        write(dir, "b.txt", "b\n");
+        let user = commit_all(dir, "user adds the same file");
+        let (out, asked) = land_relanding(&g, &base, &commit);
+        assert_eq!(out, LandOutcome::TargetMoved { now: user });
+        assert!(asked.is_empty());
+        // The target set back to an older commit: no user commit explains it.
+        let (tmp, g, first, _) = diverged();
+        let (commit, base) = merged(&g);
+        git(tmp.path(), &["reset", "-q", "--hard", &first]);
+        let (out, asked) = land_relanding(&g, &base, &commit);
+        assert_eq!(out, LandOutcome::TargetMoved { now: first });
+        assert!(asked.is_empty());
     }
 
     #[test]

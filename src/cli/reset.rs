@@ -140,6 +140,10 @@ fn undo_landing(
             commit: Some(commit),
             landings,
         })),
+        LandOutcome::LandedOnTop { commit, .. } => Ok(Some(Undone {
+            commit: Some(commit),
+            landings,
+        })),
         LandOutcome::CheckoutBlocked { paths } => Err(RalphError::usage(format!(
             "story {id}: your uncommitted changes to {} are in the way of putting its status \
              back; nothing was changed",

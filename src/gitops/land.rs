@@ -60,9 +60,10 @@ impl Git {
         let new_oid = parse_oid(new)?;
         let repo = self.repo()?;
         repo.find_commit(new_oid)?;
-        // A tip that already moved needs no lock to say so.
+        // A tip moved other than by adding commits needs no lock to say so;
+        // one the user only added to may take the merge on top (below).
         let now = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
-        if now != expected_oid {
+        if now != expected_oid && !repo.graph_descendant_of(now, expected_oid)? {
             return Ok(LandOutcome::TargetMoved {
                 now: now.to_string(),
             });
@@ -105,17 +106,49 @@ impl Git {
             )));
         }
         let now = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
+        let mut remade = None;
         if now != expected_oid {
-            return Ok(LandOutcome::TargetMoved {
-                now: now.to_string(),
-            });
+            // The user committed while the merge was validated. Made again
+            // here, under both locks, the merge cannot be overtaken once more,
+            // however often the user commits (the merge queue starved when
+            // every round's validation was outrun).
+            let again = self.remade_on(&repo, expected_oid, now, new_oid)?;
+            let Some(again) = again.filter(|m| watch.relanding(&now.to_string(), &m.to_string()))
+            else {
+                return Ok(LandOutcome::TargetMoved {
+                    now: now.to_string(),
+                });
+            };
+            watch.log(&format!(
+                "landing: {target} gained commits touching none of the merge's paths while it \
+                 was validated; the validated merge {new_oid} is made again on {now} as {again}"
+            ));
+            remade = Some(again);
         }
+        let (expected_oid, new_oid) = match remade {
+            Some(again) => (now, again),
+            None => (expected_oid, new_oid),
+        };
         let head = repo.find_reference("HEAD")?;
         let checked_out = head.symbolic_target()? == Some(refname.as_str());
         drop(head);
+        let on_top = |landed: Result<LandOutcome>| match (landed, remade) {
+            (Ok(LandOutcome::Landed), Some(commit)) => Ok(LandOutcome::LandedOnTop {
+                base: expected_oid.to_string(),
+                commit: commit.to_string(),
+            }),
+            (landed, _) => landed,
+        };
         if !checked_out {
             drop(ref_lock);
-            return self.finish_landing(&repo, &refname, target, new_oid, expected_oid, None);
+            return on_top(self.finish_landing(
+                &repo,
+                &refname,
+                target,
+                new_oid,
+                expected_oid,
+                None,
+            ));
         }
         if repo.state() != git2::RepositoryState::Clean {
             return Err(GitError::Other(format!(
@@ -154,7 +187,47 @@ impl Git {
         // before it must not be able to write that copy back: the lock stays
         // until every such process has ended (new ones read this index).
         self.outlast_then_release(watch, wait, index_lock);
-        landed
+        on_top(landed)
+    }
+
+    /// The merge `new`, made on `base`, made again on `now` when `now` only
+    /// added commits to `base` and those touch none of the paths the merge
+    /// changes: the tree is then the one the user would have had by making
+    /// those commits right after the landing, so the merge's validation
+    /// still speaks for it. `None` when the paths meet (the merge must be
+    /// validated again), the history was rewritten, or the trees do not
+    /// merge cleanly (a file where the other side has a directory).
+    pub(super) fn remade_on(
+        &self,
+        repo: &git2::Repository,
+        base: git2::Oid,
+        now: git2::Oid,
+        new: git2::Oid,
+    ) -> Result<Option<git2::Oid>> {
+        if !repo.graph_descendant_of(now, base)? {
+            return Ok(None);
+        }
+        let merge = repo.find_commit(new)?;
+        let on = repo.find_commit(now)?;
+        let (bt, nt, mt) = (repo.find_commit(base)?.tree()?, on.tree()?, merge.tree()?);
+        let theirs = changed_paths(repo, &bt, &nt)?;
+        let ours = changed_paths(repo, &bt, &mt)?;
+        if landing::paths_meet(&ours, &theirs) {
+            return Ok(None);
+        }
+        let mut index = repo.merge_trees(&bt, &nt, &mt, None)?;
+        if index.has_conflicts() {
+            return Ok(None);
+        }
+        let tree = repo.find_tree(index.write_tree_to(repo)?)?;
+        let story_parents: Vec<git2::Commit<'_>> = merge.parents().skip(1).collect();
+        let mut parents = vec![&on];
+        parents.extend(story_parents.iter());
+        let message = merge.message_raw().unwrap_or_default();
+        let sig = signature(repo)?;
+        Ok(Some(sign::commit(
+            repo, None, &sig, message, &tree, &parents,
+        )?))
     }
 
     /// The landing's changes under both locks, the user's git outlasted:

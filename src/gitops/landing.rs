@@ -240,6 +240,23 @@ pub(crate) trait CheckoutWatch {
     fn git_processes(&self) -> Vec<UserGit>;
     /// A line for ralph.log.
     fn log(&self, line: &str);
+    /// May the landing go on as `merge` on `base` instead of what it was
+    /// asked (its merge made again on commits the user added meanwhile)?
+    /// A landing that may records it first, where a crash's recovery reads
+    /// it; one that may not (the default) reports the target moved.
+    fn relanding(&self, _base: &str, _merge: &str) -> bool {
+        false
+    }
+}
+
+/// Do two sets of changed paths meet: the same path, or one inside the
+/// other (a file on one side where the other has a directory)?
+pub(super) fn paths_meet(a: &[String], b: &[String]) -> bool {
+    let inside = |p: &str, dir: &str| {
+        p.len() > dir.len() && p.starts_with(dir) && p.as_bytes()[dir.len()] == b'/'
+    };
+    a.iter()
+        .any(|p| b.iter().any(|q| p == q || inside(p, q) || inside(q, p)))
 }
 
 /// No watch: landings that no user's git can race (tests).
@@ -505,6 +522,20 @@ pub(super) fn io_error(what: &str, path: &Path, e: io::Error) -> GitError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_paths_meet_when_equal_or_one_holds_the_other() {
+        let v = |s: &[&str]| s.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert!(paths_meet(&v(&["a.txt", "src/x.rs"]), &v(&["src/x.rs"])));
+        assert!(paths_meet(&v(&["src"]), &v(&["src/x.rs"])));
+        assert!(paths_meet(&v(&["src/x.rs"]), &v(&["src"])));
+        assert!(!paths_meet(
+            &v(&["src/x.rs"]),
+            &v(&["src/x.rs2", "sr", "src/x"])
+        ));
+        assert!(!paths_meet(&v(&["srcx/a"]), &v(&["src"])));
+        assert!(!paths_meet(&v(&[]), &v(&["a"])));
+    }
 
     #[test]
     fn racy_means_modified_in_or_after_the_second_the_index_was_written() {

@@ -71,6 +71,13 @@ pub(crate) struct LandingIntent {
 }
 
 impl LandingIntent {
+    /// Writes `.ralph/landing.json`; the error says which file.
+    fn write(&self, root: &std::path::Path) -> Result<(), String> {
+        let text = serde_json::to_string(self).expect("the intent serialises");
+        store::write_atomic(&crate::paths::landing_intent_path(root), text.as_bytes())
+            .map_err(|e| format!("cannot write {} before landing: {e}", crate::paths::LANDING))
+    }
+
     pub(crate) fn read(root: &std::path::Path) -> Option<LandingIntent> {
         let text = std::fs::read_to_string(crate::paths::landing_intent_path(root)).ok()?;
         serde_json::from_str(&text).ok()
@@ -103,11 +110,23 @@ pub(crate) async fn land(
 pub(crate) struct Watch<'a> {
     checkout: process::GitCheckout,
     log: &'a crate::store::TechLog,
+    /// The story a landing lands, and its project root: a landing whose
+    /// merge is made again on the user's new commits records that intent.
+    landing: Option<(&'a std::path::Path, String)>,
 }
 
 impl<'a> Watch<'a> {
     pub(crate) fn new(ctx: &'a RunContext) -> Watch<'a> {
         Watch::of(&ctx.git, &ctx.root, &ctx.log)
+    }
+
+    /// The watch of a story's landing: its merge may be made again on
+    /// commits the user added while it was validated.
+    fn landing(ctx: &'a RunContext, story: &str) -> Watch<'a> {
+        Watch {
+            landing: Some((&ctx.root, story.to_string())),
+            ..Watch::new(ctx)
+        }
     }
 
     /// The watch of the main checkout of `git` (project `root`), for any
@@ -124,6 +143,7 @@ impl<'a> Watch<'a> {
                 &crate::paths::worktrees_dir(root),
             ),
             log,
+            landing: None,
         }
     }
 }
@@ -147,6 +167,22 @@ impl CheckoutWatch for Watch<'_> {
 
     fn log(&self, line: &str) {
         self.log.line(line);
+    }
+
+    fn relanding(&self, base: &str, merge: &str) -> bool {
+        let Some((root, story)) = &self.landing else {
+            return false;
+        };
+        // No intent, no landing: a crash mid-checkout must be undone
+        // against the merge actually being landed.
+        LandingIntent {
+            story: story.clone(),
+            base: base.to_string(),
+            commit: merge.to_string(),
+        }
+        .write(root)
+        .map_err(|e| self.log.line(&e))
+        .is_ok()
     }
 }
 
@@ -375,21 +411,14 @@ async fn land_rounds(
             base: base.clone(),
             commit: commit.clone(),
         };
-        let text = serde_json::to_string(&intent).expect("the intent serialises");
         // Without the intent a crash mid-checkout could not be undone: no
         // intent, no landing.
-        if let Err(e) = store::write_atomic(
-            &crate::paths::landing_intent_path(&ctx.root),
-            text.as_bytes(),
-        ) {
-            return LandResult::Error(format!(
-                "cannot write {} before landing: {e}",
-                crate::paths::LANDING
-            ));
+        if let Err(e) = intent.write(&ctx.root) {
+            return LandResult::Error(e);
         }
         let mut busy = 0;
         let landed = loop {
-            let (b, c2) = (base.clone(), commit.clone());
+            let (b, c2, id) = (base.clone(), commit.clone(), req.id.clone());
             let landed = blocking(ctx, move |c| {
                 let earlier: Vec<(Oid, Oid)> = c
                     .landed
@@ -399,7 +428,7 @@ async fn land_rounds(
                     .map(|(_, b, m)| (b.clone(), m.clone()))
                     .collect();
                 c.git
-                    .land_watched(&c.target, &b, &c2, &Watch::new(c), &earlier)
+                    .land_watched(&c.target, &b, &c2, &Watch::landing(c, &id), &earlier)
             })
             .await;
             // The user's git holds a lock of the main checkout (a commit in
@@ -428,7 +457,13 @@ async fn land_rounds(
         };
         let _ = std::fs::remove_file(crate::paths::landing_intent_path(&ctx.root));
         match landed {
-            Ok(Ok(LandOutcome::Landed)) => {
+            Ok(Ok(outcome @ (LandOutcome::Landed | LandOutcome::LandedOnTop { .. }))) => {
+                // Made again on the user's new commits, the merge that landed
+                // is another than the one validated, on another base.
+                let (base, commit) = match outcome {
+                    LandOutcome::LandedOnTop { base, commit } => (base, commit),
+                    _ => (base, commit),
+                };
                 ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).push((
                     req.id.clone(),
                     base,

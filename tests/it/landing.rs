@@ -500,3 +500,93 @@ done_"#,
     assert!(records.contains(r#""ev":"reverted""#), "{records}");
     assert!(!stderr.contains("story 1.2 landed, but"), "{stderr}");
 }
+
+/// A validation command that commits to `main` in the main checkout, as a
+/// user committing while each merge is validated does: every round's
+/// validation is outrun. Before the merge was made again under the landing's
+/// locks, the story never landed (the run stopped, "kept moving").
+const USER_COMMITS_WHILE_VALIDATING: &str = r#"n=$(ls "$SCRATCH" | grep -c '^validated-'); touch "$SCRATCH/validated-$n"
+cd "$RALPH_PROJECT_DIR" && mkdir -p user && echo "$n" > "user/u$n.txt" && git add user && git commit -qm "user $n""#;
+
+fn validating_config(cmd: &str) -> String {
+    let cmd = serde_json::to_string(cmd).unwrap();
+    format!(
+        r#"{{ "loop": {{ "max_retries": 2, "grace_seconds": 1 }},
+      "validation": {{ "commands": [ {{ "name": "user", "cmd": {cmd}, "required": true }} ] }} }}"#
+    )
+}
+
+fn validations(p: &Project) -> usize {
+    fs::read_dir(&p.scratch)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("validated-")
+        })
+        .count()
+}
+
+#[test]
+fn a_user_committing_during_every_validation_does_not_starve_the_merge_queue() {
+    let p = Project::with_backlog(
+        "1.1 | A\n",
+        &validating_config(USER_COMMITS_WHILE_VALIDATING),
+    );
+    p.commit_all("backlog");
+    p.agent(r#"commit_file "story/$ID.txt" "story work"; done_"#);
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(
+        validations(&p),
+        1,
+        "the validated merge landed on top of the user's commit"
+    );
+    assert_eq!(
+        p.file_on_main("story/1.1.txt").as_deref(),
+        Some("story work\n")
+    );
+    assert_eq!(p.file_on_main("user/u0.txt").as_deref(), Some("0\n"));
+    // The merge sits on the user's commit, with the story's work as its
+    // second parent, and the checkout agrees with the branch.
+    assert_eq!(
+        git(
+            &p.root,
+            &["log", "-2", "--first-parent", "--format=%s", "main"]
+        ),
+        "merge: story 1.1\nuser 0\n"
+    );
+    assert_eq!(
+        git(&p.root, &["log", "-1", "--format=%s", "main^2"]),
+        "feat(story-1.1): story/1.1.txt\n",
+        "the story's commits are the merge's second parent"
+    );
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+}
+
+/// The user's commit touches a file the story changed too: the merge made
+/// on it is another tree than the one validated, so it is validated again.
+#[test]
+fn a_user_commit_touching_the_storys_paths_during_validation_is_validated_again() {
+    let once = r#"n=$(ls "$SCRATCH" | grep -c '^validated-'); touch "$SCRATCH/validated-$n"
+if [ "$n" = 0 ]; then cd "$RALPH_PROJECT_DIR" && printf '1\n2\n3\n4\n5\n6\n7\n8\n9\nuser\n' > shared.txt && git commit -qam "user edit"; fi"#;
+    let p = Project::with_backlog("1.1 | A\n", &validating_config(once));
+    p.write("shared.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+    p.commit_all("backlog");
+    p.agent(
+        r#"printf 'story\n2\n3\n4\n5\n6\n7\n8\n9\n10\n' > shared.txt; git commit -qam "story edit"; done_"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(
+        validations(&p),
+        2,
+        "the merge on the user's edit was validated"
+    );
+    assert_eq!(
+        p.file_on_main("shared.txt").as_deref(),
+        Some("story\n2\n3\n4\n5\n6\n7\n8\n9\nuser\n")
+    );
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+}
