@@ -251,6 +251,11 @@ pub(crate) enum Message {
     Stopped {
         id: String,
     },
+    /// A person steered the run (`ralph pause`, `ralph hold ID`, ...): what
+    /// changed.
+    Steered {
+        text: String,
+    },
     /// The agent warned its usage limit is near: fewer jobs for a while.
     LimitNear {
         jobs: usize,
@@ -443,6 +448,7 @@ pub(crate) fn render(m: &Message) -> String {
         Message::Stopped { id } => {
             format!("[stop] {id} stopped; it will be redone by the next `ralph run`")
         }
+        Message::Steered { text } => format!("[steer] {text}"),
         Message::Failed {
             id,
             attempt,
@@ -863,6 +869,9 @@ mod tests {
                 wait_secs: 3602.0,
             },
             Message::Stopped { id: id() },
+            Message::Steered {
+                text: "paused: no new attempt starts; running ones finish and land".into(),
+            },
             Message::ApiGivenUp {
                 agent: "claude".into(),
                 fallback: "codex".into(),

@@ -104,6 +104,10 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
                 "cost_usd": s.figures.cost_usd,
             })),
             "stories": crate::status::story_rows(&project, &state, None),
+            // Steering (issue 24): what a person asked for.
+            "paused_by_person": state.paused,
+            "held": state.held,
+            "notes": state.user_notes,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
@@ -120,6 +124,21 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     }
     if !running.is_empty() {
         println!("Running: {}", running.join(", "));
+    }
+    if state.paused {
+        println!("Paused by `ralph pause`: no new attempt starts until `ralph resume`");
+    }
+    if !state.held.is_empty() {
+        let held: Vec<&str> = state.held.iter().map(String::as_str).collect();
+        println!(
+            "Held: {} (`ralph release ID` lets one start)",
+            held.join(", ")
+        );
+    }
+    for (id, text) in &state.user_notes {
+        // One line each, fitted to 80 columns: `ralph status --json` has it all.
+        let line = format!("Note for {id}: {}", text.replace('\n', " "));
+        println!("{}", crate::ui::truncate(&line, 80));
     }
     for id in &failed {
         let r = state.record(id).cloned().unwrap_or_default();
