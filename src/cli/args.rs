@@ -51,6 +51,9 @@ pub(super) enum Command {
         /// Machine-readable output
         #[arg(long)]
         json: bool,
+        /// Draw it again every second, in place, until Ctrl-C
+        #[arg(short, long, conflicts_with = "json")]
+        watch: bool,
     },
     /// Check the backlog and config; print every problem; change nothing
     Validate,
@@ -167,6 +170,9 @@ pub(super) enum Command {
         /// Print the file as it is
         #[arg(long)]
         raw: bool,
+        /// Follow a running attempt's log as it grows, until the attempt ends
+        #[arg(short, long)]
+        follow: bool,
     },
     /// The prompt template agents get
     Template {

@@ -192,7 +192,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
     }
     match cmd {
         Command::Run(a) => run_cmd::cmd_run(a, root),
-        Command::Status { json } => status::cmd_status(root, json),
+        Command::Status { json, watch } => status::cmd_status(root, json, watch),
         Command::Validate => validate::cmd_validate(root),
         Command::Graph { format } => graph::cmd_graph(root, format),
         Command::Stories => graph::cmd_stories(root),
@@ -219,7 +219,12 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             println!("ralph {}", help::VERSION.as_str());
             Ok(EXIT_OK)
         }
-        Command::Log { id, attempt, raw } => crate::logview::cmd_log(root, &id, attempt, raw),
+        Command::Log {
+            id,
+            attempt,
+            raw,
+            follow,
+        } => crate::logview::cmd_log(root, &id, attempt, raw, follow),
         Command::Template {
             what: TemplateCommand::Show { builtin },
         } => info::cmd_template_show(root, builtin),

@@ -275,6 +275,8 @@ pub(crate) struct Model {
     /// `landing.mode: review` without `--exit-on-review`: the run waits for
     /// stories in review to be approved (`ralph land ID` reaches it).
     pub(crate) waits_for_review: bool,
+    /// The run said it waits for a person (once per wait).
+    pub(crate) said_waiting: bool,
 }
 
 impl Model {
@@ -384,6 +386,7 @@ impl Model {
             stop_asked: Default::default(),
             holds_here: false,
             waits_for_review: false,
+            said_waiting: false,
         };
         for i in 0..n {
             model.refresh_files(i);
@@ -559,6 +562,29 @@ impl Model {
                 .any(|i| self.is_held(i) && self.sched.nodes[i] == Node::Pending);
         let review_waiting = self.waits_for_review && self.count(Node::Review) > 0;
         self.state.paused || held_waiting || review_waiting
+    }
+
+    /// What the run waits for a person for, in words (`waits_for_person`).
+    pub(crate) fn waiting_for(&self) -> String {
+        let mut what = Vec::new();
+        if self.state.paused {
+            what.push("`ralph resume` (paused)".to_string());
+        }
+        let held: Vec<&str> = (0..self.stories.len())
+            .filter(|&i| self.is_held(i) && self.sched.nodes[i] == Node::Pending)
+            .map(|i| self.id(i))
+            .collect();
+        if self.holds_here && !held.is_empty() {
+            what.push(format!("`ralph release ID` (held: {})", held.join(", ")));
+        }
+        let review = self.ids_with(Node::Review);
+        if self.waits_for_review && !review.is_empty() {
+            what.push(format!(
+                "`ralph land ID` (in review: {})",
+                review.join(", ")
+            ));
+        }
+        what.join(" or ")
     }
 
     pub(crate) fn stopping(&self) -> bool {

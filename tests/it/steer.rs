@@ -22,6 +22,7 @@ CHILD=$!
 echo "$CHILD" > "$SCRATCH/child-$ID-$N"
 echo "$$" > "$SCRATCH/pid-$ID-$N"
 echo "start $ID $N" >> "$SCRATCH/events"
+say "working on $ID"
 while [ ! -e "$SCRATCH/go-$ID" ] && [ ! -e "$SCRATCH/go-all" ]; do sleep 0.02; done
 kill "$CHILD"
 commit_file "src/$ID.txt"
@@ -324,6 +325,11 @@ fn after_jobs_1_at_most_one_agent_runs_at_a_time() {
     assert!(r.stdout.starts_with("jobs: 3 → 1"), "{r:?}");
     assert_eq!(finish(&p, run), 0, "{}", stderr_of(&p));
     assert_eq!(p.completed().len(), 6);
+    let stats = p.ralph(&["stats"]);
+    assert_eq!(stats.code, 0, "{stats:?}");
+    for line in stats.stdout.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80 columns: {line}");
+    }
     // From the fourth start on, no agent's start overlaps another's run.
     let ev = events(&p);
     let mut running = 0i32;
@@ -398,4 +404,58 @@ fn review_mode_waits_and_lands_what_ralph_land_approves_while_it_runs() {
         stderr_of(&p)
     );
     assert_eq!(p.completed(), ["1.1", "1.2"]);
+}
+
+/// `ralph` in the background with its stdout in `scratch/<out>`.
+fn spawn_out(p: &Project, args: &[&str], out: &str) -> Child {
+    let mut c = p.command(args);
+    c.stdout(fs::File::create(p.scratch.join(out)).unwrap());
+    c.spawn().expect("ralph starts")
+}
+
+#[test]
+fn log_follow_shows_a_running_attempt_as_it_goes_and_ends_with_it() {
+    let p = project(&[("1.1", &[])], FAST_CONFIG);
+    let run = spawn(&p, &["run"]);
+    wait_started(&p, "1.1", 1);
+    let mut follow = spawn_out(&p, &["log", "-f", "1.1"], "follow.out");
+    wait_until("the agent's words, followed", LIMIT, || {
+        p.scratch_text("follow.out").contains("working on 1.1")
+    });
+    assert!(
+        follow.try_wait().unwrap().is_none(),
+        "it follows the running attempt"
+    );
+    assert!(!p.scratch_text("follow.out").contains("── result"));
+    assert_eq!(finish(&p, run), 0, "{}", stderr_of(&p));
+    assert_eq!(wait_exit(&mut follow, "the follower ends").code(), Some(0));
+    let text = p.scratch_text("follow.out");
+    assert!(text.contains("── result: ok"), "{text}");
+    assert!(text.contains("DONE 1.1"), "{text}");
+}
+
+#[test]
+fn status_watch_draws_again_until_stopped() {
+    let p = project(&[("1.1", &[])], FAST_CONFIG);
+    let run = spawn(&p, &["run"]);
+    wait_started(&p, "1.1", 1);
+    let mut watch = spawn_out(&p, &["status", "--watch"], "watch.out");
+    wait_until("two frames", LIMIT, || {
+        p.scratch_text("watch.out")
+            .matches("Progress: 0 / 1")
+            .count()
+            >= 2
+    });
+    go(&p, "all");
+    wait_until("a frame after the landing", LIMIT, || {
+        p.scratch_text("watch.out").contains("Progress: 1 / 1")
+    });
+    assert!(watch.try_wait().unwrap().is_none());
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let mut run = run;
+    assert_eq!(wait_exit(&mut run, "the run").code(), Some(0));
+    let text = p.scratch_text("watch.out");
+    assert!(text.contains("Run in progress: yes"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80));
 }

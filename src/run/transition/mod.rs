@@ -133,6 +133,14 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
     }
     next_landing(model, now, &mut out);
     dispatch(model, now, &mut out);
+    if model.busy() || !model.waits_for_person() {
+        model.said_waiting = false;
+    } else if !model.said_waiting {
+        model.said_waiting = true;
+        out.push(Action::Say(Message::WaitingForPerson {
+            what: model.waiting_for(),
+        }));
+    }
     out.push(Action::Totals(totals(model, Some(now))));
     coalesce_saves(out)
 }

@@ -242,8 +242,11 @@ fn review_waits_for_approval_and_lands_what_is_approved_while_running() {
     m.waits_for_review = true;
     let first = begin(&mut m);
     handle(&mut m, finished(&first[0], Verdict::Done), t0());
-    land(&mut m, first[0].idx, LandResult::InReview, t0());
+    let after = land(&mut m, first[0].idx, LandResult::InReview, t0());
     assert!(!is_over(&m), "the run waits for the review");
+    assert!(said(&after).contains(&Message::WaitingForPerson {
+        what: "`ralph land ID` (in review: a)".into()
+    }));
     let (_, reply) = steer(&mut m, Command::Land { id: "b".into() });
     assert!(!reply.ok && reply.message.contains("not waiting for review"));
     let (actions, reply) = steer(&mut m, Command::Land { id: "a".into() });
