@@ -156,6 +156,17 @@ fn land_in_running_run(root: &Path, ids: &[String]) -> anyhow::Result<Option<i32
 }
 
 pub(super) fn cmd_reject(root: &Path, id: &str, note: Option<&str>) -> anyhow::Result<i32> {
+    if crate::store::RunLock::is_held(root) {
+        let cmd = crate::steer::Command::Reject {
+            id: id.to_string(),
+            note: note.map(str::to_string),
+        };
+        // A run waiting for reviews takes it; one without a socket keeps
+        // the lock's refusal below.
+        if let Some(reply) = crate::steer::client::try_send(root, &cmd)? {
+            return super::steer::answered(reply);
+        }
+    }
     with_locked_state(root, "before sending a story back", |state| {
         let project = project::load(root).map_err(RalphError::BadInput)?;
         in_review(state, &project, &[id.to_string()])?;

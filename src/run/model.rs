@@ -142,6 +142,11 @@ pub(crate) enum Change<'a> {
     Refund,
     /// Its validated work waits on its branch for a person.
     InReview,
+    /// A person sent its work in review back (`ralph reject`): it runs
+    /// again, told why.
+    Rejected {
+        why: &'a str,
+    },
     /// Its validated work is proposed as a pull request.
     InPr {
         url: &'a str,
@@ -470,6 +475,10 @@ impl Model {
                 self.state.send_to_review(&id);
                 self.sched.set(idx, Node::Review);
             }
+            Change::Rejected { why } => {
+                self.state.reject(&id, why);
+                self.sched.set(idx, Node::Pending);
+            }
             Change::Decompose { note } => {
                 self.state.begin_decomposition(&id, note.to_string());
                 self.sched.unfail(idx);
@@ -542,7 +551,8 @@ impl Model {
 
     /// A person paused new work (`ralph pause`, `ralph drain`).
     pub(crate) fn new_work_paused(&self) -> bool {
-        self.state.paused || self.draining
+        // `ralph decompose ID` is a person asking for that split now.
+        (self.state.paused && self.policy.split_by_hand.is_none()) || self.draining
     }
 
     /// The index of the story `id`, if the backlog has it.
@@ -554,7 +564,12 @@ impl Model {
     /// is paused, a story held during the run waits for its release, or
     /// (review without `--exit-on-review`) a story waits for approval.
     pub(crate) fn waits_for_person(&self) -> bool {
-        if self.stopping() || self.fatal.is_some() || self.draining || self.limit_reached() {
+        if self.stopping()
+            || self.fatal.is_some()
+            || self.draining
+            || self.limit_reached()
+            || self.policy.split_by_hand.is_some()
+        {
             return false;
         }
         let held_waiting = self.holds_here

@@ -38,6 +38,12 @@ pub(crate) enum Command {
     Jobs { n: usize },
     /// Approve a story waiting for review: the run lands it.
     Land { id: String },
+    /// Send a story in review back for another attempt, told `note`.
+    Reject {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
 }
 
 impl Command {
@@ -53,6 +59,7 @@ impl Command {
             Command::Note { .. } => "note",
             Command::Jobs { .. } => "jobs",
             Command::Land { .. } => "land",
+            Command::Reject { .. } => "reject",
         }
     }
 
@@ -63,7 +70,8 @@ impl Command {
             | Command::Hold { id }
             | Command::Release { id }
             | Command::Note { id, .. }
-            | Command::Land { id } => Some(id),
+            | Command::Land { id }
+            | Command::Reject { id, .. } => Some(id),
             _ => None,
         }
     }
@@ -155,6 +163,13 @@ mod tests {
             (
                 r#"{"cmd":"land","id":"1.2"}"#,
                 Command::Land { id: "1.2".into() },
+            ),
+            (
+                r#"{"cmd":"reject","id":"1.2","note":"use the helper"}"#,
+                Command::Reject {
+                    id: "1.2".into(),
+                    note: Some("use the helper".into()),
+                },
             ),
         ];
         for (line, cmd) in cases {

@@ -395,6 +395,15 @@ fn review_mode_waits_and_lands_what_ralph_land_approves_while_it_runs() {
     assert!(r.stdout.starts_with("approved 1.1"), "{r:?}");
     wait_until("1.2 in review", LIMIT, || status_of(&p, "1.2") == "review");
     assert_eq!(p.merges_of("1.1"), 1);
+    let r = p.ralph(&["reject", "1.2", "--note", "name it wc, not count"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("1.2 goes back to the queue"), "{r:?}");
+    wait_until("1.2 in review again", LIMIT, || {
+        started(&p, "1.2") == 2 && status_of(&p, "1.2") == "review"
+    });
+    assert!(p
+        .scratch_text("prompt-1.2-2")
+        .contains("name it wc, not count"));
     let r = p.ralph(&["land"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(

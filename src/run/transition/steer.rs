@@ -12,7 +12,7 @@ use crate::steer::{Command, Reply};
 
 use super::landing::send_to_landing;
 use crate::run::events::Action;
-use crate::run::model::Model;
+use crate::run::model::{Change, Model};
 
 /// The most jobs `ralph jobs N` gives a run (as `-j`).
 const MAX_JOBS: usize = 256;
@@ -114,7 +114,8 @@ fn decide(model: &mut Model, cmd: &Command, out: &mut Vec<Action>) -> (Reply, bo
         | Command::Hold { id }
         | Command::Release { id }
         | Command::Note { id, .. }
-        | Command::Land { id } => match model.index_of(id) {
+        | Command::Land { id }
+        | Command::Reject { id, .. } => match model.index_of(id) {
             None => (
                 Reply::refused(
                     format!("no story {id} in the backlog"),
@@ -259,6 +260,31 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
                 true,
             )
         }
-        _ => unreachable!("only story commands come here"),
+        Command::Reject { note, .. } => {
+            if model.state.status(&id) != Status::Review || node != Node::Review {
+                return (
+                    Reply::refused(
+                        format!("story {id} is not waiting for review"),
+                        "`ralph review` lists the stories that are",
+                    ),
+                    false,
+                );
+            }
+            let why = note.as_deref().unwrap_or("no reason given");
+            model.apply(idx, Change::Rejected { why });
+            (
+                Reply::done(format!(
+                    "{id} goes back to the queue; its next attempt is told: {why}"
+                )),
+                true,
+            )
+        }
+        Command::Pause | Command::Resume | Command::Drain | Command::Jobs { .. } => (
+            Reply::refused(
+                format!("`{}` is about no story", cmd.name()),
+                "this is a bug in ralph: report it",
+            ),
+            false,
+        ),
     }
 }

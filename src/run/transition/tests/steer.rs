@@ -263,6 +263,31 @@ fn review_waits_for_approval_and_lands_what_is_approved_while_running() {
 }
 
 #[test]
+fn a_story_rejected_while_the_run_waits_runs_again_told_why() {
+    let mut m = model_with(&[("a", &[])], 1, 3, None);
+    m.waits_for_review = true;
+    let first = begin(&mut m);
+    handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    land(&mut m, first[0].idx, LandResult::InReview, t0());
+    let (actions, reply) = steer(
+        &mut m,
+        Command::Reject {
+            id: "a".into(),
+            note: Some("use the shared helper".into()),
+        },
+    );
+    assert!(reply.ok, "{reply:?}");
+    let again = &starts(&actions)[0];
+    assert_eq!(again.kind, AttemptKind::Redo);
+    assert!(again
+        .note
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("use the shared helper"));
+}
+
+#[test]
 fn with_exit_on_review_the_run_ends_when_only_reviews_are_left() {
     let mut m = model_with(&[("a", &[]), ("b", &["a"])], 1, 3, None);
     let first = begin(&mut m);
