@@ -310,3 +310,17 @@ fn a_stopping_run_takes_no_more_commands() {
                 .all(|e| !matches!(e, Ev::Steer { .. }))
     );
 }
+
+#[test]
+fn a_run_restarted_after_a_pause_starts_paused_and_says_what_it_waits_for() {
+    let mut m = model_with(&INDEPENDENT[..2], 1, 3, None);
+    m.state.paused = true;
+    let actions = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    assert!(starts(&actions).is_empty());
+    assert!(!is_over(&m));
+    assert!(said(&actions).contains(&Message::WaitingForPerson {
+        what: "`ralph resume` (paused)".into()
+    }));
+    let (actions, _) = steer(&mut m, Command::Resume);
+    assert_eq!(ids(&m, &starts(&actions)), vec!["a"]);
+}
