@@ -72,7 +72,12 @@ fn status_once(
     }
     let failed = ids(Node::Failed);
     let blocked = ids(Node::Blocked);
-    let next = sched.next().map(|i| project.backlog.stories[i].id.clone());
+    // A held story is not next, whatever its rank.
+    let next = sched
+        .ready()
+        .into_iter()
+        .map(|i| project.backlog.stories[i].id.clone())
+        .find(|id| !state.held.contains(id));
     let now = crate::timefmt::now_secs();
     let paused: Vec<(String, i64)> = state
         .paused_until

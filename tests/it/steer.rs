@@ -269,6 +269,7 @@ fn a_held_story_and_its_dependents_wait_until_released() {
     assert_eq!(attempt_starts(&p), ["1.3"]);
     let status = p.ralph(&["status"]);
     assert!(status.stdout.contains("Held: 1.1"), "{status:?}");
+    assert!(!status.stdout.contains("Next: Story 1.1"), "{status:?}");
     let r = steer(&p, &["release", "1.1"]);
     assert_eq!(r.stdout.trim(), "released 1.1: it may start again", "{r:?}");
     assert_eq!(finish(&p, run), 0, "{}", stderr_of(&p));
