@@ -59,6 +59,12 @@ struct Live {
     _echo: EchoCtlOff,
     /// Made with the first totals, so no empty frame is ever drawn.
     overall: Option<ProgressBar>,
+    /// Stories landed of the run's total, elapsed, ETA (under the totals).
+    progress: Option<ProgressBar>,
+    /// When the display began, and (done, total) then and now.
+    started: std::time::Instant,
+    done_at_start: Option<usize>,
+    counts: (usize, usize),
     rows: BTreeMap<String, Row>,
     cols: usize,
     layout: RowLayout,
@@ -89,6 +95,10 @@ impl Reporter {
                 multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4)),
                 _echo: EchoCtlOff::new(),
                 overall: None,
+                progress: None,
+                started: std::time::Instant::now(),
+                done_at_start: None,
+                counts: (0, 0),
                 rows: BTreeMap::new(),
                 cols,
                 layout: RowLayout::new(cols, 0, 0),
@@ -193,6 +203,25 @@ impl Reporter {
         for row in l.rows.values() {
             row.bar.set_message(l.row_message(row, color));
         }
+        l.counts = (t.done, t.total);
+        let before = *l.done_at_start.get_or_insert(t.done);
+        match &l.progress {
+            Some(bar) => {
+                bar.set_length(t.total as u64);
+                bar.set_position(t.done as u64);
+            }
+            None => {
+                let bar = l.multi.insert(0, ProgressBar::new(t.total as u64));
+                bar.set_style(
+                    ProgressStyle::with_template("  {bar:24} {msg}")
+                        .expect("static template")
+                        .progress_chars("█▌ "),
+                );
+                bar.set_position(t.done as u64);
+                l.progress = Some(bar);
+            }
+        }
+        l.refresh_progress(before);
         let totals = render_totals_fit(t, l.cols.saturating_sub(report::RIGHT_MARGIN + 10));
         match &l.overall {
             Some(bar) => bar.set_message(totals),
@@ -240,6 +269,9 @@ impl Reporter {
         }
         let color = self.color;
         if let Some(l) = &mut self.live {
+            if let Some(before) = l.done_at_start {
+                l.refresh_progress(before);
+            }
             if let Some(row) = l.rows.get_mut(id) {
                 row.activity = render_activity(text);
                 let msg = l.row_message(&l.rows[id], color);
@@ -265,12 +297,26 @@ impl Reporter {
             if let Some(o) = l.overall {
                 o.finish_and_clear();
             }
+            if let Some(p) = l.progress {
+                p.finish_and_clear();
+            }
             let _ = l.multi.clear();
         }
     }
 }
 
 impl Live {
+    /// The progress line's words, fitted to what the bar leaves of a row.
+    fn refresh_progress(&self, done_at_start: usize) {
+        if let Some(bar) = &self.progress {
+            let (done, total) = self.counts;
+            let secs = self.started.elapsed().as_secs_f64();
+            let line = report::render_progress(done_at_start, done, total, secs);
+            let room = self.cols.saturating_sub(report::RIGHT_MARGIN + 2 + 24 + 1);
+            bar.set_message(ui::truncate(&line, room));
+        }
+    }
+
     fn add_bar(&mut self, id: &str, title: &str) -> ProgressBar {
         let bar = self.multi.add(ProgressBar::new_spinner());
         bar.set_style(

@@ -35,6 +35,7 @@ mod schedule;
 mod shared_fixtures;
 mod stats;
 mod status;
+mod steer;
 
 mod docs;
 mod logview;

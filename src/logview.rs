@@ -30,11 +30,55 @@ fn logged_attempts(dir: &Path) -> Vec<u32> {
     out
 }
 
+/// The log of an attempt that is still running, read as it grows: at its
+/// end, the reader waits for more while a run holds the lock and the state
+/// says this attempt of the story is running, and ends once it is not.
+struct Follow {
+    file: std::fs::File,
+    root: std::path::PathBuf,
+    id: String,
+    attempt: u32,
+}
+
+/// How often a followed log is looked at again at its end (as `tail -f`).
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl Follow {
+    fn still_running(&self) -> bool {
+        if !crate::store::RunLock::is_held(&self.root) {
+            return false;
+        }
+        let Ok(state) = crate::store::load_state(&self.root) else {
+            return false;
+        };
+        state.record(&self.id).is_some_and(|r| {
+            r.status == crate::state::Status::Running && r.attempts_started == self.attempt
+        })
+    }
+}
+
+impl std::io::Read for Follow {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let n = self.file.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if !self.still_running() {
+                // What it wrote between the last read and its end.
+                return self.file.read(buf);
+            }
+            std::thread::sleep(FOLLOW_POLL);
+        }
+    }
+}
+
 pub(crate) fn cmd_log(
     root: &Path,
     id: &str,
     attempt: Option<u32>,
     raw: bool,
+    follow: bool,
 ) -> anyhow::Result<i32> {
     // The ID names a directory: refuse anything that could leave the logs.
     if let Err(why) = crate::backlog::check_id(id) {
@@ -61,9 +105,19 @@ pub(crate) fn cmd_log(
     }
     let path = paths::attempt_log_path(root, id, n);
     let file = std::fs::File::open(&path)?;
+    let input: Box<dyn std::io::Read> = if follow {
+        Box::new(Follow {
+            file,
+            root: root.to_path_buf(),
+            id: id.to_string(),
+            attempt: n,
+        })
+    } else {
+        Box::new(file)
+    };
     let mut out = std::io::stdout().lock();
     if raw {
-        std::io::copy(&mut std::io::BufReader::new(file), &mut out)?;
+        std::io::copy(&mut std::io::BufReader::new(input), &mut out)?;
         return Ok(EXIT_OK);
     }
     let state = crate::store::load_state(root).unwrap_or_default();
@@ -91,7 +145,7 @@ pub(crate) fn cmd_log(
         record: record.as_ref(),
         path: &rel,
     };
-    render(std::io::BufReader::new(file), &header, &mut out, color)?;
+    render(std::io::BufReader::new(input), &header, &mut out, color)?;
     Ok(EXIT_OK)
 }
 

@@ -29,6 +29,7 @@
 //!     ├── worktrees/            R  slot-<n>/ (one per job), validate/ (the merge queue's)
 //!     ├── learnings/            R  what agents learned, by topic, and _index.json
 //!     ├── runs/                 R  <run-id>.jsonl, one record file per run
+//!     ├── run.sock              R  the running run's steering socket (0600)
 //!     └── report.html           R  `ralph report`'s page
 //! ```
 //!
@@ -93,6 +94,9 @@ table! {
     RUNS = ".ralph/runs", runtime dir;
     /// `ralph report`'s page, by default.
     REPORT = ".ralph/report.html", runtime file;
+    /// The running run's steering socket (`steer`): mode 0600, removed at
+    /// the run's end; one left by a killed run is removed at the next start.
+    STEER_SOCKET = ".ralph/run.sock", runtime file;
     /// Temp files of atomic writes (`store::write_atomic`): `.<name>.tmp-<pid>`.
     /// Only its pattern is used.
     #[allow(dead_code)]
@@ -194,6 +198,11 @@ pub(crate) fn is_ours(root: &Path, path: &Path) -> bool {
 /// `.ralph/learnings/`.
 pub(crate) fn learnings_dir(root: &Path) -> PathBuf {
     at(root, LEARNINGS)
+}
+
+/// `.ralph/run.sock`.
+pub(crate) fn steer_socket(root: &Path) -> PathBuf {
+    at(root, STEER_SOCKET)
 }
 
 /// `.ralph/runs/`.
@@ -310,6 +319,7 @@ mod tests {
                 "/.ralph/learnings/",
                 "/.ralph/runs/",
                 "/.ralph/report.html",
+                "/.ralph/run.sock",
                 "/.ralph/.*.tmp-*",
                 "/progress.txt",
                 "/ralph.log",

@@ -287,6 +287,17 @@ pub(crate) fn failed_before(reason: &str, kept: Option<&str>) -> String {
     s
 }
 
+/// The note's text with what a person said for this attempt (`ralph note
+/// ID TEXT`) after it.
+pub(crate) fn with_user_note(text: &str, said: &str) -> String {
+    let said = format!("A note from the person running ralph, for this attempt:\n\n{said}");
+    if text.trim().is_empty() {
+        said
+    } else {
+        format!("{}\n\n{said}", text.trim_end())
+    }
+}
+
 /// An attempt stopped before it finished (Ctrl-C, a killed run): where
 /// what it had done is kept.
 pub(crate) fn interrupted_before(kept: &[String]) -> String {

@@ -152,6 +152,35 @@ pub(crate) fn render_totals_fit(t: &Totals, max: usize) -> String {
     }
 }
 
+/// The live display's progress line after its bar: stories landed of the
+/// run's total, the time since the run began, and when it should end at
+/// the pace of this run's landings so far (`landed_before`: done when it
+/// began; no estimate before one landed).
+pub(crate) fn render_progress(
+    landed_before: usize,
+    done: usize,
+    total: usize,
+    secs: f64,
+) -> String {
+    let landed_here = done.saturating_sub(landed_before);
+    let left = total.saturating_sub(done);
+    let eta = if left == 0 {
+        "ETA now".to_string()
+    } else if landed_here == 0 || secs <= 0.0 {
+        "ETA –".to_string()
+    } else {
+        let per_story = secs / landed_here as f64;
+        format!(
+            "ETA {}",
+            crate::timefmt::human_duration(per_story * left as f64)
+        )
+    };
+    format!(
+        "{done}/{total} landed · {} elapsed · {eta}",
+        crate::timefmt::human_duration(secs)
+    )
+}
+
 /// Column widths of a story row of the live display for a terminal `cols`
 /// wide: `  <id> <title> <elapsed>  <activity>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,6 +279,15 @@ pub(crate) enum Message {
     },
     Stopped {
         id: String,
+    },
+    /// A person steered the run (`ralph pause`, `ralph hold ID`, ...): what
+    /// changed.
+    Steered {
+        text: String,
+    },
+    /// Nothing runs and the run waits for a person: what for, in words.
+    WaitingForPerson {
+        what: String,
     },
     /// The agent warned its usage limit is near: fewer jobs for a while.
     LimitNear {
@@ -442,6 +480,10 @@ pub(crate) fn render(m: &Message) -> String {
         ),
         Message::Stopped { id } => {
             format!("[stop] {id} stopped; it will be redone by the next `ralph run`")
+        }
+        Message::Steered { text } => format!("[steer] {text}"),
+        Message::WaitingForPerson { what } => {
+            format!("[wait] nothing runs: waiting for {what}; Ctrl-C or `ralph drain` ends the run")
         }
         Message::Failed {
             id,
@@ -790,6 +832,23 @@ pub(crate) fn render_graph(
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_progress_line_estimates_from_this_runs_landings() {
+        assert_eq!(
+            render_progress(2, 2, 10, 30.0),
+            "2/10 landed · 30s elapsed · ETA –"
+        );
+        // Two landed in 4 minutes: six left take twelve.
+        assert_eq!(
+            render_progress(2, 4, 10, 240.0),
+            "4/10 landed · 4m00s elapsed · ETA 12m00s"
+        );
+        assert_eq!(
+            render_progress(0, 5, 5, 61.0),
+            "5/5 landed · 1m01s elapsed · ETA now"
+        );
+    }
+
     /// README's list of `ralph stories` tags names every tag the code
     /// prints (issue 21, defect 7: `[revw]` was missing).
     #[test]
@@ -863,6 +922,12 @@ mod tests {
                 wait_secs: 3602.0,
             },
             Message::Stopped { id: id() },
+            Message::Steered {
+                text: "paused: no new attempt starts; running ones finish and land".into(),
+            },
+            Message::WaitingForPerson {
+                what: "`ralph land` (in review: 2.1)".into(),
+            },
             Message::ApiGivenUp {
                 agent: "claude".into(),
                 fallback: "codex".into(),

@@ -174,6 +174,14 @@ pub(crate) enum Ev {
     Signal {
         signal: String,
     },
+    /// A person steered the run (`ralph pause`, `ralph hold ID`, ...):
+    /// the command, its story, and what changed, in words.
+    Steer {
+        cmd: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        story: Option<String>,
+        message: String,
+    },
     RunEnd {
         done: usize,
         total: usize,

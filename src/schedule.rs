@@ -95,6 +95,9 @@ pub(crate) struct Bounds<'a> {
     /// The files each story is predicted to touch (by index; empty when
     /// nothing is known).
     pub(crate) files: &'a [Vec<String>],
+    /// Stories a person holds (`ralph hold ID`): they do not start, and
+    /// their dependents wait as for any story not done.
+    pub(crate) held: &'a dyn Fn(usize) -> bool,
 }
 
 /// Weight of a story for critical-path ordering, from its `estimation`.
@@ -219,6 +222,7 @@ impl Scheduler {
                 retries: usize::MAX,
                 is_retry: &anything,
                 files: &files,
+                held: &anything,
             },
         )
     }
@@ -237,6 +241,7 @@ impl Scheduler {
         let mut all: Vec<(usize, bool)> = ready.iter().map(|&i| (i, true)).collect();
         all.extend(self.imminent().into_iter().map(|i| (i, false)));
         all.sort_by(|a, b| self.order(a.0, b.0));
+        all.retain(|&(i, _)| !(bounds.held)(i));
         let mut retries = bounds.retries;
         all.retain(|&(i, ready)| {
             if !ready || !(bounds.is_retry)(i) {
@@ -699,6 +704,7 @@ mod tests {
             retries,
             is_retry,
             files,
+            held: &|_| false,
         }
     }
 

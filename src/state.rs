@@ -51,6 +51,8 @@ pub(crate) enum Outcome {
     NoSignal,
     RateLimited,
     Interrupted,
+    /// `ralph stop ID` killed it: not charged, and the story is held.
+    Stopped,
     /// A fault outside the story (machine, project, agent installation).
     Fault,
     /// Written by a newer ralph; kept readable.
@@ -279,6 +281,18 @@ pub(crate) struct State {
     /// asked (for `status --json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) jobs: Option<crate::schedule::Jobs>,
+    /// `ralph pause`: no new attempt starts until `ralph resume` (kept
+    /// across a crash: a restarted run starts paused).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) paused: bool,
+    /// `ralph hold ID` (or `ralph stop ID`): these stories, and so their
+    /// dependents, do not start until `ralph release ID`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub(crate) held: std::collections::BTreeSet<String>,
+    /// `ralph note ID TEXT`: what a person wants the story's next attempt
+    /// (or fix-up) told; taken into its prompt when that attempt starts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) user_notes: BTreeMap<String, String>,
     /// Keys we do not know are kept as they were.
     #[serde(flatten)]
     pub(crate) extra: Map<String, Value>,
@@ -300,6 +314,9 @@ impl Default for State {
             conflict_paths: BTreeMap::new(),
             reset_landings: BTreeMap::new(),
             jobs: None,
+            paused: false,
+            held: Default::default(),
+            user_notes: BTreeMap::new(),
             extra: Map::new(),
         }
     }
@@ -487,6 +504,21 @@ impl State {
             redo: true,
             decompose: false,
         });
+    }
+
+    /// `ralph note ID TEXT`: kept for the story's next attempt; a second
+    /// note is added to the first.
+    pub(crate) fn add_user_note(&mut self, id: &str, text: &str) {
+        let n = self.user_notes.entry(id.to_string()).or_default();
+        if !n.is_empty() {
+            n.push('\n');
+        }
+        n.push_str(text.trim());
+    }
+
+    /// The attempt of `id` that starts now takes the person's note.
+    pub(crate) fn take_user_note(&mut self, id: &str) -> Option<String> {
+        self.user_notes.remove(id)
     }
 
     /// `ralph land`: reviewed work goes to the merge queue of the next run.

@@ -651,6 +651,46 @@ pub(crate) fn render(s: &Stats, offset: i32) -> String {
         human_duration(s.lifetime.wall_secs)
     ));
     figures_text(&s.lifetime, &mut out);
+    fit_lines(&out, LINE_COLS)
+}
+
+/// The widest line `stats` and `status` print: they read on an 80-column
+/// terminal, in a mail, in a CI log.
+pub(crate) const LINE_COLS: usize = 80;
+
+/// Each line of `text` made to fit `cols` columns: a longer one is broken
+/// between its ` · ` parts, the rest indented under its first part; a part
+/// too long alone is cut.
+pub(crate) fn fit_lines(text: &str, cols: usize) -> String {
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if crate::ui::width(body) <= cols {
+            out.push_str(line);
+            continue;
+        }
+        let indent = body.len() - body.trim_start().len() + 2;
+        let mut current = String::new();
+        for part in body.split(" · ") {
+            let joined = if current.is_empty() {
+                part.to_string()
+            } else {
+                format!("{current} · {part}")
+            };
+            if crate::ui::width(&joined) <= cols || current.is_empty() {
+                current = joined;
+                continue;
+            }
+            out.push_str(&crate::ui::truncate(&current, cols));
+            out.push('\n');
+            current = format!("{}{part}", " ".repeat(indent));
+        }
+        out.push_str(&crate::ui::truncate(&current, cols));
+        out.push_str(nl);
+    }
     out
 }
 
@@ -793,6 +833,24 @@ pub(crate) fn sample_run(id: &str, t0: f64) -> RunData {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_lines_break_between_their_parts_to_fit_80_columns() {
+        let line = format!(
+            "  costliest stories: {}\n",
+            ["1.2 $1.00 (2 agent runs)"; 4].join(" · ")
+        );
+        let fitted = fit_lines(&line, 80);
+        assert_eq!(
+            fitted,
+            "  costliest stories: 1.2 $1.00 (2 agent runs) · 1.2 $1.00 (2 agent runs)\n    \
+             1.2 $1.00 (2 agent runs) · 1.2 $1.00 (2 agent runs)\n"
+        );
+        assert!(fitted.lines().all(|l| crate::ui::width(l) <= 80));
+        assert_eq!(fit_lines("short\nlines\n", 80), "short\nlines\n");
+        let one = "x".repeat(100);
+        assert_eq!(crate::ui::width(&fit_lines(&one, 80)), 80);
+    }
     use crate::runlog::Record;
 
     #[test]

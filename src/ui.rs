@@ -140,6 +140,7 @@ pub(crate) fn tag_tone(line: &str) -> Option<(usize, Tone)> {
         ("[conf]", Tone::Warn),
         ("[wait]", Tone::Warn),
         ("[stop]", Tone::Warn),
+        ("[steer]", Tone::Warn),
         ("[blkd]", Tone::Warn),
         ("[blocked]", Tone::Warn),
         ("[revw]", Tone::Warn),

@@ -51,6 +51,9 @@ pub(super) enum Command {
         /// Machine-readable output
         #[arg(long)]
         json: bool,
+        /// Draw it again every second, in place, until Ctrl-C
+        #[arg(short, long, conflicts_with = "json")]
+        watch: bool,
     },
     /// Check the backlog and config; print every problem; change nothing
     Validate,
@@ -90,6 +93,40 @@ pub(super) enum Command {
         /// What the next attempt is told
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
+    },
+    /// Steer the running run: no new attempt starts; running ones finish and land
+    Pause,
+    /// Steer the running run: new attempts start again (undoes pause and drain)
+    Resume,
+    /// Steer the running run: start nothing new, end once nothing runs or lands
+    Drain,
+    /// Steer the running run: stop the story's attempt (no retry charged) and hold it
+    Stop {
+        /// The running story
+        id: String,
+    },
+    /// Keep a story (and what depends on it) from starting; with or without a run
+    Hold {
+        /// The story
+        id: String,
+    },
+    /// Let a held story start again; with or without a run
+    Release {
+        /// The story
+        id: String,
+    },
+    /// A note the story's next attempt (or fix-up) gets in its prompt
+    Note {
+        /// The story
+        id: String,
+        /// What its next attempt should know
+        text: String,
+    },
+    /// Steer the running run: at most N agents from now on (lowering stops none)
+    Jobs {
+        /// Most agents at once
+        #[arg(value_parser = clap::value_parser!(u64).range(1..=256))]
+        n: u64,
     },
     /// The learnings agents recorded, each with the file it is in
     Learnings,
@@ -133,6 +170,9 @@ pub(super) enum Command {
         /// Print the file as it is
         #[arg(long)]
         raw: bool,
+        /// Follow a running attempt's log as it grows, until the attempt ends
+        #[arg(short, long)]
+        follow: bool,
     },
     /// The prompt template agents get
     Template {
@@ -245,4 +285,8 @@ pub(super) struct RunArgs {
     /// Plain lines instead of the live display (also without a terminal)
     #[arg(long = "no-dashboard")]
     pub(super) no_dashboard: bool,
+    /// In landing.mode review, end the run (exit 1) once only reviews are
+    /// left, instead of waiting for `ralph land` to approve them
+    #[arg(long = "exit-on-review")]
+    pub(super) exit_on_review: bool,
 }

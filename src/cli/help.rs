@@ -88,7 +88,8 @@ result (tokens, cost, the <ralph> tags) comes last.
 Examples:
   ralph log 2.3                   the latest attempt at story 2.3
   ralph log 2.3 --attempt 1       the first attempt
-  ralph log 2.3 --raw             the file as it is (stream-json)";
+  ralph log 2.3 --raw             the file as it is (stream-json)
+  ralph log -f 2.3                follow the running attempt until it ends";
 
 /// The exit codes of every command (SPEC 2), shown by `--help`.
 pub(super) const EXIT_CODES_HELP: &str = "\

@@ -25,6 +25,7 @@ mod reset;
 mod review;
 mod run_cmd;
 mod status;
+mod steer;
 mod validate;
 
 use args::{Cli, Command, ConfigCommand, TemplateCommand, WorkerCommand};
@@ -191,7 +192,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
     }
     match cmd {
         Command::Run(a) => run_cmd::cmd_run(a, root),
-        Command::Status { json } => status::cmd_status(root, json),
+        Command::Status { json, watch } => status::cmd_status(root, json, watch),
         Command::Validate => validate::cmd_validate(root),
         Command::Graph { format } => graph::cmd_graph(root, format),
         Command::Stories => graph::cmd_stories(root),
@@ -200,13 +201,30 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         Command::Review => review::cmd_review(root),
         Command::Land { ids } => review::cmd_land(root, ids),
         Command::Reject { id, note } => review::cmd_reject(root, &id, note.as_deref()),
+        Command::Pause => steer::cmd_steer(root, crate::steer::Command::Pause),
+        Command::Resume => steer::cmd_steer(root, crate::steer::Command::Resume),
+        Command::Drain => steer::cmd_steer(root, crate::steer::Command::Drain),
+        Command::Stop { id } => steer::cmd_steer(root, crate::steer::Command::Stop { id }),
+        Command::Hold { id } => steer::cmd_steer(root, crate::steer::Command::Hold { id }),
+        Command::Release { id } => steer::cmd_steer(root, crate::steer::Command::Release { id }),
+        Command::Note { id, text } => {
+            steer::cmd_steer(root, crate::steer::Command::Note { id, text })
+        }
+        Command::Jobs { n } => {
+            steer::cmd_steer(root, crate::steer::Command::Jobs { n: n as usize })
+        }
         Command::Learnings => info::cmd_learnings(root),
         Command::Decompose { id } => run_cmd::cmd_decompose(id, root),
         Command::Version => {
             println!("ralph {}", help::VERSION.as_str());
             Ok(EXIT_OK)
         }
-        Command::Log { id, attempt, raw } => crate::logview::cmd_log(root, &id, attempt, raw),
+        Command::Log {
+            id,
+            attempt,
+            raw,
+            follow,
+        } => crate::logview::cmd_log(root, &id, attempt, raw, follow),
         Command::Template {
             what: TemplateCommand::Show { builtin },
         } => info::cmd_template_show(root, builtin),

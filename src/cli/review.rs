@@ -96,6 +96,11 @@ fn in_review(state: &State, project: &Project, ids: &[String]) -> anyhow::Result
 }
 
 pub(super) fn cmd_land(root: &Path, ids: Vec<String>) -> anyhow::Result<i32> {
+    if crate::store::RunLock::is_held(root) {
+        if let Some(code) = land_in_running_run(root, &ids)? {
+            return Ok(code);
+        }
+    }
     let chosen = with_locked_state(root, "before approving stories", |state| {
         let project = project::load(root).map_err(RalphError::BadInput)?;
         let chosen = in_review(state, &project, &ids)?;
@@ -118,7 +123,50 @@ pub(super) fn cmd_land(root: &Path, ids: Vec<String>) -> anyhow::Result<i32> {
     run::run(root, opts)
 }
 
+/// A run holds the lock: the approval goes to it through its socket
+/// (issue 24), and it lands the stories while it runs. `None` when no run
+/// answers there (one without a socket: the lock is then refused as before).
+fn land_in_running_run(root: &Path, ids: &[String]) -> anyhow::Result<Option<i32>> {
+    use crate::steer::{client, Command};
+    let ids = if ids.is_empty() {
+        let (project, state) = load(root)?;
+        in_review(&state, &project, &[])?
+    } else {
+        ids.to_vec()
+    };
+    if ids.is_empty() {
+        println!("nothing waits for review");
+        return Ok(Some(EXIT_OK));
+    }
+    let mut refused = None;
+    for id in ids {
+        let Some(reply) = client::try_send(root, &Command::Land { id })? else {
+            return Ok(None);
+        };
+        if reply.ok {
+            println!("{}", reply.message);
+        } else if refused.is_none() {
+            refused = Some(reply);
+        }
+    }
+    match refused {
+        Some(r) => super::steer::answered(r).map(Some),
+        None => Ok(Some(EXIT_OK)),
+    }
+}
+
 pub(super) fn cmd_reject(root: &Path, id: &str, note: Option<&str>) -> anyhow::Result<i32> {
+    if crate::store::RunLock::is_held(root) {
+        let cmd = crate::steer::Command::Reject {
+            id: id.to_string(),
+            note: note.map(str::to_string),
+        };
+        // A run waiting for reviews takes it; one without a socket keeps
+        // the lock's refusal below.
+        if let Some(reply) = crate::steer::client::try_send(root, &cmd)? {
+            return super::steer::answered(reply);
+        }
+    }
     with_locked_state(root, "before sending a story back", |state| {
         let project = project::load(root).map_err(RalphError::BadInput)?;
         in_review(state, &project, &[id.to_string()])?;

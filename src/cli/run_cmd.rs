@@ -23,6 +23,7 @@ pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         no_dashboard: a.no_dashboard,
         decompose: None,
         land: false,
+        exit_on_review: a.exit_on_review,
     };
     crate::process::become_subreaper();
     run::run(root, opts)

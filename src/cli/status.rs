@@ -12,10 +12,42 @@ use crate::state::State;
 use crate::stats;
 use crate::store::{self, RunLock};
 
-pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
+/// How often `ralph status --watch` draws again.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+pub(super) fn cmd_status(root: &Path, json: bool, watch: bool) -> anyhow::Result<i32> {
+    if !watch {
+        return status_once(root, json, false, &mut |t| print!("{t}"));
+    }
+    use std::io::{IsTerminal, Write};
+    let tty = std::io::stdout().is_terminal();
+    loop {
+        status_once(root, false, true, &mut |t| {
+            if tty {
+                // Home, then clear: the new frame replaces the old in place.
+                print!("\x1b[H\x1b[2J{t}");
+            } else {
+                println!("{t}");
+            }
+        })?;
+        let _ = std::io::stdout().flush();
+        // Ctrl-C ends it (the default SIGINT: nothing to clean up).
+        std::thread::sleep(WATCH_EVERY);
+    }
+}
+
+fn status_once(
+    root: &Path,
+    json: bool,
+    watching: bool,
+    emit: &mut dyn FnMut(&str),
+) -> anyhow::Result<i32> {
     let (project, mut state) = load(root)?;
-    if let Some(checked) = merged_prs(root, &project, &state)? {
-        state = checked;
+    // A fetch a second is too much: the run itself checks pull requests.
+    if !watching {
+        if let Some(checked) = merged_prs(root, &project, &state)? {
+            state = checked;
+        }
     }
     let sched = crate::status::view(&project, &state);
     let live = RunLock::is_held(root);
@@ -40,7 +72,12 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     }
     let failed = ids(Node::Failed);
     let blocked = ids(Node::Blocked);
-    let next = sched.next().map(|i| project.backlog.stories[i].id.clone());
+    // A held story is not next, whatever its rank.
+    let next = sched
+        .ready()
+        .into_iter()
+        .map(|i| project.backlog.stories[i].id.clone())
+        .find(|id| !state.held.contains(id));
     let now = crate::timefmt::now_secs();
     let paused: Vec<(String, i64)> = state
         .paused_until
@@ -104,61 +141,19 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
                 "cost_usd": s.figures.cost_usd,
             })),
             "stories": crate::status::story_rows(&project, &state, None),
+            // Steering (issue 24): what a person asked for.
+            "paused_by_person": state.paused,
+            "held": state.held,
+            "notes": state.user_notes,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
     }
-    println!(
-        "Progress: {} / {} stories ({} remaining)",
-        done.len(),
-        total,
-        total - done.len()
+    let text = status_text(
+        &project, &state, live, &running, &failed, &blocked, next, total, &done, usage, cost,
+        &paused, now,
     );
-    println!("Run in progress: {}", if live { "yes" } else { "no" });
-    if let Some(j) = state.jobs.as_ref().filter(|j| live && j.now < j.asked) {
-        println!("{}", report::render_jobs(j));
-    }
-    if !running.is_empty() {
-        println!("Running: {}", running.join(", "));
-    }
-    for id in &failed {
-        let r = state.record(id).cloned().unwrap_or_default();
-        println!(
-            "Failed: {id} after {} attempts: {}",
-            r.attempts,
-            r.last_error.unwrap_or_default()
-        );
-    }
-    if !blocked.is_empty() {
-        println!("Blocked: {}", blocked.join(", "));
-    }
-    println!(
-        "Tokens: {} in, {} out, {} cache write, {} cache read · Cost: ${:.2}",
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_creation_input_tokens,
-        usage.cache_read_input_tokens,
-        cost
-    );
-    if let Some(line) = report::render_waste(&state.waste()) {
-        println!("{line}");
-    }
-    for (agent, until) in &paused {
-        println!(
-            "Paused: the {agent} agent's usage limit resets in {} (at {})",
-            crate::timefmt::human_duration((until - now) as f64),
-            crate::timefmt::iso(*until)
-        );
-    }
-    if let Some(max) = project.config.budget.total_usd {
-        println!("Budget: ${cost:.2} of ${max:.2} spent (budget.max_cost_usd_total)");
-    }
-    match next {
-        Some(n) => println!("Next: Story {n}"),
-        None if total == 0 => {}
-        None if done.len() == total => println!("[OK] All stories complete!"),
-        None => {}
-    }
+    emit(&text);
     warn_if_empty(&project);
     Ok(EXIT_OK)
 }
@@ -194,4 +189,108 @@ fn merged_prs(root: &Path, project: &Project, state: &State) -> anyhow::Result<O
     run::prs_merged(project, &git, &target, remote, &mut state, &log)?;
     store::save_state(root, &state)?;
     Ok(Some(state))
+}
+
+/// `ralph status` as text, every line fitted to 80 columns.
+#[allow(clippy::too_many_arguments)]
+fn status_text(
+    project: &Project,
+    state: &State,
+    live: bool,
+    running: &[String],
+    failed: &[String],
+    blocked: &[String],
+    next: Option<String>,
+    total: usize,
+    done: &[String],
+    usage: crate::agent::event::Usage,
+    cost: f64,
+    paused: &[(String, i64)],
+    now: i64,
+) -> String {
+    let mut o = Lines(String::new());
+    o.push_line(format!(
+        "Progress: {} / {} stories ({} remaining)",
+        done.len(),
+        total,
+        total - done.len()
+    ));
+    o.push_line(format!(
+        "Run in progress: {}",
+        if live { "yes" } else { "no" }
+    ));
+    if let Some(j) = state.jobs.as_ref().filter(|j| live && j.now < j.asked) {
+        o.push_line(report::render_jobs(j).to_string());
+    }
+    if !running.is_empty() {
+        o.push_line(format!("Running: {}", running.join(", ")));
+    }
+    if state.paused {
+        o.push_line(
+            "Paused by `ralph pause`: no new attempt starts until `ralph resume`".to_string(),
+        );
+    }
+    if !state.held.is_empty() {
+        let held: Vec<&str> = state.held.iter().map(String::as_str).collect();
+        o.push_line(format!(
+            "Held: {} (`ralph release ID` lets one start)",
+            held.join(", ")
+        ));
+    }
+    for (id, text) in &state.user_notes {
+        // One line each, fitted to 80 columns: `ralph status --json` has it all.
+        let line = format!("Note for {id}: {}", text.replace('\n', " "));
+        o.push_line(line);
+    }
+    for id in failed {
+        let r = state.record(id).cloned().unwrap_or_default();
+        o.push_line(format!(
+            "Failed: {id} after {} attempts: {}",
+            r.attempts,
+            r.last_error.unwrap_or_default()
+        ));
+    }
+    if !blocked.is_empty() {
+        o.push_line(format!("Blocked: {}", blocked.join(", ")));
+    }
+    o.push_line(format!(
+        "Tokens: {} in, {} out, {} cache write, {} cache read · Cost: ${:.2}",
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+        cost
+    ));
+    if let Some(line) = report::render_waste(&state.waste()) {
+        o.push_line(line);
+    }
+    for (agent, until) in paused {
+        o.push_line(format!(
+            "Paused: the {agent} agent's usage limit resets in {} (at {})",
+            crate::timefmt::human_duration((until - now) as f64),
+            crate::timefmt::iso(*until)
+        ));
+    }
+    if let Some(max) = project.config.budget.total_usd {
+        o.push_line(format!(
+            "Budget: ${cost:.2} of ${max:.2} spent (budget.max_cost_usd_total)"
+        ));
+    }
+    match next {
+        Some(n) => o.push_line(format!("Next: Story {n}")),
+        None if total == 0 => {}
+        None if done.len() == total => o.push_line("[OK] All stories complete!".to_string()),
+        None => {}
+    }
+    stats::fit_lines(&o.0, stats::LINE_COLS)
+}
+
+/// Text built line by line.
+struct Lines(String);
+
+impl Lines {
+    fn push_line(&mut self, line: String) {
+        self.0.push_str(&line);
+        self.0.push('\n');
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{Id, JoinSet};
 
 use crate::agent::{ResultKind, Verdict};
@@ -16,6 +16,7 @@ use crate::control::Control;
 use crate::display::Reporter;
 use crate::learnings;
 use crate::schedule::Node;
+use crate::steer::{Command, Reply};
 use crate::store;
 use crate::timefmt;
 
@@ -62,6 +63,14 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// What was asked of each slot since a story last left it: a warm
     /// (`Some(false)`) or its removal (`Some(true)`).
     warm_asked: Vec<Option<bool>>,
+    /// The run's steering socket (`steer::server`), when it could be made.
+    steer_socket: Option<std::os::unix::net::UnixListener>,
+    /// Steering requests read off the socket, each with where its answer goes.
+    steer_tx: mpsc::UnboundedSender<(Command, oneshot::Sender<Reply>)>,
+    steer_rx: mpsc::UnboundedReceiver<(Command, oneshot::Sender<Reply>)>,
+    /// Requests handed to the transition, waiting for its `Action::Reply`.
+    replies: HashMap<u64, oneshot::Sender<Reply>>,
+    next_request: u64,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -82,6 +91,7 @@ impl<E: Executor> Dispatcher<E> {
         executor: E,
     ) -> Dispatcher<E> {
         let (activity_tx, activity_rx) = mpsc::unbounded_channel();
+        let (steer_tx, steer_rx) = mpsc::unbounded_channel();
         let recorder = Recorder::new(&model);
         Dispatcher {
             recorder,
@@ -99,7 +109,35 @@ impl<E: Executor> Dispatcher<E> {
             land_control: watch::channel(Control::Run).0,
             activity_tx,
             activity_rx,
+            steer_socket: None,
+            steer_tx,
+            steer_rx,
+            replies: HashMap::new(),
+            next_request: 0,
         }
+    }
+
+    /// Takes steering requests on `listener` while the run lasts.
+    pub(crate) fn steer_on(&mut self, listener: std::os::unix::net::UnixListener) {
+        self.steer_socket = Some(listener);
+    }
+
+    /// Accepts steering connections in the background: each sends one
+    /// request line and gets one reply line. A line that is no request is
+    /// answered here; the others go to the transition, between two events.
+    fn accept_steering(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let std_listener = self.steer_socket.as_ref()?.try_clone().ok()?;
+        std_listener.set_nonblocking(true).ok()?;
+        let listener = tokio::net::UnixListener::from_std(std_listener).ok()?;
+        let tx = self.steer_tx.clone();
+        Some(tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let _ = steer_connection(stream, tx).await;
+                });
+            }
+        }))
     }
 
     /// Runs until the transition says the run is over.
@@ -108,8 +146,38 @@ impl<E: Executor> Dispatcher<E> {
         let mut sigterm = signal(SignalKind::terminate())?;
         let mut sighup = signal(SignalKind::hangup())?;
         self.read_memory();
+        let acceptor = self.accept_steering();
         self.feed(Event::Start { reland });
         self.warm_free_slots();
+        let looped = self
+            .event_loop(&mut sigint, &mut sigterm, &mut sighup)
+            .await;
+        if let Some(a) = acceptor {
+            a.abort();
+        }
+        // Requests the run can no longer answer: their clients see the
+        // connection close (the run has ended).
+        self.replies.clear();
+        looped?;
+        self.warmed().await;
+        // A notification about the run's last moments still runs: wait
+        // for it (each hook has its own time limit), unless told to stop.
+        while !self.notes.is_empty() {
+            tokio::select! {
+                _ = self.notes.join_next() => {}
+                _ = sigint.recv() => self.notes.abort_all(),
+                _ = sigterm.recv() => self.notes.abort_all(),
+            }
+        }
+        Ok(())
+    }
+
+    async fn event_loop(
+        &mut self,
+        sigint: &mut tokio::signal::unix::Signal,
+        sigterm: &mut tokio::signal::unix::Signal,
+        sighup: &mut tokio::signal::unix::Signal,
+    ) -> Result<()> {
         while !is_over(&self.model) {
             if self.tasks.is_empty() && self.model.busy() {
                 self.warmed().await;
@@ -130,6 +198,11 @@ impl<E: Executor> Dispatcher<E> {
                 _ = sigint.recv() => Event::Signal(OsSignal::Interrupt),
                 _ = sigterm.recv() => Event::Signal(OsSignal::Terminate),
                 _ = sighup.recv() => Event::Signal(OsSignal::Hangup),
+                Some((cmd, reply)) = self.steer_rx.recv() => {
+                    self.next_request += 1;
+                    self.replies.insert(self.next_request, reply);
+                    Event::Steer { req: self.next_request, cmd }
+                }
                 // While waiting out a limit, tick every second so the
                 // display counts down.
                 _ = sleep_until(pause.map(|p| p.min(Instant::now() + TICK))), if pause.is_some() => Event::Timer,
@@ -144,16 +217,6 @@ impl<E: Executor> Dispatcher<E> {
             }
             self.feed(event);
             self.warm_free_slots();
-        }
-        self.warmed().await;
-        // A notification about the run's last moments still runs: wait
-        // for it (each hook has its own time limit), unless told to stop.
-        while !self.notes.is_empty() {
-            tokio::select! {
-                _ = self.notes.join_next() => {}
-                _ = sigint.recv() => self.notes.abort_all(),
-                _ = sigterm.recv() => self.notes.abort_all(),
-            }
         }
         Ok(())
     }
@@ -310,8 +373,13 @@ impl<E: Executor> Dispatcher<E> {
                 self.owners
                     .insert(handle.id(), Task::Attempt(Box::new(req)));
             }
-            Action::Land { idx, attempt } => {
-                let req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt);
+            Action::Land {
+                idx,
+                attempt,
+                approved,
+            } => {
+                let mut req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt);
+                req.approved = approved;
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {
                     Event::LandingFinished(land::land(&ctx, &req, control).await)
@@ -334,6 +402,16 @@ impl<E: Executor> Dispatcher<E> {
             Action::Record(ev) => {
                 self.notices.extend(self.recorder.notice(&ev));
                 self.ctx.record(ev);
+            }
+            Action::Reply { req, reply } => {
+                if let Some(to) = self.replies.remove(&req) {
+                    let _ = to.send(reply);
+                }
+            }
+            Action::StopAttempt { slot } => {
+                if let Some(c) = self.controls.get(&slot) {
+                    let _ = c.send(Control::Stop);
+                }
             }
             Action::Control(how) => {
                 for c in self.controls.values() {
@@ -420,6 +498,37 @@ impl<E: Executor> Dispatcher<E> {
     async fn warmed(&mut self) {
         while self.warming.join_next().await.is_some() {}
     }
+}
+
+/// One steering connection: a request line in, the run's reply line out.
+async fn steer_connection(
+    stream: tokio::net::UnixStream,
+    tx: mpsc::UnboundedSender<(Command, oneshot::Sender<Reply>)>,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (read, mut write) = stream.into_split();
+    // A request is a short line; more is not one.
+    let mut lines = BufReader::new(read.take(64 * 1024));
+    let mut line = String::new();
+    lines.read_line(&mut line).await?;
+    let reply = match Command::parse(&line) {
+        Err(refused) => refused,
+        Ok(cmd) => {
+            let (to, answer) = oneshot::channel();
+            if tx.send((cmd, to)).is_err() {
+                return Ok(());
+            }
+            match answer.await {
+                Ok(r) => r,
+                // The run ended before it came to the request.
+                Err(_) => return Ok(()),
+            }
+        }
+    };
+    let mut out = reply.to_line();
+    out.push('\n');
+    write.write_all(out.as_bytes()).await?;
+    write.shutdown().await
 }
 
 fn progress(ctx: &RunContext, line: &str) {

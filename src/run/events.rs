@@ -51,6 +51,12 @@ pub(crate) enum Event {
     Timer,
     /// `state.json` could not be written: ralph itself failed.
     SaveFailed(String),
+    /// A person steers the run (`ralph pause`, `ralph hold ID`, ...,
+    /// through the run's socket); `req` names the connection to answer.
+    Steer {
+        req: u64,
+        cmd: crate::steer::Command,
+    },
 }
 
 /// What one attempt came back with.
@@ -220,6 +226,9 @@ pub(crate) enum Action {
     Land {
         idx: usize,
         attempt: u32,
+        /// Approved from review in this run: lands instead of stopping
+        /// for review again.
+        approved: bool,
     },
     /// `post_story` (with the outcome, as `RALPH_RESULT`) then
     /// `post_iteration`, for finished work once its landing decided.
@@ -234,6 +243,16 @@ pub(crate) enum Action {
     /// the transition decided, written as it is given (a record never
     /// re-derives a decision, so it cannot disagree with one).
     Record(Ev),
+    /// Answer the steering request `req` (`Event::Steer`).
+    Reply {
+        req: u64,
+        reply: crate::steer::Reply,
+    },
+    /// Stop the attempt running in `slot` (its whole process tree), as
+    /// `ralph stop ID` asked.
+    StopAttempt {
+        slot: usize,
+    },
 }
 
 /// The clock as the transition sees it: read once per event by the caller.

@@ -36,6 +36,8 @@ pub(crate) struct LandRequest {
     pub(crate) spec_rel: Option<String>,
     /// prd.json, repository-relative, when the backlog is one.
     pub(crate) prd_rel: Option<String>,
+    /// Approved from review during the run (`ralph land ID`): it lands.
+    pub(crate) approved: bool,
 }
 
 impl LandRequest {
@@ -55,6 +57,7 @@ impl LandRequest {
             attempt,
             spec_rel,
             prd_rel,
+            approved: false,
         }
     }
 }
@@ -246,7 +249,7 @@ fn reverted_line(r: &crate::gitops::Reverted, target: &str) -> String {
 /// once more.
 pub(crate) fn after_run(ctx: &RunContext) {
     let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if landed.is_empty() || ctx.review || ctx.pr.is_some() {
+    if landed.is_empty() || ctx.pr.is_some() {
         return;
     }
     let pairs: Vec<(Oid, Oid)> = landed
@@ -399,7 +402,7 @@ async fn land_rounds(
                 return fail;
             }
         }
-        if ctx.review {
+        if ctx.review && !req.approved {
             // The merge is only checked: the branch keeps the work.
             return LandResult::InReview;
         }

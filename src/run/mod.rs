@@ -75,6 +75,9 @@ pub(crate) struct RunOptions {
     pub(crate) decompose: Option<String>,
     /// `ralph land`: land the stories approved from review; start nothing.
     pub(crate) land: bool,
+    /// `--exit-on-review`: in `landing.mode: review`, end the run once only
+    /// reviews are left instead of waiting for `ralph land`.
+    pub(crate) exit_on_review: bool,
 }
 
 /// How this run seals its children, probed once (`bwrap` mode without a
@@ -379,7 +382,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .and_then(|r| backlog.index_of(r))
         .unwrap_or(0);
     let prefix = git.rel_path(root).filter(|p| !p.is_empty());
-    let model = model::Model::new(
+    let mut model = model::Model::new(
         from_repo_root(&backlog.stories, prefix.as_deref()),
         &project.dag,
         state,
@@ -391,6 +394,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             unix: crate::timefmt::now_secs(),
         },
     );
+    model.waits_for_review =
+        config.landing.review && !opts.land && !opts.exit_on_review && opts.decompose.is_none();
     let reland: Vec<usize> = reland
         .iter()
         .filter_map(|id| backlog.index_of(id))
@@ -417,6 +422,24 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ctx,
         executor,
     );
+    // `ralph pause`, `hold ID`, ... reach the run here; without the socket
+    // the run goes on unsteerable (a path too long for a socket, say).
+    let steer_socket = match crate::steer::server::SteerSocket::bind(root) {
+        Ok(s) => {
+            if let Ok(l) = s.listener.try_clone() {
+                d.steer_on(l);
+            }
+            Some(s)
+        }
+        Err(e) => {
+            log.line(&format!("no steering socket: {e:#}"));
+            d.reporter.line(&format!(
+                "warning: `ralph pause`, `hold` and the other steering commands cannot reach \
+                 this run: {e:#}"
+            ));
+            None
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -448,6 +471,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // Attempts and landings have answered; what is left in the runtime (a
     // process reaper blocked on a pipe, say) must not hold the exit.
     rt.shutdown_timeout(Duration::from_secs(1));
+    drop(steer_socket);
     let code = finish(
         root, &git, &target, &tag, &log, d.model, d.reporter, started, looped, &end_ctx,
     );

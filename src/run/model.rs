@@ -142,6 +142,11 @@ pub(crate) enum Change<'a> {
     Refund,
     /// Its validated work waits on its branch for a person.
     InReview,
+    /// A person sent its work in review back (`ralph reject`): it runs
+    /// again, told why.
+    Rejected {
+        why: &'a str,
+    },
     /// Its validated work is proposed as a pull request.
     InPr {
         url: &'a str,
@@ -170,6 +175,9 @@ pub(crate) struct Landing {
     pub(crate) iteration: Option<u64>,
     /// When the merge queue took it up (its record's `secs`).
     pub(crate) since: Option<Instant>,
+    /// A person approved it from review during this run (`ralph land ID`):
+    /// it lands on the target instead of stopping for review again.
+    pub(crate) approved: bool,
 }
 
 /// What `apply` found out while changing a story.
@@ -260,6 +268,20 @@ pub(crate) struct Model {
     /// (`schedule::with_dependencies`), and the selected ones that do.
     pub(crate) pulled_in: Vec<usize>,
     pub(crate) needing: Vec<usize>,
+    /// `ralph drain`: nothing new starts, and the run ends once nothing
+    /// runs or lands.
+    pub(crate) draining: bool,
+    /// `ralph stop ID` asked these stories' attempts to stop: their end is
+    /// recorded as stopped, not charged.
+    pub(crate) stop_asked: std::collections::HashSet<usize>,
+    /// A person held a story during this run (`ralph hold`, `ralph stop`):
+    /// the run waits for its release (or a drain) rather than end with it.
+    pub(crate) holds_here: bool,
+    /// `landing.mode: review` without `--exit-on-review`: the run waits for
+    /// stories in review to be approved (`ralph land ID` reaches it).
+    pub(crate) waits_for_review: bool,
+    /// The run said it waits for a person (once per wait).
+    pub(crate) said_waiting: bool,
 }
 
 impl Model {
@@ -365,6 +387,11 @@ impl Model {
             memory_said: None,
             touched: HashMap::new(),
             files: vec![Vec::new(); n],
+            draining: false,
+            stop_asked: Default::default(),
+            holds_here: false,
+            waits_for_review: false,
+            said_waiting: false,
         };
         for i in 0..n {
             model.refresh_files(i);
@@ -448,6 +475,10 @@ impl Model {
                 self.state.send_to_review(&id);
                 self.sched.set(idx, Node::Review);
             }
+            Change::Rejected { why } => {
+                self.state.reject(&id, why);
+                self.sched.set(idx, Node::Pending);
+            }
             Change::Decompose { note } => {
                 self.state.begin_decomposition(&id, note.to_string());
                 self.sched.unfail(idx);
@@ -498,6 +529,9 @@ impl Model {
         m.run_tokens = self.run_tokens;
         m.next_start_at = self.next_start_at;
         m.fewer_jobs_until = self.fewer_jobs_until;
+        m.draining = self.draining;
+        m.holds_here = self.holds_here;
+        m.waits_for_review = self.waits_for_review;
         *self = m;
     }
 
@@ -508,6 +542,64 @@ impl Model {
         node == expected
             || node == Node::Excluded
             || (node == Node::Blocked && expected == Node::Pending)
+    }
+
+    /// A person holds story `idx` (`ralph hold ID`).
+    pub(crate) fn is_held(&self, idx: usize) -> bool {
+        self.state.held.contains(self.id(idx))
+    }
+
+    /// A person paused new work (`ralph pause`, `ralph drain`).
+    pub(crate) fn new_work_paused(&self) -> bool {
+        // `ralph decompose ID` is a person asking for that split now.
+        (self.state.paused && self.policy.split_by_hand.is_none()) || self.draining
+    }
+
+    /// The index of the story `id`, if the backlog has it.
+    pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
+        self.stories.iter().position(|s| s.id == id)
+    }
+
+    /// The run waits for a person rather than end with nothing to do: it
+    /// is paused, a story held during the run waits for its release, or
+    /// (review without `--exit-on-review`) a story waits for approval.
+    pub(crate) fn waits_for_person(&self) -> bool {
+        if self.stopping()
+            || self.fatal.is_some()
+            || self.draining
+            || self.limit_reached()
+            || self.policy.split_by_hand.is_some()
+        {
+            return false;
+        }
+        let held_waiting = self.holds_here
+            && (0..self.stories.len())
+                .any(|i| self.is_held(i) && self.sched.nodes[i] == Node::Pending);
+        let review_waiting = self.waits_for_review && self.count(Node::Review) > 0;
+        self.state.paused || held_waiting || review_waiting
+    }
+
+    /// What the run waits for a person for, in words (`waits_for_person`).
+    pub(crate) fn waiting_for(&self) -> String {
+        let mut what = Vec::new();
+        if self.state.paused {
+            what.push("`ralph resume` (paused)".to_string());
+        }
+        let held: Vec<&str> = (0..self.stories.len())
+            .filter(|&i| self.is_held(i) && self.sched.nodes[i] == Node::Pending)
+            .map(|i| self.id(i))
+            .collect();
+        if self.holds_here && !held.is_empty() {
+            what.push(format!("`ralph release ID` (held: {})", held.join(", ")));
+        }
+        let review = self.ids_with(Node::Review);
+        if self.waits_for_review && !review.is_empty() {
+            what.push(format!(
+                "`ralph land ID` (in review: {})",
+                review.join(", ")
+            ));
+        }
+        what.join(" or ")
     }
 
     pub(crate) fn stopping(&self) -> bool {

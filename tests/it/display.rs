@@ -303,6 +303,9 @@ fn the_live_display_fits_80_columns() {
     }
     // The tool call reached the rows, relative to the worktree.
     run.wait_for("cat src/some/");
+    // The progress line (issue 24): landed of the total, elapsed, ETA.
+    run.wait_for("0/3 landed · ");
+    run.wait_for(" elapsed · ETA –");
     std::fs::write(p.scratch.join("go"), "").unwrap();
     // Finished work stays on the display while it lands.
     run.wait_for("landing: merging and validating");

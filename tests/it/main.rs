@@ -26,3 +26,4 @@ mod sandbox;
 mod scheduling;
 mod signing;
 mod split;
+mod steer;

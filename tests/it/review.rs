@@ -28,7 +28,7 @@ fn review_mode_keeps_work_off_the_target_until_it_is_landed() {
         r#"{ "loop": { "max_retries": 2 }, "landing": { "mode": "review" },
              "validation": { "commands": [ { "name": "has", "cmd": "test -f src/1.1.txt", "required": true } ] } }"#,
     );
-    let r = p.ralph(&["run"]);
+    let r = p.ralph(&["run", "--exit-on-review"]);
     assert_eq!(r.code, 1, "a person is needed: {r:?}");
     assert!(r.stderr.contains("[revw] 1.1"), "{r:?}");
     assert!(
@@ -53,7 +53,7 @@ fn review_mode_keeps_work_off_the_target_until_it_is_landed() {
         "{listed:?}"
     );
     // Another run leaves it waiting.
-    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.ralph(&["run", "--exit-on-review"]).code, 1);
     assert_eq!(p.merges_of("1.1"), 0);
 
     let landed = p.ralph(&["land", "1.1"]);
@@ -66,7 +66,7 @@ fn review_mode_keeps_work_off_the_target_until_it_is_landed() {
         "landing starts no agent"
     );
     // Now its dependent runs, and waits for review in turn.
-    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.ralph(&["run", "--exit-on-review"]).code, 1);
     assert_eq!(p.story("1.2")["status"], "review");
     assert_eq!(p.ralph(&["land"]).code, 0);
     assert_eq!(p.merges_of("1.2"), 1);
@@ -78,12 +78,12 @@ fn review_mode_keeps_work_off_the_target_until_it_is_landed() {
 #[test]
 fn a_rejected_story_runs_again_with_the_note() {
     let p = project(r#"{ "loop": { "max_retries": 2 }, "parallel": { "auto_merge": false } }"#);
-    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.ralph(&["run", "--exit-on-review"]).code, 1);
     assert_eq!(p.story("1.1")["status"], "review");
     let r = p.ralph(&["reject", "1.1", "--note", "use the shared helper instead"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.story("1.1")["status"], "pending");
-    assert_eq!(p.ralph(&["run"]).code, 1);
+    assert_eq!(p.ralph(&["run", "--exit-on-review"]).code, 1);
     let prompt = fs::read_to_string(p.scratch.join("prompt-1.1-2")).unwrap();
     assert!(prompt.contains("use the shared helper instead"), "{prompt}");
     assert_eq!(p.story("1.1")["status"], "review");

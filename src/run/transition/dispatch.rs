@@ -19,6 +19,7 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         || model.fatal.is_some()
         || model.pause_until.is_some()
         || model.reload_pending
+        || model.new_work_paused()
     {
         return;
     }
@@ -64,6 +65,7 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             .saturating_sub(running_retries),
         is_retry: &is_retry,
         files: &model.files,
+        held: &|i| model.is_held(i),
     };
     let chosen = model.sched().choose(free, bounds);
     for idx in chosen {
@@ -187,7 +189,12 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
     model.attempts_this_run += 1;
     let id = model.id(idx).to_string();
     let kind = model.state.next_kind(&id);
-    let note = model.state.note(&id).cloned();
+    let mut note = model.state.note(&id).cloned();
+    if let Some(said) = model.state.take_user_note(&id) {
+        // Taken into this attempt's prompt: the next one is not told again.
+        let n = note.get_or_insert_with(Default::default);
+        n.text = crate::prompt::with_user_note(&n.text, &said);
+    }
     let resume = match kind {
         AttemptKind::Fixup => session_to_resume(model, idx, slot, agent),
         _ => None,

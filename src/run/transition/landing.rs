@@ -26,6 +26,7 @@ pub(super) fn send_to_landing(
         attempt,
         iteration,
         since: None,
+        approved: false,
     });
 }
 
@@ -54,6 +55,7 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         out.push(Action::Land {
             idx: next.idx,
             attempt: next.attempt,
+            approved: next.approved,
         });
     }
 }

@@ -17,6 +17,7 @@ mod finish;
 mod landing;
 mod limits;
 mod outcome;
+mod steer;
 
 use crate::control::Control;
 use crate::report::Message;
@@ -113,6 +114,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
         Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
         Event::Signal(sig) => on_signal(model, sig, &mut out),
         Event::Timer => on_timer(model, now, &mut out),
+        Event::Steer { req, cmd } => steer::on_steer(model, req, cmd, &mut out),
         Event::SaveFailed(error) => {
             out.push(Action::Say(Message::SaveFailed {
                 error: error.clone(),
@@ -131,6 +133,14 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
     }
     next_landing(model, now, &mut out);
     dispatch(model, now, &mut out);
+    if model.busy() || !model.waits_for_person() {
+        model.said_waiting = false;
+    } else if !model.said_waiting {
+        model.said_waiting = true;
+        out.push(Action::Say(Message::WaitingForPerson {
+            what: model.waiting_for(),
+        }));
+    }
     out.push(Action::Totals(totals(model, Some(now))));
     coalesce_saves(out)
 }
@@ -161,7 +171,7 @@ pub(crate) fn is_over(model: &Model) -> bool {
         && model.fatal.is_none()
         && !model.limit_reached()
         && model.sched().next().is_some();
-    !model.busy() && !waiting_out_limit
+    !model.busy() && !waiting_out_limit && !model.waits_for_person()
 }
 
 #[cfg(test)]

@@ -64,10 +64,17 @@ pub(super) fn attempt_finished(
         Verdict::Failed { reason, .. } | Verdict::Fault { reason, .. } => Some(reason.clone()),
         _ => None,
     };
+    // `ralph stop ID` killed it: a person's choice, not the story's failure.
+    let stopped_by_person =
+        model.stop_asked.remove(&r.idx) && matches!(r.verdict, Verdict::Interrupted);
     let rec = AttemptRecord {
         number: r.attempt,
         kind: Some(r.kind),
-        outcome: crate::state::Outcome::from(&r.verdict),
+        outcome: if stopped_by_person {
+            Outcome::Stopped
+        } else {
+            Outcome::from(&r.verdict)
+        },
         reason,
         duration_secs: r.duration.as_secs_f64(),
         usage: r.usage,
@@ -207,6 +214,16 @@ pub(super) fn attempt_finished(
                 }));
                 out.push(Action::Log(format!("rate limited on {id}; pause {wait:?}")));
             }
+        }
+        Verdict::Interrupted if stopped_by_person => {
+            model.state.push_history(&id, rec);
+            model.apply(r.idx, Change::Requeue);
+            out.push(Action::Save);
+            out.push(Action::Say(Message::Steered {
+                text: format!(
+                    "{id} stopped (no retry charged); it is held until `ralph release {id}`"
+                ),
+            }));
         }
         Verdict::Interrupted => {
             model.state.push_history(&id, rec);

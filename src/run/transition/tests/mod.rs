@@ -241,3 +241,4 @@ mod landing;
 mod limits;
 mod outcome;
 mod run;
+mod steer;
