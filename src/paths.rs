@@ -29,6 +29,8 @@
 //!     ├── worktrees/            R  slot-<n>/ (one per job), validate/ (the merge queue's)
 //!     ├── learnings/            R  what agents learned, by topic, and _index.json
 //!     ├── runs/                 R  <run-id>.jsonl, one record file per run
+//!     ├── tracker/              R  an issue tracker backlog's snapshot.json (the
+//!     │                            last read, with ETags) and pending.json (writes queued)
 //!     └── report.html           R  `ralph report`'s page
 //! ```
 //!
@@ -91,6 +93,8 @@ table! {
     LEARNINGS = ".ralph/learnings", runtime dir;
     /// Run records, one `<run-id>.jsonl` per run.
     RUNS = ".ralph/runs", runtime dir;
+    /// An issue tracker backlog's last snapshot and its queued writes (issue 27).
+    TRACKER = ".ralph/tracker", runtime dir;
     /// `ralph report`'s page, by default.
     REPORT = ".ralph/report.html", runtime file;
     /// Temp files of atomic writes (`store::write_atomic`): `.<name>.tmp-<pid>`.
@@ -113,6 +117,16 @@ pub(crate) fn at(root: &Path, rel: &str) -> PathBuf {
 /// `.ralph/`.
 pub(crate) fn ralph_dir(root: &Path) -> PathBuf {
     at(root, DIR)
+}
+
+/// `.ralph/tracker/snapshot.json`: the tracker's issues as last read.
+pub(crate) fn tracker_snapshot(root: &Path) -> PathBuf {
+    at(root, TRACKER).join("snapshot.json")
+}
+
+/// `.ralph/tracker/pending.json`: writes to the tracker not yet made.
+pub(crate) fn tracker_pending(root: &Path) -> PathBuf {
+    at(root, TRACKER).join("pending.json")
 }
 
 /// `.ralph/state.json`.
@@ -309,6 +323,7 @@ mod tests {
                 "/.ralph/worktrees/",
                 "/.ralph/learnings/",
                 "/.ralph/runs/",
+                "/.ralph/tracker/",
                 "/.ralph/report.html",
                 "/.ralph/.*.tmp-*",
                 "/progress.txt",

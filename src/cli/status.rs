@@ -153,6 +153,17 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     if let Some(max) = project.config.budget.total_usd {
         println!("Budget: ${cost:.2} of ${max:.2} spent (budget.max_cost_usd_total)");
     }
+    if let Some(tracker) = crate::backlog::tracker::open(root, &project.config) {
+        let pending = tracker.pending();
+        if !pending.is_empty() {
+            println!(
+                "Tracker: {} writes to {} pending (made by the next run): {}",
+                pending.len(),
+                tracker.describe(),
+                pending.join("; ")
+            );
+        }
+    }
     match next {
         Some(n) => println!("Next: Story {n}"),
         None if total == 0 => {}

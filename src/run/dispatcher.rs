@@ -62,6 +62,8 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// What was asked of each slot since a story last left it: a warm
     /// (`Some(false)`) or its removal (`Some(true)`).
     warm_asked: Vec<Option<bool>>,
+    /// An issue tracker backlog: polled between events, told of statuses.
+    pub(crate) tracker: Option<super::tracker::TrackerSync>,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -89,6 +91,7 @@ impl<E: Executor> Dispatcher<E> {
             notes: JoinSet::new(),
             warming: JoinSet::new(),
             warm_asked: Vec::new(),
+            tracker: None,
             model,
             reporter,
             ctx,
@@ -142,10 +145,21 @@ impl<E: Executor> Dispatcher<E> {
                 // Its attempt is over: whatever it did to the slot is done.
                 self.slot_left(report.slot);
             }
+            let step = !matches!(event, Event::Activity { .. });
+            if step {
+                self.sync_tracker(true);
+            }
             self.feed(event);
+            if step {
+                self.sync_tracker(false);
+            }
             self.warm_free_slots();
         }
         self.warmed().await;
+        if let Some(t) = &mut self.tracker {
+            let log = |l: &str| self.ctx.log.line(l);
+            tokio::task::block_in_place(|| t.tell(&self.model, true, &log));
+        }
         // A notification about the run's last moments still runs: wait
         // for it (each hook has its own time limit), unless told to stop.
         while !self.notes.is_empty() {
@@ -156,6 +170,21 @@ impl<E: Executor> Dispatcher<E> {
             }
         }
         Ok(())
+    }
+
+    /// The tracker's side of a step (`run/tracker.rs`): before an event,
+    /// a poll when due; after it, what changed is told. Its HTTP blocks,
+    /// off the runtime's worker (`block_in_place`).
+    fn sync_tracker(&mut self, before: bool) {
+        let Some(t) = &mut self.tracker else { return };
+        let log = |l: &str| self.ctx.log.line(l);
+        tokio::task::block_in_place(|| {
+            if before {
+                t.poll(&mut self.model, &log)
+            } else {
+                t.tell(&self.model, false, &log)
+            }
+        });
     }
 
     /// The memory a new agent could get, for the transition's memory check

@@ -1,0 +1,314 @@
+//! Reading the tracker and writing back to it over an `Http` (the real
+//! client in `client.rs`; a scripted one in tests): conditional requests
+//! so an unchanged backlog costs a `304` per page, dependencies asked only
+//! of issues that changed, and one rule for what a failure means.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{Issue, Links, Op, Page, Snapshot};
+
+/// One HTTP answer, with the headers the source reads.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Resp {
+    pub(crate) status: u16,
+    pub(crate) etag: Option<String>,
+    pub(crate) next: Option<String>,
+    pub(crate) body: String,
+    /// `Retry-After`, in seconds.
+    pub(crate) retry_after: Option<i64>,
+    /// `x-ratelimit-remaining`.
+    pub(crate) remaining: Option<u64>,
+    /// `x-ratelimit-reset`, in Unix seconds.
+    pub(crate) reset: Option<i64>,
+}
+
+pub(crate) trait Http {
+    /// One request; `Err` when no answer came (unreachable, timeout).
+    fn request(
+        &mut self,
+        method: &str,
+        url: &str,
+        etag: Option<&str>,
+        body: Option<&str>,
+    ) -> Result<Resp, String>;
+}
+
+/// Why the tracker could not be read or written now. Never a story's
+/// failure: reads fall back to the snapshot, writes stay queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fail {
+    /// No answer, or a server error: try again later.
+    Unreachable(String),
+    /// Rate limited: nothing is asked before `until` (Unix seconds).
+    Limited { until: i64 },
+    /// An answer that will not change by asking again (a wrong repository,
+    /// a token without access): a person must act.
+    Refused(u16, String),
+}
+
+impl Fail {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Fail::Unreachable(e) => format!("unreachable ({e})"),
+            Fail::Limited { until } => format!("rate limited until {until} (Unix time)"),
+            Fail::Refused(code, msg) => format!("refused the request (HTTP {code}: {msg})"),
+        }
+    }
+}
+
+/// What an answer means: fine (2xx, 304), or which failure.
+pub(crate) fn classify(resp: &Resp, now: i64) -> Result<(), Fail> {
+    match resp.status {
+        200..=299 | 304 => Ok(()),
+        403 | 429 if resp.retry_after.is_some() || resp.remaining == Some(0) => {
+            let until = match (resp.retry_after, resp.reset) {
+                (Some(s), _) => now + s.max(1),
+                (None, Some(r)) => r.max(now + 1),
+                (None, None) => now + 60,
+            };
+            Err(Fail::Limited { until })
+        }
+        500..=599 => Err(Fail::Unreachable(format!("HTTP {}", resp.status))),
+        code => Err(Fail::Refused(code, message_of(&resp.body))),
+    }
+}
+
+fn message_of(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| body.chars().take(120).collect())
+}
+
+fn get(http: &mut dyn Http, url: &str, etag: Option<&str>, now: i64) -> Result<Resp, Fail> {
+    let resp = http
+        .request("GET", url, etag, None)
+        .map_err(Fail::Unreachable)?;
+    classify(&resp, now)?;
+    Ok(resp)
+}
+
+/// An issue from the list's JSON (`None` for a pull request, which the
+/// issues endpoint lists too).
+pub(crate) fn issue_from(v: &Value) -> Option<Issue> {
+    if v.get("pull_request").is_some() {
+        return None;
+    }
+    let labels = v
+        .get("labels")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| {
+                    l.get("name")
+                        .and_then(Value::as_str)
+                        .or(l.as_str())
+                        .map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Issue {
+        number: v.get("number")?.as_u64()?,
+        title: v.get("title")?.as_str()?.to_string(),
+        body: v
+            .get("body")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        state: v
+            .get("state")
+            .and_then(Value::as_str)
+            .unwrap_or("open")
+            .to_string(),
+        labels,
+        updated_at: v
+            .get("updated_at")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        blocked_by_count: v
+            .pointer("/issue_dependencies_summary/blocked_by")
+            .and_then(Value::as_u64),
+        sub_issue_count: v
+            .pointer("/sub_issues_summary/total")
+            .and_then(Value::as_u64),
+    })
+}
+
+fn numbers(body: &str) -> Vec<u64> {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|i| i.get("number").and_then(Value::as_u64))
+        .collect()
+}
+
+/// The first page's URL of the labelled issues, open and closed.
+pub(crate) fn list_url(api: &str, repo: &str, label: &str) -> String {
+    format!(
+        "{api}/repos/{repo}/issues?labels={}&state=all&per_page=100",
+        encode(label)
+    )
+}
+
+/// Percent-encoding of a URL component (labels hold `:` and spaces).
+pub(crate) fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Reads the tracker again from `old`: each page of the list with its
+/// ETag (a `304` keeps the page as it was), then the "blocked by" and
+/// sub-issue lists of each open issue that changed since they were read
+/// (and has any, when the issue says). `Err`: the snapshot stays `old`.
+pub(crate) fn poll(
+    http: &mut dyn Http,
+    api: &str,
+    old: &Snapshot,
+    now: i64,
+) -> Result<Snapshot, Fail> {
+    let mut pages = Vec::new();
+    let mut url = Some(list_url(api, &old.repo, &old.label));
+    let mut i = 0;
+    while let Some(u) = url.take() {
+        let was = old.pages.get(i).filter(|p| p.url == u);
+        let resp = get(http, &u, was.and_then(|p| p.etag.as_deref()), now)?;
+        let page = match (resp.status, was) {
+            (304, Some(p)) => p.clone(),
+            _ => {
+                let list: Vec<Value> = serde_json::from_str(&resp.body).map_err(|e| {
+                    Fail::Refused(resp.status, format!("the issue list is not JSON: {e}"))
+                })?;
+                Page {
+                    url: u.clone(),
+                    etag: resp.etag.clone(),
+                    issues: list.iter().filter_map(issue_from).collect(),
+                    next: resp.next.clone(),
+                }
+            }
+        };
+        url = page.next.clone();
+        pages.push(page);
+        i += 1;
+        if i > 1000 {
+            break;
+        }
+    }
+    let mut links = BTreeMap::new();
+    let open: Vec<Issue> = pages
+        .iter()
+        .flat_map(|p| p.issues.iter())
+        .filter(|i| i.state == "open")
+        .cloned()
+        .collect();
+    for issue in open {
+        if let Some(l) = old.links.get(&issue.number) {
+            if l.updated_at == issue.updated_at && !issue.updated_at.is_empty() {
+                links.insert(issue.number, l.clone());
+                continue;
+            }
+        }
+        let base = format!("{api}/repos/{}/issues/{}", old.repo, issue.number);
+        let blocked_by = if issue.blocked_by_count == Some(0) {
+            Vec::new()
+        } else {
+            let r = get(http, &format!("{base}/dependencies/blocked_by"), None, now);
+            match r {
+                Ok(r) => numbers(&r.body),
+                // An API without dependencies (an older GitHub Enterprise):
+                // `Depends on #N` lines still say them.
+                Err(Fail::Refused(404, _)) => Vec::new(),
+                Err(e) => return Err(e),
+            }
+        };
+        let sub_issues = if issue.sub_issue_count == Some(0) {
+            Vec::new()
+        } else {
+            match get(http, &format!("{base}/sub_issues"), None, now) {
+                Ok(r) => numbers(&r.body),
+                Err(Fail::Refused(404, _)) => Vec::new(),
+                Err(e) => return Err(e),
+            }
+        };
+        links.insert(
+            issue.number,
+            Links {
+                updated_at: issue.updated_at.clone(),
+                blocked_by,
+                sub_issues,
+            },
+        );
+    }
+    Ok(Snapshot {
+        repo: old.repo.clone(),
+        label: old.label.clone(),
+        pages,
+        links,
+        not_before: None,
+    })
+}
+
+/// Makes the queued writes in order; returns how many were made (they
+/// leave the queue) and why it stopped early. A write the tracker refuses
+/// for good (a 404 or 422: the issue or label is gone) is dropped and
+/// named in the returned list, so one bad write never holds the rest.
+pub(crate) fn flush(
+    http: &mut dyn Http,
+    api: &str,
+    repo: &str,
+    pending: &[Op],
+    now: i64,
+) -> (usize, Vec<String>, Option<Fail>) {
+    let mut dropped = Vec::new();
+    for (done, op) in pending.iter().enumerate() {
+        let base = format!("{api}/repos/{repo}/issues/{}", op.issue());
+        let (method, url, body) = match op {
+            Op::AddLabel { label, .. } => (
+                "POST",
+                format!("{base}/labels"),
+                Some(serde_json::json!({ "labels": [label] }).to_string()),
+            ),
+            Op::RemoveLabel { label, .. } => {
+                ("DELETE", format!("{base}/labels/{}", encode(label)), None)
+            }
+            Op::Comment { body, .. } => (
+                "POST",
+                format!("{base}/comments"),
+                Some(serde_json::json!({ "body": body }).to_string()),
+            ),
+            Op::Close { .. } => (
+                "PATCH",
+                base.clone(),
+                Some(
+                    serde_json::json!({"state": "closed", "state_reason": "completed"}).to_string(),
+                ),
+            ),
+        };
+        let resp = match http.request(method, &url, None, body.as_deref()) {
+            Ok(r) => r,
+            Err(e) => return (done, dropped, Some(Fail::Unreachable(e))),
+        };
+        match classify(&resp, now) {
+            Ok(()) => {}
+            // Removing a label the issue does not have.
+            Err(Fail::Refused(404, _)) if matches!(op, Op::RemoveLabel { .. }) => {}
+            Err(Fail::Refused(code @ (404 | 410 | 422), msg)) => {
+                dropped.push(format!("{} (HTTP {code}: {msg})", op.describe()));
+            }
+            Err(e) => return (done, dropped, Some(e)),
+        }
+    }
+    (pending.len(), dropped, None)
+}
