@@ -421,8 +421,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         ctx,
         executor,
     );
-    d.tracker = crate::backlog::tracker::open(root, config)
-        .map(|t| tracker::TrackerSync::new(t, config.backlog.poll_every(), target.clone()));
+    d.tracker = crate::backlog::tracker::open(root, config).map(|t| {
+        tracker::TrackerSync::new(t, config.backlog.poll_every(), target.clone(), &d.model)
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

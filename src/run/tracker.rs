@@ -80,10 +80,30 @@ pub(crate) fn update_for(
 }
 
 impl TrackerSync {
-    pub(crate) fn new(tracker: Box<dyn Tracker>, every: Duration, target: String) -> TrackerSync {
+    /// The sync of a run starting from `model`: what was done before it
+    /// counts as told (an earlier run told it, or queued it for the tracker).
+    pub(crate) fn new(
+        tracker: Box<dyn Tracker>,
+        every: Duration,
+        target: String,
+        model: &Model,
+    ) -> TrackerSync {
+        let told = model
+            .stories
+            .iter()
+            .zip(&model.sched().nodes)
+            .filter(|(_, n)| **n == Node::Done)
+            .map(|(s, _)| {
+                let landed = Update::Landed {
+                    commit: String::new(),
+                    target: target.clone(),
+                };
+                (s.id.clone(), landed)
+            })
+            .collect();
         TrackerSync {
             tracker,
-            told: HashMap::new(),
+            told,
             last_poll: Some(Instant::now()),
             every,
             target,

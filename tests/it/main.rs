@@ -3,6 +3,7 @@
 
 mod clis;
 mod fakeapi;
+mod github_api;
 mod harness;
 #[path = "../../src/shared_fixtures.rs"]
 mod shared_fixtures;
@@ -14,6 +15,7 @@ mod crash;
 mod display;
 mod faults;
 mod fixup;
+mod github;
 mod insight;
 mod landing;
 mod malformed;
