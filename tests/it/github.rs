@@ -60,7 +60,7 @@ fn backlog() -> Api {
 
 /// Landing order of the stories, from the merge subjects on main.
 fn landed(p: &Project) -> Vec<String> {
-    let mut ids: Vec<String> = p
+    let ids: Vec<String> = p
         .main_subjects()
         .iter()
         .filter_map(|s| s.strip_prefix("merge: story "))
