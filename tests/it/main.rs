@@ -21,6 +21,7 @@ mod landing;
 mod malformed;
 mod newcomer;
 mod parallel;
+mod plan;
 mod ray;
 mod realcli;
 mod review;

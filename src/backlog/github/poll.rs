@@ -312,3 +312,29 @@ pub(crate) fn flush(
     }
     (pending.len(), dropped, None)
 }
+
+/// Opens an issue; its number.
+pub(crate) fn create_issue(
+    http: &mut dyn Http,
+    api: &str,
+    repo: &str,
+    title: &str,
+    body: &str,
+    labels: &[String],
+    now: i64,
+) -> Result<u64, Fail> {
+    let payload = serde_json::json!({ "title": title, "body": body, "labels": labels }).to_string();
+    let resp = http
+        .request(
+            "POST",
+            &format!("{api}/repos/{repo}/issues"),
+            None,
+            Some(&payload),
+        )
+        .map_err(Fail::Unreachable)?;
+    classify(&resp, now)?;
+    serde_json::from_str::<Value>(&resp.body)
+        .ok()
+        .and_then(|v| v.get("number").and_then(Value::as_u64))
+        .ok_or_else(|| Fail::Refused(resp.status, "the answer names no issue number".into()))
+}

@@ -96,6 +96,75 @@ impl GitHub {
     }
 }
 
+/// A story `ralph plan` makes an issue of.
+pub(crate) struct NewIssue {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    /// The spec without its frontmatter.
+    pub(crate) body: String,
+    pub(crate) depends_on: Vec<String>,
+    pub(crate) batch: Option<String>,
+}
+
+impl GitHub {
+    /// `ralph plan` on this source: one issue per planned story, in an
+    /// order where each one's dependencies exist first (`Depends on #N`
+    /// lines name them; `batch:N` labels the batch). The planned IDs and
+    /// the issue numbers they became; an error stops at the first failure
+    /// (the issues made before it stay, listed by the next read).
+    pub(crate) fn create_issues(
+        &mut self,
+        planned: &[NewIssue],
+        known: &std::collections::HashSet<String>,
+        label: &str,
+    ) -> Result<Vec<(String, u64)>, String> {
+        let mut made: Vec<(String, u64)> = Vec::new();
+        let mut left: Vec<&NewIssue> = planned.iter().collect();
+        while !left.is_empty() {
+            let at = left
+                .iter()
+                .position(|p| {
+                    p.depends_on
+                        .iter()
+                        .all(|d| known.contains(d) || made.iter().any(|(id, _)| id == d))
+                })
+                .ok_or("the plan's dependencies form a cycle")?;
+            let p = left.remove(at);
+            let deps: Vec<String> = p
+                .depends_on
+                .iter()
+                .map(|d| {
+                    let n = made
+                        .iter()
+                        .find(|(id, _)| id == d)
+                        .map_or(d.clone(), |(_, n)| n.to_string());
+                    format!("Depends on #{n}")
+                })
+                .collect();
+            let body = p.body.trim().to_string();
+            let body = if deps.is_empty() {
+                body
+            } else {
+                format!("{body}\n\n{}\n", deps.join("\n"))
+            };
+            let mut labels = vec![label.to_string()];
+            labels.extend(p.batch.as_ref().map(|b| format!("batch:{b}")));
+            let n = poll::create_issue(
+                self.http.as_mut(),
+                &self.settings.api_url,
+                &self.settings.repo,
+                &p.title,
+                &body,
+                &labels,
+                crate::timefmt::now_secs(),
+            )
+            .map_err(|f| f.describe())?;
+            made.push((p.id.clone(), n));
+        }
+        Ok(made)
+    }
+}
+
 impl Tracker for GitHub {
     fn describe(&self) -> String {
         format!("GitHub {}", self.settings.repo)
