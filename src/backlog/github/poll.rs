@@ -338,3 +338,137 @@ pub(crate) fn create_issue(
         .and_then(|v| v.get("number").and_then(Value::as_u64))
         .ok_or_else(|| Fail::Refused(resp.status, "the answer names no issue number".into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resp(status: u16) -> Resp {
+        Resp {
+            status,
+            ..Resp::default()
+        }
+    }
+
+    #[test]
+    fn what_an_answer_means() {
+        assert_eq!(classify(&resp(200), 100), Ok(()));
+        assert_eq!(classify(&resp(304), 100), Ok(()));
+        let limited = Resp {
+            remaining: Some(0),
+            reset: Some(500),
+            ..resp(403)
+        };
+        assert_eq!(classify(&limited, 100), Err(Fail::Limited { until: 500 }));
+        let retry = Resp {
+            retry_after: Some(30),
+            ..resp(429)
+        };
+        assert_eq!(classify(&retry, 100), Err(Fail::Limited { until: 130 }));
+        assert!(matches!(
+            classify(&resp(502), 100),
+            Err(Fail::Unreachable(_))
+        ));
+        assert!(matches!(
+            classify(&resp(403), 100),
+            Err(Fail::Refused(403, _))
+        ));
+    }
+
+    /// An `Http` answering from a script, recording what was asked.
+    struct Script {
+        asked: Vec<(String, String, Option<String>)>,
+        answer: Box<dyn FnMut(&str, &str, Option<&str>) -> Result<Resp, String>>,
+    }
+
+    impl Http for Script {
+        fn request(
+            &mut self,
+            method: &str,
+            url: &str,
+            etag: Option<&str>,
+            _body: Option<&str>,
+        ) -> Result<Resp, String> {
+            self.asked
+                .push((method.into(), url.into(), etag.map(str::to_string)));
+            (self.answer)(method, url, etag)
+        }
+    }
+
+    fn list(body: &str) -> Resp {
+        Resp {
+            status: 200,
+            etag: Some("\"e1\"".into()),
+            body: body.into(),
+            ..Resp::default()
+        }
+    }
+
+    #[test]
+    fn a_poll_of_an_unchanged_list_is_one_conditional_request() {
+        let issues = r#"[{"number": 1, "title": "A", "state": "open", "labels": [{"name": "ralph"}],
+            "updated_at": "t1", "issue_dependencies_summary": {"blocked_by": 1},
+            "sub_issues_summary": {"total": 0}},
+            {"number": 2, "title": "PR", "pull_request": {}, "state": "open"}]"#;
+        let mut http = Script {
+            asked: Vec::new(),
+            answer: Box::new(move |_, url, etag| {
+                if url.ends_with("blocked_by") {
+                    return Ok(list(r#"[{"number": 7}]"#));
+                }
+                Ok(match etag {
+                    Some("\"e1\"") => resp(304),
+                    _ => list(issues),
+                })
+            }),
+        };
+        let empty = Snapshot {
+            repo: "o/r".into(),
+            label: "ralph".into(),
+            ..Snapshot::default()
+        };
+        let first = poll(&mut http, "http://api", &empty, 0).unwrap();
+        assert_eq!(first.issues().count(), 1, "a pull request is no issue");
+        assert_eq!(first.links[&1].blocked_by, [7]);
+        assert_eq!(http.asked.len(), 2, "{:?}", http.asked);
+        assert!(http.asked[0].1.contains("labels=ralph&state=all"));
+        let again = poll(&mut http, "http://api", &first, 0).unwrap();
+        assert_eq!(again, first);
+        assert_eq!(http.asked.len(), 3, "one 304, no dependency read");
+        assert_eq!(http.asked[2].2.as_deref(), Some("\"e1\""));
+    }
+
+    #[test]
+    fn a_write_that_fails_stops_the_flush_and_a_refused_one_is_dropped() {
+        let mut http = Script {
+            asked: Vec::new(),
+            answer: Box::new(|method, _, _| {
+                Ok(match method {
+                    "POST" => resp(422),
+                    "DELETE" => resp(404),
+                    _ => resp(502),
+                })
+            }),
+        };
+        let ops = vec![
+            Op::AddLabel {
+                issue: 1,
+                label: "ralph:running".into(),
+            },
+            Op::RemoveLabel {
+                issue: 1,
+                label: "ralph:failed".into(),
+            },
+            Op::Close { issue: 1 },
+            Op::Close { issue: 2 },
+        ];
+        let (done, dropped, fail) = flush(&mut http, "http://api", "o/r", &ops, 0);
+        assert_eq!(
+            done, 2,
+            "the 422 is dropped, the 404 of a removal is fine, the 502 stops"
+        );
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert!(matches!(fail, Some(Fail::Unreachable(_))));
+        assert!(http.asked[1].1.ends_with("/labels/ralph%3Afailed"));
+    }
+}
