@@ -375,10 +375,13 @@ mod tests {
         ));
     }
 
+    /// How the script answers: method, URL, ETag sent.
+    type Answer = Box<dyn FnMut(&str, &str, Option<&str>) -> Result<Resp, String>>;
+
     /// An `Http` answering from a script, recording what was asked.
     struct Script {
         asked: Vec<(String, String, Option<String>)>,
-        answer: Box<dyn FnMut(&str, &str, Option<&str>) -> Result<Resp, String>>,
+        answer: Answer,
     }
 
     impl Http for Script {
