@@ -226,6 +226,19 @@ fn answer(
             }
             (200, extra, text)
         }
+        ("POST", []) => {
+            let number = api.issues.keys().max().copied().unwrap_or(0) + 1;
+            let mut i = issue(number, body["body"].as_str().unwrap_or_default(), &[]);
+            i.title = body["title"].as_str().unwrap_or_default().to_string();
+            i.labels = body["labels"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l.as_str().map(str::to_string))
+                .collect();
+            api.issues.insert(number, i);
+            (201, vec![], json!({ "number": number }).to_string())
+        }
         ("GET", [n, "dependencies", "blocked_by"]) => {
             let Some(i) = api.issues.get(&n.parse().unwrap_or(0)) else {
                 return (404, vec![], "{}".into());

@@ -113,3 +113,60 @@ fn a_reply_with_a_cycle_an_unknown_dependency_or_a_path_in_an_id_writes_nothing(
         assert_eq!(before, after, "{want}: files changed");
     }
 }
+
+#[test]
+fn with_the_github_source_a_plan_becomes_issues_that_depend_on_each_other() {
+    use crate::github_api::{issue, Api, Server};
+    let reply = format!(
+        "{}{}{}<ralph>PLAN_DONE: 3 stories</ralph>",
+        block("b", "2", "\"a\", \"5\""),
+        block("a", "1", ""),
+        block("c", "2", "")
+    );
+    let p = project(&reply);
+    let server = Server::start(
+        Api {
+            token: "t0k3n-for-plan".into(),
+            issues: [(5, issue(5, "There already.", &["ralph"]))].into(),
+            ..Api::default()
+        },
+        p.scratch.clone(),
+    );
+    p.write(
+        ".ralph/config.json",
+        &quiet_extras(&format!(
+            r#"{{ "backlog": {{ "source": "github", "github": {{ "repo": "o/r", "api_url": "{}" }} }} }}"#,
+            server.url
+        )),
+    );
+    let before = p.snapshot();
+    let r = p.ralph_with(
+        &["plan", "PRD.md", "--yes"],
+        &[("GITHUB_TOKEN", "t0k3n-for-plan")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    // `a` first (b waits for it), then b and c: issues 6, 7, 8.
+    assert!(r.stdout.contains("story a → issue #6"), "{r:?}");
+    let b = server.issue(7);
+    assert_eq!(b.title, "Story b");
+    assert!(
+        b.body.contains("Depends on #6") && b.body.contains("Depends on #5"),
+        "{b:?}"
+    );
+    assert_eq!(b.labels, ["ralph", "batch:2"]);
+    assert!(
+        !b.body.contains("depends_on"),
+        "the frontmatter stays out: {b:?}"
+    );
+    // No spec file and no stories.txt: the backlog is the tracker.
+    let mut after = p.snapshot();
+    after.retain(|k, _| !k.starts_with(".ralph/logs") && !k.starts_with(".ralph/tracker"));
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    let v = p.ralph_with(&["validate"], &[("GITHUB_TOKEN", "t0k3n-for-plan")]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let s = p.ralph_with(&["stories"], &[("GITHUB_TOKEN", "t0k3n-for-plan")]);
+    assert!(s.stdout.contains("7 | Story b"), "{s:?}");
+}
