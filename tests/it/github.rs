@@ -261,3 +261,33 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn work_kept_for_review_is_labelled_for_review_and_stays_open() {
+    let api = Api {
+        issues: [(1, issue(1, "Reviewed.", &["ralph"]))].into(),
+        ..Api::default()
+    };
+    let (p, server) = project(api);
+    let config = p.read(".ralph/config.json");
+    p.write(
+        ".ralph/config.json",
+        &config.replacen(
+            "\"backlog\"",
+            "\"landing\": { \"mode\": \"review\" }, \"backlog\"",
+            1,
+        ),
+    );
+    p.commit_all("review mode");
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    let r = run(&p, &["run"]);
+    assert!(r.code == 0 || r.code == 1, "{r:?}");
+    let i = server.issue(1);
+    assert!(i.open, "{i:?}");
+    assert!(i.comments.is_empty(), "{i:?}");
+    assert!(
+        i.labels.contains(&"ralph:review".to_string()),
+        "{i:?}\n{r:?}"
+    );
+    assert!(!i.labels.contains(&"ralph:running".to_string()), "{i:?}");
+}
