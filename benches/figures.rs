@@ -3,7 +3,7 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const FIGURES: [&str; 10] = [
+#[path = "../tests/it/github_api.rs"]
+mod github_api;
+
+const FIGURES: [&str; 11] = [
     "rss",
     "rss-agents",
     "validate",
@@ -35,6 +38,7 @@ const FIGURES: [&str; 10] = [
     "conflicts",
     "report",
     "sandbox",
+    "tracker-poll",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -82,6 +86,7 @@ fn main() {
             "conflicts" => fig_conflicts(&bin, quick),
             "report" => fig_report(&bin, quick),
             "sandbox" => fig_sandbox(&bin, quick),
+            "tracker-poll" => fig_tracker_poll(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -2307,5 +2312,82 @@ fn fig_report(bin: &Path, quick: bool) -> Figure {
          the state and the records, the DAG layout and writing the file; warm page cache; \
          RALPH_BENCH_REPORT=FILE keeps a copy of the page"
     ));
+    fig
+}
+
+/// API calls of one read of a 500-issue GitHub backlog (issue 27), against
+/// the tests' scripted REST API on 127.0.0.1: cold (no snapshot), then
+/// with nothing changed (ETags), then after one issue was edited.
+fn fig_tracker_poll(bin: &Path, quick: bool) -> Figure {
+    use github_api::{issue, Api, Server};
+    let mut fig = Figure::new(
+        "tracker-poll",
+        "API calls per read of a 500-issue GitHub backlog",
+    );
+    let p = Project::new(&one_story(), "finish\n", |_| {});
+    let mut issues = std::collections::BTreeMap::new();
+    for n in 1..=500u64 {
+        let mut i = issue(n, &format!("Issue {n}."), &["ralph"]);
+        // One in five is blocked by the issue before it.
+        if n % 5 == 0 {
+            i.blocked_by = vec![n - 1];
+        }
+        issues.insert(n, i);
+    }
+    let server = Server::start(
+        Api {
+            issues,
+            token: "bench-token".into(),
+            ..Api::default()
+        },
+        p.tmp.path().join("switches"),
+    );
+    write(
+        &p.root,
+        ".ralph/config.json",
+        &format!(
+            r#"{{ "backlog": {{ "source": "github", "github": {{ "repo": "o/r", "api_url": "{}" }} }} }}"#,
+            server.url
+        ),
+    );
+    let calls = |args: &[&str]| {
+        let before = server.log().len();
+        let status = p
+            .ralph(bin, args)
+            .env("GITHUB_TOKEN", "bench-token")
+            .stdout(Stdio::null())
+            .status()
+            .expect("ralph starts");
+        p.check(status, args);
+        (server.log().len() - before) as f64
+    };
+    let cold = calls(&["validate"]);
+    let runs = if quick { 2 } else { 5 };
+    let warm: Vec<f64> = (0..runs).map(|_| calls(&["validate"])).collect();
+    server
+        .api
+        .lock()
+        .unwrap()
+        .issues
+        .get_mut(&250)
+        .unwrap()
+        .version += 1;
+    let edited = calls(&["validate"]);
+    fig.rows
+        .push(Row::new("calls, first read (no snapshot)", "", vec![cold]));
+    fig.rows
+        .push(Row::new("calls per poll, nothing changed", "", warm).target(Cmp::Lt, 10.0));
+    fig.rows.push(Row::new(
+        "calls per poll, one issue edited",
+        "",
+        vec![edited],
+    ));
+    fig.notes.push(
+        "500 issues with the label (5 pages of 100), one in five blocked by another; \
+         a read is `ralph validate` (the same read a run's poll makes); nothing changed: \
+         one conditional request per page, each a 304; an edited issue: its page again \
+         (200) plus its dependency list"
+            .to_string(),
+    );
     fig
 }

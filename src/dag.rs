@@ -357,6 +357,10 @@ fn story_file(backlog: &Backlog, i: usize) -> PathBuf {
         (_, Some(p)) => p.clone(),
         (Source::Prd { .. }, None) => PathBuf::from(paths::PRD),
         (Source::StoriesTxt, None) => PathBuf::from(paths::QUEUE),
+        (Source::GitHub { repo }, None) => PathBuf::from(crate::backlog::github::issue_place(
+            repo,
+            backlog.stories[i].id.parse().unwrap_or_default(),
+        )),
     }
 }
 

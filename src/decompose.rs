@@ -140,61 +140,98 @@ pub(crate) fn parse_reply(
         }
         None => return Err("the reply has no <ralph>DECOMPOSE_DONE</ralph>".into()),
     }
-    let mut children: Vec<SubStory> = Vec::new();
-    let mut rest = text;
-    const START: &str = "<ralph>SUBSTORY_START ";
-    while let Some(at) = rest.find(START) {
-        let after = &rest[at + START.len()..];
-        let Some(close) = after.find("</ralph>") else {
-            return Err("a SUBSTORY_START tag is never closed".into());
-        };
-        let id = after[..close].trim().to_string();
-        let body_start = close + "</ralph>".len();
-        let end_tag = format!("<ralph>SUBSTORY_END {id}</ralph>");
-        let Some(end) = after[body_start..].find(&end_tag) else {
-            return Err(format!("sub-story {id} has no {end_tag}"));
-        };
-        let body = after[body_start..body_start + end].trim().to_string();
-        rest = &after[body_start + end + end_tag.len()..];
-        children.push(check_block(&id, body, parent)?);
-    }
-    if children.is_empty() {
-        return Err("the reply has no SUBSTORY_START … SUBSTORY_END block".into());
-    }
+    let children = spec_blocks(text, "SUBSTORY", &|id| child_id_rule(id, parent))?;
     if children.len() > MAX_CHILDREN {
         return Err(format!(
             "{} sub-stories; at most {MAX_CHILDREN} are accepted",
             children.len()
         ));
     }
+    check_set(&children, known, Some(parent))?;
+    Ok(Reply::Split(children))
+}
+
+/// The `<ralph>{KIND}_START id</ralph>` … `<ralph>{KIND}_END id</ralph>`
+/// blocks of `text`, each checked (`check_block`: the ID by `rule` and
+/// `check_id`, a frontmatter with a title of one line): what a
+/// decomposition (`SUBSTORY`) and `ralph plan` (`STORY`) read.
+pub(crate) fn spec_blocks(
+    text: &str,
+    kind: &str,
+    rule: &dyn Fn(&str) -> Result<(), String>,
+) -> Result<Vec<SubStory>, String> {
+    let mut children: Vec<SubStory> = Vec::new();
+    let mut rest = text;
+    let start = format!("<ralph>{kind}_START ");
+    while let Some(at) = rest.find(&start) {
+        let after = &rest[at + start.len()..];
+        let Some(close) = after.find("</ralph>") else {
+            return Err(format!("a {kind}_START tag is never closed"));
+        };
+        let id = after[..close].trim().to_string();
+        let body_start = close + "</ralph>".len();
+        let end_tag = format!("<ralph>{kind}_END {id}</ralph>");
+        let Some(end) = after[body_start..].find(&end_tag) else {
+            return Err(format!("story {id} has no {end_tag}"));
+        };
+        let body = after[body_start..body_start + end].trim().to_string();
+        rest = &after[body_start + end + end_tag.len()..];
+        children.push(check_block(&id, body, rule)?);
+    }
+    if children.is_empty() {
+        return Err(format!("the reply has no {kind}_START … {kind}_END block"));
+    }
+    Ok(children)
+}
+
+/// The checks of a set of new stories: each ID once, every dependency on
+/// one of them or a `known` story (never on `parent`, the story a split
+/// replaces), and no cycle among them.
+pub(crate) fn check_set(
+    stories: &[SubStory],
+    known: &HashSet<String>,
+    parent: Option<&str>,
+) -> Result<(), String> {
     let mut ids = HashSet::new();
-    for c in &children {
+    for c in stories {
         if !ids.insert(c.id.as_str()) {
-            return Err(format!("sub-story {} appears twice", c.id));
+            return Err(format!("story {} appears twice", c.id));
         }
     }
-    for c in &children {
+    for c in stories {
         for d in &c.depends_on {
-            if d == parent {
+            if Some(d.as_str()) == parent {
                 return Err(format!(
-                    "sub-story {} depends on {parent}, the story it replaces",
+                    "sub-story {} depends on {d}, the story it replaces",
                     c.id
                 ));
             }
             if !ids.contains(d.as_str()) && !known.contains(d) {
                 return Err(format!(
-                    "sub-story {} depends on {d}, which is neither a sibling nor a known story",
+                    "story {} depends on {d}, which is neither a sibling nor a known story",
                     c.id
                 ));
             }
         }
     }
-    if let Some(id) = sibling_cycle(&children) {
+    if let Some(id) = sibling_cycle(stories) {
+        return Err(format!("the stories' depends_on form a cycle through {id}"));
+    }
+    Ok(())
+}
+
+/// A sub-story's ID is `<parent>.<n>`, n = 1, 2, …
+fn child_id_rule(id: &str, parent: &str) -> Result<(), String> {
+    let k = id
+        .strip_prefix(parent)
+        .and_then(|r| r.strip_prefix('.'))
+        .unwrap_or("");
+    if k.is_empty() || !k.chars().all(|c| c.is_ascii_digit()) || k.starts_with('0') {
         return Err(format!(
-            "the sub-stories' depends_on form a cycle through {id}"
+            "sub-story ID {id:?} must be {parent}.<n> with n = 1, 2, …"
         ));
     }
-    Ok(Reply::Split(children))
+    Ok(())
 }
 
 /// The text after `<ralph>KIND` up to its `</ralph>`, of the last such tag.
@@ -206,16 +243,12 @@ fn tag_body<'t>(text: &'t str, kind: &str) -> Option<&'t str> {
     (body.is_empty() || body.starts_with(char::is_whitespace)).then(|| body.trim())
 }
 
-fn check_block(id: &str, body: String, parent: &str) -> Result<SubStory, String> {
-    let k = id
-        .strip_prefix(parent)
-        .and_then(|r| r.strip_prefix('.'))
-        .unwrap_or("");
-    if k.is_empty() || !k.chars().all(|c| c.is_ascii_digit()) || k.starts_with('0') {
-        return Err(format!(
-            "sub-story ID {id:?} must be {parent}.<n> with n = 1, 2, …"
-        ));
-    }
+fn check_block(
+    id: &str,
+    body: String,
+    rule: &dyn Fn(&str) -> Result<(), String>,
+) -> Result<SubStory, String> {
+    rule(id)?;
     check_id(id).map_err(|why| format!("sub-story ID {id:?} {why}"))?;
     let fm = parse_frontmatter(&body, Path::new(id))
         .map_err(|p| format!("sub-story {id}: {}", p.message))?;

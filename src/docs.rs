@@ -16,6 +16,10 @@ use crate::config::{self, RALPH_V2_IGNORED, RALPH_V2_INERT};
 const SECTIONS: &[(&str, &str)] = &[
     ("", "Top level"),
     ("specs", "Where each story's spec is"),
+    (
+        "backlog",
+        "Where the stories are kept: files or GitHub Issues",
+    ),
     ("loop", "Attempts: how many, how long"),
     ("validation", "What a story must pass to land"),
     ("claude", "Claude Code, the default agent"),

@@ -20,6 +20,7 @@ mod gitops;
 mod layout;
 mod learnings;
 mod paths;
+mod plan;
 mod postmortem;
 mod process;
 mod project;

@@ -30,6 +30,8 @@
 //!     ├── learnings/            R  what agents learned, by topic, and _index.json
 //!     ├── runs/                 R  <run-id>.jsonl, one record file per run
 //!     ├── run.sock              R  the running run's steering socket (0600)
+//!     ├── tracker/              R  an issue tracker backlog's snapshot.json (the
+//!     │                            last read, with ETags) and pending.json (writes queued)
 //!     └── report.html           R  `ralph report`'s page
 //! ```
 //!
@@ -92,6 +94,8 @@ table! {
     LEARNINGS = ".ralph/learnings", runtime dir;
     /// Run records, one `<run-id>.jsonl` per run.
     RUNS = ".ralph/runs", runtime dir;
+    /// An issue tracker backlog's last snapshot and its queued writes (issue 27).
+    TRACKER = ".ralph/tracker", runtime dir;
     /// `ralph report`'s page, by default.
     REPORT = ".ralph/report.html", runtime file;
     /// The running run's steering socket (`steer`): mode 0600, removed at
@@ -117,6 +121,16 @@ pub(crate) fn at(root: &Path, rel: &str) -> PathBuf {
 /// `.ralph/`.
 pub(crate) fn ralph_dir(root: &Path) -> PathBuf {
     at(root, DIR)
+}
+
+/// `.ralph/tracker/snapshot.json`: the tracker's issues as last read.
+pub(crate) fn tracker_snapshot(root: &Path) -> PathBuf {
+    at(root, TRACKER).join("snapshot.json")
+}
+
+/// `.ralph/tracker/pending.json`: writes to the tracker not yet made.
+pub(crate) fn tracker_pending(root: &Path) -> PathBuf {
+    at(root, TRACKER).join("pending.json")
 }
 
 /// `.ralph/state.json`.
@@ -318,6 +332,7 @@ mod tests {
                 "/.ralph/worktrees/",
                 "/.ralph/learnings/",
                 "/.ralph/runs/",
+                "/.ralph/tracker/",
                 "/.ralph/report.html",
                 "/.ralph/run.sock",
                 "/.ralph/.*.tmp-*",

@@ -13,9 +13,11 @@ use crate::paths;
 
 pub(crate) mod files;
 mod frontmatter;
+pub(crate) mod github;
 pub(crate) mod mark_done;
 mod prd;
 mod queue;
+pub(crate) mod tracker;
 
 pub(crate) use frontmatter::{parse_frontmatter, sets_key, split_frontmatter};
 use prd::*;
@@ -31,6 +33,8 @@ pub(crate) enum Source {
     StoriesTxt,
     /// `prd.json`; `branch` is its `branchName` when present.
     Prd { branch: Option<String> },
+    /// GitHub Issues of `repo` (`owner/name`), through `tracker`.
+    GitHub { repo: String },
 }
 
 /// A section of `stories.txt`: the unbatched head, or one `# [batch:N]` section.
@@ -94,6 +98,8 @@ impl Backlog {
         match self.source {
             Source::StoriesTxt => QUEUE_FILE,
             Source::Prd { .. } => PRD_FILE,
+            // No file: the config names the tracker (and is committed).
+            Source::GitHub { .. } => paths::CONFIG,
         }
     }
 
@@ -117,7 +123,10 @@ impl Backlog {
         if !self.stories.is_empty() {
             return None;
         }
-        let file = self.source_file();
+        let file = match &self.source {
+            Source::GitHub { repo } => format!("GitHub {repo}"),
+            _ => self.source_file().to_string(),
+        };
         let skipped = match self.skipped.len() {
             0 => String::new(),
             n => format!(" ({n} skipped with `x `)"),
@@ -129,6 +138,9 @@ impl Backlog {
             ),
             Source::Prd { .. } => format!(
                 "add stories to the userStories array of {PRD_FILE}, commit it, then run again"
+            ),
+            Source::GitHub { ref repo } => format!(
+                "label issues of {repo} with backlog.github.label (or `ralph plan PRD.md`), then run again"
             ),
         };
         Some((
@@ -233,6 +245,10 @@ pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>
 /// cannot be read stands there with no dependencies of its own (the stories
 /// naming it still find it).
 pub(crate) fn load_partial(root: &Path, config: &Config) -> (Option<Backlog>, Vec<Problem>) {
+    if let Some(mut tracker) = tracker::open(root, config) {
+        let read = tracker.read(crate::timefmt::now_secs());
+        return (read.backlog, read.problems);
+    }
     let whole = |r: Result<Backlog, Vec<Problem>>| match r {
         Ok(b) => (Some(b), Vec::new()),
         Err(p) => (None, p),

@@ -136,6 +136,19 @@ pub(super) enum Command {
         /// The story to split
         id: String,
     },
+    /// Turn a PRD into a backlog with one agent run: specs with
+    /// depends_on and stories.txt batches (or issues, with the GitHub
+    /// source), shown as a DAG and a table before anything is written
+    Plan {
+        /// The PRD (Markdown)
+        file: std::path::PathBuf,
+        /// Write without asking
+        #[arg(long)]
+        yes: bool,
+        /// Show the plan; write nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// ralph's version (as --version; Ralph v2 had this command)
     Version,
     /// Per run and lifetime: stories landed, agent runs by kind, tokens, cost, time

@@ -20,6 +20,7 @@ mod graph;
 mod help;
 mod info;
 mod init;
+mod plan;
 mod records;
 mod reset;
 mod review;
@@ -214,6 +215,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             steer::cmd_steer(root, crate::steer::Command::Jobs { n: n as usize })
         }
         Command::Learnings => info::cmd_learnings(root),
+        Command::Plan { file, yes, dry_run } => plan::cmd_plan(root, &file, yes, dry_run),
         Command::Decompose { id } => run_cmd::cmd_decompose(id, root),
         Command::Version => {
             println!("ralph {}", help::VERSION.as_str());

@@ -276,6 +276,18 @@ fn status_text(
             "Budget: ${cost:.2} of ${max:.2} spent (budget.max_cost_usd_total)"
         ));
     }
+    if let Some(tracker) = crate::backlog::tracker::open(&project.root, &project.config) {
+        let pending = tracker.pending();
+        if !pending.is_empty() {
+            o.push_line(format!(
+                "Tracker: {} writes to {} pending (made by the next run): {}",
+                pending.len(),
+                tracker.describe(),
+                // ` · ` is where a line too long for 80 columns breaks.
+                pending.join(" · ")
+            ));
+        }
+    }
     match next {
         Some(n) => o.push_line(format!("Next: Story {n}")),
         None if total == 0 => {}

@@ -319,6 +319,37 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          running; 0 turns the check off.",
     ),
     key(
+        "backlog.source",
+        Kind::Str,
+        "Where the stories are kept: `files` (`.ralph/stories.txt` and spec files, or \
+         `prd.json`) or `github` (the open issues of `backlog.github.repo` with \
+         `backlog.github.label`; see docs/backlog.md, Backlogs).",
+    ),
+    key_or(
+        "backlog.github.repo",
+        Kind::Str,
+        "none (required with `backlog.source: github`)",
+        "The repository whose issues are the backlog, as `owner/name` (with \
+         `backlog.source: github`). The token comes from `GITHUB_TOKEN`, else `gh auth token`; \
+         it is never written and never given to agents.",
+    ),
+    key(
+        "backlog.github.label",
+        Kind::Str,
+        "The label that makes an issue a story.",
+    ),
+    key(
+        "backlog.github.api_url",
+        Kind::Str,
+        "The REST API's root: GitHub's, or a GitHub Enterprise server's (`https://HOST/api/v3`).",
+    ),
+    key(
+        "backlog.github.poll_seconds",
+        Kind::Uint { min: 0 },
+        "Least seconds between two reads of the tracker during a run: issues added or edited \
+         meanwhile are picked up before the next story starts.",
+    ),
+    key(
         "decomposition.enabled",
         Kind::Bool,
         "A story that fails `loop.max_retries` times gets one run that splits it into \

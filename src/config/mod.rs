@@ -20,8 +20,8 @@ mod warnings;
 pub(crate) use executor::{Executor, RaySettings};
 use reader::Reader;
 pub(crate) use sections::{
-    Budget, Commit, Decomposition, Hooks, Landing, Learnings, Limits, Loop, Parallel, Postmortem,
-    Retry, Runs, Specs, Validation, ValidationCommand,
+    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Landing, Learnings,
+    Limits, Loop, Parallel, Postmortem, Retry, Runs, Specs, Validation, ValidationCommand,
 };
 use warnings::key_warnings;
 #[cfg(test)]
@@ -65,6 +65,8 @@ pub(crate) struct Config {
     pub(crate) sandbox: crate::sandbox::Settings,
     /// `executor.*`: where attempts run (issue 23).
     pub(crate) executor: Executor,
+    /// `backlog.*`: files, or an issue tracker (issue 27).
+    pub(crate) backlog: BacklogSource,
 }
 
 /// The built-in defaults as JSON (SPEC 3.1).
@@ -96,6 +98,14 @@ pub(crate) fn defaults() -> Value {
         },
         "limits": {
             "max_wait_hours": 6
+        },
+        "backlog": {
+            "source": "files",
+            "github": {
+                "label": "ralph",
+                "api_url": "https://api.github.com",
+                "poll_seconds": 60
+            }
         },
         "decomposition": {
             "enabled": true,
@@ -302,6 +312,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let runs = sections::runs(&mut r);
     let sandbox = sections::sandbox(&mut r);
     let executor = executor::executor(&mut r);
+    let backlog = sections::backlog(&mut r);
 
     let problems = std::mem::take(&mut r.problems);
     let read = r.read.take();
@@ -334,6 +345,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         runs,
         sandbox,
         executor,
+        backlog,
     })
 }
 

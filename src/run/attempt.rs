@@ -416,7 +416,13 @@ impl Attempt<'_> {
             args,
             cwd: self.wt_path.clone(),
             env: agent_env,
-            env_remove: backend.env_remove().iter().map(|s| s.to_string()).collect(),
+            // A tracker's token never reaches an agent, sealed or not.
+            env_remove: backend
+                .env_remove()
+                .iter()
+                .chain(crate::sandbox::TRACKER_SECRETS)
+                .map(|s| s.to_string())
+                .collect(),
             stdin: text.into_bytes(),
             log_path: self.log_path.clone(),
             timeout: if splitting {

@@ -71,6 +71,8 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// Requests handed to the transition, waiting for its `Action::Reply`.
     replies: HashMap<u64, oneshot::Sender<Reply>>,
     next_request: u64,
+    /// An issue tracker backlog: polled between events, told of statuses.
+    pub(crate) tracker: Option<super::tracker::TrackerSync>,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -99,6 +101,7 @@ impl<E: Executor> Dispatcher<E> {
             notes: JoinSet::new(),
             warming: JoinSet::new(),
             warm_asked: Vec::new(),
+            tracker: None,
             model,
             reporter,
             ctx,
@@ -160,6 +163,10 @@ impl<E: Executor> Dispatcher<E> {
         self.replies.clear();
         looped?;
         self.warmed().await;
+        if let Some(t) = &mut self.tracker {
+            let log = |l: &str| self.ctx.log.line(l);
+            tokio::task::block_in_place(|| t.tell(&self.model, true, &log));
+        }
         // A notification about the run's last moments still runs: wait
         // for it (each hook has its own time limit), unless told to stop.
         while !self.notes.is_empty() {
@@ -215,10 +222,32 @@ impl<E: Executor> Dispatcher<E> {
                 // Its attempt is over: whatever it did to the slot is done.
                 self.slot_left(report.slot);
             }
+            let step = !matches!(event, Event::Activity { .. });
+            if step {
+                self.sync_tracker(true);
+            }
             self.feed(event);
+            if step {
+                self.sync_tracker(false);
+            }
             self.warm_free_slots();
         }
         Ok(())
+    }
+
+    /// The tracker's side of a step (`run/tracker.rs`): before an event,
+    /// a poll when due; after it, what changed is told. Its HTTP blocks,
+    /// off the runtime's worker (`block_in_place`).
+    fn sync_tracker(&mut self, before: bool) {
+        let Some(t) = &mut self.tracker else { return };
+        let log = |l: &str| self.ctx.log.line(l);
+        tokio::task::block_in_place(|| {
+            if before {
+                t.poll(&mut self.model, &log)
+            } else {
+                t.tell(&self.model, false, &log)
+            }
+        });
     }
 
     /// The memory a new agent could get, for the transition's memory check

@@ -299,12 +299,16 @@ async fn open_pull_request(
         .as_ref()
         .and_then(|rel| std::fs::read_to_string(ctx.git.workdir.join(rel)).ok())
         .unwrap_or_default();
-    let body = format!(
+    let mut body = format!(
         "Story {} landed by ralph after its validation passed on `{}`.\n\n{}",
         req.id,
         ctx.target,
         crate::postmortem::head_bytes(&spec, 8_000)
     );
+    // A story of GitHub Issues: merging the pull request closes its issue.
+    if matches!(ctx.config.backlog, crate::config::BacklogSource::GitHub(_)) {
+        body = format!("Closes #{}\n\n{body}", req.id);
+    }
     if let Some(dir) = body_path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }

@@ -26,6 +26,7 @@ mod recover;
 pub(crate) mod seal;
 mod slot;
 mod split;
+mod tracker;
 mod transition;
 mod verdict;
 
@@ -349,8 +350,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         stagger: Duration::from_secs(config.parallel.stagger_secs),
         resume_session: config.retry.resume_session,
         // One story asked for by hand is not split behind the user's back.
-        decompose_depth: (config.decomposition.enabled && opts.story.is_none())
-            .then_some(config.decomposition.max_depth),
+        // A tracker's stories are split in the tracker (sub-issues).
+        decompose_depth: (config.decomposition.enabled
+            && opts.story.is_none()
+            && !matches!(backlog.source, Source::GitHub { .. }))
+        .then_some(config.decomposition.max_depth),
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,
         split_by_hand: None,
@@ -440,6 +444,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             None
         }
     };
+    d.tracker = crate::backlog::tracker::open(root, config).map(|t| {
+        tracker::TrackerSync::new(t, config.backlog.poll_every(), target.clone(), &d.model)
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -55,7 +55,9 @@ impl RunSeal {
             .flat_map(|b| b.env_names().iter().copied())
             .collect();
         let secrets = if decision.seal {
-            Secrets::new(sandbox::secret_values(&host, &names, &config.sandbox))
+            let mut values = sandbox::secret_values(&host, &names, &config.sandbox);
+            values.extend(sandbox::tracker_secret_values(&host));
+            Secrets::new(values)
         } else {
             Secrets::default()
         };

@@ -178,6 +178,15 @@ fn write(
             std::fs::write(root.join(prd), new).map_err(io)?;
             paths.push(prd.to_string());
         }
+        // The run does not split a tracker's stories (`decompose_depth` is
+        // off for one); a split asked by hand is refused here, before
+        // anything is written.
+        Source::GitHub { .. } => {
+            return Err(
+                "a story of an issue tracker is split in the tracker (sub-issues), not by ralph"
+                    .to_string(),
+            )
+        }
     }
     Ok(paths)
 }

@@ -163,6 +163,19 @@ pub(crate) fn secret_values(
     out
 }
 
+/// The variables holding an issue tracker's token (issue 27): never on
+/// the allowlist, and their values redacted wherever a child's output
+/// shows them (an agent that runs `gh auth token` itself, say).
+pub(crate) const TRACKER_SECRETS: &[&str] = &["GITHUB_TOKEN", "GH_TOKEN"];
+
+/// The values of `TRACKER_SECRETS` in `host`.
+pub(crate) fn tracker_secret_values(host: &[(String, String)]) -> Vec<String> {
+    host.iter()
+        .filter(|(k, v)| TRACKER_SECRETS.contains(&k.as_str()) && !v.trim().is_empty())
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
 /// What `bwrap --version` and a trial sandbox said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Probe {
@@ -440,6 +453,15 @@ mod tests {
         assert!(e.contains(&("HOME".into(), "/elsewhere".into())));
         assert!(e.contains(&("X".into(), "1".into())));
         assert!(!names(&e).contains(&"GITHUB_TOKEN"));
+    }
+
+    #[test]
+    fn a_tracker_token_is_kept_out_and_redacted() {
+        let e = allowed_env(&host(), &[], &[], &Settings::default(), false);
+        for name in TRACKER_SECRETS {
+            assert!(!names(&e).contains(name), "{name} reaches a child");
+        }
+        assert_eq!(tracker_secret_values(&host()), ["ghp_0123456789"]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod clis;
 mod fakeapi;
+mod github_api;
 mod harness;
 #[path = "../../src/shared_fixtures.rs"]
 mod shared_fixtures;
@@ -14,11 +15,13 @@ mod crash;
 mod display;
 mod faults;
 mod fixup;
+mod github;
 mod insight;
 mod landing;
 mod malformed;
 mod newcomer;
 mod parallel;
+mod plan;
 mod ray;
 mod realcli;
 mod review;

@@ -1,0 +1,283 @@
+//! The GitHub `Tracker`: the snapshot and the write queue on disk
+//! (`.ralph/tracker/`), the client, and the back-off after a failure.
+
+use std::path::{Path, PathBuf};
+
+use super::client::{self, Client};
+use super::poll::{self, Fail, Http};
+use super::{ops_for, to_backlog, Op, Snapshot};
+use crate::backlog::tracker::{Read, Tracker, Update};
+use crate::config::GitHubSettings;
+use crate::error::Problem;
+use crate::paths;
+
+pub(crate) struct GitHub {
+    snapshot_path: PathBuf,
+    pending_path: PathBuf,
+    settings: GitHubSettings,
+    http: Box<dyn Http + Send>,
+    snapshot: Snapshot,
+    /// Read from the snapshot file (false: never read yet, no fallback).
+    have_snapshot: bool,
+    pending: Vec<Op>,
+    /// Landing through pull requests: their body closes the issue.
+    pr: bool,
+    /// Rate limited: nothing is asked before this (Unix seconds).
+    limited_until: i64,
+    /// Unreachable: not asked again before this, but for a last flush.
+    retry_at: i64,
+}
+
+impl GitHub {
+    pub(crate) fn open(root: &Path, settings: GitHubSettings, pr: bool) -> GitHub {
+        let http = Box::new(Client::new(client::token()));
+        GitHub::with_http(root, settings, pr, http)
+    }
+
+    pub(crate) fn with_http(
+        root: &Path,
+        settings: GitHubSettings,
+        pr: bool,
+        http: Box<dyn Http + Send>,
+    ) -> GitHub {
+        let snapshot_path = paths::tracker_snapshot(root);
+        let pending_path = paths::tracker_pending(root);
+        let read: Option<Snapshot> = std::fs::read_to_string(&snapshot_path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            // A snapshot of another repository or label is no fallback.
+            .filter(|s: &Snapshot| s.repo == settings.repo && s.label == settings.label);
+        let have_snapshot = read.is_some();
+        let snapshot = read.unwrap_or_else(|| Snapshot {
+            repo: settings.repo.clone(),
+            label: settings.label.clone(),
+            ..Snapshot::default()
+        });
+        let pending = std::fs::read_to_string(&pending_path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        GitHub {
+            snapshot_path,
+            pending_path,
+            limited_until: snapshot.not_before.unwrap_or(0),
+            retry_at: 0,
+            settings,
+            http,
+            snapshot,
+            have_snapshot,
+            pending,
+            pr,
+        }
+    }
+
+    fn save_pending(&self) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(&self.pending).unwrap_or_default();
+        write_durably(&self.pending_path, text.as_bytes())
+    }
+
+    fn save_snapshot(&self) {
+        if let Ok(text) = serde_json::to_string(&self.snapshot) {
+            let _ = write_durably(&self.snapshot_path, text.as_bytes());
+        }
+    }
+
+    /// A failure's back-off: a rate limit until its reset, anything else a
+    /// short while (a poll or a flush later tries again).
+    fn failed(&mut self, fail: &Fail, now: i64) {
+        match fail {
+            Fail::Limited { until } => {
+                self.limited_until = *until;
+                self.snapshot.not_before = Some(*until);
+                self.save_snapshot();
+            }
+            Fail::Unreachable(_) | Fail::Refused(..) => self.retry_at = now + 5,
+        }
+    }
+}
+
+/// A story `ralph plan` makes an issue of.
+pub(crate) struct NewIssue {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    /// The spec without its frontmatter.
+    pub(crate) body: String,
+    pub(crate) depends_on: Vec<String>,
+    pub(crate) batch: Option<String>,
+}
+
+impl GitHub {
+    /// `ralph plan` on this source: one issue per planned story, in an
+    /// order where each one's dependencies exist first (`Depends on #N`
+    /// lines name them; `batch:N` labels the batch). The planned IDs and
+    /// the issue numbers they became; an error stops at the first failure
+    /// (the issues made before it stay, listed by the next read).
+    pub(crate) fn create_issues(
+        &mut self,
+        planned: &[NewIssue],
+        known: &std::collections::HashSet<String>,
+        label: &str,
+    ) -> Result<Vec<(String, u64)>, String> {
+        let mut made: Vec<(String, u64)> = Vec::new();
+        let mut left: Vec<&NewIssue> = planned.iter().collect();
+        while !left.is_empty() {
+            let at = left
+                .iter()
+                .position(|p| {
+                    p.depends_on
+                        .iter()
+                        .all(|d| known.contains(d) || made.iter().any(|(id, _)| id == d))
+                })
+                .ok_or("the plan's dependencies form a cycle")?;
+            let p = left.remove(at);
+            let deps: Vec<String> = p
+                .depends_on
+                .iter()
+                .map(|d| {
+                    let n = made
+                        .iter()
+                        .find(|(id, _)| id == d)
+                        .map_or(d.clone(), |(_, n)| n.to_string());
+                    format!("Depends on #{n}")
+                })
+                .collect();
+            let body = p.body.trim().to_string();
+            let body = if deps.is_empty() {
+                body
+            } else {
+                format!("{body}\n\n{}\n", deps.join("\n"))
+            };
+            let mut labels = vec![label.to_string()];
+            labels.extend(p.batch.as_ref().map(|b| format!("batch:{b}")));
+            let n = poll::create_issue(
+                self.http.as_mut(),
+                &self.settings.api_url,
+                &self.settings.repo,
+                &p.title,
+                &body,
+                &labels,
+                crate::timefmt::now_secs(),
+            )
+            .map_err(|f| f.describe())?;
+            made.push((p.id.clone(), n));
+        }
+        Ok(made)
+    }
+}
+
+impl Tracker for GitHub {
+    fn describe(&self) -> String {
+        format!("GitHub {}", self.settings.repo)
+    }
+
+    fn read(&mut self, now: i64) -> Read {
+        let wait = self.limited_until.max(self.retry_at);
+        let stale = if now < wait {
+            Some(format!(
+                "{} is not asked before {wait} (Unix time): rate limited or unreachable",
+                self.describe(),
+            ))
+        } else {
+            match poll::poll(
+                self.http.as_mut(),
+                &self.settings.api_url,
+                &self.snapshot,
+                now,
+            ) {
+                Ok(snap) => {
+                    self.snapshot = snap;
+                    self.have_snapshot = true;
+                    self.limited_until = 0;
+                    self.retry_at = 0;
+                    self.save_snapshot();
+                    None
+                }
+                Err(fail) => {
+                    self.failed(&fail, now);
+                    Some(format!("{}: {}", self.describe(), fail.describe()))
+                }
+            }
+        };
+        if !self.have_snapshot {
+            let why = stale.unwrap_or_default();
+            return Read {
+                backlog: None,
+                problems: vec![Problem::new(
+                    paths::CONFIG,
+                    None,
+                    format!(
+                        "the backlog is on {} and could not be read, with no snapshot to fall back on: {why}; \
+                         check backlog.github.repo and .api_url, and the token (GITHUB_TOKEN or `gh auth login`)",
+                        self.describe()
+                    ),
+                )],
+                stale: None,
+            };
+        }
+        let (backlog, problems) = to_backlog(&self.snapshot);
+        Read {
+            backlog: Some(backlog),
+            problems,
+            stale,
+        }
+    }
+
+    fn tell(&mut self, id: &str, update: Update) {
+        let Ok(issue) = id.parse::<u64>() else {
+            return;
+        };
+        super::enqueue(&mut self.pending, ops_for(issue, &update, self.pr));
+        // The queue is on disk before anything is asked: a write cut short
+        // by a crash is made by the next run.
+        let _ = self.save_pending();
+    }
+
+    fn flush(&mut self, now: i64, last: bool) -> Vec<String> {
+        if self.pending.is_empty() || now < self.limited_until || (now < self.retry_at && !last) {
+            return Vec::new();
+        }
+        let (done, dropped, fail) = poll::flush(
+            self.http.as_mut(),
+            &self.settings.api_url,
+            &self.settings.repo,
+            &self.pending,
+            now,
+        );
+        self.pending.drain(..done);
+        let mut lines: Vec<String> = dropped
+            .into_iter()
+            .map(|d| format!("{}: a write was refused and dropped: {d}", self.describe()))
+            .collect();
+        if let Some(fail) = fail {
+            lines.push(format!(
+                "{}: {} writes wait ({})",
+                self.describe(),
+                self.pending.len(),
+                fail.describe()
+            ));
+            self.failed(&fail, now);
+        }
+        if let Err(e) = self.save_pending() {
+            lines.push(format!("cannot write {}: {e}", self.pending_path.display()));
+        }
+        lines
+    }
+
+    fn pending(&self) -> Vec<String> {
+        self.pending.iter().map(Op::describe).collect()
+    }
+}
+
+/// Temp file, fsync, rename: a queue cut short by a crash is the old one
+/// or the new one, never half of one. (`store` has the same, but
+/// `backlog/` sits below it in the module graph.)
+fn write_durably(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".tracker.tmp-{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}

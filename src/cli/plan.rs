@@ -1,0 +1,260 @@
+//! `ralph plan FILE.md` (issue 27): one run of the configured agent turns a
+//! PRD into stories; the reply is checked (`crate::plan`, decomposition's
+//! checks), shown as a DAG and a table, and written only with `--yes` or
+//! after a confirmation on a terminal (`--dry-run`: shown only).
+
+use std::collections::HashSet;
+use std::io::{BufRead, IsTerminal};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::agent::parser::OutputParser;
+use crate::backlog::github::source::{GitHub, NewIssue};
+use crate::config::BacklogSource;
+use crate::dag::Dag;
+use crate::decompose;
+use crate::error::{RalphError, EXIT_OK, EXIT_STORIES_FAILED};
+use crate::plan::{self, Planned};
+use crate::process::{self, AttemptSpec};
+use crate::report::{self, GraphNode};
+use crate::schedule::Node;
+
+pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> anyhow::Result<i32> {
+    let config = crate::config::load(root).map_err(RalphError::BadInput)?;
+    let prd = std::fs::read_to_string(file).map_err(|e| {
+        RalphError::usage(format!("cannot read {}: {e}", file.display()))
+            .with_hint("name a Markdown file holding the product requirements")
+    })?;
+    // What is in the backlog now (a plan may depend on it); an empty or
+    // missing backlog is what `plan` is for.
+    let (now, _) = crate::backlog::load_partial(root, &config);
+    let known: HashSet<String> = now
+        .iter()
+        .flat_map(|b| b.stories.iter().map(|s| s.id.clone()))
+        .collect();
+    let existing: Vec<String> = now
+        .iter()
+        .flat_map(|b| b.stories.iter().map(|s| format!("- {}: {}", s.id, s.title)))
+        .collect();
+    let mut v = crate::prompt::Vars::default();
+    v.set("PRD", prd.as_str());
+    v.set("EXISTING", existing.join("\n"));
+    let prompt = crate::prompt::render(plan::TEMPLATE, &v);
+    let (text, bytes) = run_agent(root, &config, prompt)?;
+    let refused = |why: String| -> anyhow::Result<i32> {
+        eprintln!("error: the plan was refused, nothing was written: {why}");
+        eprintln!("hint: run `ralph plan` again, or write the stories by hand (docs/backlog.md)");
+        Ok(EXIT_STORIES_FAILED)
+    };
+    if let Err(why) = decompose::check_size(bytes) {
+        return refused(why);
+    }
+    let planned = match plan::parse_plan(&text, &known) {
+        Ok(p) => p,
+        Err(why) => return refused(why),
+    };
+    let github = match &config.backlog {
+        BacklogSource::GitHub(g) => Some(g.clone()),
+        BacklogSource::Files => None,
+    };
+    let mut specs = Vec::new();
+    if github.is_none() {
+        for p in &planned {
+            let path = match plan::spec_path(&config.specs.pattern, p) {
+                Ok(path) => path,
+                Err(why) => return refused(why),
+            };
+            if root.join(&path).exists() {
+                return refused(format!(
+                    "story {}'s spec {} exists already",
+                    p.story.id,
+                    path.display()
+                ));
+            }
+            specs.push(path);
+        }
+        if !root.join(crate::paths::QUEUE).exists() && root.join(crate::paths::PRD).exists() {
+            return refused(format!(
+                "this project's backlog is {}; `ralph plan` writes {} and spec files",
+                crate::paths::PRD,
+                crate::paths::QUEUE
+            ));
+        }
+    }
+    let backlog = plan::as_backlog(&planned, &known);
+    let dag = match Dag::build(&backlog) {
+        Ok(d) => d,
+        Err(problems) => {
+            let shown: Vec<String> = problems.iter().map(|p| p.message.clone()).collect();
+            return refused(shown.join("; "));
+        }
+    };
+    show(&backlog, &dag, &planned);
+    if dry_run {
+        println!("(--dry-run: nothing written)");
+        return Ok(EXIT_OK);
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            println!("Nothing written: pass --yes to write this plan.");
+            return Ok(EXIT_OK);
+        }
+        eprint!("Write these {} stories? [y/N] ", planned.len());
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !answer.trim().eq_ignore_ascii_case("y") {
+            println!("Nothing written.");
+            return Ok(EXIT_OK);
+        }
+    }
+    match github {
+        None => write_files(root, &config, &planned, &specs)?,
+        Some(g) => {
+            let mut tracker = GitHub::open(root, g.clone(), false);
+            let issues: Vec<NewIssue> = planned
+                .iter()
+                .map(|p| NewIssue {
+                    id: p.story.id.clone(),
+                    title: p.story.title.clone(),
+                    body: crate::backlog::split_frontmatter(&p.story.text)
+                        .map_or(p.story.text.as_str(), |(_, b)| b)
+                        .to_string(),
+                    depends_on: p.story.depends_on.clone(),
+                    batch: p.batch.clone(),
+                })
+                .collect();
+            let made = tracker
+                .create_issues(&issues, &known, &g.label)
+                .map_err(|e| {
+                    RalphError::usage(format!("creating the issues on GitHub {}: {e}", g.repo))
+                        .with_hint(
+                            "the issues made before it stay; run `ralph validate` to see them",
+                        )
+                })?;
+            for (id, n) in made {
+                println!("story {id} → issue #{n}");
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn show(backlog: &crate::backlog::Backlog, dag: &Dag, planned: &[Planned]) {
+    let nodes: Vec<GraphNode> = backlog
+        .stories
+        .iter()
+        .map(|s| GraphNode {
+            id: &s.id,
+            title: &s.title,
+            node: Node::Pending,
+        })
+        .collect();
+    let edges: Vec<(usize, usize)> = dag
+        .graph
+        .raw_edges()
+        .iter()
+        .map(|e| (e.source().index(), e.target().index()))
+        .collect();
+    print!(
+        "{}",
+        report::render_graph(&nodes, &edges, &dag.topo_order(), report::GraphStyle::Text)
+    );
+    println!();
+    print!("{}", plan::table(planned));
+}
+
+fn write_files(
+    root: &Path,
+    config: &crate::config::Config,
+    planned: &[Planned],
+    specs: &[PathBuf],
+) -> anyhow::Result<()> {
+    for (p, rel) in planned.iter().zip(specs) {
+        let text = decompose::child_spec(&p.story, &[], &config.specs.status_field);
+        let full = root.join(rel);
+        if let Some(dir) = full.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        crate::store::write_atomic(&full, text.as_bytes())?;
+        println!("wrote {}", rel.display());
+    }
+    let queue = root.join(crate::paths::QUEUE);
+    let old = std::fs::read_to_string(&queue).unwrap_or_default();
+    crate::store::write_atomic(&queue, plan::queue_text(&old, planned).as_bytes())?;
+    println!(
+        "wrote {} ({} stories); commit them, then `ralph run`",
+        crate::paths::QUEUE,
+        planned.len()
+    );
+    Ok(())
+}
+
+/// One run of the configured agent on `prompt`, in an empty directory of
+/// its own (it is asked for text, not edits); its text and its length.
+fn run_agent(
+    root: &Path,
+    config: &crate::config::Config,
+    prompt: String,
+) -> anyhow::Result<(String, usize)> {
+    let backend = config.agent.name;
+    let (program, args) = crate::agent::invocation(&config.agent, backend);
+    let stamp = crate::timefmt::now_secs();
+    let cwd = std::env::temp_dir().join(format!("ralph-plan-{}-{stamp}", std::process::id()));
+    std::fs::create_dir_all(&cwd)?;
+    let spec = AttemptSpec {
+        program,
+        args,
+        cwd: cwd.clone(),
+        env: Vec::new(),
+        env_remove: backend
+            .env_remove()
+            .iter()
+            .chain(crate::sandbox::TRACKER_SECRETS)
+            .map(|s| s.to_string())
+            .collect(),
+        stdin: prompt.into_bytes(),
+        log_path: crate::paths::at(root, crate::paths::LOGS).join(format!("plan/plan-{stamp}.log")),
+        timeout: Duration::from_secs(config.decomposition.timeout_secs),
+        idle: None,
+        grace: Duration::from_secs(config.loop_.grace_secs),
+        token: process::unique_token("ralph-plan-"),
+        seal: None,
+        redact: Arc::new(crate::redact::Secrets::new(
+            crate::sandbox::tracker_secret_values(&std::env::vars().collect::<Vec<_>>()),
+        )),
+    };
+    let mut parser = OutputParser::for_backend(backend).keeping_text(decompose::MAX_REPLY_BYTES);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (_tx, control) = tokio::sync::watch::channel(crate::control::Control::Run);
+    let ran = rt.block_on(process::run_attempt(
+        spec,
+        |l| {
+            parser.feed_line(l);
+            false
+        },
+        control,
+    ));
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let _ = std::fs::remove_dir_all(&cwd);
+    let exit = ran.map_err(|e| {
+        RalphError::usage(format!("cannot run the {} agent: {e}", backend.name())).with_hint(
+            format!(
+                "check agent.command in {} and that the CLI is on PATH",
+                crate::paths::CONFIG
+            ),
+        )
+    })?;
+    if exit.stopped.is_some() {
+        return Err(RalphError::usage(format!(
+            "the plan's agent run was stopped after decomposition.timeout_seconds ({} s)",
+            config.decomposition.timeout_secs
+        ))
+        .with_hint("raise decomposition.timeout_seconds, or shorten the PRD")
+        .into());
+    }
+    let summary = parser.finish();
+    Ok((summary.text, summary.text_bytes))
+}

@@ -1,0 +1,260 @@
+//! The run's side of an issue tracker backlog (issue 27): between events
+//! the dispatcher asks the tracker again (at most every `poll_seconds`)
+//! and tells it each story's status. Decisions are the pure functions
+//! here and in `backlog::tracker`; this file only carries them out.
+//!
+//! New or edited issues are taken in as a decomposition's sub-stories are:
+//! `Model::reload_pending` holds new starts, and once nothing runs the run
+//! reloads the backlog (`run::run`), which reads the tracker again.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::backlog::tracker::{Tracker, Update};
+use crate::backlog::{Backlog, Story};
+use crate::schedule::Node;
+
+use super::model::Model;
+
+pub(crate) struct TrackerSync {
+    tracker: Box<dyn Tracker>,
+    /// What the tracker was last told of each story.
+    told: HashMap<String, Update>,
+    last_poll: Option<Instant>,
+    every: Duration,
+    target: String,
+}
+
+/// True when `now` (the tracker's backlog) holds work the run does not
+/// know of: a new story, dependencies that changed, a story the run would
+/// still start that the tracker says is done. Pure.
+pub(crate) fn backlog_changed(stories: &[Story], nodes: &[Node], now: &Backlog) -> bool {
+    let known: HashMap<&str, usize> = stories
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    now.stories.iter().any(|s| match known.get(s.id.as_str()) {
+        None => !s.prd_passes,
+        Some(&i) => {
+            let mut was = stories[i].depends_on.clone();
+            let mut is = s.depends_on.clone();
+            was.sort();
+            is.sort();
+            was != is || (s.prd_passes && nodes.get(i) == Some(&Node::Pending))
+        }
+    })
+}
+
+/// What to tell the tracker of a story the run sees as `node`, given what
+/// it was told last (`None`: nothing new to say). Pure.
+pub(crate) fn update_for(
+    node: Node,
+    told: Option<&Update>,
+    landed_commit: Option<&str>,
+    target: &str,
+) -> Option<Update> {
+    let now = match node {
+        Node::Running | Node::Landing => Update::Running,
+        Node::Failed => Update::Failed,
+        Node::Review => Update::Review,
+        Node::Done => match landed_commit {
+            Some(c) => Update::Landed {
+                commit: c.to_string(),
+                target: target.to_string(),
+            },
+            // Done before this run (closed already, or landed earlier).
+            None => return None,
+        },
+        Node::Pending | Node::Blocked | Node::Excluded => match told {
+            None | Some(Update::Pending) => return None,
+            Some(_) => Update::Pending,
+        },
+    };
+    match (told, &now) {
+        (Some(t), n) if t == n => None,
+        // Landed stays landed: a later view of it says nothing new.
+        (Some(Update::Landed { .. }), _) => None,
+        _ => Some(now),
+    }
+}
+
+impl TrackerSync {
+    /// The sync of a run starting from `model`: what was done before it
+    /// counts as told (an earlier run told it, or queued it for the tracker).
+    pub(crate) fn new(
+        tracker: Box<dyn Tracker>,
+        every: Duration,
+        target: String,
+        model: &Model,
+    ) -> TrackerSync {
+        let told = model
+            .stories
+            .iter()
+            .zip(&model.sched().nodes)
+            .filter(|(_, n)| **n == Node::Done)
+            .map(|(s, _)| {
+                let landed = Update::Landed {
+                    commit: String::new(),
+                    target: target.clone(),
+                };
+                (s.id.clone(), landed)
+            })
+            .collect();
+        TrackerSync {
+            tracker,
+            told,
+            last_poll: Some(Instant::now()),
+            every,
+            target,
+        }
+    }
+
+    /// Reads the tracker when a poll is due; new work holds new starts
+    /// until the run reloads its backlog. Blocking (HTTP): called through
+    /// `block_in_place`.
+    pub(crate) fn poll(&mut self, model: &mut Model, log: &dyn Fn(&str)) {
+        if model.reload_pending || self.last_poll.is_some_and(|t| t.elapsed() < self.every) {
+            return;
+        }
+        self.last_poll = Some(Instant::now());
+        let read = self.tracker.read(crate::timefmt::now_secs());
+        if let Some(why) = &read.stale {
+            log(&format!("backlog: the last snapshot stands: {why}"));
+        }
+        let Some(backlog) = read.backlog else { return };
+        if backlog_changed(&model.stories, &model.sched().nodes, &backlog) {
+            log(&format!(
+                "backlog: {} changed; new work is taken in once the running stories are done",
+                self.tracker.describe()
+            ));
+            model.reload_pending = true;
+        }
+    }
+
+    /// Tells the tracker what changed since it was last told, and makes
+    /// the queued writes that can be made. `last`: the run is ending, so
+    /// an unreachable tracker is asked once more (a rate limit still holds).
+    pub(crate) fn tell(&mut self, model: &Model, last: bool, log: &dyn Fn(&str)) {
+        for (i, story) in model.stories.iter().enumerate() {
+            let landed = model
+                .state
+                .record(&story.id)
+                .and_then(|r| r.landed_commit.as_deref());
+            let node = model.sched().nodes[i];
+            if let Some(u) = update_for(node, self.told.get(&story.id), landed, &self.target) {
+                self.tracker.tell(&story.id, u.clone());
+                self.told.insert(story.id.clone(), u);
+            }
+        }
+        for line in self.tracker.flush(crate::timefmt::now_secs(), last) {
+            log(&line);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backlog::{Section, Source};
+
+    fn story(id: &str, deps: &[&str], done: bool) -> Story {
+        Story {
+            id: id.to_string(),
+            title: String::new(),
+            line: 0,
+            section: 0,
+            spec_path: None,
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            estimation: None,
+            agent: None,
+            allow_empty_done: false,
+            prd_passes: done,
+            prd_spec: None,
+            priority: crate::backlog::files::priority_rank(None),
+            files: Vec::new(),
+        }
+    }
+
+    fn backlog(stories: Vec<Story>) -> Backlog {
+        Backlog {
+            source: Source::GitHub { repo: "o/r".into() },
+            stories,
+            sections: vec![Section {
+                label: None,
+                chain: false,
+            }],
+            skipped: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn new_issues_and_changed_dependencies_are_new_work_and_nothing_else_is() {
+        let run = vec![story("1", &[], false), story("2", &["1"], false)];
+        let nodes = [Node::Done, Node::Pending];
+        let same = backlog(vec![story("1", &[], true), story("2", &["1"], false)]);
+        assert!(
+            !backlog_changed(&run, &nodes, &same),
+            "a landed story closed"
+        );
+        let added = backlog(vec![
+            story("1", &[], true),
+            story("2", &["1"], false),
+            story("3", &[], false),
+        ]);
+        assert!(backlog_changed(&run, &nodes, &added));
+        let closed_new = backlog(vec![
+            story("1", &[], true),
+            story("2", &["1"], false),
+            story("3", &[], true),
+        ]);
+        assert!(
+            !backlog_changed(&run, &nodes, &closed_new),
+            "a closed issue is no work"
+        );
+        let edited = backlog(vec![story("1", &[], true), story("2", &[], false)]);
+        assert!(backlog_changed(&run, &nodes, &edited));
+        let done_elsewhere = backlog(vec![story("1", &[], true), story("2", &["1"], true)]);
+        assert!(
+            backlog_changed(&run, &nodes, &done_elsewhere),
+            "closed by a person"
+        );
+    }
+
+    #[test]
+    fn each_status_is_told_once_and_a_landing_for_good() {
+        let t = "main";
+        assert_eq!(update_for(Node::Pending, None, None, t), None);
+        assert_eq!(
+            update_for(Node::Running, None, None, t),
+            Some(Update::Running)
+        );
+        assert_eq!(
+            update_for(Node::Landing, Some(&Update::Running), None, t),
+            None
+        );
+        assert_eq!(
+            update_for(Node::Pending, Some(&Update::Running), None, t),
+            Some(Update::Pending),
+            "a retry takes the running label off"
+        );
+        assert_eq!(
+            update_for(Node::Failed, Some(&Update::Running), None, t),
+            Some(Update::Failed)
+        );
+        let landed = Update::Landed {
+            commit: "abc".into(),
+            target: t.into(),
+        };
+        assert_eq!(
+            update_for(Node::Done, Some(&Update::Running), Some("abc"), t),
+            Some(landed.clone())
+        );
+        assert_eq!(update_for(Node::Done, Some(&landed), Some("abc"), t), None);
+        assert_eq!(
+            update_for(Node::Done, None, None, t),
+            None,
+            "done before the run"
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! GitHub Issues as the backlog (issue 27), against a scripted REST API on
+//! 127.0.0.1 (`github_api.rs`).
+
+use std::fs;
+
+use crate::github_api::{issue, Api, Server};
+use crate::harness::*;
+
+const TOKEN: &str = "test-token-0123456789";
+
+fn project(api: Api) -> (Project, Server) {
+    let p = Project::new();
+    let server = Server::start(
+        Api {
+            token: TOKEN.into(),
+            ..api
+        },
+        p.scratch.clone(),
+    );
+    p.write(
+        ".ralph/config.json",
+        &quiet_extras(&format!(
+            r#"{{ "loop": {{ "max_retries": 1, "grace_seconds": 1 }},
+  "backlog": {{ "source": "github",
+    "github": {{ "repo": "o/r", "api_url": "{}", "poll_seconds": 0 }} }} }}"#,
+            server.url
+        )),
+    );
+    p.commit_all("config");
+    (p, server)
+}
+
+fn run(p: &Project, args: &[&str]) -> RunResult {
+    p.ralph_with(args, &[("GITHUB_TOKEN", TOKEN)])
+}
+
+fn backlog() -> Api {
+    let mut issues = vec![
+        issue(1, "The first.", &["ralph"]),
+        issue(2, "Second, blocked by #1 natively.", &["ralph"]),
+        issue(3, "Depends on #2", &["ralph"]),
+        issue(4, "A parent: waits for its sub-issue #6.", &["ralph"]),
+        issue(6, "A sub-issue.", &["ralph"]),
+        issue(7, "This one fails.", &["ralph"]),
+        issue(9, "Done before.", &["ralph"]),
+        issue(10, "Depends on #9", &["ralph"]),
+        issue(11, "Not a story.", &["bug"]),
+    ];
+    issues[1].blocked_by = vec![1];
+    issues[3].sub_issues = vec![6];
+    issues[6].open = false;
+    let mut added = issue(8, "Added while the run runs.", &["ralph"]);
+    added.blocked_by = vec![3];
+    Api {
+        issues: issues.into_iter().map(|i| (i.number, i)).collect(),
+        to_add: Some(added),
+        ..Api::default()
+    }
+}
+
+/// Landing order of the stories, from the merge subjects on main.
+fn landed(p: &Project) -> Vec<String> {
+    let ids: Vec<String> = p
+        .main_subjects()
+        .iter()
+        .filter_map(|s| s.strip_prefix("merge: story "))
+        .map(|s| s.split_whitespace().next().unwrap_or_default().to_string())
+        .collect();
+    ids
+}
+
+#[test]
+fn a_run_lands_issues_in_dependency_order_closes_them_and_takes_in_new_ones() {
+    let (p, server) = project(backlog());
+    // Story 1 adds issue 8 to the tracker while it runs; story 3's agent
+    // takes the tracker down (every answer a 502) and story 6's brings it
+    // back: nothing is lost meanwhile, and the run catches up.
+    p.agent(
+        r#"
+env > "$SCRATCH/env-$ID"
+case "$ID" in
+  1) touch "$SCRATCH/add-issue" ;;
+  3) touch "$SCRATCH/down" ;;
+  6) rm -f "$SCRATCH/down" ;;
+  7) result "<ralph>FAIL 7: cannot</ralph>"; exit 0 ;;
+esac
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    let r = run(&p, &["run"]);
+    let order = landed(&p);
+    let pos = |id: &str| {
+        order
+            .iter()
+            .position(|x| x == id)
+            .unwrap_or_else(|| panic!("{id} did not land: {order:?}\n{r:?}"))
+    };
+    assert!(pos("1") < pos("2") && pos("2") < pos("3"), "{order:?}");
+    assert!(
+        pos("6") < pos("4"),
+        "a parent lands after its sub-issue: {order:?}"
+    );
+    assert!(
+        pos("3") < pos("8"),
+        "the issue added mid-run ran: {order:?}"
+    );
+    pos("10");
+    assert!(!order.contains(&"9".to_string()), "a closed issue is done");
+    assert!(
+        !order.contains(&"11".to_string()),
+        "an unlabelled issue is no story"
+    );
+    assert!(!order.contains(&"7".to_string()));
+    assert_eq!(r.code, 1, "one story failed: {r:?}");
+    for n in [1, 2, 3, 4, 6, 8, 10] {
+        let i = server.issue(n);
+        assert!(!i.open, "#{n} is closed: {i:?}");
+        assert_eq!(i.comments.len(), 1, "#{n}: one comment: {i:?}");
+        let log = git(
+            &p.root,
+            &["log", "--first-parent", "--format=%H %s", "main"],
+        );
+        let sha = log
+            .lines()
+            .find(|l| l.split_whitespace().nth(3) == Some(n.to_string().as_str()))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap()
+            .to_string();
+        assert!(
+            i.comments[0].contains(sha.trim()),
+            "#{n}: {:?} names {sha}",
+            i.comments
+        );
+        assert!(
+            !i.labels.iter().any(|l| l.starts_with("ralph:")),
+            "#{n} keeps no status label: {:?}",
+            i.labels
+        );
+    }
+    let failed = server.issue(7);
+    assert!(failed.open);
+    assert!(
+        failed.labels.contains(&"ralph:failed".to_string()),
+        "{failed:?}"
+    );
+    assert!(!failed.labels.contains(&"ralph:running".to_string()));
+    assert!(server.issue(9).comments.is_empty());
+    // The writes queued while the tracker was down were all made.
+    let pending = p.read(".ralph/tracker/pending.json");
+    assert_eq!(pending.trim(), "[]", "{pending}");
+    // The token reached no agent and no file ralph wrote.
+    for id in ["1", "3", "6"] {
+        let env = p.scratch_text(&format!("env-{id}"));
+        assert!(!env.is_empty());
+        assert!(!env.contains(TOKEN), "the token reached agent {id}");
+    }
+    for f in walk(&p.root.join(".ralph")) {
+        let text = fs::read(&f).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&text).contains(TOKEN),
+            "{} holds the token",
+            f.display()
+        );
+    }
+    // The API was down for a while: some requests got a 502.
+    assert!(
+        p.read("ralph.log").contains("502"),
+        "{}",
+        p.read("ralph.log")
+    );
+    let st = run(&p, &["status"]);
+    assert!(!st.stdout.contains("pending (made by"), "{st:?}");
+}
+
+#[test]
+fn an_unreachable_tracker_keeps_its_writes_for_the_next_run_and_status_says_so() {
+    let (p, server) = project(backlog());
+    // The tracker goes down during story 1 and stays down: the run goes on
+    // over the snapshot, and every write waits in the queue.
+    p.agent(
+        r#"
+case "$ID" in
+  1) touch "$SCRATCH/down" ;;
+  7) result "<ralph>FAIL 7: cannot</ralph>"; exit 0 ;;
+esac
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    let r = run(&p, &["run"]);
+    assert!(landed(&p).contains(&"10".to_string()), "{r:?}");
+    assert!(server.issue(1).open, "no write reached the tracker yet");
+    let st = run(&p, &["status"]);
+    assert_eq!(st.code, 0, "{st:?}");
+    assert!(
+        st.stdout.contains("writes to GitHub o/r pending") && st.stdout.contains("#2: close"),
+        "{st:?}"
+    );
+    // Back up: the next command that runs makes them (a run with nothing
+    // left to do but the failed story, which `-s` retries).
+    fs::remove_file(p.scratch.join("down")).unwrap();
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    let r = run(&p, &["run", "-s", "7"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for n in [1, 2, 3, 4, 6, 7, 10] {
+        let i = server.issue(n);
+        assert!(!i.open, "#{n} closed after the tracker came back: {i:?}");
+        assert_eq!(i.comments.len(), 1, "#{n}: {:?}", i.comments);
+    }
+}
+
+#[test]
+fn an_unchanged_backlog_costs_one_conditional_request_and_a_rate_limit_is_honoured() {
+    let (p, server) = project(backlog());
+    p.agent("done_");
+    let v = run(&p, &["validate"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let first = server.log().len();
+    let v = run(&p, &["validate"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let again: Vec<String> = server.log()[first..].to_vec();
+    assert_eq!(again.len(), 1, "one 304 for the one page: {again:?}");
+    // A rate limit: the snapshot stands, and nothing is asked before the reset.
+    server.api.lock().unwrap().rate_limit_reset = Some(4_000_000_000);
+    let g = run(&p, &["graph"]);
+    assert_eq!(g.code, 0, "{g:?}");
+    let limited = server.log().len();
+    let s = run(&p, &["stories"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(s.stdout.contains("Issue 10"), "{s:?}");
+    assert_eq!(
+        server.log().len(),
+        limited,
+        "nothing asked before the reset"
+    );
+}
+
+#[test]
+fn a_dependency_on_an_issue_without_the_label_fails_validation_naming_both() {
+    let mut api = backlog();
+    api.issues.get_mut(&3).unwrap().body = "Depends on #11".into();
+    let (p, _server) = project(api);
+    let v = run(&p, &["validate"]);
+    assert_eq!(v.code, 2, "{v:?}");
+    assert!(
+        v.all().contains("o/r#3") && v.all().contains("#11"),
+        "{v:?}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn work_kept_for_review_is_labelled_for_review_and_stays_open() {
+    let api = Api {
+        issues: [(1, issue(1, "Reviewed.", &["ralph"]))].into(),
+        ..Api::default()
+    };
+    let (p, server) = project(api);
+    let config = p.read(".ralph/config.json");
+    p.write(
+        ".ralph/config.json",
+        &config.replacen(
+            "\"backlog\"",
+            "\"landing\": { \"mode\": \"review\" }, \"backlog\"",
+            1,
+        ),
+    );
+    p.commit_all("review mode");
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    // A run in review mode waits for the review unless told not to.
+    let r = run(&p, &["run", "--exit-on-review"]);
+    assert!(r.code == 0 || r.code == 1, "{r:?}");
+    let i = server.issue(1);
+    assert!(i.open, "{i:?}");
+    assert!(i.comments.is_empty(), "{i:?}");
+    assert!(
+        i.labels.contains(&"ralph:review".to_string()),
+        "{i:?}\n{r:?}"
+    );
+    assert!(!i.labels.contains(&"ralph:running".to_string()), "{i:?}");
+}

@@ -1,0 +1,172 @@
+//! `ralph plan FILE.md` (issue 27): one agent run turns a PRD into a
+//! backlog; a reply that fails decomposition's checks writes nothing.
+
+use std::fs;
+
+use crate::harness::*;
+
+const PRD: &str =
+    "# Text toolkit\n\nA CLI with word count and line count, then a summary command using both.\n";
+
+fn block(id: &str, batch: &str, deps: &str) -> String {
+    format!(
+        "<ralph>STORY_START {id}</ralph>\n---\nid: \"{id}\"\ntitle: \"Story {id}\"\nbatch: {batch}\ndepends_on: [{deps}]\n---\n# Story {id}\n\n## Acceptance Criteria\n- works\n<ralph>STORY_END {id}</ralph>\n"
+    )
+}
+
+/// A project with no stories yet, whose agent answers `reply`.
+fn project(reply: &str) -> Project {
+    let p = Project::new();
+    p.write(".ralph/config.json", &quiet_extras("{}"));
+    p.write("PRD.md", PRD);
+    p.commit_all("config");
+    fs::write(p.scratch.join("reply"), reply).unwrap();
+    // The prompt holds the PRD: the agent proves it read it.
+    p.agent(
+        r#"
+prompt=$(cat "$PROMPT_FILE")
+case "$prompt" in *"word count and line count"*) ;; *) result "no PRD in the prompt" true; exit 1 ;; esac
+while IFS= read -r line || [ -n "$line" ]; do say "$line"; done < "$SCRATCH/reply"
+result "planned"
+"#,
+    );
+    p
+}
+
+#[test]
+fn a_plan_from_a_prd_writes_a_backlog_that_validates() {
+    let reply = format!(
+        "{}{}{}<ralph>PLAN_DONE: 3 stories</ralph>",
+        block("1.1", "1", ""),
+        block("1.2", "1", ""),
+        block("2.1", "2", "\"1.1\", \"1.2\"")
+    );
+    let p = project(&reply);
+    let dry = p.ralph(&["plan", "PRD.md", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert!(
+        dry.stdout.contains("2.1") && dry.stdout.contains("1.1, 1.2"),
+        "{dry:?}"
+    );
+    assert!(
+        !p.root.join(".ralph/stories.txt").exists(),
+        "--dry-run wrote"
+    );
+    let no = p.ralph(&["plan", "PRD.md"]);
+    assert_eq!(no.code, 0, "{no:?}");
+    assert!(no.stdout.contains("pass --yes"), "{no:?}");
+    assert!(
+        !p.root.join(".ralph/stories.txt").exists(),
+        "written without --yes"
+    );
+    let r = p.ralph(&["plan", "PRD.md", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let queue = p.read(".ralph/stories.txt");
+    assert!(
+        queue.contains("# [batch:1]\n1.1 | Story 1.1\n1.2 | Story 1.2\n"),
+        "{queue}"
+    );
+    assert!(queue.contains("# [batch:2]\n2.1 | Story 2.1\n"), "{queue}");
+    let spec = p.read("specs/epic-2/story-2.1-story-2-1.md");
+    assert!(spec.contains("depends_on: [\"1.1\", \"1.2\"]"), "{spec}");
+    assert!(spec.contains("status: pending"), "{spec}");
+    let v = p.ralph(&["validate"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let g = p.ralph(&["graph", "--format", "mermaid"]);
+    assert!(
+        g.stdout.contains("1.1") && g.stdout.contains("2.1"),
+        "{g:?}"
+    );
+}
+
+#[test]
+fn a_reply_with_a_cycle_an_unknown_dependency_or_a_path_in_an_id_writes_nothing() {
+    let done = "<ralph>PLAN_DONE: 2 stories</ralph>";
+    let cases = [
+        (
+            format!(
+                "{}{}{done}",
+                block("1.1", "1", "\"1.2\""),
+                block("1.2", "1", "\"1.1\"")
+            ),
+            "cycle",
+        ),
+        (format!("{}{done}", block("1.1", "1", "\"9.9\"")), "9.9"),
+        (format!("{}{done}", block("../1.1", "1", "")), ".."),
+    ];
+    for (reply, want) in cases {
+        let p = project(&reply);
+        let before = p.snapshot();
+        let r = p.ralph(&["plan", "PRD.md", "--yes"]);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(
+            r.stderr.contains("nothing was written") && r.stderr.contains(want),
+            "{want}: {r:?}"
+        );
+        // Only the agent's log of the plan run is new (a runtime file).
+        let mut after = p.snapshot();
+        after.retain(|k, _| !k.starts_with(".ralph/logs"));
+        let status = after.remove("<status>").unwrap_or_default();
+        assert_eq!(String::from_utf8_lossy(&status), "?? .ralph/logs/\n");
+        let mut before = before;
+        before.remove("<status>");
+        assert_eq!(before, after, "{want}: files changed");
+    }
+}
+
+#[test]
+fn with_the_github_source_a_plan_becomes_issues_that_depend_on_each_other() {
+    use crate::github_api::{issue, Api, Server};
+    let reply = format!(
+        "{}{}{}<ralph>PLAN_DONE: 3 stories</ralph>",
+        block("b", "2", "\"a\", \"5\""),
+        block("a", "1", ""),
+        block("c", "2", "")
+    );
+    let p = project(&reply);
+    let server = Server::start(
+        Api {
+            token: "t0k3n-for-plan".into(),
+            issues: [(5, issue(5, "There already.", &["ralph"]))].into(),
+            ..Api::default()
+        },
+        p.scratch.clone(),
+    );
+    p.write(
+        ".ralph/config.json",
+        &quiet_extras(&format!(
+            r#"{{ "backlog": {{ "source": "github", "github": {{ "repo": "o/r", "api_url": "{}" }} }} }}"#,
+            server.url
+        )),
+    );
+    let before = p.snapshot();
+    let r = p.ralph_with(
+        &["plan", "PRD.md", "--yes"],
+        &[("GITHUB_TOKEN", "t0k3n-for-plan")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    // `a` first (b waits for it), then b and c: issues 6, 7, 8.
+    assert!(r.stdout.contains("story a → issue #6"), "{r:?}");
+    let b = server.issue(7);
+    assert_eq!(b.title, "Story b");
+    assert!(
+        b.body.contains("Depends on #6") && b.body.contains("Depends on #5"),
+        "{b:?}"
+    );
+    assert_eq!(b.labels, ["ralph", "batch:2"]);
+    assert!(
+        !b.body.contains("depends_on"),
+        "the frontmatter stays out: {b:?}"
+    );
+    // No spec file and no stories.txt: the backlog is the tracker.
+    let mut after = p.snapshot();
+    after.retain(|k, _| !k.starts_with(".ralph/logs") && !k.starts_with(".ralph/tracker"));
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    let v = p.ralph_with(&["validate"], &[("GITHUB_TOKEN", "t0k3n-for-plan")]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let s = p.ralph_with(&["stories"], &[("GITHUB_TOKEN", "t0k3n-for-plan")]);
+    assert!(s.stdout.contains("7 | Story b"), "{s:?}");
+}
