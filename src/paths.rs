@@ -29,6 +29,7 @@
 //!     ├── worktrees/            R  slot-<n>/ (one per job), validate/ (the merge queue's)
 //!     ├── learnings/            R  what agents learned, by topic, and _index.json
 //!     ├── runs/                 R  <run-id>.jsonl, one record file per run
+//!     ├── control.sock          R  a running run's control socket
 //!     └── report.html           R  `ralph report`'s page
 //! ```
 //!
@@ -91,6 +92,9 @@ table! {
     LEARNINGS = ".ralph/learnings", runtime dir;
     /// Run records, one `<run-id>.jsonl` per run.
     RUNS = ".ralph/runs", runtime dir;
+    /// A running run's control socket (issue 24): steering commands and
+    /// the web view's buttons reach the run through it.
+    CONTROL_SOCKET = ".ralph/control.sock";
     /// `ralph report`'s page, by default.
     REPORT = ".ralph/report.html", runtime file;
     /// Temp files of atomic writes (`store::write_atomic`): `.<name>.tmp-<pid>`.
@@ -128,6 +132,11 @@ pub(crate) fn lock(root: &Path) -> PathBuf {
 /// `.ralph/landing.json`.
 pub(crate) fn landing_intent_path(root: &Path) -> PathBuf {
     at(root, LANDING)
+}
+
+/// `.ralph/control.sock`: the running run's control socket.
+pub(crate) fn control_socket(root: &Path) -> PathBuf {
+    at(root, CONTROL_SOCKET)
 }
 
 /// `.ralph/logs/`.

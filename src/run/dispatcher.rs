@@ -62,6 +62,9 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// What was asked of each slot since a story last left it: a warm
     /// (`Some(false)`) or its removal (`Some(true)`).
     warm_asked: Vec<Option<bool>>,
+    /// The live web view's hub (`--serve`): told every record, agent line
+    /// and status change as the run makes them.
+    pub(crate) live: Option<Arc<crate::serve::Live>>,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -99,6 +102,7 @@ impl<E: Executor> Dispatcher<E> {
             land_control: watch::channel(Control::Run).0,
             activity_tx,
             activity_rx,
+            live: None,
         }
     }
 
@@ -253,6 +257,11 @@ impl<E: Executor> Dispatcher<E> {
             }
             self.settle();
         }
+        if let Some(live) = &self.live {
+            live.set_statuses(self.model.stories.len(), |i| {
+                self.model.sched().nodes[i].word()
+            });
+        }
         while self.notes.try_join_next().is_some() {}
     }
 
@@ -288,7 +297,12 @@ impl<E: Executor> Dispatcher<E> {
             Action::Totals(t) => self.reporter.totals(&t),
             Action::StoryStarted { id, title } => self.reporter.story_started(&id, &title),
             Action::StoryFinished { id } => self.reporter.story_finished(&id),
-            Action::Activity { id, text } => self.reporter.activity(&id, &text),
+            Action::Activity { id, text } => {
+                if let Some(live) = &self.live {
+                    live.activity(&id, &text);
+                }
+                self.reporter.activity(&id, &text);
+            }
             Action::RecordLearnings { id, learnings } => {
                 if let Ok(added) = learnings::record(root, &id, &learnings) {
                     for l in added {
@@ -333,6 +347,12 @@ impl<E: Executor> Dispatcher<E> {
             }
             Action::Record(ev) => {
                 self.notices.extend(self.recorder.notice(&ev));
+                if let Some(live) = &self.live {
+                    live.record(&crate::runlog::Record {
+                        t: crate::runlog::now_unix_f64(),
+                        ev: ev.clone(),
+                    });
+                }
                 self.ctx.record(ev);
             }
             Action::Control(how) => {
