@@ -24,5 +24,6 @@ mod realcli;
 mod review;
 mod sandbox;
 mod scheduling;
+mod serve;
 mod signing;
 mod split;
