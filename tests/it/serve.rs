@@ -596,3 +596,49 @@ result "used $ANTHROPIC_API_KEY <ralph>FAIL 1.1: $ANTHROPIC_API_KEY rejected</ra
     assert!(first.contains("key is ***"), "{first}");
     assert!(!first.contains(SECRET), "{first}");
 }
+
+#[test]
+fn ralph_serve_follows_a_run_of_another_process_as_its_records_grow() {
+    let p = Project::with_backlog("# [batch:1]\n1.1 | One\n1.2 | Two\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(SLOW_AGENT);
+    let srv = Bg::start(&p, &["serve"], &[]);
+    let b = base(&srv.url());
+    let state =
+        || -> Value { serde_json::from_str(&http(&b, "GET", "/api/state", &[], "").1).unwrap() };
+    assert_eq!(state()["summary"]["live"], json!(false), "no run yet");
+    assert_eq!(state()["controls"], json!(false));
+
+    let run = Bg::start(&p, &["run", "--parallel", "-j", "2"], &[]);
+    wait_until(
+        "both stories running, as the served state says",
+        LIMIT,
+        || {
+            let s = state();
+            s["summary"]["live"] == json!(true)
+                && s["summary"]["running"]
+                    .as_array()
+                    .is_some_and(|r| r.len() == 2)
+                && s["stories"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|x| x["status"] == json!("running"))
+        },
+    );
+    assert_eq!(state()["controls"], json!(true), "a run to steer");
+    fs::write(p.scratch.join("go"), "").unwrap();
+    assert_eq!(run.wait(), 0);
+    wait_until("the end of the run, served", LIMIT, || {
+        let s = state();
+        s["summary"]["live"] == json!(false)
+            && s["summary"]["exit_code"] == json!(0)
+            && s["summary"]["landed"] == json!(2)
+            && s["stories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|x| x["status"] == json!("done"))
+    });
+    assert_eq!(state()["controls"], json!(false));
+}
