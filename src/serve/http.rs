@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -415,8 +415,7 @@ const COMMANDS: &[&str] = &[
     "pause", "resume", "drain", "stop", "hold", "release", "note", "jobs",
 ];
 
-async fn control(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    let _ = headers;
+async fn control(State(app): State<App>, body: Bytes) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {

@@ -642,3 +642,52 @@ fn ralph_serve_follows_a_run_of_another_process_as_its_records_grow() {
     });
     assert_eq!(state()["controls"], json!(false));
 }
+
+/// A browser that closes a followed log (the page's panel closed, a tab
+/// gone) leaves the server serving: `ralph serve` is no filter that a
+/// closed reader should end, and its writes after the close must fail
+/// quietly.
+#[test]
+fn a_client_that_goes_away_does_not_take_the_server_with_it() {
+    let p = Project::with_backlog("1.1 | One\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    let log = p.root.join(".ralph/logs/1.1/attempt-1.log");
+    p.write_outside(&log, "first line\n");
+    let mut srv = Bg::start(&p, &["serve"], &[]);
+    let b = base(&srv.url());
+    let host = b.trim_start_matches("http://").to_string();
+    let follow = || {
+        let mut s = TcpStream::connect(&host).unwrap();
+        write!(
+            s,
+            "GET /api/stories/1.1/log HTTP/1.1\r\nHost: {host}\r\n\r\n"
+        )
+        .unwrap();
+        BufReader::new(s)
+    };
+    // Reads until `n` events of `kind` came, the log growing meanwhile.
+    let events = |r: &mut BufReader<TcpStream>, kind: &str, n: usize| {
+        let mut got = 0;
+        let mut k = 0;
+        wait_until("log events", LIMIT, || {
+            k += 1;
+            let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+            writeln!(f, "line {k}").unwrap();
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            if line.trim() == format!("event: {kind}") {
+                got += 1;
+            }
+            got >= n
+        });
+    };
+    let mut gone = follow();
+    events(&mut gone, "tail", 1);
+    drop(gone);
+    // The same file, followed by a second client: while it gets five
+    // batches of lines, the first one's stream was written to as often.
+    let mut other = follow();
+    events(&mut other, "lines", 5);
+    assert!(srv.child.try_wait().unwrap().is_none(), "the server died");
+    assert_eq!(http(&b, "GET", "/api/state", &[], "").0, 200);
+}
