@@ -8,6 +8,8 @@
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
 //! markers of BENCHMARKS.md; without it nothing is written into the repo.
+//! `serve` opens the page in headless Chromium when one is on PATH, unless
+//! `RALPH_BENCH_NO_BROWSER` is set.
 //!
 //! Every input (git repositories, backlogs, fake agents) is generated in temp
 //! dirs. The fake agent is a bash script named `claude` first on PATH: it
@@ -2399,7 +2401,13 @@ fn run_watched(p: &Project, bin: &Path, args: &[&str]) -> (f64, Vec<(String, f64
     let url = served_url(p, &mut child).expect("the run prints its URL");
     let reader = sse_reader(&url);
     let profile = p.tmp.path().join("chromium");
-    let mut page = open_page(&url, &profile);
+    // RALPH_BENCH_NO_BROWSER=1: the event-stream client alone (a browser on
+    // the same small machine competes with ralph for its CPUs).
+    let mut page = if std::env::var_os("RALPH_BENCH_NO_BROWSER").is_some() {
+        None
+    } else {
+        open_page(&url, &profile)
+    };
     let status = child.wait().expect("wait");
     let wall = t.elapsed().as_secs_f64();
     p.check(status, args);
