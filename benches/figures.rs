@@ -2565,7 +2565,7 @@ fn fig_serve(bin: &Path, quick: bool) -> Figure {
         "makespan: figure 3's DAG A (seed {seed}), 40 stories, the agent sleeping 1/2/4 units of {unit:.2} s, \
          `ralph run --parallel -j 4` with and without `--serve`; watched = {} and a client reading \
          /api/events, all on this machine; pairs alternate which goes first",
-        if browser { "headless Chromium with the page open" } else { "(no Chromium found: the event-stream client alone)" }
+        if browser { "headless Chromium with the page open" } else { "(no browser: RALPH_BENCH_NO_BROWSER, or no Chromium on PATH)" }
     ));
     fig.notes.push(
         "RSS: 1,000 stories in 10 batch sections, `-j 4 -n 40 --serve` (40 attempts: the hub, snapshot and \
