@@ -3,11 +3,13 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
 //! markers of BENCHMARKS.md; without it nothing is written into the repo.
+//! `serve` opens the page in headless Chromium when one is on PATH, unless
+//! `RALPH_BENCH_NO_BROWSER` is set.
 //!
 //! Every input (git repositories, backlogs, fake agents) is generated in temp
 //! dirs. The fake agent is a bash script named `claude` first on PATH: it
@@ -27,7 +29,7 @@ use tempfile::TempDir;
 #[path = "../tests/it/github_api.rs"]
 mod github_api;
 
-const FIGURES: [&str; 11] = [
+const FIGURES: [&str; 12] = [
     "rss",
     "rss-agents",
     "validate",
@@ -39,6 +41,7 @@ const FIGURES: [&str; 11] = [
     "report",
     "sandbox",
     "tracker-poll",
+    "serve",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -87,6 +90,7 @@ fn main() {
             "report" => fig_report(&bin, quick),
             "sandbox" => fig_sandbox(&bin, quick),
             "tracker-poll" => fig_tracker_poll(&bin, quick),
+            "serve" => fig_serve(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -2389,5 +2393,268 @@ fn fig_tracker_poll(bin: &Path, quick: bool) -> Figure {
          (200) plus its dependency list"
             .to_string(),
     );
+// ---------------------------------------------------------------------------
+// Figure 9: the live web view's cost (issue 24)
+
+/// The web view's URL, once the run printed it on stderr (`None` if it
+/// ended first).
+fn served_url(p: &Project, child: &mut std::process::Child) -> Option<String> {
+    loop {
+        let err = fs::read_to_string(p.tmp.path().join("stderr")).unwrap_or_default();
+        if let Some(u) = err.lines().find_map(|l| l.strip_prefix("web view: ")) {
+            return Some(u.trim().to_string());
+        }
+        if child.try_wait().expect("wait").is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A client of `/api/events` on its own thread: every `activity` event's
+/// text with the moment it arrived (Unix seconds). Ends with the stream.
+fn sse_reader(url: &str) -> std::thread::JoinHandle<Vec<(String, f64)>> {
+    use std::io::{BufRead, Write as _};
+    let host = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("a host")
+        .to_string();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let Ok(mut s) = std::net::TcpStream::connect(&host) else {
+            return seen;
+        };
+        let _ = write!(s, "GET /api/events HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let mut r = std::io::BufReader::new(s);
+        let mut event = String::new();
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs_f64();
+            let l = line.trim_end();
+            if let Some(e) = l.strip_prefix("event: ") {
+                event = e.to_string();
+            } else if let Some(d) = l.strip_prefix("data: ") {
+                if event == "activity" {
+                    let v: serde_json::Value = serde_json::from_str(d).unwrap_or_default();
+                    seen.push((v["text"].as_str().unwrap_or("").to_string(), at));
+                }
+            }
+            line.clear();
+        }
+        seen
+    })
+}
+
+/// Headless Chromium with the page open, when there is one on PATH.
+fn open_page(url: &str, profile: &Path) -> Option<std::process::Child> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|b| {
+            Command::new(b)
+                .args([
+                    "--headless",
+                    "--disable-gpu",
+                    "--no-sandbox",
+                    "--no-first-run",
+                ])
+                .arg(format!("--user-data-dir={}", profile.display()))
+                .arg(url)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()
+        })
+}
+
+/// One run with `--serve`, the page open in a browser and an event-stream
+/// client; (wall time, activity events seen).
+fn run_watched(p: &Project, bin: &Path, args: &[&str]) -> (f64, Vec<(String, f64)>, bool) {
+    let t = Instant::now();
+    let mut child = p.ralph(bin, args).spawn().expect("ralph starts");
+    let url = served_url(p, &mut child).expect("the run prints its URL");
+    let reader = sse_reader(&url);
+    let profile = p.tmp.path().join("chromium");
+    // RALPH_BENCH_NO_BROWSER=1: the event-stream client alone (a browser on
+    // the same small machine competes with ralph for its CPUs).
+    let mut page = if std::env::var_os("RALPH_BENCH_NO_BROWSER").is_some() {
+        None
+    } else {
+        open_page(&url, &profile)
+    };
+    let status = child.wait().expect("wait");
+    let wall = t.elapsed().as_secs_f64();
+    p.check(status, args);
+    let browser = page.is_some();
+    if let Some(b) = page.as_mut() {
+        let _ = b.kill();
+        let _ = b.wait();
+    }
+    (wall, reader.join().unwrap_or_default(), browser)
+}
+
+fn fig_serve(bin: &Path, quick: bool) -> Figure {
+    const JOBS: usize = 4;
+    let mut fig = Figure::new("serve", "The live web view: makespan, RSS, event delay");
+    // (a) Makespan of figure 3's DAG A, scaled to a ~15 s lower bound,
+    // watched and not, in pairs whose order alternates.
+    let (seed, backlog, p) = (0u64..)
+        .map(|seed| {
+            let b = makespan_backlog(seed);
+            let d: Vec<f64> = b.stories().map(|s| units(s.est)).collect();
+            let p = plan(&b, d, JOBS);
+            (seed, b, p)
+        })
+        .find(|(_, b, p)| {
+            p.dag_sim <= 1.02 * p.lb && b.stories().map(|s| s.deps.len()).sum::<usize>() >= 8
+        })
+        .expect("some seed works");
+    let unit = ((15.0 / p.lb) * 100.0).round() / 100.0;
+    let all: Vec<Story> = backlog.stories().cloned().collect();
+    let durations: Vec<(String, f64)> = all
+        .iter()
+        .map(|s| s.id.clone())
+        .zip(p.d.iter().map(|u| u * unit))
+        .collect();
+    let agent = sleeping_agent(&durations);
+    let pairs = if quick { 1 } else { 4 };
+    let (mut plain, mut watched, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut browser = false;
+    for k in 0..pairs {
+        let mut pair = [0.0f64; 2];
+        for &w in if k % 2 == 0 {
+            &[false, true]
+        } else {
+            &[true, false]
+        } {
+            let proj = Project::new(&backlog, &agent, |_| {});
+            let wall = if w {
+                let (wall, _, b) =
+                    run_watched(&proj, bin, &["run", "--parallel", "-j", "4", "--serve"]);
+                browser |= b;
+                wall
+            } else {
+                proj.run_ok(bin, &["run", "--parallel", "-j", "4"])
+                    .as_secs_f64()
+            };
+            assert_eq!(proj.merges_on_main(), all.len(), "every story landed");
+            eprintln!(
+                "  serve pair {}/{pairs}: {} {wall:.2} s",
+                k + 1,
+                if w { "watched" } else { "plain" }
+            );
+            pair[usize::from(w)] = wall;
+        }
+        plain.push(pair[0]);
+        watched.push(pair[1]);
+        ratios.push(pair[1] / pair[0]);
+    }
+    fig.rows.push(Row::new("makespan, no web view", "s", plain));
+    fig.rows.push(Row::new(
+        "makespan, page open + event-stream client",
+        "s",
+        watched,
+    ));
+    fig.rows
+        .push(Row::new("watched ÷ plain, per pair", "×", ratios).target(Cmp::Le, 1.02));
+
+    // (b) RSS with a 1,000-story backlog, watched, 40 attempts.
+    let big = {
+        let mut sections = Vec::new();
+        for b in 0..10 {
+            sections.push(Section {
+                label: Some((b + 1).to_string()),
+                comment: None,
+                stories: stories(b + 1, 100, |_| "small"),
+            });
+        }
+        Backlog { sections }
+    };
+    let mut rss = Vec::new();
+    for _ in 0..if quick { 1 } else { 3 } {
+        let proj = Project::new(&big, "finish\n", |_| {});
+        let args = ["run", "--parallel", "-j", "4", "-n", "40", "--serve"];
+        let t = Instant::now();
+        let mut child = proj.ralph(bin, &args).spawn().expect("ralph starts");
+        let url = served_url(&proj, &mut child).expect("the run prints its URL");
+        let reader = sse_reader(&url);
+        let status_path = format!("/proc/{}/status", child.id());
+        let mut hwm_kb = 0u64;
+        let status = loop {
+            if let Ok(s) = fs::read_to_string(&status_path) {
+                if let Some(v) = s
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                {
+                    hwm_kb = hwm_kb.max(v);
+                }
+            }
+            if let Some(st) = child.try_wait().expect("wait") {
+                break st;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        // -n 40 ends the run with stories left: exit 1 is its answer.
+        assert!(
+            status.code() == Some(0) || status.code() == Some(1),
+            "{}",
+            proj.output_tail()
+        );
+        let _ = reader.join();
+        eprintln!(
+            "  serve rss: {:.1} MB in {:.1} s",
+            hwm_kb as f64 / 1024.0,
+            t.elapsed().as_secs_f64()
+        );
+        rss.push(hwm_kb as f64 * 1024.0 / 1e6);
+    }
+    fig.rows.push(
+        Row::new("ralph peak RSS (VmHWM), 1,000 stories, watched", "MB", rss).target(Cmp::Lt, 64.0),
+    );
+
+    // (c) From an agent's line to the event-stream client.
+    let one = one_story();
+    let marks = if quick { 10 } else { 40 };
+    let agent = format!(
+        "for i in $(seq 1 {marks}); do say \"mark $(date +%s.%N)\"; sleep 0.25; done\nfinish\n"
+    );
+    let proj = Project::new(&one, &agent, |_| {});
+    let (_, seen, _) = run_watched(&proj, bin, &["run", "--serve"]);
+    let delays: Vec<f64> = seen
+        .iter()
+        .filter_map(|(text, at)| {
+            let t: f64 = text.split("mark ").nth(1)?.trim().parse().ok()?;
+            Some((at - t) * 1000.0)
+        })
+        .collect();
+    assert!(
+        delays.len() >= marks * 8 / 10,
+        "the client saw {} of {marks} lines",
+        delays.len()
+    );
+    fig.rows
+        .push(Row::new("agent line → event-stream client", "ms", delays));
+    fig.notes.push(format!(
+        "makespan: figure 3's DAG A (seed {seed}), 40 stories, the agent sleeping 1/2/4 units of {unit:.2} s, \
+         `ralph run --parallel -j 4` with and without `--serve`; watched = {} and a client reading \
+         /api/events, all on this machine; pairs alternate which goes first",
+        if browser { "headless Chromium with the page open" } else { "(no browser: RALPH_BENCH_NO_BROWSER, or no Chromium on PATH)" }
+    ));
+    fig.notes.push(
+        "RSS: 1,000 stories in 10 batch sections, `-j 4 -n 40 --serve` (40 attempts: the hub, snapshot and \
+         graph hold all 1,000 stories from the start), a client on /api/events; VmHWM polled every 5 ms"
+            .into(),
+    );
+    fig.notes.push(format!(
+        "delay: one agent printing {marks} stream-json text lines `mark <date +%s.%N>` 250 ms apart (the \
+         run passes on at most one activity line per 200 ms and attempt); the client's clock at the \
+         `data:` line minus the time in the line (the agent's `date` process included)"
+    ));
     fig
 }

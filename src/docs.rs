@@ -34,6 +34,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("decomposition", "Splitting a story that keeps failing"),
     ("postmortem", "A lesson after a timeout"),
     ("runs", "Run records"),
+    ("serve", "The live web view"),
     ("landing", "Landing, or keeping work for review"),
     (
         "sandbox",

@@ -32,6 +32,7 @@ mod run;
 mod runlog;
 mod sandbox;
 mod schedule;
+mod serve;
 #[cfg(test)]
 mod shared_fixtures;
 mod stats;

@@ -53,8 +53,8 @@ impl Secrets {
         self.values.is_empty()
     }
 
-    /// A whole text with every secret replaced by `***`.
-    #[cfg(test)]
+    /// A whole text with every secret replaced by `***` (what the web
+    /// view sends).
     pub(crate) fn redact_str(&self, text: &str) -> String {
         if self.is_empty() {
             return text.to_string();

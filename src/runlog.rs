@@ -321,7 +321,7 @@ pub(crate) fn id_key(id: &str) -> (&str, u32) {
     }
 }
 
-fn now_unix_f64() -> f64 {
+pub(crate) fn now_unix_f64() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| (d.as_millis() as f64) / 1000.0)

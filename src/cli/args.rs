@@ -172,6 +172,12 @@ pub(super) enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// The live web view of this project: its stories, runs and logs, and a
+    /// run going on (docs/steering.md); until Ctrl-C
+    Serve {
+        /// Where to serve (IP:PORT) [default: serve.addr, else 127.0.0.1 and a free port]
+        addr: Option<String>,
+    },
     /// An attempt's log as readable text
     #[command(after_long_help = help::LOG_AFTER_LONG_HELP)]
     Log {
@@ -302,4 +308,8 @@ pub(super) struct RunArgs {
     /// left, instead of waiting for `ralph land` to approve them
     #[arg(long = "exit-on-review")]
     pub(super) exit_on_review: bool,
+    /// Serve a live web view of the run at ADDR (IP:PORT) while it lasts;
+    /// alone, serve.addr or 127.0.0.1 with a free port (docs/steering.md)
+    #[arg(long = "serve", value_name = "ADDR", num_args = 0..=1)]
+    pub(super) serve: Option<Option<String>>,
 }

@@ -257,6 +257,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         }
         Command::Stats { json, run, all } => records::cmd_stats(root, json, run, all),
         Command::Report { run, out } => records::cmd_report(root, run, out),
+        Command::Serve { addr } => crate::serve::cmd_serve(root, addr.as_deref()),
     }
 }
 

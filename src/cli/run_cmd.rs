@@ -21,6 +21,7 @@ pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         agent: a.agent,
         max_cost: a.max_cost,
         no_dashboard: a.no_dashboard,
+        serve: a.serve,
         decompose: None,
         land: false,
         exit_on_review: a.exit_on_review,

@@ -390,6 +390,15 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "Most megabytes `.ralph/runs/` (the run records) may hold; the oldest runs' \
          records go first.",
     ),
+    key_or(
+        "serve.addr",
+        Kind::Str,
+        "none: a run serves its page only with `--serve`, on 127.0.0.1 with a free port",
+        "Where `ralph run` serves its live web view (docs/steering.md), as `IP:PORT` (port 0: \
+         a free one): set, every run serves it; it is also the address of `--serve` and \
+         `ralph serve` given none. Any address but 127.0.0.1 (or ::1) answers only requests \
+         that carry the token ralph prints with the URL.",
+    ),
     key(
         "sandbox.mode",
         Kind::Str,

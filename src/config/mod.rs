@@ -21,7 +21,7 @@ pub(crate) use executor::{Executor, RaySettings};
 use reader::Reader;
 pub(crate) use sections::{
     BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Landing, Learnings,
-    Limits, Loop, Parallel, Postmortem, Retry, Runs, Specs, Validation, ValidationCommand,
+    Limits, Loop, Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
 };
 use warnings::key_warnings;
 #[cfg(test)]
@@ -60,6 +60,8 @@ pub(crate) struct Config {
     pub(crate) postmortem: Postmortem,
     pub(crate) hooks: Hooks,
     pub(crate) runs: Runs,
+    /// `serve.*`: the live web view (`ralph run --serve`, `ralph serve`).
+    pub(crate) serve: Serve,
     /// `sandbox.*`: the environment allowlist, redaction and confinement
     /// of agents and the commands that run their code (SPEC 9).
     pub(crate) sandbox: crate::sandbox::Settings,
@@ -310,6 +312,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let postmortem = sections::postmortem(&mut r);
     let hooks = sections::hooks(&mut r);
     let runs = sections::runs(&mut r);
+    let serve = sections::serve(&mut r);
     let sandbox = sections::sandbox(&mut r);
     let executor = executor::executor(&mut r);
     let backlog = sections::backlog(&mut r);
@@ -343,6 +346,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         postmortem,
         hooks,
         runs,
+        serve,
         sandbox,
         executor,
         backlog,

@@ -462,6 +462,35 @@ pub(super) fn runs(r: &mut Reader) -> Runs {
     Runs { max_bytes }
 }
 
+/// `serve.*`: the live web view.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Serve {
+    /// `serve.addr`: where every run serves its page (none: only with
+    /// `--serve`); also what `--serve` and `ralph serve` use without ADDR.
+    pub(crate) addr: Option<std::net::SocketAddr>,
+}
+
+pub(super) fn serve(r: &mut Reader) -> Serve {
+    let text = r.string("serve.addr", true);
+    let text = text.trim();
+    if text.is_empty() {
+        return Serve::default();
+    }
+    match text.parse() {
+        Ok(addr) => Serve { addr: Some(addr) },
+        Err(_) => {
+            r.problem(
+                "serve.addr",
+                format!(
+                    "serve.addr must be an IP address and port such as \"127.0.0.1:8080\" \
+                     (port 0: a free one), got {text:?}"
+                ),
+            );
+            Serve::default()
+        }
+    }
+}
+
 /// `sandbox.*`: the environment allowlist, redaction and confinement.
 pub(super) fn sandbox(r: &mut Reader) -> crate::sandbox::Settings {
     use crate::sandbox::{Mode, Settings};

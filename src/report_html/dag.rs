@@ -110,7 +110,7 @@ pub(super) fn dag(p: &PageInput, o: &mut String) {
         let (x, y) = (nx(i), ny(i));
         let _ = write!(
             o,
-            "<a class=\"node s-{} e{}\" href=\"#s-{id}\"><rect x=\"{x:.0}\" y=\"{y:.0}\" width=\"{node_w}\" \
+            "<a class=\"node s-{} e{}\" href=\"#s-{id}\" data-id=\"{id}\"><rect x=\"{x:.0}\" y=\"{y:.0}\" width=\"{node_w}\" \
              height=\"{node_h}\" rx=\"3\"/><text x=\"{:.0}\" y=\"{:.0}\">{}</text><title>{id} {} ({})</title></a>",
             s.status,
             group[i] % EPIC_HUES.len(),

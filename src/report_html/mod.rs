@@ -130,6 +130,35 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
+/// The story graph alone (legend and SVG, each node a `data-id`), with the
+/// style its colours need: the live web view draws the report's graph.
+pub(crate) fn dag_figure(
+    stories: &[(&str, &str, &'static str)],
+    edges: &[(usize, usize)],
+) -> String {
+    let p = PageInput {
+        stories: stories
+            .iter()
+            .map(|&(id, title, status)| crate::status::StoryRow {
+                id: id.to_string(),
+                title: title.to_string(),
+                status,
+                ..Default::default()
+            })
+            .collect(),
+        edges: edges.to_vec(),
+        ..PageInput::default()
+    };
+    let mut o = String::with_capacity(4096 + stories.len() * 300);
+    o.push_str("<style>");
+    for (i, hue) in dag::EPIC_HUES.iter().enumerate() {
+        let _ = write!(o, ".e{i} rect{{stroke:{hue}}}");
+    }
+    o.push_str("</style>");
+    dag::dag(&p, &mut o);
+    o
+}
+
 /// The page.
 pub(crate) fn render(p: &PageInput) -> String {
     let mut o = String::with_capacity(64 * 1024 + p.stories.len() * 700);

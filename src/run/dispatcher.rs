@@ -73,6 +73,9 @@ pub(crate) struct Dispatcher<E: Executor> {
     next_request: u64,
     /// An issue tracker backlog: polled between events, told of statuses.
     pub(crate) tracker: Option<super::tracker::TrackerSync>,
+    /// The live web view's hub (`--serve`): told every record, agent line
+    /// and status change as the run makes them.
+    pub(crate) live: Option<Arc<crate::serve::Live>>,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -117,6 +120,7 @@ impl<E: Executor> Dispatcher<E> {
             steer_rx,
             replies: HashMap::new(),
             next_request: 0,
+            live: None,
         }
     }
 
@@ -345,6 +349,11 @@ impl<E: Executor> Dispatcher<E> {
             }
             self.settle();
         }
+        if let Some(live) = &self.live {
+            live.set_statuses(self.model.stories.len(), |i| {
+                self.model.sched().nodes[i].word()
+            });
+        }
         while self.notes.try_join_next().is_some() {}
     }
 
@@ -380,7 +389,12 @@ impl<E: Executor> Dispatcher<E> {
             Action::Totals(t) => self.reporter.totals(&t),
             Action::StoryStarted { id, title } => self.reporter.story_started(&id, &title),
             Action::StoryFinished { id } => self.reporter.story_finished(&id),
-            Action::Activity { id, text } => self.reporter.activity(&id, &text),
+            Action::Activity { id, text } => {
+                if let Some(live) = &self.live {
+                    live.activity(&id, &text);
+                }
+                self.reporter.activity(&id, &text);
+            }
             Action::RecordLearnings { id, learnings } => {
                 if let Ok(added) = learnings::record(root, &id, &learnings) {
                     for l in added {
@@ -430,6 +444,12 @@ impl<E: Executor> Dispatcher<E> {
             }
             Action::Record(ev) => {
                 self.notices.extend(self.recorder.notice(&ev));
+                if let Some(live) = &self.live {
+                    live.record(&crate::runlog::Record {
+                        t: crate::runlog::now_unix_f64(),
+                        ev: ev.clone(),
+                    });
+                }
                 self.ctx.record(ev);
             }
             Action::Reply { req, reply } => {

@@ -18,6 +18,7 @@ pub(crate) mod events;
 pub(crate) mod executor;
 mod fixup;
 mod land;
+mod live;
 mod model;
 mod notify;
 mod postmortem;
@@ -72,6 +73,8 @@ pub(crate) struct RunOptions {
     pub(crate) max_cost: Option<f64>,
     /// `--no-dashboard`: plain lines even on a terminal.
     pub(crate) no_dashboard: bool,
+    /// `--serve [ADDR]`: the live web view (`Some(None)`: the flag alone).
+    pub(crate) serve: Option<Option<String>>,
     /// `ralph decompose ID`: split this story now, land the split, stop.
     pub(crate) decompose: Option<String>,
     /// `ralph land`: land the stories approved from review; start nothing.
@@ -189,6 +192,13 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         crate::config::Executor::Ray(_) => crate::exec::agents_on_nodes(&project, backend),
     };
     let (run_seal, backends) = run_seal(&project, &agents)?;
+    // The web view's address is checked with the rest of the input.
+    let serve_at = match (opts.land, &opts.decompose) {
+        (false, None) => {
+            crate::serve::address(opts.serve.as_ref().map(|a| a.as_deref()), &project.config)?
+        }
+        _ => None,
+    };
     // Pull-request landing needs the GitHub CLI: said now, not after the work.
     let pr = match &project.config.landing.pr_remote {
         Some(remote) => Some(context::PrLanding {
@@ -404,7 +414,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .iter()
         .filter_map(|id| backlog.index_of(id))
         .collect();
-    ctx.record(crate::runlog::Ev::RunStart {
+    let live = serve_at.map(|_| live::hub(root, &project.config, &model, &project.dag));
+    let run_start = crate::runlog::Ev::RunStart {
         run: ctx.run_id().to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         args: std::env::args().skip(1).collect(),
@@ -416,7 +427,14 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         stories: backlog.stories.len(),
         pid: std::process::id(),
         resumes: ctx.runlog.as_ref().and_then(|l| l.resumes.clone()),
-    });
+    };
+    if let Some(live) = &live {
+        live.record(&crate::runlog::Record {
+            t: crate::runlog::now_unix_f64(),
+            ev: run_start.clone(),
+        });
+    }
+    ctx.record(run_start);
     let started = Instant::now();
     let executor = crate::exec::choose(ctx.clone(), opts.verbose)?;
     let end_ctx = ctx.clone();
@@ -450,6 +468,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    if let (Some(l), Some(addr)) = (live, serve_at) {
+        d.live = live::serve(&rt, l, addr, &log);
+    }
     let mut looped = rt.block_on(d.run(reland));
     // A decomposition landed: its sub-stories are in the backlog on disk.
     // The same run goes on over the backlog as it is now.
@@ -464,6 +485,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                 };
                 let stories = from_repo_root(&now_on_disk.backlog.stories, prefix.as_deref());
                 d.model.reload(stories, &now_on_disk.dag, now);
+                if let Some(live) = &d.live {
+                    let (stories, edges) = live::graph(&d.model, &now_on_disk.dag);
+                    live.set_graph(stories, edges);
+                }
                 looped = rt.block_on(d.run(Vec::new()));
             }
             Err(problems) => {

@@ -50,7 +50,6 @@ pub(crate) fn try_send(root: &Path, cmd: &Command) -> Result<Option<Reply>> {
 
 /// Sends `cmd` to the running run; no run is a usage error (exit 2) that
 /// says so. (The web view's controls call it: issue 24, item 2.)
-#[allow(dead_code)]
 pub(crate) fn send(root: &Path, cmd: &Command) -> Result<Reply> {
     try_send(root, cmd)?.ok_or_else(|| no_run(cmd).into())
 }

@@ -27,6 +27,7 @@ mod realcli;
 mod review;
 mod sandbox;
 mod scheduling;
+mod serve;
 mod signing;
 mod split;
 mod steer;

@@ -1,0 +1,329 @@
+//! What the page shows, as plain data, and how a run's records fold into
+//! it. The same fold serves a live run (records as the dispatcher emits
+//! them) and `ralph serve` (records read back from the run's file as it
+//! grows), so the two cannot disagree. Pure.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::runlog::{Ev, Record};
+use crate::state::Outcome;
+
+/// Lines of agent activity kept per story.
+pub(crate) const ACTIVITY_LINES: usize = 8;
+
+/// One story of the backlog as the page draws it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct StoryView {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    /// `Node::word`.
+    pub(crate) status: &'static str,
+}
+
+/// An attempt whose agent is running.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Running {
+    pub(crate) story: String,
+    pub(crate) attempt: u32,
+    pub(crate) slot: usize,
+    pub(crate) agent: String,
+    /// Unix time it started (the page counts the elapsed time from it).
+    pub(crate) since: f64,
+}
+
+/// A pause of new work in force.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Pause {
+    /// `usage_limit`, `fault` or `budget`.
+    pub(crate) why: &'static str,
+    pub(crate) agent: Option<String>,
+    /// Unix time it ends, when known (the page counts down to it).
+    pub(crate) until: Option<i64>,
+    pub(crate) since: f64,
+}
+
+/// The run as its records tell it: small enough to send with every change.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct Summary {
+    /// The run's ID in `.ralph/runs/` (none before the first run).
+    pub(crate) run: Option<String>,
+    /// True while the run is going on.
+    pub(crate) live: bool,
+    pub(crate) started: Option<f64>,
+    pub(crate) jobs: usize,
+    pub(crate) running: Vec<Running>,
+    pub(crate) pauses: Vec<Pause>,
+    /// The story the merge queue is landing now, and those waiting for it.
+    pub(crate) landing: Option<String>,
+    pub(crate) land_queue: Vec<String>,
+    pub(crate) landed: usize,
+    pub(crate) cost_usd: f64,
+    pub(crate) tokens: u64,
+    /// The run's budget (`budget.max_cost_usd`, `--max-cost`;
+    /// `budget.max_tokens`).
+    pub(crate) budget_usd: Option<f64>,
+    pub(crate) budget_tokens: Option<u64>,
+    /// The run's exit code once it ended.
+    pub(crate) exit_code: Option<i32>,
+    /// Unix time of the last record.
+    pub(crate) last: Option<f64>,
+}
+
+impl Summary {
+    /// The summary after `rec`.
+    pub(crate) fn apply(&mut self, rec: &Record) {
+        self.last = Some(rec.t);
+        match &rec.ev {
+            Ev::RunStart { run, jobs, .. } => {
+                let (budget_usd, budget_tokens) = (self.budget_usd, self.budget_tokens);
+                *self = Summary {
+                    run: Some(run.clone()),
+                    live: true,
+                    started: Some(rec.t),
+                    jobs: *jobs,
+                    budget_usd,
+                    budget_tokens,
+                    last: Some(rec.t),
+                    ..Summary::default()
+                };
+            }
+            Ev::AttemptStart {
+                story,
+                attempt,
+                slot,
+                agent,
+                ..
+            } => {
+                self.running.retain(|r| r.story != *story);
+                self.land_queue.retain(|s| s != story);
+                self.running.push(Running {
+                    story: story.clone(),
+                    attempt: *attempt,
+                    slot: *slot,
+                    agent: agent.clone(),
+                    since: rec.t,
+                });
+            }
+            Ev::AttemptEnd {
+                story,
+                verdict,
+                tokens,
+                cost_usd,
+                ..
+            } => {
+                self.running.retain(|r| r.story != *story);
+                self.cost_usd += cost_usd;
+                self.tokens += tokens;
+                if matches!(verdict, Outcome::Done | Outcome::Tentative)
+                    && !self.land_queue.contains(story)
+                {
+                    self.land_queue.push(story.clone());
+                }
+            }
+            Ev::LandStart { story, .. } => {
+                self.land_queue.retain(|s| s != story);
+                self.landing = Some(story.clone());
+            }
+            Ev::Landed { story, .. } => {
+                self.landed += 1;
+                self.end_landing(story);
+            }
+            Ev::Conflict { story, .. } | Ev::LandEnd { story, .. } => self.end_landing(story),
+            Ev::Pause { why, agent, until } => {
+                let why = why.name();
+                self.pauses.retain(|p| !(p.why == why && p.agent == *agent));
+                self.pauses.push(Pause {
+                    why,
+                    agent: agent.clone(),
+                    until: *until,
+                    since: rec.t,
+                });
+            }
+            Ev::Resume { why, agent } => {
+                let why = why.name();
+                self.pauses.retain(|p| !(p.why == why && p.agent == *agent));
+            }
+            Ev::RunEnd { exit_code, .. } => {
+                self.live = false;
+                self.exit_code = Some(*exit_code);
+                self.running.clear();
+                self.landing = None;
+            }
+            Ev::Recovered { .. } => {
+                self.live = false;
+                self.running.clear();
+                self.landing = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn end_landing(&mut self, story: &str) {
+        if self.landing.as_deref() == Some(story) {
+            self.landing = None;
+        }
+        self.land_queue.retain(|s| s != story);
+    }
+}
+
+/// Everything the page needs to draw itself from nothing; what a client
+/// gets first, and again whenever it fell behind the stream.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Snapshot {
+    /// The number of the last change it includes.
+    pub(crate) seq: u64,
+    pub(crate) project: String,
+    /// Whether controls can reach a run (a run is going on).
+    pub(crate) controls: bool,
+    /// Changes whenever the set of stories does (the graph is drawn anew).
+    pub(crate) graph: u64,
+    pub(crate) stories: Vec<StoryView>,
+    pub(crate) counts: BTreeMap<&'static str, usize>,
+    pub(crate) summary: Summary,
+    /// The latest lines of each running story's agent.
+    pub(crate) activity: HashMap<String, VecDeque<String>>,
+}
+
+/// How many stories have each status.
+pub(crate) fn counts(stories: &[StoryView]) -> BTreeMap<&'static str, usize> {
+    let mut out = BTreeMap::new();
+    for s in stories {
+        *out.entry(s.status).or_default() += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runlog::PauseWhy;
+    use crate::state::AttemptKind;
+
+    fn rec(t: f64, ev: Ev) -> Record {
+        Record { t, ev }
+    }
+
+    fn start(story: &str, slot: usize) -> Ev {
+        Ev::AttemptStart {
+            story: story.into(),
+            attempt: 1,
+            slot,
+            agent: "claude".into(),
+            kind: AttemptKind::First,
+            est: None,
+        }
+    }
+
+    fn end(story: &str, verdict: Outcome, cost: f64) -> Ev {
+        Ev::AttemptEnd {
+            story: story.into(),
+            attempt: 1,
+            slot: 0,
+            agent: None,
+            kind: AttemptKind::First,
+            verdict,
+            reason: None,
+            tokens: 100,
+            usage: Default::default(),
+            cost_usd: cost,
+            secs: 1.0,
+            saved_ref: None,
+        }
+    }
+
+    #[test]
+    fn attempts_run_then_queue_then_land() {
+        let mut s = Summary {
+            budget_usd: Some(5.0),
+            ..Summary::default()
+        };
+        s.apply(&rec(
+            1.0,
+            Ev::RunStart {
+                run: "r1".into(),
+                version: "0".into(),
+                args: vec![],
+                jobs: 2,
+                agent: "claude".into(),
+                target: "main".into(),
+                commit: None,
+                selected: 2,
+                stories: 2,
+                pid: 1,
+                resumes: None,
+            },
+        ));
+        assert_eq!(s.budget_usd, Some(5.0), "the budget outlives run_start");
+        s.apply(&rec(2.0, start("1.1", 0)));
+        s.apply(&rec(2.5, start("1.2", 1)));
+        assert_eq!(s.running.len(), 2);
+        assert_eq!(s.running[0].since, 2.0);
+        s.apply(&rec(3.0, end("1.1", Outcome::Done, 0.5)));
+        s.apply(&rec(3.1, end("1.2", Outcome::Fail, 0.25)));
+        assert!(s.running.is_empty());
+        assert_eq!(s.land_queue, vec!["1.1"], "only finished work queues");
+        assert_eq!(s.cost_usd, 0.75);
+        assert_eq!(s.tokens, 200);
+        s.apply(&rec(
+            3.2,
+            Ev::LandStart {
+                story: "1.1".into(),
+                attempt: 1,
+            },
+        ));
+        assert_eq!(s.landing.as_deref(), Some("1.1"));
+        assert!(s.land_queue.is_empty());
+        s.apply(&rec(
+            3.5,
+            Ev::Landed {
+                story: "1.1".into(),
+                attempt: 1,
+                commit: "abc".into(),
+                secs: 0.3,
+            },
+        ));
+        assert_eq!((s.landing.clone(), s.landed), (None, 1));
+        s.apply(&rec(
+            4.0,
+            Ev::RunEnd {
+                done: 1,
+                total: 2,
+                failed: vec![],
+                blocked: vec![],
+                pending: 1,
+                exit_code: 1,
+                elapsed_secs: 3.0,
+                tokens: 200,
+                cost_usd: 0.75,
+            },
+        ));
+        assert!(!s.live);
+        assert_eq!(s.exit_code, Some(1));
+    }
+
+    #[test]
+    fn a_pause_lasts_until_its_resume() {
+        let mut s = Summary::default();
+        let pause = |agent: &str| Ev::Pause {
+            why: PauseWhy::UsageLimit,
+            agent: Some(agent.into()),
+            until: Some(100),
+        };
+        s.apply(&rec(1.0, pause("claude")));
+        s.apply(&rec(1.5, pause("codex")));
+        s.apply(&rec(2.0, pause("claude")));
+        assert_eq!(s.pauses.len(), 2, "a repeated pause is one: {s:?}");
+        s.apply(&rec(
+            3.0,
+            Ev::Resume {
+                why: PauseWhy::UsageLimit,
+                agent: Some("claude".into()),
+            },
+        ));
+        assert_eq!(s.pauses.len(), 1);
+        assert_eq!(s.pauses[0].agent.as_deref(), Some("codex"));
+        assert_eq!(s.pauses[0].until, Some(100));
+    }
+}
