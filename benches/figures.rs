@@ -2393,6 +2393,9 @@ fn fig_tracker_poll(bin: &Path, quick: bool) -> Figure {
          (200) plus its dependency list"
             .to_string(),
     );
+    fig
+}
+
 // ---------------------------------------------------------------------------
 // Figure 9: the live web view's cost (issue 24)
 
