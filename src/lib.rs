@@ -17,10 +17,12 @@ mod display;
 mod error;
 mod exec;
 mod gitops;
+mod ladder;
 mod layout;
 mod learnings;
 mod paths;
 mod postmortem;
+mod pricing;
 mod process;
 mod project;
 mod prompt;
@@ -33,6 +35,7 @@ mod sandbox;
 mod schedule;
 #[cfg(test)]
 mod shared_fixtures;
+mod spend;
 mod stats;
 mod status;
 

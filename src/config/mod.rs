@@ -65,6 +65,8 @@ pub(crate) struct Config {
     pub(crate) sandbox: crate::sandbox::Settings,
     /// `executor.*`: where attempts run (issue 23).
     pub(crate) executor: Executor,
+    /// `pricing`: prices of models, over the built-in table (issue 25).
+    pub(crate) pricing: crate::pricing::Table,
 }
 
 /// The built-in defaults as JSON (SPEC 3.1).
@@ -302,6 +304,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let runs = sections::runs(&mut r);
     let sandbox = sections::sandbox(&mut r);
     let executor = executor::executor(&mut r);
+    let pricing = sections::pricing(&mut r);
 
     let problems = std::mem::take(&mut r.problems);
     let read = r.read.take();
@@ -334,6 +337,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         runs,
         sandbox,
         executor,
+        pricing,
     })
 }
 
