@@ -861,7 +861,14 @@ fn dry_run(
         let text = attempt::build_prompt(&project.root, &project.config, s, &all_learnings, None)
             .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
         println!("  [DRY RUN] prompt head:");
-        for line in text.lines().take(12) {
+        // The built-in template's story part: what every story shares
+        // comes first (issue 25), the same for each and shown by
+        // `ralph template show`.
+        let head = match text.find(crate::prompt::STORY_PART) {
+            Some(at) => &text[at..],
+            None => &text[..],
+        };
+        for line in head.lines().take(12) {
             println!("    | {line}");
         }
     }

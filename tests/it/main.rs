@@ -17,6 +17,7 @@ mod fixup;
 mod insight;
 mod landing;
 mod malformed;
+mod models;
 mod newcomer;
 mod parallel;
 mod ray;
