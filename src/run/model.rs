@@ -244,6 +244,8 @@ pub(crate) struct Model {
     pub(crate) waste_at_start: crate::state::Waste,
     /// Spent by this run's attempts.
     pub(crate) run_cost_usd: f64,
+    /// An attempt of this run had an unknown cost.
+    pub(crate) run_cost_unknown: bool,
     pub(crate) run_tokens: u64,
     /// A decomposition landed: the backlog on disk has new stories. No new
     /// work starts; once nothing runs, the run reloads the backlog and goes
@@ -373,6 +375,7 @@ impl Model {
             fewer_jobs_until: None,
             next_start_at: None,
             run_cost_usd: 0.0,
+            run_cost_unknown: false,
             run_tokens: 0,
             reload_pending: false,
             slot_started: vec![None; jobs],
@@ -518,6 +521,7 @@ impl Model {
         m.fatal = self.fatal.take();
         m.waste_at_start = self.waste_at_start;
         m.run_cost_usd = self.run_cost_usd;
+        m.run_cost_unknown = self.run_cost_unknown;
         m.run_tokens = self.run_tokens;
         m.next_start_at = self.next_start_at;
         m.fewer_jobs_until = self.fewer_jobs_until;

@@ -30,6 +30,11 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
         blocked: model.count(Node::Blocked),
         usage,
         cost_usd: cost,
+        cost_unknown: model
+            .state
+            .stories
+            .values()
+            .any(|r| r.history.iter().any(|h| h.cost_unknown)),
         paused_secs,
         jobs_now,
         landing_now: model.landing.as_ref().map(|l| story_label(model, l.idx)),
@@ -60,8 +65,10 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
         elapsed_secs,
         usage: t.usage,
         cost_usd: t.cost_usd,
+        cost_unknown: t.cost_unknown,
         run_tokens: model.run_tokens,
         run_cost_usd: model.run_cost_usd,
+        run_cost_unknown: model.run_cost_unknown,
         limit_reached: None,
         in_review: model.ids_with(Node::Review),
         all_complete: false,

@@ -41,6 +41,7 @@ pub(super) fn attempt_finished(
         .state
         .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
     model.run_cost_usd += r.cost_usd;
+    model.run_cost_unknown |= r.cost_unknown;
     if let Some(reset) = r.limit_warning {
         let window = match reset {
             Some(t) => Duration::from_secs((t as i64 - now.unix).max(0) as u64),
