@@ -349,6 +349,7 @@ fn max(v: &[f64]) -> f64 {
 fn fmt_num(v: f64, unit: &str) -> String {
     match unit {
         "×" => format!("{v:.3}"),
+        "$" => format!("{v:.4}"),
         "s" => format!("{v:.2}"),
         "MB/s" | "MB" | "ms" => format!("{v:.1}"),
         _ => format!("{v}"),
