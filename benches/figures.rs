@@ -2394,7 +2394,7 @@ fn fig_ladder(bin: &Path, quick: bool) -> Figure {
     fig.rows
         .push(Row::new("spend per landed story, always opus", "$", large));
     fig.rows
-        .push(Row::new("ladder ÷ always the large model", "", ratio).target(Cmp::Le, 0.70));
+        .push(Row::new("ladder ÷ always the large model", "×", ratio).target(Cmp::Le, 0.70));
     fig.notes.push(format!(
         "20 stories in one batch, `-j 4`, `loop.max_retries` 3; the fake agent charges per \
          attempt by the model ralph passed it (`--model`), reported as Claude Code's \
