@@ -3,7 +3,7 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
@@ -13,8 +13,8 @@
 //!
 //! Every input (git repositories, backlogs, fake agents) is generated in temp
 //! dirs. The fake agent is a bash script named `claude` first on PATH: it
-//! reads the prompt from stdin, takes the story ID from `implement Story
-//! <id>:` on the prompt's first line, and prints Claude Code stream-json.
+//! reads the prompt from stdin, takes the story ID from the line saying
+//! `implement Story <id>:`, and prints Claude Code stream-json.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -29,7 +29,7 @@ use tempfile::TempDir;
 #[path = "../tests/it/github_api.rs"]
 mod github_api;
 
-const FIGURES: [&str; 12] = [
+const FIGURES: [&str; 13] = [
     "rss",
     "rss-agents",
     "validate",
@@ -42,6 +42,7 @@ const FIGURES: [&str; 12] = [
     "sandbox",
     "tracker-poll",
     "serve",
+    "ladder",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -91,6 +92,7 @@ fn main() {
             "sandbox" => fig_sandbox(&bin, quick),
             "tracker-poll" => fig_tracker_poll(&bin, quick),
             "serve" => fig_serve(&bin, quick),
+            "ladder" => fig_ladder(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -356,6 +358,7 @@ fn max(v: &[f64]) -> f64 {
 fn fmt_num(v: f64, unit: &str) -> String {
     match unit {
         "×" => format!("{v:.3}"),
+        "$" => format!("{v:.4}"),
         "s" => format!("{v:.2}"),
         "MB/s" | "MB" | "ms" => format!("{v:.1}"),
         _ => format!("{v}"),
@@ -658,11 +661,11 @@ impl Project {
 }
 
 /// Shared start of every fake agent: the prompt from stdin, the story ID
-/// from its first line (RALPH_STORY only as a fallback), helpers that print
-/// stream-json.
+/// from the line naming it (RALPH_STORY only as a fallback), helpers that
+/// print stream-json.
 const AGENT_PRELUDE: &str = r#"#!/bin/bash
 prompt="$(cat)"
-first="${prompt%%$'\n'*}"
+first="$(printf '%s\n' "$prompt" | grep -m1 'implement Story ')"
 id=""
 case "$first" in
   *"implement Story "*:*) id="${first#*implement Story }"; id="${id%%:*}" ;;
@@ -2658,6 +2661,100 @@ fn fig_serve(bin: &Path, quick: bool) -> Figure {
         "delay: one agent printing {marks} stream-json text lines `mark <date +%s.%N>` 250 ms apart (the \
          run passes on at most one activity line per 200 ms and attempt); the client's clock at the \
          `data:` line minus the time in the line (the agent's `date` process included)"
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure: the escalation ladder against always the large model (issue 25)
+
+/// Stories the small model fails (the medium one lands them) and those only
+/// the large one lands.
+const LADDER_HARD: &str = "1.3|1.6|1.9|1.12|1.15|1.18";
+const LADDER_HARDEST: &str = "1.10|1.20";
+
+/// The fake agent of the ladder figure: it charges per model, as Claude
+/// Code reports cost (`total_cost_usd` of its `result`, list prices of a
+/// run of the same tokens: haiku $0.02, sonnet $0.06, opus $0.10), and a
+/// model below the story's difficulty answers FAIL.
+fn ladder_agent() -> String {
+    format!(
+        r#"
+M=""; prev=""
+for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
+case "$M" in haiku) cost=0.02; rank=1 ;; sonnet) cost=0.06; rank=2 ;; *) cost=0.10; rank=3 ;; esac
+need=1
+case "$id" in {LADDER_HARD}) need=2 ;; {LADDER_HARDEST}) need=3 ;; esac
+answer() {{
+  printf '{{"type":"result","subtype":"success","is_error":false,"result":"%s","num_turns":4,"total_cost_usd":%s,"usage":{{"input_tokens":2000,"output_tokens":400,"cache_creation_input_tokens":0,"cache_read_input_tokens":8000}}}}\n' "$1" "$cost"
+}}
+if [ "$rank" -lt "$need" ]; then answer "too hard <ralph>FAIL $id: too hard for $M</ralph>"; exit 0; fi
+mkdir -p bench-out
+printf '%s\n' "$id" > "bench-out/$id.txt"
+git add "bench-out/$id.txt" && git commit -q -m "feat(story-$id): bench change"
+answer "done <ralph>DONE $id</ralph>"
+"#
+    )
+}
+
+/// Spend per landed story of one run of the 20-story backlog with `agent`
+/// (the config's `agent` section), from ralph's own state.
+fn ladder_run(bin: &Path, agent: &str) -> (f64, usize) {
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, 20, |_| "medium"))],
+    };
+    let config = format!(
+        "{{ \"loop\": {{ \"max_retries\": 3 }}, \"agent\": {agent},\n  \
+         \"parallel\": {{ \"stagger_seconds\": 0, \"agent_memory_mb\": 0 }},\n  \
+         \"decomposition\": {{ \"enabled\": false }}, \"sandbox\": {{ \"mode\": \"off\" }} }}\n"
+    );
+    let p = Project::new(&backlog, &ladder_agent(), |root| {
+        write(root, ".ralph/config.json", &config)
+    });
+    p.run_ok(bin, &["run", "-j", "4"]);
+    let state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(p.root.join(".ralph/state.json")).expect("state"))
+            .expect("state parses");
+    let spent: f64 = state["stories"]
+        .as_object()
+        .map(|o| o.values().filter_map(|s| s["cost_usd"].as_f64()).sum())
+        .unwrap_or(0.0);
+    let landed = p.merges_on_main();
+    (spent / landed.max(1) as f64, landed)
+}
+
+fn fig_ladder(bin: &Path, quick: bool) -> Figure {
+    let runs = if quick { 1 } else { 3 };
+    let mut fig = Figure::new(
+        "ladder",
+        "Spend per landed story: the escalation ladder against always the large model",
+    );
+    let (mut ladder, mut large, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (l, n) = ladder_run(bin, r#"{ "escalation": ["haiku", "sonnet", "opus"] }"#);
+        let (g, m) = ladder_run(bin, r#"{ "model": "opus" }"#);
+        assert_eq!((n, m), (20, 20), "every story lands either way");
+        ladder.push(l);
+        large.push(g);
+        ratio.push(l / g);
+    }
+    fig.rows.push(Row::new(
+        "spend per landed story, ladder haiku → sonnet → opus",
+        "$",
+        ladder,
+    ));
+    fig.rows
+        .push(Row::new("spend per landed story, always opus", "$", large));
+    fig.rows
+        .push(Row::new("ladder ÷ always the large model", "×", ratio).target(Cmp::Le, 0.70));
+    fig.notes.push(format!(
+        "20 stories in one batch, `-j 4`, `loop.max_retries` 3; the fake agent charges per \
+         attempt by the model ralph passed it (`--model`), reported as Claude Code's \
+         `total_cost_usd`: haiku $0.02, sonnet $0.06, opus $0.10 (list prices of the same \
+         tokens); haiku fails {} (6 stories), sonnet also fails {} (2). Spend is ralph's own \
+         record (state.json), every attempt included",
+        LADDER_HARD.replace('|', ", "),
+        LADDER_HARDEST.replace('|', ", ")
     ));
     fig
 }

@@ -31,7 +31,7 @@ git add -A
 git commit -qm init
 cat > "$tmp/bin/claude" <<'AGENT'
 #!/bin/bash
-p="$(cat)"; f="${p%%$'\n'*}"; id="${f#*implement Story }"; id="${id%%:*}"
+p="$(cat)"; f="$(printf '%s\n' "$p" | grep -m1 'implement Story ')"; id="${f#*implement Story }"; id="${id%%:*}"
 if [ "$id" = 1.4 ]; then sleep 2; else sleep 0.3; fi
 echo "$id" > "f-$id.txt"; git add "f-$id.txt"; git commit -qm "story $id"
 printf '{"type":"result","subtype":"success","is_error":false,"result":"<ralph>DONE %s</ralph>","usage":{"input_tokens":1,"output_tokens":1}}\n' "$id"

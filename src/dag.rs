@@ -392,6 +392,7 @@ mod tests {
                 agent: None,
                 allow_empty_done: false,
                 prd_passes: false,
+                model: Default::default(),
                 prd_spec: None,
                 priority: crate::backlog::files::DEFAULT_RANK,
                 files: Vec::new(),

@@ -80,6 +80,8 @@ fn type_words(kind: Kind) -> String {
         Kind::Agent => "agent name".into(),
         Kind::Agents => "array of agent names".into(),
         Kind::ValidationCommands => "array of objects".into(),
+        Kind::Ladder => "array of model names or objects".into(),
+        Kind::Prices => "object of objects".into(),
         Kind::StringMap => "object of strings".into(),
         Kind::Any => "any".into(),
     }
@@ -244,6 +246,21 @@ fn kind_schema(kind: Kind) -> Value {
                 "additionalProperties": false
             }
         }),
+        Kind::Ladder => json!({"type": ["array", "null"], "items": {"anyOf": [
+            {"type": "string"},
+            {"type": "object", "properties": {"agent": {"enum": agents}, "model": {"type": "string"}},
+             "required": ["model"]}
+        ]}}),
+        Kind::Prices => json!({"type": ["object", "null"], "additionalProperties": {
+            "type": "object",
+            "properties": {
+                "input": {"type": "number", "minimum": 0},
+                "output": {"type": "number", "minimum": 0},
+                "cache_read": {"type": "number", "minimum": 0},
+                "cache_write": {"type": "number", "minimum": 0}
+            },
+            "required": ["input", "output"]
+        }}),
         Kind::StringMap => json!({
             "type": ["object", "null"],
             "additionalProperties": {"type": "string"}
@@ -407,7 +424,8 @@ mod tests {
             Kind::Amount => v.as_f64().is_some_and(|x| x >= 0.0),
             Kind::Agent => agent(v),
             Kind::Agents => v.as_array().is_some_and(|a| a.iter().all(agent)),
-            Kind::ValidationCommands => v.is_array(),
+            Kind::ValidationCommands | Kind::Ladder => v.is_array(),
+            Kind::Prices => v.is_object(),
             Kind::StringMap => v
                 .as_object()
                 .is_some_and(|o| o.values().all(Value::is_string)),
@@ -448,6 +466,8 @@ mod tests {
                 Kind::Agent => json!("no-such-agent"),
                 Kind::Agents => json!(["no-such-agent"]),
                 Kind::ValidationCommands => json!(5),
+                Kind::Ladder => json!("haiku"),
+                Kind::Prices => json!({"m": {"input": "cheap"}}),
                 Kind::StringMap => json!(["A=1"]),
                 Kind::Any => continue,
             };

@@ -192,6 +192,7 @@ pub(crate) fn as_backlog(plan: &[Planned], known: &HashSet<String>) -> Backlog {
             estimation: None,
             agent: None,
             allow_empty_done: false,
+            model: Default::default(),
             prd_passes: false,
             prd_spec: None,
             priority: crate::backlog::files::priority_rank(None),

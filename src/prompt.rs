@@ -10,23 +10,20 @@ use std::collections::HashMap;
 use crate::config::Config;
 use crate::state::{FixupCause, Note};
 
-/// The built-in implement template. Its first line names the story.
+/// The built-in implement template. Cache-friendly (issue 25): everything
+/// up to `STORY_PART` is the same, byte for byte, for every story of a run
+/// (it names no story and holds only the run's rules and commands), so the
+/// providers' prompt caches serve it to every parallel attempt; the story's
+/// own part comes last, starting with the line that names it
+/// (`… implement Story <id>: <title>`). Learnings stay in the story's part:
+/// they are chosen per story, by relevance to its spec.
 pub(crate) const BUILTIN_TEMPLATE: &str = "\
-You are an autonomous coding agent. Your task is to implement Story {{STORY_ID}}: {{TITLE}}
+You are an autonomous coding agent working through a project's backlog of
+stories, one story per run. Your story is described at the end of this prompt.
 
-You work alone, in a git worktree of the project on a branch made for this
-story. Implement this one story and nothing else.
+You work alone, in a git worktree of the project on a branch made for your
+story. Implement that one story and nothing else.
 
-## Story specification
-
-{{SPEC_CONTENT}}
-
-{{#if RETRY_CONTEXT}}
-## What happened before
-
-{{RETRY_CONTEXT}}
-
-{{/if}}
 ## How to work
 
 1. Read the code that is already there before you change it.
@@ -39,15 +36,36 @@ story. Implement this one story and nothing else.
    Commands you must not run:
 {{BLOCKED_COMMANDS}}
 {{/if}}
-4. Commit your work on the current branch with this message:
+4. Commit your work on the current branch with the commit message given
+   with your story, staging only the files it names.
+5. Do not merge, rebase, switch branches or push: ralph lands your commit.
+6. End your last message with exactly one status line naming your story's
+   ID: DONE once the story is implemented and committed, FAIL with a
+   reason if you could not finish it (the exact lines are given with your
+   story). Anything the agents working on later stories should know, write
+   as <ralph>LEARN: <one sentence></ralph>.
+
+## Your story
+
+Your task is to implement Story {{STORY_ID}}: {{TITLE}}
+
+Commit message:
    {{COMMIT_MESSAGE}}
 {{COMMIT_STAGE_INSTRUCTIONS}}
-5. Do not merge, rebase, switch branches or push: ralph lands your commit.
-6. End your last message with exactly one status line:
+
+Status line:
    <ralph>DONE {{STORY_ID}}</ralph> once the story is implemented and committed, or
    <ralph>FAIL {{STORY_ID}}: <reason></ralph> if you could not finish it.
-   Anything the agents working on later stories should know, write as
-   <ralph>LEARN: <one sentence></ralph>.
+
+## Story specification
+
+{{SPEC_CONTENT}}
+{{#if RETRY_CONTEXT}}
+
+## What happened before
+
+{{RETRY_CONTEXT}}
+{{/if}}
 {{#if LEARNINGS}}
 
 ## Learnings from earlier stories
@@ -56,10 +74,16 @@ story. Implement this one story and nothing else.
 {{/if}}
 ";
 
+/// Where the story's own part of `BUILTIN_TEMPLATE` begins: what comes
+/// before it is the same for every story of a run.
+pub(crate) const STORY_PART: &str = "## Your story\n";
+
 /// The built-in fix-up template: finished work that could not land goes
 /// back to the agent with what went wrong, without the whole story again
 /// when its session is resumed. `.ralph/templates/fixup.md` overrides it.
-/// Its first line names the story as the implement template's does.
+/// Its first line names the story. Unlike the implement template it is not
+/// ordered for the prompt cache: most of it is the failure's own words, and
+/// a resumed session's cache is its own history.
 pub(crate) const FIXUP_TEMPLATE: &str = "\
 You are an autonomous coding agent. Your work to implement Story {{STORY_ID}}: {{TITLE}} is finished, but it could not land on {{TARGET}} as it is. Fix it up; do not start over.
 
@@ -546,16 +570,53 @@ mod tests {
     }
 
     #[test]
-    fn builtin_first_line_names_the_story() {
+    fn builtin_story_part_begins_with_the_line_naming_the_story() {
+        // Issue 25 moved the story's line from the first line to the start
+        // of the story's part, after what every story of a run shares.
         let v = vars(&[("STORY_ID", "1.2"), ("TITLE", "Seed data")]);
         let out = render(BUILTIN_TEMPLATE, &v);
-        assert!(out
+        let (_, story) = out.split_once(STORY_PART).unwrap();
+        assert!(story
             .lines()
-            .next()
+            .find(|l| !l.is_empty())
             .unwrap()
             .ends_with("implement Story 1.2: Seed data"));
         assert!(!out.contains("{{#if"));
         assert!(!out.contains("Learnings from earlier"));
+    }
+
+    #[test]
+    fn two_stories_share_the_static_part_byte_for_byte() {
+        let mut c = config();
+        c.validation.blocked_commands = vec!["rm -rf /".into()];
+        let one = |id: &str, title: &str, spec: &str, learnings: &[String]| {
+            let input = PromptInput {
+                id,
+                title,
+                spec,
+                learnings,
+                retry_context: Some(id).filter(|i| *i == "2.7"),
+            };
+            render(BUILTIN_TEMPLATE, &vars_for(&c, &input))
+        };
+        let a = one(
+            "1.1",
+            "Seed",
+            "# A\n## Files to Create/Modify\n- `a.rs`\n",
+            &[],
+        );
+        let b = one(
+            "2.7",
+            "Other",
+            "# B\n",
+            &["[Story 1.1] a lesson".to_string()],
+        );
+        let shared = a.find(STORY_PART).unwrap() + STORY_PART.len();
+        assert_eq!(a[..shared], b[..shared]);
+        for part in [&a[..shared], &b[..shared]] {
+            assert!(!part.contains("1.1") && !part.contains("2.7"), "{part}");
+            assert!(part.contains("NEVER run 'rm -rf /'"), "{part}");
+        }
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub(crate) struct Totals {
     pub(crate) blocked: usize,
     pub(crate) usage: Usage,
     pub(crate) cost_usd: f64,
+    /// Some attempt's cost is unknown: `cost_usd` is what was known.
+    pub(crate) cost_unknown: bool,
     /// Seconds until new work may start again (a usage limit), if waiting.
     pub(crate) paused_secs: Option<f64>,
     /// The jobs allowed now and why, when fewer than asked (a usage limit
@@ -81,7 +83,7 @@ fn totals_parts(t: &Totals, elapsed: Option<Duration>) -> Vec<(String, u8)> {
         parts.push((human_duration(e.as_secs_f64()), 2));
     }
     parts.push((format!("{} tokens", short_count(tokens(&t.usage))), 3));
-    parts.push((format!("${:.2}", t.cost_usd), 2));
+    parts.push((crate::spend::money(t.cost_usd, t.cost_unknown, true), 2));
     if let Some(p) = t.paused_secs {
         parts.push((format!("usage limit: new work in {}", human_duration(p)), 0));
     }
@@ -611,9 +613,12 @@ pub(crate) struct RunSummary {
     /// Lifetime totals: every run's attempts.
     pub(crate) usage: Usage,
     pub(crate) cost_usd: f64,
+    pub(crate) cost_unknown: bool,
     /// This run's attempts only.
     pub(crate) run_tokens: u64,
     pub(crate) run_cost_usd: f64,
+    /// Some attempt of this run has an unknown cost (issue 25: never $0.00).
+    pub(crate) run_cost_unknown: bool,
     /// `-n`/`loop.max_iterations`, when it stopped a run with work left.
     pub(crate) limit_reached: Option<u64>,
     /// Validated work waiting for a person (`landing.mode: review`).
@@ -628,7 +633,7 @@ pub(crate) struct RunSummary {
 /// figures over the stories it selected, lifetime totals on their own line.
 pub(crate) fn render_summary(s: &RunSummary) -> String {
     let mut out = format!(
-        "RUN SUMMARY: {}/{} done, {} failed, {} blocked, {} pending · {} · {} tokens · ${:.2}\n",
+        "RUN SUMMARY: {}/{} done, {} failed, {} blocked, {} pending · {} · {} tokens · {}\n",
         s.done,
         s.total,
         s.failed.len(),
@@ -636,12 +641,12 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         s.pending,
         human_duration(s.elapsed_secs),
         s.run_tokens,
-        s.run_cost_usd
+        crate::spend::money(s.run_cost_usd, s.run_cost_unknown, true)
     );
     out.push_str(&format!(
-        "lifetime (all runs): {} tokens · ${:.2}\n",
+        "lifetime (all runs): {} tokens · {}\n",
         tokens(&s.usage),
-        s.cost_usd
+        crate::spend::money(s.cost_usd, s.cost_unknown, true)
     ));
     // This run's, labelled: the lifetime figures are `ralph stats`'.
     if let Some(line) = render_waste(&s.waste) {
@@ -1059,8 +1064,10 @@ mod tests {
             elapsed_secs: 4000.0,
             usage,
             cost_usd: 12.5,
+            cost_unknown: false,
             run_tokens: 234_000,
             run_cost_usd: 2.5,
+            run_cost_unknown: false,
             limit_reached: None,
             in_review: vec!["1.4".into()],
             all_complete: false,

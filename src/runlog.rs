@@ -81,6 +81,9 @@ pub(crate) enum Ev {
         slot: usize,
         agent: String,
         kind: AttemptKind,
+        /// The model it runs on, when ralph chose one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
         /// The story's `estimation` at the time.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         est: Option<String>,
@@ -99,6 +102,11 @@ pub(crate) enum Ev {
         #[serde(default)]
         usage: Usage,
         cost_usd: f64,
+        /// No cost reported and no price known: `cost_usd` is a floor.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cost_unknown: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
         secs: f64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         saved_ref: Option<String>,
@@ -594,6 +602,7 @@ mod tests {
                 slot: 0,
                 agent: "claude".into(),
                 kind: AttemptKind::Redo,
+                model: Some("haiku".into()),
                 est: Some("small".into()),
             },
         };

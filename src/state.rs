@@ -185,6 +185,13 @@ pub(crate) struct AttemptRecord {
     pub(crate) usage: Usage,
     #[serde(default)]
     pub(crate) cost_usd: f64,
+    /// No cost was reported and no price is known: `cost_usd` is a floor.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) cost_unknown: bool,
+    /// The model ralph chose for it (`agent.model`, a story's `model:`,
+    /// the escalation ladder); absent when the CLI chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) saved_ref: Option<String>,
     /// The agent backend that ran the attempt.

@@ -100,6 +100,8 @@ pub(crate) struct Figures {
     pub(crate) by_estimation: BTreeMap<String, Durations>,
     pub(crate) most_failed: Vec<MostFailed>,
     pub(crate) per_story: BTreeMap<String, StoryFigures>,
+    /// Spend per landed story, model and backend (`spend`).
+    pub(crate) costs: crate::spend::Costs,
 }
 
 /// What a run was: when, how, how it ended, and its figures.
@@ -321,6 +323,7 @@ pub(crate) fn figures(runs: &[&RunData]) -> Figures {
             absorb(&mut f, &mut est_of, &r.ev);
         }
     }
+    f.costs = crate::spend::costs(runs.iter().flat_map(|r| r.records.iter().map(|r| &r.ev)));
     f.runs_per_landed = (f.landed > 0).then(|| f.attempts as f64 / f.landed as f64);
     f.slot_utilisation = (f.slot_secs > 0.0).then(|| (f.slot_busy_secs / f.slot_secs).min(1.0));
     let mut by_est: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
@@ -561,13 +564,38 @@ fn figures_text(f: &Figures, out: &mut String) {
         .slot_utilisation
         .map(|u| format!("{:.0}%", u * 100.0))
         .unwrap_or_else(|| "–".into());
+    let c = &f.costs;
     out.push_str(&format!(
         "  {} tokens · {} · slots busy {util} · paused {} · conflicts {}\n",
         short_count(f.tokens),
-        money(f.cost_usd),
+        crate::spend::money(f.cost_usd, c.unknown > 0, c.unknown < f.attempts),
         human_duration(f.paused_secs),
         f.conflicts
     ));
+    if c.landed > 0 || c.unlanded_cost_usd > 0.0 {
+        let per = match c.per_landed_story() {
+            Some(p) => format!("${p:.2}"),
+            None if c.landed == 0 => "–".to_string(),
+            None => "unknown".to_string(),
+        };
+        let never = c
+            .unlanded_share()
+            .map(|s| format!("; {:.0}% of spend on stories that never landed", s * 100.0))
+            .unwrap_or_default();
+        out.push_str(&format!("  spend per landed story {per}{never}\n"));
+    }
+    if !c.per_model.is_empty() {
+        out.push_str(&format!(
+            "  by model: {}\n",
+            crate::spend::bucket_text(&c.per_model)
+        ));
+    }
+    if c.per_backend.len() > 1 {
+        out.push_str(&format!(
+            "  by backend: {}\n",
+            crate::spend::bucket_text(&c.per_backend)
+        ));
+    }
     if !f.by_estimation.is_empty() {
         let parts: Vec<String> = f
             .by_estimation
@@ -717,6 +745,7 @@ pub(crate) fn sample_run(id: &str, t0: f64) -> RunData {
                 slot,
                 agent: "claude".into(),
                 kind,
+                model: None,
                 est: Some(if story == "2.1" { "large" } else { "small" }.into()),
             },
         )
@@ -735,6 +764,8 @@ pub(crate) fn sample_run(id: &str, t0: f64) -> RunData {
                 tokens: 1000,
                 usage: Default::default(),
                 cost_usd: 0.5,
+                cost_unknown: false,
+                model: None,
                 secs,
                 saved_ref: None,
             },

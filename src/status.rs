@@ -58,6 +58,13 @@ pub(crate) struct StoryRow {
     pub(crate) last_error: Option<String>,
     /// The agent of the latest attempt.
     pub(crate) agent: Option<String>,
+    /// The model of the latest attempt, when ralph chose one (issue 25).
+    pub(crate) model: Option<String>,
+    /// The model of each attempt on record, oldest first (`null` where the
+    /// CLI chose).
+    pub(crate) models: Vec<Option<String>>,
+    /// Some attempt's cost is unknown: `cost_usd` is what was known.
+    pub(crate) cost_unknown: bool,
 }
 
 /// Every story of the backlog with its status and record; attempts by
@@ -106,6 +113,9 @@ pub(crate) fn story_rows(
                 landed_commit: rec.landed_commit.clone(),
                 last_error: rec.last_error.clone(),
                 agent: rec.history.last().and_then(|h| h.agent.clone()),
+                model: rec.history.last().and_then(|h| h.model.clone()),
+                models: rec.history.iter().map(|h| h.model.clone()).collect(),
+                cost_unknown: rec.history.iter().any(|h| h.cost_unknown),
             }
         })
         .collect()
@@ -164,6 +174,7 @@ mod tests {
             agent: None,
             allow_empty_done: false,
             prd_passes: true,
+            model: Default::default(),
             prd_spec: None,
             priority: crate::backlog::files::DEFAULT_RANK,
             files: Vec::new(),

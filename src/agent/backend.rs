@@ -108,6 +108,17 @@ impl Backend {
         }
     }
 
+    /// How this CLI is told its model: `None` when it has no choice of
+    /// model on its command line (Amp picks by mode, Antigravity and a
+    /// custom command by their own settings), so `validate` refuses one.
+    pub(crate) fn model_flag(self) -> Option<&'static str> {
+        match self {
+            Backend::Claude | Backend::Cursor => Some("--model"),
+            Backend::Codex | Backend::Gemini | Backend::Opencode => Some("-m"),
+            Backend::Agy | Backend::Amp | Backend::Custom => None,
+        }
+    }
+
     /// Variables removed from the agent's environment: a nested Claude Code
     /// refuses to start when it sees it is inside another one, and the
     /// other CLIs inherit nothing useful from them either.

@@ -36,6 +36,19 @@ pub(crate) struct Settings {
     pub(crate) claude_command: String,
     /// `claude.flags`; `None` means the default flags of SPEC 4.2.
     pub(crate) claude_flags: Option<Vec<String>>,
+    /// `agent.model` (or `--model`): the model attempts run on when no
+    /// ladder or story says otherwise; `None` leaves it to the CLI.
+    pub(crate) model: Option<String>,
+    /// `agent.escalation`: the rungs retries climb, cheapest first.
+    pub(crate) escalation: Vec<Rung>,
+}
+
+/// One rung of the escalation ladder: a model, and the backend that runs
+/// it when it is not the story's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rung {
+    pub(crate) agent: Option<Backend>,
+    pub(crate) model: String,
 }
 
 /// The executable and arguments `backend` runs with: `agent.command` and
@@ -146,6 +159,43 @@ pub(crate) fn resume_args(backend: Backend, args: &[String], session: &str) -> O
         }
         _ => None,
     }
+}
+
+/// The arguments of `backend` told to run `model`, in the place its CLI
+/// reads the flag: before everything for Claude Code, Cursor and Gemini
+/// (a list-taking flag at the end would swallow it), after the `exec` or
+/// `run` subcommand for Codex and opencode (`provider/model`). A model the
+/// configured arguments already name is replaced, not given twice. `None`
+/// when the CLI has no model flag or its arguments no place for one.
+pub(crate) fn with_model(backend: Backend, args: &[String], model: &str) -> Option<Vec<String>> {
+    let flag = backend.model_flag()?;
+    if model.is_empty() || model.starts_with('-') {
+        return None;
+    }
+    let long = (flag == "-m").then_some("--model");
+    let is_flag = |a: &str| a == flag || Some(a) == long;
+    let is_joined = |a: &str| {
+        [Some(flag), long]
+            .into_iter()
+            .flatten()
+            .any(|f| a.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
+    };
+    let mut rest = Vec::with_capacity(args.len());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if is_flag(a) {
+            it.next();
+        } else if !is_joined(a) {
+            rest.push(a.clone());
+        }
+    }
+    let at = match backend {
+        Backend::Codex => rest.iter().position(|a| a == "exec")? + 1,
+        Backend::Opencode => rest.iter().position(|a| a == "run")? + 1,
+        _ => 0,
+    };
+    rest.splice(at..at, [flag.to_string(), model.to_string()]);
+    Some(rest)
 }
 
 /// `post_story`'s `RALPH_RESULT` values.
@@ -395,6 +445,52 @@ mod tests {
         assert_eq!(resume_args(Backend::Claude, &claude, "a b"), None);
         assert_eq!(resume_args(Backend::Gemini, &[], "s"), None);
         assert!(resumes(Backend::Claude) && resumes(Backend::Codex) && !resumes(Backend::Custom));
+    }
+
+    #[test]
+    fn each_cli_gets_the_model_in_its_own_flag() {
+        let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let on = |b: Backend, m: &str| with_model(b, &strs(b.default_args()), m);
+        assert_eq!(
+            &on(Backend::Claude, "haiku").unwrap()[..2],
+            ["--model", "haiku"]
+        );
+        assert_eq!(
+            &on(Backend::Codex, "gpt-5").unwrap()[..3],
+            ["exec", "-m", "gpt-5"]
+        );
+        assert_eq!(
+            &on(Backend::Gemini, "gemini-2.5-pro").unwrap()[..2],
+            ["-m", "gemini-2.5-pro"]
+        );
+        assert_eq!(
+            &on(Backend::Opencode, "anthropic/claude-sonnet-4-5").unwrap()[..3],
+            ["run", "-m", "anthropic/claude-sonnet-4-5"]
+        );
+        assert_eq!(
+            &on(Backend::Cursor, "gpt-5").unwrap()[..2],
+            ["--model", "gpt-5"]
+        );
+        for b in [Backend::Amp, Backend::Agy, Backend::Custom] {
+            assert_eq!(on(b, "x"), None, "{b:?}");
+        }
+        // A model the flags already name is replaced, in either spelling.
+        let mine = strs(&["--model=opus", "-p", "--model", "sonnet", "--verbose"]);
+        assert_eq!(
+            with_model(Backend::Claude, &mine, "haiku").unwrap(),
+            strs(&["--model", "haiku", "-p", "--verbose"])
+        );
+        let codex = strs(&["exec", "--model", "o3", "--json", "-"]);
+        assert_eq!(
+            with_model(Backend::Codex, &codex, "gpt-5").unwrap(),
+            strs(&["exec", "-m", "gpt-5", "--json", "-"])
+        );
+        // No subcommand to follow, or a model that reads as an option.
+        assert_eq!(
+            with_model(Backend::Codex, &strs(&["--json"]), "gpt-5"),
+            None
+        );
+        assert_eq!(on(Backend::Claude, "--evil"), None);
     }
 
     fn exit(code: i32) -> AttemptExit {

@@ -113,6 +113,8 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         agent: field("agent"),
         allow_empty_done: false,
         priority: field("priority"),
+        model: field("model").filter(|m| !m.trim().is_empty()),
+        effort: field("effort"),
     };
     match map.get("allow_empty_done") {
         None | Some(serde_yaml_ng::Value::Null) => {}

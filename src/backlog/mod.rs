@@ -76,6 +76,37 @@ pub(crate) struct Story {
     /// Files the story says it will touch (its spec's "Files to
     /// Create/Modify", prd.json `files`), for conflict-aware dispatch.
     pub(crate) files: Vec<String>,
+    /// Frontmatter (prd.json) `model:` and `effort:`: the model its first
+    /// attempt runs on, or where it starts on `agent.escalation`.
+    pub(crate) model: ModelChoice,
+}
+
+/// A story's own word on its model (issue 25).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ModelChoice {
+    /// `model: NAME`.
+    pub(crate) model: Option<String>,
+    /// `effort: low|medium|high`.
+    pub(crate) effort: Option<Effort>,
+}
+
+/// How hard a story says it is: the rung of the ladder it starts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effort {
+    Low,
+    Medium,
+    High,
+}
+
+impl Effort {
+    pub(crate) fn parse(s: &str) -> Option<Effort> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "low" => Some(Effort::Low),
+            "medium" => Some(Effort::Medium),
+            "high" => Some(Effort::High),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -181,6 +212,9 @@ pub(crate) struct Frontmatter {
     pub(crate) allow_empty_done: bool,
     /// `priority` as written (critical, high, medium, low).
     pub(crate) priority: Option<String>,
+    /// `model:` and `effort:` (checked when the story is built).
+    pub(crate) model: Option<String>,
+    pub(crate) effort: Option<String>,
 }
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
@@ -245,6 +279,45 @@ pub(crate) fn load(root: &Path, config: &Config) -> Result<Backlog, Vec<Problem>
 /// cannot be read stands there with no dependencies of its own (the stories
 /// naming it still find it).
 pub(crate) fn load_partial(root: &Path, config: &Config) -> (Option<Backlog>, Vec<Problem>) {
+    let (backlog, mut problems) = load_any(root, config);
+    if let Some(b) = &backlog {
+        problems.extend(model_problems(b, config));
+    }
+    (backlog, problems)
+}
+
+/// A story's `model:` for a backend that has no choice of model (Amp,
+/// Antigravity, a custom command): refused, naming the file and the key.
+fn model_problems(backlog: &Backlog, config: &Config) -> Vec<Problem> {
+    backlog
+        .stories
+        .iter()
+        .filter_map(|s| {
+            let model = s.model.model.as_ref()?;
+            let backend = s.agent.unwrap_or(config.agent.name);
+            if backend.model_flag().is_some() {
+                return None;
+            }
+            let file = s
+                .spec_path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| backlog.source_file().to_string());
+            Some(Problem::new(
+                &file,
+                None,
+                format!(
+                    "story {}: model {model:?}, but the {} agent has no choice of model on its \
+                     command line; remove `model:` or name another `agent:`",
+                    s.id,
+                    backend.name()
+                ),
+            ))
+        })
+        .collect()
+}
+
+fn load_any(root: &Path, config: &Config) -> (Option<Backlog>, Vec<Problem>) {
     if let Some(mut tracker) = tracker::open(root, config) {
         let read = tracker.read(crate::timefmt::now_secs());
         return (read.backlog, read.problems);
@@ -363,6 +436,26 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                 continue;
             }
         };
+        let effort = match fm.effort.as_deref().map(|e| (e, Effort::parse(e))) {
+            None => None,
+            Some((_, Some(e))) => Some(e),
+            Some((word, None)) => {
+                problems.push(Problem::new(
+                    &spec,
+                    None,
+                    format!(
+                        "story {}: effort {word:?} in the frontmatter is not low, medium or high",
+                        entry.id
+                    ),
+                ));
+                stories.push(stub(&entry));
+                continue;
+            }
+        };
+        let model = ModelChoice {
+            model: fm.model.map(|m| m.trim().to_string()),
+            effort,
+        };
         let title = if !entry.title.is_empty() {
             entry.title
         } else if let Some(t) = fm.title.filter(|t| !t.trim().is_empty()) {
@@ -381,6 +474,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
             agent,
             allow_empty_done: fm.allow_empty_done,
             prd_passes: false,
+            model,
             prd_spec: None,
             priority: files::priority_rank(fm.priority.as_deref()),
             files,
@@ -409,6 +503,7 @@ fn stub(entry: &QueueEntry) -> Story {
         agent: None,
         allow_empty_done: false,
         prd_passes: false,
+        model: Default::default(),
         prd_spec: None,
         priority: files::priority_rank(None),
         files: Vec::new(),
@@ -713,6 +808,8 @@ mod tests {
                 agent: None,
                 allow_empty_done: false,
                 priority: Some("high".into()),
+                model: None,
+                effort: None,
             }
         );
         assert_eq!(

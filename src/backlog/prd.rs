@@ -205,6 +205,28 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 Vec::new()
             }
         };
+        let text_field = |key: &str| match s.get(key) {
+            Some(serde_json::Value::String(v)) if !v.trim().is_empty() => {
+                Ok(Some(v.trim().to_string()))
+            }
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(other) => Err(format!("\"{key}\" must be a string, got {other}")),
+        };
+        let model_name = text_field("model").unwrap_or_else(|e| {
+            bad(e);
+            None
+        });
+        let effort = match text_field("effort") {
+            Ok(Some(e)) => super::Effort::parse(&e).or_else(|| {
+                bad(format!("\"effort\" must be low, medium or high, got {e:?}"));
+                None
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                bad(e);
+                None
+            }
+        };
         let title = if title.is_empty() { id.clone() } else { title };
         let prd_spec = render_prd_spec(&id, &title, &description, &criteria);
         stories.push((
@@ -220,6 +242,10 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 agent: None,
                 allow_empty_done: false,
                 prd_passes: passes,
+                model: super::ModelChoice {
+                    model: model_name,
+                    effort,
+                },
                 prd_spec: Some(prd_spec),
                 priority: files::DEFAULT_RANK,
                 files,

@@ -298,6 +298,10 @@ pub(super) struct RunArgs {
     /// work finishes and lands, exit 1 [default: budget.max_cost_usd, none]
     #[arg(long = "max-cost", value_name = "USD")]
     pub(super) max_cost: Option<f64>,
+    /// Model every attempt of this run runs on, the escalation ladder off
+    /// [default: a story's model:, agent.escalation, agent.model]
+    #[arg(long = "model", value_name = "NAME")]
+    pub(super) model: Option<String>,
     /// Accepted for Ralph v2 scripts: ralph never waits on a prompt
     #[arg(long = "no-interactive")]
     pub(super) no_interactive: bool,

@@ -20,6 +20,7 @@ pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         log: a.log,
         agent: a.agent,
         max_cost: a.max_cost,
+        model: a.model,
         no_dashboard: a.no_dashboard,
         serve: a.serve,
         decompose: None,

@@ -139,6 +139,10 @@ fn status_once(
                 "attempts": s.figures.attempts,
                 "tokens": s.figures.tokens,
                 "cost_usd": s.figures.cost_usd,
+                "cost_unknown_attempts": s.figures.costs.unknown,
+                "spend_per_landed_story_usd": s.figures.costs.per_landed_story(),
+                "by_model": s.figures.costs.per_model,
+                "by_backend": s.figures.costs.per_backend,
             })),
             "stories": crate::status::story_rows(&project, &state, None),
             // Steering (issue 24): what a person asked for.

@@ -24,6 +24,10 @@ pub(crate) enum Kind {
     Agents,
     /// `[{"name", "cmd", "required"}]`.
     ValidationCommands,
+    /// `["haiku", {"agent": "codex", "model": "gpt-5"}]`: the escalation ladder.
+    Ladder,
+    /// `{"model": {"input": N, "output": N, ...}}`: prices per million tokens.
+    Prices,
     /// An object whose values are strings.
     StringMap,
     /// Anything: ralph does not read the value.
@@ -166,6 +170,27 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "Backends that take new attempts, in order, while the ones before them wait for \
          a usage limit to reset; ralph goes back to the first when it resets.",
     ),
+    key_or(
+        "agent.model",
+        Kind::Str,
+        "the CLI's own",
+        "The model attempts run on, given to each CLI in its own flag (`--model` for Claude \
+         Code and Cursor, `-m` for Codex and Gemini CLI, `-m provider/model` for opencode); \
+         a story's `model:` and `agent.escalation` choose per attempt, `ralph run --model` \
+         overrides it for one run. Amp, Antigravity and a custom command have no model \
+         flag: `validate` refuses it for them. See docs/cost.md.",
+    ),
+    key_or(
+        "agent.escalation",
+        Kind::Ladder,
+        "`[]` (no ladder)",
+        "The escalation ladder, cheapest first: `[\"haiku\", \"sonnet\", \"opus\"]`, or \
+         `{\"agent\": \"codex\", \"model\": \"gpt-5\"}` entries to change backend too. \
+         Attempt n of a story runs rung min(n-1, last); a story's `model:` or `effort: \
+         low|medium|high` picks its first rung; fix-ups stay on the model whose work they \
+         fix; decompositions and postmortems use the top rung; a usage limit does not move \
+         a story up.",
+    ),
     key(
         "limits.max_wait_hours",
         Kind::Uint { min: 0 },
@@ -189,6 +214,14 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "no limit",
         "As `budget.max_cost_usd`, for all runs of the project together (`state.json` \
          keeps the total).",
+    ),
+    key_or(
+        "budget.max_cost_per_story_usd",
+        Kind::Amount,
+        "no limit",
+        "Most one story may cost over all its attempts, fix-ups and splits, in USD. A story \
+         past it after a failed attempt is not retried: it fails (or is decomposed) as \
+         after its last retry.",
     ),
     key_or(
         "budget.max_tokens",
@@ -506,5 +539,15 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "Custom Ray resources each attempt's job asks for, e.g. `{\"ralph_slot\": 1}`: \
          start each node with `--resources='{\"ralph_slot\": 2}'` to run at most two \
          attempts there.",
+    ),
+    key_or(
+        "pricing",
+        Kind::Prices,
+        "the built-in table (docs/cost.md)",
+        "Prices of models in USD per million tokens, over ralph's table of known models: \
+         `{\"my-model\": {\"input\": 3, \"output\": 15, \"cache_read\": 0.3, \
+         \"cache_write\": 3.75}}` (the cache prices default to the input price). A name \
+         also prices the models it begins. Tokens of a CLI that reports no cost are \
+         priced so; a model with no price costs \"unknown\", never $0.",
     ),
 ];

@@ -69,6 +69,8 @@ pub(crate) struct Config {
     pub(crate) executor: Executor,
     /// `backlog.*`: files, or an issue tracker (issue 27).
     pub(crate) backlog: BacklogSource,
+    /// `pricing`: prices of models, over the built-in table (issue 25).
+    pub(crate) pricing: crate::pricing::Table,
 }
 
 /// The built-in defaults as JSON (SPEC 3.1).
@@ -316,6 +318,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let sandbox = sections::sandbox(&mut r);
     let executor = executor::executor(&mut r);
     let backlog = sections::backlog(&mut r);
+    let pricing = sections::pricing(&mut r);
 
     let problems = std::mem::take(&mut r.problems);
     let read = r.read.take();
@@ -350,6 +353,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         sandbox,
         executor,
         backlog,
+        pricing,
     })
 }
 

@@ -157,6 +157,23 @@ pub(super) fn agent(r: &mut Reader) -> crate::agent::Settings {
             ),
         }
     }
+    let model = r
+        .get("agent.model")
+        .is_some()
+        .then(|| r.string("agent.model", false))
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty());
+    if model.is_some() && backend.model_flag().is_none() {
+        r.problem(
+            "agent.model",
+            format!(
+                "agent.model is set, but the {} agent has no choice of model on its command \
+                 line; remove agent.model or choose another agent.name",
+                backend.name()
+            ),
+        );
+    }
+    let escalation = escalation(r, backend);
     crate::agent::Settings {
         name: backend,
         command,
@@ -164,7 +181,137 @@ pub(super) fn agent(r: &mut Reader) -> crate::agent::Settings {
         fallback,
         claude_command,
         claude_flags,
+        model,
+        escalation,
     }
+}
+
+/// `agent.escalation`: model names (run by `agent.name`'s backend) or
+/// `{"agent": "codex", "model": "gpt-5"}` rungs, cheapest first. A rung
+/// whose backend has no model flag is refused, naming the key.
+fn escalation(r: &mut Reader, default: crate::agent::Backend) -> Vec<crate::agent::Rung> {
+    use crate::agent::{Backend, Rung};
+    const KEY: &str = "agent.escalation";
+    let Some(v) = r.get(KEY).cloned() else {
+        return Vec::new();
+    };
+    let Some(items) = v.as_array() else {
+        r.problem(
+            KEY,
+            format!(
+                "{KEY} must be an array of model names or {{\"agent\", \"model\"}} objects, \
+                 cheapest first, such as [\"haiku\", \"sonnet\", \"opus\"]; got {v}"
+            ),
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let rung = match item {
+            serde_json::Value::String(m) if !m.trim().is_empty() => Some(Rung {
+                agent: None,
+                model: m.trim().to_string(),
+            }),
+            serde_json::Value::Object(o) => {
+                let agent = o.get("agent").and_then(|a| a.as_str());
+                let model = o.get("model").and_then(|m| m.as_str()).map(str::trim);
+                match (agent.map(Backend::parse), model) {
+                    (Some(None), _) => {
+                        r.problem(
+                            KEY,
+                            format!(
+                                "{KEY} names the agent {:?}, not one ralph knows; one of: {}",
+                                agent.unwrap_or_default(),
+                                Backend::names()
+                            ),
+                        );
+                        continue;
+                    }
+                    (a, Some(m)) if !m.is_empty() => Some(Rung {
+                        agent: a.flatten(),
+                        model: m.to_string(),
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some(rung) = rung else {
+            r.problem(
+                KEY,
+                format!("{KEY} entry {item} is neither a model name nor {{\"agent\", \"model\"}}"),
+            );
+            continue;
+        };
+        let backend = rung.agent.unwrap_or(default);
+        if backend.model_flag().is_none() {
+            r.problem(
+                KEY,
+                format!(
+                    "{KEY} runs {:?} on the {} agent, which has no choice of model on its \
+                     command line; name another agent for that rung",
+                    rung.model,
+                    backend.name()
+                ),
+            );
+            continue;
+        }
+        out.push(rung);
+    }
+    out
+}
+
+/// `pricing`: USD per million tokens of models ralph does not know, or
+/// other prices for those it does: `{"model": {"input": 3, "output": 15,
+/// "cache_read": 0.3, "cache_write": 3.75}}` (the cache prices default to
+/// the input price).
+pub(super) fn pricing(r: &mut Reader) -> crate::pricing::Table {
+    const KEY: &str = "pricing";
+    let Some(v) = r.get(KEY).cloned() else {
+        return crate::pricing::Table::default();
+    };
+    let Some(map) = v.as_object() else {
+        r.problem(
+            KEY,
+            format!(
+                "{KEY} must be an object of models, such as {{\"my-model\": {{\"input\": 3, \
+                 \"output\": 15}}}} (USD per million tokens); got {v}"
+            ),
+        );
+        return crate::pricing::Table::default();
+    };
+    let mut own = Vec::new();
+    for (model, price) in map {
+        let num = |k: &str| {
+            price
+                .get(k)
+                .and_then(|x| x.as_f64())
+                .filter(|x| x.is_finite() && *x >= 0.0)
+        };
+        let has = |k: &str| price.get(k).is_some_and(|x| !x.is_null());
+        let bad = ["input", "output", "cache_read", "cache_write"]
+            .into_iter()
+            .find(|k| has(k) && num(k).is_none());
+        match (price.is_object(), num("input"), num("output"), bad) {
+            (true, Some(input), Some(output), None) => own.push((
+                model.clone(),
+                crate::pricing::Price {
+                    input,
+                    output,
+                    cache_read: num("cache_read").unwrap_or(input),
+                    cache_write: num("cache_write").unwrap_or(input),
+                },
+            )),
+            _ => r.problem(
+                KEY,
+                format!(
+                    "{KEY}.{model} must be {{\"input\": N, \"output\": N}} with optional \
+                     \"cache_read\" and \"cache_write\", each USD per million tokens; got {price}"
+                ),
+            ),
+        }
+    }
+    crate::pricing::Table { own }
 }
 
 /// `limits.*`: usage limits of the agent's provider.
@@ -191,6 +338,9 @@ pub(crate) struct Budget {
     /// `budget.max_tokens`: the most tokens one run may use (for agents
     /// that report tokens but no cost).
     pub(crate) tokens: Option<u64>,
+    /// `budget.max_cost_per_story_usd`: the most one story may cost over
+    /// all its attempts; past it, it fails (or is split) as after its last retry.
+    pub(crate) story_usd: Option<f64>,
 }
 
 pub(super) fn budget(r: &mut Reader) -> Budget {
@@ -203,10 +353,12 @@ pub(super) fn budget(r: &mut Reader) -> Budget {
             "a whole number of tokens, at least 1",
         )
     });
+    let story_usd = r.amount("budget.max_cost_per_story_usd");
     Budget {
         run_usd,
         total_usd,
         tokens,
+        story_usd,
     }
 }
 

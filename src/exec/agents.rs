@@ -38,6 +38,14 @@ pub(crate) fn resolve_agents(
 ) -> Result<HashMap<Backend, (String, Vec<String>)>, RalphError> {
     let mut used: Vec<Backend> = vec![default];
     used.extend(project.config.agent.fallback.iter().copied());
+    used.extend(
+        project
+            .config
+            .agent
+            .escalation
+            .iter()
+            .filter_map(|r| r.agent),
+    );
     used.extend(project.backlog.stories.iter().filter_map(|s| s.agent));
     let mut out = HashMap::new();
     for b in used {

@@ -583,6 +583,8 @@ impl Job {
             note: req.note.clone(),
             resume: req.resume.clone(),
             agent: req.agent.name().to_string(),
+            model: req.model.clone(),
+            postmortem_model: req.postmortem_model.clone(),
             timeout_secs: ctx.timeout.as_secs(),
             base: base.clone(),
         };

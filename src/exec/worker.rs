@@ -64,6 +64,11 @@ pub(crate) struct WorkerSpec {
     pub(crate) note: Option<Note>,
     pub(crate) resume: Option<String>,
     pub(crate) agent: String,
+    /// The model it runs on (`AttemptRequest::model`), and its postmortem's.
+    #[serde(default)]
+    pub(crate) model: Option<String>,
+    #[serde(default)]
+    pub(crate) postmortem_model: Option<String>,
     pub(crate) timeout_secs: u64,
     /// The target tip pushed to the relay's base ref.
     pub(crate) base: Oid,
@@ -178,6 +183,8 @@ pub(crate) struct WireReport {
     pub(crate) verdict: WireVerdict,
     pub(crate) usage: Usage,
     pub(crate) cost_usd: f64,
+    #[serde(default)]
+    pub(crate) cost_unknown: bool,
     pub(crate) duration_ms: u64,
     pub(crate) learnings: Vec<String>,
     pub(crate) saved_ref: Option<String>,
@@ -208,6 +215,7 @@ impl WireReport {
             verdict: WireVerdict::from_verdict(&r.verdict),
             usage: r.usage,
             cost_usd: r.cost_usd,
+            cost_unknown: r.cost_unknown,
             duration_ms: r.duration.as_millis() as u64,
             learnings: r.learnings.clone(),
             saved_ref: r.saved_ref.clone(),
@@ -232,6 +240,7 @@ impl WireReport {
         let mut r = AttemptReport::empty(req, self.verdict.to_verdict(), log_rel);
         r.usage = self.usage;
         r.cost_usd = self.cost_usd;
+        r.cost_unknown = self.cost_unknown;
         r.duration = Duration::from_millis(self.duration_ms);
         r.learnings = self.learnings;
         r.saved_ref = self.saved_ref;
@@ -343,6 +352,7 @@ fn fault(reason: String, kind: FaultKind) -> WireReport {
         verdict: WireVerdict::from_verdict(&Verdict::Fault { reason, kind }),
         usage: Usage::default(),
         cost_usd: 0.0,
+        cost_unknown: false,
         duration_ms: 0,
         learnings: Vec::new(),
         saved_ref: None,
@@ -518,6 +528,8 @@ async fn attempt_in_slot(
         note: spec.note.clone(),
         resume: spec.resume.clone(),
         agent: backend,
+        model: spec.model.clone(),
+        postmortem_model: spec.postmortem_model.clone(),
     };
     ctx.log.line(&format!(
         "worker slot {slot}: story {} attempt {} from {}",
@@ -616,6 +628,8 @@ mod tests {
             }),
             resume: None,
             agent: "claude".into(),
+            model: Some("haiku".into()),
+            postmortem_model: None,
             timeout_secs: 60,
             base: "0".repeat(40),
         }

@@ -252,7 +252,21 @@ fn cards(f: &Figures, o: &mut String) {
         "agent runs per landed story",
     );
     card(o, short_count(f.tokens), "tokens");
-    card(o, format!("${:.2}", f.cost_usd), "cost");
+    let c = &f.costs;
+    card(
+        o,
+        crate::spend::money(f.cost_usd, c.unknown > 0, c.unknown < f.attempts),
+        "cost",
+    );
+    card(
+        o,
+        match c.per_landed_story() {
+            Some(p) => format!("${p:.2}"),
+            None if c.landed > 0 => "unknown".into(),
+            None => "–".into(),
+        },
+        "spend per landed story",
+    );
     card(o, human_duration(f.agent_secs), "agent time");
     card(
         o,
@@ -332,6 +346,20 @@ fn cards(f: &Figures, o: &mut String) {
             o,
             "<div class=\"meta\">cost by agent: {}</div>",
             spend(&f.per_agent)
+        );
+    }
+    if let Some(share) = c.unlanded_share() {
+        let _ = write!(
+            o,
+            "<div class=\"meta\">spent on stories that never landed: {:.0}%</div>",
+            share * 100.0
+        );
+    }
+    if !c.per_model.is_empty() {
+        let _ = write!(
+            o,
+            "<div class=\"meta\">cost by model: {}</div>",
+            esc(&crate::spend::bucket_text(&c.per_model))
         );
     }
     if !f.most_failed.is_empty() {

@@ -12,7 +12,7 @@ pub(super) fn table(p: &PageInput, o: &mut String) {
         "<h2>Stories</h2><input id=\"filter\" placeholder=\"filter: ID, title, status, error…\">\
          <div class=\"scroll\"><table id=\"stories\"><thead><tr><th>ID</th><th>title</th>\
          <th>status</th><th>est.</th><th>agent runs</th><th>by kind</th><th>tokens</th>\
-         <th>cost</th><th>agent time</th><th>agent</th><th>landed</th><th>last error</th>\
+         <th>cost</th><th>agent time</th><th>agent</th><th>model</th><th>landed</th><th>last error</th>\
          </tr></thead><tbody>\n",
     );
     for s in &p.stories {
@@ -20,8 +20,8 @@ pub(super) fn table(p: &PageInput, o: &mut String) {
             o,
             "<tr id=\"s-{id}\"><td>{id}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td class=\"n\" data-v=\"{}\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
-             <td class=\"n\" data-v=\"{:.4}\">${:.2}</td><td class=\"n\" data-v=\"{:.0}\">{}</td>\
-             <td>{}</td><td><code>{}</code></td><td class=\"err\" title=\"{err}\">{err}</td></tr>",
+             <td class=\"n\" data-v=\"{:.4}\">{}</td><td class=\"n\" data-v=\"{:.0}\">{}</td>\
+             <td>{}</td><td title=\"{}\">{}</td><td><code>{}</code></td><td class=\"err\" title=\"{err}\">{err}</td></tr>",
             esc(&s.title),
             s.status,
             esc(s.estimation.as_deref().unwrap_or("")),
@@ -35,7 +35,7 @@ pub(super) fn table(p: &PageInput, o: &mut String) {
             s.tokens,
             short_count(s.tokens),
             s.cost_usd,
-            s.cost_usd,
+            crate::spend::money(s.cost_usd, s.cost_unknown, s.cost_unknown && s.cost_usd > 0.0),
             s.secs,
             if s.secs > 0.0 {
                 human_duration(s.secs)
@@ -43,6 +43,13 @@ pub(super) fn table(p: &PageInput, o: &mut String) {
                 String::new()
             },
             esc(s.agent.as_deref().unwrap_or("")),
+            esc(&s
+                .models
+                .iter()
+                .map(|m| m.as_deref().unwrap_or("-"))
+                .collect::<Vec<_>>()
+                .join(" → ")),
+            esc(s.model.as_deref().unwrap_or("")),
             esc(&s
                 .landed_commit
                 .as_deref()

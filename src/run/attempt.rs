@@ -199,7 +199,9 @@ impl Attempt<'_> {
         let (ctx, story, n) = (self.ctx, self.story, self.n);
         if due.postmortem {
             let (spec, control) = (ran.spec, &self.control);
-            postmortem::postmortem(ctx, story, n, spec, self.backend, control, report).await;
+            let pm_model = self.req.postmortem_model.as_deref();
+            let who = (self.backend, pm_model);
+            postmortem::postmortem(ctx, story, n, spec, who, control, report).await;
         }
         if due.save_ref {
             let r = project::kept_ref(KeptRef::Attempt, self.id, n);
@@ -322,6 +324,16 @@ impl Attempt<'_> {
             Vec::new()
         };
         let (program, mut args) = ctx.agents[&backend].clone();
+        if let Some(m) = &self.req.model {
+            match agent::with_model(backend, &args, m) {
+                Some(a) => args = a,
+                None => ctx.log.line(&format!(
+                    "story {id}: the configured {} command line has no place for the model \
+                     {m}; the CLI runs its own",
+                    backend.name()
+                )),
+            }
+        }
         let resume = self.req.resume.as_ref().filter(|_| ready.fixup.is_some());
         if let Some(session) = resume {
             match agent::resume_args(backend, &args, session) {
@@ -475,7 +487,15 @@ impl Attempt<'_> {
         let summary = parser.finish();
         report.duration = self.started.elapsed();
         report.usage = summary.usage;
-        report.cost_usd = summary.cost_usd.unwrap_or(0.0);
+        let cost = crate::pricing::attempt_cost(
+            &ctx.config.pricing,
+            summary.cost_usd,
+            self.req.model.as_deref(),
+            &summary.usage,
+            backend != agent::Backend::Custom,
+        );
+        report.cost_usd = cost.unwrap_or(0.0);
+        report.cost_unknown = cost.is_none();
         report.learnings = summary.signals.learnings.clone();
         report.limit_warning = summary.limit_warning;
         report.session_id = summary.session_id.clone();

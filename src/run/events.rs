@@ -68,6 +68,11 @@ pub(crate) struct AttemptReport {
     pub(crate) verdict: Verdict,
     pub(crate) usage: Usage,
     pub(crate) cost_usd: f64,
+    /// Its CLI reported no cost and no price of its model is known:
+    /// `cost_usd` is only what was known (issue 25: "unknown", never $0).
+    pub(crate) cost_unknown: bool,
+    /// The model it ran on, when ralph chose one (`AttemptRequest::model`).
+    pub(crate) model: Option<String>,
     pub(crate) duration: Duration,
     pub(crate) learnings: Vec<String>,
     pub(crate) saved_ref: Option<String>,
@@ -108,6 +113,8 @@ impl AttemptReport {
             verdict,
             usage: Usage::default(),
             cost_usd: 0.0,
+            cost_unknown: false,
+            model: req.model.clone(),
             duration: Duration::ZERO,
             learnings: Vec::new(),
             saved_ref: None,
@@ -193,6 +200,10 @@ pub(crate) struct AttemptRequest {
     pub(crate) resume: Option<String>,
     /// The agent it runs with.
     pub(crate) agent: crate::agent::Backend,
+    /// The model it runs on (`ladder::choose`); `None` leaves it to the CLI.
+    pub(crate) model: Option<String>,
+    /// The model a timeout's postmortem runs on: the ladder's top rung.
+    pub(crate) postmortem_model: Option<String>,
 }
 
 /// What the transition asks the dispatcher to do, in order.

@@ -71,6 +71,8 @@ pub(crate) struct RunOptions {
     pub(crate) agent: Option<String>,
     /// `--max-cost USD`: the run's budget (over `budget.max_cost_usd`).
     pub(crate) max_cost: Option<f64>,
+    /// `--model NAME`: every attempt of the run on it (the ladder off).
+    pub(crate) model: Option<String>,
     /// `--no-dashboard`: plain lines even on a terminal.
     pub(crate) no_dashboard: bool,
     /// `--serve [ADDR]`: the live web view (`Some(None)`: the flag alone).
@@ -186,6 +188,16 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                 .with_hint(format!("one of: {}", Backend::names()))
         })?,
     };
+    if let Some(m) = &opts.model {
+        if backend.model_flag().is_none() || m.trim().is_empty() || m.starts_with('-') {
+            return Err(RalphError::usage(format!(
+                "--model {m}: the {} agent has no choice of model on its command line",
+                backend.name()
+            ))
+            .with_hint("leave --model out, or choose another agent with --agent")
+            .into());
+        }
+    }
     // On a cluster the agent is the nodes' to have (each worker checks).
     let agents = match project.config.executor {
         crate::config::Executor::Local => resolve_agents(&project, backend)?,
@@ -345,6 +357,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             run_usd: opts.max_cost.or(config.budget.run_usd),
             total_usd: config.budget.total_usd,
             run_tokens: config.budget.tokens,
+            story_usd: config.budget.story_usd,
         },
         max_wait: Duration::from_secs(config.limits.max_wait_hours * 3600),
         agents: std::iter::once(backend)
@@ -368,6 +381,16 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,
         split_by_hand: None,
+        models: model::Models {
+            ladder: config.agent.escalation.clone(),
+            // `agent.model` names a model of `agent.name`'s backend.
+            base: config
+                .agent
+                .model
+                .clone()
+                .filter(|_| backend == config.agent.name),
+            pinned: opts.model.clone(),
+        },
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
@@ -894,7 +917,14 @@ fn dry_run(
         let text = attempt::build_prompt(&project.root, &project.config, s, &all_learnings, None)
             .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
         println!("  [DRY RUN] prompt head:");
-        for line in text.lines().take(12) {
+        // The built-in template's story part: what every story shares
+        // comes first (issue 25), the same for each and shown by
+        // `ralph template show`.
+        let head = match text.find(crate::prompt::STORY_PART) {
+            Some(at) => &text[at..],
+            None => &text[..],
+        };
+        for line in head.lines().take(12) {
             println!("    | {line}");
         }
     }

@@ -42,6 +42,17 @@ pub(crate) struct Policy {
     pub(crate) agent_memory_mb: u64,
     /// `ralph decompose ID`: the run is that story's split and nothing else.
     pub(crate) split_by_hand: Option<SplitByHand>,
+    /// Which model each attempt runs on (issue 25).
+    pub(crate) models: Models,
+}
+
+/// The run's models: the ladder, `agent.model` (for the run's own agent)
+/// and `--model`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Models {
+    pub(crate) ladder: Vec<crate::agent::Rung>,
+    pub(crate) base: Option<String>,
+    pub(crate) pinned: Option<String>,
 }
 
 /// The story `ralph decompose ID` splits, as it was before the user asked:
@@ -59,6 +70,8 @@ pub(crate) struct Budget {
     pub(crate) run_usd: Option<f64>,
     pub(crate) total_usd: Option<f64>,
     pub(crate) run_tokens: Option<u64>,
+    /// `budget.max_cost_per_story_usd`.
+    pub(crate) story_usd: Option<f64>,
 }
 
 impl Policy {
@@ -239,6 +252,8 @@ pub(crate) struct Model {
     pub(crate) waste_at_start: crate::state::Waste,
     /// Spent by this run's attempts.
     pub(crate) run_cost_usd: f64,
+    /// An attempt of this run had an unknown cost.
+    pub(crate) run_cost_unknown: bool,
     pub(crate) run_tokens: u64,
     /// A decomposition landed: the backlog on disk has new stories. No new
     /// work starts; once nothing runs, the run reloads the backlog and goes
@@ -247,6 +262,9 @@ pub(crate) struct Model {
     /// When each slot's agent started (the memory check keeps room for
     /// young agents).
     pub(crate) slot_started: Vec<Option<Instant>>,
+    /// The model of the attempt running in each slot (`None` also when the
+    /// CLI chose), for the budget's look ahead.
+    pub(crate) slot_model: Vec<Option<String>>,
     /// Memory a new agent could get, in MB, as the dispatcher last read it
     /// (`None`: unknown, no check).
     pub(crate) memory_mb: Option<u64>,
@@ -285,6 +303,16 @@ pub(crate) struct Model {
 }
 
 impl Model {
+    /// At least `n` slots, every per-slot vector grown with them (`ralph
+    /// jobs N` raising the count mid-run).
+    pub(crate) fn grow_slots(&mut self, n: usize) {
+        if self.slots.len() < n {
+            self.slots.resize(n, None);
+            self.slot_started.resize(n, None);
+            self.slot_model.resize(n, None);
+        }
+    }
+
     /// The model of a run over `stories` from `state`: `only` (`-s`) and
     /// `first` (`-r`) exclude the others.
     pub(crate) fn new(
@@ -379,9 +407,11 @@ impl Model {
             fewer_jobs_until: None,
             next_start_at: None,
             run_cost_usd: 0.0,
+            run_cost_unknown: false,
             run_tokens: 0,
             reload_pending: false,
             slot_started: vec![None; jobs],
+            slot_model: vec![None; jobs],
             memory_mb: None,
             recheck_at: None,
             memory_said: None,
@@ -431,9 +461,15 @@ impl Model {
                 self.sched.set(idx, Node::Pending);
             }
             Change::Fail { reason } => {
+                // Past `budget.max_cost_per_story_usd` this failure is its
+                // last, as its last retry's would be.
+                let max = match self.over_story_budget(&id) {
+                    true => self.state.record(&id).map_or(1, |r| r.attempts + 1),
+                    false => self.policy.max_retries,
+                };
                 let after = self
                     .state
-                    .fail_attempt(&id, reason, self.policy.max_retries);
+                    .fail_attempt(&id, reason, max.min(self.policy.max_retries));
                 out.count = self.state.record(&id).map(|r| r.attempts).unwrap_or(0);
                 match after {
                     AfterFailure::Retry => self.sched.set(idx, Node::Pending),
@@ -526,6 +562,7 @@ impl Model {
         m.fatal = self.fatal.take();
         m.waste_at_start = self.waste_at_start;
         m.run_cost_usd = self.run_cost_usd;
+        m.run_cost_unknown = self.run_cost_unknown;
         m.run_tokens = self.run_tokens;
         m.next_start_at = self.next_start_at;
         m.fewer_jobs_until = self.fewer_jobs_until;
@@ -659,6 +696,76 @@ impl Model {
             Some(b) => free(&b).then_some(b),
             None => self.policy.agents.iter().copied().find(free),
         }
+    }
+
+    /// Story `id` has cost `budget.max_cost_per_story_usd` or more.
+    pub(crate) fn over_story_budget(&self, id: &str) -> bool {
+        self.policy
+            .budget
+            .story_usd
+            .is_some_and(|max| self.state.record(id).is_some_and(|r| r.cost_usd >= max))
+    }
+
+    /// The model (and backend, when a rung names one) the next attempt of
+    /// story `idx` runs on: `ladder::choose` over the story's history.
+    pub(crate) fn choice_for(&self, idx: usize) -> crate::ladder::Choice {
+        use crate::state::AttemptKind;
+        let id = self.id(idx);
+        let story = &self.stories[idx];
+        let kind = self.state.next_kind(id);
+        let failed = self.state.record(id).map(|r| r.attempts).unwrap_or(0);
+        let fixed = (kind == AttemptKind::Fixup)
+            .then(|| {
+                let f = self.state.note(id)?.fixup.as_ref()?;
+                let rec = self.state.attempt(id, f.attempt)?;
+                Some(crate::ladder::Choice {
+                    agent: rec.agent.as_deref().and_then(Backend::parse),
+                    model: rec.model.clone(),
+                })
+            })
+            .flatten();
+        let m = &self.policy.models;
+        crate::ladder::choose(&crate::ladder::Ask {
+            ladder: &m.ladder,
+            base: m.base.as_deref(),
+            pinned: m.pinned.as_deref(),
+            story: &story.model,
+            story_agent: story.agent,
+            kind,
+            failed,
+            fixed: fixed.as_ref(),
+        })
+    }
+
+    /// The backend and model the next attempt of story `idx` starts with
+    /// now, or `None` while its backend waits for a usage limit. A rung's
+    /// (or a fixed attempt's) backend is waited for, not replaced: a limit
+    /// never moves a story up the ladder. A model goes only to the backend
+    /// it was meant for (a fallback runs its own default).
+    pub(crate) fn agent_and_model(
+        &self,
+        idx: usize,
+        now: Now,
+    ) -> Option<(Backend, Option<String>)> {
+        let choice = self.choice_for(idx);
+        let story_agent = self.stories[idx].agent;
+        let agent = match (story_agent, choice.agent) {
+            (None, Some(b)) => {
+                let free = !self.api_given_up.contains_key(b.name())
+                    && self
+                        .state
+                        .paused_until
+                        .get(b.name())
+                        .is_none_or(|&until| until <= now.unix);
+                free.then_some(b)?
+            }
+            _ => self.agent_for(idx, now)?,
+        };
+        let meant = story_agent
+            .or(choice.agent)
+            .or(self.policy.agents.first().copied())
+            .unwrap_or_default();
+        Some((agent, choice.model.filter(|_| agent == meant)))
     }
 
     /// Something the run waits for before it can go on: a pause, an
@@ -817,6 +924,7 @@ pub(crate) fn test_model(
         retry_concurrency: 1,
         agent_memory_mb: 0,
         split_by_hand: None,
+        models: Models::default(),
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

@@ -25,11 +25,14 @@ pub(super) async fn postmortem(
     story: &Story,
     n: u32,
     mut spec: AttemptSpec,
-    backend: agent::Backend,
+    // The attempt's backend, and the model the postmortem runs on.
+    (backend, postmortem_model): (agent::Backend, Option<&str>),
     control: &watch::Receiver<Control>,
     report: &mut AttemptReport,
 ) {
     let id = &story.id;
+    let attempt_model = report.model.clone();
+    let attempt_model = attempt_model.as_deref();
     let max_chars = ctx.config.postmortem.max_chars;
     // A char is at most 4 bytes: the end read holds the last `max_chars`.
     let partial = crate::store::read_log_end(&spec.log_path, 0, 4 * max_chars as u64 + 4)
@@ -62,6 +65,13 @@ pub(super) async fn postmortem(
     // Its args are the attempt's: a resumed session would only repeat it.
     if spec.args.first().is_some_and(|a| a == "--resume") {
         spec.args.drain(..2);
+    }
+    // On the ladder's top rung (issue 25): it reads a whole failed attempt.
+    let model = postmortem_model.or(attempt_model);
+    if let Some(m) = postmortem_model {
+        if let Some(args) = crate::agent::with_model(backend, &spec.args, m) {
+            spec.args = args;
+        }
     }
     // Its sandbox needs the branch's stand-in again (collected after the
     // attempt), and gives it back after.
@@ -108,7 +118,16 @@ pub(super) async fn postmortem(
     let _ = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot)).await;
     let summary = parser.finish();
     report.usage += summary.usage;
-    report.cost_usd += summary.cost_usd.unwrap_or(0.0);
+    match crate::pricing::attempt_cost(
+        &ctx.config.pricing,
+        summary.cost_usd,
+        model,
+        &summary.usage,
+        backend != crate::agent::Backend::Custom,
+    ) {
+        Some(c) => report.cost_usd += c,
+        None => report.cost_unknown = true,
+    }
     let lessons = summary.signals.learnings;
     ctx.log.line(&format!(
         "postmortem of story {id} attempt {n}: {} ({} lesson(s))",

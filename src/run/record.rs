@@ -95,6 +95,7 @@ pub(crate) fn attempt_start(model: &Model, req: &AttemptRequest) -> Ev {
         slot: req.slot,
         agent: req.agent.name().to_string(),
         kind: req.kind,
+        model: req.model.clone(),
         est: model.stories[req.idx].estimation.clone(),
     }
 }
@@ -114,6 +115,8 @@ pub(crate) fn attempt_end(id: &str, rec: &AttemptRecord) -> Ev {
         tokens: report::tokens(&rec.usage),
         usage: rec.usage,
         cost_usd: rec.cost_usd,
+        cost_unknown: rec.cost_unknown,
+        model: rec.model.clone(),
         secs: rec.duration_secs,
         saved_ref: rec.saved_ref.clone(),
     }
@@ -219,6 +222,7 @@ mod tests {
                 estimation: Some("small".into()),
                 agent: None,
                 prd_passes: false,
+                model: Default::default(),
                 prd_spec: None,
                 allow_empty_done: false,
                 priority: crate::backlog::files::DEFAULT_RANK,

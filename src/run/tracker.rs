@@ -169,6 +169,7 @@ mod tests {
             estimation: None,
             agent: None,
             allow_empty_done: false,
+            model: Default::default(),
             prd_passes: done,
             prd_spec: None,
             priority: crate::backlog::files::priority_rank(None),

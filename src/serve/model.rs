@@ -213,6 +213,7 @@ mod tests {
             agent: "claude".into(),
             kind: AttemptKind::First,
             est: None,
+            model: None,
         }
     }
 
@@ -228,6 +229,8 @@ mod tests {
             tokens: 100,
             usage: Default::default(),
             cost_usd: cost,
+            cost_unknown: false,
+            model: None,
             secs: 1.0,
             saved_ref: None,
         }

@@ -198,7 +198,20 @@ fn template_show_prints_the_template_in_use() {
     let p = Project::new();
     let builtin = p.ralph(&["template", "show"]);
     assert_eq!(builtin.code, 0, "{builtin:?}");
-    assert!(builtin.stdout.starts_with("You are an autonomous coding agent. Your task is to implement Story {{STORY_ID}}: {{TITLE}}"), "{builtin:?}");
+    // Issue 25: what every story shares comes first (the prompt cache),
+    // the story's part, opening with the line naming it, last.
+    assert!(
+        builtin
+            .stdout
+            .starts_with("You are an autonomous coding agent"),
+        "{builtin:?}"
+    );
+    assert!(
+        builtin.stdout.contains(
+            "\n## Your story\n\nYour task is to implement Story {{STORY_ID}}: {{TITLE}}\n"
+        ),
+        "{builtin:?}"
+    );
     for var in [
         "{{SPEC_CONTENT}}",
         "{{COMMIT_MESSAGE}}",

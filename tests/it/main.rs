@@ -19,6 +19,7 @@ mod github;
 mod insight;
 mod landing;
 mod malformed;
+mod models;
 mod newcomer;
 mod parallel;
 mod plan;

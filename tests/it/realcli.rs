@@ -564,3 +564,107 @@ fn codex_lands_inside_the_sandbox() {
     let r = run(&p, &["run", "--agent", "codex"], &codex_env(&p, &api));
     assert_three_landed(&p, &r);
 }
+
+/// Issue 25: the model ralph chose reaches the scripted API in the
+/// request, each attempt on its rung, and the cost Claude Code reports is
+/// summed per model. The small rung's answer is a FAIL; the top rung does
+/// the work.
+#[test]
+fn claude_code_gets_each_rungs_model_and_its_cost_is_summed_per_model() {
+    let Some(cli) = clis::installed(&CLAUDE) else {
+        return;
+    };
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen2 = seen.clone();
+    let api = FakeApi::start(move |req: &Request| {
+        let model = req.body["model"].as_str().unwrap_or("").to_string();
+        if anthropic::is_turn(req) && req.story().is_some() {
+            seen2.lock().unwrap().push(model.clone());
+            if model == "claude-haiku-4-5" {
+                return anthropic::text(req, "Too hard. <ralph>FAIL 1.1: too hard</ralph>");
+            }
+        }
+        anthropic::work(req)
+    });
+    let config = r#"{ "loop": { "max_retries": 3, "grace_seconds": 1, "timeout_seconds": 300 },
+      "agent": { "escalation": ["claude-haiku-4-5", "claude-opus-4-5"] } }"#;
+    let p = project_with_cli("1.1 | First\n", config, &cli, "claude");
+    let r = run(&p, &["run"], &claude_env(&api, Auth::ApiKey));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1, "{r:?}");
+    let turns = seen.lock().unwrap().clone();
+    assert_eq!(
+        turns.first().map(String::as_str),
+        Some("claude-haiku-4-5"),
+        "{turns:?}"
+    );
+    assert_eq!(
+        turns.last().map(String::as_str),
+        Some("claude-opus-4-5"),
+        "{turns:?}"
+    );
+    let history = p.story("1.1")["history"].as_array().unwrap().clone();
+    let models: Vec<&str> = history
+        .iter()
+        .map(|h| h["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["claude-haiku-4-5", "claude-opus-4-5"]);
+    let status = run(&p, &["status", "--json"], &[]);
+    let v: Value = serde_json::from_str(&status.stdout).unwrap();
+    for h in &history {
+        let m = h["model"].as_str().unwrap();
+        let by = &v["latest_run"]["by_model"][m];
+        assert_eq!(by["attempts"], 1, "{m}: {v:#}");
+        assert_eq!(
+            by["cost_usd"].as_f64(),
+            h["cost_usd"].as_f64(),
+            "{m}: {v:#}"
+        );
+    }
+    assert_eq!(v["latest_run"]["by_model"]["claude-opus-4-5"]["landed"], 1);
+}
+
+/// Codex gets `-m` after `exec` (the scripted API sees the model in the
+/// request) and, reporting tokens but no cost, has them priced from the
+/// table: never "$0.00".
+#[test]
+fn codex_gets_the_model_and_its_tokens_are_priced() {
+    let Some(cli) = clis::installed(&CODEX) else {
+        return;
+    };
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen2 = seen.clone();
+    let api = FakeApi::start(move |req: &Request| {
+        if req.story().is_some() {
+            if let Some(m) = req.body["model"].as_str() {
+                seen2.lock().unwrap().push(m.to_string());
+            }
+        }
+        openai::work(req)
+    });
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1, "timeout_seconds": 300 },
+      "agent": { "name": "codex", "model": "gpt-5-mini" } }"#;
+    let p = project_with_cli("1.1 | First\n", config, &cli, "codex");
+    let r = run(&p, &["run"], &codex_env(&p, &api));
+    assert_eq!(r.code, 0, "{r:?}");
+    let turns = seen.lock().unwrap().clone();
+    assert!(
+        !turns.is_empty() && turns.iter().all(|m| m == "gpt-5-mini"),
+        "{turns:?}"
+    );
+    let attempt = p.story("1.1")["history"][0].clone();
+    assert_eq!(attempt["model"], "gpt-5-mini");
+    assert!(attempt.get("cost_unknown").is_none(), "{attempt:#}");
+    // gpt-5-mini: $0.25 input, $2 output, $0.025 cache read per million.
+    let t = tokens_of(&attempt["usage"]);
+    let want = (t.input as f64 * 0.25
+        + t.output as f64 * 2.0
+        + t.cache_read as f64 * 0.025
+        + t.cache_write as f64 * 0.25)
+        / 1e6;
+    let cost = attempt["cost_usd"].as_f64().unwrap();
+    assert!(
+        cost > 0.0 && (cost - want).abs() < 1e-12,
+        "{cost} vs {want}: {attempt:#}"
+    );
+}

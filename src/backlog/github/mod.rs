@@ -265,6 +265,13 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
             prd_spec: Some(spec_of(issue)),
             priority: files::priority_rank(keys.get("priority").map(String::as_str)),
             files: files::spec_files(&issue.body),
+            // `model:` and `effort:` of the ralph block, as a spec's
+            // frontmatter gives them (an effort that is no rung starts
+            // on the first).
+            model: super::ModelChoice {
+                model: keys.get("model").map(|m| m.trim().to_string()),
+                effort: keys.get("effort").and_then(|e| super::Effort::parse(e)),
+            },
         });
     }
     // Batches run in order; within a section, issue numbers.

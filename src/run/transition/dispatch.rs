@@ -7,7 +7,7 @@ use crate::runlog::{Ev, PauseWhy};
 use crate::schedule::{Bounds, Fewer, Jobs, Node};
 use crate::state::AttemptKind;
 
-use super::finish::budget_spent;
+use super::finish::{budget_ahead, budget_spent};
 use super::limits::halt;
 use crate::run::events::{Action, AttemptRequest, Now};
 use crate::run::model::{Change, Fatal, Model, Policy};
@@ -93,9 +93,14 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             return;
         }
         // Its agent is at its limit (and no fallback is free): it waits.
-        let Some(agent) = model.agent_for(idx, now) else {
+        let Some((agent, chosen)) = model.agent_and_model(idx, now) else {
             continue;
         };
+        // The budget looks ahead: what the running attempts are expected
+        // to cost counts as spent, so it is overshot by one attempt at most.
+        if budget_ahead(model).is_some() && model.slots.iter().any(Option::is_some) {
+            return;
+        }
         // Starts are spaced: the next waits for its turn.
         if model.next_start_at.is_some_and(|t| t > now.mono) {
             return;
@@ -107,7 +112,7 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             return;
         };
         model.slot_started[slot] = Some(now.mono);
-        start(model, idx, slot, agent, out);
+        start(model, idx, slot, agent, chosen, out);
     }
 }
 
@@ -185,7 +190,14 @@ fn note_jobs(model: &mut Model, jobs: &Jobs, now: Now, out: &mut Vec<Action>) {
     }
 }
 
-fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut Vec<Action>) {
+fn start(
+    model: &mut Model,
+    idx: usize,
+    slot: usize,
+    agent: Backend,
+    chosen: Option<String>,
+    out: &mut Vec<Action>,
+) {
     model.attempts_this_run += 1;
     let id = model.id(idx).to_string();
     let kind = model.state.next_kind(&id);
@@ -201,6 +213,7 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
     };
     let attempt = model.apply(idx, Change::Start).attempt;
     model.slots[slot] = Some(idx);
+    model.slot_model[slot] = chosen.clone();
     out.push(Action::Save);
     let title = model.stories[idx].title.clone();
     let counted = model.state.record(&id).map(|r| r.attempts).unwrap_or(0) + 1;
@@ -224,8 +237,12 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
         title,
     });
     out.push(Action::Log(format!(
-        "start story {id} attempt {attempt} ({}{}) in slot {slot}",
+        "start story {id} attempt {attempt} ({}{}{}) in slot {slot}",
         kind.as_str(),
+        chosen
+            .as_deref()
+            .map(|m| format!(", {} on {m}", agent.name()))
+            .unwrap_or_default(),
         resume
             .as_deref()
             .map(|s| format!(", resuming session {s}"))
@@ -240,7 +257,20 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
         note,
         resume,
         agent,
+        postmortem_model: postmortem_model(model, agent),
+        model: chosen,
     };
     out.push(Action::Record(record::attempt_start(model, &req)));
     out.push(Action::StartAttempt(req));
+}
+
+/// The top rung's model for a timeout's postmortem, when `agent` runs it.
+fn postmortem_model(model: &Model, agent: Backend) -> Option<String> {
+    let m = &model.policy.models;
+    if let Some(pinned) = &m.pinned {
+        return Some(pinned.clone());
+    }
+    let top = crate::ladder::top(&m.ladder, m.base.as_deref());
+    let meant = top.agent.or(model.policy.agents.first().copied());
+    top.model.filter(|_| meant == Some(agent))
 }

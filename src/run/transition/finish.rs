@@ -5,6 +5,7 @@ use crate::report::{RunSummary, Totals};
 use crate::schedule::Node;
 
 use super::limits::api_stop_message;
+use crate::pricing::{expected_cost, Past};
 use crate::run::events::Now;
 use crate::run::model::{Fatal, Model};
 
@@ -29,6 +30,11 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
         blocked: model.count(Node::Blocked),
         usage,
         cost_usd: cost,
+        cost_unknown: model
+            .state
+            .stories
+            .values()
+            .any(|r| r.history.iter().any(|h| h.cost_unknown)),
         paused_secs,
         jobs_now,
         landing_now: model.landing.as_ref().map(|l| story_label(model, l.idx)),
@@ -59,8 +65,10 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
         elapsed_secs,
         usage: t.usage,
         cost_usd: t.cost_usd,
+        cost_unknown: t.cost_unknown,
         run_tokens: model.run_tokens,
         run_cost_usd: model.run_cost_usd,
+        run_cost_unknown: model.run_cost_unknown,
         limit_reached: None,
         in_review: model.ids_with(Node::Review),
         all_complete: false,
@@ -119,4 +127,42 @@ pub(super) fn budget_spent(model: &Model) -> Option<String> {
         ));
     }
     None
+}
+
+/// The run's budget with the running attempts counted at what they are
+/// expected to cost (`pricing::expected_cost`): in words when nothing more
+/// should start beside them, so once one attempt has finished to go by, a
+/// budget is overshot by one attempt at most. Before any has, nothing is
+/// known to count and the first attempts start as without a budget.
+pub(super) fn budget_ahead(model: &Model) -> Option<String> {
+    let b = model.policy.budget;
+    if b.run_usd.is_none() && b.total_usd.is_none() {
+        return None;
+    }
+    let past: Vec<Past<'_>> = model
+        .state
+        .stories
+        .values()
+        .flat_map(|r| &r.history)
+        .map(|h| Past {
+            model: h.model.as_deref(),
+            cost_usd: h.cost_usd,
+        })
+        .collect();
+    let mut ahead = 0.0;
+    for (slot, idx) in model.slots.iter().enumerate() {
+        if idx.is_none() {
+            continue;
+        }
+        ahead += expected_cost(&past, model.slot_model[slot].as_deref()).unwrap_or(0.0);
+    }
+    let (_, total) = model.state.total_usage();
+    let over = |spent: f64, max: Option<f64>| max.is_some_and(|m| spent + ahead >= m);
+    (over(model.run_cost_usd, b.run_usd) || over(total, b.total_usd)).then(|| {
+        format!(
+            "budget: ${:.2} spent and ${ahead:.2} expected of the running attempts; the next \
+             attempt waits for them",
+            model.run_cost_usd
+        )
+    })
 }

@@ -24,6 +24,7 @@ pub(super) fn attempt_finished(
     let id = model.id(r.idx).to_string();
     model.slots[r.slot] = None;
     model.slot_started[r.slot] = None;
+    model.slot_model[r.slot] = None;
     if !matches!(r.verdict, Verdict::Failed { .. }) {
         model.recent_failures.clear();
     }
@@ -40,6 +41,7 @@ pub(super) fn attempt_finished(
         .state
         .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
     model.run_cost_usd += r.cost_usd;
+    model.run_cost_unknown |= r.cost_unknown;
     if let Some(reset) = r.limit_warning {
         let window = match reset {
             Some(t) => Duration::from_secs((t as i64 - now.unix).max(0) as u64),
@@ -79,6 +81,8 @@ pub(super) fn attempt_finished(
         duration_secs: r.duration.as_secs_f64(),
         usage: r.usage,
         cost_usd: r.cost_usd,
+        cost_unknown: r.cost_unknown,
+        model: r.model.clone(),
         saved_ref: r.saved_ref.clone(),
         agent: r.agent.map(str::to_string),
         session_id: r.session_id.clone(),
@@ -400,6 +404,11 @@ pub(super) fn count_failure(
     out.push(Action::Log(format!(
         "story {id} failed attempt {n}/{max}: {one_line}"
     )));
+    if applied.failed_for_good && n < max && model.over_story_budget(&id) {
+        out.push(Action::Log(format!(
+            "story {id} has spent its budget.max_cost_per_story_usd: no retry"
+        )));
+    }
     if applied.failed_for_good {
         if let Some(note) = decomposition_note(model, &id) {
             model.apply(idx, Change::Decompose { note: &note });

@@ -98,10 +98,7 @@ fn decide(model: &mut Model, cmd: &Command, out: &mut Vec<Action>) -> (Reply, bo
         Command::Jobs { n } => {
             let was = model.policy.jobs;
             model.policy.jobs = *n;
-            if model.slots.len() < *n {
-                model.slots.resize(*n, None);
-                model.slot_started.resize(*n, None);
-            }
+            model.grow_slots(*n);
             let running = model.slots.iter().filter(|s| s.is_some()).count();
             let how = if running > *n {
                 format!("; the {running} running go on, none starts until fewer than {n} run")

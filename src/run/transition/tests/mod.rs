@@ -22,6 +22,7 @@ fn story(id: &str, deps: &[&str]) -> Story {
         agent: None,
         allow_empty_done: false,
         prd_passes: false,
+        model: Default::default(),
         prd_spec: None,
         priority: crate::backlog::files::DEFAULT_RANK,
         files: Vec::new(),
@@ -239,6 +240,7 @@ pub(crate) fn records(actions: &[Action]) -> Vec<Ev> {
 
 mod landing;
 mod limits;
+mod models;
 mod outcome;
 mod run;
 mod steer;
