@@ -167,6 +167,8 @@ mod tests {
             prd_spec: None,
             priority: crate::backlog::files::DEFAULT_RANK,
             files: Vec::new(),
+            named: Vec::new(),
+            spec_bytes: 0,
         };
         let mut state = State::default();
         assert_eq!(story_node(&state, &story), Node::Done);

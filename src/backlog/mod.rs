@@ -72,6 +72,12 @@ pub(crate) struct Story {
     /// Files the story says it will touch (its spec's "Files to
     /// Create/Modify", prd.json `files`), for conflict-aware dispatch.
     pub(crate) files: Vec<String>,
+    /// Every path its spec names anywhere (`files::named_paths`): a wider,
+    /// weaker prediction of what it touches, for dispatch only.
+    pub(crate) named: Vec<String>,
+    /// The size of its spec in bytes (prd.json: the rendered one), by
+    /// which forecasts compare stories.
+    pub(crate) spec_bytes: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -307,9 +313,14 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                 continue;
             }
         };
-        let (fm, files) = match std::fs::read_to_string(root.join(&spec)) {
+        let (fm, files, named, spec_bytes) = match std::fs::read_to_string(root.join(&spec)) {
             Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
-                Ok(fm) => (fm, files::spec_files(&spec_text)),
+                Ok(fm) => (
+                    fm,
+                    files::spec_files(&spec_text),
+                    files::named_paths(&spec_text),
+                    spec_text.len(),
+                ),
                 Err(p) => {
                     problems.push(p);
                     stories.push(stub(&entry));
@@ -368,6 +379,8 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
             prd_spec: None,
             priority: files::priority_rank(fm.priority.as_deref()),
             files,
+            named,
+            spec_bytes,
         });
     }
     let backlog = Backlog {
@@ -396,6 +409,8 @@ fn stub(entry: &QueueEntry) -> Story {
         prd_spec: None,
         priority: files::priority_rank(None),
         files: Vec::new(),
+        named: Vec::new(),
+        spec_bytes: 0,
     }
 }
 

@@ -134,7 +134,7 @@ impl<E: Executor> Dispatcher<E> {
                 // display counts down.
                 _ = sleep_until(pause.map(|p| p.min(Instant::now() + TICK))), if pause.is_some() => Event::Timer,
             };
-            if !matches!(event, Event::Activity { .. }) {
+            if !matches!(event, Event::Activity { .. } | Event::Editing { .. }) {
                 self.read_memory();
                 self.read_touched(&event).await;
             }

@@ -350,6 +350,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             .then_some(config.decomposition.max_depth),
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,
+        predict_files: config.parallel.predict_files,
         split_by_hand: None,
     };
     if let Some(id) = &opts.decompose {
@@ -466,7 +467,7 @@ fn from_repo_root(
     let mut stories = stories.to_vec();
     if let Some(prefix) = prefix {
         for s in &mut stories {
-            for f in &mut s.files {
+            for f in s.files.iter_mut().chain(s.named.iter_mut()) {
                 *f = format!("{prefix}/{f}");
             }
         }

@@ -40,6 +40,9 @@ pub(crate) struct Policy {
     /// The memory one agent needs, in MB (`parallel.agent_memory_mb`; 0 =
     /// no check).
     pub(crate) agent_memory_mb: u64,
+    /// Predict what each story touches and keep clashing stories apart
+    /// (`parallel.predict_files`); off, dispatch knows no files at all.
+    pub(crate) predict_files: bool,
     /// `ralph decompose ID`: the run is that story's split and nothing else.
     pub(crate) split_by_hand: Option<SplitByHand>,
 }
@@ -262,6 +265,9 @@ pub(crate) struct Model {
     pub(crate) needing: Vec<usize>,
 }
 
+/// The most paths `state.touched_paths` keeps for one story.
+const MAX_TOUCHED_KEPT: usize = 64;
+
 impl Model {
     /// The model of a run over `stories` from `state`: `only` (`-s`) and
     /// `first` (`-r`) exclude the others.
@@ -366,6 +372,14 @@ impl Model {
             touched: HashMap::new(),
             files: vec![Vec::new(); n],
         };
+        let named: Vec<Vec<String>> = model.stories.iter().map(|s| s.named.clone()).collect();
+        for (s, kept) in model
+            .stories
+            .iter_mut()
+            .zip(crate::backlog::files::telling(&named))
+        {
+            s.named = kept;
+        }
         for i in 0..n {
             model.refresh_files(i);
         }
@@ -430,6 +444,7 @@ impl Model {
                 self.sched.set(idx, Node::Done);
                 // Its files are on the target now: nothing left to keep apart.
                 self.state.conflict_paths.remove(&id);
+                self.state.touched_paths.remove(&id);
                 self.touched.remove(&idx);
                 self.files[idx].clear();
             }
@@ -617,24 +632,61 @@ impl Model {
         jobs_now(self.policy.jobs, limit_near, running, memory)
     }
 
-    /// Recomputes what story `idx` is predicted to touch.
+    /// Recomputes what story `idx` is predicted to touch: what its spec
+    /// declares and names, what it conflicted on and touched before, what
+    /// its worktree changed so far (nothing with `predict_files` off).
     pub(crate) fn refresh_files(&mut self, idx: usize) {
+        if !self.policy.predict_files {
+            self.files[idx].clear();
+            return;
+        }
         let mut seen = std::collections::HashSet::new();
+        let id = &self.stories[idx].id;
         let files = self.stories[idx]
             .files
             .iter()
-            .chain(
-                self.state
-                    .conflict_paths
-                    .get(&self.stories[idx].id)
-                    .into_iter()
-                    .flatten(),
-            )
+            .chain(&self.stories[idx].named)
+            .chain(self.state.conflict_paths.get(id).into_iter().flatten())
+            .chain(self.state.touched_paths.get(id).into_iter().flatten())
             .chain(self.touched.get(&idx).into_iter().flatten())
             .filter(|p| seen.insert(p.as_str()))
             .cloned()
             .collect();
         self.files[idx] = files;
+    }
+
+    /// Remembers (in the state, so across attempts and runs) that story
+    /// `idx` touched `paths`; at most `MAX_TOUCHED_KEPT` paths, the first
+    /// ones, so a generator's thousand files cannot swell `state.json`.
+    fn remember_touched(&mut self, idx: usize, paths: &[String]) {
+        let known = self
+            .state
+            .touched_paths
+            .entry(self.stories[idx].id.clone())
+            .or_default();
+        for p in paths {
+            if known.len() >= MAX_TOUCHED_KEPT {
+                break;
+            }
+            if !known.contains(p) {
+                known.push(p.clone());
+            }
+        }
+    }
+
+    /// The agent of running story `idx` is editing `path` (from its tool
+    /// calls, before any of it is on disk or committed).
+    pub(crate) fn editing(&mut self, idx: usize, path: String) {
+        if self.sched.nodes[idx] != Node::Running || !self.policy.predict_files {
+            return;
+        }
+        let paths = self.touched.entry(idx).or_default();
+        if paths.contains(&path) {
+            return;
+        }
+        paths.push(path.clone());
+        self.remember_touched(idx, &[path]);
+        self.refresh_files(idx);
     }
 
     /// Story `idx`'s landing conflicted on `paths`: remembered (in the
@@ -656,7 +708,16 @@ impl Model {
     /// What the worktree of running story `idx` changed so far.
     pub(crate) fn set_touched(&mut self, idx: usize, paths: Vec<String>) {
         if self.sched.nodes[idx] == Node::Running {
-            self.touched.insert(idx, paths);
+            self.remember_touched(idx, &paths);
+            // What the agent said it edits stays, even before it is on disk.
+            let edited: Vec<String> = self.touched.remove(&idx).unwrap_or_default();
+            let mut all = paths;
+            for p in edited {
+                if !all.contains(&p) {
+                    all.push(p);
+                }
+            }
+            self.touched.insert(idx, all);
             self.refresh_files(idx);
         }
     }
@@ -724,6 +785,7 @@ pub(crate) fn test_model(
         decompose_depth: None,
         retry_concurrency: 1,
         agent_memory_mb: 0,
+        predict_files: true,
         split_by_hand: None,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
