@@ -31,7 +31,7 @@ pub(crate) fn story_node(state: &State, story: &Story) -> Node {
 pub(crate) fn view(project: &Project, state: &State) -> Scheduler {
     let stories = &project.backlog.stories;
     let nodes = stories.iter().map(|s| story_node(state, s)).collect();
-    Scheduler::for_stories(&project.dag, stories, nodes, false)
+    Scheduler::for_stories(&project.dag, stories, nodes, false, None)
 }
 
 /// One story's status and record: a row of the report's table, a node of

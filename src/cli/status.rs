@@ -48,6 +48,9 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
         .filter(|(_, t)| **t > now)
         .map(|(a, t)| (a.clone(), *t))
         .collect();
+    let eta = live
+        .then(|| eta_now(root, &project, &sched, &state))
+        .flatten();
     if json {
         warn_if_empty(&project);
         // The latest run's figures: what the per-run budget is about.
@@ -92,6 +95,9 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
             },
             // The run in progress: `now` of `asked` jobs, and why fewer.
             "jobs": state.jobs.as_ref().filter(|_| live),
+            // The run in progress: seconds until it is through, as forecast
+            // from the project's history (null without one).
+            "eta_secs": eta.map(f64::round),
             "paused": !paused.is_empty() || (live && budget_stop),
             "latest_run": latest_stats.as_ref().map(|s| serde_json::json!({
                 "id": s.id,
@@ -120,6 +126,12 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     }
     if !running.is_empty() {
         println!("Running: {}", running.join(", "));
+    }
+    if let Some(eta) = eta {
+        println!(
+            "ETA: ~{} (forecast from this project's past attempts)",
+            crate::forecast::human_secs(eta)
+        );
     }
     for id in &failed {
         let r = state.record(id).cloned().unwrap_or_default();
@@ -194,4 +206,55 @@ fn merged_prs(root: &Path, project: &Project, state: &State) -> anyhow::Result<O
     run::prs_merged(project, &git, &target, remote, &mut state, &log)?;
     store::save_state(root, &state)?;
     Ok(Some(state))
+}
+
+/// The ETA of the run in progress, from the project's history: the
+/// running stories' time so far is read from the latest run's records
+/// (their `attempt_start`), the job count from the state the run keeps.
+fn eta_now(
+    root: &Path,
+    project: &Project,
+    sched: &crate::schedule::Scheduler,
+    state: &State,
+) -> Option<f64> {
+    use crate::forecast::{History, Left};
+    let stories = &project.backlog.stories;
+    let history = History::load(root, stories);
+    let bytes: Vec<usize> = stories.iter().map(|s| s.spec_bytes).collect();
+    let expected = history.expected_secs(&bytes, Some(project.config.agent.name.name()))?;
+    let latest = crate::runlog::list_runs(root)
+        .last()
+        .and_then(|id| crate::runlog::read_run(root, id));
+    let mut started: std::collections::HashMap<String, f64> = Default::default();
+    for r in latest.iter().flat_map(|r| &r.records) {
+        match &r.ev {
+            crate::runlog::Ev::AttemptStart { story, .. } => {
+                started.insert(story.clone(), r.t);
+            }
+            crate::runlog::Ev::AttemptEnd { story, .. } => {
+                started.remove(story);
+            }
+            _ => {}
+        }
+    }
+    let now = crate::timefmt::now_secs() as f64;
+    let left: Vec<Left> = (0..stories.len())
+        .map(|i| match sched.nodes[i] {
+            Node::Pending => Left::Waiting,
+            Node::Running => Left::Running {
+                elapsed: started
+                    .get(&stories[i].id)
+                    .map_or(0.0, |t| (now - t).max(0.0)),
+            },
+            Node::Landing => Left::Running {
+                elapsed: expected[i],
+            },
+            _ => Left::Nothing,
+        })
+        .collect();
+    let waits: Vec<Vec<usize>> = (0..stories.len())
+        .map(|i| sched.waits_of(i).to_vec())
+        .collect();
+    let jobs = state.jobs.as_ref().map_or(1, |j| j.now);
+    Some(crate::forecast::eta_secs(&expected, &waits, &left, jobs))
 }

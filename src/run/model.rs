@@ -43,6 +43,10 @@ pub(crate) struct Policy {
     /// Predict what each story touches and keep clashing stories apart
     /// (`parallel.predict_files`); off, dispatch knows no files at all.
     pub(crate) predict_files: bool,
+    /// The project's past attempts (`forecast`), when it has any: each
+    /// story's expected duration orders the critical path and gives the
+    /// ETA. Advice only: nothing waits or fails for it.
+    pub(crate) history: Option<std::sync::Arc<crate::forecast::History>>,
     /// `ralph decompose ID`: the run is that story's split and nothing else.
     pub(crate) split_by_hand: Option<SplitByHand>,
 }
@@ -263,6 +267,9 @@ pub(crate) struct Model {
     /// (`schedule::with_dependencies`), and the selected ones that do.
     pub(crate) pulled_in: Vec<usize>,
     pub(crate) needing: Vec<usize>,
+    /// Each story's expected duration in seconds (attempts and landing),
+    /// from `policy.history`; `None` without history.
+    pub(crate) expected_secs: Option<Vec<f64>>,
 }
 
 /// The most paths `state.touched_paths` keeps for one story.
@@ -333,7 +340,19 @@ impl Model {
         // Agents' usage limits are kept in the state (`paused_until`): the
         // ones a previous run recorded that are still in force hold here too.
         state.paused_until.retain(|_, until| *until > now.unix);
-        let sched = Scheduler::for_stories(dag, &stories, nodes, policy.jobs > 1);
+        let spec_bytes: Vec<usize> = stories.iter().map(|s| s.spec_bytes).collect();
+        let agent = policy.agents.first().map(|b| b.name());
+        let expected_secs = policy
+            .history
+            .as_ref()
+            .and_then(|h| h.expected_secs(&spec_bytes, agent));
+        let sched = Scheduler::for_stories(
+            dag,
+            &stories,
+            nodes,
+            policy.jobs > 1,
+            expected_secs.as_deref(),
+        );
         let (n, jobs) = (stories.len(), policy.jobs);
         let waste_at_start = state.waste();
         let mut model = Model {
@@ -371,6 +390,7 @@ impl Model {
             memory_said: None,
             touched: HashMap::new(),
             files: vec![Vec::new(); n],
+            expected_secs,
         };
         let named: Vec<Vec<String>> = model.stories.iter().map(|s| s.named.clone()).collect();
         for (s, kept) in model
@@ -734,6 +754,44 @@ impl Model {
                 .any(|&i| !self.files[i].is_empty())
     }
 
+    /// Seconds until the run is through, as forecast from the project's
+    /// history (`None` without one): what is left of the running stories
+    /// and the schedule of the waiting ones at the jobs allowed now.
+    pub(crate) fn eta_secs(&self, now: Now) -> Option<f64> {
+        use crate::forecast::Left;
+        let expected = self.expected_secs.as_ref()?;
+        let started: HashMap<usize, Instant> = self
+            .slots
+            .iter()
+            .zip(&self.slot_started)
+            .filter_map(|(s, t)| Some(((*s)?, (*t)?)))
+            .collect();
+        let left: Vec<Left> = (0..self.stories.len())
+            .map(|i| match self.sched.nodes[i] {
+                Node::Pending => Left::Waiting,
+                Node::Running => Left::Running {
+                    elapsed: started.get(&i).map_or(0.0, |t| {
+                        now.mono.saturating_duration_since(*t).as_secs_f64()
+                    }),
+                },
+                // Its agent is through: what is left is its landing.
+                Node::Landing => Left::Running {
+                    elapsed: expected[i],
+                },
+                _ => Left::Nothing,
+            })
+            .collect();
+        let waits: Vec<Vec<usize>> = (0..self.stories.len())
+            .map(|i| self.sched.waits_of(i).to_vec())
+            .collect();
+        Some(crate::forecast::eta_secs(
+            expected,
+            &waits,
+            &left,
+            self.jobs_now(now).now,
+        ))
+    }
+
     /// When a usage limit (or a fault's pause) next lifts.
     pub(crate) fn limit_lifts_at(&self, now: Now) -> Option<Instant> {
         let resets = self.state.paused_until.values().map(|&until| {
@@ -786,6 +844,7 @@ pub(crate) fn test_model(
         retry_concurrency: 1,
         agent_memory_mb: 0,
         predict_files: true,
+        history: None,
         split_by_hand: None,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)

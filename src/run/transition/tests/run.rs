@@ -681,3 +681,21 @@ fn files_touched_in_an_earlier_run_are_predicted_in_the_next() {
     let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
     assert_eq!(starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(), [3]);
 }
+
+#[test]
+fn the_totals_carry_an_eta_only_with_a_forecast() {
+    let mut m = model_with(&INDEPENDENT[..4], 2, 3, None);
+    let now = t0();
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 2);
+    assert_eq!(super::super::finish::totals(&m, Some(now)).eta_secs, None);
+    // 60 s each: two running (just started), two waiting, two agents.
+    m.expected_secs = Some(vec![60.0; 4]);
+    let eta = super::super::finish::totals(&m, Some(now))
+        .eta_secs
+        .unwrap();
+    assert!((eta - 120.0).abs() < 1.0, "{eta}");
+    // 30 s later, half of the running ones is left.
+    let eta = m.eta_secs(later(now, 30)).unwrap();
+    assert!((eta - 90.0).abs() < 1.0, "{eta}");
+}
