@@ -3,7 +3,7 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts`, `report`, `sandbox`, `predict-makespan` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `predict-makespan`, `forecast` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const FIGURES: [&str; 11] = [
+const FIGURES: [&str; 12] = [
     "rss",
     "rss-agents",
     "validate",
@@ -36,6 +36,7 @@ const FIGURES: [&str; 11] = [
     "report",
     "sandbox",
     "predict-makespan",
+    "forecast",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -84,6 +85,7 @@ fn main() {
             "report" => fig_report(&bin, quick),
             "sandbox" => fig_sandbox(&bin, quick),
             "predict-makespan" => fig_predict_makespan(&bin, quick),
+            "forecast" => fig_forecast(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -2239,6 +2241,154 @@ fn fig_predict_makespan(bin: &Path, quick: bool) -> Figure {
          target: no worse than off (within 5 %, the noise of one run)",
         p.lb * unit
     ));
+    fig
+}
+
+/// The forecast figure's agent: sleeps its story's time, commits, and
+/// reports its story's cost in Claude Code's `result` (`total_cost_usd`).
+fn costed_agent(stories: &[(String, f64, f64)]) -> String {
+    let mut s = String::from("case \"$id\" in\n");
+    for (id, secs, cost) in stories {
+        let _ = writeln!(s, "  \"{id}\") secs={secs:.3}; cost={cost:.4} ;;");
+    }
+    s += r#"esac
+sleep "$secs"
+mkdir -p bench-out
+printf '%s\n' "$id" > "bench-out/$id.txt"
+git add "bench-out/$id.txt" && git commit -q -m "feat(story-$id): bench change"
+say "implemented $id"
+printf '{"type":"result","subtype":"success","is_error":false,"result":"done <ralph>DONE %s</ralph>","num_turns":3,"total_cost_usd":%s,"usage":{"input_tokens":1000,"output_tokens":100,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}\n' "$id" "$cost"
+"#;
+    s
+}
+
+/// `cost $1.23` and `wall time 42 s` of `run -d`'s forecast line.
+fn forecast_figures(out: &str) -> Option<(f64, f64)> {
+    let line = out.lines().find(|l| l.contains("Forecast for"))?;
+    let cost: f64 = line
+        .split("cost $")
+        .nth(1)?
+        .split([' ', ','])
+        .next()?
+        .parse()
+        .ok()?;
+    let wall = line.split("wall time ").nth(1)?;
+    let mut words = wall.split(' ');
+    let n: f64 = words.next()?.parse().ok()?;
+    let secs = match words.next()? {
+        w if w.starts_with("min") => n * 60.0,
+        w if w.starts_with('h') => n * 3600.0,
+        _ => n,
+    };
+    Some((cost, secs))
+}
+
+/// Forecast error of `ralph run -d` after one earlier run of the same
+/// backlog: a 20-story DAG run once in one project; its run records are
+/// copied into a fresh project with the same backlog, whose `run -d -j 4`
+/// forecast is compared with what its own run then costs and takes.
+fn fig_forecast(bin: &Path, quick: bool) -> Figure {
+    let mut fig = Figure::new(
+        "forecast",
+        "Forecast error of `ralph run -d -j 4` after one earlier run of the same backlog",
+    );
+    let runs = if quick { 1 } else { 3 };
+    // Small, medium and large stories: longer specs, longer and dearer
+    // attempts.
+    let mut backlog = makespan_backlog(3);
+    backlog.sections.truncate(3);
+    backlog.sections[2].stories.truncate(4);
+    assert_eq!(backlog.stories().count(), 20);
+    let specs: Vec<(String, f64, f64)> = backlog
+        .stories()
+        .map(|s| {
+            let (secs, cost) = match s.est {
+                "small" => (0.8, 0.04),
+                "large" => (3.0, 0.30),
+                _ => (1.5, 0.12),
+            };
+            (s.id.clone(), secs, cost)
+        })
+        .collect();
+    let pad = |est: &str| match est {
+        "small" => 0,
+        "large" => 6000,
+        _ => 1500,
+    };
+    let agent = costed_agent(&specs);
+    let setup = |root: &Path| {
+        for st in backlog.stories() {
+            let (rel, text) = Backlog::spec(st);
+            let more = "Details of the change, step by step. ".repeat(pad(st.est) / 37);
+            write(root, &rel, &format!("{text}\n## Details\n\n{more}\n"));
+        }
+    };
+    let (mut cost_err, mut wall_err) = (Vec::new(), Vec::new());
+    for r in 0..runs {
+        let first = Project::new(&backlog, &agent, setup);
+        first.run_ok(bin, &["run", "--parallel", "-j", "4"]);
+        let second = Project::new(&backlog, &agent, setup);
+        let runs_dir = second.root.join(".ralph/runs");
+        fs::create_dir_all(&runs_dir).expect("mkdir runs");
+        for e in fs::read_dir(first.root.join(".ralph/runs"))
+            .expect("runs")
+            .flatten()
+        {
+            fs::copy(e.path(), runs_dir.join(e.file_name())).expect("copy run records");
+        }
+        let out = second
+            .ralph(bin, &["run", "-d", "--parallel", "-j", "4"])
+            .stdout(Stdio::piped())
+            .output()
+            .expect("ralph run -d");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (cost, secs) = forecast_figures(&text)
+            .unwrap_or_else(|| panic!("no forecast in `run -d`'s output:\n{text}"));
+        let wall = second
+            .run_ok(bin, &["run", "--parallel", "-j", "4"])
+            .as_secs_f64();
+        let state: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(second.root.join(".ralph/state.json")).expect("state"),
+        )
+        .expect("state.json parses");
+        let spent: f64 = state["stories"]
+            .as_object()
+            .expect("stories")
+            .values()
+            .flat_map(|s| s["history"].as_array().cloned().unwrap_or_default())
+            .map(|h| h["cost_usd"].as_f64().unwrap_or(0.0))
+            .sum();
+        eprintln!(
+            "  forecast run {}/{runs}: forecast ${cost:.2} {secs:.0} s, actual ${spent:.2} {wall:.1} s",
+            r + 1
+        );
+        cost_err.push((cost / spent - 1.0) * 100.0);
+        wall_err.push((secs / wall - 1.0) * 100.0);
+    }
+    let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+    fig.rows.push(Row::new(
+        "cost: forecast ÷ actual − 1",
+        "%",
+        cost_err.clone(),
+    ));
+    fig.rows
+        .push(Row::new("cost: |error|", "%", abs(&cost_err)).target(Cmp::Le, 25.0));
+    fig.rows.push(Row::new(
+        "wall time: forecast ÷ actual − 1",
+        "%",
+        wall_err.clone(),
+    ));
+    fig.rows
+        .push(Row::new("wall time: |error|", "%", abs(&wall_err)).target(Cmp::Le, 25.0));
+    fig.notes.push(
+        "20 stories (the makespan generator's seed 3, three sections, random depends_on), `-j 4`; \
+         small / medium / large stories sleep 0.8 / 1.5 / 3.0 s, cost $0.04 / $0.12 / $0.30 \
+         (Claude Code's `total_cost_usd`) and have specs padded by 0 / 1.5 / 6 KB; the first \
+         project's run records are copied into a fresh project with the same backlog, whose \
+         `run -d` forecast (the expected figure, not the range) is compared with its own run: \
+         cost from state.json, wall time as measured around `ralph run`"
+            .into(),
+    );
     fig
 }
 
