@@ -486,7 +486,10 @@ pub(crate) fn human_secs(secs: f64) -> String {
 /// The lines `ralph run -d` prints for a forecast (or for none).
 pub(crate) fn render(f: Option<&Forecast>, jobs: usize) -> String {
     let Some(f) = f else {
-        return "Forecast: no history (no finished attempts in .ralph/runs/ yet)".to_string();
+        return format!(
+            "Forecast: no history (no finished attempts in {}/ yet)",
+            crate::paths::RUNS
+        );
     };
     let range = |s: Span, fmt: &dyn Fn(f64) -> String| {
         if fmt(s.low) == fmt(s.high) {
