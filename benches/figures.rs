@@ -352,7 +352,7 @@ fn fmt_num(v: f64, unit: &str) -> String {
     match unit {
         "×" => format!("{v:.3}"),
         "s" => format!("{v:.2}"),
-        "MB/s" | "MB" | "ms" => format!("{v:.1}"),
+        "MB/s" | "MB" | "ms" | "%" => format!("{v:.1}"),
         _ => format!("{v}"),
     }
 }

@@ -271,6 +271,18 @@ impl Scheduler {
         let mut chosen: Vec<(usize, bool)> = Vec::with_capacity(free);
         let mut deferred: Vec<(usize, bool)> = Vec::new();
         for (i, ready) in all {
+            // A prediction trades a likely conflict (one short fix-up) for
+            // order, never the critical path for it: a deferred story much
+            // more critical than the next candidate goes first all the same.
+            while chosen.len() < free {
+                match deferred
+                    .iter()
+                    .position(|&(d, _)| self.much_more_critical(d, i))
+                {
+                    Some(pos) => chosen.push(deferred.remove(pos)),
+                    None => break,
+                }
+            }
             if chosen.len() == free {
                 break;
             }
@@ -294,6 +306,12 @@ impl Scheduler {
             .filter(|(_, ready)| *ready)
             .map(|(i, _)| i)
             .collect()
+    }
+
+    /// `a`'s chain is more than a third longer than `b`'s: deferring `a`
+    /// behind `b` for a predicted clash would cost the run time.
+    fn much_more_critical(&self, a: usize, b: usize) -> bool {
+        self.priority[a].saturating_mul(3) > self.priority[b].saturating_mul(4)
     }
 
     /// The next story to start, if any is ready.
@@ -737,6 +755,26 @@ mod tests {
         // Sequential mode gives no ranks: file order.
         let s = Scheduler::new(&d, vec![Node::Pending; 4], None);
         assert_eq!(s.ready(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_predicted_clash_never_defers_a_much_more_critical_story() {
+        let (d, _) = flat(4);
+        let files = files_of(&[&["FEATURES.md"], &["FEATURES.md"], &[], &[]]);
+        let never = |_: usize| false;
+        // s1 clashes with running s0. Chains: s1 10, s2 and s3 8 (within a
+        // third of s1: they may pass it).
+        let w = vec![10, 10, 8, 8];
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w));
+        s.set(0, Node::Running);
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![2]);
+        assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![2, 3]);
+        // s1's chain is far longer than s2's: it starts, clash or not.
+        let w = vec![10, 20, 8, 8];
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w));
+        s.set(0, Node::Running);
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
+        assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![1, 2]);
     }
 
     #[test]

@@ -743,15 +743,17 @@ impl Model {
     }
 
     /// True when what running stories touched could change the next
-    /// choice: something runs, and a ready story has predicted files to
-    /// compare (with none, nothing can clash).
+    /// choice: something runs, more stories are ready than the slots free
+    /// once the event freed one (else every ready story starts whatever
+    /// clashes: a prediction never idles a slot), and a ready story has
+    /// predicted files to compare (with none, nothing can clash). The
+    /// reading is git work on every running worktree before the event:
+    /// skipped when it cannot matter.
     pub(crate) fn wants_touched(&self) -> bool {
-        self.slots.iter().any(Option::is_some)
-            && self
-                .sched
-                .ready()
-                .iter()
-                .any(|&i| !self.files[i].is_empty())
+        let running = self.slots.iter().filter(|s| s.is_some()).count();
+        let ready = self.sched.ready();
+        let free_after = self.policy.jobs.saturating_sub(running) + 1;
+        running > 0 && ready.len() > free_after && ready.iter().any(|&i| !self.files[i].is_empty())
     }
 
     /// Seconds until the run is through, as forecast from the project's
