@@ -47,6 +47,11 @@ pub(crate) enum Event {
         idx: usize,
         path: String,
     },
+    /// What running stories' worktrees changed so far, read in the
+    /// background (`(story, paths)`).
+    Touched {
+        found: Vec<(usize, Vec<String>)>,
+    },
     AttemptFinished(Box<AttemptReport>),
     /// The landing in progress (`Model::landing`) ended.
     LandingFinished(LandResult),
