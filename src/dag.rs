@@ -396,6 +396,8 @@ mod tests {
                 prd_spec: None,
                 priority: crate::backlog::files::DEFAULT_RANK,
                 files: Vec::new(),
+                named: Vec::new(),
+                spec_bytes: 0,
             })
             .collect();
         Backlog {

@@ -16,6 +16,7 @@ mod decompose;
 mod display;
 mod error;
 mod exec;
+mod forecast;
 mod gitops;
 mod ladder;
 mod layout;

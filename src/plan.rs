@@ -193,6 +193,8 @@ pub(crate) fn as_backlog(plan: &[Planned], known: &HashSet<String>) -> Backlog {
             agent: None,
             allow_empty_done: false,
             model: Default::default(),
+            named: Vec::new(),
+            spec_bytes: 0,
             prd_passes: false,
             prd_spec: None,
             priority: crate::backlog::files::priority_rank(None),

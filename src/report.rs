@@ -33,6 +33,9 @@ pub(crate) struct Totals {
     /// landing now, then those waiting, in order.
     pub(crate) landing_now: Option<(String, String)>,
     pub(crate) land_queue: Vec<(String, String)>,
+    /// Seconds until the run is through, as forecast from the project's
+    /// history (`None` without one).
+    pub(crate) eta_secs: Option<f64>,
 }
 
 pub(crate) fn tokens(u: &Usage) -> u64 {
@@ -84,6 +87,9 @@ fn totals_parts(t: &Totals, elapsed: Option<Duration>) -> Vec<(String, u8)> {
     }
     parts.push((format!("{} tokens", short_count(tokens(&t.usage))), 3));
     parts.push((crate::spend::money(t.cost_usd, t.cost_unknown, true), 2));
+    if let Some(eta) = t.eta_secs {
+        parts.push((format!("ETA ~{}", crate::forecast::human_secs(eta)), 2));
+    }
     if let Some(p) = t.paused_secs {
         parts.push((format!("usage limit: new work in {}", human_duration(p)), 0));
     }

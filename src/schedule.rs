@@ -115,19 +115,31 @@ impl Scheduler {
     /// orders ready stories by critical path (each story weighted by its
     /// `estimation`), then `priority` rank; otherwise file order, as the
     /// sequential loop and every view of the backlog have it.
+    ///
+    /// `expected`: each story's expected duration in seconds, from the
+    /// project's history (`forecast`); when given, the critical path is
+    /// the longest *expected* chain (tenths of a second, at least one),
+    /// not the estimation's guess.
     pub(crate) fn for_stories(
         dag: &Dag,
         stories: &[Story],
         nodes: Vec<Node>,
         parallel: bool,
+        expected: Option<&[f64]>,
     ) -> Scheduler {
         if !parallel {
             return Scheduler::new(dag, nodes, None);
         }
-        let weights: Vec<u64> = stories
-            .iter()
-            .map(|s| estimation_weight(s.estimation.as_deref()))
-            .collect();
+        let weights: Vec<u64> = match expected.filter(|e| e.len() == stories.len()) {
+            Some(e) => e
+                .iter()
+                .map(|s| ((s * 10.0).round() as u64).max(1))
+                .collect(),
+            None => stories
+                .iter()
+                .map(|s| estimation_weight(s.estimation.as_deref()))
+                .collect(),
+        };
         Scheduler::new(dag, nodes, Some(&weights))
             .with_ranks(stories.iter().map(|s| s.priority).collect())
     }
@@ -172,6 +184,11 @@ impl Scheduler {
             .cmp(&self.priority[a])
             .then(self.rank[a].cmp(&self.rank[b]))
             .then(a.cmp(&b))
+    }
+
+    /// The stories `i` waits for.
+    pub(crate) fn waits_of(&self, i: usize) -> &[usize] {
+        &self.waits[i]
     }
 
     fn satisfied(&self, i: usize) -> bool {
@@ -259,6 +276,18 @@ impl Scheduler {
         let mut chosen: Vec<(usize, bool)> = Vec::with_capacity(free);
         let mut deferred: Vec<(usize, bool)> = Vec::new();
         for (i, ready) in all {
+            // A prediction trades a likely conflict (one short fix-up) for
+            // order, never the critical path for it: a deferred story much
+            // more critical than the next candidate goes first all the same.
+            while chosen.len() < free {
+                match deferred
+                    .iter()
+                    .position(|&(d, _)| self.much_more_critical(d, i))
+                {
+                    Some(pos) => chosen.push(deferred.remove(pos)),
+                    None => break,
+                }
+            }
             if chosen.len() == free {
                 break;
             }
@@ -282,6 +311,12 @@ impl Scheduler {
             .filter(|(_, ready)| *ready)
             .map(|(i, _)| i)
             .collect()
+    }
+
+    /// `a`'s chain is more than a third longer than `b`'s: deferring `a`
+    /// behind `b` for a predicted clash would cost the run time.
+    fn much_more_critical(&self, a: usize, b: usize) -> bool {
+        self.priority[a].saturating_mul(3) > self.priority[b].saturating_mul(4)
     }
 
     /// The next story to start, if any is ready.
@@ -499,6 +534,8 @@ mod tests {
             prd_spec: None,
             priority: crate::backlog::files::DEFAULT_RANK,
             files: Vec::new(),
+            named: Vec::new(),
+            spec_bytes: 0,
         }
     }
 
@@ -725,6 +762,62 @@ mod tests {
         // Sequential mode gives no ranks: file order.
         let s = Scheduler::new(&d, vec![Node::Pending; 4], None);
         assert_eq!(s.ready(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_predicted_clash_never_defers_a_much_more_critical_story() {
+        let (d, _) = flat(4);
+        let files = files_of(&[&["FEATURES.md"], &["FEATURES.md"], &[], &[]]);
+        let never = |_: usize| false;
+        // s1 clashes with running s0. Chains: s1 10, s2 and s3 8 (within a
+        // third of s1: they may pass it).
+        let w = vec![10, 10, 8, 8];
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w));
+        s.set(0, Node::Running);
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![2]);
+        assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![2, 3]);
+        // s1's chain is far longer than s2's: it starts, clash or not.
+        let w = vec![10, 20, 8, 8];
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w));
+        s.set(0, Node::Running);
+        assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
+        assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![1, 2]);
+    }
+
+    #[test]
+    fn the_longest_expected_chain_starts_first() {
+        // a → b → c (three stories) against d alone.
+        let stories = vec![
+            story("a", 0, &[], None),
+            story("b", 0, &["a"], None),
+            story("c", 0, &["b"], None),
+            story("d", 0, &[], None),
+        ];
+        let backlog = Backlog {
+            source: Source::StoriesTxt,
+            stories: stories.clone(),
+            sections: vec![Section {
+                label: Some("1".into()),
+                chain: false,
+            }],
+            skipped: vec![],
+        };
+        let d = Dag::build(&backlog).unwrap();
+        let pending = vec![Node::Pending; 4];
+        // By story count (equal estimations) the chain is the longest.
+        let s = Scheduler::for_stories(&d, &stories, pending.clone(), true, None);
+        assert_eq!(s.ready(), vec![0, 3]);
+        // History says d takes 10 minutes and the chain's stories 1 each:
+        // d is the longest expected chain.
+        let expected = [60.0, 60.0, 60.0, 600.0];
+        let s = Scheduler::for_stories(&d, &stories, pending.clone(), true, Some(&expected));
+        assert_eq!(s.ready(), vec![3, 0]);
+        // Sequential mode keeps file order whatever the history.
+        let s = Scheduler::for_stories(&d, &stories, pending.clone(), false, Some(&expected));
+        assert_eq!(s.ready(), vec![0, 3]);
+        // Expected durations that do not fit the backlog are not used.
+        let s = Scheduler::for_stories(&d, &stories, pending, true, Some(&expected[..2]));
+        assert_eq!(s.ready(), vec![0, 3]);
     }
 
     #[test]

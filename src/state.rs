@@ -279,6 +279,11 @@ pub(crate) struct State {
     /// touches them again, so dispatch keeps it apart from work on them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) conflict_paths: BTreeMap<String, Vec<String>>,
+    /// Paths a story's attempts touched (its worktree's changes, the files
+    /// its agent edited), by story ID, until it lands: a later attempt,
+    /// in this run or the next, likely touches them again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) touched_paths: BTreeMap<String, Vec<String>>,
     /// Landing commits (`merge: story <id>`) that `ralph reset ID` set
     /// aside, by story: reconcile no longer counts them as the story done,
     /// so it runs again and lands anew.
@@ -319,6 +324,7 @@ impl Default for State {
             stories: BTreeMap::new(),
             paused_until: BTreeMap::new(),
             conflict_paths: BTreeMap::new(),
+            touched_paths: BTreeMap::new(),
             reset_landings: BTreeMap::new(),
             jobs: None,
             paused: false,

@@ -31,7 +31,7 @@ pub(crate) fn story_node(state: &State, story: &Story) -> Node {
 pub(crate) fn view(project: &Project, state: &State) -> Scheduler {
     let stories = &project.backlog.stories;
     let nodes = stories.iter().map(|s| story_node(state, s)).collect();
-    Scheduler::for_stories(&project.dag, stories, nodes, false)
+    Scheduler::for_stories(&project.dag, stories, nodes, false, None)
 }
 
 /// One story's status and record: a row of the report's table, a node of
@@ -178,6 +178,8 @@ mod tests {
             prd_spec: None,
             priority: crate::backlog::files::DEFAULT_RANK,
             files: Vec::new(),
+            named: Vec::new(),
+            spec_bytes: 0,
         };
         let mut state = State::default();
         assert_eq!(story_node(&state, &story), Node::Done);

@@ -21,6 +21,46 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
+/// The file a tool call writes, when the tool is one that edits or writes
+/// a file (Claude Code's `Edit`, `Write`, `MultiEdit`, `NotebookEdit`;
+/// Gemini CLI's `write_file`, `replace`; opencode's and Cursor's `edit`,
+/// `write`) and its summary is that file's path, relative to the worktree
+/// (`./` and a leading `/` dropped). `None` for every other call, and for a
+/// summary cut short. For conflict-aware dispatch: what a running agent is
+/// changing, before git sees it.
+pub(crate) fn edited_path(name: &str, summary: &str) -> Option<String> {
+    const EDITS: [&str; 12] = [
+        "edit",
+        "write",
+        "multiedit",
+        "notebookedit",
+        "write_file",
+        "writefile",
+        "replace",
+        "edit_file",
+        "editfile",
+        "create_file",
+        "createfile",
+        "str_replace",
+    ];
+    let name = name.trim().to_ascii_lowercase();
+    if !EDITS.contains(&name.as_str()) {
+        return None;
+    }
+    let p = summary.trim();
+    // A path inside the worktree was made relative (`./…`) with the
+    // summary; one still absolute lies outside it.
+    let p = p.strip_prefix("./").unwrap_or(p);
+    let plain = !p.is_empty()
+        && !p.starts_with('/')
+        && !p.ends_with('\u{2026}')
+        && !p.contains(char::is_whitespace)
+        && !p.starts_with("..")
+        && !p.contains("://")
+        && !p.starts_with('{');
+    plain.then(|| p.to_string())
+}
+
 /// What one line of agent output meant.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum AgentEvent {
@@ -75,4 +115,32 @@ pub(crate) enum AgentEvent {
         resets_at: Option<u64>,
         used_percent: Option<f64>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edited_path;
+
+    #[test]
+    fn edits_name_their_file_other_calls_do_not() {
+        assert_eq!(
+            edited_path("Edit", "./src/lib.rs").as_deref(),
+            Some("src/lib.rs")
+        );
+        assert_eq!(
+            edited_path("Write", "shared-3.txt").as_deref(),
+            Some("shared-3.txt")
+        );
+        assert_eq!(
+            edited_path("write_file", "./docs/a.md").as_deref(),
+            Some("docs/a.md")
+        );
+        assert_eq!(edited_path("Write", "/etc/hosts"), None);
+        assert_eq!(edited_path("Bash", "echo hi > x.txt"), None);
+        assert_eq!(edited_path("Read", "src/lib.rs"), None);
+        assert_eq!(edited_path("Edit", "src/very/long/pa\u{2026}"), None);
+        assert_eq!(edited_path("Edit", "../outside.rs"), None);
+        assert_eq!(edited_path("Edit", ""), None);
+        assert_eq!(edited_path("Write", "{\"content\":1}"), None);
+    }
 }

@@ -73,6 +73,108 @@ fn is_files_heading(heading: &str) -> bool {
     h.starts_with("files to ") || h == "files" || h.starts_with("files changed")
 }
 
+/// Every path a spec names anywhere in its text (issue 25): each backtick
+/// span that looks like a repository path, and each bare word with a `/`
+/// whose last part has an extension (`src/lib.rs`), outside code fences, in
+/// order of first mention. Wider than `spec_files`, so it also catches a
+/// file a story only mentions in prose ("append to `shared.txt`"); for
+/// scheduling only, where a wrong guess merely reorders ready stories.
+pub(crate) fn named_paths(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut fenced = false;
+    let mut push = |p: Option<String>| {
+        if let Some(p) = p {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    };
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Odd pieces of a split on '`' are the spans; even ones are prose.
+        for (k, piece) in t.split('`').enumerate() {
+            if k % 2 == 1 {
+                push(clean_path(piece).filter(|p| looks_like_path(p)));
+            } else {
+                for word in piece.split_whitespace() {
+                    let word = word.trim_matches(|c: char| {
+                        matches!(
+                            c,
+                            ',' | ';' | ':' | '(' | ')' | '"' | '\'' | '!' | '?' | '*'
+                        )
+                    });
+                    let word = word.strip_suffix('.').unwrap_or(word);
+                    if word.contains('/') && has_extension(word) {
+                        push(clean_path(word).filter(|p| looks_like_path(p)));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Each story's named paths (`named_paths`) without those so many stories
+/// name that they tell nothing about conflicts: a path more than a quarter
+/// of the backlog (and more than three stories) names is a reference every
+/// story reads (`README.md`, the conventions file), not a file each edits,
+/// and keeping all of them apart would serialise the run.
+pub(crate) fn telling(named: &[Vec<String>]) -> Vec<Vec<String>> {
+    let mut count: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for paths in named {
+        for p in paths {
+            *count.entry(p.as_str()).or_default() += 1;
+        }
+    }
+    let most = (named.len() / 4).max(3);
+    named
+        .iter()
+        .map(|paths| {
+            paths
+                .iter()
+                .filter(|p| count[p.as_str()] <= most)
+                .cloned()
+                .collect()
+        })
+        .collect()
+}
+
+/// A path, not code or a command: no characters a path seldom has, and
+/// either a directory separator or a file extension.
+fn looks_like_path(p: &str) -> bool {
+    const NOT_IN_PATHS: &[char] = &[
+        '(', ')', '=', '<', '>', '{', '}', '[', ']', '$', '*', '?', '"', '\'', ',', ';', '|', '&',
+        '\\', '@', ':',
+    ];
+    !p.contains(NOT_IN_PATHS)
+        && !p.starts_with('-')
+        && !p.starts_with("..")
+        && p.chars().any(|c| c.is_ascii_alphabetic())
+        && (p.contains('/') || has_extension(p))
+}
+
+/// The last part is `stem.ext`: a non-empty stem and a short alphanumeric
+/// extension with a letter (`x.rs`, `Makefile.am`; not `1.2`, `e.g.`).
+fn has_extension(p: &str) -> bool {
+    let last = p.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    match last.rsplit_once('.') {
+        Some((stem, ext)) => {
+            !stem.is_empty()
+                && (1..=8).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+        }
+        None => false,
+    }
+}
+
 /// The first backtick span, else the first word of a list item.
 fn path_on_line(line: &str) -> Option<&str> {
     if let Some(start) = line.find('`') {
@@ -188,5 +290,44 @@ mod tests {
         assert!(!overlap(&v(&["data"]), &v(&["data/x.json"])));
         assert!(!overlap(&v(&["src/a.rs"]), &v(&["src/b.rs"])));
         assert!(!overlap(&v(&[]), &v(&["src/b.rs"])));
+    }
+
+    #[test]
+    fn paths_named_anywhere_in_a_spec_are_read() {
+        let spec = "---\nid: 1.1\n---\n\n# Story 1.1\n\n\
+                    Append a line to `shared-3.txt`, then see src/lib/util.rs for how.\n\
+                    Run `cargo test` and `make -j4`; the `data/` directory holds `./cfg.json`.\n\
+                    Versions `1.2` and words like e.g. and/or, `foo()`, `a = b`, `--flag`, \
+                    `https://x.org/a.md` are not paths. Done.\n\
+                    ```\n`in/fence.rs`\n```\n\
+                    ## Files to Create/Modify\n- `shared-3.txt`\n- docs/guide.md, the guide\n";
+        assert_eq!(
+            named_paths(spec),
+            [
+                "shared-3.txt",
+                "src/lib/util.rs",
+                "data/",
+                "cfg.json",
+                "docs/guide.md"
+            ]
+        );
+        assert!(named_paths("# Story\n\nNo paths at all, just words.\n").is_empty());
+    }
+
+    #[test]
+    fn a_path_most_stories_name_tells_nothing() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        // Twenty stories name README.md; pairs name a file of their own.
+        let named: Vec<Vec<String>> = (0..20)
+            .map(|k| v(&["README.md", &format!("shared-{}.txt", k / 2)]))
+            .collect();
+        let kept = telling(&named);
+        assert_eq!(kept[0], v(&["shared-0.txt"]));
+        assert_eq!(kept[19], v(&["shared-9.txt"]));
+        // In a small backlog, three stories naming one file still count.
+        let small = vec![v(&["a.rs"]), v(&["a.rs"]), v(&["a.rs"]), v(&["b.rs"])];
+        assert_eq!(telling(&small), small);
+        let four = vec![v(&["a.rs"]); 4];
+        assert!(telling(&four).iter().all(Vec::is_empty));
     }
 }

@@ -79,6 +79,12 @@ pub(crate) struct Story {
     /// Frontmatter (prd.json) `model:` and `effort:`: the model its first
     /// attempt runs on, or where it starts on `agent.escalation`.
     pub(crate) model: ModelChoice,
+    /// Every path its spec names anywhere (`files::named_paths`): a wider,
+    /// weaker prediction of what it touches, for dispatch only.
+    pub(crate) named: Vec<String>,
+    /// The size of its spec in bytes (prd.json: the rendered one), by
+    /// which forecasts compare stories.
+    pub(crate) spec_bytes: usize,
 }
 
 /// A story's own word on its model (issue 25).
@@ -396,9 +402,14 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
                 continue;
             }
         };
-        let (fm, files) = match std::fs::read_to_string(root.join(&spec)) {
+        let (fm, files, named, spec_bytes) = match std::fs::read_to_string(root.join(&spec)) {
             Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
-                Ok(fm) => (fm, files::spec_files(&spec_text)),
+                Ok(fm) => (
+                    fm,
+                    files::spec_files(&spec_text),
+                    files::named_paths(&spec_text),
+                    spec_text.len(),
+                ),
                 Err(p) => {
                     problems.push(p);
                     stories.push(stub(&entry));
@@ -478,6 +489,8 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
             prd_spec: None,
             priority: files::priority_rank(fm.priority.as_deref()),
             files,
+            named,
+            spec_bytes,
         });
     }
     let backlog = Backlog {
@@ -507,6 +520,8 @@ fn stub(entry: &QueueEntry) -> Story {
         prd_spec: None,
         priority: files::priority_rank(None),
         files: Vec::new(),
+        named: Vec::new(),
+        spec_bytes: 0,
     }
 }
 

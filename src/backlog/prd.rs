@@ -246,9 +246,11 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                     model: model_name,
                     effort,
                 },
-                prd_spec: Some(prd_spec),
+                prd_spec: Some(prd_spec.clone()),
                 priority: files::DEFAULT_RANK,
                 files,
+                named: files::named_paths(&prd_spec),
+                spec_bytes: prd_spec.len(),
             },
         ));
     }

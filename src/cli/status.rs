@@ -85,6 +85,9 @@ fn status_once(
         .filter(|(_, t)| **t > now)
         .map(|(a, t)| (a.clone(), *t))
         .collect();
+    let eta = live
+        .then(|| eta_now(root, &project, &sched, &state))
+        .flatten();
     if json {
         warn_if_empty(&project);
         // The latest run's figures: what the per-run budget is about.
@@ -129,6 +132,9 @@ fn status_once(
             },
             // The run in progress: `now` of `asked` jobs, and why fewer.
             "jobs": state.jobs.as_ref().filter(|_| live),
+            // The run in progress: seconds until it is through, as forecast
+            // from the project's history (null without one).
+            "eta_secs": eta.map(f64::round),
             "paused": !paused.is_empty() || (live && budget_stop),
             "latest_run": latest_stats.as_ref().map(|s| serde_json::json!({
                 "id": s.id,
@@ -155,7 +161,7 @@ fn status_once(
     }
     let text = status_text(
         &project, &state, live, &running, &failed, &blocked, next, total, &done, usage, cost,
-        &paused, now,
+        &paused, now, eta,
     );
     emit(&text);
     warn_if_empty(&project);
@@ -211,6 +217,7 @@ fn status_text(
     cost: f64,
     paused: &[(String, i64)],
     now: i64,
+    eta: Option<f64>,
 ) -> String {
     let mut o = Lines(String::new());
     o.push_line(format!(
@@ -228,6 +235,12 @@ fn status_text(
     }
     if !running.is_empty() {
         o.push_line(format!("Running: {}", running.join(", ")));
+    }
+    if let Some(eta) = eta {
+        o.push_line(format!(
+            "ETA: ~{} (forecast from this project's past attempts)",
+            crate::forecast::human_secs(eta)
+        ));
     }
     if state.paused {
         o.push_line(
@@ -309,4 +322,55 @@ impl Lines {
         self.0.push_str(&line);
         self.0.push('\n');
     }
+}
+
+/// The ETA of the run in progress, from the project's history: the
+/// running stories' time so far is read from the latest run's records
+/// (their `attempt_start`), the job count from the state the run keeps.
+fn eta_now(
+    root: &Path,
+    project: &Project,
+    sched: &crate::schedule::Scheduler,
+    state: &State,
+) -> Option<f64> {
+    use crate::forecast::{History, Left};
+    let stories = &project.backlog.stories;
+    let history = History::load(root, stories);
+    let bytes: Vec<usize> = stories.iter().map(|s| s.spec_bytes).collect();
+    let expected = history.expected_secs(&bytes, Some(project.config.agent.name.name()))?;
+    let latest = crate::runlog::list_runs(root)
+        .last()
+        .and_then(|id| crate::runlog::read_run(root, id));
+    let mut started: std::collections::HashMap<String, f64> = Default::default();
+    for r in latest.iter().flat_map(|r| &r.records) {
+        match &r.ev {
+            crate::runlog::Ev::AttemptStart { story, .. } => {
+                started.insert(story.clone(), r.t);
+            }
+            crate::runlog::Ev::AttemptEnd { story, .. } => {
+                started.remove(story);
+            }
+            _ => {}
+        }
+    }
+    let now = crate::timefmt::now_secs() as f64;
+    let left: Vec<Left> = (0..stories.len())
+        .map(|i| match sched.nodes[i] {
+            Node::Pending => Left::Waiting,
+            Node::Running => Left::Running {
+                elapsed: started
+                    .get(&stories[i].id)
+                    .map_or(0.0, |t| (now - t).max(0.0)),
+            },
+            Node::Landing => Left::Running {
+                elapsed: expected[i],
+            },
+            _ => Left::Nothing,
+        })
+        .collect();
+    let waits: Vec<Vec<usize>> = (0..stories.len())
+        .map(|i| sched.waits_of(i).to_vec())
+        .collect();
+    let jobs = state.jobs.as_ref().map_or(1, |j| j.now);
+    Some(crate::forecast::eta_secs(&expected, &waits, &left, jobs))
 }

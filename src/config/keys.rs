@@ -383,6 +383,15 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          meanwhile are picked up before the next story starts.",
     ),
     key(
+        "parallel.predict_files",
+        Kind::Bool,
+        "Keep a story that is predicted to touch a file running work touches from starting \
+         beside it while other work is ready (its spec's files section and every path its \
+         text names, prd.json `files`, paths it conflicted on or touched in earlier attempts, \
+         and the files running agents edit). Only reorders ready stories: a slot only such a \
+         story could fill still gets it. `false` orders by critical path and priority alone.",
+    ),
+    key(
         "decomposition.enabled",
         Kind::Bool,
         "A story that fails `loop.max_retries` times gets one run that splits it into \

@@ -140,7 +140,8 @@ pub(crate) fn defaults() -> Value {
             "enabled": false,
             "auto_merge": true,
             "retry_concurrency": 1,
-            "agent_memory_mb": 2048
+            "agent_memory_mb": 2048,
+            "predict_files": true
         },
         "hooks": {
             "pre_iteration": "",

@@ -411,6 +411,10 @@ pub(crate) struct Parallel {
     /// `parallel.stagger_seconds` (Ralph v2's key; default 0): the least
     /// time between two agent starts.
     pub(crate) stagger_secs: u64,
+    /// `parallel.predict_files` (default true): keep a story whose predicted
+    /// files clash with running work from starting beside it while other
+    /// work is ready.
+    pub(crate) predict_files: bool,
 }
 
 pub(super) fn parallel(r: &mut Reader) -> Parallel {
@@ -433,12 +437,14 @@ pub(super) fn parallel(r: &mut Reader) -> Parallel {
         0,
         "a whole number of megabytes (0 turns the memory check off)",
     );
+    let predict_files = r.boolean("parallel.predict_files");
     Parallel {
         enabled,
         max_concurrent,
         retry_concurrency,
         agent_memory_mb,
         stagger_secs,
+        predict_files,
     }
 }
 

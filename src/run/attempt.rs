@@ -457,9 +457,16 @@ impl Attempt<'_> {
         }
         let idx = self.req.idx;
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
+        let mut edited = std::collections::HashSet::new();
         let on_line = |line: &str| {
             let decoded = parser.feed_line(line);
             for ev in decoded {
+                if let AgentEvent::ToolUse { name, summary } = &ev {
+                    let path = crate::agent::event::edited_path(name, summary);
+                    if let Some(path) = path.filter(|p| edited.insert(p.clone())) {
+                        let _ = events.send(Event::Editing { idx, path });
+                    }
+                }
                 let text = activity_text(ev, verbose);
                 if text.is_empty() {
                     continue;

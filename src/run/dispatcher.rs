@@ -49,6 +49,9 @@ pub(crate) struct Dispatcher<E: Executor> {
     land_control: watch::Sender<Control>,
     activity_tx: mpsc::UnboundedSender<Event>,
     activity_rx: mpsc::UnboundedReceiver<Event>,
+    /// A reading of what running worktrees changed is under way
+    /// (`read_touched`): one at a time.
+    touched_reading: bool,
     /// Which records call for a notification.
     recorder: Recorder,
     /// Notifications the step's records called for (sent once it is done).
@@ -121,6 +124,7 @@ impl<E: Executor> Dispatcher<E> {
             replies: HashMap::new(),
             next_request: 0,
             live: None,
+            touched_reading: false,
         }
     }
 
@@ -218,9 +222,15 @@ impl<E: Executor> Dispatcher<E> {
                 // display counts down.
                 _ = sleep_until(pause.map(|p| p.min(Instant::now() + TICK))), if pause.is_some() => Event::Timer,
             };
-            if !matches!(event, Event::Activity { .. }) {
+            if let Event::Touched { .. } = &event {
+                self.touched_reading = false;
+            }
+            if !matches!(
+                event,
+                Event::Activity { .. } | Event::Editing { .. } | Event::Touched { .. }
+            ) {
                 self.read_memory();
-                self.read_touched(&event).await;
+                self.read_touched(&event);
             }
             if let Event::AttemptFinished(report) = &event {
                 // Its attempt is over: whatever it did to the slot is done.
@@ -262,17 +272,21 @@ impl<E: Executor> Dispatcher<E> {
         }
     }
 
-    /// Before an event that may free a slot: what each running story's
+    /// On an event that may free a slot: what each running story's
     /// worktree changed so far, when a ready story has predicted files to
     /// compare it with. The worktree is the one source that holds whatever
     /// the agent did, through any backend and any tool (an edit, a
-    /// generator, `sed -i`), where its tool-use events are summaries.
-    async fn read_touched(&mut self, event: &Event) {
+    /// generator, `sed -i`), where its tool-use events are summaries. Read
+    /// in the background and fed back as `Event::Touched`: git work on
+    /// every running worktree must not hold up the event it is read for
+    /// (a start, a landing), so a choice sees the reading of the event
+    /// before it, and the files agents announce (`Event::Editing`) at once.
+    fn read_touched(&mut self, event: &Event) {
         let frees_a_slot = matches!(
             event,
             Event::AttemptFinished(_) | Event::LandingFinished(_) | Event::HooksDone | Event::Timer
         );
-        if !frees_a_slot || !self.model.wants_touched() {
+        if self.touched_reading || !frees_a_slot || !self.model.wants_touched() {
             return;
         }
         let running: Vec<(usize, usize)> = self
@@ -286,25 +300,29 @@ impl<E: Executor> Dispatcher<E> {
             .iter()
             .map(|&(_, i)| (i, self.model.id(i).to_string()))
             .collect();
-        let found = blocking(&self.ctx, move |c| {
-            running
-                .into_iter()
-                .filter_map(|(slot, idx)| {
-                    let (_, path) = crate::paths::slot_worktree(&c.root, slot);
-                    let branch = crate::project::story_branch(&ids[&idx]);
-                    // A slot still being prepared has nothing to say yet.
-                    c.git
-                        .changed_since(&path, &branch, &c.target)
-                        .ok()
-                        .flatten()
-                        .map(|paths| (idx, paths))
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-        for (idx, paths) in found.unwrap_or_default() {
-            self.model.set_touched(idx, paths);
-        }
+        self.touched_reading = true;
+        let (ctx, tx) = (self.ctx.clone(), self.activity_tx.clone());
+        tokio::spawn(async move {
+            let found = blocking(&ctx, move |c| {
+                running
+                    .into_iter()
+                    .filter_map(|(slot, idx)| {
+                        let (_, path) = crate::paths::slot_worktree(&c.root, slot);
+                        let branch = crate::project::story_branch(&ids[&idx]);
+                        // A slot still being prepared has nothing to say yet.
+                        c.git
+                            .changed_since(&path, &branch, &c.target)
+                            .ok()
+                            .flatten()
+                            .map(|paths| (idx, paths))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await;
+            let _ = tx.send(Event::Touched {
+                found: found.unwrap_or_default(),
+            });
+        });
     }
 
     /// A task's result, or a failure in its name when it panicked.

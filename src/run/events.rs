@@ -41,6 +41,17 @@ pub(crate) enum Event {
         idx: usize,
         text: String,
     },
+    /// A running story's agent is editing a file (from its tool calls):
+    /// a prediction of what it changes, for dispatch.
+    Editing {
+        idx: usize,
+        path: String,
+    },
+    /// What running stories' worktrees changed so far, read in the
+    /// background (`(story, paths)`).
+    Touched {
+        found: Vec<(usize, Vec<String>)>,
+    },
     AttemptFinished(Box<AttemptReport>),
     /// The landing in progress (`Model::landing`) ended.
     LandingFinished(LandResult),

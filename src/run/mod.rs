@@ -310,15 +310,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // `--parallel` also comes from `parallel.enabled`; `-j` defaults to
     // `parallel.max_concurrent` when the user set it, else 4 (SPEC 2).
     let config = &project.config;
-    let parallel = opts.parallel || config.parallel.enabled || opts.jobs.is_some_and(|j| j > 1);
-    let jobs = if parallel {
-        opts.jobs
-            .or(config.parallel.max_concurrent)
-            .unwrap_or(4)
-            .max(1)
-    } else {
-        1
-    };
+    let jobs = jobs_of(&opts, config);
     let ctx = Arc::new(context::RunContext {
         root: root.to_path_buf(),
         config: config.clone(),
@@ -380,6 +372,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         .then_some(config.decomposition.max_depth),
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,
+        predict_files: config.parallel.predict_files,
+        history: {
+            let h = crate::forecast::History::load(root, &project.backlog.stories);
+            (!h.is_empty()).then(|| Arc::new(h))
+        },
         split_by_hand: None,
         models: model::Models {
             ladder: config.agent.escalation.clone(),
@@ -545,7 +542,7 @@ fn from_repo_root(
     let mut stories = stories.to_vec();
     if let Some(prefix) = prefix {
         for s in &mut stories {
-            for f in &mut s.files {
+            for f in s.files.iter_mut().chain(s.named.iter_mut()) {
                 *f = format!("{prefix}/{f}");
             }
         }
@@ -853,6 +850,21 @@ fn on_complete(ctx: &context::RunContext, model: &model::Model, code: i32, elaps
     }
 }
 
+/// The run's job count: `--parallel` also comes from `parallel.enabled`;
+/// `-j` defaults to `parallel.max_concurrent` when the user set it, else 4
+/// (SPEC 2).
+fn jobs_of(opts: &RunOptions, config: &crate::config::Config) -> usize {
+    let parallel = opts.parallel || config.parallel.enabled || opts.jobs.is_some_and(|j| j > 1);
+    if parallel {
+        opts.jobs
+            .or(config.parallel.max_concurrent)
+            .unwrap_or(4)
+            .max(1)
+    } else {
+        1
+    }
+}
+
 /// `ralph run -d`: the plan and each prompt's head; nothing is changed.
 fn dry_run(
     project: &Project,
@@ -928,5 +940,19 @@ fn dry_run(
             println!("    | {line}");
         }
     }
+    // What the run will cost and take, from the project's own history:
+    // advice only, so nothing here can fail the dry run.
+    let to_run: Vec<bool> = (0..b.stories.len())
+        .map(|i| selection.chosen[i] && !state.is_done(&b.stories[i].id))
+        .collect();
+    let jobs = jobs_of(opts, &project.config);
+    let history = crate::forecast::History::load(&project.root, &b.stories);
+    let planned = crate::forecast::plan(&project.dag, &b.stories, &to_run);
+    let agent = backends.first().map(|b| b.name());
+    let forecast = crate::forecast::forecast(&history, &planned, jobs, agent);
+    println!(
+        "[DRY RUN] {}",
+        crate::forecast::render(forecast.as_ref(), jobs)
+    );
     Ok(EXIT_OK)
 }

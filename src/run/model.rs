@@ -40,6 +40,13 @@ pub(crate) struct Policy {
     /// The memory one agent needs, in MB (`parallel.agent_memory_mb`; 0 =
     /// no check).
     pub(crate) agent_memory_mb: u64,
+    /// Predict what each story touches and keep clashing stories apart
+    /// (`parallel.predict_files`); off, dispatch knows no files at all.
+    pub(crate) predict_files: bool,
+    /// The project's past attempts (`forecast`), when it has any: each
+    /// story's expected duration orders the critical path and gives the
+    /// ETA. Advice only: nothing waits or fails for it.
+    pub(crate) history: Option<std::sync::Arc<crate::forecast::History>>,
     /// `ralph decompose ID`: the run is that story's split and nothing else.
     pub(crate) split_by_hand: Option<SplitByHand>,
     /// Which model each attempt runs on (issue 25).
@@ -300,7 +307,13 @@ pub(crate) struct Model {
     pub(crate) waits_for_review: bool,
     /// The run said it waits for a person (once per wait).
     pub(crate) said_waiting: bool,
+    /// Each story's expected duration in seconds (attempts and landing),
+    /// from `policy.history`; `None` without history.
+    pub(crate) expected_secs: Option<Vec<f64>>,
 }
+
+/// The most paths `state.touched_paths` keeps for one story.
+const MAX_TOUCHED_KEPT: usize = 64;
 
 impl Model {
     /// At least `n` slots, every per-slot vector grown with them (`ralph
@@ -377,7 +390,19 @@ impl Model {
         // Agents' usage limits are kept in the state (`paused_until`): the
         // ones a previous run recorded that are still in force hold here too.
         state.paused_until.retain(|_, until| *until > now.unix);
-        let sched = Scheduler::for_stories(dag, &stories, nodes, policy.jobs > 1);
+        let spec_bytes: Vec<usize> = stories.iter().map(|s| s.spec_bytes).collect();
+        let agent = policy.agents.first().map(|b| b.name());
+        let expected_secs = policy
+            .history
+            .as_ref()
+            .and_then(|h| h.expected_secs(&spec_bytes, agent));
+        let sched = Scheduler::for_stories(
+            dag,
+            &stories,
+            nodes,
+            policy.jobs > 1,
+            expected_secs.as_deref(),
+        );
         let (n, jobs) = (stories.len(), policy.jobs);
         let waste_at_start = state.waste();
         let mut model = Model {
@@ -422,7 +447,16 @@ impl Model {
             holds_here: false,
             waits_for_review: false,
             said_waiting: false,
+            expected_secs,
         };
+        let named: Vec<Vec<String>> = model.stories.iter().map(|s| s.named.clone()).collect();
+        for (s, kept) in model
+            .stories
+            .iter_mut()
+            .zip(crate::backlog::files::telling(&named))
+        {
+            s.named = kept;
+        }
         for i in 0..n {
             model.refresh_files(i);
         }
@@ -493,6 +527,7 @@ impl Model {
                 self.sched.set(idx, Node::Done);
                 // Its files are on the target now: nothing left to keep apart.
                 self.state.conflict_paths.remove(&id);
+                self.state.touched_paths.remove(&id);
                 self.touched.remove(&idx);
                 self.files[idx].clear();
             }
@@ -816,24 +851,61 @@ impl Model {
         jobs_now(self.policy.jobs, limit_near, running, memory)
     }
 
-    /// Recomputes what story `idx` is predicted to touch.
+    /// Recomputes what story `idx` is predicted to touch: what its spec
+    /// declares and names, what it conflicted on and touched before, what
+    /// its worktree changed so far (nothing with `predict_files` off).
     pub(crate) fn refresh_files(&mut self, idx: usize) {
+        if !self.policy.predict_files {
+            self.files[idx].clear();
+            return;
+        }
         let mut seen = std::collections::HashSet::new();
+        let id = &self.stories[idx].id;
         let files = self.stories[idx]
             .files
             .iter()
-            .chain(
-                self.state
-                    .conflict_paths
-                    .get(&self.stories[idx].id)
-                    .into_iter()
-                    .flatten(),
-            )
+            .chain(&self.stories[idx].named)
+            .chain(self.state.conflict_paths.get(id).into_iter().flatten())
+            .chain(self.state.touched_paths.get(id).into_iter().flatten())
             .chain(self.touched.get(&idx).into_iter().flatten())
             .filter(|p| seen.insert(p.as_str()))
             .cloned()
             .collect();
         self.files[idx] = files;
+    }
+
+    /// Remembers (in the state, so across attempts and runs) that story
+    /// `idx` touched `paths`; at most `MAX_TOUCHED_KEPT` paths, the first
+    /// ones, so a generator's thousand files cannot swell `state.json`.
+    fn remember_touched(&mut self, idx: usize, paths: &[String]) {
+        let known = self
+            .state
+            .touched_paths
+            .entry(self.stories[idx].id.clone())
+            .or_default();
+        for p in paths {
+            if known.len() >= MAX_TOUCHED_KEPT {
+                break;
+            }
+            if !known.contains(p) {
+                known.push(p.clone());
+            }
+        }
+    }
+
+    /// The agent of running story `idx` is editing `path` (from its tool
+    /// calls, before any of it is on disk or committed).
+    pub(crate) fn editing(&mut self, idx: usize, path: String) {
+        if self.sched.nodes[idx] != Node::Running || !self.policy.predict_files {
+            return;
+        }
+        let paths = self.touched.entry(idx).or_default();
+        if paths.contains(&path) {
+            return;
+        }
+        paths.push(path.clone());
+        self.remember_touched(idx, &[path]);
+        self.refresh_files(idx);
     }
 
     /// Story `idx`'s landing conflicted on `paths`: remembered (in the
@@ -855,21 +927,70 @@ impl Model {
     /// What the worktree of running story `idx` changed so far.
     pub(crate) fn set_touched(&mut self, idx: usize, paths: Vec<String>) {
         if self.sched.nodes[idx] == Node::Running {
-            self.touched.insert(idx, paths);
+            self.remember_touched(idx, &paths);
+            // What the agent said it edits stays, even before it is on disk.
+            let edited: Vec<String> = self.touched.remove(&idx).unwrap_or_default();
+            let mut all = paths;
+            for p in edited {
+                if !all.contains(&p) {
+                    all.push(p);
+                }
+            }
+            self.touched.insert(idx, all);
             self.refresh_files(idx);
         }
     }
 
     /// True when what running stories touched could change the next
-    /// choice: something runs, and a ready story has predicted files to
-    /// compare (with none, nothing can clash).
+    /// choice: something runs, more stories are ready than the slots free
+    /// once the event freed one (else every ready story starts whatever
+    /// clashes: a prediction never idles a slot), and a ready story has
+    /// predicted files to compare (with none, nothing can clash). The
+    /// reading is git work on every running worktree before the event:
+    /// skipped when it cannot matter.
     pub(crate) fn wants_touched(&self) -> bool {
-        self.slots.iter().any(Option::is_some)
-            && self
-                .sched
-                .ready()
-                .iter()
-                .any(|&i| !self.files[i].is_empty())
+        let running = self.slots.iter().filter(|s| s.is_some()).count();
+        let ready = self.sched.ready();
+        let free_after = self.policy.jobs.saturating_sub(running) + 1;
+        running > 0 && ready.len() > free_after && ready.iter().any(|&i| !self.files[i].is_empty())
+    }
+
+    /// Seconds until the run is through, as forecast from the project's
+    /// history (`None` without one): what is left of the running stories
+    /// and the schedule of the waiting ones at the jobs allowed now.
+    pub(crate) fn eta_secs(&self, now: Now) -> Option<f64> {
+        use crate::forecast::Left;
+        let expected = self.expected_secs.as_ref()?;
+        let started: HashMap<usize, Instant> = self
+            .slots
+            .iter()
+            .zip(&self.slot_started)
+            .filter_map(|(s, t)| Some(((*s)?, (*t)?)))
+            .collect();
+        let left: Vec<Left> = (0..self.stories.len())
+            .map(|i| match self.sched.nodes[i] {
+                Node::Pending => Left::Waiting,
+                Node::Running => Left::Running {
+                    elapsed: started.get(&i).map_or(0.0, |t| {
+                        now.mono.saturating_duration_since(*t).as_secs_f64()
+                    }),
+                },
+                // Its agent is through: what is left is its landing.
+                Node::Landing => Left::Running {
+                    elapsed: expected[i],
+                },
+                _ => Left::Nothing,
+            })
+            .collect();
+        let waits: Vec<Vec<usize>> = (0..self.stories.len())
+            .map(|i| self.sched.waits_of(i).to_vec())
+            .collect();
+        Some(crate::forecast::eta_secs(
+            expected,
+            &waits,
+            &left,
+            self.jobs_now(now).now,
+        ))
     }
 
     /// When a usage limit (or a fault's pause) next lifts.
@@ -923,6 +1044,8 @@ pub(crate) fn test_model(
         decompose_depth: None,
         retry_concurrency: 1,
         agent_memory_mb: 0,
+        predict_files: true,
+        history: None,
         split_by_hand: None,
         models: Models::default(),
     };

@@ -227,6 +227,8 @@ mod tests {
                 allow_empty_done: false,
                 priority: crate::backlog::files::DEFAULT_RANK,
                 files: Vec::new(),
+                named: Vec::new(),
+                spec_bytes: 0,
             })
             .collect();
         crate::run::model::test_model(stories, 2, max_retries, None, t0())

@@ -170,6 +170,8 @@ mod tests {
             agent: None,
             allow_empty_done: false,
             model: Default::default(),
+            named: Vec::new(),
+            spec_bytes: 0,
             prd_passes: done,
             prd_spec: None,
             priority: crate::backlog::files::priority_rank(None),

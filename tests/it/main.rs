@@ -15,6 +15,7 @@ mod crash;
 mod display;
 mod faults;
 mod fixup;
+mod forecast;
 mod github;
 mod insight;
 mod landing;

@@ -265,6 +265,8 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
             prd_spec: Some(spec_of(issue)),
             priority: files::priority_rank(keys.get("priority").map(String::as_str)),
             files: files::spec_files(&issue.body),
+            named: files::named_paths(&issue.body),
+            spec_bytes: spec_of(issue).len(),
             // `model:` and `effort:` of the ralph block, as a spec's
             // frontmatter gives them (an effort that is no rung starts
             // on the first).

@@ -43,6 +43,7 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
             .iter()
             .map(|l| story_label(model, l.idx))
             .collect(),
+        eta_secs: now.and_then(|now| model.eta_secs(now)),
     }
 }
 

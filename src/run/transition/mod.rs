@@ -106,6 +106,18 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 text,
             }];
         }
+        Event::Editing { idx, path } => {
+            // Only what later choices see: nothing starts or stops for it.
+            model.editing(idx, path);
+            return Vec::new();
+        }
+        Event::Touched { found } => {
+            // A story that stopped running meanwhile is left out.
+            for (idx, paths) in found {
+                model.set_touched(idx, paths);
+            }
+            return Vec::new();
+        }
         Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
         Event::LandingFinished(result) => match model.landing.take() {
             Some(landing) => landing_finished(model, landing, result, now, &mut out),

@@ -26,6 +26,8 @@ fn story(id: &str, deps: &[&str]) -> Story {
         prd_spec: None,
         priority: crate::backlog::files::DEFAULT_RANK,
         files: Vec::new(),
+        named: Vec::new(),
+        spec_bytes: 0,
     }
 }
 

@@ -603,3 +603,99 @@ fn a_failure_the_breaker_takes_back_is_not_recorded_as_failed_for_good() {
     );
     assert_eq!(m.state.status("d"), Status::Pending);
 }
+
+/// A model over `INDEPENDENT[..n]` whose stories' specs name `named` paths.
+fn model_naming(n: usize, jobs: usize, named: &[(usize, &str)]) -> Model {
+    let mut stories: Vec<Story> = INDEPENDENT[..n]
+        .iter()
+        .map(|(id, deps)| story(id, deps))
+        .collect();
+    for &(i, p) in named {
+        stories[i].named.push(p.to_string());
+    }
+    super::super::super::model::test_model(stories, jobs, 3, None, t0())
+}
+
+#[test]
+fn a_path_named_in_prose_keeps_two_stories_apart_while_other_work_is_ready() {
+    // a and b both name shared.txt in their specs' prose: b waits for a,
+    // c takes the second slot.
+    let mut m = model_naming(4, 2, &[(0, "shared.txt"), (1, "shared.txt")]);
+    let first = begin(&mut m);
+    assert_eq!(first.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 2]);
+    // With the prediction off, file order alone.
+    let mut m = model_naming(4, 2, &[(0, "shared.txt"), (1, "shared.txt")]);
+    m.policy.predict_files = false;
+    m.refresh_files(0);
+    m.refresh_files(1);
+    let first = begin(&mut m);
+    assert_eq!(first.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 1]);
+}
+
+#[test]
+fn a_file_a_running_agent_edits_keeps_a_story_naming_it_waiting() {
+    // Only c's spec names notes.md; a's agent is seen editing it.
+    let mut m = model_naming(4, 2, &[(2, "notes.md")]);
+    let first = begin(&mut m);
+    assert_eq!(first.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 1]);
+    assert!(handle(
+        &mut m,
+        Event::Editing {
+            idx: 0,
+            path: "notes.md".into()
+        },
+        t0()
+    )
+    .is_empty());
+    // b finishes: c clashes with a, which is still editing; d goes first.
+    let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    assert_eq!(starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(), [3]);
+    // What a touched is kept in the state for its next attempt, until it lands.
+    assert_eq!(
+        m.state.touched_paths.get("a"),
+        Some(&vec!["notes.md".to_string()])
+    );
+    // An edit reported for a story that no longer runs changes nothing.
+    handle(
+        &mut m,
+        Event::Editing {
+            idx: 1,
+            path: "late.md".into(),
+        },
+        t0(),
+    );
+    assert!(!m.files[1].contains(&"late.md".to_string()));
+}
+
+#[test]
+fn files_touched_in_an_earlier_run_are_predicted_in_the_next() {
+    let mut m = model_naming(4, 2, &[(2, "lib.rs")]);
+    m.state
+        .touched_paths
+        .insert("a".into(), vec!["lib.rs".into()]);
+    m.refresh_files(0);
+    // a touched lib.rs before (a killed run, a failed attempt): it and c,
+    // whose spec names lib.rs, do not start together.
+    let first = begin(&mut m);
+    assert_eq!(first.iter().map(|r| r.idx).collect::<Vec<_>>(), [0, 1]);
+    let a = handle(&mut m, finished(&first[1], Verdict::Done), t0());
+    assert_eq!(starts(&a).iter().map(|r| r.idx).collect::<Vec<_>>(), [3]);
+}
+
+#[test]
+fn the_totals_carry_an_eta_only_with_a_forecast() {
+    let mut m = model_with(&INDEPENDENT[..4], 2, 3, None);
+    let now = t0();
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 2);
+    assert_eq!(super::super::finish::totals(&m, Some(now)).eta_secs, None);
+    // 60 s each: two running (just started), two waiting, two agents.
+    m.expected_secs = Some(vec![60.0; 4]);
+    let eta = super::super::finish::totals(&m, Some(now))
+        .eta_secs
+        .unwrap();
+    assert!((eta - 120.0).abs() < 1.0, "{eta}");
+    // 30 s later, half of the running ones is left.
+    let eta = m.eta_secs(later(now, 30)).unwrap();
+    assert!((eta - 90.0).abs() < 1.0, "{eta}");
+}
