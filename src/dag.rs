@@ -387,6 +387,7 @@ mod tests {
                 estimation: None,
                 agent: None,
                 allow_empty_done: false,
+                allow_test_changes: false,
                 prd_passes: false,
                 prd_spec: None,
                 priority: crate::backlog::files::DEFAULT_RANK,

@@ -31,6 +31,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("postmortem", "A lesson after a timeout"),
     ("runs", "Run records"),
     ("landing", "Landing, or keeping work for review"),
+    ("gates", "Trust gates before landing (docs/gates.md)"),
     (
         "sandbox",
         "Sealed attempts: environment, redaction, confinement",

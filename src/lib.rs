@@ -16,6 +16,7 @@ mod decompose;
 mod display;
 mod error;
 mod exec;
+mod gates;
 mod gitops;
 mod layout;
 mod learnings;

@@ -100,6 +100,20 @@ Your work, merged onto {{TARGET}}, failed the required check '{{FAILED_NAME}}'
 This worktree holds your work merged onto {{TARGET}}. Find the cause and fix it.
 
 {{/if}}
+{{#if GATE_FINDINGS}}
+## Checks before landing
+
+Your work, merged onto {{TARGET}}, weakens the checks it must pass or drops
+what another story landed. Each finding (file, line, what changed):
+{{GATE_FINDINGS}}
+
+Restore each one: the deleted or skipped tests, the assertions, the
+validation settings, the other story's lines. If a change is truly part of
+the story, say why in one line instead, and the story waits for a person:
+   <ralph>TESTS_CHANGED {{STORY_ID}}: <reason></ralph> for tests and their settings,
+   <ralph>DROPS {{STORY_ID}}: <reason></ralph> for another story's lines.
+
+{{/if}}
 {{#if RETRY_CONTEXT}}
 ## Also
 
@@ -213,6 +227,15 @@ pub(crate) fn fixup_vars(config: &Config, input: &FixupInput<'_>) -> Vars {
     v.set("MERGE_CLEAN", if clean { "yes" } else { "" });
     v.set("MERGE_IN_PROGRESS", if input.merging { "yes" } else { "" });
     v.set("MERGE_COMMITTED", if input.merging { "" } else { "yes" });
+    let findings = match input.cause {
+        FixupCause::Gate { findings, .. } => findings
+            .iter()
+            .map(|f| format!("   - {}", f.line_text()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    v.set("GATE_FINDINGS", findings);
     match input.cause {
         FixupCause::Validation {
             name,
@@ -225,7 +248,7 @@ pub(crate) fn fixup_vars(config: &Config, input: &FixupInput<'_>) -> Vars {
             v.set("VALIDATION_OUTPUT", tail.trim_end());
             v.set("VALIDATION_LOG", log.as_str());
         }
-        FixupCause::Conflict { .. } => {
+        FixupCause::Conflict { .. } | FixupCause::Gate { .. } => {
             for k in [
                 "FAILED_NAME",
                 "FAILED_COMMAND",
@@ -246,6 +269,17 @@ pub(crate) fn note_context(note: &Note, target: &str) -> String {
     if let Some(f) = &note.fixup {
         parts.push(match &f.cause {
             FixupCause::Conflict { paths } => conflict_redo(target, paths, &f.work),
+            FixupCause::Gate { findings, .. } => format!(
+                "Your earlier work on this story weakened its checks or dropped what another \
+                 story landed:\n{}\n\nThat work is kept at the git ref {}. Start from the \
+                 current code and keep every test, assertion and landed line.",
+                findings
+                    .iter()
+                    .map(|f| format!("- {}", f.line_text()))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                f.work
+            ),
             FixupCause::Validation { name, tail, .. } => format!(
                 "Your earlier work on this story failed the required check '{name}' once \
                  merged onto {target}; the end of its output:\n\n```\n{}\n```\n\nThat work is \

@@ -115,6 +115,16 @@ pub(crate) enum Ev {
         secs: f64,
         ok: bool,
     },
+    /// The trust gates' findings on a landing and what followed (issue 26).
+    Gate {
+        story: String,
+        attempt: u32,
+        /// fixup, review or warned.
+        decision: String,
+        findings: Vec<crate::gates::Finding>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     Landed {
         story: String,
         attempt: u32,

@@ -489,6 +489,7 @@ mod tests {
             estimation: est.map(str::to_string),
             agent: None,
             allow_empty_done: false,
+            allow_test_changes: false,
             prd_passes: false,
             prd_spec: None,
             priority: crate::backlog::files::DEFAULT_RANK,

@@ -58,6 +58,10 @@ pub(crate) struct StoryRow {
     pub(crate) last_error: Option<String>,
     /// The agent of the latest attempt.
     pub(crate) agent: Option<String>,
+    /// The trust gates' last findings, when they held it, let it land with
+    /// them (`warn`) or a person approved it (issue 26).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gate: Option<crate::state::GateRecord>,
 }
 
 /// Every story of the backlog with its status and record; attempts by
@@ -106,6 +110,11 @@ pub(crate) fn story_rows(
                 landed_commit: rec.landed_commit.clone(),
                 last_error: rec.last_error.clone(),
                 agent: rec.history.last().and_then(|h| h.agent.clone()),
+                // A fix-up that restored what was found leaves nothing to show.
+                gate: rec
+                    .gate
+                    .clone()
+                    .filter(|g| g.decision != crate::state::GateDecision::Fixup),
             }
         })
         .collect()
@@ -163,6 +172,7 @@ mod tests {
             estimation: None,
             agent: None,
             allow_empty_done: false,
+            allow_test_changes: false,
             prd_passes: true,
             prd_spec: None,
             priority: crate::backlog::files::DEFAULT_RANK,

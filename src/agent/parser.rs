@@ -21,6 +21,12 @@ pub(crate) struct Signals {
     pub(crate) fail: Option<(String, String)>,
     /// LEARN texts in order, without duplicates.
     pub(crate) learnings: Vec<String>,
+    /// (id, reason) of the last `<ralph>TESTS_CHANGED id: reason</ralph>`:
+    /// the agent says why it changed tests (the gate sends it to review).
+    pub(crate) tests_changed: Option<(String, String)>,
+    /// (id, reason) of the last `<ralph>DROPS id: reason</ralph>`: a
+    /// conflict fix-up says why it removed what another story landed.
+    pub(crate) drops: Option<(String, String)>,
 }
 
 /// Incremental parser for one attempt's output.
@@ -114,6 +120,14 @@ static DONE_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>DONE\s+({ID})\s*</ralph>")).unwrap());
 static FAIL_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>FAIL\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
+static TESTS_CHANGED_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"<ralph>TESTS_CHANGED\s+({ID})\s*:([^<]*)</ralph>"
+    ))
+    .unwrap()
+});
+static DROPS_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"<ralph>DROPS\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
 static LEARN_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?s)<ralph>LEARN:(.*?)</ralph>").unwrap());
 static LEGACY_DONE_RE: LazyLock<Regex> =
@@ -163,6 +177,8 @@ struct TagScan {
     legacy_fail: Option<(String, String)>,
     learnings: Vec<String>,
     seen_learnings: HashSet<String>,
+    tests_changed: Option<(String, String)>,
+    drops: Option<(String, String)>,
 }
 
 impl TagScan {
@@ -176,6 +192,12 @@ impl TagScan {
         }
         if let Some(c) = FAIL_RE.captures_iter(text).last() {
             self.fail = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        if let Some(c) = TESTS_CHANGED_RE.captures_iter(text).last() {
+            self.tests_changed = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        if let Some(c) = DROPS_RE.captures_iter(text).last() {
+            self.drops = Some((c[1].to_string(), clean_reason(&c[2])));
         }
         for c in LEARN_RE.captures_iter(text) {
             let learning = c[1].trim();
@@ -208,6 +230,8 @@ impl TagScan {
             done,
             fail,
             learnings: self.learnings.clone(),
+            tests_changed: self.tests_changed.clone(),
+            drops: self.drops.clone(),
         }
     }
 }
@@ -605,6 +629,30 @@ pub(crate) fn scan_text(text: &str) -> Signals {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn tests_changed_and_drops_tags_carry_the_id_and_the_reason() {
+        let s = scan_text(
+            "<ralph>TESTS_CHANGED 1.2: the old parser tests\nmove to tests/parse.rs</ralph>\n\
+             <ralph>DROPS 1.2: the menu entry is replaced</ralph>\n<ralph>DONE 1.2</ralph>",
+        );
+        assert_eq!(
+            s.tests_changed,
+            Some((
+                "1.2".into(),
+                "the old parser tests move to tests/parse.rs".into()
+            ))
+        );
+        assert_eq!(
+            s.drops,
+            Some(("1.2".into(), "the menu entry is replaced".into()))
+        );
+        assert_eq!(s.done.as_deref(), Some("1.2"));
+        assert_eq!(
+            scan_text("<ralph>TESTS_CHANGED 1.2</ralph>").tests_changed,
+            None
+        );
+    }
 
     /// Parse speed of Claude Code's stream-json (also Amp's) on ~50 MB of
     /// recorded lines: `cargo test --release --lib agent::parser -- --ignored --nocapture`.

@@ -219,6 +219,7 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 estimation: None,
                 agent: None,
                 allow_empty_done: false,
+                allow_test_changes: false,
                 prd_passes: passes,
                 prd_spec: Some(prd_spec),
                 priority: files::DEFAULT_RANK,

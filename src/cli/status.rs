@@ -132,6 +132,27 @@ pub(super) fn cmd_status(root: &Path, json: bool) -> anyhow::Result<i32> {
     if !blocked.is_empty() {
         println!("Blocked: {}", blocked.join(", "));
     }
+    for s in &project.backlog.stories {
+        let Some(g) = state.record(&s.id).and_then(|r| r.gate.as_ref()) else {
+            continue;
+        };
+        if g.decision == crate::state::GateDecision::Fixup {
+            continue;
+        }
+        println!(
+            "Gates: {} {} ({} finding(s)){}",
+            s.id,
+            g.decision.name(),
+            g.findings.len(),
+            g.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+        for f in &g.findings {
+            println!("  {}", f.line_text());
+        }
+    }
     println!(
         "Tokens: {} in, {} out, {} cache write, {} cache read · Cost: ${:.2}",
         usage.input_tokens,

@@ -467,4 +467,48 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          start each node with `--resources='{\"ralph_slot\": 2}'` to run at most two \
          attempts there.",
     ),
+    key(
+        "gates.tests",
+        Kind::Str,
+        "The test-integrity gate (docs/gates.md): before a story lands, its diff is checked \
+         for deleted or renamed-away test files, removed test functions, added skip markers, \
+         fewer assertion lines and changes to the validation commands' own configuration. \
+         `block` sends such work back as a fix-up naming each finding (to review instead \
+         when the spec says `allow_test_changes: true` or the agent explains itself with \
+         `<ralph>TESTS_CHANGED <id>: reason</ralph>`); `warn` lands it with the findings \
+         recorded; `off` checks nothing.",
+    ),
+    key_or(
+        "gates.tests_patterns.test_files",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of paths that are test files, added to the built-in ones \
+         (`tests/`, `test_*.py`, `*_test.go`, `*.test.ts`, ...).",
+    ),
+    key_or(
+        "gates.tests_patterns.test_functions",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of a test's line in a test file; the first group is its name \
+         (a test that moved keeps its name).",
+    ),
+    key_or(
+        "gates.tests_patterns.skips",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of a skip marker's line in a test file.",
+    ),
+    key_or(
+        "gates.tests_patterns.assertions",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of an assertion's line in a test file.",
+    ),
+    key_or(
+        "gates.tests_patterns.validation_files",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of paths whose every change touches how the work is checked \
+         (added to CI files and `pytest.ini`).",
+    ),
 ];

@@ -12,12 +12,14 @@ use serde_json::{json, Value};
 use crate::error::Problem;
 
 mod executor;
+mod gates;
 pub(crate) mod keys;
 mod reader;
 mod sections;
 mod warnings;
 
 pub(crate) use executor::{Executor, RaySettings};
+pub(crate) use gates::{Gates, TestsGate};
 use reader::Reader;
 pub(crate) use sections::{
     Budget, Commit, Decomposition, Hooks, Landing, Learnings, Limits, Loop, Parallel, Postmortem,
@@ -65,6 +67,8 @@ pub(crate) struct Config {
     pub(crate) sandbox: crate::sandbox::Settings,
     /// `executor.*`: where attempts run (issue 23).
     pub(crate) executor: Executor,
+    /// `gates.*`: the checks before landing (issue 26).
+    pub(crate) gates: Gates,
 }
 
 /// The built-in defaults as JSON (SPEC 3.1).
@@ -141,6 +145,9 @@ pub(crate) fn defaults() -> Value {
         },
         "runs": {
             "max_mb": 100
+        },
+        "gates": {
+            "tests": "block"
         },
         "sandbox": {
             "mode": "auto",
@@ -302,6 +309,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let runs = sections::runs(&mut r);
     let sandbox = sections::sandbox(&mut r);
     let executor = executor::executor(&mut r);
+    let gates = gates::gates(&mut r);
 
     let problems = std::mem::take(&mut r.problems);
     let read = r.read.take();
@@ -334,6 +342,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         runs,
         sandbox,
         executor,
+        gates,
     })
 }
 

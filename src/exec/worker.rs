@@ -200,6 +200,9 @@ pub(crate) struct WireReport {
     pub(crate) base: Oid,
     /// The attempt's log.
     pub(crate) log: String,
+    /// The agent's TESTS_CHANGED / DROPS words (issue 26).
+    #[serde(default)]
+    pub(crate) explained: crate::state::Explained,
 }
 
 impl WireReport {
@@ -224,6 +227,7 @@ impl WireReport {
             node: hostname(),
             base: Oid::new(),
             log,
+            explained: r.explained.clone(),
         }
     }
 
@@ -247,6 +251,7 @@ impl WireReport {
         r.resumed = self.resumed;
         r.kept = self.kept;
         r.children = self.children;
+        r.explained = self.explained;
         r
     }
 }
@@ -359,6 +364,7 @@ fn fault(reason: String, kind: FaultKind) -> WireReport {
         node: hostname(),
         base: Oid::new(),
         log: String::new(),
+        explained: Default::default(),
     }
 }
 

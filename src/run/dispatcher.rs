@@ -310,8 +310,12 @@ impl<E: Executor> Dispatcher<E> {
                 self.owners
                     .insert(handle.id(), Task::Attempt(Box::new(req)));
             }
-            Action::Land { idx, attempt } => {
-                let req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt);
+            Action::Land {
+                idx,
+                attempt,
+                gates,
+            } => {
+                let req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt, gates);
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {
                     Event::LandingFinished(land::land(&ctx, &req, control).await)

@@ -89,6 +89,9 @@ pub(crate) struct AttemptReport {
     pub(crate) kept: Vec<String>,
     /// A decomposition run: the sub-stories it wrote on the story branch.
     pub(crate) children: Vec<String>,
+    /// What the agent said about changes the gates find (its tags for
+    /// this story).
+    pub(crate) explained: crate::state::Explained,
 }
 
 impl AttemptReport {
@@ -115,6 +118,7 @@ impl AttemptReport {
             resumed: false,
             kept: Vec::new(),
             children: Vec::new(),
+            explained: crate::state::Explained::default(),
         }
     }
 }
@@ -169,6 +173,22 @@ pub(crate) enum LandResult {
     /// the state so the next run lands it without redoing it.
     Interrupted,
     Error(String),
+    /// The trust gates found something (issue 26); nothing moved. The
+    /// transition decides: a fix-up, review, or (warn) landing anyway.
+    Gated {
+        findings: Vec<crate::gates::Finding>,
+        saved_ref: Option<String>,
+    },
+}
+
+/// Which gates a landing runs, as the transition asks (issue 26).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GateAsk {
+    /// The test-integrity gate.
+    pub(crate) tests: bool,
+    /// A conflict fix-up's kept work: the target's changes since its base
+    /// must still stand in the merged tree.
+    pub(crate) other_side_of: Option<String>,
 }
 
 /// One attempt to start, as the transition decides it.
@@ -220,6 +240,7 @@ pub(crate) enum Action {
     Land {
         idx: usize,
         attempt: u32,
+        gates: GateAsk,
     },
     /// `post_story` (with the outcome, as `RALPH_RESULT`) then
     /// `post_iteration`, for finished work once its landing decided.

@@ -16,7 +16,7 @@ use crate::prompt;
 use crate::store;
 
 use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
-use super::events::LandResult;
+use super::events::{GateAsk, LandResult};
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
 /// target that keeps moving under the queue.
@@ -36,10 +36,17 @@ pub(crate) struct LandRequest {
     pub(crate) spec_rel: Option<String>,
     /// prd.json, repository-relative, when the backlog is one.
     pub(crate) prd_rel: Option<String>,
+    /// The gates to run before validation (the transition's `gates::ask`).
+    pub(crate) gates: GateAsk,
 }
 
 impl LandRequest {
-    pub(crate) fn new(ctx: &RunContext, story: &Story, attempt: u32) -> LandRequest {
+    pub(crate) fn new(
+        ctx: &RunContext,
+        story: &Story,
+        attempt: u32,
+        gates: GateAsk,
+    ) -> LandRequest {
         let spec_rel = story
             .spec_path
             .as_ref()
@@ -55,6 +62,7 @@ impl LandRequest {
             attempt,
             spec_rel,
             prd_rel,
+            gates,
         }
     }
 }
@@ -350,6 +358,15 @@ async fn land_rounds(
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e),
         };
+        // Before validation: weakened checks are not worth running.
+        let findings = gate_findings(ctx, req, &commit).await;
+        if !findings.is_empty() {
+            let saved = keep(ctx, &branch, KeptRef::Attempt, req).await;
+            return LandResult::Gated {
+                findings,
+                saved_ref: saved,
+            };
+        }
         if !ctx.required_validation.is_empty() {
             let started = std::time::Instant::now();
             let failed = validate_merged(ctx, req, &commit, &base, control.clone()).await;
@@ -449,6 +466,55 @@ async fn land_rounds(
         }
     }
     LandResult::Raced
+}
+
+/// What the gates the transition asked for find on the story's work and
+/// the merged tree `commit`. A gate that cannot read git says so in
+/// ralph.log and finds nothing: the validation still runs.
+async fn gate_findings(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    commit: &Oid,
+) -> Vec<crate::gates::Finding> {
+    if !req.gates.tests && req.gates.other_side_of.is_none() {
+        return Vec::new();
+    }
+    let (r, commit) = (req.clone(), commit.clone());
+    let found = blocking(
+        ctx,
+        move |c| -> Result<Vec<crate::gates::Finding>, GitError> {
+            let mut found = Vec::new();
+            if r.gates.tests {
+                let patterns = crate::gates::Patterns::new(&c.config.gates.patterns)
+                    .map_err(|e| GitError::Other(e.message))?;
+                if let Some(diff) = c.git.story_diff(&c.target, &project::story_branch(&r.id))? {
+                    found.extend(crate::gates::test_integrity(&diff, &patterns));
+                }
+            }
+            if let Some(work) = &r.gates.other_side_of {
+                if let Some((other, merged)) = c.git.other_side(work, &c.target, &commit)? {
+                    found.extend(crate::gates::lost_lines(&other, &merged));
+                }
+            }
+            Ok(found)
+        },
+    )
+    .await;
+    match found {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
+            ctx.log.line(&format!(
+                "story {}: the gates could not read git: {e}",
+                req.id
+            ));
+            Vec::new()
+        }
+        Err(e) => {
+            ctx.log
+                .line(&format!("story {}: the gates did not run: {e}", req.id));
+            Vec::new()
+        }
+    }
 }
 
 /// Keeps the story branch's commits under a ref of `kind`.

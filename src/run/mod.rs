@@ -351,6 +351,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,
         split_by_hand: None,
+        tests_gate: config.gates.tests,
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {

@@ -42,6 +42,8 @@ pub(crate) struct Policy {
     pub(crate) agent_memory_mb: u64,
     /// `ralph decompose ID`: the run is that story's split and nothing else.
     pub(crate) split_by_hand: Option<SplitByHand>,
+    /// `gates.tests`: what the test-integrity gate's findings lead to.
+    pub(crate) tests_gate: crate::config::TestsGate,
 }
 
 /// The story `ralph decompose ID` splits, as it was before the user asked:
@@ -170,6 +172,9 @@ pub(crate) struct Landing {
     pub(crate) iteration: Option<u64>,
     /// When the merge queue took it up (its record's `secs`).
     pub(crate) since: Option<Instant>,
+    /// The test gate's findings were recorded and let be (`gates.tests:
+    /// warn`): this landing does not check them again.
+    pub(crate) tests_let_be: bool,
 }
 
 /// What `apply` found out while changing a story.
@@ -725,6 +730,7 @@ pub(crate) fn test_model(
         retry_concurrency: 1,
         agent_memory_mb: 0,
         split_by_hand: None,
+        tests_gate: crate::config::TestsGate::Block,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

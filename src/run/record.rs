@@ -158,6 +158,10 @@ pub(crate) fn land_end(story: &str, attempt: u32, result: &LandResult, secs: f64
         LandResult::InPr { url } => end("in_pr", Some(url.clone())),
         LandResult::Interrupted => end("interrupted", None),
         LandResult::Error(e) => end("error", Some(e.clone())),
+        LandResult::Gated { findings, .. } => end(
+            "gated",
+            Some(format!("{} finding(s) of the trust gates", findings.len())),
+        ),
     }
 }
 
@@ -221,6 +225,7 @@ mod tests {
                 prd_passes: false,
                 prd_spec: None,
                 allow_empty_done: false,
+                allow_test_changes: false,
                 priority: crate::backlog::files::DEFAULT_RANK,
                 files: Vec::new(),
             })

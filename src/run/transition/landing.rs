@@ -26,6 +26,7 @@ pub(super) fn send_to_landing(
         attempt,
         iteration,
         since: None,
+        tests_let_be: false,
     });
 }
 
@@ -54,6 +55,7 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         out.push(Action::Land {
             idx: next.idx,
             attempt: next.attempt,
+            gates: super::gates::ask(model, &next),
         });
     }
 }
@@ -71,7 +73,8 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         | LandResult::Error(_) => Some("error"),
         LandResult::InReview => Some("review"),
         LandResult::InPr { .. } => Some("pr"),
-        LandResult::Interrupted | LandResult::Raced => None,
+        // The gates' decision says (`gates::gated`).
+        LandResult::Interrupted | LandResult::Raced | LandResult::Gated { .. } => None,
     }
 }
 
@@ -374,6 +377,10 @@ pub(super) fn landing_finished(
             model.apply(idx, Change::LandingInterrupted);
             out.push(Action::Say(Message::LandingStopped { id }));
         }
+        LandResult::Gated {
+            findings,
+            saved_ref,
+        } => super::gates::gated(model, landing, findings, saved_ref, out),
         LandResult::Raced => {
             let n = {
                 let n = model.races.entry(idx).or_default();

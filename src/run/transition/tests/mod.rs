@@ -21,6 +21,7 @@ fn story(id: &str, deps: &[&str]) -> Story {
         estimation: None,
         agent: None,
         allow_empty_done: false,
+        allow_test_changes: false,
         prd_passes: false,
         prd_spec: None,
         priority: crate::backlog::files::DEFAULT_RANK,
@@ -237,6 +238,7 @@ pub(crate) fn records(actions: &[Action]) -> Vec<Ev> {
         .collect()
 }
 
+mod gates;
 mod landing;
 mod limits;
 mod outcome;
