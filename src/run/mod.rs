@@ -694,7 +694,14 @@ fn finish(
             "run end: stopped {late} process(es) that outlived their attempt"
         ));
     }
-    recover::cleanup_worktrees(root, git, target);
+    let in_review: Vec<String> = model
+        .state
+        .stories
+        .iter()
+        .filter(|(_, r)| r.status == crate::state::Status::Review)
+        .map(|(id, _)| id.clone())
+        .collect();
+    recover::cleanup_worktrees(root, git, target, &in_review);
     // A sweep may have killed a git an agent started mid-write (its
     // automatic maintenance, say): leave no stale lock behind.
     recover::remove_stale_git_locks(git, log);

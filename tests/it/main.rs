@@ -14,6 +14,7 @@ mod crash;
 mod display;
 mod faults;
 mod fixup;
+mod gates;
 mod insight;
 mod landing;
 mod malformed;
