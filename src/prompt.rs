@@ -114,6 +114,16 @@ the story, say why in one line instead, and the story waits for a person:
    <ralph>DROPS {{STORY_ID}}: <reason></ralph> for another story's lines.
 
 {{/if}}
+{{#if REVIEW_TEXT}}
+## Review
+
+Your work passed validation on {{TARGET}}, but a reviewer asked for changes:
+
+{{REVIEW_TEXT}}
+
+Make them on this worktree (your work merged onto {{TARGET}}).
+
+{{/if}}
 {{#if RETRY_CONTEXT}}
 ## Also
 
@@ -149,6 +159,46 @@ the story, say why in one line instead, and the story waits for a person:
 {{SPEC_CONTENT}}
 {{/if}}
 ";
+
+/// What the review gate's reviewer is shown.
+#[derive(Debug, Clone)]
+pub(crate) struct ReviewInput<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) spec: &'a str,
+    pub(crate) diff: &'a str,
+    /// The end of the validation output (empty: none configured).
+    pub(crate) validation: &'a str,
+}
+
+/// The review gate's prompt (issue 26): read-only, one verdict tag.
+pub(crate) fn review_prompt(r: &ReviewInput<'_>) -> String {
+    let validation = if r.validation.trim().is_empty() {
+        "No validation output (no required validation command is configured).".to_string()
+    } else {
+        format!(
+            "The required validation commands passed on the merged tree; the end of their \
+             output:\n\n```\n{}\n```",
+            r.validation.trim_end()
+        )
+    };
+    format!(
+        "You are reviewing another coding agent's work on Story {id}: {title}, before it lands \
+         on {target}. This worktree holds that work merged onto {target}. Read only: change \
+         no file, make no commit.\n\n## The story\n\n{spec}\n\n## The change (against \
+         {target})\n\n```diff\n{diff}\n```\n\n## Validation\n\n{validation}\n\n## Your \
+         answer\n\nCheck that the change does what the story asks, keeps the tests honest and \
+         breaks nothing else. End your last message with exactly one line:\n\
+         <ralph>APPROVE {id}</ralph> when it may land as it is, or\n\
+         <ralph>CHANGES {id}: <what must change, specific enough to act on></ralph>\n",
+        id = r.id,
+        title = r.title,
+        target = r.target,
+        spec = r.spec.trim_end(),
+        diff = r.diff.trim_end(),
+    )
+}
 
 /// Lines of a failed validation's output a fix-up prompt shows.
 pub(crate) const TAIL_LINES: usize = 200;
@@ -236,6 +286,11 @@ pub(crate) fn fixup_vars(config: &Config, input: &FixupInput<'_>) -> Vars {
         _ => String::new(),
     };
     v.set("GATE_FINDINGS", findings);
+    let review = match input.cause {
+        FixupCause::Review { text } => text.trim(),
+        _ => "",
+    };
+    v.set("REVIEW_TEXT", review);
     match input.cause {
         FixupCause::Validation {
             name,
@@ -248,7 +303,7 @@ pub(crate) fn fixup_vars(config: &Config, input: &FixupInput<'_>) -> Vars {
             v.set("VALIDATION_OUTPUT", tail.trim_end());
             v.set("VALIDATION_LOG", log.as_str());
         }
-        FixupCause::Conflict { .. } | FixupCause::Gate { .. } => {
+        FixupCause::Conflict { .. } | FixupCause::Gate { .. } | FixupCause::Review { .. } => {
             for k in [
                 "FAILED_NAME",
                 "FAILED_COMMAND",
@@ -278,6 +333,12 @@ pub(crate) fn note_context(note: &Note, target: &str) -> String {
                     .map(|f| format!("- {}", f.line_text()))
                     .collect::<Vec<_>>()
                     .join("\n"),
+                f.work
+            ),
+            FixupCause::Review { text } => format!(
+                "A reviewer asked for changes to your earlier work on this story:\n\n{}\n\n\
+                 That work is kept at the git ref {}.",
+                text.trim(),
                 f.work
             ),
             FixupCause::Validation { name, tail, .. } => format!(

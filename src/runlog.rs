@@ -115,6 +115,17 @@ pub(crate) enum Ev {
         secs: f64,
         ok: bool,
     },
+    /// The review gate's reviewer answered (issue 26).
+    Review {
+        story: String,
+        attempt: u32,
+        /// approve, changes or no_answer.
+        verdict: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        text: String,
+        #[serde(default)]
+        cost_usd: f64,
+    },
     /// The trust gates' findings on a landing and what followed (issue 26).
     Gate {
         story: String,

@@ -175,6 +175,8 @@ pub(crate) enum FixupCause {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         other_side_of: Option<String>,
     },
+    /// The review gate's reviewer asked for changes (issue 26).
+    Review { text: String },
 }
 
 /// One finished attempt, kept for `status` and cost reporting.
@@ -309,6 +311,13 @@ pub(crate) struct StoryRecord {
     /// The trust gates' last findings and what followed (issue 26).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) gate: Option<GateRecord>,
+    /// CHANGES answers of the review gate so far (`gates.review.max_rounds`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) review_rounds: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,6 +27,16 @@ pub(crate) struct Signals {
     /// (id, reason) of the last `<ralph>DROPS id: reason</ralph>`: a
     /// conflict fix-up says why it removed what another story landed.
     pub(crate) drops: Option<(String, String)>,
+    /// A reviewer's answer (issue 26): the ID of `<ralph>APPROVE id</ralph>`,
+    /// or (id, review) of `<ralph>CHANGES id: review</ralph>`; the last wins.
+    pub(crate) review: Option<ReviewTag>,
+}
+
+/// A reviewer's verdict tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReviewTag {
+    Approve(String),
+    Changes(String, String),
 }
 
 /// Incremental parser for one attempt's output.
@@ -128,6 +138,11 @@ static TESTS_CHANGED_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static DROPS_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>DROPS\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
+static APPROVE_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"<ralph>APPROVE\s+({ID})\s*</ralph>")).unwrap());
+static CHANGES_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(r"(?s)<ralph>CHANGES\s+({ID})\s*:(.*?)</ralph>")).unwrap()
+});
 static LEARN_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?s)<ralph>LEARN:(.*?)</ralph>").unwrap());
 static LEGACY_DONE_RE: LazyLock<Regex> =
@@ -179,6 +194,7 @@ struct TagScan {
     seen_learnings: HashSet<String>,
     tests_changed: Option<(String, String)>,
     drops: Option<(String, String)>,
+    review: Option<ReviewTag>,
 }
 
 impl TagScan {
@@ -198,6 +214,24 @@ impl TagScan {
         }
         if let Some(c) = DROPS_RE.captures_iter(text).last() {
             self.drops = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        // Within one text the later tag wins, as across texts.
+        let approve = APPROVE_RE.captures_iter(text).last();
+        let changes = CHANGES_RE.captures_iter(text).last();
+        let pos =
+            |c: &Option<regex::Captures<'_>>| c.as_ref().and_then(|c| c.get(0)).map(|m| m.start());
+        match (pos(&approve), pos(&changes)) {
+            (Some(a), Some(c)) if a > c => {
+                self.review = approve.map(|c| ReviewTag::Approve(c[1].to_string()));
+            }
+            (_, Some(_)) => {
+                self.review =
+                    changes.map(|c| ReviewTag::Changes(c[1].to_string(), c[2].trim().to_string()));
+            }
+            (Some(_), None) => {
+                self.review = approve.map(|c| ReviewTag::Approve(c[1].to_string()));
+            }
+            (None, None) => {}
         }
         for c in LEARN_RE.captures_iter(text) {
             let learning = c[1].trim();
@@ -232,6 +266,7 @@ impl TagScan {
             learnings: self.learnings.clone(),
             tests_changed: self.tests_changed.clone(),
             drops: self.drops.clone(),
+            review: self.review.clone(),
         }
     }
 }

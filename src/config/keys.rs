@@ -511,4 +511,28 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "Regular expressions of paths whose every change touches how the work is checked \
          (added to CI files and `pytest.ini`).",
     ),
+    key_or(
+        "gates.review.agent",
+        Kind::Agent,
+        "off",
+        "The review gate (docs/gates.md): once a story's merged tree passed validation, \
+         this agent CLI reads the spec, the diff against the target and the validation \
+         output (in the validation worktree, sealed when agents are) and answers \
+         `<ralph>APPROVE <id></ralph>` or `<ralph>CHANGES <id>: ...</ralph>`. CHANGES sends \
+         the work back to its author's agent as a fix-up with the review; after \
+         `gates.review.max_rounds` the story waits in review for a person. Its cost counts \
+         to the story. `ralph validate` warns when it is the stories' own agent and model.",
+    ),
+    key_or(
+        "gates.review.model",
+        Kind::Str,
+        "the CLI's own default",
+        "`--model <model>` added to the reviewer's command line.",
+    ),
+    key(
+        "gates.review.max_rounds",
+        Kind::Uint { min: 1 },
+        "Reviews a story gets: each CHANGES but the last sends it back to its agent as a \
+         fix-up; when this many all asked for changes, it waits in review for a person.",
+    ),
 ];

@@ -19,7 +19,7 @@ mod sections;
 mod warnings;
 
 pub(crate) use executor::{Executor, RaySettings};
-pub(crate) use gates::{Gates, TestsGate};
+pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 use reader::Reader;
 pub(crate) use sections::{
     Budget, Commit, Decomposition, Hooks, Landing, Learnings, Limits, Loop, Parallel, Postmortem,
@@ -147,7 +147,10 @@ pub(crate) fn defaults() -> Value {
             "max_mb": 100
         },
         "gates": {
-            "tests": "block"
+            "tests": "block",
+            "review": {
+                "max_rounds": 2
+            }
         },
         "sandbox": {
             "mode": "auto",

@@ -60,6 +60,38 @@ impl Git {
     }
 }
 
+impl Git {
+    /// The unified diff from `old` to `new` (commits), as `git diff` prints
+    /// it, cut at `max` bytes on a line boundary (a review reads it).
+    pub(crate) fn patch_text(&self, old: &Oid, new: &Oid, max: usize) -> Result<String> {
+        let repo = self.repo()?;
+        let old_tree = repo.find_commit(parse_oid(old)?)?.tree()?;
+        let new_tree = repo.find_commit(parse_oid(new)?)?.tree()?;
+        let diff = repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), None)?;
+        let mut out = String::new();
+        let mut cut = false;
+        diff.print(git2::DiffFormat::Patch, |_, _, line| {
+            let text = String::from_utf8_lossy(line.content());
+            let prefix = match line.origin() {
+                c @ ('+' | '-' | ' ') => c.to_string(),
+                _ => String::new(),
+            };
+            if out.len() + prefix.len() + text.len() > max {
+                cut = true;
+                return false;
+            }
+            out.push_str(&prefix);
+            out.push_str(&text);
+            true
+        })
+        .or_else(|e| if cut { Ok(()) } else { Err(e) })?;
+        if cut {
+            out.push_str("\n[... the diff goes on; `git diff` shows all of it]\n");
+        }
+        Ok(out)
+    }
+}
+
 fn tree_diff(repo: &git2::Repository, old: git2::Oid, new: git2::Oid) -> Result<Diff> {
     let old_tree = repo.find_commit(old)?.tree()?;
     let new_tree = repo.find_commit(new)?.tree()?;

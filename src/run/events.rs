@@ -179,6 +179,44 @@ pub(crate) enum LandResult {
         findings: Vec<crate::gates::Finding>,
         saved_ref: Option<String>,
     },
+    /// The review gate's reviewer answered (issue 26). Approved: how the
+    /// landing then ended (`then`); otherwise nothing moved and the work
+    /// is kept at `saved_ref`.
+    Reviewed {
+        review: ReviewReport,
+        then: Option<Box<LandResult>>,
+        saved_ref: Option<String>,
+    },
+}
+
+/// What the review gate's reviewer said and cost.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ReviewReport {
+    pub(crate) verdict: ReviewVerdict,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    /// Its log, relative to the project root.
+    pub(crate) log_rel: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReviewVerdict {
+    Approve,
+    /// The review text, for the author's fix-up.
+    Changes(String),
+    /// No verdict for this story (the reviewer failed, timed out, or said
+    /// neither): a person decides.
+    NoAnswer(String),
+}
+
+impl ReviewVerdict {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            ReviewVerdict::Approve => "approve",
+            ReviewVerdict::Changes(_) => "changes",
+            ReviewVerdict::NoAnswer(_) => "no_answer",
+        }
+    }
 }
 
 /// Which gates a landing runs, as the transition asks (issue 26).
@@ -189,6 +227,8 @@ pub(crate) struct GateAsk {
     /// A conflict fix-up's kept work: the target's changes since its base
     /// must still stand in the merged tree.
     pub(crate) other_side_of: Option<String>,
+    /// The review gate's reviewer, once validation passed.
+    pub(crate) review: Option<crate::config::ReviewGate>,
 }
 
 /// One attempt to start, as the transition decides it.

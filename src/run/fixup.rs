@@ -84,7 +84,7 @@ pub(super) fn setup_fixup(
     };
     let commit_clean = matches!(
         fixup.cause,
-        FixupCause::Validation { .. } | FixupCause::Gate { .. }
+        FixupCause::Validation { .. } | FixupCause::Gate { .. } | FixupCause::Review { .. }
     );
     let start = ctx
         .git

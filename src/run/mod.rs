@@ -352,6 +352,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         agent_memory_mb: config.parallel.agent_memory_mb,
         split_by_hand: None,
         tests_gate: config.gates.tests,
+        review: config.gates.review.clone(),
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {

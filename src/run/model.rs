@@ -44,6 +44,8 @@ pub(crate) struct Policy {
     pub(crate) split_by_hand: Option<SplitByHand>,
     /// `gates.tests`: what the test-integrity gate's findings lead to.
     pub(crate) tests_gate: crate::config::TestsGate,
+    /// `gates.review.*`: the reviewer after validation, when on.
+    pub(crate) review: Option<crate::config::ReviewGate>,
 }
 
 /// The story `ralph decompose ID` splits, as it was before the user asked:
@@ -731,6 +733,7 @@ pub(crate) fn test_model(
         agent_memory_mb: 0,
         split_by_hand: None,
         tests_gate: crate::config::TestsGate::Block,
+        review: None,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

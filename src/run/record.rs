@@ -158,6 +158,10 @@ pub(crate) fn land_end(story: &str, attempt: u32, result: &LandResult, secs: f64
         LandResult::InPr { url } => end("in_pr", Some(url.clone())),
         LandResult::Interrupted => end("interrupted", None),
         LandResult::Error(e) => end("error", Some(e.clone())),
+        LandResult::Reviewed { then: Some(t), .. } => land_end(&story, attempt, t, secs),
+        LandResult::Reviewed { review, .. } => {
+            end("reviewed", Some(review.verdict.name().to_string()))
+        }
         LandResult::Gated { findings, .. } => end(
             "gated",
             Some(format!("{} finding(s) of the trust gates", findings.len())),

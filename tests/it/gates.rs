@@ -221,3 +221,98 @@ done_
         Some("first line\nline from 1.1\nline from 1.2\n")
     );
 }
+
+/// The review gate: a reviewer (a fake `amp`, which speaks Claude Code's
+/// stream-json) that asks for changes on its first `changes` reviews, then
+/// approves; the author fixes up what it is told.
+fn reviewed_run(changes: u32) -> (Project, RunResult) {
+    let p = Project::with_backlog(
+        "1.1 | Feature\n",
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+  "validation": { "commands": [ { "name": "tests", "cmd": "echo VALIDATION-RAN", "required": true } ] },
+  "gates": { "review": { "agent": "amp" } } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$N"
+if grep -q "a reviewer asked for changes" "$PROMPT_FILE"; then
+  commit_file "README.md" "a line the reviewer asked for"
+else
+  commit_file "src/feature.txt" "the feature"
+fi
+done_
+"#,
+    );
+    p.agent_named(
+        "amp",
+        &format!(
+            r#"
+n=$(( $(cat "$SCRATCH/reviews" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$SCRATCH/reviews"
+cp "$PROMPT_FILE" "$SCRATCH/review-$n"
+if [ "$n" -le {changes} ]; then
+  result "Not yet. <ralph>CHANGES $RALPH_STORY: add a README line ($n)</ralph>"
+else
+  result "Fine. <ralph>APPROVE $RALPH_STORY</ralph>"
+fi
+"#
+        ),
+    );
+    let r = p.ralph(&["run"]);
+    (p, r)
+}
+
+#[test]
+fn a_reviewer_that_asks_for_changes_once_gets_one_fix_up_then_the_story_lands() {
+    let (p, r) = reviewed_run(1);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"], "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.scratch_text("reviews").trim(), "2");
+    let first = p.scratch_text("review-1");
+    for want in [
+        "Read only",
+        "# Story 1.1",
+        "+the feature",
+        "VALIDATION-RAN",
+        "<ralph>APPROVE 1.1</ralph>",
+    ] {
+        assert!(first.contains(want), "{want:?} missing from:\n{first}");
+    }
+    let fix = p.scratch_text("prompt-2");
+    assert!(fix.contains("add a README line (1)"), "{fix}");
+    assert!(p
+        .file_on_main("README.md")
+        .unwrap()
+        .contains("a line the reviewer asked for"));
+    // The reviewer's two runs ($0.01 each) count to the story's cost.
+    let cost = p.story("1.1")["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.04).abs() < 1e-6, "{cost}");
+    let runs = std::fs::read_dir(p.root.join(".ralph/runs"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect::<String>();
+    assert!(
+        runs.contains(r#""verdict":"changes""#) && runs.contains(r#""verdict":"approve""#),
+        "{runs}"
+    );
+}
+
+#[test]
+fn a_reviewer_that_never_approves_leaves_the_story_in_review_after_two_rounds() {
+    let (p, r) = reviewed_run(99);
+    assert_eq!(r.code, 1, "a person is needed: {r:?}");
+    assert_eq!(p.story("1.1")["status"], "review");
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"]);
+    assert_eq!(p.scratch_text("reviews").trim(), "2");
+    assert_eq!(p.merges_of("1.1"), 0);
+    let review = p.ralph(&["review"]);
+    assert!(
+        review
+            .stdout
+            .contains("the reviewer: add a README line (2)"),
+        "{}",
+        review.stdout
+    );
+}

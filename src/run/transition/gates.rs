@@ -9,7 +9,7 @@ use crate::report::Message;
 use crate::state::{AttemptKind, Explained, Fixup, FixupCause, GateDecision, GateRecord, Note};
 
 use super::outcome::kind_of;
-use crate::run::events::{Action, GateAsk};
+use crate::run::events::{Action, GateAsk, LandResult, Now, ReviewReport, ReviewVerdict};
 use crate::run::model::{Change, Landing, Model};
 use crate::runlog::Ev;
 
@@ -92,14 +92,142 @@ pub(super) fn ask(model: &Model, l: &Landing) -> GateAsk {
         .and_then(|f| match &f.cause {
             FixupCause::Conflict { .. } => Some(f.work.clone()),
             FixupCause::Gate { other_side_of, .. } => other_side_of.clone(),
-            FixupCause::Validation { .. } => None,
+            FixupCause::Validation { .. } | FixupCause::Review { .. } => None,
         })
         // Only the fix-up's own work is checked: a first try has no other side.
         .filter(|_| kind_of(model, l.idx, l.attempt) == AttemptKind::Fixup);
     GateAsk {
         tests: model.policy.tests_gate != TestsGate::Off && !l.tests_let_be,
         other_side_of,
+        review: model.policy.review.clone(),
     }
+}
+
+/// What a reviewer's CHANGES leads to after `rounds` of them (this one
+/// counted): the author's fix-up, or a person once `max_rounds` reviews
+/// all asked for changes.
+pub(crate) fn after_changes(rounds: u32, max_rounds: u32) -> GateDecision {
+    if rounds >= max_rounds {
+        GateDecision::Review
+    } else {
+        GateDecision::Fixup
+    }
+}
+
+/// The review gate's reviewer answered on `landing`: its cost goes to the
+/// story, its verdict on record; approved work ends as its landing did,
+/// CHANGES goes back to the author (up to `max_rounds`), no answer or too
+/// many rounds wait for a person.
+pub(super) fn reviewed(
+    model: &mut Model,
+    landing: Landing,
+    review: ReviewReport,
+    then: Option<Box<LandResult>>,
+    saved_ref: Option<String>,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let idx = landing.idx;
+    let id = model.id(idx).to_string();
+    model
+        .state
+        .add_usage(&id, review.usage, review.cost_usd, 0.0);
+    model.run_cost_usd += review.cost_usd;
+    model.run_tokens += crate::report::tokens(&review.usage);
+    let text = match &review.verdict {
+        ReviewVerdict::Changes(t) | ReviewVerdict::NoAnswer(t) => t.clone(),
+        ReviewVerdict::Approve => String::new(),
+    };
+    out.push(Action::Record(Ev::Review {
+        story: id.clone(),
+        attempt: landing.attempt,
+        verdict: review.verdict.name().to_string(),
+        text: text.clone(),
+        cost_usd: review.cost_usd,
+    }));
+    out.push(Action::Log(format!(
+        "review of story {id} attempt {}: {}{} (log {})",
+        landing.attempt,
+        review.verdict.name(),
+        if text.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", text.replace('\n', " "))
+        },
+        review.log_rel
+    )));
+    if let (ReviewVerdict::Approve, Some(then)) = (&review.verdict, then) {
+        super::landing::landing_finished(model, landing, *then, now, out);
+        return;
+    }
+    let max_rounds = model.policy.review.as_ref().map_or(1, |r| r.max_rounds);
+    let decision = match &review.verdict {
+        ReviewVerdict::Changes(_) => {
+            let rounds = model.state.record(&id).map_or(0, |r| r.review_rounds) + 1;
+            if let Some(r) = model.state.stories.get_mut(&id) {
+                r.review_rounds = rounds;
+            }
+            after_changes(rounds, max_rounds)
+        }
+        _ => GateDecision::Review,
+    };
+    let hooks = |result: &'static str| {
+        landing.iteration.map(|iteration| Action::PostHooks {
+            id: id.clone(),
+            iteration,
+            result,
+        })
+    };
+    let say = |then: &str| {
+        Action::Say(Message::Gated {
+            id: id.clone(),
+            first: format!("the reviewer says {}", review.verdict.name()),
+            more: 0,
+            then: then.to_string(),
+        })
+    };
+    match (decision, saved_ref) {
+        (GateDecision::Fixup, Some(work)) => {
+            out.push(say("its agent makes the changes in a fix-up"));
+            if let Some(h) = hooks("fail") {
+                model.hooks_running += 1;
+                out.push(h);
+            }
+            model.apply(idx, Change::Requeue);
+            model.state.set_note(
+                &id,
+                Some(Note {
+                    text: String::new(),
+                    fixup: Some(Fixup {
+                        cause: FixupCause::Review { text },
+                        work,
+                        attempt: landing.attempt,
+                        fresh_session: false,
+                    }),
+                    redo: false,
+                    decompose: false,
+                }),
+            );
+        }
+        _ => {
+            out.push(say("held for a person (`ralph review`)"));
+            if let Some(h) = hooks("review") {
+                model.hooks_running += 1;
+                out.push(h);
+            }
+            model.state.set_gate(
+                &id,
+                Some(GateRecord {
+                    findings: Vec::new(),
+                    reason: Some(format!("the reviewer: {}", text.trim())),
+                    decision: GateDecision::Review,
+                    attempt: landing.attempt,
+                }),
+            );
+            model.apply(idx, Change::InReview);
+        }
+    }
+    out.push(Action::Save);
 }
 
 /// A landing the gates stopped: the decision, then its effects.

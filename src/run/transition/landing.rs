@@ -74,7 +74,10 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         LandResult::InReview => Some("review"),
         LandResult::InPr { .. } => Some("pr"),
         // The gates' decision says (`gates::gated`).
-        LandResult::Interrupted | LandResult::Raced | LandResult::Gated { .. } => None,
+        LandResult::Interrupted
+        | LandResult::Raced
+        | LandResult::Gated { .. }
+        | LandResult::Reviewed { .. } => None,
     }
 }
 
@@ -85,6 +88,17 @@ pub(super) fn landing_finished(
     now: Now,
     out: &mut Vec<Action>,
 ) {
+    // The reviewer first: its cost and verdict, then (approved) the landing.
+    let result = match result {
+        LandResult::Reviewed {
+            review,
+            then,
+            saved_ref,
+        } => {
+            return super::gates::reviewed(model, landing, review, then, saved_ref, now, out);
+        }
+        other => other,
+    };
     let idx = landing.idx;
     let secs = landing
         .since
@@ -381,6 +395,8 @@ pub(super) fn landing_finished(
             findings,
             saved_ref,
         } => super::gates::gated(model, landing, findings, saved_ref, out),
+        // Taken apart before anything else (`gates::reviewed`).
+        LandResult::Reviewed { .. } => {}
         LandResult::Raced => {
             let n = {
                 let n = model.races.entry(idx).or_default();

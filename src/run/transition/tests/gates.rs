@@ -229,3 +229,81 @@ fn a_conflict_fix_up_lands_with_its_other_side_checked() {
         Action::Land { gates, .. } if gates.other_side_of.is_some()
     )));
 }
+
+fn review(verdict: crate::run::events::ReviewVerdict) -> crate::run::events::ReviewReport {
+    crate::run::events::ReviewReport {
+        verdict,
+        usage: crate::agent::event::Usage {
+            input_tokens: 10,
+            ..Default::default()
+        },
+        cost_usd: 0.5,
+        log_rel: ".ralph/logs/1.1/review-1.log".into(),
+    }
+}
+
+#[test]
+fn the_reviewer_asks_for_changes_up_to_max_rounds_then_a_person_decides() {
+    use crate::run::events::ReviewVerdict::*;
+    assert_eq!(
+        crate::run::transition::gates::after_changes(1, 2),
+        GateDecision::Fixup
+    );
+    assert_eq!(
+        crate::run::transition::gates::after_changes(2, 2),
+        GateDecision::Review
+    );
+    let mut m = model_with(&[("1.1", &[])], 1, 3, None);
+    m.policy.review = Some(crate::config::ReviewGate {
+        agent: crate::agent::Backend::Codex,
+        model: None,
+        max_rounds: 2,
+    });
+    let mut req = begin(&mut m).remove(0);
+    for round in 1..=2 {
+        let a = handle(&mut m, finished(&req, Verdict::Done), t0());
+        assert!(a
+            .iter()
+            .any(|x| matches!(x, Action::Land { gates, .. } if gates.review.is_some())));
+        let changes = LandResult::Reviewed {
+            review: review(Changes(format!("round {round}: name the error"))),
+            then: None,
+            saved_ref: Some(format!("refs/ralph/attempts/1.1/{}", req.attempt)),
+        };
+        let a = land(&mut m, 0, changes, t0());
+        assert!(a.iter().any(|x| matches!(x, Action::Record(crate::runlog::Ev::Review { verdict, .. }) if verdict == "changes")));
+        if round < 2 {
+            req = starts(&a).remove(0);
+            assert!(matches!(
+                &req.note.as_ref().unwrap().fixup.as_ref().unwrap().cause,
+                FixupCause::Review { text } if text.starts_with(&format!("round {round}"))
+            ));
+        } else {
+            assert!(starts(&a).is_empty());
+        }
+    }
+    assert_eq!(m.state.status("1.1"), Status::Review);
+    // The reviewer's two runs count to the story.
+    assert!((m.state.record("1.1").unwrap().cost_usd - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn an_approved_landing_ends_as_its_landing_did_with_the_reviewers_cost() {
+    let mut m = model_with(&[("1.1", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let approved = LandResult::Reviewed {
+        review: review(crate::run::events::ReviewVerdict::Approve),
+        then: Some(Box::new(landed_as(0))),
+        saved_ref: None,
+    };
+    let a = land(&mut m, 0, approved, t0());
+    assert_eq!(m.state.status("1.1"), Status::Done);
+    assert!(said(&a).iter().any(|s| matches!(s, Message::Landed { .. })));
+    assert!((m.state.record("1.1").unwrap().cost_usd - 0.5).abs() < 1e-9);
+    assert_eq!(
+        post_hooks(&a).len(),
+        1,
+        "the hooks run once, for the landing"
+    );
+}
