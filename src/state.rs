@@ -314,6 +314,10 @@ pub(crate) struct StoryRecord {
     /// CHANGES answers of the review gate so far (`gates.review.max_rounds`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) review_rounds: u32,
+    /// The review gate's verdicts, in order: `approve`, `changes: <text>`,
+    /// `no_answer: <why>` (for `status --json` and the report).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) reviews: Vec<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -62,6 +62,9 @@ pub(crate) struct StoryRow {
     /// them (`warn`) or a person approved it (issue 26).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) gate: Option<crate::state::GateRecord>,
+    /// The review gate's verdicts, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) reviews: Vec<String>,
 }
 
 /// Every story of the backlog with its status and record; attempts by
@@ -115,6 +118,7 @@ pub(crate) fn story_rows(
                     .gate
                     .clone()
                     .filter(|g| g.decision != crate::state::GateDecision::Fixup),
+                reviews: rec.reviews.clone(),
             }
         })
         .collect()

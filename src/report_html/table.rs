@@ -63,5 +63,8 @@ fn row_notes(s: &StoryRow) -> String {
         let found: Vec<String> = g.findings.iter().map(|f| f.line_text()).collect();
         parts.push(format!("gates {}: {}", g.decision.name(), found.join("; ")));
     }
+    if !s.reviews.is_empty() {
+        parts.push(format!("review: {}", s.reviews.join(" → ")));
+    }
     parts.join(" · ")
 }

@@ -297,6 +297,22 @@ fn a_reviewer_that_asks_for_changes_once_gets_one_fix_up_then_the_story_lands() 
         runs.contains(r#""verdict":"changes""#) && runs.contains(r#""verdict":"approve""#),
         "{runs}"
     );
+    let log = p.ralph(&["log", "1.1", "-a", "1"]);
+    assert!(
+        log.stdout.contains("the reviewer of attempt 1's landing")
+            && log.stdout.contains("add a README line (1)"),
+        "{log:?}"
+    );
+    assert_eq!(
+        p.story("1.1")["reviews"],
+        serde_json::json!(["changes: add a README line (1)", "approve"])
+    );
+    p.ralph(&["report"]);
+    let html = std::fs::read_to_string(p.root.join(".ralph/report.html")).unwrap_or_default();
+    assert!(
+        html.contains("review: changes: add a README line (1) → approve"),
+        "no verdicts in the report"
+    );
 }
 
 #[test]

@@ -156,6 +156,13 @@ pub(super) fn reviewed(
         },
         review.log_rel
     )));
+    let said = match text.trim() {
+        "" => review.verdict.name().to_string(),
+        t => format!("{}: {t}", review.verdict.name()),
+    };
+    if let Some(r) = model.state.stories.get_mut(&id) {
+        r.reviews.push(said);
+    }
     if let (ReviewVerdict::Approve, Some(then)) = (&review.verdict, then) {
         super::landing::landing_finished(model, landing, *then, now, out);
         return;
