@@ -115,6 +115,14 @@ pub(crate) enum Ev {
         secs: f64,
         ok: bool,
     },
+    /// The landing ran the gates (issue 26): how long they took and what
+    /// they found, findings or not.
+    GateChecked {
+        story: String,
+        attempt: u32,
+        secs: f64,
+        findings: usize,
+    },
     /// The review gate's reviewer answered (issue 26).
     Review {
         story: String,

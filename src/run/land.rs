@@ -506,6 +506,7 @@ async fn gate_findings(
     if !req.gates.tests && req.gates.other_side_of.is_none() {
         return Vec::new();
     }
+    let started = std::time::Instant::now();
     let (r, commit) = (req.clone(), commit.clone());
     let found = blocking(
         ctx,
@@ -527,6 +528,15 @@ async fn gate_findings(
         },
     )
     .await;
+    ctx.record(crate::runlog::Ev::GateChecked {
+        story: req.id.clone(),
+        attempt: req.attempt,
+        secs: started.elapsed().as_secs_f64(),
+        findings: match &found {
+            Ok(Ok(f)) => f.len(),
+            _ => 0,
+        },
+    });
     match found {
         Ok(Ok(f)) => f,
         Ok(Err(e)) => {
