@@ -80,9 +80,10 @@ pub(crate) fn decide(findings: &[Finding], c: &GateContext) -> GateVerdict {
 pub(super) fn ask(model: &Model, l: &Landing) -> GateAsk {
     let id = model.id(l.idx);
     let rec = model.state.record(id);
+    // A person approved this very work: a later attempt's is checked again.
     let approved = rec
         .and_then(|r| r.gate.as_ref())
-        .is_some_and(|g| g.decision == GateDecision::Approved);
+        .is_some_and(|g| g.decision == GateDecision::Approved && g.attempt == l.attempt);
     if approved {
         return GateAsk::default();
     }
