@@ -157,6 +157,28 @@ fn a_gate_fix_up_that_restores_nothing_waits_for_a_person() {
             .decision,
         GateDecision::Approved
     );
+    // The landing of the approved work runs no gate; a later attempt's
+    // work is checked again.
+    let held = m
+        .state
+        .record("1.1")
+        .unwrap()
+        .gate
+        .as_ref()
+        .unwrap()
+        .attempt;
+    let at = |attempt| crate::run::model::Landing {
+        idx: 0,
+        attempt,
+        iteration: None,
+        since: None,
+        tests_let_be: false,
+    };
+    assert_eq!(
+        crate::run::transition::gates::ask(&m, &at(held)),
+        crate::run::events::GateAsk::default()
+    );
+    assert!(crate::run::transition::gates::ask(&m, &at(held + 1)).tests);
 }
 
 #[test]
