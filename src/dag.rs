@@ -391,6 +391,7 @@ mod tests {
                 estimation: None,
                 agent: None,
                 allow_empty_done: false,
+                allow_test_changes: false,
                 prd_passes: false,
                 model: Default::default(),
                 prd_spec: None,

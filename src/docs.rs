@@ -36,6 +36,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("runs", "Run records"),
     ("serve", "The live web view"),
     ("landing", "Landing, or keeping work for review"),
+    ("gates", "Trust gates before landing (docs/gates.md)"),
     (
         "sandbox",
         "Sealed attempts: environment, redaction, confinement",

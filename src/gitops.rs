@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod diff;
 mod fixup;
 mod keep;
 mod land;

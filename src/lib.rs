@@ -17,6 +17,7 @@ mod display;
 mod error;
 mod exec;
 mod forecast;
+mod gates;
 mod gitops;
 mod ladder;
 mod layout;

@@ -146,6 +146,29 @@ pub(crate) fn cmd_log(
         path: &rel,
     };
     render(std::io::BufReader::new(input), &header, &mut out, color)?;
+    // The review gate's reviewer on this attempt's landing, and its verdict.
+    let review = paths::review_log(root, id, n);
+    if let Ok(file) = std::fs::File::open(&review) {
+        let reviewer = crate::config::load(root)
+            .ok()
+            .and_then(|c| c.gates.review.map(|r| r.agent))
+            .unwrap_or(backend);
+        let rel = review
+            .strip_prefix(root)
+            .unwrap_or(&review)
+            .display()
+            .to_string();
+        writeln!(out, "\n── the reviewer of attempt {n}'s landing ──")?;
+        let header = Header {
+            id,
+            attempt: n,
+            of: latest,
+            backend: reviewer,
+            record: None,
+            path: &rel,
+        };
+        render(std::io::BufReader::new(file), &header, &mut out, color)?;
+    }
     Ok(EXIT_OK)
 }
 

@@ -178,6 +178,12 @@ pub(crate) fn validation_log_path(root: &Path, id: &str, attempt: u32) -> PathBu
     story_logs(root, id).join(format!("validation-{attempt}.log"))
 }
 
+/// `.ralph/logs/<id>/review-<n>.log`: the review gate's reviewer on the
+/// landing of attempt `n`'s work (issue 26).
+pub(crate) fn review_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
+    story_logs(root, id).join(format!("review-{attempt}.log"))
+}
+
 /// `.ralph/logs/<id>/postmortem-<n>.log`: the timeout postmortem of attempt `n`.
 pub(crate) fn postmortem_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
     story_logs(root, id).join(format!("postmortem-{attempt}.log"))

@@ -195,6 +195,7 @@ pub(crate) fn as_backlog(plan: &[Planned], known: &HashSet<String>) -> Backlog {
             model: Default::default(),
             named: Vec::new(),
             spec_bytes: 0,
+            allow_test_changes: false,
             prd_passes: false,
             prd_spec: None,
             priority: crate::backlog::files::priority_rank(None),

@@ -124,6 +124,30 @@ Your work, merged onto {{TARGET}}, failed the required check '{{FAILED_NAME}}'
 This worktree holds your work merged onto {{TARGET}}. Find the cause and fix it.
 
 {{/if}}
+{{#if GATE_FINDINGS}}
+## Checks before landing
+
+Your work, merged onto {{TARGET}}, weakens the checks it must pass or drops
+what another story landed. Each finding (file, line, what changed):
+{{GATE_FINDINGS}}
+
+Restore each one: the deleted or skipped tests, the assertions, the
+validation settings, the other story's lines. If a change is truly part of
+the story, say why in one line instead, and the story waits for a person:
+   <ralph>TESTS_CHANGED {{STORY_ID}}: <reason></ralph> for tests and their settings,
+   <ralph>DROPS {{STORY_ID}}: <reason></ralph> for another story's lines.
+
+{{/if}}
+{{#if REVIEW_TEXT}}
+## Review
+
+Your work passed validation on {{TARGET}}, but a reviewer asked for changes:
+
+{{REVIEW_TEXT}}
+
+Make them on this worktree (your work merged onto {{TARGET}}).
+
+{{/if}}
 {{#if RETRY_CONTEXT}}
 ## Also
 
@@ -159,6 +183,46 @@ This worktree holds your work merged onto {{TARGET}}. Find the cause and fix it.
 {{SPEC_CONTENT}}
 {{/if}}
 ";
+
+/// What the review gate's reviewer is shown.
+#[derive(Debug, Clone)]
+pub(crate) struct ReviewInput<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) spec: &'a str,
+    pub(crate) diff: &'a str,
+    /// The end of the validation output (empty: none configured).
+    pub(crate) validation: &'a str,
+}
+
+/// The review gate's prompt (issue 26): read-only, one verdict tag.
+pub(crate) fn review_prompt(r: &ReviewInput<'_>) -> String {
+    let validation = if r.validation.trim().is_empty() {
+        "No validation output (no required validation command is configured).".to_string()
+    } else {
+        format!(
+            "The required validation commands passed on the merged tree; the end of their \
+             output:\n\n```\n{}\n```",
+            r.validation.trim_end()
+        )
+    };
+    format!(
+        "You are reviewing another coding agent's work on Story {id}: {title}, before it lands \
+         on {target}. This worktree holds that work merged onto {target}. Read only: change \
+         no file, make no commit.\n\n## The story\n\n{spec}\n\n## The change (against \
+         {target})\n\n```diff\n{diff}\n```\n\n## Validation\n\n{validation}\n\n## Your \
+         answer\n\nCheck that the change does what the story asks, keeps the tests honest and \
+         breaks nothing else. End your last message with exactly one line:\n\
+         <ralph>APPROVE {id}</ralph> when it may land as it is, or\n\
+         <ralph>CHANGES {id}: <what must change, specific enough to act on></ralph>\n",
+        id = r.id,
+        title = r.title,
+        target = r.target,
+        spec = r.spec.trim_end(),
+        diff = r.diff.trim_end(),
+    )
+}
 
 /// Lines of a failed validation's output a fix-up prompt shows.
 pub(crate) const TAIL_LINES: usize = 200;
@@ -237,6 +301,20 @@ pub(crate) fn fixup_vars(config: &Config, input: &FixupInput<'_>) -> Vars {
     v.set("MERGE_CLEAN", if clean { "yes" } else { "" });
     v.set("MERGE_IN_PROGRESS", if input.merging { "yes" } else { "" });
     v.set("MERGE_COMMITTED", if input.merging { "" } else { "yes" });
+    let findings = match input.cause {
+        FixupCause::Gate { findings, .. } => findings
+            .iter()
+            .map(|f| format!("   - {}", f.line_text()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    v.set("GATE_FINDINGS", findings);
+    let review = match input.cause {
+        FixupCause::Review { text } => text.trim(),
+        _ => "",
+    };
+    v.set("REVIEW_TEXT", review);
     match input.cause {
         FixupCause::Validation {
             name,
@@ -249,7 +327,7 @@ pub(crate) fn fixup_vars(config: &Config, input: &FixupInput<'_>) -> Vars {
             v.set("VALIDATION_OUTPUT", tail.trim_end());
             v.set("VALIDATION_LOG", log.as_str());
         }
-        FixupCause::Conflict { .. } => {
+        FixupCause::Conflict { .. } | FixupCause::Gate { .. } | FixupCause::Review { .. } => {
             for k in [
                 "FAILED_NAME",
                 "FAILED_COMMAND",
@@ -270,6 +348,23 @@ pub(crate) fn note_context(note: &Note, target: &str) -> String {
     if let Some(f) = &note.fixup {
         parts.push(match &f.cause {
             FixupCause::Conflict { paths } => conflict_redo(target, paths, &f.work),
+            FixupCause::Gate { findings, .. } => format!(
+                "Your earlier work on this story weakened its checks or dropped what another \
+                 story landed:\n{}\n\nThat work is kept at the git ref {}. Start from the \
+                 current code and keep every test, assertion and landed line.",
+                findings
+                    .iter()
+                    .map(|f| format!("- {}", f.line_text()))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                f.work
+            ),
+            FixupCause::Review { text } => format!(
+                "A reviewer asked for changes to your earlier work on this story:\n\n{}\n\n\
+                 That work is kept at the git ref {}.",
+                text.trim(),
+                f.work
+            ),
             FixupCause::Validation { name, tail, .. } => format!(
                 "Your earlier work on this story failed the required check '{name}' once \
                  merged onto {target}; the end of its output:\n\n```\n{}\n```\n\nThat work is \

@@ -340,6 +340,15 @@ pub(crate) enum Message {
         max: u32,
         blocked: Vec<String>,
     },
+    /// The trust gates found something on its landing (issue 26).
+    Gated {
+        id: String,
+        /// The first finding, on one line.
+        first: String,
+        more: usize,
+        /// What follows, in words.
+        then: String,
+    },
     /// Validated, kept on its branch for a person (`landing.mode: review`).
     InReview {
         id: String,
@@ -516,6 +525,19 @@ pub(crate) fn render(m: &Message) -> String {
         }
         Message::InPr { id, url } => {
             format!("[pr  ] {id} validated; pull request {url} (done once it is merged)")
+        }
+        Message::Gated {
+            id,
+            first,
+            more,
+            then,
+        } => {
+            let more = if *more > 0 {
+                format!(" (and {more} more)")
+            } else {
+                String::new()
+            };
+            format!("[gate] {id}: {first}{more}; {then}")
         }
         Message::InReview { id, title } => format!(
             "[revw] {id} {title}: validated; waits for review on ralph/story-{id} \

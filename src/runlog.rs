@@ -123,6 +123,35 @@ pub(crate) enum Ev {
         secs: f64,
         ok: bool,
     },
+    /// The landing ran the gates (issue 26): how long they took and what
+    /// they found, findings or not.
+    GateChecked {
+        story: String,
+        attempt: u32,
+        secs: f64,
+        findings: usize,
+    },
+    /// The review gate's reviewer answered (issue 26).
+    Review {
+        story: String,
+        attempt: u32,
+        /// approve, changes or no_answer.
+        verdict: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        text: String,
+        #[serde(default)]
+        cost_usd: f64,
+    },
+    /// The trust gates' findings on a landing and what followed (issue 26).
+    Gate {
+        story: String,
+        attempt: u32,
+        /// fixup, review or warned.
+        decision: String,
+        findings: Vec<crate::gates::Finding>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     Landed {
         story: String,
         attempt: u32,

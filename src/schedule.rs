@@ -529,6 +529,7 @@ mod tests {
             estimation: est.map(str::to_string),
             agent: None,
             allow_empty_done: false,
+            allow_test_changes: false,
             prd_passes: false,
             model: Default::default(),
             prd_spec: None,

@@ -168,6 +168,17 @@ pub(crate) enum FixupCause {
         /// The whole output, relative to the project root.
         log: String,
     },
+    /// The trust gates found weakened tests or another story's lost lines
+    /// (issue 26): the fix-up restores each finding.
+    Gate {
+        findings: Vec<crate::gates::Finding>,
+        /// The conflict fix-up's kept work whose other side is checked
+        /// again when this fix-up lands.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        other_side_of: Option<String>,
+    },
+    /// The review gate's reviewer asked for changes (issue 26).
+    Review { text: String },
 }
 
 /// One finished attempt, kept for `status` and cost reporting.
@@ -210,6 +221,63 @@ pub(crate) struct AttemptRecord {
     /// story once this attempt's work lands).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) children: Vec<String>,
+    /// What its agent said about changes the gates find (issue 26).
+    #[serde(default, skip_serializing_if = "Explained::is_empty")]
+    pub(crate) explained: Explained,
+}
+
+/// An agent's own words for changes the gates would hold against it:
+/// `<ralph>TESTS_CHANGED id: reason</ralph>`, `<ralph>DROPS id: reason</ralph>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub(crate) struct Explained {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tests_changed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) drops: Option<String>,
+}
+
+impl Explained {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tests_changed.is_none() && self.drops.is_none()
+    }
+}
+
+/// What the gates found on a story's landing and what followed, for
+/// `ralph review`, `status` and the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct GateRecord {
+    pub(crate) findings: Vec<crate::gates::Finding>,
+    /// Why it may stand, in the spec's or the agent's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<String>,
+    pub(crate) decision: GateDecision,
+    /// The attempt whose work was checked.
+    pub(crate) attempt: u32,
+}
+
+/// What the gates' findings led to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum GateDecision {
+    /// Sent back to its agent as a fix-up naming the findings.
+    Fixup,
+    /// Held for a person (`ralph review`, `ralph land`, `ralph reject`).
+    Review,
+    /// Landed with the findings recorded (`gates.tests: warn`).
+    Warned,
+    /// A person approved it (`ralph land`): its next landing is not held.
+    Approved,
+}
+
+impl GateDecision {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            GateDecision::Fixup => "fixup",
+            GateDecision::Review => "review",
+            GateDecision::Warned => "warned",
+            GateDecision::Approved => "approved",
+        }
+    }
 }
 
 impl AttemptRecord {
@@ -249,6 +317,20 @@ pub(crate) struct StoryRecord {
     /// `landing.mode: pr`: the pull request its work was proposed in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pr_url: Option<String>,
+    /// The trust gates' last findings and what followed (issue 26).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gate: Option<GateRecord>,
+    /// CHANGES answers of the review gate so far (`gates.review.max_rounds`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) review_rounds: u32,
+    /// The review gate's verdicts, in order: `approve`, `changes: <text>`,
+    /// `no_answer: <why>` (for `status --json` and the report).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) reviews: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -536,7 +618,16 @@ impl State {
 
     /// `ralph land`: reviewed work goes to the merge queue of the next run.
     pub(crate) fn approve(&mut self, id: &str) {
-        self.rec(id).status = Status::Landing;
+        let r = self.rec(id);
+        r.status = Status::Landing;
+        // A person read what the gates held it for: it lands as it is.
+        if let Some(g) = r.gate.as_mut() {
+            g.decision = GateDecision::Approved;
+        }
+    }
+
+    pub(crate) fn set_gate(&mut self, id: &str, gate: Option<GateRecord>) {
+        self.rec(id).gate = gate;
     }
 
     /// True when a decomposition of `id` already ran (once is enough).

@@ -65,6 +65,13 @@ pub(crate) struct StoryRow {
     pub(crate) models: Vec<Option<String>>,
     /// Some attempt's cost is unknown: `cost_usd` is what was known.
     pub(crate) cost_unknown: bool,
+    /// The trust gates' last findings, when they held it, let it land with
+    /// them (`warn`) or a person approved it (issue 26).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gate: Option<crate::state::GateRecord>,
+    /// The review gate's verdicts, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) reviews: Vec<String>,
 }
 
 /// Every story of the backlog with its status and record; attempts by
@@ -116,6 +123,12 @@ pub(crate) fn story_rows(
                 model: rec.history.last().and_then(|h| h.model.clone()),
                 models: rec.history.iter().map(|h| h.model.clone()).collect(),
                 cost_unknown: rec.history.iter().any(|h| h.cost_unknown),
+                // A fix-up that restored what was found leaves nothing to show.
+                gate: rec
+                    .gate
+                    .clone()
+                    .filter(|g| g.decision != crate::state::GateDecision::Fixup),
+                reviews: rec.reviews.clone(),
             }
         })
         .collect()
@@ -173,6 +186,7 @@ mod tests {
             estimation: None,
             agent: None,
             allow_empty_done: false,
+            allow_test_changes: false,
             prd_passes: true,
             model: Default::default(),
             prd_spec: None,

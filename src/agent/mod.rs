@@ -509,6 +509,7 @@ mod tests {
                 done: done.map(str::to_string),
                 fail: fail.map(|(a, b)| (a.to_string(), b.to_string())),
                 learnings: vec![],
+                ..Signals::default()
             },
             ..Summary::default()
         }

@@ -21,6 +21,22 @@ pub(crate) struct Signals {
     pub(crate) fail: Option<(String, String)>,
     /// LEARN texts in order, without duplicates.
     pub(crate) learnings: Vec<String>,
+    /// (id, reason) of the last `<ralph>TESTS_CHANGED id: reason</ralph>`:
+    /// the agent says why it changed tests (the gate sends it to review).
+    pub(crate) tests_changed: Option<(String, String)>,
+    /// (id, reason) of the last `<ralph>DROPS id: reason</ralph>`: a
+    /// conflict fix-up says why it removed what another story landed.
+    pub(crate) drops: Option<(String, String)>,
+    /// A reviewer's answer (issue 26): the ID of `<ralph>APPROVE id</ralph>`,
+    /// or (id, review) of `<ralph>CHANGES id: review</ralph>`; the last wins.
+    pub(crate) review: Option<ReviewTag>,
+}
+
+/// A reviewer's verdict tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReviewTag {
+    Approve(String),
+    Changes(String, String),
 }
 
 /// Incremental parser for one attempt's output.
@@ -114,6 +130,19 @@ static DONE_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>DONE\s+({ID})\s*</ralph>")).unwrap());
 static FAIL_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>FAIL\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
+static TESTS_CHANGED_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"<ralph>TESTS_CHANGED\s+({ID})\s*:([^<]*)</ralph>"
+    ))
+    .unwrap()
+});
+static DROPS_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"<ralph>DROPS\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
+static APPROVE_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"<ralph>APPROVE\s+({ID})\s*</ralph>")).unwrap());
+static CHANGES_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(r"(?s)<ralph>CHANGES\s+({ID})\s*:(.*?)</ralph>")).unwrap()
+});
 static LEARN_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?s)<ralph>LEARN:(.*?)</ralph>").unwrap());
 static LEGACY_DONE_RE: LazyLock<Regex> =
@@ -163,6 +192,9 @@ struct TagScan {
     legacy_fail: Option<(String, String)>,
     learnings: Vec<String>,
     seen_learnings: HashSet<String>,
+    tests_changed: Option<(String, String)>,
+    drops: Option<(String, String)>,
+    review: Option<ReviewTag>,
 }
 
 impl TagScan {
@@ -176,6 +208,30 @@ impl TagScan {
         }
         if let Some(c) = FAIL_RE.captures_iter(text).last() {
             self.fail = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        if let Some(c) = TESTS_CHANGED_RE.captures_iter(text).last() {
+            self.tests_changed = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        if let Some(c) = DROPS_RE.captures_iter(text).last() {
+            self.drops = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        // Within one text the later tag wins, as across texts.
+        let approve = APPROVE_RE.captures_iter(text).last();
+        let changes = CHANGES_RE.captures_iter(text).last();
+        let pos =
+            |c: &Option<regex::Captures<'_>>| c.as_ref().and_then(|c| c.get(0)).map(|m| m.start());
+        match (pos(&approve), pos(&changes)) {
+            (Some(a), Some(c)) if a > c => {
+                self.review = approve.map(|c| ReviewTag::Approve(c[1].to_string()));
+            }
+            (_, Some(_)) => {
+                self.review =
+                    changes.map(|c| ReviewTag::Changes(c[1].to_string(), c[2].trim().to_string()));
+            }
+            (Some(_), None) => {
+                self.review = approve.map(|c| ReviewTag::Approve(c[1].to_string()));
+            }
+            (None, None) => {}
         }
         for c in LEARN_RE.captures_iter(text) {
             let learning = c[1].trim();
@@ -208,6 +264,9 @@ impl TagScan {
             done,
             fail,
             learnings: self.learnings.clone(),
+            tests_changed: self.tests_changed.clone(),
+            drops: self.drops.clone(),
+            review: self.review.clone(),
         }
     }
 }
@@ -605,6 +664,30 @@ pub(crate) fn scan_text(text: &str) -> Signals {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn tests_changed_and_drops_tags_carry_the_id_and_the_reason() {
+        let s = scan_text(
+            "<ralph>TESTS_CHANGED 1.2: the old parser tests\nmove to tests/parse.rs</ralph>\n\
+             <ralph>DROPS 1.2: the menu entry is replaced</ralph>\n<ralph>DONE 1.2</ralph>",
+        );
+        assert_eq!(
+            s.tests_changed,
+            Some((
+                "1.2".into(),
+                "the old parser tests move to tests/parse.rs".into()
+            ))
+        );
+        assert_eq!(
+            s.drops,
+            Some(("1.2".into(), "the menu entry is replaced".into()))
+        );
+        assert_eq!(s.done.as_deref(), Some("1.2"));
+        assert_eq!(
+            scan_text("<ralph>TESTS_CHANGED 1.2</ralph>").tests_changed,
+            None
+        );
+    }
 
     /// Parse speed of Claude Code's stream-json (also Amp's) on ~50 MB of
     /// recorded lines: `cargo test --release --lib agent::parser -- --ignored --nocapture`.

@@ -112,25 +112,30 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         depends_on: Vec::new(),
         agent: field("agent"),
         allow_empty_done: false,
+        allow_test_changes: false,
         priority: field("priority"),
         model: field("model").filter(|m| !m.trim().is_empty()),
         effort: field("effort"),
     };
-    match map.get("allow_empty_done") {
-        None | Some(serde_yaml_ng::Value::Null) => {}
-        Some(serde_yaml_ng::Value::Bool(b)) => fm.allow_empty_done = *b,
-        Some(serde_yaml_ng::Value::String(s)) if s.trim() == "true" || s.trim() == "false" => {
-            fm.allow_empty_done = s.trim() == "true";
-        }
-        Some(other) => {
-            return Err(Problem::new(
-                file,
-                key_line(yaml, "allow_empty_done").map(|l| l + 2),
-                format!(
-                    "allow_empty_done must be true or false, got {}",
-                    yaml_inline(other)
-                ),
-            ))
+    for key in ["allow_empty_done", "allow_test_changes"] {
+        let flag = match map.get(key) {
+            None | Some(serde_yaml_ng::Value::Null) => false,
+            Some(serde_yaml_ng::Value::Bool(b)) => *b,
+            Some(serde_yaml_ng::Value::String(s)) if s.trim() == "true" || s.trim() == "false" => {
+                s.trim() == "true"
+            }
+            Some(other) => {
+                return Err(Problem::new(
+                    file,
+                    key_line(yaml, key).map(|l| l + 2),
+                    format!("{key} must be true or false, got {}", yaml_inline(other)),
+                ))
+            }
+        };
+        if key == "allow_empty_done" {
+            fm.allow_empty_done = flag;
+        } else {
+            fm.allow_test_changes = flag;
         }
     }
 

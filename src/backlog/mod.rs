@@ -66,6 +66,10 @@ pub(crate) struct Story {
     /// Frontmatter `allow_empty_done` (as `loop.allow_empty_done`, for one
     /// story): a DONE that changed nothing lands instead of failing.
     pub(crate) allow_empty_done: bool,
+    /// Frontmatter `allow_test_changes`: the story may change its tests or
+    /// their configuration; the test gate's findings send it to review
+    /// instead of back to its agent.
+    pub(crate) allow_test_changes: bool,
     /// prd.json only: `passes: true`.
     pub(crate) prd_passes: bool,
     /// prd.json only: the markdown rendered from description and acceptance criteria.
@@ -216,6 +220,8 @@ pub(crate) struct Frontmatter {
     pub(crate) agent: Option<String>,
     /// `allow_empty_done: true`: a DONE that changed nothing may land.
     pub(crate) allow_empty_done: bool,
+    /// `allow_test_changes: true`: the test gate holds it for review.
+    pub(crate) allow_test_changes: bool,
     /// `priority` as written (critical, high, medium, low).
     pub(crate) priority: Option<String>,
     /// `model:` and `effort:` (checked when the story is built).
@@ -484,6 +490,7 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
             estimation: fm.estimation,
             agent,
             allow_empty_done: fm.allow_empty_done,
+            allow_test_changes: fm.allow_test_changes,
             prd_passes: false,
             model,
             prd_spec: None,
@@ -515,6 +522,7 @@ fn stub(entry: &QueueEntry) -> Story {
         estimation: None,
         agent: None,
         allow_empty_done: false,
+        allow_test_changes: false,
         prd_passes: false,
         model: Default::default(),
         prd_spec: None,
@@ -822,6 +830,7 @@ mod tests {
                 depends_on: vec!["2.1".into(), "2.2".into(), "2.3".into()],
                 agent: None,
                 allow_empty_done: false,
+                allow_test_changes: false,
                 priority: Some("high".into()),
                 model: None,
                 effort: None,

@@ -241,6 +241,7 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 estimation: None,
                 agent: None,
                 allow_empty_done: false,
+                allow_test_changes: false,
                 prd_passes: passes,
                 model: super::ModelChoice {
                     model: model_name,

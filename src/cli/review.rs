@@ -49,13 +49,28 @@ pub(super) fn cmd_review(root: &Path) -> anyhow::Result<i32> {
             Ok(Some((f, a, d))) => format!("{f} files, +{a} -{d}"),
             _ => "its branch is gone".to_string(),
         };
-        let check = if validated {
-            "passed validation on the merged tree"
-        } else {
-            "no required validation configured"
+        let held = state
+            .record(&s.id)
+            .and_then(|r| r.gate.as_ref())
+            .filter(|g| g.decision == crate::state::GateDecision::Review);
+        let check = match held {
+            Some(g) => format!(
+                "held by the trust gates ({}): {}",
+                g.findings.len(),
+                g.reason
+                    .as_deref()
+                    .unwrap_or("its fix-up did not restore what they found")
+            ),
+            None if validated => "passed validation on the merged tree".to_string(),
+            None => "no required validation configured".to_string(),
         };
         if writeln!(out, "{} {} · {branch} · {stat} · {check}", s.id, s.title).is_err() {
             return Ok(EXIT_OK);
+        }
+        for f in held.map(|g| g.findings.as_slice()).unwrap_or_default() {
+            if writeln!(out, "    {}", f.line_text()).is_err() {
+                return Ok(EXIT_OK);
+            }
         }
     }
     if n == 0 {

@@ -270,6 +270,27 @@ fn status_text(
     if !blocked.is_empty() {
         o.push_line(format!("Blocked: {}", blocked.join(", ")));
     }
+    for s in &project.backlog.stories {
+        let Some(g) = state.record(&s.id).and_then(|r| r.gate.as_ref()) else {
+            continue;
+        };
+        if g.decision == crate::state::GateDecision::Fixup {
+            continue;
+        }
+        o.push_line(format!(
+            "Gates: {} {} ({} finding(s)){}",
+            s.id,
+            g.decision.name(),
+            g.findings.len(),
+            g.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ));
+        for f in &g.findings {
+            o.push_line(format!("  {}", f.line_text()));
+        }
+    }
     o.push_line(format!(
         "Tokens: {} in, {} out, {} cache write, {} cache read · Cost: ${:.2}",
         usage.input_tokens,

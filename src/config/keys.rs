@@ -559,4 +559,72 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          also prices the models it begins. Tokens of a CLI that reports no cost are \
          priced so; a model with no price costs \"unknown\", never $0.",
     ),
+    key(
+        "gates.tests",
+        Kind::Str,
+        "The test-integrity gate (docs/gates.md): before a story lands, its diff is checked \
+         for deleted or renamed-away test files, removed test functions, added skip markers, \
+         fewer assertion lines and changes to the validation commands' own configuration. \
+         `block` sends such work back as a fix-up naming each finding (to review instead \
+         when the spec says `allow_test_changes: true` or the agent explains itself with \
+         `<ralph>TESTS_CHANGED <id>: reason</ralph>`); `warn` lands it with the findings \
+         recorded; `off` checks nothing.",
+    ),
+    key_or(
+        "gates.tests_patterns.test_files",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of paths that are test files, added to the built-in ones \
+         (`tests/`, `test_*.py`, `*_test.go`, `*.test.ts`, ...).",
+    ),
+    key_or(
+        "gates.tests_patterns.test_functions",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of a test's line in a test file; the first group is its name \
+         (a test that moved keeps its name).",
+    ),
+    key_or(
+        "gates.tests_patterns.skips",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of a skip marker's line in a test file.",
+    ),
+    key_or(
+        "gates.tests_patterns.assertions",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of an assertion's line in a test file.",
+    ),
+    key_or(
+        "gates.tests_patterns.validation_files",
+        Kind::Strings,
+        "none (the built-in table only)",
+        "Regular expressions of paths whose every change touches how the work is checked \
+         (added to CI files and `pytest.ini`).",
+    ),
+    key_or(
+        "gates.review.agent",
+        Kind::Agent,
+        "off",
+        "The review gate (docs/gates.md): once a story's merged tree passed validation, \
+         this agent CLI reads the spec, the diff against the target and the validation \
+         output (in the validation worktree, sealed when agents are) and answers \
+         `<ralph>APPROVE <id></ralph>` or `<ralph>CHANGES <id>: ...</ralph>`. CHANGES sends \
+         the work back to its author's agent as a fix-up with the review; after \
+         `gates.review.max_rounds` the story waits in review for a person. Its cost counts \
+         to the story. `ralph validate` warns when it is the stories' own agent and model.",
+    ),
+    key_or(
+        "gates.review.model",
+        Kind::Str,
+        "the CLI's own default",
+        "`--model <model>` added to the reviewer's command line.",
+    ),
+    key(
+        "gates.review.max_rounds",
+        Kind::Uint { min: 1 },
+        "Reviews a story gets: each CHANGES but the last sends it back to its agent as a \
+         fix-up; when this many all asked for changes, it waits in review for a person.",
+    ),
 ];

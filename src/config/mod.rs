@@ -12,12 +12,14 @@ use serde_json::{json, Value};
 use crate::error::Problem;
 
 mod executor;
+mod gates;
 pub(crate) mod keys;
 mod reader;
 mod sections;
 mod warnings;
 
 pub(crate) use executor::{Executor, RaySettings};
+pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 use reader::Reader;
 pub(crate) use sections::{
     BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Landing, Learnings,
@@ -71,6 +73,8 @@ pub(crate) struct Config {
     pub(crate) backlog: BacklogSource,
     /// `pricing`: prices of models, over the built-in table (issue 25).
     pub(crate) pricing: crate::pricing::Table,
+    /// `gates.*`: the checks before landing (issue 26).
+    pub(crate) gates: Gates,
 }
 
 /// The built-in defaults as JSON (SPEC 3.1).
@@ -156,6 +160,12 @@ pub(crate) fn defaults() -> Value {
         },
         "runs": {
             "max_mb": 100
+        },
+        "gates": {
+            "tests": "block",
+            "review": {
+                "max_rounds": 2
+            }
         },
         "sandbox": {
             "mode": "auto",
@@ -320,6 +330,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let executor = executor::executor(&mut r);
     let backlog = sections::backlog(&mut r);
     let pricing = sections::pricing(&mut r);
+    let gates = gates::gates(&mut r);
 
     let problems = std::mem::take(&mut r.problems);
     let read = r.read.take();
@@ -355,6 +366,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         executor,
         backlog,
         pricing,
+        gates,
     })
 }
 

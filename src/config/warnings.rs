@@ -58,6 +58,10 @@ impl Config {
         self.key_warnings
             .iter()
             .map(|w| w.render(CONFIG_FILE))
+            .chain(super::gates::same_reviewer_warning(
+                &self.gates,
+                &self.agent,
+            ))
             .collect()
     }
 }

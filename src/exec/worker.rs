@@ -207,6 +207,9 @@ pub(crate) struct WireReport {
     pub(crate) base: Oid,
     /// The attempt's log.
     pub(crate) log: String,
+    /// The agent's TESTS_CHANGED / DROPS words (issue 26).
+    #[serde(default)]
+    pub(crate) explained: crate::state::Explained,
 }
 
 impl WireReport {
@@ -232,6 +235,7 @@ impl WireReport {
             node: hostname(),
             base: Oid::new(),
             log,
+            explained: r.explained.clone(),
         }
     }
 
@@ -256,6 +260,7 @@ impl WireReport {
         r.resumed = self.resumed;
         r.kept = self.kept;
         r.children = self.children;
+        r.explained = self.explained;
         r
     }
 }
@@ -369,6 +374,7 @@ fn fault(reason: String, kind: FaultKind) -> WireReport {
         node: hostname(),
         base: Oid::new(),
         log: String::new(),
+        explained: Default::default(),
     }
 }
 

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use super::{clip, esc, PageInput};
 use crate::report::short_count;
 use crate::stats::kinds_text;
+use crate::status::StoryRow;
 use crate::timefmt::human_duration;
 
 pub(super) fn table(p: &PageInput, o: &mut String) {
@@ -56,8 +57,21 @@ pub(super) fn table(p: &PageInput, o: &mut String) {
                 .map(|c| c.chars().take(10).collect::<String>())
                 .unwrap_or_default()),
             id = esc(&s.id),
-            err = esc(&clip(s.last_error.as_deref().unwrap_or(""), 300)),
+            err = esc(&clip(&row_notes(s), 300)),
         );
     }
     o.push_str("</tbody></table></div>\n");
+}
+
+/// A story's last error, and what the trust gates found on it.
+fn row_notes(s: &StoryRow) -> String {
+    let mut parts: Vec<String> = s.last_error.iter().cloned().collect();
+    if let Some(g) = &s.gate {
+        let found: Vec<String> = g.findings.iter().map(|f| f.line_text()).collect();
+        parts.push(format!("gates {}: {}", g.decision.name(), found.join("; ")));
+    }
+    if !s.reviews.is_empty() {
+        parts.push(format!("review: {}", s.reviews.join(" → ")));
+    }
+    parts.join(" · ")
 }

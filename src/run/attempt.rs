@@ -506,6 +506,17 @@ impl Attempt<'_> {
         report.learnings = summary.signals.learnings.clone();
         report.limit_warning = summary.limit_warning;
         report.session_id = summary.session_id.clone();
+        // Only this story's tags count: an agent quoting another's is not
+        // explaining its own work.
+        let own = |t: &Option<(String, String)>| {
+            t.as_ref()
+                .filter(|(tag_id, _)| tag_id == id)
+                .map(|(_, why)| why.clone())
+        };
+        report.explained = crate::state::Explained {
+            tests_changed: own(&summary.signals.tests_changed),
+            drops: own(&summary.signals.drops),
+        };
         let exit = exit.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Verdict::Fault {
                 reason: format!(

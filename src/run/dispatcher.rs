@@ -438,8 +438,9 @@ impl<E: Executor> Dispatcher<E> {
                 idx,
                 attempt,
                 approved,
+                gates,
             } => {
-                let mut req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt);
+                let mut req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt, gates);
                 req.approved = approved;
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {

@@ -111,6 +111,9 @@ pub(crate) struct AttemptReport {
     pub(crate) kept: Vec<String>,
     /// A decomposition run: the sub-stories it wrote on the story branch.
     pub(crate) children: Vec<String>,
+    /// What the agent said about changes the gates find (its tags for
+    /// this story).
+    pub(crate) explained: crate::state::Explained,
 }
 
 impl AttemptReport {
@@ -139,6 +142,7 @@ impl AttemptReport {
             resumed: false,
             kept: Vec::new(),
             children: Vec::new(),
+            explained: crate::state::Explained::default(),
         }
     }
 }
@@ -193,6 +197,62 @@ pub(crate) enum LandResult {
     /// the state so the next run lands it without redoing it.
     Interrupted,
     Error(String),
+    /// The trust gates found something (issue 26); nothing moved. The
+    /// transition decides: a fix-up, review, or (warn) landing anyway.
+    Gated {
+        findings: Vec<crate::gates::Finding>,
+        saved_ref: Option<String>,
+    },
+    /// The review gate's reviewer answered (issue 26). Approved: how the
+    /// landing then ended (`then`); otherwise nothing moved and the work
+    /// is kept at `saved_ref`.
+    Reviewed {
+        review: ReviewReport,
+        then: Option<Box<LandResult>>,
+        saved_ref: Option<String>,
+    },
+}
+
+/// What the review gate's reviewer said and cost.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ReviewReport {
+    pub(crate) verdict: ReviewVerdict,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    /// Its log, relative to the project root.
+    pub(crate) log_rel: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReviewVerdict {
+    Approve,
+    /// The review text, for the author's fix-up.
+    Changes(String),
+    /// No verdict for this story (the reviewer failed, timed out, or said
+    /// neither): a person decides.
+    NoAnswer(String),
+}
+
+impl ReviewVerdict {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            ReviewVerdict::Approve => "approve",
+            ReviewVerdict::Changes(_) => "changes",
+            ReviewVerdict::NoAnswer(_) => "no_answer",
+        }
+    }
+}
+
+/// Which gates a landing runs, as the transition asks (issue 26).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GateAsk {
+    /// The test-integrity gate.
+    pub(crate) tests: bool,
+    /// A conflict fix-up's kept work: the target's changes since its base
+    /// must still stand in the merged tree.
+    pub(crate) other_side_of: Option<String>,
+    /// The review gate's reviewer, once validation passed.
+    pub(crate) review: Option<crate::config::ReviewGate>,
 }
 
 /// One attempt to start, as the transition decides it.
@@ -251,6 +311,7 @@ pub(crate) enum Action {
         /// Approved from review in this run: lands instead of stopping
         /// for review again.
         approved: bool,
+        gates: GateAsk,
     },
     /// `post_story` (with the outcome, as `RALPH_RESULT`) then
     /// `post_iteration`, for finished work once its landing decided.

@@ -82,7 +82,10 @@ pub(super) fn setup_fixup(
         theirs: &theirs,
         message: &message,
     };
-    let commit_clean = matches!(fixup.cause, FixupCause::Validation { .. });
+    let commit_clean = matches!(
+        fixup.cause,
+        FixupCause::Validation { .. } | FixupCause::Gate { .. } | FixupCause::Review { .. }
+    );
     let start = ctx
         .git
         .start_fixup(wt, &fixup.work, &labels, commit_clean)?;

@@ -16,7 +16,7 @@ use crate::prompt;
 use crate::store;
 
 use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
-use super::events::LandResult;
+use super::events::{GateAsk, LandResult};
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
 /// target that keeps moving under the queue.
@@ -38,10 +38,17 @@ pub(crate) struct LandRequest {
     pub(crate) prd_rel: Option<String>,
     /// Approved from review during the run (`ralph land ID`): it lands.
     pub(crate) approved: bool,
+    /// The gates to run before validation (the transition's `gates::ask`).
+    pub(crate) gates: GateAsk,
 }
 
 impl LandRequest {
-    pub(crate) fn new(ctx: &RunContext, story: &Story, attempt: u32) -> LandRequest {
+    pub(crate) fn new(
+        ctx: &RunContext,
+        story: &Story,
+        attempt: u32,
+        gates: GateAsk,
+    ) -> LandRequest {
         let spec_rel = story
             .spec_path
             .as_ref()
@@ -58,6 +65,7 @@ impl LandRequest {
             spec_rel,
             prd_rel,
             approved: false,
+            gates,
         }
     }
 }
@@ -96,7 +104,8 @@ pub(crate) async fn land(
     if *control.borrow() != Control::Run {
         return LandResult::Interrupted;
     }
-    let result = land_rounds(ctx, req, control).await;
+    let mut approval = None;
+    let result = land_rounds(ctx, req, control, &mut approval).await;
     if let LandResult::Landed { .. } = &result {
         let req = req.clone();
         let _ = blocking(ctx, move |c| {
@@ -105,7 +114,15 @@ pub(crate) async fn land(
         })
         .await;
     }
-    result
+    match approval {
+        // The reviewer approved: its cost and verdict travel with the end.
+        Some(review) => LandResult::Reviewed {
+            review,
+            then: Some(Box::new(result)),
+            saved_ref: None,
+        },
+        None => result,
+    }
 }
 
 /// The user's git processes on the main checkout, for a landing to outlast
@@ -357,6 +374,7 @@ async fn land_rounds(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     control: watch::Receiver<Control>,
+    approval: &mut Option<super::events::ReviewReport>,
 ) -> LandResult {
     let branch = project::story_branch(&req.id);
     for _round in 0..ROUNDS {
@@ -393,6 +411,15 @@ async fn land_rounds(
             Ok(Err(e)) => return LandResult::Error(e.to_string()),
             Err(e) => return LandResult::Error(e),
         };
+        // Before validation: weakened checks are not worth running.
+        let findings = gate_findings(ctx, req, &commit).await;
+        if !findings.is_empty() {
+            let saved = keep(ctx, &branch, KeptRef::Attempt, req).await;
+            return LandResult::Gated {
+                findings,
+                saved_ref: saved,
+            };
+        }
         if !ctx.required_validation.is_empty() {
             let started = std::time::Instant::now();
             let failed = validate_merged(ctx, req, &commit, &base, control.clone()).await;
@@ -404,6 +431,24 @@ async fn land_rounds(
             });
             if let Some(fail) = failed {
                 return fail;
+            }
+        }
+        // Once per landing: a round that lost the race to a moving target
+        // does not ask again.
+        // A person's approval in this run stands for the reviewer's too.
+        if let (Some(gate), None, false) = (&req.gates.review, &approval, req.approved) {
+            let review = run_reviewer(ctx, req, gate, &commit, &base, control.clone()).await;
+            match review {
+                Err(result) => return result,
+                Ok(r) if r.verdict == super::events::ReviewVerdict::Approve => *approval = Some(r),
+                Ok(r) => {
+                    let saved = keep(ctx, &branch, KeptRef::Attempt, req).await;
+                    return LandResult::Reviewed {
+                        review: r,
+                        then: None,
+                        saved_ref: saved,
+                    };
+                }
             }
         }
         if ctx.review && !req.approved {
@@ -493,6 +538,65 @@ async fn land_rounds(
     LandResult::Raced
 }
 
+/// What the gates the transition asked for find on the story's work and
+/// the merged tree `commit`. A gate that cannot read git says so in
+/// ralph.log and finds nothing: the validation still runs.
+async fn gate_findings(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    commit: &Oid,
+) -> Vec<crate::gates::Finding> {
+    if !req.gates.tests && req.gates.other_side_of.is_none() {
+        return Vec::new();
+    }
+    let started = std::time::Instant::now();
+    let (r, commit) = (req.clone(), commit.clone());
+    let found = blocking(
+        ctx,
+        move |c| -> Result<Vec<crate::gates::Finding>, GitError> {
+            let mut found = Vec::new();
+            if r.gates.tests {
+                let patterns = crate::gates::Patterns::new(&c.config.gates.patterns)
+                    .map_err(|e| GitError::Other(e.message))?;
+                if let Some(diff) = c.git.story_diff(&c.target, &project::story_branch(&r.id))? {
+                    found.extend(crate::gates::test_integrity(&diff, &patterns));
+                }
+            }
+            if let Some(work) = &r.gates.other_side_of {
+                if let Some((other, merged)) = c.git.other_side(work, &c.target, &commit)? {
+                    found.extend(crate::gates::lost_lines(&other, &merged));
+                }
+            }
+            Ok(found)
+        },
+    )
+    .await;
+    ctx.record(crate::runlog::Ev::GateChecked {
+        story: req.id.clone(),
+        attempt: req.attempt,
+        secs: started.elapsed().as_secs_f64(),
+        findings: match &found {
+            Ok(Ok(f)) => f.len(),
+            _ => 0,
+        },
+    });
+    match found {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
+            ctx.log.line(&format!(
+                "story {}: the gates could not read git: {e}",
+                req.id
+            ));
+            Vec::new()
+        }
+        Err(e) => {
+            ctx.log
+                .line(&format!("story {}: the gates did not run: {e}", req.id));
+            Vec::new()
+        }
+    }
+}
+
 /// Keeps the story branch's commits under a ref of `kind`.
 async fn keep(
     ctx: &Arc<RunContext>,
@@ -524,15 +628,13 @@ fn after_landing(ctx: &RunContext, req: &LandRequest) {
     }
 }
 
-/// Runs the required validation commands on the merged tree, in a worktree
-/// of its own; `Some` is the failure.
-async fn validate_merged(
+/// The merge queue's worktree, checked out (detached) at the merged tree
+/// `commit`: where validation and the reviewer run.
+async fn merged_tree(
     ctx: &Arc<RunContext>,
-    req: &LandRequest,
     commit: &Oid,
     base: &Oid,
-    control: watch::Receiver<Control>,
-) -> Option<LandResult> {
+) -> Result<std::path::PathBuf, LandResult> {
     let path = crate::paths::worktrees_dir(&ctx.root).join(crate::paths::VALIDATE_WORKTREE);
     let (p, commit, base) = (path.clone(), commit.clone(), base.clone());
     let prep = blocking(ctx, move |c| -> Result<(), GitError> {
@@ -547,14 +649,165 @@ async fn validate_merged(
     })
     .await;
     match prep {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Some(LandResult::Error(format!(
-                "preparing the validation worktree: {e}"
-            )))
-        }
-        Err(e) => return Some(LandResult::Error(e)),
+        Ok(Ok(())) => Ok(path),
+        Ok(Err(e)) => Err(LandResult::Error(format!(
+            "preparing the validation worktree: {e}"
+        ))),
+        Err(e) => Err(LandResult::Error(e)),
     }
+}
+
+/// Most of a diff a reviewer is shown.
+const REVIEW_DIFF_BYTES: usize = 60_000;
+
+/// The review gate's reviewer on the merged tree: the spec, the diff
+/// against the target and the validation output in, a verdict out. It runs
+/// in the merge queue's scratch worktree (what it writes there is thrown
+/// away; the landing lands `commit`, never that worktree), sealed as an
+/// agent when the run seals. `Err` is a landing that cannot go on.
+async fn run_reviewer(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    gate: &crate::config::ReviewGate,
+    commit: &Oid,
+    base: &Oid,
+    control: watch::Receiver<Control>,
+) -> Result<super::events::ReviewReport, LandResult> {
+    use super::events::{ReviewReport, ReviewVerdict};
+    let path = merged_tree(ctx, commit, base).await?;
+    let (c1, b1) = (commit.clone(), base.clone());
+    let diff = blocking(ctx, move |c| c.git.patch_text(&b1, &c1, REVIEW_DIFF_BYTES))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let spec = req
+        .spec_rel
+        .as_ref()
+        .and_then(|rel| std::fs::read_to_string(path.join(rel)).ok())
+        .unwrap_or_else(|| format!("# Story {}: {}\n", req.id, req.title));
+    let validation = output_since(
+        &crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt),
+        0,
+    )
+    .map(|o| prompt::output_tail(&o))
+    .unwrap_or_default();
+    let text = prompt::review_prompt(&prompt::ReviewInput {
+        id: &req.id,
+        title: &req.title,
+        target: &ctx.target,
+        spec: &spec,
+        diff: &diff,
+        validation: &validation,
+    });
+    let backend = gate.agent;
+    let (program, mut args) = crate::agent::invocation(&ctx.config.agent, backend);
+    if let Some(m) = &gate.model {
+        args.push("--model".to_string());
+        args.push(m.clone());
+    }
+    let log = crate::paths::review_log(&ctx.root, &req.id, req.attempt);
+    let log_rel = log
+        .strip_prefix(&ctx.root)
+        .unwrap_or(&log)
+        .display()
+        .to_string();
+    let _ = std::fs::remove_file(&log);
+    let (p2, prog2) = (path.clone(), program.clone());
+    let seal = blocking(ctx, move |c| {
+        c.seal.for_agent(
+            &c.git,
+            backend,
+            &prog2,
+            crate::paths::VALIDATE_WORKTREE,
+            &p2,
+            project::VALIDATE_BRANCH,
+        )
+    })
+    .await
+    .and_then(|r| r)
+    .map_err(|e| {
+        LandResult::Error(format!(
+            "could not seal the reviewer of story {}: {e}",
+            req.id
+        ))
+    })?;
+    let review_id = format!("{}.review", req.id);
+    let spec = process::AttemptSpec {
+        program,
+        args,
+        cwd: path.clone(),
+        env: env_pairs(&[
+            ("RALPH_STORY", &req.id),
+            ("RALPH_REVIEW", "1"),
+            ("RALPH_WORKTREE", &path.display().to_string()),
+            ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
+        ]),
+        env_remove: backend.env_remove().iter().map(|s| s.to_string()).collect(),
+        stdin: text.into_bytes(),
+        log_path: log.clone(),
+        timeout: ctx.timeout,
+        idle: None,
+        grace: std::time::Duration::from_secs(ctx.config.loop_.grace_secs),
+        token: project::attempt_token(&ctx.tag, &review_id, req.attempt),
+        seal,
+        redact: ctx.seal.secrets.clone(),
+    };
+    let mut parser = crate::agent::parser::OutputParser::for_backend(backend);
+    let ran = process::run_attempt(
+        spec,
+        |line| {
+            parser.feed_line(line);
+            false
+        },
+        control.clone(),
+    )
+    .await;
+    let _ = blocking(ctx, |c| {
+        c.git.sandbox_refs_collect(crate::paths::VALIDATE_WORKTREE)
+    })
+    .await;
+    if *control.borrow() != Control::Run {
+        return Err(LandResult::Interrupted);
+    }
+    let summary = parser.finish();
+    let verdict = match (&ran, &summary.signals.review) {
+        (_, Some(crate::agent::parser::ReviewTag::Approve(id))) if *id == req.id => {
+            ReviewVerdict::Approve
+        }
+        (_, Some(crate::agent::parser::ReviewTag::Changes(id, text))) if *id == req.id => {
+            ReviewVerdict::Changes(text.clone())
+        }
+        (Err(e), _) => ReviewVerdict::NoAnswer(format!("the reviewer could not start: {e}")),
+        (Ok(x), _) if x.stopped.is_some() => {
+            ReviewVerdict::NoAnswer("the reviewer was stopped before it answered".to_string())
+        }
+        _ => ReviewVerdict::NoAnswer(format!(
+            "the reviewer gave no APPROVE or CHANGES for story {} (its log: {log_rel})",
+            req.id
+        )),
+    };
+    Ok(ReviewReport {
+        verdict,
+        usage: summary.usage,
+        cost_usd: summary.cost_usd.unwrap_or(0.0),
+        log_rel,
+    })
+}
+
+/// Runs the required validation commands on the merged tree, in a worktree
+/// of its own; `Some` is the failure.
+async fn validate_merged(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    commit: &Oid,
+    base: &Oid,
+    control: watch::Receiver<Control>,
+) -> Option<LandResult> {
+    let path = match merged_tree(ctx, commit, base).await {
+        Ok(p) => p,
+        Err(e) => return Some(e),
+    };
     let log = crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt);
     // A round that lost the race to a moving target validates again: the
     // log holds the last round's output.

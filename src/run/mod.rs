@@ -388,6 +388,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
                 .filter(|_| backend == config.agent.name),
             pinned: opts.model.clone(),
         },
+        tests_gate: config.gates.tests,
+        review: config.gates.review.clone(),
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
@@ -769,7 +771,14 @@ fn finish(
             "run end: stopped {late} process(es) that outlived their attempt"
         ));
     }
-    recover::cleanup_worktrees(root, git, target);
+    let in_review: Vec<String> = model
+        .state
+        .stories
+        .iter()
+        .filter(|(_, r)| r.status == crate::state::Status::Review)
+        .map(|(id, _)| id.clone())
+        .collect();
+    recover::cleanup_worktrees(root, git, target, &in_review);
     // A sweep may have killed a git an agent started mid-write (its
     // automatic maintenance, say): leave no stale lock behind.
     recover::remove_stale_git_locks(git, log);

@@ -51,6 +51,10 @@ pub(crate) struct Policy {
     pub(crate) split_by_hand: Option<SplitByHand>,
     /// Which model each attempt runs on (issue 25).
     pub(crate) models: Models,
+    /// `gates.tests`: what the test-integrity gate's findings lead to.
+    pub(crate) tests_gate: crate::config::TestsGate,
+    /// `gates.review.*`: the reviewer after validation, when on.
+    pub(crate) review: Option<crate::config::ReviewGate>,
 }
 
 /// The run's models: the ladder, `agent.model` (for the run's own agent)
@@ -198,6 +202,9 @@ pub(crate) struct Landing {
     /// A person approved it from review during this run (`ralph land ID`):
     /// it lands on the target instead of stopping for review again.
     pub(crate) approved: bool,
+    /// The test gate's findings were recorded and let be (`gates.tests:
+    /// warn`): this landing does not check them again.
+    pub(crate) tests_let_be: bool,
 }
 
 /// What `apply` found out while changing a story.
@@ -1048,6 +1055,8 @@ pub(crate) fn test_model(
         history: None,
         split_by_hand: None,
         models: Models::default(),
+        tests_gate: crate::config::TestsGate::Block,
+        review: None,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

@@ -161,6 +161,14 @@ pub(crate) fn land_end(story: &str, attempt: u32, result: &LandResult, secs: f64
         LandResult::InPr { url } => end("in_pr", Some(url.clone())),
         LandResult::Interrupted => end("interrupted", None),
         LandResult::Error(e) => end("error", Some(e.clone())),
+        LandResult::Reviewed { then: Some(t), .. } => land_end(&story, attempt, t, secs),
+        LandResult::Reviewed { review, .. } => {
+            end("reviewed", Some(review.verdict.name().to_string()))
+        }
+        LandResult::Gated { findings, .. } => end(
+            "gated",
+            Some(format!("{} finding(s) of the trust gates", findings.len())),
+        ),
     }
 }
 
@@ -225,6 +233,7 @@ mod tests {
                 model: Default::default(),
                 prd_spec: None,
                 allow_empty_done: false,
+                allow_test_changes: false,
                 priority: crate::backlog::files::DEFAULT_RANK,
                 files: Vec::new(),
                 named: Vec::new(),

@@ -396,8 +396,10 @@ fn number_attempts_after_kept_work(project: &Project, git: &Git, state: &mut Sta
 
 /// The end of a run: worktrees are scratch space (the work lives on
 /// branches and refs), and story branches go once their work is on the
-/// target or kept under a ref; a branch holding unsaved work stays.
-pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str) {
+/// target or kept under a ref; a branch holding unsaved work stays, and so
+/// does the branch of a story waiting for review (`in_review`): `ralph land`
+/// lands that branch, whatever refs keep its tip as well.
+pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str, in_review: &[String]) {
     if let Ok(list) = git.list_worktrees() {
         for wt in list.into_iter().filter(|wt| paths::is_ours(root, &wt.path)) {
             let _ = git.remove_worktree(&wt.name, &wt.path);
@@ -410,6 +412,9 @@ pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str) {
         .branches_with_prefix(project::STORY_BRANCH_PREFIX)
         .unwrap_or_default()
     {
+        if in_review.iter().any(|id| project::story_branch(id) == b) {
+            continue;
+        }
         let merged = git.is_merged(&b, target).unwrap_or(false);
         let saved = git.tip_saved_under(&b, project::KEPT_REFS).unwrap_or(false);
         if merged || saved {

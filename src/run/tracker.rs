@@ -172,6 +172,7 @@ mod tests {
             model: Default::default(),
             named: Vec::new(),
             spec_bytes: 0,
+            allow_test_changes: false,
             prd_passes: done,
             prd_spec: None,
             priority: crate::backlog::files::priority_rank(None),

@@ -16,6 +16,7 @@ mod display;
 mod faults;
 mod fixup;
 mod forecast;
+mod gates;
 mod github;
 mod insight;
 mod landing;

@@ -266,6 +266,7 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
             priority: files::priority_rank(keys.get("priority").map(String::as_str)),
             files: files::spec_files(&issue.body),
             named: files::named_paths(&issue.body),
+            allow_test_changes: keys.get("allow_test_changes").is_some_and(|v| v == "true"),
             spec_bytes: spec_of(issue).len(),
             // `model:` and `effort:` of the ralph block, as a spec's
             // frontmatter gives them (an effort that is no rung starts

@@ -27,6 +27,7 @@ pub(super) fn send_to_landing(
         iteration,
         since: None,
         approved: false,
+        tests_let_be: false,
     });
 }
 
@@ -56,6 +57,7 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             idx: next.idx,
             attempt: next.attempt,
             approved: next.approved,
+            gates: super::gates::ask(model, &next),
         });
     }
 }
@@ -73,7 +75,11 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         | LandResult::Error(_) => Some("error"),
         LandResult::InReview => Some("review"),
         LandResult::InPr { .. } => Some("pr"),
-        LandResult::Interrupted | LandResult::Raced => None,
+        // The gates' decision says (`gates::gated`).
+        LandResult::Interrupted
+        | LandResult::Raced
+        | LandResult::Gated { .. }
+        | LandResult::Reviewed { .. } => None,
     }
 }
 
@@ -84,6 +90,17 @@ pub(super) fn landing_finished(
     now: Now,
     out: &mut Vec<Action>,
 ) {
+    // The reviewer first: its cost and verdict, then (approved) the landing.
+    let result = match result {
+        LandResult::Reviewed {
+            review,
+            then,
+            saved_ref,
+        } => {
+            return super::gates::reviewed(model, landing, review, then, saved_ref, now, out);
+        }
+        other => other,
+    };
     let idx = landing.idx;
     let secs = landing
         .since
@@ -376,6 +393,12 @@ pub(super) fn landing_finished(
             model.apply(idx, Change::LandingInterrupted);
             out.push(Action::Say(Message::LandingStopped { id }));
         }
+        LandResult::Gated {
+            findings,
+            saved_ref,
+        } => super::gates::gated(model, landing, findings, saved_ref, out),
+        // Taken apart before anything else (`gates::reviewed`).
+        LandResult::Reviewed { .. } => {}
         LandResult::Raced => {
             let n = {
                 let n = model.races.entry(idx).or_default();

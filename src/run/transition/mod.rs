@@ -14,6 +14,7 @@
 
 mod dispatch;
 mod finish;
+pub(crate) mod gates;
 mod landing;
 mod limits;
 mod outcome;

@@ -21,6 +21,7 @@ fn story(id: &str, deps: &[&str]) -> Story {
         estimation: None,
         agent: None,
         allow_empty_done: false,
+        allow_test_changes: false,
         prd_passes: false,
         model: Default::default(),
         prd_spec: None,
@@ -240,6 +241,7 @@ pub(crate) fn records(actions: &[Action]) -> Vec<Ev> {
         .collect()
 }
 
+mod gates;
 mod landing;
 mod limits;
 mod models;
