@@ -697,6 +697,7 @@ pub(crate) fn sample_run(id: &str, t0: f64) -> RunData {
                 cost_usd: 0.5,
                 secs,
                 saved_ref: None,
+                node: None,
             },
         )
     };

@@ -58,6 +58,9 @@ pub(crate) struct StoryRow {
     pub(crate) last_error: Option<String>,
     /// The agent of the latest attempt.
     pub(crate) agent: Option<String>,
+    /// The cluster node (and worker slot) of the latest attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
 }
 
 /// Every story of the backlog with its status and record; attempts by
@@ -106,6 +109,7 @@ pub(crate) fn story_rows(
                 landed_commit: rec.landed_commit.clone(),
                 last_error: rec.last_error.clone(),
                 agent: rec.history.last().and_then(|h| h.agent.clone()),
+                node: rec.history.last().and_then(|h| h.node.clone()),
             }
         })
         .collect()

@@ -89,6 +89,8 @@ pub(crate) struct AttemptReport {
     pub(crate) kept: Vec<String>,
     /// A decomposition run: the sub-stories it wrote on the story branch.
     pub(crate) children: Vec<String>,
+    /// Where it ran on a cluster (`<node>/<worker slot>`); `None` here.
+    pub(crate) node: Option<String>,
 }
 
 impl AttemptReport {
@@ -115,6 +117,7 @@ impl AttemptReport {
             resumed: false,
             kept: Vec::new(),
             children: Vec::new(),
+            node: None,
         }
     }
 }
@@ -185,6 +188,9 @@ pub(crate) struct AttemptRequest {
     pub(crate) note: Option<Note>,
     /// The agent session a fix-up continues (`retry.resume_session`).
     pub(crate) resume: Option<String>,
+    /// Where that session is: the cluster node (and worker slot) that ran
+    /// its attempt (`AttemptReport::node`); `None` on this machine.
+    pub(crate) resume_on: Option<String>,
     /// The agent it runs with.
     pub(crate) agent: crate::agent::Backend,
 }

@@ -116,6 +116,7 @@ pub(crate) fn attempt_end(id: &str, rec: &AttemptRecord) -> Ev {
         cost_usd: rec.cost_usd,
         secs: rec.duration_secs,
         saved_ref: rec.saved_ref.clone(),
+        node: rec.node.clone(),
     }
 }
 

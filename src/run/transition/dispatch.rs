@@ -192,6 +192,11 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
         AttemptKind::Fixup => session_to_resume(model, idx, slot, agent),
         _ => None,
     };
+    // A session on a cluster lives on the node that ran its attempt.
+    let resume_on = resume.as_ref().and_then(|_| {
+        let fixup = model.state.note(&id)?.fixup.as_ref()?;
+        model.state.attempt(&id, fixup.attempt)?.node.clone()
+    });
     let attempt = model.apply(idx, Change::Start).attempt;
     model.slots[slot] = Some(idx);
     out.push(Action::Save);
@@ -232,6 +237,7 @@ fn start(model: &mut Model, idx: usize, slot: usize, agent: Backend, out: &mut V
         kind,
         note,
         resume,
+        resume_on,
         agent,
     };
     out.push(Action::Record(record::attempt_start(model, &req)));

@@ -78,6 +78,7 @@ pub(super) fn attempt_finished(
         slot: Some(r.slot),
         resumed: r.resumed,
         children: r.children.clone(),
+        node: r.node.clone(),
     };
     out.push(Action::Record(record::attempt_end(&id, &rec)));
     // What an attempt that stopped early had done, for the next prompt.
