@@ -248,11 +248,25 @@ fn fault(req: &AttemptRequest, log_rel: &str, reason: String) -> AttemptReport {
 
 pub(super) async fn git(ctx: &RunContext, args: &[String]) -> Result<(), String> {
     let q = crate::prompt::shell_quote;
-    let cmd = std::iter::once("git".to_string())
-        .chain(args.iter().map(|a| q(a)))
-        .collect::<Vec<_>>()
-        .join(" ");
-    match process::run_shell(&cmd, ctx.root.clone(), Vec::new(), Duration::from_secs(600)).await {
+    // Named by its git dir, from the slots' directory: a landing outlasts
+    // the git processes working in the main checkout (they may have read
+    // its index), and these never touch an index; found there (git moves
+    // to the top of the work tree it discovers), each would hold up the
+    // merge queue until it ended.
+    let cmd = [
+        "git".to_string(),
+        q(&format!("--git-dir={}", ctx.git.git_dir.display())),
+    ]
+    .into_iter()
+    .chain(args.iter().map(|a| q(a)))
+    .collect::<Vec<_>>()
+    .join(" ");
+    let dir = crate::paths::worktrees_dir(&ctx.root);
+    let cwd = match std::fs::create_dir_all(&dir) {
+        Ok(()) => dir,
+        Err(_) => ctx.root.clone(),
+    };
+    match process::run_shell(&cmd, cwd, Vec::new(), Duration::from_secs(600)).await {
         Ok(r) if r.success => Ok(()),
         Ok(r) => Err(format!("`{cmd}` failed: {}", r.tail.trim())),
         Err(e) => Err(format!("`{cmd}` could not start: {e}")),
