@@ -686,6 +686,7 @@ mod tests {
                 model: None,
                 secs,
                 saved_ref: None,
+                node: None,
             },
         };
         let run = RunData {

@@ -110,6 +110,9 @@ pub(crate) enum Ev {
         secs: f64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         saved_ref: Option<String>,
+        /// The cluster node (and worker slot) it ran on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
     /// Finished work enters the merge queue's hands.
     LandStart {

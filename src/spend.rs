@@ -233,6 +233,7 @@ mod tests {
             model: model.map(str::to_string),
             secs: 1.0,
             saved_ref: None,
+            node: None,
         }
     }
 

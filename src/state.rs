@@ -217,6 +217,9 @@ pub(crate) struct AttemptRecord {
     /// It continued an earlier attempt's session.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) resumed: bool,
+    /// The cluster node (and worker slot) it ran on (`executor.kind: ray`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
     /// A decomposition run: the sub-stories it wrote (they replace the
     /// story once this attempt's work lands).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

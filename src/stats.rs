@@ -768,6 +768,7 @@ pub(crate) fn sample_run(id: &str, t0: f64) -> RunData {
                 model: None,
                 secs,
                 saved_ref: None,
+                node: None,
             },
         )
     };

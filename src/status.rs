@@ -72,6 +72,9 @@ pub(crate) struct StoryRow {
     /// The review gate's verdicts, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) reviews: Vec<String>,
+    /// The cluster node (and worker slot) of the latest attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
 }
 
 /// Every story of the backlog with its status and record; attempts by
@@ -129,6 +132,7 @@ pub(crate) fn story_rows(
                     .clone()
                     .filter(|g| g.decision != crate::state::GateDecision::Fixup),
                 reviews: rec.reviews.clone(),
+                node: rec.history.last().and_then(|h| h.node.clone()),
             }
         })
         .collect()

@@ -2,9 +2,11 @@
 //! (`run::LocalExecutor`), or as jobs on a Ray cluster (`ray`), whose nodes
 //! run `ralph worker attempt` (`worker`). `http` is the Jobs API's client.
 
+pub(crate) mod cluster;
 pub(crate) mod http;
 pub(crate) mod package;
 pub(crate) mod ray;
+mod sweep;
 pub(crate) mod worker;
 
 use std::future::Future;
@@ -29,7 +31,7 @@ use crate::run::executor::Executor;
 /// The executor a run uses, chosen by `executor.kind`.
 pub(crate) enum AnyExecutor {
     Local(LocalExecutor),
-    Ray(ray::RayExecutor),
+    Ray(Box<ray::RayExecutor>),
 }
 
 /// The executor `executor.kind` names; a cluster that cannot be reached is
@@ -39,7 +41,7 @@ pub(crate) fn choose(ctx: Arc<RunContext>, verbose: bool) -> Result<AnyExecutor,
         Kind::Local => AnyExecutor::Local(LocalExecutor { ctx, verbose }),
         Kind::Ray(settings) => {
             let settings = settings.clone();
-            AnyExecutor::Ray(ray::RayExecutor::connect(ctx, &settings)?)
+            AnyExecutor::Ray(Box::new(ray::RayExecutor::connect(ctx, &settings)?))
         }
     })
 }
@@ -84,6 +86,17 @@ pub(crate) fn agents_on_nodes(
         .chain(project.backlog.stories.iter().filter_map(|s| s.agent))
         .map(|b| (b, crate::agent::invocation(&project.config.agent, b)))
         .collect()
+}
+
+impl AnyExecutor {
+    /// What an executor does once the run's attempts have all answered:
+    /// the Ray executor retires the jobs of a crashed run no attempt
+    /// claimed and sweeps the relay.
+    pub(crate) async fn end_of_run(&self) {
+        if let AnyExecutor::Ray(e) = self {
+            e.end_of_run().await;
+        }
+    }
 }
 
 impl Executor for AnyExecutor {

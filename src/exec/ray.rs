@@ -21,7 +21,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::{FaultKind, Verdict};
@@ -35,294 +34,56 @@ use crate::project::{self, KeptRef};
 use crate::run::context::RunContext;
 use crate::run::events::{AttemptReport, AttemptRequest, Event};
 
-use super::http::{self, Endpoint};
+pub(crate) use super::cluster::{
+    job_spec, node_resource, split_node, submission_id, Cluster, Orphan,
+};
 use super::worker::{self, WorkerSpec};
 
-/// The Jobs API version ralph speaks (`GET /api/version`).
-const JOBS_API_VERSION: &str = "4";
-/// The most the dashboard reads in one request (`DASHBOARD_CLIENT_MAX_SIZE`).
-const UPLOAD_MAX: usize = 100 << 20;
-/// How often a running job is looked at.
-const POLL: Duration = Duration::from_secs(1);
+/// How often a running job is looked at: its end is seen this late at
+/// most (a status call is cheap; the report waits on it).
+pub(super) const POLL: Duration = Duration::from_millis(250);
 /// Every how many polls the job's log is read for the agent's activity.
-const ACTIVITY_EVERY: u32 = 3;
+const ACTIVITY_EVERY: u32 = 4;
+/// How much of its node's resource a job pinned to a node asks: any
+/// amount places it there, and a tiny one never keeps others off.
+const PIN: f64 = 0.001;
+/// How long a job pinned to a node may wait to start: a node that died a
+/// moment ago may still look alive to the cluster.
+const PIN_WAIT: Duration = Duration::from_secs(90);
 /// Beyond the attempt's timeout: fetching, hooks, pushing, a stop's grace.
 const DEAD_MAN_SLACK: Duration = Duration::from_secs(120);
 /// Beyond the agent's grace, what a stopped worker may take to keep and
 /// push what its agent left.
-const STOP_KEEP: Duration = Duration::from_secs(30);
+pub(super) const STOP_KEEP: Duration = Duration::from_secs(30);
 
 /// How long Ray lets a stopped job's worker finish (`RAY_JOB_STOP_WAIT_TIME_S`).
-fn stop_wait(ctx: &RunContext) -> Duration {
+pub(super) fn stop_wait(ctx: &RunContext) -> Duration {
     Duration::from_secs(ctx.config.loop_.grace_secs) + STOP_KEEP
-}
-
-/// The Jobs API of one cluster.
-#[derive(Debug, Clone)]
-pub(crate) struct Cluster {
-    ep: Endpoint,
-    /// The token's value: kept in memory only.
-    token: Option<String>,
-    pub(crate) address: String,
-}
-
-/// What `GET /api/jobs/{id}` says.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct JobInfo {
-    pub(crate) status: String,
-    pub(crate) message: String,
-}
-
-impl JobInfo {
-    pub(crate) fn finished(&self) -> bool {
-        matches!(self.status.as_str(), "SUCCEEDED" | "FAILED" | "STOPPED")
-    }
-}
-
-/// A job this project submitted before this run started.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Orphan {
-    pub(crate) submission_id: String,
-    pub(crate) attempt: u32,
-}
-
-impl Cluster {
-    /// The cluster of `settings`; the token from the variable it names.
-    pub(crate) fn new(settings: &RaySettings) -> Result<Cluster, RalphError> {
-        let ep = http::parse_endpoint(&settings.address).map_err(|e| {
-            RalphError::usage(format!("executor.ray.address: {e}"))
-                .with_hint("set it to the dashboard's http:// address, e.g. http://127.0.0.1:8265")
-        })?;
-        let token = std::env::var(&settings.token_env)
-            .ok()
-            .filter(|t| !t.trim().is_empty());
-        Ok(Cluster {
-            ep,
-            token,
-            address: settings.address.clone(),
-        })
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default());
-        let r = http::request(
-            &self.ep,
-            method,
-            path,
-            bytes.as_deref(),
-            "application/json",
-            self.token.as_deref(),
-        )
-        .map_err(|e| format!("Ray at {}: {e}", self.address))?;
-        let v = serde_json::from_slice(&r.body).unwrap_or(Value::String(r.text()));
-        Ok((r.status, v))
-    }
-
-    /// Reachable, the token accepted, a Jobs API ralph speaks (`version` 4);
-    /// the Ray version (`GET /api/version`).
-    pub(crate) fn check(&self) -> Result<String, RalphError> {
-        let (status, v) = self.call("GET", "/api/version", None).map_err(|e| {
-            RalphError::usage(e)
-                .with_hint("start the cluster (`ray start --head`) or fix executor.ray.address")
-        })?;
-        match status {
-            200 if v["version"].as_str() != Some(JOBS_API_VERSION) => {
-                Err(RalphError::usage(format!(
-                    "Ray at {} speaks Jobs API version {} (ray {}); ralph speaks version \
-                     {JOBS_API_VERSION} (Ray 2.x)",
-                    self.address, v["version"], v["ray_version"]
-                ))
-                .with_hint("run a Ray 2 cluster (ralph is tested with Ray 2.60)"))
-            }
-            200 => Ok(v["ray_version"].as_str().unwrap_or("?").to_string()),
-            401 | 403 => Err(RalphError::usage(format!(
-                "Ray at {} refused ralph's token (HTTP {status})",
-                self.address
-            ))
-            .with_hint(
-                "export the cluster's token in the variable executor.ray.token_env names \
-                 (RAY_AUTH_TOKEN by default)",
-            )),
-            s => Err(RalphError::usage(format!(
-                "Ray at {} answered HTTP {s} to /api/version: {v}",
-                self.address
-            ))
-            .with_hint("is executor.ray.address the dashboard's address (port 8265)?")),
-        }
-    }
-
-    /// Uploads this very binary as a `working_dir` package unless the
-    /// cluster has it; its URI.
-    pub(crate) fn upload_self(&self) -> Result<String, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("ralph's own path: {e}"))?;
-        let bytes = std::fs::read(&exe).map_err(|e| format!("{}: {e}", exe.display()))?;
-        let name = super::package::package_name(&bytes);
-        let path = format!("/api/packages/gcs/{name}");
-        let (status, _) = self.call("GET", &path, None)?;
-        if status != 200 {
-            let zip = super::package::zip_one("ralph", &bytes);
-            drop(bytes);
-            if zip.len() > UPLOAD_MAX {
-                return Err(format!(
-                    "ralph packed is {} MiB, more than the {} MiB the dashboard takes",
-                    zip.len() >> 20,
-                    UPLOAD_MAX >> 20
-                ));
-            }
-            let r = http::request(
-                &self.ep,
-                "PUT",
-                &path,
-                Some(&zip),
-                "application/zip",
-                self.token.as_deref(),
-            )
-            .map_err(|e| format!("Ray at {}: {e}", self.address))?;
-            if r.status != 200 {
-                return Err(format!("uploading ralph: HTTP {}: {}", r.status, r.text()));
-            }
-        }
-        Ok(format!("gcs://{name}"))
-    }
-
-    pub(crate) fn submit(&self, job: &Value) -> Result<(), String> {
-        let (status, v) = self.call("POST", "/api/jobs/", Some(job))?;
-        if status == 200 {
-            Ok(())
-        } else {
-            Err(format!("HTTP {status}: {v}"))
-        }
-    }
-
-    /// `None` when the cluster knows no such job.
-    pub(crate) fn info(&self, id: &str) -> Result<Option<JobInfo>, String> {
-        let (status, v) = self.call("GET", &format!("/api/jobs/{id}"), None)?;
-        match status {
-            200 => Ok(Some(JobInfo {
-                status: v["status"].as_str().unwrap_or("").to_string(),
-                message: v["message"].as_str().unwrap_or("").to_string(),
-            })),
-            404 => Ok(None),
-            s => Err(format!("HTTP {s}: {v}")),
-        }
-    }
-
-    pub(crate) fn logs(&self, id: &str) -> Result<String, String> {
-        let (status, v) = self.call("GET", &format!("/api/jobs/{id}/logs"), None)?;
-        match status {
-            200 => Ok(v["logs"].as_str().unwrap_or("").to_string()),
-            s => Err(format!("HTTP {s}: {v}")),
-        }
-    }
-
-    pub(crate) fn stop(&self, id: &str) -> Result<(), String> {
-        self.call("POST", &format!("/api/jobs/{id}/stop"), None)
-            .map(|_| ())
-    }
-
-    pub(crate) fn delete(&self, id: &str) -> Result<(), String> {
-        self.call("DELETE", &format!("/api/jobs/{id}"), None)
-            .map(|_| ())
-    }
-
-    /// This project's jobs the cluster still holds, by story.
-    pub(crate) fn orphans(&self, tag: &str) -> Result<HashMap<String, Orphan>, String> {
-        let (status, v) = self.call("GET", "/api/jobs/", None)?;
-        if status != 200 {
-            return Err(format!("HTTP {status}: {v}"));
-        }
-        Ok(orphans_of(&v, tag))
-    }
-}
-
-/// The jobs in a `GET /api/jobs/` answer that this project (`tag`)
-/// submitted, the latest attempt per story.
-pub(crate) fn orphans_of(list: &Value, tag: &str) -> HashMap<String, Orphan> {
-    let mut out: HashMap<String, Orphan> = HashMap::new();
-    for job in list.as_array().into_iter().flatten() {
-        let m = &job["metadata"];
-        if m["ralph_project"].as_str() != Some(tag) {
-            continue;
-        }
-        let (Some(id), Some(n), Some(sid)) = (
-            m["ralph_story"].as_str(),
-            m["ralph_attempt"]
-                .as_str()
-                .and_then(|n| n.parse::<u32>().ok()),
-            job["submission_id"].as_str(),
-        ) else {
-            continue;
-        };
-        let newer = out.get(id).is_none_or(|o| o.attempt < n);
-        if newer {
-            out.insert(
-                id.to_string(),
-                Orphan {
-                    submission_id: sid.to_string(),
-                    attempt: n,
-                },
-            );
-        }
-    }
-    out
-}
-
-/// The job of attempt `n` of story `id`: the same name after a restart.
-pub(crate) fn submission_id(tag: &str, id: &str, n: u32) -> String {
-    format!("{tag}{id}-{n}")
-}
-
-/// The job's JSON: names, commits and the worker's command; never a secret.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn job_spec(
-    sid: &str,
-    entrypoint: String,
-    resources: &[(String, f64)],
-    package: Option<&str>,
-    stop_wait: Duration,
-    tag: &str,
-    id: &str,
-    n: u32,
-) -> Value {
-    let res: serde_json::Map<String, Value> = resources
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
-    let mut spec = json!({
-        "submission_id": sid,
-        "entrypoint": entrypoint,
-        "entrypoint_num_cpus": 0,
-        "entrypoint_resources": res,
-        "metadata": {
-            "ralph_project": tag,
-            "ralph_story": id,
-            "ralph_attempt": n.to_string(),
-        },
-    });
-    // Ray's stop sends SIGTERM, then SIGKILL after this long (3 s by
-    // default): the worker needs the agent's grace and the time to keep
-    // and push what the agent left.
-    spec["runtime_env"] = json!({ "env_vars": {
-        "RAY_JOB_STOP_WAIT_TIME_S": stop_wait.as_secs().to_string(),
-    } });
-    if let Some(uri) = package {
-        spec["runtime_env"]["working_dir"] = json!(uri);
-    }
-    spec
 }
 
 /// The Ray executor: one job per attempt.
 pub(crate) struct RayExecutor {
-    ctx: Arc<RunContext>,
-    cluster: Arc<Cluster>,
-    settings: RaySettings,
+    pub(super) ctx: Arc<RunContext>,
+    pub(super) cluster: Arc<Cluster>,
+    pub(super) settings: RaySettings,
     relay_url: String,
     /// The project's directory inside its repository.
     subdir: String,
     /// Jobs of a previous run, by story: claimed by the story's next attempt.
-    orphans: Arc<Mutex<HashMap<String, Orphan>>>,
+    pub(super) orphans: Arc<Mutex<HashMap<String, Orphan>>>,
     /// ralph's package on the cluster (`executor.ray.ralph_path` empty).
     package: Option<String>,
+    /// What became of this run's attempts on the relay (`Relayed`).
+    pub(super) relayed: Arc<Relayed>,
+}
+
+/// The attempts this run collected, and the relay clean-ups still under
+/// way: the end of the run waits for those, then sweeps what any of them
+/// (or a crashed run, or a fault) left.
+#[derive(Default)]
+pub(super) struct Relayed {
+    pub(super) collected: Mutex<std::collections::HashSet<(String, u32)>>,
+    pub(super) clears: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl RayExecutor {
@@ -364,6 +125,7 @@ impl RayExecutor {
             relay_url,
             subdir,
             orphans: Arc::new(Mutex::new(orphans)),
+            relayed: Arc::default(),
             ctx,
         })
     }
@@ -424,6 +186,7 @@ impl crate::run::executor::Executor for RayExecutor {
             resources: self.settings.resources.clone(),
             entry: EntryFn(self.settings.ralph_path.clone()),
             package: self.package.clone(),
+            relayed: self.relayed.clone(),
             activity,
         };
         async move { job.run(req, story, control).await }
@@ -469,6 +232,7 @@ struct Job {
     package: Option<String>,
     /// The display's channel: the agent's latest activity, from the job's log.
     activity: mpsc::UnboundedSender<Event>,
+    relayed: Arc<Relayed>,
 }
 
 fn fault(req: &AttemptRequest, log_rel: &str, reason: String) -> AttemptReport {
@@ -482,21 +246,39 @@ fn fault(req: &AttemptRequest, log_rel: &str, reason: String) -> AttemptReport {
     )
 }
 
-async fn git(ctx: &RunContext, args: &[String]) -> Result<(), String> {
+pub(super) async fn git(ctx: &RunContext, args: &[String]) -> Result<(), String> {
     let q = crate::prompt::shell_quote;
-    let cmd = std::iter::once("git".to_string())
-        .chain(args.iter().map(|a| q(a)))
-        .collect::<Vec<_>>()
-        .join(" ");
-    match process::run_shell(&cmd, ctx.root.clone(), Vec::new(), Duration::from_secs(600)).await {
+    // Named by its git dir, from the slots' directory: a landing outlasts
+    // the git processes working in the main checkout (they may have read
+    // its index), and these never touch an index; found there (git moves
+    // to the top of the work tree it discovers), each would hold up the
+    // merge queue until it ended.
+    let cmd = [
+        "git".to_string(),
+        q(&format!("--git-dir={}", ctx.git.git_dir.display())),
+    ]
+    .into_iter()
+    .chain(args.iter().map(|a| q(a)))
+    .collect::<Vec<_>>()
+    .join(" ");
+    let dir = crate::paths::worktrees_dir(&ctx.root);
+    let cwd = match std::fs::create_dir_all(&dir) {
+        Ok(()) => dir,
+        Err(_) => ctx.root.clone(),
+    };
+    match process::run_shell(&cmd, cwd, Vec::new(), Duration::from_secs(600)).await {
         Ok(r) if r.success => Ok(()),
         Ok(r) => Err(format!("`{cmd}` failed: {}", r.tail.trim())),
         Err(e) => Err(format!("`{cmd}` could not start: {e}")),
     }
 }
 
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs a blocking cluster call off the runtime's workers.
-async fn call<T: Send + 'static>(
+pub(super) async fn call<T: Send + 'static>(
     cluster: &Arc<Cluster>,
     f: impl FnOnce(&Cluster) -> Result<T, String> + Send + 'static,
 ) -> Result<T, String> {
@@ -532,6 +314,12 @@ impl Job {
             ),
         };
         let refs = relay::relay_refs(&ctx.tag, &id, n);
+        let mut phases = worker::Phases::new();
+        // Whether a fix-up's work went to the relay (its ref to clear).
+        let mut work_sent = false;
+        // The push of the base runs while Ray starts the job (a second or
+        // more); the worker waits for its base ref to appear.
+        let mut base_push = None;
         let base: Oid = if adopted {
             ctx.log.line(&format!(
                 "story {id} attempt {}: re-attaching to job {sid} of an earlier run",
@@ -559,17 +347,50 @@ impl Job {
             if let Some(f) = req.note.as_ref().and_then(|n| n.fixup.as_ref()) {
                 if req.kind == crate::state::AttemptKind::Fixup {
                     push.push(format!("{}:{}", f.work, refs.work));
+                    work_sent = true;
                 }
             }
-            if let Err(e) = git(&ctx, &push).await {
-                return fault(
-                    &req,
-                    &log_rel,
-                    format!("cannot hand the work to the relay: {e}"),
-                );
-            }
+            let ctx2 = ctx.clone();
+            base_push = Some(tokio::spawn(async move { git(&ctx2, &push).await }));
             base
         };
+        // A fix-up that resumes a session runs on the node holding it, in
+        // the same worker slot (a session names its worktree's paths); with
+        // that node gone (or never known) it starts a fresh session.
+        let mut resume = req.resume.clone();
+        let mut prefer_slot = None;
+        let mut resources = self.resources.clone();
+        let mut pinned = false;
+        if let (Some(session), false) = (&req.resume, adopted) {
+            let on = req.resume_on.clone().unwrap_or_default();
+            let (name, slot) = split_node(&on);
+            let res = node_resource(name);
+            let res2 = res.clone();
+            let alive = !name.is_empty()
+                && call(&self.cluster, move |c| c.node_offers(&res2))
+                    .await
+                    .unwrap_or(false);
+            if alive {
+                resources.retain(|(k, _)| *k != res);
+                resources.push((res, PIN));
+                prefer_slot = slot;
+                pinned = true;
+                ctx.log.line(&format!(
+                    "story {id} attempt {n}: resuming session {session} on node {on}"
+                ));
+            } else {
+                ctx.log.line(&format!(
+                    "story {id} attempt {n}: no live node offers {res} (session {session} was \
+                     on {}): the fix-up starts a fresh session",
+                    if on.is_empty() {
+                        "an unknown node"
+                    } else {
+                        on.as_str()
+                    }
+                ));
+                resume = None;
+            }
+        }
         let spec = WorkerSpec {
             version: worker::version().to_string(),
             relay_url: self.relay_url.clone(),
@@ -581,18 +402,19 @@ impl Job {
             iteration: req.iteration,
             kind: req.kind,
             note: req.note.clone(),
-            resume: req.resume.clone(),
+            resume,
             agent: req.agent.name().to_string(),
             model: req.model.clone(),
             postmortem_model: req.postmortem_model.clone(),
             timeout_secs: ctx.timeout.as_secs(),
             base: base.clone(),
+            prefer_slot,
         };
         if !adopted {
             let job = job_spec(
                 &sid,
                 self.entry.line(&spec),
-                &self.resources,
+                &resources,
                 self.package.as_deref(),
                 stop_wait(&ctx),
                 &ctx.tag,
@@ -610,12 +432,34 @@ impl Job {
                 },
             })
             .await;
+            let pushed = match base_push.take() {
+                Some(t) => t
+                    .await
+                    .unwrap_or_else(|e| Err(format!("internal error in a push: {e}"))),
+                None => Ok(()),
+            };
             if let Err(e) = submitted {
                 return fault(&req, &log_rel, format!("Ray refused job {sid}: {e}"));
             }
+            if let Err(e) = pushed {
+                // The job would wait for a base that never comes.
+                let sid2 = sid.clone();
+                let _ = call(&self.cluster, move |c| {
+                    c.stop(&sid2)?;
+                    c.delete(&sid2)
+                })
+                .await;
+                return fault(
+                    &req,
+                    &log_rel,
+                    format!("cannot hand the work to the relay: {e}"),
+                );
+            }
             ctx.log
                 .line(&format!("story {id} attempt {n}: submitted job {sid}"));
+            phases.mark("submit and push base");
         }
+        let submitted_ms = worker::epoch_ms();
 
         // Wait for the job's end; stop it when asked or past its time.
         let deadline =
@@ -626,13 +470,22 @@ impl Job {
         let mut dead_man = false;
         let mut polls: u32 = 0;
         let mut shown = String::new();
+        let submitted_at = Instant::now();
+        let mut pin_timed_out = false;
         let info = loop {
             polls += 1;
             if running_since.is_some() && polls.is_multiple_of(ACTIVITY_EVERY) {
                 let sid2 = sid.clone();
                 if let Ok(logs) = call(&self.cluster, move |c| c.logs(&sid2)).await {
-                    if let Some(text) = worker::activity_in(&logs).filter(|t| *t != shown) {
-                        shown = text.to_string();
+                    // The display says where the attempt runs, then what
+                    // its agent does there.
+                    let node = worker::node_in(&logs).unwrap_or("?");
+                    let text = match worker::activity_in(&logs) {
+                        Some(t) => format!("{node}: {t}"),
+                        None => format!("running on {node}"),
+                    };
+                    if text != shown {
+                        shown = text;
                         let _ = self.activity.send(Event::Activity {
                             idx: req.idx,
                             text: shown.clone(),
@@ -650,6 +503,19 @@ impl Job {
                 }
                 Ok(None) => break None,
                 Err(e) => ctx.log.line(&format!("job {sid}: {e}")),
+            }
+            if pinned
+                && running_since.is_none()
+                && !pin_timed_out
+                && submitted_at.elapsed() > PIN_WAIT
+                && stop_sent.is_none()
+            {
+                ctx.log.line(&format!(
+                    "job {sid} waited {}s for the node holding its session: stopping it",
+                    PIN_WAIT.as_secs()
+                ));
+                pin_timed_out = true;
+                asked_to_stop = true;
             }
             let past = running_since.is_some_and(|t| t.elapsed() > deadline);
             if stop_sent.is_none() && (asked_to_stop || past) {
@@ -678,10 +544,13 @@ impl Job {
             }
         };
 
+        let seen_ms = worker::epoch_ms();
+        phases.mark("job");
         let sid2 = sid.clone();
         let logs = call(&self.cluster, move |c| c.logs(&sid2))
             .await
             .unwrap_or_default();
+        phases.mark("logs");
         let Some(wire) = worker::report_in(&logs) else {
             let why = info
                 .map(|i| {
@@ -691,6 +560,13 @@ impl Job {
                 .unwrap_or_else(|| "the cluster lost it".to_string());
             let sid2 = sid.clone();
             let _ = call(&self.cluster, move |c| c.delete(&sid2)).await;
+            if pin_timed_out {
+                return fault(
+                    &req,
+                    &log_rel,
+                    format!("job {sid} never started on the node holding its session"),
+                );
+            }
             if asked_to_stop {
                 return AttemptReport::empty(&req, Verdict::Interrupted, log_rel);
             }
@@ -707,12 +583,31 @@ impl Job {
                     log_rel,
                 );
             }
-            // Its node or its worker died: not the story's doing.
-            return fault(
+            // Its node or its worker died: not the story's doing. What its
+            // agent had committed and the worker pushed on the way is kept.
+            let mut r = fault(
                 &req,
                 &log_rel,
                 format!("job {sid} ended without a report ({why}); it runs again"),
             );
+            let keep = project::kept_ref(KeptRef::Interrupted, &id, n);
+            let fetch = [
+                "fetch".to_string(),
+                "--quiet".into(),
+                "--no-tags".into(),
+                "--no-write-fetch-head".into(),
+                self.remote.clone(),
+                format!("{}:{keep}", refs.progress),
+            ];
+            let had = ctx.git.ref_target(&keep).ok().flatten().is_some();
+            if !had && git(&ctx, &fetch).await.is_ok() {
+                ctx.log.line(&format!(
+                    "story {id} attempt {n}: the commits job {sid} pushed before it was lost \
+                     are kept at {keep}"
+                ));
+                r.kept.push(keep);
+            }
+            return r;
         };
 
         // The log, then the work: fetched, checked, the story branch set.
@@ -759,6 +654,8 @@ impl Job {
                 wire.out.as_ref(),
                 &wire.kept,
                 wire.saved_ref.as_ref(),
+                work_sent,
+                wire.progress,
             )
             .await
         {
@@ -768,8 +665,25 @@ impl Job {
                 format!("cannot take the work of job {sid} back: {e}"),
             );
         }
-        let sid2 = sid.clone();
-        let _ = call(&self.cluster, move |c| c.delete(&sid2)).await;
+        phases.mark("collect");
+        // The job's deletion is off the attempt's path too.
+        let (cluster, sid2) = (self.cluster.clone(), sid.clone());
+        let task = tokio::spawn(async move {
+            let _ = call(&cluster, move |c| c.delete(&sid2)).await;
+        });
+        lock(&self.relayed.clears).push(task);
+        let (w0, w1) = wire.span_ms;
+        if w0 > 0 && !adopted {
+            ctx.log.line(&format!(
+                "story {id} attempt {n}: job {sid} timing: {}; submitted to worker start {} ms, \
+                 worker {} ({} ms in all), worker end to end seen {} ms",
+                worker::phases_text(&phases.done),
+                w0.saturating_sub(submitted_ms),
+                worker::phases_text(&wire.phases),
+                w1.saturating_sub(w0),
+                seen_ms.saturating_sub(w1),
+            ));
+        }
         wire.into_report(&req, log_rel)
     }
 
@@ -785,6 +699,8 @@ impl Job {
         out: Option<&Oid>,
         kept: &[String],
         saved: Option<&String>,
+        work_sent: bool,
+        progress: bool,
     ) -> Result<(), String> {
         let ctx = &self.ctx;
         let pad = relay::landing_pad(&ctx.tag, id, n);
@@ -816,7 +732,10 @@ impl Job {
             })
             .await??;
         }
-        // The relay keeps nothing of a collected attempt.
+        // The relay keeps nothing of a collected attempt. Clearing it is off
+        // the attempt's path (its report waits for nothing more); one that
+        // fails (a relay busy with other pushes) is swept at the run's end.
+        lock(&self.relayed.collected).insert((id.to_string(), n));
         let mut clear = vec![
             "push".to_string(),
             "--quiet".into(),
@@ -826,23 +745,24 @@ impl Job {
         if out.is_some() {
             clear.push(format!(":{}", refs.out));
         }
+        if work_sent {
+            clear.push(format!(":{}", refs.work));
+        }
+        if progress {
+            clear.push(format!(":{}", refs.progress));
+        }
         for (remote, _) in &kept_pairs {
             clear.push(format!(":{remote}"));
         }
-        if let Err(e) = git(ctx, &clear).await {
-            ctx.log
-                .line(&format!("relay refs of story {id} attempt {n} stay: {e}"));
-        }
-        let _ = git(
-            ctx,
-            &[
-                "push".to_string(),
-                "--quiet".into(),
-                self.remote.clone(),
-                format!(":{}", refs.work),
-            ],
-        )
-        .await;
+        let (ctx2, id2) = (ctx.clone(), id.to_string());
+        let task = tokio::spawn(async move {
+            if let Err(e) = git(&ctx2, &clear).await {
+                ctx2.log.line(&format!(
+                    "relay refs of story {id2} attempt {n} stay until the run's end: {e}"
+                ));
+            }
+        });
+        lock(&self.relayed.clears).push(task);
         Ok(())
     }
 }
@@ -888,56 +808,4 @@ fn adopt_branch(
     })();
     let _ = git.delete_ref(pad);
     result
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_job_spec_holds_names_not_secrets() {
-        let spec = job_spec(
-            "ralph-1a2b3c4d-1.2-3",
-            "ralph worker attempt 00".into(),
-            &[("ralph_slot".into(), 1.0)],
-            None,
-            Duration::from_secs(40),
-            "ralph-1a2b3c4d-",
-            "1.2",
-            3,
-        );
-        assert_eq!(spec["entrypoint_resources"]["ralph_slot"], 1.0);
-        assert_eq!(spec["metadata"]["ralph_attempt"], "3");
-        assert_eq!(
-            spec["runtime_env"],
-            json!({ "env_vars": { "RAY_JOB_STOP_WAIT_TIME_S": "40" } })
-        );
-    }
-
-    #[test]
-    fn orphans_are_this_projects_latest_jobs() {
-        let list = json!([
-            {"submission_id": "a", "metadata": {"ralph_project": "p-", "ralph_story": "1", "ralph_attempt": "1"}},
-            {"submission_id": "b", "metadata": {"ralph_project": "p-", "ralph_story": "1", "ralph_attempt": "2"}},
-            {"submission_id": "c", "metadata": {"ralph_project": "q-", "ralph_story": "2", "ralph_attempt": "1"}},
-            {"submission_id": "d", "metadata": null},
-        ]);
-        let o = orphans_of(&list, "p-");
-        assert_eq!(o.len(), 1);
-        assert_eq!(
-            o["1"],
-            Orphan {
-                submission_id: "b".into(),
-                attempt: 2
-            }
-        );
-    }
-
-    #[test]
-    fn a_submission_id_is_stable() {
-        assert_eq!(
-            submission_id("ralph-1a2b3c4d-", "1.2", 3),
-            "ralph-1a2b3c4d-1.2-3"
-        );
-    }
 }

@@ -40,6 +40,13 @@ pub(crate) const REPORT_MARKER: &str = "ralph-worker-report: ";
 /// coordinator's display; the latest one counts).
 pub(crate) const ACTIVITY_MARKER: &str = "ralph-worker-activity: ";
 
+/// How long a worker waits for the base the coordinator pushes while Ray
+/// starts the job.
+const BASE_WAIT: Duration = Duration::from_secs(60);
+
+/// The start of the line saying where the worker runs (`<node>/<slot>`).
+pub(crate) const NODE_MARKER: &str = "ralph-worker-node: ";
+
 /// ralph's version as coordinator and worker must share it.
 pub(crate) fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -72,6 +79,10 @@ pub(crate) struct WorkerSpec {
     pub(crate) timeout_secs: u64,
     /// The target tip pushed to the relay's base ref.
     pub(crate) base: Oid,
+    /// The worker slot to take when it is free: the one whose worktree
+    /// holds the session a fix-up resumes.
+    #[serde(default)]
+    pub(crate) prefer_slot: Option<usize>,
 }
 
 impl WorkerSpec {
@@ -199,12 +210,27 @@ pub(crate) struct WireReport {
     pub(crate) children: Vec<String>,
     /// The story branch's tip, pushed to the relay's out ref.
     pub(crate) out: Option<Oid>,
-    /// The node that ran it (its host name).
+    /// The node that ran it (`node_name`).
     pub(crate) node: String,
+    /// The worker slot (node-local clone) it ran in.
+    #[serde(default)]
+    pub(crate) slot: usize,
     /// The base it was given (`WorkerSpec::base`): what a coordinator that
     /// re-attached checks the work against.
     #[serde(default)]
     pub(crate) base: Oid,
+    /// Where the worker's time went, in milliseconds by phase (the
+    /// coordinator logs it: the per-job overhead's breakdown).
+    #[serde(default)]
+    pub(crate) phases: Vec<(String, u64)>,
+    /// When the worker started and ended (Unix milliseconds): with the
+    /// coordinator's own clock, the job's start and end latency.
+    #[serde(default)]
+    pub(crate) span_ms: (u64, u64),
+    /// The agent's commits were pushed to the relay's progress ref on the
+    /// way (a ref to clear).
+    #[serde(default)]
+    pub(crate) progress: bool,
     /// The attempt's log.
     pub(crate) log: String,
     /// The agent's TESTS_CHANGED / DROPS words (issue 26).
@@ -232,8 +258,12 @@ impl WireReport {
             kept: r.kept.clone(),
             children: r.children.clone(),
             out,
-            node: hostname(),
+            node: node_name(),
+            slot: 0,
             base: Oid::new(),
+            phases: Vec::new(),
+            span_ms: (0, 0),
+            progress: false,
             log,
             explained: r.explained.clone(),
         }
@@ -261,8 +291,14 @@ impl WireReport {
         r.kept = self.kept;
         r.children = self.children;
         r.explained = self.explained;
+        r.node = (!self.node.is_empty()).then(|| format!("{}/{}", self.node, self.slot));
         r
     }
+}
+
+/// Where the job runs, `<node>/<worker slot>`, from its log.
+pub(crate) fn node_in(logs: &str) -> Option<&str> {
+    logs.lines().find_map(|l| l.strip_prefix(NODE_MARKER))
 }
 
 /// The latest activity line in a job's log.
@@ -278,6 +314,22 @@ pub(crate) fn report_in(logs: &str) -> Option<WireReport> {
         .rev()
         .find_map(|l| l.strip_prefix(REPORT_MARKER))
         .and_then(|j| serde_json::from_str(j).ok())
+}
+
+pub(crate) fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The node's name as ralph reports it and as its per-node resource
+/// (`ralph_node_<name>`) is named: `$RALPH_NODE`, else the host name.
+pub(crate) fn node_name() -> String {
+    std::env::var("RALPH_NODE")
+        .ok()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(hostname)
 }
 
 fn hostname() -> String {
@@ -299,9 +351,12 @@ fn cache_dir() -> PathBuf {
 
 /// The first free slot of this project's cache on this node, locked for as
 /// long as the returned file lives.
-fn take_slot(project_dir: &Path) -> std::io::Result<(usize, PathBuf, std::fs::File)> {
+fn take_slot(
+    project_dir: &Path,
+    prefer: Option<usize>,
+) -> std::io::Result<(usize, PathBuf, std::fs::File)> {
     std::fs::create_dir_all(project_dir)?;
-    for k in 0.. {
+    for k in prefer.into_iter().chain(0..) {
         let lock_path = project_dir.join(format!("slot-{k}.lock"));
         let f = std::fs::OpenOptions::new()
             .create(true)
@@ -339,12 +394,14 @@ async fn run_git(cwd: &Path, args: &[&str]) -> Result<(), String> {
 /// `ralph worker attempt SPEC`: prints the report line; the exit code is 0
 /// whenever a report was printed (the verdict is in it).
 pub(crate) fn attempt(spec_hex: &str) -> anyhow::Result<i32> {
+    let started = epoch_ms();
     let spec = WorkerSpec::decode(spec_hex.trim()).map_err(anyhow::Error::msg)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let wire = rt.block_on(run(&spec));
+    let mut wire = rt.block_on(run(&spec));
     rt.shutdown_timeout(Duration::from_secs(1));
+    wire.span_ms = (started, epoch_ms());
     println!(
         "{REPORT_MARKER}{}",
         serde_json::to_string(&wire).unwrap_or_default()
@@ -371,8 +428,12 @@ fn fault(reason: String, kind: FaultKind) -> WireReport {
         kept: Vec::new(),
         children: Vec::new(),
         out: None,
-        node: hostname(),
+        node: node_name(),
+        slot: 0,
         base: Oid::new(),
+        phases: Vec::new(),
+        span_ms: (0, 0),
+        progress: false,
         log: String::new(),
         explained: Default::default(),
     }
@@ -393,7 +454,7 @@ async fn run(spec: &WorkerSpec) -> WireReport {
         );
     }
     let project_dir = cache_dir().join(spec.tag.trim_end_matches('-'));
-    let (slot, slot_dir, _lock) = match take_slot(&project_dir) {
+    let (slot, slot_dir, _lock) = match take_slot(&project_dir, spec.prefer_slot) {
         Ok(s) => s,
         Err(e) => {
             return fault(
@@ -406,10 +467,13 @@ async fn run(spec: &WorkerSpec) -> WireReport {
             )
         }
     };
-    match attempt_in_slot(spec, slot, &slot_dir).await {
+    println!("{NODE_MARKER}{}/{slot}", node_name());
+    let mut wire = match attempt_in_slot(spec, slot, &slot_dir).await {
         Ok(w) => w,
-        Err(e) => fault(format!("on {}: {e}", hostname()), FaultKind::Transient),
-    }
+        Err(e) => fault(format!("on {}: {e}", node_name()), FaultKind::Transient),
+    };
+    wire.slot = slot;
+    wire
 }
 
 async fn attempt_in_slot(
@@ -417,6 +481,7 @@ async fn attempt_in_slot(
     slot: usize,
     slot_dir: &Path,
 ) -> Result<WireReport, String> {
+    let mut phases = Phases::new();
     let repo = slot_dir.join("repo");
     std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
     if !repo.join(".git").exists() {
@@ -443,12 +508,27 @@ async fn attempt_in_slot(
         fetch.push(format!("{}:{work}", refs.work));
     }
     let fetch_args: Vec<&str> = fetch.iter().map(String::as_str).collect();
-    run_git(&repo, &fetch_args).await?;
+    // The coordinator pushes the base while Ray starts this job: on a
+    // busy relay it may not be there yet.
+    let waited = std::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match run_git(&repo, &fetch_args).await {
+            Ok(()) => break,
+            Err(e) if waited.elapsed() > BASE_WAIT => return Err(e),
+            Err(_) => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+    phases.mark("fetch");
     run_git(
         &repo,
         &["checkout", "--quiet", "--force", "--detach", &target_ref],
     )
     .await?;
+    phases.mark("checkout");
 
     let root = if spec.subdir.is_empty() {
         repo.clone()
@@ -533,6 +613,7 @@ async fn attempt_in_slot(
         kind: spec.kind,
         note: spec.note.clone(),
         resume: spec.resume.clone(),
+        resume_on: None,
         agent: backend,
         model: spec.model.clone(),
         postmortem_model: spec.postmortem_model.clone(),
@@ -555,8 +636,23 @@ async fn attempt_in_slot(
         ctx: ctx.clone(),
         verbose: false,
     };
+    phases.mark("load");
+    // The agent's commits go to the relay as it makes them: a node that
+    // dies takes only what was not committed yet.
+    let pushed_progress = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = tokio::spawn(push_progress(
+        crate::paths::slot_worktree(&root, 0).1,
+        repo.clone(),
+        spec.relay_url.clone(),
+        refs.progress.clone(),
+        spec.base.clone(),
+        pushed_progress.clone(),
+    ));
     let report = exec.run(req, story, control_rx, activity_tx).await;
     signals.abort();
+    progress.abort();
+    let _ = progress.await;
+    phases.mark("attempt");
 
     // Everything the coordinator needs goes back to the relay.
     let branch = project::story_branch(&spec.id);
@@ -579,13 +675,82 @@ async fn attempt_in_slot(
         let push_args: Vec<&str> = push.iter().map(String::as_str).collect();
         run_git(&repo, &push_args).await?;
     }
+    phases.mark("push");
     let log_path = crate::paths::attempt_log_path(&root, &spec.id, spec.attempt);
     let log = std::fs::read(&log_path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     let mut wire = WireReport::of(&report, out, log);
     wire.base = spec.base.clone();
+    wire.phases = phases.done;
+    wire.progress = pushed_progress.load(std::sync::atomic::Ordering::SeqCst);
     Ok(wire)
+}
+
+/// Wall-clock time by phase, each from the end of the one before.
+pub(crate) struct Phases {
+    last: std::time::Instant,
+    pub(crate) done: Vec<(String, u64)>,
+}
+
+impl Phases {
+    pub(crate) fn new() -> Phases {
+        Phases {
+            last: std::time::Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends phase `name` now.
+    pub(crate) fn mark(&mut self, name: &str) {
+        let now = std::time::Instant::now();
+        let ms = now.duration_since(self.last).as_millis() as u64;
+        self.done.push((name.to_string(), ms));
+        self.last = now;
+    }
+}
+
+/// Phases as one log line's words: `fetch 120 ms, load 30 ms`.
+pub(crate) fn phases_text(phases: &[(String, u64)]) -> String {
+    phases
+        .iter()
+        .map(|(n, ms)| format!("{n} {ms} ms"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How often a running attempt's commits are looked for.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Pushes the HEAD of the attempt's worktree to the relay's progress ref
+/// whenever it moved (one `git push` per new commit seen, nothing when the
+/// agent commits nothing).
+async fn push_progress(
+    worktree: PathBuf,
+    repo: PathBuf,
+    relay_url: String,
+    progress_ref: String,
+    base: Oid,
+    pushed: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut last = base;
+    loop {
+        tokio::time::sleep(PROGRESS_EVERY).await;
+        let Some(head) = Git::head_of(&worktree) else {
+            continue;
+        };
+        if head == last {
+            continue;
+        }
+        let refspec = format!("{head}:{progress_ref}");
+        let args = ["push", "--quiet", "--force", relay_url.as_str(), &refspec];
+        // The flag first: a push cut short by the attempt's end may still
+        // have reached the relay.
+        pushed.store(true, std::sync::atomic::Ordering::SeqCst);
+        if run_git(&repo, &args).await.is_ok() {
+            last = head;
+        }
+    }
 }
 
 /// Ray stops a job with SIGTERM (then SIGKILL): the first asks the agent to
@@ -638,6 +803,7 @@ mod tests {
             postmortem_model: None,
             timeout_secs: 60,
             base: "0".repeat(40),
+            prefer_slot: Some(1),
         }
     }
 

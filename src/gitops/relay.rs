@@ -21,6 +21,9 @@ pub(crate) struct RelayRefs {
     pub(crate) work: String,
     /// `…/out/<id>/<n>`: the story branch as the worker left it.
     pub(crate) out: String,
+    /// `…/progress/<id>/<n>`: the agent's commits so far, pushed while it
+    /// runs: what outlives a node that dies mid-attempt.
+    pub(crate) progress: String,
     /// `…/kept/<id>/<n>/`: the refs keeping what the agent left, each under
     /// its local name without `refs/ralph/`.
     pub(crate) kept: String,
@@ -38,6 +41,7 @@ pub(crate) fn relay_refs(tag: &str, id: &str, n: u32) -> RelayRefs {
         base: format!("{p}base/{id}/{n}"),
         work: format!("{p}work/{id}/{n}"),
         out: format!("{p}out/{id}/{n}"),
+        progress: format!("{p}progress/{id}/{n}"),
         kept: format!("{p}kept/{id}/{n}/"),
     }
 }
@@ -53,6 +57,56 @@ pub(crate) fn kept_on_relay(refs: &RelayRefs, local: &str) -> Option<String> {
 /// `refs/ralph/`, so no scan of kept work ever sees it.
 pub(crate) fn landing_pad(tag: &str, id: &str, n: u32) -> String {
     format!("refs/ralph-relay/{}/{id}/{n}", tag.trim_end_matches('-'))
+}
+
+/// Where the end-of-run sweep mirrors the project's relay namespace
+/// locally before it decides what to keep (outside `refs/ralph/`).
+pub(crate) fn sweep_pad(tag: &str) -> String {
+    format!("refs/ralph-relay/{}/sweep/", tag.trim_end_matches('-'))
+}
+
+/// What the sweep does with one relay ref it found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Sweep {
+    /// Nothing of it is needed here: delete it on the relay.
+    Drop,
+    /// Keep it locally under this ref (absent there), then delete it.
+    Keep(String),
+    /// Not ralph's to judge (an unknown name): left alone.
+    Leave,
+}
+
+/// The sweep's decision for relay ref `rel` (its name below the project's
+/// relay prefix): bases and a fix-up's work copies are the coordinator's
+/// own; a collected attempt's result is on its story branch already; what
+/// a worker kept, and the result of an attempt nobody collected (its
+/// coordinator died, or the collection failed), come home as kept refs.
+/// `collected` says whether attempt `n` of story `id` was collected.
+pub(crate) fn sweep_decision(rel: &str, collected: impl Fn(&str, u32) -> bool) -> Sweep {
+    let mut parts = rel.splitn(4, '/');
+    let (kind, id, n) = (parts.next(), parts.next(), parts.next());
+    let (Some(kind), Some(id), Some(n)) = (kind, id, n.and_then(|n| n.parse::<u32>().ok())) else {
+        return Sweep::Leave;
+    };
+    let rest = parts.next();
+    match (kind, rest) {
+        ("base" | "work", None) => Sweep::Drop,
+        ("out" | "progress", None) if collected(id, n) => Sweep::Drop,
+        ("progress", None) => Sweep::Keep(crate::project::kept_ref(
+            crate::project::KeptRef::Interrupted,
+            id,
+            n,
+        )),
+        ("out", None) => Sweep::Keep(crate::project::kept_ref(
+            crate::project::KeptRef::Attempt,
+            id,
+            n,
+        )),
+        ("kept", Some(local)) if !local.is_empty() => {
+            Sweep::Keep(format!("{}{local}", crate::project::KEPT_REFS))
+        }
+        _ => Sweep::Leave,
+    }
 }
 
 /// A relay URL that carries a password or token (`https://user:tok@host`)
@@ -106,6 +160,26 @@ impl Git {
         Ok(())
     }
 
+    /// Points `refname` at `commit` unless it exists; true when it now
+    /// points there (made, or already there).
+    pub(crate) fn create_ref_if_absent(&self, refname: &str, commit: &Oid) -> Result<bool> {
+        let repo = self.repo()?;
+        let c = parse_oid(commit)?;
+        if let Some(have) = self.ref_target(refname)? {
+            return Ok(have == *commit);
+        }
+        repo.reference(refname, c, false, "ralph: kept from the relay")?;
+        Ok(true)
+    }
+
+    /// The commit a worktree's HEAD is at (whatever branch or stand-in it
+    /// has checked out).
+    pub(crate) fn head_of(worktree: &Path) -> Option<Oid> {
+        let repo = git2::Repository::open(worktree).ok()?;
+        let head = repo.head().ok()?.peel_to_commit().ok()?;
+        Some(head.id().to_string())
+    }
+
     /// Deletes `refname` when it exists.
     pub(crate) fn delete_ref(&self, refname: &str) -> Result<()> {
         let repo = self.repo()?;
@@ -135,6 +209,31 @@ mod tests {
         // Kept-ref scans (`refs/ralph/attempts|conflicts/…`) never see relay refs.
         assert_eq!(crate::project::kept_ref_attempt(&r.out), None);
         assert!(!landing_pad("ralph-1a2b3c4d-", "1.2", 3).starts_with("refs/ralph/"));
+    }
+
+    #[test]
+    fn the_sweep_keeps_what_no_one_collected() {
+        let collected = |id: &str, n: u32| id == "1.1" && n == 1;
+        assert_eq!(sweep_decision("base/1.2/3", collected), Sweep::Drop);
+        assert_eq!(sweep_decision("work/1.2/3", collected), Sweep::Drop);
+        assert_eq!(sweep_decision("out/1.1/1", collected), Sweep::Drop);
+        assert_eq!(sweep_decision("progress/1.1/1", collected), Sweep::Drop);
+        assert_eq!(
+            sweep_decision("progress/1.2/1", collected),
+            Sweep::Keep("refs/ralph/attempts/1.2/1-interrupted".into())
+        );
+        assert_eq!(
+            sweep_decision("out/1.1/2", collected),
+            Sweep::Keep("refs/ralph/attempts/1.1/2".into())
+        );
+        assert_eq!(
+            sweep_decision("kept/1.1/1/attempts/1.1/1-uncommitted", collected),
+            Sweep::Keep("refs/ralph/attempts/1.1/1-uncommitted".into())
+        );
+        assert_eq!(sweep_decision("kept/1.1/1/", collected), Sweep::Leave);
+        assert_eq!(sweep_decision("other/x", collected), Sweep::Leave);
+        assert_eq!(sweep_decision("out/1.1/x", collected), Sweep::Leave);
+        assert!(!sweep_pad("ralph-1a2b3c4d-").starts_with("refs/ralph/"));
     }
 
     #[test]

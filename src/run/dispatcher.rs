@@ -42,7 +42,7 @@ pub(crate) struct Dispatcher<E: Executor> {
     pub(crate) model: Model,
     pub(crate) reporter: Reporter,
     ctx: Arc<RunContext>,
-    executor: Arc<E>,
+    pub(crate) executor: Arc<E>,
     tasks: JoinSet<Event>,
     owners: HashMap<Id, Task>,
     controls: HashMap<usize, watch::Sender<Control>>,

@@ -114,6 +114,8 @@ pub(crate) struct AttemptReport {
     /// What the agent said about changes the gates find (its tags for
     /// this story).
     pub(crate) explained: crate::state::Explained,
+    /// Where it ran on a cluster (`<node>/<worker slot>`); `None` here.
+    pub(crate) node: Option<String>,
 }
 
 impl AttemptReport {
@@ -143,6 +145,7 @@ impl AttemptReport {
             kept: Vec::new(),
             children: Vec::new(),
             explained: crate::state::Explained::default(),
+            node: None,
         }
     }
 }
@@ -269,6 +272,9 @@ pub(crate) struct AttemptRequest {
     pub(crate) note: Option<Note>,
     /// The agent session a fix-up continues (`retry.resume_session`).
     pub(crate) resume: Option<String>,
+    /// Where that session is: the cluster node (and worker slot) that ran
+    /// its attempt (`AttemptReport::node`); `None` on this machine.
+    pub(crate) resume_on: Option<String>,
     /// The agent it runs with.
     pub(crate) agent: crate::agent::Backend,
     /// The model it runs on (`ladder::choose`); `None` leaves it to the CLI.

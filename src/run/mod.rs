@@ -522,6 +522,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             }
         }
     }
+    rt.block_on(d.executor.end_of_run());
     // Attempts and landings have answered; what is left in the runtime (a
     // process reaper blocked on a pipe, say) must not hold the exit.
     rt.shutdown_timeout(Duration::from_secs(1));

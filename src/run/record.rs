@@ -119,6 +119,7 @@ pub(crate) fn attempt_end(id: &str, rec: &AttemptRecord) -> Ev {
         model: rec.model.clone(),
         secs: rec.duration_secs,
         saved_ref: rec.saved_ref.clone(),
+        node: rec.node.clone(),
     }
 }
 

@@ -233,6 +233,7 @@ mod tests {
             model: None,
             secs: 1.0,
             saved_ref: None,
+            node: None,
         }
     }
 

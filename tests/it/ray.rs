@@ -499,10 +499,12 @@ fn ctrl_c_stops_the_job_and_its_whole_tree() {
     );
 }
 
-/// On "w2" the agent waits until its node is gone; elsewhere it finishes.
+/// On "w2" the agent commits some early work, then waits until its node
+/// is gone; elsewhere it finishes.
 const W2_HOLDS_AGENT: &str = r#"
 echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
 if [ "$RALPH_TEST_NODE" = w2 ]; then
+  commit_file "src/early-$ID.txt" "early work of $ID"
   touch "$SCRATCH/on-w2"
   while :; do sleep 0.1; done
 fi
@@ -530,6 +532,12 @@ fn a_node_lost_mid_attempt_costs_no_retry() {
     wait_until("an attempt to run on w2", Duration::from_secs(120), || {
         scratch.path().join("on-w2").exists()
     });
+    // The worker pushes the agent's commits as it makes them.
+    wait_until(
+        "w2's early commit on the relay",
+        Duration::from_secs(60),
+        || relay_refs(&c).iter().any(|r| r.contains("/progress/")),
+    );
     // The second node dies (its whole process group, as a machine would).
     Command::new("kill")
         .args(["-KILL", "--", &format!("-{}", c.env["W2_PGID"])])
@@ -558,6 +566,105 @@ fn a_node_lost_mid_attempt_costs_no_retry() {
     assert_eq!(runs.lines().collect::<Vec<_>>(), ["w2", "head"], "{shown}");
     // The lost attempt is not charged to the story (a charged one would count).
     assert_eq!(p.story(id)["attempts"], 0, "{shown}");
+    // What the agent had committed on w2 before the node died is kept.
+    let kept = format!("refs/ralph/attempts/{id}/1-interrupted");
+    assert_eq!(
+        p.refs(&format!("refs/ralph/attempts/{id}/")),
+        std::slice::from_ref(&kept),
+        "{shown}"
+    );
+    assert_eq!(
+        git(&p.root, &["show", &format!("{kept}:src/early-{id}.txt")]),
+        format!("early work of {id}\n")
+    );
+    // Its job never reported, so nothing collected its relay refs: the
+    // run's end sweeps them (its base would stay for ever otherwise).
+    assert_eq!(relay_refs(&c), Vec::<String>::new(), "{shown}");
+    assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
+}
+
+/// The refs the test relay holds under `refs/ralph/`.
+fn relay_refs(c: &Cluster) -> Vec<String> {
+    let relay = PathBuf::from(&c.env["RELAY_DIR"]).join("relay.git");
+    git(
+        &relay,
+        &["for-each-ref", "--format=%(refname)", "refs/ralph/"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// Leaves work uncommitted, notes its PID, and holds until told to go.
+const WIP_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+echo "wip of $ID" > wip.txt
+echo $$ > "$SCRATCH/agent-$ID"
+touch "$SCRATCH/started-$ID"
+while [ ! -e "$SCRATCH/go-$ID" ]; do sleep 0.1; done
+rm wip.txt
+commit_file "src/$ID.txt" "$ID"
+done_
+"#;
+
+#[test]
+fn a_crashed_runs_job_no_attempt_claims_is_stopped_at_the_next_runs_end() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = project(&c, "# [batch:1]\n1.1 | a\n1.2 | b\n", WIP_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let mut first = c
+        .ralph(&p, &["run", "-j", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = |id: &str| scratch.path().join(format!("started-{id}")).exists();
+    wait_until("both agents run", Duration::from_secs(120), || {
+        started("1.1") && started("1.2")
+    });
+    // SIGKILL: both jobs run on with no coordinator.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let agent_12: i32 = std::fs::read_to_string(scratch.path().join("agent-1.2"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The next run is asked for 1.1 only: 1.2's job is claimed by no attempt.
+    std::fs::write(scratch.path().join("go-1.1"), "").unwrap();
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-s", "1.1"]));
+    let shown = format!("{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(r.code, 0, "{shown}");
+    assert_eq!(p.completed(), ["1.1"], "{shown}");
+    // 1.2's job was stopped (its agent is gone) and deleted from the cluster.
+    wait_until("1.2's agent to be gone", Duration::from_secs(60), || {
+        !crate::harness::alive(agent_12)
+    });
+    assert!(
+        !c.jobs()
+            .iter()
+            .any(|j| j["metadata"]["ralph_story"] == "1.2"),
+        "{:?}\n{shown}",
+        c.jobs()
+    );
+    // What its agent left uncommitted came home before the relay was
+    // cleared; the relay keeps nothing.
+    let kept = "refs/ralph/attempts/1.2/1-uncommitted";
+    assert_eq!(p.refs("refs/ralph/attempts/1.2/"), [kept], "{shown}");
+    assert_eq!(
+        git(&p.root, &["show", &format!("{kept}:wip.txt")]),
+        "wip of 1.2\n"
+    );
+    assert_eq!(relay_refs(&c), Vec::<String>::new(), "{shown}");
+    assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
+    // 1.2 ran once, and runs again (from its kept work) when asked.
+    let runs = std::fs::read_to_string(scratch.path().join("runs-1.2")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "{runs}");
 }
 
 /// A required validation that fails until the story's tree has `ok.txt`.
@@ -661,13 +768,21 @@ fn makespan_figures() {
     local2.agent(SLEEPY_AGENT);
     local2.commit_all("backlog");
     let local_2 = time(&local2, local2.command(&["run", "-j", "2"]));
-    let ray_run = |resources: &str| {
+    // `RALPH_BENCH_LOGS=DIR` keeps each Ray run's ralph.log there: its
+    // `timing:` lines break each job's time down by phase.
+    let keep = std::env::var_os("RALPH_BENCH_LOGS").map(PathBuf::from);
+    let ray_run = |resources: &str, name: &str| {
         let p = project_with(&c, &queue, SLEEPY_AGENT, RALPH, resources);
         std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
-        time(&p, c.ralph(&p, &["run", "-j", "4"]))
+        let secs = time(&p, c.ralph(&p, &["run", "-j", "4"]));
+        if let Some(dir) = &keep {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::copy(p.root.join("ralph.log"), dir.join(format!("{name}.log"))).unwrap();
+        }
+        secs
     };
-    let one_node = ray_run(r#"{ "ralph_slot": 1, "node_head": 0.01 }"#);
-    let two_nodes = ray_run(r#"{ "ralph_slot": 1 }"#);
+    let one_node = ray_run(r#"{ "ralph_slot": 1, "node_head": 0.01 }"#, "one-node");
+    let two_nodes = ray_run(r#"{ "ralph_slot": 1 }"#, "two-nodes");
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "figures: 16 stories x 4 s agent, -j 4\n\
@@ -681,4 +796,147 @@ fn makespan_figures() {
         two_nodes / one_node,
         (one_node - local_2) / 8.0
     );
+}
+
+/// A Claude-format agent naming a session, noting where it runs and its
+/// arguments; a story's first attempt commits its file, the fix-up the
+/// `ok-<id>.txt` the gate wants.
+const SESSION_AGENT: &str = r#"
+printf '%s\n' "$@" > "$SCRATCH/argv-$ID-$N"
+echo "$RALPH_TEST_NODE $(pwd)" > "$SCRATCH/where-$ID-$N"
+printf '{"type":"system","subtype":"init","session_id":"sess-%s-%s","tools":["Bash"]}\n' "$ID" "$N"
+if [ "$N" = 1 ]; then
+  commit_file "src/$ID.txt"
+else
+  echo ok > "ok-$ID.txt"; git add "ok-$ID.txt"; git commit -qm "fix(story-$ID): ok"
+fi
+done_
+"#;
+
+#[test]
+fn a_fixup_resumes_its_session_on_the_node_that_holds_it_or_starts_fresh() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let on_w2 = r#"{ "ralph_slot": 1, "node_w2": 0.01 }"#;
+    let anywhere = r#"{ "ralph_slot": 1 }"#;
+    let p = project_with(
+        &c,
+        "# [batch:1]\n1.1 | a\n1.2 | b\n",
+        SESSION_AGENT,
+        RALPH,
+        on_w2,
+    );
+    // A story lands once its tree has ok-<id>.txt for each src/<id>.txt.
+    let set = |resources: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(&p.read(".ralph/config.json")).unwrap();
+        v["validation"] = serde_json::json!({ "commands": [{ "name": "gate", "required": true,
+            "cmd": "for f in src/*.txt; do test -f ok-$(basename $f .txt).txt || exit 1; done" }] });
+        v["executor"]["ray"]["resources"] = serde_json::from_str(resources).unwrap();
+        p.write(".ralph/config.json", &v.to_string());
+        p.commit_all("config");
+    };
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let where_ = |id: &str, n: u32| {
+        std::fs::read_to_string(scratch.path().join(format!("where-{id}-{n}")))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let argv = |id: &str, n: u32| {
+        std::fs::read_to_string(scratch.path().join(format!("argv-{id}-{n}"))).unwrap_or_default()
+    };
+
+    // 1.1's first attempt runs on w2 (asked for), fails the gate, and the
+    // run ends after it (-n 1), leaving a fix-up that resumes its session.
+    set(on_w2);
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-s", "1.1", "-n", "1"]));
+    assert_eq!(
+        p.kinds("1.1"),
+        vec!["first"],
+        "{r:?}\n{}",
+        p.read("ralph.log")
+    );
+    assert!(where_("1.1", 1).starts_with("w2 "), "{}", where_("1.1", 1));
+    // Jobs may now go anywhere (the head is Ray's first choice): the
+    // fix-up still goes to w2, into the same worker slot's worktree.
+    set(anywhere);
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-s", "1.1"]));
+    let shown = format!("{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(r.code, 0, "{shown}");
+    assert_eq!(p.kinds("1.1"), vec!["first", "fixup"], "{shown}");
+    assert_eq!(where_("1.1", 2), where_("1.1", 1), "{shown}");
+    assert!(
+        argv("1.1", 2).starts_with("--resume\nsess-1.1-1\n"),
+        "{}",
+        argv("1.1", 2)
+    );
+    let hist = &p.story("1.1")["history"];
+    assert_eq!(hist[1]["resumed"], true, "{shown}");
+    // The node is on record: state, status --json and the run records.
+    let node = hist[0]["node"].as_str().unwrap_or_default().to_string();
+    assert!(node.starts_with("w2/"), "{hist}");
+    assert_eq!(hist[1]["node"], node.as_str());
+    let st = run_to_end(&p, p.command(&["status", "--json"]));
+    let st: serde_json::Value = serde_json::from_str(&st.stdout).unwrap();
+    let row = st["stories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "1.1")
+        .unwrap()
+        .clone();
+    assert_eq!(row["node"], node.as_str(), "{st}");
+    let records: String = walk(&p.root.join(".ralph/runs"))
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect();
+    assert!(
+        records.contains(&format!("\"node\":\"{node}\"")),
+        "{records}"
+    );
+
+    // 1.2's first attempt on w2 too; then w2 dies: its fix-up cannot
+    // resume there and starts a fresh session elsewhere.
+    set(on_w2);
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-s", "1.2", "-n", "1"]));
+    assert_eq!(
+        p.kinds("1.2"),
+        vec!["first"],
+        "{r:?}\n{}",
+        p.read("ralph.log")
+    );
+    assert!(where_("1.2", 1).starts_with("w2 "));
+    Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", c.env["W2_PGID"])])
+        .status()
+        .unwrap();
+    wait_until(
+        "the cluster to see w2 gone",
+        Duration::from_secs(120),
+        || {
+            let v: serde_json::Value =
+                serde_json::from_str(&c.api("/nodes?view=summary")).unwrap_or_default();
+            v["data"]["summary"].as_array().is_some_and(|nodes| {
+                nodes
+                    .iter()
+                    .filter(|n| n["raylet"]["state"] == "ALIVE")
+                    .count()
+                    == 1
+            })
+        },
+    );
+    set(anywhere);
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-s", "1.2"]));
+    let shown = format!("{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(r.code, 0, "{shown}");
+    assert_eq!(p.kinds("1.2"), vec!["first", "fixup"], "{shown}");
+    assert!(where_("1.2", 2).starts_with("head "), "{shown}");
+    assert!(!argv("1.2", 2).contains("--resume"), "{}", argv("1.2", 2));
+    assert_ne!(p.story("1.2")["history"][1]["resumed"], true, "{shown}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(p.merges_of("1.2"), 1);
 }

@@ -11,7 +11,9 @@
 # $RALPH_RAY_VENV), creates the namespace, starts a `git daemon` relay over
 # DIR/git (push enabled), a token-auth head node ("head": 2 ralph_slot) and a
 # second node ("w2": 2 ralph_slot) with distinct ports. Each node's
-# environment names it (RALPH_TEST_NODE) and gives it its own worker cache
+# environment names it (RALPH_TEST_NODE for the fake agent, RALPH_NODE for
+# ralph, with the per-node resource ralph_node_<name> that pins a fix-up
+# resuming a session there) and gives it its own worker cache
 # (DIR/cache-<node>); PATH_PREFIX goes first on the nodes' PATH (the fake agent).
 # RALPH_RAY_SLOTS (default 2) is each node's number of ralph_slot.
 # stop: kills every process of each started group, then every process left
@@ -95,15 +97,15 @@ start() {
   local path_prefix=${3:-}
   local common=(env RAY_AUTH_MODE=token "RAY_AUTH_TOKEN=$token" RAY_USAGE_STATS_ENABLED=0
     "PATH=${path_prefix:+$path_prefix:}$venv/bin:$PATH")
-  spawn head "${common[@]}" RALPH_TEST_NODE=head "RALPH_WORKER_CACHE=$dir/cache-head" \
+  spawn head "${common[@]}" RALPH_TEST_NODE=head RALPH_NODE=head "RALPH_WORKER_CACHE=$dir/cache-head" \
     "$venv/bin/ray" start --block --head --node-ip-address=127.0.0.1 --port=6379 \
     --dashboard-host=127.0.0.1 --dashboard-port=8265 --num-cpus=2 \
-    --resources="{\"ralph_slot\": $slots, \"node_head\": 1}" --temp-dir="$tmp" --disable-usage-stats
+    --resources="{\"ralph_slot\": $slots, \"node_head\": 1, \"ralph_node_head\": 1}" --temp-dir="$tmp" --disable-usage-stats
   wait_for "the head's Jobs API" 300 ip netns exec "$ns" \
     curl -sf -H "Authorization: Bearer $token" http://127.0.0.1:8265/api/version
-  spawn w2 "${common[@]}" RALPH_TEST_NODE=w2 "RALPH_WORKER_CACHE=$dir/cache-w2" \
+  spawn w2 "${common[@]}" RALPH_TEST_NODE=w2 RALPH_NODE=w2 "RALPH_WORKER_CACHE=$dir/cache-w2" \
     "$venv/bin/ray" start --block --address=127.0.0.1:6379 --node-ip-address=127.0.0.1 \
-    --num-cpus=2 --resources="{\"ralph_slot\": $slots, \"node_w2\": 1}" \
+    --num-cpus=2 --resources="{\"ralph_slot\": $slots, \"node_w2\": 1, \"ralph_node_w2\": 1}" \
     --node-manager-port=6380 --object-manager-port=6381 \
     --min-worker-port=20000 --max-worker-port=20999 \
     --dashboard-agent-listen-port=52366 --dashboard-agent-grpc-port=52367 \

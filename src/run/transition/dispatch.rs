@@ -211,6 +211,11 @@ fn start(
         AttemptKind::Fixup => session_to_resume(model, idx, slot, agent),
         _ => None,
     };
+    // A session on a cluster lives on the node that ran its attempt.
+    let resume_on = resume.as_ref().and_then(|_| {
+        let fixup = model.state.note(&id)?.fixup.as_ref()?;
+        model.state.attempt(&id, fixup.attempt)?.node.clone()
+    });
     let attempt = model.apply(idx, Change::Start).attempt;
     model.slots[slot] = Some(idx);
     model.slot_model[slot] = chosen.clone();
@@ -256,6 +261,7 @@ fn start(
         kind,
         note,
         resume,
+        resume_on,
         agent,
         postmortem_model: postmortem_model(model, agent),
         model: chosen,

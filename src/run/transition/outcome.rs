@@ -90,6 +90,7 @@ pub(super) fn attempt_finished(
         resumed: r.resumed,
         children: r.children.clone(),
         explained: r.explained.clone(),
+        node: r.node.clone(),
     };
     out.push(Action::Record(record::attempt_end(&id, &rec)));
     // What an attempt that stopped early had done, for the next prompt.
