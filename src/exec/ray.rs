@@ -467,6 +467,9 @@ impl Job {
         let mut running_since: Option<Instant> = None;
         let mut stop_sent: Option<Instant> = None;
         let mut asked_to_stop = false;
+        // Stopped because the run was (Ctrl-C, `ralph stop`), not by a
+        // timeout or a pin that never came: the attempt is interrupted.
+        let mut stopped_by_run = false;
         let mut dead_man = false;
         let mut polls: u32 = 0;
         let mut shown = String::new();
@@ -538,6 +541,7 @@ impl Job {
                 changed = control.changed(), if !asked_to_stop => {
                     if changed.is_err() || !matches!(*control.borrow(), Control::Run) {
                         asked_to_stop = true;
+                        stopped_by_run = true;
                     }
                 }
                 _ = tokio::time::sleep(POLL) => {}
@@ -684,7 +688,15 @@ impl Job {
                 seen_ms.saturating_sub(w1),
             ));
         }
-        wire.into_report(&req, log_rel)
+        let mut report = wire.into_report(&req, log_rel);
+        // A worker stopped by the run may still report: its agent was
+        // killed by the stop ("Killed by signal 15"), which is the run's
+        // doing, not the story's, and costs no retry. Work it finished
+        // before the stop stands.
+        if stopped_by_run && !matches!(report.verdict, Verdict::Done) {
+            report.verdict = Verdict::Interrupted;
+        }
+        report
     }
 
     /// Fetches the worker's refs from the relay, checks the work grew from
