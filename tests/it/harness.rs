@@ -451,3 +451,21 @@ pub fn quiet_extras(config: &str) -> String {
     let end = config.rfind('}').expect("a JSON object ends with }");
     format!("{}{extra}{}", &config[..end], &config[end..])
 }
+
+/// The run's records, every run's, in order.
+pub fn run_records(p: &Project) -> Vec<serde_json::Value> {
+    let mut files: Vec<_> = fs::read_dir(p.root.join(".ralph/runs"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect::<Vec<serde_json::Value>>()
+        })
+        .collect()
+}

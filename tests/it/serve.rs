@@ -691,3 +691,77 @@ fn a_client_that_goes_away_does_not_take_the_server_with_it() {
     assert!(srv.child.try_wait().unwrap().is_none(), "the server died");
     assert_eq!(http(&b, "GET", "/api/state", &[], "").0, 200);
 }
+
+/// The page's buttons reach a real run: a pause pressed through the API
+/// holds the next story back until a resume pressed the same way.
+#[test]
+fn a_pause_pressed_on_a_live_runs_page_holds_the_next_start_until_resume() {
+    let p = Project::with_backlog("1.1 | One\n1.2 | Two\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+touch "$SCRATCH/$ID-started"
+while [ ! -e "$SCRATCH/go-$ID" ]; do sleep 0.02; done
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    let run = Bg::start(&p, &["run", "-j", "1", "--serve"], &[]);
+    let url = run.url();
+    let (b, token) = (base(&url), token_of(&url));
+    wait_until("1.1 to start", LIMIT, || {
+        p.scratch.join("1.1-started").exists()
+    });
+    let control = |body: &str| {
+        let (code, reply) = http(
+            &b,
+            "POST",
+            &format!("/api/control?token={token}"),
+            &[("Content-Type", "application/json")],
+            body,
+        );
+        (
+            code,
+            serde_json::from_str::<Value>(&reply).unwrap_or(json!(reply)),
+        )
+    };
+    let (code, reply) = control(r#"{"cmd":"pause"}"#);
+    assert_eq!(code, 200, "{reply}");
+    assert!(
+        reply["message"].as_str().unwrap().starts_with("paused"),
+        "{reply}"
+    );
+    fs::write(p.scratch.join("go-1.1"), "").unwrap();
+    wait_until("1.1 to land", LIMIT, || p.completed() == ["1.1"]);
+    // Answered only after the run handled 1.1's landing: had the pause not
+    // held, 1.2 would have started in that step.
+    let (_, reply) = control(r#"{"cmd":"pause"}"#);
+    assert_eq!(reply["message"], json!("already paused"), "{reply}");
+    assert!(!p.scratch.join("1.2-started").exists());
+    let (code, reply) = control(r#"{"cmd":"resume"}"#);
+    assert_eq!(code, 200, "{reply}");
+    wait_until("1.2 to start", LIMIT, || {
+        p.scratch.join("1.2-started").exists()
+    });
+    fs::write(p.scratch.join("go-1.2"), "").unwrap();
+    assert_eq!(run.wait(), 0);
+    assert_eq!(p.completed(), ["1.1", "1.2"]);
+    let order: Vec<String> = run_records(&p)
+        .iter()
+        .filter_map(|r| match r["ev"].as_str() {
+            Some("steer") => Some(format!("steer {}", r["cmd"].as_str().unwrap_or(""))),
+            Some("attempt_start") => Some(format!("start {}", r["story"].as_str().unwrap_or(""))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "start 1.1",
+            "steer pause",
+            "steer pause",
+            "steer resume",
+            "start 1.2"
+        ]
+    );
+}

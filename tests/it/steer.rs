@@ -90,27 +90,8 @@ fn steer(p: &Project, args: &[&str]) -> RunResult {
     p.ralph(args)
 }
 
-/// The run's records (every run's, in order), as JSON values.
-fn records(p: &Project) -> Vec<serde_json::Value> {
-    let dir = p.root.join(".ralph/runs");
-    let mut files: Vec<_> = fs::read_dir(&dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| {
-            fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect::<Vec<serde_json::Value>>()
-        })
-        .collect()
-}
-
 fn attempt_starts(p: &Project) -> Vec<String> {
-    records(p)
+    run_records(p)
         .iter()
         .filter(|r| r["ev"] == "attempt_start")
         .map(|r| r["story"].as_str().unwrap().to_string())
@@ -165,7 +146,7 @@ fn while_paused_no_attempt_starts_and_resume_goes_on() {
     wait_started(&p, "1.3", 1);
     assert_eq!(finish(&p, run), 0, "{}", stderr_of(&p));
     assert_eq!(p.completed(), ["1.1", "1.2", "1.3"]);
-    let steered: Vec<String> = records(&p)
+    let steered: Vec<String> = run_records(&p)
         .iter()
         .filter(|r| r["ev"] == "steer")
         .map(|r| r["cmd"].as_str().unwrap().to_string())
@@ -235,7 +216,7 @@ fn a_stopped_attempt_dies_with_its_tree_costs_no_retry_and_is_held() {
     wait_started(&p, "1.1", 2);
     assert_eq!(finish(&p, run), 0, "{}", stderr_of(&p));
     assert_eq!(p.completed(), ["1.1", "1.2", "1.3"]);
-    let ends: Vec<String> = records(&p)
+    let ends: Vec<String> = run_records(&p)
         .iter()
         .filter(|r| r["ev"] == "attempt_end" && r["story"] == "1.1")
         .map(|r| r["verdict"].as_str().unwrap().to_string())
