@@ -207,12 +207,7 @@ fn run_agent(
         args,
         cwd: cwd.clone(),
         env: Vec::new(),
-        env_remove: backend
-            .env_remove()
-            .iter()
-            .chain(crate::sandbox::TRACKER_SECRETS)
-            .map(|s| s.to_string())
-            .collect(),
+        env_remove: crate::sandbox::agent_env_remove(backend),
         stdin: prompt.into_bytes(),
         log_path: crate::paths::at(root, crate::paths::LOGS).join(format!("plan/plan-{stamp}.log")),
         timeout: Duration::from_secs(config.decomposition.timeout_secs),

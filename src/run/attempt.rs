@@ -429,12 +429,7 @@ impl Attempt<'_> {
             cwd: self.wt_path.clone(),
             env: agent_env,
             // A tracker's token never reaches an agent, sealed or not.
-            env_remove: backend
-                .env_remove()
-                .iter()
-                .chain(crate::sandbox::TRACKER_SECRETS)
-                .map(|s| s.to_string())
-                .collect(),
+            env_remove: crate::sandbox::agent_env_remove(backend),
             stdin: text.into_bytes(),
             log_path: self.log_path.clone(),
             timeout: if splitting {

@@ -743,7 +743,8 @@ async fn run_reviewer(
             ("RALPH_WORKTREE", &path.display().to_string()),
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
         ]),
-        env_remove: backend.env_remove().iter().map(|s| s.to_string()).collect(),
+        // The reviewer is an agent like any: no tracker token either.
+        env_remove: crate::sandbox::agent_env_remove(backend),
         stdin: text.into_bytes(),
         log_path: log.clone(),
         timeout: ctx.timeout,

@@ -168,6 +168,18 @@ pub(crate) fn secret_values(
 /// shows them (an agent that runs `gh auth token` itself, say).
 pub(crate) const TRACKER_SECRETS: &[&str] = &["GITHUB_TOKEN", "GH_TOKEN"];
 
+/// What an agent's environment loses before it starts, sealed or not: the
+/// variables its backend must not inherit, and a tracker's token (every
+/// agent run: an attempt, a plan, a reviewer).
+pub(crate) fn agent_env_remove(backend: crate::agent::Backend) -> Vec<String> {
+    backend
+        .env_remove()
+        .iter()
+        .chain(TRACKER_SECRETS)
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// The values of `TRACKER_SECRETS` in `host`.
 pub(crate) fn tracker_secret_values(host: &[(String, String)]) -> Vec<String> {
     host.iter()

@@ -332,3 +332,38 @@ fn a_reviewer_that_never_approves_leaves_the_story_in_review_after_two_rounds() 
         review.stdout
     );
 }
+
+/// A tracker's token reaches no agent, the reviewer included, even with
+/// the sandbox off (before, the reviewer kept `GITHUB_TOKEN`).
+#[test]
+fn the_reviewer_like_every_agent_gets_no_tracker_token() {
+    let p = Project::with_backlog(
+        "1.1 | Feature\n",
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+  "gates": { "review": { "agent": "amp" } } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"echo "${GITHUB_TOKEN:-none} ${GH_TOKEN:-none}" > "$SCRATCH/author-env"
+commit_file "src/feature.txt" "the feature"; done_"#,
+    );
+    p.agent_named(
+        "amp",
+        r#"echo "${GITHUB_TOKEN:-none} ${GH_TOKEN:-none}" > "$SCRATCH/reviewer-env"
+result "Fine. <ralph>APPROVE $RALPH_STORY</ralph>""#,
+    );
+    let r = p.ralph_with(
+        &["run"],
+        &[
+            ("GITHUB_TOKEN", "ghp_tracker0123456789"),
+            ("GH_TOKEN", "gho_other0123456789"),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.scratch_text("author-env"), "none none\n");
+    assert_eq!(
+        p.scratch_text("reviewer-env"),
+        "none none\n",
+        "the reviewer ran without them"
+    );
+}
