@@ -290,9 +290,16 @@ fn stories_land_through_ray_jobs_on_both_nodes() {
     );
     assert_eq!(left.trim(), "", "relay refs left: {left}");
     assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
-    // Every job ran the uploaded binary, not a path on this machine.
-    assert_eq!(jobs.len(), 4, "{specs}");
-    for j in &jobs {
+    // Every job ran the uploaded binary, not a path on this machine. A job
+    // whose supervisor Ray lost before it started (seen under load: no
+    // entrypoint, no metadata) is a fault outside the story: ralph submits
+    // the attempt again, and the one agent run per story above holds.
+    let (lost, ran): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) = jobs
+        .iter()
+        .partition(|j| j["error_type"] == "JOB_SUPERVISOR_ACTOR_DIED");
+    assert_eq!(ran.len(), 4, "{specs}");
+    assert!(lost.len() <= 1, "{specs}");
+    for j in &ran {
         assert!(
             j["entrypoint"]
                 .as_str()
