@@ -32,26 +32,6 @@ wait_markers() {
 }
 "#;
 
-/// Every record of every run file, in order (runs by name: their IDs sort
-/// by start time).
-fn records(p: &Project) -> Vec<serde_json::Value> {
-    let dir = p.root.join(".ralph/runs");
-    let mut files: Vec<_> = fs::read_dir(&dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| {
-            fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .map(|l| serde_json::from_str(l).expect("a record is JSON"))
-                .collect::<Vec<serde_json::Value>>()
-        })
-        .collect()
-}
-
 /// `(story, start)` for every attempt start and end, in record order.
 fn attempt_events(recs: &[serde_json::Value]) -> Vec<(String, bool)> {
     recs.iter()
@@ -101,7 +81,7 @@ done_
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 6, "{r:?}");
     assert_eq!(p.scratch_text("waits"), "", "an agent gave up waiting");
-    attempt_events(&records(&p))
+    attempt_events(&run_records(&p))
 }
 
 /// True when 1.2 started while 1.1 ran and another story had not started
