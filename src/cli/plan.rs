@@ -207,7 +207,7 @@ fn run_agent(
         args,
         cwd: cwd.clone(),
         env: Vec::new(),
-        env_remove: crate::sandbox::agent_env_remove(backend),
+        env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
         stdin: prompt.into_bytes(),
         log_path: crate::paths::at(root, crate::paths::LOGS).join(format!("plan/plan-{stamp}.log")),
         timeout: Duration::from_secs(config.decomposition.timeout_secs),

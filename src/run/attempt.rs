@@ -429,7 +429,7 @@ impl Attempt<'_> {
             cwd: self.wt_path.clone(),
             env: agent_env,
             // A tracker's token never reaches an agent, sealed or not.
-            env_remove: crate::sandbox::agent_env_remove(backend),
+            env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
             stdin: text.into_bytes(),
             log_path: self.log_path.clone(),
             timeout: if splitting {

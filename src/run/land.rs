@@ -744,7 +744,7 @@ async fn run_reviewer(
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
         ]),
         // The reviewer is an agent like any: no tracker token either.
-        env_remove: crate::sandbox::agent_env_remove(backend),
+        env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
         stdin: text.into_bytes(),
         log_path: log.clone(),
         timeout: ctx.timeout,

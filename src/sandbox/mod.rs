@@ -171,10 +171,10 @@ pub(crate) const TRACKER_SECRETS: &[&str] = &["GITHUB_TOKEN", "GH_TOKEN"];
 /// What an agent's environment loses before it starts, sealed or not: the
 /// variables its backend must not inherit, and a tracker's token (every
 /// agent run: an attempt, a plan, a reviewer).
-pub(crate) fn agent_env_remove(backend: crate::agent::Backend) -> Vec<String> {
-    backend
-        .env_remove()
-        .iter()
+/// `own`: the backend's (`Backend::env_remove`; `sandbox` imports no
+/// `agent`, which starts processes through `process`, which seals them here).
+pub(crate) fn agent_env_remove(own: &[&str]) -> Vec<String> {
+    own.iter()
         .chain(TRACKER_SECRETS)
         .map(|s| s.to_string())
         .collect()
