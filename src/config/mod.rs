@@ -507,12 +507,18 @@ mod tests {
         }
     }
 
+    /// `text` as .ralph/config.json, merged over the defaults as `load` does,
+    /// its lines kept for the warnings.
+    fn from_text(text: &str) -> Config {
+        let mut merged = defaults();
+        deep_merge(&mut merged, serde_json::from_str(text).unwrap());
+        build(merged, Path::new(CONFIG_FILE), Some(text)).unwrap()
+    }
+
     #[test]
     fn unknown_keys_are_named_with_a_guess_and_their_line() {
         let text = "{\n  \"paralell\": {\"enabled\": true},\n  \"loop\": {\"max_retrys\": 2, \"zzz\": 1}\n}\n";
-        let mut merged = defaults();
-        deep_merge(&mut merged, serde_json::from_str(text).unwrap());
-        let c = build(merged, Path::new(CONFIG_FILE), Some(text)).unwrap();
+        let c = from_text(text);
         assert_eq!(
             c.warning_lines(),
             vec![
@@ -528,9 +534,7 @@ mod tests {
     #[test]
     fn a_misspelt_section_is_guessed_like_a_misspelt_key() {
         let text = "{\n  \"paralell\": true,\n  \"lop\": {}\n}\n";
-        let mut merged = defaults();
-        deep_merge(&mut merged, serde_json::from_str(text).unwrap());
-        let c = build(merged, Path::new(CONFIG_FILE), Some(text)).unwrap();
+        let c = from_text(text);
         assert_eq!(
             c.warning_lines(),
             vec![
