@@ -14,17 +14,18 @@ use crate::store::TechLog;
 /// may already be set up, so that is said, not worth the run.
 pub(super) fn serve(
     rt: &tokio::runtime::Runtime,
-    live: Arc<Live>,
+    live: &Arc<Live>,
     addr: SocketAddr,
     log: &TechLog,
-) -> Option<Arc<Live>> {
+) -> Option<serve::Server> {
     match rt.block_on(serve::start(live.clone(), addr)) {
-        Ok(url) => {
+        Ok(server) => {
             // The log is no place for the token.
-            let bare = url.split('?').next().unwrap_or(&url);
+            let url = &server.url;
+            let bare = url.split('?').next().unwrap_or(url);
             log.line(&format!("web view at {bare}"));
             crate::display::err(&format!("web view: {url}"));
-            Some(live)
+            Some(server)
         }
         Err(e) => {
             crate::display::err(&format!("warning: {e}"));

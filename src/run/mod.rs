@@ -492,8 +492,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let mut server = None;
     if let (Some(l), Some(addr)) = (live, serve_at) {
-        d.live = live::serve(&rt, l, addr, &log);
+        server = live::serve(&rt, &l, addr, &log);
+        d.live = server.is_some().then_some(l);
     }
     let mut looped = rt.block_on(d.run(reland));
     // A decomposition landed: its sub-stories are in the backlog on disk.
@@ -525,13 +527,19 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         }
     }
     rt.block_on(d.executor.end_of_run());
-    // Attempts and landings have answered; what is left in the runtime (a
-    // process reaper blocked on a pipe, say) must not hold the exit.
-    rt.shutdown_timeout(Duration::from_secs(1));
     drop(steer_socket);
+    let live = d.live.take();
     let code = finish(
         root, &git, &target, &tag, &log, d.model, d.reporter, started, looped, &end_ctx,
     );
+    // The web view outlives the summary, so its pages see how it ended.
+    if let (Some(live), Some(server)) = (live, server) {
+        let exit = code.as_ref().ok().copied();
+        rt.block_on(crate::serve::close(&live, server, exit));
+    }
+    // Attempts and landings have answered; what is left in the runtime (a
+    // process reaper blocked on a pipe, say) must not hold the exit.
+    rt.shutdown_timeout(Duration::from_secs(1));
     drop(lock);
     code
 }

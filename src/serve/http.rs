@@ -241,8 +241,13 @@ async fn log_stream(
         /// A line cut at the end of what was read, kept for the next read.
         partial: String,
         started: bool,
+        closed: tokio::sync::watch::Receiver<bool>,
+        /// The run ended: this read is the stream's last.
+        last: bool,
     }
     let f = Follow {
+        closed: app.live.closed(),
+        last: false,
         app,
         id,
         fixed: q.attempt,
@@ -253,8 +258,15 @@ async fn log_stream(
     };
     let s = stream::unfold(f, |mut f| async move {
         loop {
+            if f.last {
+                return None;
+            }
             if f.started {
-                tokio::time::sleep(LOG_POLL).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(LOG_POLL) => {}
+                    // One more read for what the attempt wrote last.
+                    _ = f.closed.wait_for(|c| *c) => f.last = true,
+                }
             }
             let want = f
                 .fixed
@@ -375,22 +387,30 @@ fn snapshot_event(live: &Live) -> Event {
 /// is already in it).
 async fn events(State(app): State<App>) -> Response {
     let rx = app.live.subscribe();
+    // Subscribed first: a close after this sends its `end` to `rx`.
+    let ended = *app.live.closed().borrow();
     let first = snapshot_event(&app.live);
     let s = stream::unfold(
-        (Some(first), rx, app.live.clone()),
-        |(first, mut rx, live)| async move {
+        (Some(first), ended, rx, app.live.clone()),
+        |(first, ended, mut rx, live)| async move {
             if let Some(ev) = first {
-                return Some((Ok::<_, Infallible>(ev), (None, rx, live)));
+                return Some((Ok::<_, Infallible>(ev), (None, ended, rx, live)));
             }
-            let ev = match rx.recv().await {
-                Ok(frame) => Event::default()
-                    .event(frame.event)
-                    .id(frame.seq.to_string())
-                    .data(frame.data.clone()),
-                Err(RecvError::Lagged(_)) => snapshot_event(&live),
+            if ended {
+                return None;
+            }
+            let (ev, ended) = match rx.recv().await {
+                Ok(frame) => (
+                    Event::default()
+                        .event(frame.event)
+                        .id(frame.seq.to_string())
+                        .data(frame.data.clone()),
+                    frame.event == "end",
+                ),
+                Err(RecvError::Lagged(_)) => (snapshot_event(&live), false),
                 Err(RecvError::Closed) => return None,
             };
-            Some((Ok(ev), (None, rx, live)))
+            Some((Ok(ev), (None, ended, rx, live)))
         },
     );
     Sse::new(s).keep_alive(KeepAlive::default()).into_response()

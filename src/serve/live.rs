@@ -22,7 +22,8 @@ const BACKLOG: usize = 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
     pub(crate) seq: u64,
-    /// The SSE event name: `record`, `status`, `activity`, `graph`, `control`.
+    /// The SSE event name: `record`, `status`, `activity`, `graph`,
+    /// `controls`, `control`, `summary`, `end` (the last).
     pub(crate) event: &'static str,
     /// Its JSON, already redacted.
     pub(crate) data: String,
@@ -47,6 +48,8 @@ pub(crate) struct Live {
     secrets: Arc<Secrets>,
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Frame>>,
+    /// Set once by `close`: streams end after what was sent before it.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Live {
@@ -61,6 +64,7 @@ impl Live {
             secrets,
             inner: Mutex::new(Inner::default()),
             tx: broadcast::channel(BACKLOG).0,
+            closed: tokio::sync::watch::channel(false).0,
         })
     }
 
@@ -177,11 +181,30 @@ impl Live {
     /// killed).
     pub(crate) fn not_live(&self) {
         let mut inner = self.lock();
-        inner.summary.live = false;
-        inner.summary.running.clear();
-        inner.summary.landing = None;
+        inner.summary.not_live();
         let data = json!({ "summary": inner.summary });
         self.send(&mut inner, "summary", data);
+    }
+
+    /// The run is over: the last frame, `end`, says so (with the summary
+    /// as it ended), and every stream ends once it has sent it, so a page
+    /// sees the run's last changes before its server goes.
+    pub(crate) fn close(&self, exit_code: Option<i32>) {
+        let mut inner = self.lock();
+        if *self.closed.borrow() {
+            return;
+        }
+        inner.summary.not_live();
+        inner.summary.exit_code = exit_code;
+        inner.controls = false;
+        let data = json!({ "summary": inner.summary });
+        self.send(&mut inner, "end", data);
+        self.closed.send_replace(true);
+    }
+
+    /// Whether `close` was called; its receiver wakes when it is.
+    pub(crate) fn closed(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closed.subscribe()
     }
 
     /// A line of what a story's agent is doing.
@@ -268,6 +291,25 @@ mod tests {
         assert!(rx.try_recv().is_err(), "nothing changed after");
         assert_eq!(l.snapshot().seq, 2);
         assert_eq!(l.snapshot().project, "proj");
+    }
+
+    #[test]
+    fn close_sends_end_last_once_with_the_run_over() {
+        let l = live();
+        let mut rx = l.subscribe();
+        let closed = l.closed();
+        l.set_controls(true);
+        l.activity("1.1", "busy");
+        l.close(Some(0));
+        l.close(Some(1));
+        let events: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|f| f.event)
+            .collect();
+        assert_eq!(events, ["controls", "activity", "end"]);
+        assert!(*closed.borrow());
+        let snap = l.snapshot();
+        assert!(!snap.summary.live && !snap.controls);
+        assert_eq!(snap.summary.exit_code, Some(0), "the first close stands");
     }
 
     #[test]

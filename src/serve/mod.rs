@@ -88,7 +88,7 @@ pub(crate) fn secrets(config: &Config) -> Arc<Secrets> {
 /// Binds `addr` and serves the page on the current runtime until it
 /// ends; returns the URL to print (with the token, which the page's
 /// buttons need).
-pub(crate) async fn start(live: Arc<Live>, addr: SocketAddr) -> Result<String, RalphError> {
+pub(crate) async fn start(live: Arc<Live>, addr: SocketAddr) -> Result<Server, RalphError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         RalphError::usage(format!("cannot serve the web view on {addr}: {e}")).with_hint(
             "choose another address or port (port 0: a free one), or `serve.addr` in the config",
@@ -100,15 +100,40 @@ pub(crate) async fn start(live: Arc<Live>, addr: SocketAddr) -> Result<String, R
     let token = new_token()
         .map_err(|e| RalphError::usage(format!("cannot make the web view's token: {e}")))?;
     let app = http::App {
-        live,
+        live: live.clone(),
         token: Arc::from(token.as_str()),
         open_reads: open_reads(local.ip()),
     };
-    tokio::spawn(async move {
+    let mut closed = live.closed();
+    let server = tokio::spawn(async move {
         // An accept error ends the server, never the run.
-        let _ = axum::serve(listener, http::router(app)).await;
+        let _ = axum::serve(listener, http::router(app))
+            .with_graceful_shutdown(async move {
+                let _ = closed.wait_for(|c| *c).await;
+            })
+            .await;
     });
-    Ok(format!("http://{local}/?token={token}"))
+    Ok(Server {
+        url: format!("http://{local}/?token={token}"),
+        done: server,
+    })
+}
+
+/// A server `start`ed: its URL to print, and the task that ends once
+/// `Live::close` was called and every stream has sent its last event.
+pub(crate) struct Server {
+    pub(crate) url: String,
+    pub(crate) done: tokio::task::JoinHandle<()>,
+}
+
+/// How long a run's end waits for the pages to get its last events: a
+/// client that does not read must not hold the exit.
+const FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Ends the server: the pages get the run's last changes and an `end`.
+pub(crate) async fn close(live: &Live, server: Server, exit_code: Option<i32>) {
+    live.close(exit_code);
+    let _ = tokio::time::timeout(FLUSH, server.done).await;
 }
 
 /// `ralph serve [ADDR]`: the page for this project until Ctrl-C.
@@ -122,7 +147,7 @@ pub(crate) fn cmd_serve(root: &Path, addr: Option<&str>) -> anyhow::Result<i32> 
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let url = start(live.clone(), addr).await?;
+        let url = start(live.clone(), addr).await?.url;
         crate::display::err(&format!("web view: {url}"));
         crate::display::err("serving until Ctrl-C");
         tokio::select! {

@@ -72,6 +72,13 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
+    /// Nothing runs or lands any more (the run ended, said so or not).
+    pub(crate) fn not_live(&mut self) {
+        self.live = false;
+        self.running.clear();
+        self.landing = None;
+    }
+
     /// The summary after `rec`.
     pub(crate) fn apply(&mut self, rec: &Record) {
         self.last = Some(rec.t);

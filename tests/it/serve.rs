@@ -388,8 +388,15 @@ fn the_page_shows_every_story_with_its_status_pushed_during_the_run() {
     );
     b.screenshot(&shots.join("done.png"));
     eprintln!("web view screenshots: {}", shots.display());
-    drop(b);
     assert_eq!(run.wait(), 0);
+    // The run's server sent the page its end before it went (a server
+    // cut off leaves the page reconnecting).
+    wait_until("the page to say the run ended", LIMIT, || {
+        b.eval("document.getElementById('conn').textContent") == json!("ended")
+    });
+    let line = b.eval("document.getElementById('runline').textContent");
+    assert!(line.as_str().unwrap().contains("ended, exit 0"), "{line}");
+    drop(b);
     assert_eq!(p.completed().len(), 3);
 }
 

@@ -243,6 +243,17 @@
       S.controls = JSON.parse(e.data).controls;
       drawControls();
     });
+    // The run is over and its server going: no reconnecting to it.
+    es.addEventListener('end', function (e) {
+      if (!fresh(e)) return;
+      es.close();
+      $('conn').textContent = 'ended';
+      $('conn').className = 'badge';
+      S.summary = JSON.parse(e.data).summary;
+      S.controls = false;
+      drawSummary();
+      drawControls();
+    });
     es.addEventListener('control', function (e) {
       if (!fresh(e)) return;
       var d = JSON.parse(e.data);
