@@ -809,6 +809,70 @@ mod tests {
         }
     }
 
+    /// Decomposition and timeout postmortem prompts too (issue 25): what two
+    /// stories' prompts share up to `STORY_PART` is byte-identical and names
+    /// neither; the story's part names it first and gives its exact tags.
+    #[test]
+    fn two_splits_and_two_postmortems_share_the_static_part_byte_for_byte() {
+        let split = |id: &str, title: &str, history: &str| {
+            let v = vars(&[
+                ("STORY_ID", id),
+                ("TITLE", title),
+                ("SPEC_CONTENT", "# Spec\n"),
+                ("FAILURE_HISTORY", history),
+                ("LAST_OUTPUT", ""),
+                ("LEARNINGS", "- [Story 0.1] a lesson"),
+                ("RETRY_COUNT", "3"),
+            ]);
+            render(crate::decompose::TEMPLATE, &v)
+        };
+        let postmortem = |id: &str, timeout: &str| {
+            let v = vars(&[
+                ("STORY_ID", id),
+                ("SPEC_CONTENT", "# Spec\n"),
+                ("PARTIAL_OUTPUT", "running the whole suite"),
+                ("TIMEOUT", timeout),
+            ]);
+            render(crate::postmortem::TEMPLATE, &v)
+        };
+        let pairs = [
+            (
+                split("1.1", "Seed", ""),
+                split("2.7", "Other", "attempt 1: FAIL"),
+            ),
+            (postmortem("1.1", "30m"), postmortem("2.7", "1h")),
+        ];
+        for (a, b) in &pairs {
+            let shared = a.find(STORY_PART).unwrap() + STORY_PART.len();
+            assert_eq!(a[..shared], b[..shared]);
+            let part = &a[..shared];
+            for story_own in ["1.1", "2.7", "Seed", "{{"] {
+                assert!(!part.contains(story_own), "{story_own} in:\n{part}");
+            }
+        }
+        let story = &pairs[0].1[pairs[0].1.find(STORY_PART).unwrap()..];
+        for want in [
+            "Split Story 2.7: Other. It failed 3 times.",
+            "<ralph>DECOMPOSE_DONE 2.7: <how many> sub-stories</ralph>",
+            "<ralph>DECOMPOSE_FAIL 2.7: <why></ralph>",
+            "attempt 1: FAIL",
+            "[Story 0.1] a lesson",
+        ] {
+            assert!(story.contains(want), "{want} missing:\n{story}");
+        }
+        // What the test harness's fake agents look for.
+        assert!(pairs[0].0.contains("Split it into smaller sub-stories"));
+        let story = &pairs[1].1[pairs[1].1.find(STORY_PART).unwrap()..];
+        for want in [
+            "Story 2.7 ran out of time: its agent was stopped after 1h",
+            "<ralph>LEARN: [Timeout postmortem for 2.7] <one sentence></ralph>",
+            "<ralph>TIMEOUT_POSTMORTEM_DONE 2.7</ralph>",
+            "running the whole suite",
+        ] {
+            assert!(story.contains(want), "{want} missing:\n{story}");
+        }
+    }
+
     #[test]
     fn files_section_gives_stage_paths() {
         let spec = "# S\n## Files to Create/Modify\n- `src/a.sh` — create\n- `src/b c.sh` — modify\n## Next\n- `no.sh`\n";
