@@ -256,7 +256,8 @@ impl Reporter {
                 activity: String::new(),
                 phase: Phase::Running,
             };
-            row.bar.set_message(running_text(&row));
+            row.bar
+                .set_message(ui::truncate(&running_text(&row), l.layout.activity));
             l.rows.insert(id.to_string(), row);
         }
     }
