@@ -17,41 +17,28 @@ use crate::backlog::{
 };
 
 /// The built-in decomposition prompt (override: `.ralph/templates/decompose.md`).
+/// Cache-friendly as the implement prompt (issue 25): up to
+/// `prompt::STORY_PART` it is the same, byte for byte, for every story a run
+/// splits (the task and the answer's form, with `<id>` for the ID); the
+/// story's part follows, its first line naming the story, with the exact
+/// IDs and closing tags to write.
 pub(crate) const TEMPLATE: &str = "\
-Story {{STORY_ID}} failed {{RETRY_COUNT}} times. Split it into smaller sub-stories that can each be implemented and committed on their own.
+You are an autonomous coding agent working through a project's backlog of
+stories. A story failed every attempt it was allowed.
+Split it into smaller sub-stories that can each be implemented and committed on their own.
+The story is described at the end of this prompt.
 
 You do not implement anything and you change no file: you only answer with the sub-stories.
 
-## The story
-
-{{SPEC_CONTENT}}
-
-{{#if FAILURE_HISTORY}}
-## How its attempts failed
-
-{{FAILURE_HISTORY}}
-
-{{/if}}
-{{#if LAST_OUTPUT}}
-## The end of the last attempt's output
-
-{{LAST_OUTPUT}}
-
-{{/if}}
-{{#if LEARNINGS}}
-## Learnings from earlier stories
-
-{{LEARNINGS}}
-
-{{/if}}
 ## How to answer
 
-Give 2 to 4 sub-stories, smallest first. Their IDs are {{STORY_ID}}.1, {{STORY_ID}}.2, and so on.
-Each one is a complete spec between two tags, with frontmatter:
+Give 2 to 4 sub-stories, smallest first. Their IDs are the story's ID followed
+by .1, .2, and so on (written <id>.1, <id>.2 here; the story's own are given
+with it). Each one is a complete spec between two tags, with frontmatter:
 
-<ralph>SUBSTORY_START {{STORY_ID}}.1</ralph>
+<ralph>SUBSTORY_START <id>.1</ralph>
 ---
-id: \"{{STORY_ID}}.1\"
+id: \"<id>.1\"
 title: \"A short title\"
 status: pending
 depends_on: []
@@ -61,13 +48,44 @@ depends_on: []
 ## Context
 ## Acceptance Criteria
 ## Technical Notes
-<ralph>SUBSTORY_END {{STORY_ID}}.1</ralph>
+<ralph>SUBSTORY_END <id>.1</ralph>
 
-A sub-story may depend on its earlier siblings (depends_on: [\"{{STORY_ID}}.1\"]); it
-already waits for whatever {{STORY_ID}} waited for. End with
-<ralph>DECOMPOSE_DONE {{STORY_ID}}: <how many> sub-stories</ralph>
+A sub-story may depend on its earlier siblings (depends_on: [\"<id>.1\"]); it
+already waits for whatever the story waited for. End with
+<ralph>DECOMPOSE_DONE <id>: <how many> sub-stories</ralph>
 or, if the story cannot be split, with
+<ralph>DECOMPOSE_FAIL <id>: <why></ralph>
+
+## Your story
+
+Split Story {{STORY_ID}}: {{TITLE}}. It failed {{RETRY_COUNT}} times.
+
+Its sub-stories' IDs are {{STORY_ID}}.1, {{STORY_ID}}.2, and so on. End with
+<ralph>DECOMPOSE_DONE {{STORY_ID}}: <how many> sub-stories</ralph>
+or, if it cannot be split, with
 <ralph>DECOMPOSE_FAIL {{STORY_ID}}: <why></ralph>
+
+## The story
+
+{{SPEC_CONTENT}}
+{{#if FAILURE_HISTORY}}
+
+## How its attempts failed
+
+{{FAILURE_HISTORY}}
+{{/if}}
+{{#if LAST_OUTPUT}}
+
+## The end of the last attempt's output
+
+{{LAST_OUTPUT}}
+{{/if}}
+{{#if LEARNINGS}}
+
+## Learnings from earlier stories
+
+{{LEARNINGS}}
+{{/if}}
 ";
 
 /// The most sub-stories one decomposition may add.

@@ -37,6 +37,8 @@ enum Phase {
 struct Row {
     bar: ProgressBar,
     title: String,
+    /// The model the attempt runs on, when ralph chose one (issue 25).
+    model: Option<String>,
     activity: String,
     phase: Phase,
 }
@@ -172,6 +174,7 @@ impl Reporter {
                     Row {
                         bar,
                         title: title.clone(),
+                        model: None,
                         activity: String::new(),
                         phase,
                     },
@@ -239,23 +242,23 @@ impl Reporter {
         }
     }
 
-    pub(crate) fn story_started(&mut self, id: &str, title: &str) {
+    pub(crate) fn story_started(&mut self, id: &str, title: &str, model: Option<&str>) {
         if let Some(l) = &mut self.live {
             if let Some(old) = l.rows.remove(id) {
                 old.bar.finish_and_clear();
                 l.multi.remove(&old.bar);
             }
             let bar = l.add_bar(id, title);
-            bar.set_message("starting");
-            l.rows.insert(
-                id.to_string(),
-                Row {
-                    bar,
-                    title: title.to_string(),
-                    activity: String::new(),
-                    phase: Phase::Running,
-                },
-            );
+            let row = Row {
+                bar,
+                title: title.to_string(),
+                model: model.map(str::to_string),
+                activity: String::new(),
+                phase: Phase::Running,
+            };
+            row.bar
+                .set_message(ui::truncate(&running_text(&row), l.layout.activity));
+            l.rows.insert(id.to_string(), row);
         }
     }
 
@@ -361,19 +364,31 @@ impl Live {
     fn row_message(&self, row: &Row, color: bool) -> String {
         let max = self.layout.activity;
         match row.phase {
-            Phase::Running | Phase::Ended => {
-                let text = if row.activity.is_empty() {
-                    "starting"
-                } else {
-                    &row.activity
-                };
-                ui::truncate(text, max)
-            }
+            Phase::Running | Phase::Ended => ui::truncate(&running_text(row), max),
             Phase::Landing(pos) => {
                 let text = ui::truncate(&render_landing_phase(pos), max);
                 ui::paint(&text, Tone::Busy, color)
             }
         }
+    }
+}
+
+/// A running row's text after its elapsed time: the model ralph chose for
+/// the attempt (issue 25: which rung of the ladder runs it), then the
+/// agent's latest activity.
+fn running_text(row: &Row) -> String {
+    row_text(row.model.as_deref(), &row.activity)
+}
+
+fn row_text(model: Option<&str>, activity: &str) -> String {
+    let activity = if activity.is_empty() {
+        "starting"
+    } else {
+        activity
+    };
+    match model {
+        Some(m) => format!("{m} · {activity}"),
+        None => activity.to_string(),
     }
 }
 
@@ -448,5 +463,21 @@ impl Drop for EchoCtlOff {
                 libc::tcsetattr(fd, libc::TCSANOW, &t);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_row_names_the_model_before_the_activity() {
+        assert_eq!(row_text(Some("haiku"), ""), "haiku · starting");
+        assert_eq!(
+            row_text(Some("opus"), "cat src/a.rs"),
+            "opus · cat src/a.rs"
+        );
+        assert_eq!(row_text(None, ""), "starting");
+        assert_eq!(row_text(None, "cat src/a.rs"), "cat src/a.rs");
     }
 }

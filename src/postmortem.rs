@@ -6,10 +6,27 @@
 
 /// The built-in prompt (override: `.ralph/templates/timeout-postmortem.md`,
 /// with Ralph v2's variables STORY_ID, SPEC_CONTENT, PARTIAL_OUTPUT).
+/// Cache-friendly as the implement prompt (issue 25): up to
+/// `prompt::STORY_PART` it is the same for every postmortem of a run; the
+/// story's part follows, naming it and the exact lines to write.
 pub(crate) const TEMPLATE: &str = "\
-Story {{STORY_ID}} ran out of time: its agent was stopped after {{TIMEOUT}} without finishing.
+You are an autonomous coding agent. An agent working on a story ran out of
+time: it was stopped without finishing. The story and the end of what that
+agent printed are at the end of this prompt.
 
 Do not change any file. Read what it was doing and say, for the next attempt, why it ran out of time and what to do instead.
+
+## How to answer
+
+Write each lesson as one line <ralph>LEARN: [Timeout postmortem for <id>] <one sentence></ralph>
+(for example: a command that never ends and how to run it instead, a step to skip, a smaller order of work).
+Then end with <ralph>TIMEOUT_POSTMORTEM_DONE <id></ralph>. The story's ID to write for <id> is given with it.
+
+## Your story
+
+Story {{STORY_ID}} ran out of time: its agent was stopped after {{TIMEOUT}} without finishing.
+Your lines: <ralph>LEARN: [Timeout postmortem for {{STORY_ID}}] <one sentence></ralph>,
+then <ralph>TIMEOUT_POSTMORTEM_DONE {{STORY_ID}}</ralph>.
 
 ## The story (its beginning)
 
@@ -18,12 +35,6 @@ Do not change any file. Read what it was doing and say, for the next attempt, wh
 ## The end of what the stopped attempt printed
 
 {{PARTIAL_OUTPUT}}
-
-## How to answer
-
-Write each lesson as one line <ralph>LEARN: [Timeout postmortem for {{STORY_ID}}] <one sentence></ralph>
-(for example: a command that never ends and how to run it instead, a step to skip, a smaller order of work).
-Then end with <ralph>TIMEOUT_POSTMORTEM_DONE {{STORY_ID}}</ralph>.
 ";
 
 /// The part of the spec the postmortem sees (Ralph v2: the first 5,000 bytes).

@@ -74,18 +74,45 @@ Status line:
 {{/if}}
 ";
 
-/// Where the story's own part of `BUILTIN_TEMPLATE` begins: what comes
-/// before it is the same for every story of a run.
+/// Where the story's own part of `BUILTIN_TEMPLATE` and `FIXUP_TEMPLATE`
+/// begins: what comes before it is the same for every story of a run.
 pub(crate) const STORY_PART: &str = "## Your story\n";
 
 /// The built-in fix-up template: finished work that could not land goes
 /// back to the agent with what went wrong, without the whole story again
 /// when its session is resumed. `.ralph/templates/fixup.md` overrides it.
-/// Its first line names the story. Unlike the implement template it is not
-/// ordered for the prompt cache: most of it is the failure's own words, and
-/// a resumed session's cache is its own history.
+/// Cache-friendly as the implement template (issue 25): up to `STORY_PART`
+/// it is the same, byte for byte, for every fix-up of a run (the rules and
+/// commands; it names no story, no cause and no way to commit), so a fix-up
+/// in a new session shares that prefix with every other one; the story's
+/// part comes last, starting with the line that names it (`… implement
+/// Story <id>: <title> …`), then what went wrong and how to commit.
 pub(crate) const FIXUP_TEMPLATE: &str = "\
-You are an autonomous coding agent. Your work to implement Story {{STORY_ID}}: {{TITLE}} is finished, but it could not land on {{TARGET}} as it is. Fix it up; do not start over.
+You are an autonomous coding agent working through a project's backlog of
+stories. Work you finished on your story could not land as it is: your story
+and what went wrong are described at the end of this prompt. Fix that work
+up; do not start over.
+
+## How to fix it up
+
+1. Read what went wrong and the code as it is now before you change it.
+{{#if VALIDATION_COMMANDS}}
+2. Run the validation commands and fix what they report:
+{{VALIDATION_COMMANDS}}
+{{/if}}
+{{#if BLOCKED_COMMANDS}}
+   Commands you must not run:
+{{BLOCKED_COMMANDS}}
+{{/if}}
+3. Commit your fix as told with your story.
+4. Do not rebase, reset, abort the merge, switch branches or push: ralph lands your commit.
+5. End your last message with exactly one status line naming your story's
+   ID: DONE once it is fixed and committed, FAIL with a reason if you could
+   not fix it (the exact lines are given with your story).
+
+## Your story
+
+Your work to implement Story {{STORY_ID}}: {{TITLE}} is finished, but it could not land on {{TARGET}} as it is. Fix it up; do not start over.
 
 {{#if LANDED_STORIES}}
 While you worked, these stories landed on {{TARGET}}:
@@ -156,24 +183,16 @@ Make them on this worktree (your work merged onto {{TARGET}}).
 {{/if}}
 ## Then
 
-{{#if VALIDATION_COMMANDS}}
-1. Run the validation commands and fix what they report:
-{{VALIDATION_COMMANDS}}
-{{/if}}
-{{#if BLOCKED_COMMANDS}}
-   Commands you must not run:
-{{BLOCKED_COMMANDS}}
-{{/if}}
 {{#if MERGE_IN_PROGRESS}}
-2. Stage the files you changed (`git add -- <path>`) and run `git commit --no-edit`:
-   that concludes the merge with the message ralph prepared.
+Stage the files you changed (`git add -- <path>`) and run `git commit --no-edit`:
+that concludes the merge with the message ralph prepared.
 {{/if}}
 {{#if MERGE_COMMITTED}}
-2. Commit your fix on the current branch with this message:
+Commit your fix on the current branch with this message:
    {{COMMIT_MESSAGE}}
 {{/if}}
-3. Do not rebase, reset, abort the merge, switch branches or push: ralph lands your commit.
-4. End your last message with exactly one status line:
+
+Status line:
    <ralph>DONE {{STORY_ID}}</ralph> once it is fixed and committed, or
    <ralph>FAIL {{STORY_ID}}: <reason></ralph> if you could not fix it.
 {{#if SPEC_CONTENT}}
@@ -714,6 +733,146 @@ mod tests {
         }
     }
 
+    /// Fix-ups too (issue 25): two stories' fix-ups for different causes,
+    /// one resumed (no spec) and one not, one merging and one committed,
+    /// share everything up to `STORY_PART` byte for byte.
+    #[test]
+    fn two_fixups_share_the_static_part_byte_for_byte() {
+        let mut c = config();
+        c.validation.blocked_commands = vec!["rm -rf /".into()];
+        let conflict = FixupCause::Conflict {
+            paths: vec!["a.rs".into()],
+        };
+        let failed = FixupCause::Validation {
+            name: "tests".into(),
+            cmd: "make test".into(),
+            tail: "FAILED: parser\n".into(),
+            log: ".ralph/logs/2.7/validation-1.log".into(),
+        };
+        let review = FixupCause::Review {
+            text: "Name the flag.".into(),
+        };
+        let landed = [("3.1".to_string(), "Landed meanwhile".to_string())];
+        let conflicts = ["a.rs".to_string()];
+        let render_one = |id, title, cause, merging, files: &[String], spec, extra| {
+            let input = FixupInput {
+                id,
+                title,
+                target: "main",
+                cause,
+                conflicts: files,
+                merging,
+                landed: &landed,
+                spec,
+                extra,
+            };
+            render(FIXUP_TEMPLATE, &fixup_vars(&c, &input))
+        };
+        let a = render_one("1.1", "Seed", &conflict, true, &conflicts, None, "");
+        let b = render_one(
+            "2.7",
+            "Other",
+            &failed,
+            false,
+            &[],
+            Some("# B\n## Files to Create/Modify\n- `b.rs`\n"),
+            "An earlier attempt was interrupted.",
+        );
+        let d = render_one("4.2", "Third", &review, false, &[], None, "");
+        let shared = a.find(STORY_PART).unwrap() + STORY_PART.len();
+        for other in [&b, &d] {
+            assert_eq!(a[..shared], other[..shared], "{other}");
+        }
+        let part = &a[..shared];
+        for story_own in [
+            "1.1",
+            "2.7",
+            "4.2",
+            "Seed",
+            "main",
+            "a.rs",
+            "make test",
+            "--no-edit",
+            "feat(",
+        ] {
+            assert!(!part.contains(story_own), "{story_own} in:\n{part}");
+        }
+        assert!(part.contains("NEVER run 'rm -rf /'"), "{part}");
+        // The story's part names it first, as the implement prompt's does.
+        for (out, line) in [
+            (&a, "implement Story 1.1: Seed"),
+            (&b, "implement Story 2.7: Other"),
+            (&d, "implement Story 4.2: Third"),
+        ] {
+            let first = out[shared..].lines().find(|l| !l.is_empty()).unwrap();
+            assert!(first.contains(line), "{first}");
+        }
+    }
+
+    /// Decomposition and timeout postmortem prompts too (issue 25): what two
+    /// stories' prompts share up to `STORY_PART` is byte-identical and names
+    /// neither; the story's part names it first and gives its exact tags.
+    #[test]
+    fn two_splits_and_two_postmortems_share_the_static_part_byte_for_byte() {
+        let split = |id: &str, title: &str, history: &str| {
+            let v = vars(&[
+                ("STORY_ID", id),
+                ("TITLE", title),
+                ("SPEC_CONTENT", "# Spec\n"),
+                ("FAILURE_HISTORY", history),
+                ("LAST_OUTPUT", ""),
+                ("LEARNINGS", "- [Story 0.1] a lesson"),
+                ("RETRY_COUNT", "3"),
+            ]);
+            render(crate::decompose::TEMPLATE, &v)
+        };
+        let postmortem = |id: &str, timeout: &str| {
+            let v = vars(&[
+                ("STORY_ID", id),
+                ("SPEC_CONTENT", "# Spec\n"),
+                ("PARTIAL_OUTPUT", "running the whole suite"),
+                ("TIMEOUT", timeout),
+            ]);
+            render(crate::postmortem::TEMPLATE, &v)
+        };
+        let pairs = [
+            (
+                split("1.1", "Seed", ""),
+                split("2.7", "Other", "attempt 1: FAIL"),
+            ),
+            (postmortem("1.1", "30m"), postmortem("2.7", "1h")),
+        ];
+        for (a, b) in &pairs {
+            let shared = a.find(STORY_PART).unwrap() + STORY_PART.len();
+            assert_eq!(a[..shared], b[..shared]);
+            let part = &a[..shared];
+            for story_own in ["1.1", "2.7", "Seed", "{{"] {
+                assert!(!part.contains(story_own), "{story_own} in:\n{part}");
+            }
+        }
+        let story = &pairs[0].1[pairs[0].1.find(STORY_PART).unwrap()..];
+        for want in [
+            "Split Story 2.7: Other. It failed 3 times.",
+            "<ralph>DECOMPOSE_DONE 2.7: <how many> sub-stories</ralph>",
+            "<ralph>DECOMPOSE_FAIL 2.7: <why></ralph>",
+            "attempt 1: FAIL",
+            "[Story 0.1] a lesson",
+        ] {
+            assert!(story.contains(want), "{want} missing:\n{story}");
+        }
+        // What the test harness's fake agents look for.
+        assert!(pairs[0].0.contains("Split it into smaller sub-stories"));
+        let story = &pairs[1].1[pairs[1].1.find(STORY_PART).unwrap()..];
+        for want in [
+            "Story 2.7 ran out of time: its agent was stopped after 1h",
+            "<ralph>LEARN: [Timeout postmortem for 2.7] <one sentence></ralph>",
+            "<ralph>TIMEOUT_POSTMORTEM_DONE 2.7</ralph>",
+            "running the whole suite",
+        ] {
+            assert!(story.contains(want), "{want} missing:\n{story}");
+        }
+    }
+
     #[test]
     fn files_section_gives_stage_paths() {
         let spec = "# S\n## Files to Create/Modify\n- `src/a.sh` — create\n- `src/b c.sh` — modify\n## Next\n- `no.sh`\n";
@@ -765,7 +924,10 @@ mod tests {
             extra: "",
         };
         let out = render(FIXUP_TEMPLATE, &fixup_vars(&config(), &input));
-        let first = out.lines().next().unwrap();
+        // Issue 25 moved the story's line from the first line to the start
+        // of the story's part, after what every fix-up of a run shares.
+        let (_, story) = out.split_once(STORY_PART).unwrap();
+        let first = story.lines().find(|l| !l.is_empty()).unwrap();
         assert!(first.contains("implement Story 1.1: Title"), "{first}");
         for want in [
             "   - `FEATURES.md`",

@@ -270,6 +270,8 @@ pub(crate) enum Message {
         max: u32,
         /// Finished work handed back to its agent.
         fixup: bool,
+        /// The model it runs on, when ralph chose one (issue 25).
+        model: Option<String>,
     },
     Finished {
         id: String,
@@ -358,6 +360,7 @@ pub(crate) enum Message {
     Splitting {
         id: String,
         title: String,
+        model: Option<String>,
     },
     /// Validated, pushed and proposed as a pull request.
     InPr {
@@ -413,6 +416,14 @@ pub(crate) enum Message {
     },
 }
 
+/// ` on <model>` when ralph chose the model, else nothing.
+fn on(model: &Option<String>) -> String {
+    model
+        .as_deref()
+        .map(|m| format!(" on {m}"))
+        .unwrap_or_default()
+}
+
 fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
@@ -436,13 +447,18 @@ pub(crate) fn render(m: &Message) -> String {
             attempt,
             max,
             fixup: false,
-        } => format!("[run ] {id} {title} (attempt {attempt}/{max})"),
+            model,
+        } => format!("[run ] {id} {title} (attempt {attempt}/{max}){}", on(model)),
         Message::Started {
             id,
             title,
             fixup: true,
+            model,
             ..
-        } => format!("[fix ] {id} {title} (fix-up of its finished work)"),
+        } => format!(
+            "[fix ] {id} {title} (fix-up of its finished work){}",
+            on(model)
+        ),
         Message::Finished { id, secs } => {
             format!("[land] {id} finished in {}; landing", human_duration(*secs))
         }
@@ -520,9 +536,10 @@ pub(crate) fn render(m: &Message) -> String {
                 .unwrap_or_default();
             format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
         }
-        Message::Splitting { id, title } => {
-            format!("[split] {id} {title}: one run splits it into smaller stories")
-        }
+        Message::Splitting { id, title, model } => format!(
+            "[split] {id} {title}: one run{} splits it into smaller stories",
+            on(model)
+        ),
         Message::InPr { id, url } => {
             format!("[pr  ] {id} validated; pull request {url} (done once it is merged)")
         }
@@ -783,7 +800,13 @@ pub(crate) struct GraphNode<'a> {
     pub(crate) id: &'a str,
     pub(crate) title: &'a str,
     pub(crate) node: Node,
+    /// Held by `ralph hold ID` (or `stop`): its status alone does not say
+    /// why it does not start.
+    pub(crate) held: bool,
 }
+
+/// The words that mark a held story in `stories` and `graph`.
+pub(crate) const HELD: &str = "held";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GraphStyle {
@@ -814,8 +837,13 @@ pub(crate) fn render_graph(
                     Node::Review => "khaki",
                     Node::Pending | Node::Excluded => "white",
                 };
+                // A held story's box is dashed, and its label says so.
+                let (mark, style) = match n.held {
+                    true => (format!(" {HELD}"), "\"filled,dashed\""),
+                    false => (String::new(), "filled"),
+                };
                 out.push_str(&format!(
-                    "  \"{}\" [label=\"{}\\n{}\\n[{}]\", style=filled, fillcolor={color}];\n",
+                    "  \"{}\" [label=\"{}\\n{}\\n[{}]{mark}\", style={style}, fillcolor={color}];\n",
                     n.id,
                     n.id,
                     quote(n.title),
@@ -831,10 +859,15 @@ pub(crate) fn render_graph(
             out.push_str("graph LR\n");
             for (i, n) in nodes.iter().enumerate() {
                 out.push_str(&format!(
-                    "  s{i}[\"{} {} ({})\"]\n",
+                    "  s{i}[\"{} {} ({}{})\"]\n",
                     n.id,
                     quote(n.title),
-                    n.node.word()
+                    n.node.word(),
+                    if n.held {
+                        format!(", {HELD}")
+                    } else {
+                        String::new()
+                    }
                 ));
             }
             for &(a, b) in edges {
@@ -851,6 +884,9 @@ pub(crate) fn render_graph(
                 waits.sort_unstable();
                 let n = &nodes[i];
                 out.push_str(&format!("[{}] {} {}", n.node.word(), n.id, n.title));
+                if n.held {
+                    out.push_str(&format!(" ({HELD})"));
+                }
                 if !waits.is_empty() {
                     out.push_str(&format!("  <- {}", waits.join(", ")));
                 }
@@ -928,6 +964,7 @@ mod tests {
                 attempt: 2,
                 max: 3,
                 fixup: false,
+                model: None,
             },
             Message::Started {
                 id: id(),
@@ -935,6 +972,7 @@ mod tests {
                 attempt: 1,
                 max: 3,
                 fixup: true,
+                model: None,
             },
             Message::Finished {
                 id: id(),
@@ -1023,6 +1061,7 @@ mod tests {
             Message::Splitting {
                 id: id(),
                 title: "A title".into(),
+                model: None,
             },
             Message::Decomposed {
                 id: id(),
@@ -1070,6 +1109,28 @@ mod tests {
             Message::Killing,
             Message::SaveFailed {
                 error: "No space left on device (os error 28)".into(),
+            },
+            // The model ralph chose, where it chose one (issue 25).
+            Message::Started {
+                id: id(),
+                title: "Add the parser".into(),
+                attempt: 3,
+                max: 3,
+                fixup: false,
+                model: Some("opus".into()),
+            },
+            Message::Started {
+                id: id(),
+                title: "Add the parser".into(),
+                attempt: 1,
+                max: 3,
+                fixup: true,
+                model: Some("haiku".into()),
+            },
+            Message::Splitting {
+                id: id(),
+                title: "A title".into(),
+                model: Some("opus".into()),
             },
         ];
         let lines: Vec<String> = messages.iter().map(render).collect();
@@ -1256,6 +1317,7 @@ mod tests {
                 id,
                 title: "T",
                 node: *n,
+                held: false,
             })
             .collect();
         let order: Vec<usize> = (0..nodes.len()).collect();
@@ -1279,11 +1341,13 @@ mod tests {
                 id: "1.1",
                 title: "A \"q\"",
                 node: Node::Done,
+                held: false,
             },
             GraphNode {
                 id: "1.2",
                 title: "B",
                 node: Node::Pending,
+                held: false,
             },
         ];
         let edges = [(0, 1)];
@@ -1298,5 +1362,45 @@ mod tests {
             mermaid.starts_with("graph LR\n") && mermaid.contains("s0 --> s1"),
             "{mermaid}"
         );
+    }
+
+    /// A held story says so in every form of `graph` (issue 24: why it
+    /// does not start), after its status word, which stays as it was.
+    #[test]
+    fn graph_marks_a_held_story() {
+        let nodes = [
+            GraphNode {
+                id: "1.1",
+                title: "A",
+                node: Node::Pending,
+                held: true,
+            },
+            GraphNode {
+                id: "1.2",
+                title: "B",
+                node: Node::Pending,
+                held: false,
+            },
+        ];
+        let edges = [(0, 1)];
+        let text = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Text);
+        assert_eq!(text, "[pending] 1.1 A (held)\n[pending] 1.2 B  <- 1.1\n");
+        let dot = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Dot);
+        assert!(
+            dot.contains(
+                "\"1.1\" [label=\"1.1\\nA\\n[pending] held\", style=\"filled,dashed\", fillcolor=white];"
+            ),
+            "{dot}"
+        );
+        assert!(
+            dot.contains("\"1.2\" [label=\"1.2\\nB\\n[pending]\", style=filled,"),
+            "{dot}"
+        );
+        let mermaid = render_graph(&nodes, &edges, &[0, 1], GraphStyle::Mermaid);
+        assert!(
+            mermaid.contains("s0[\"1.1 A (pending, held)\"]"),
+            "{mermaid}"
+        );
+        assert!(mermaid.contains("s1[\"1.2 B (pending)\"]"), "{mermaid}");
     }
 }

@@ -7,6 +7,7 @@ use super::args::GraphFormat;
 use super::load;
 use crate::error::EXIT_OK;
 use crate::report::{self, GraphNode};
+use crate::schedule::Node;
 use crate::ui;
 
 pub(super) fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
@@ -15,10 +16,22 @@ pub(super) fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
     let on = ui::stdout_colors();
     let mut out = std::io::stdout().lock();
     for (i, s) in project.backlog.stories.iter().enumerate() {
-        let line = format!("[{}] {} | {}", sched.nodes[i].label(), s.id, s.title);
+        let held = state.held.contains(&s.id);
+        let line = story_line(sched.nodes[i], &s.id, &s.title, held);
         writeln!(out, "{}", ui::paint_tag(&line, on))?;
     }
     Ok(EXIT_OK)
+}
+
+/// One line of `ralph stories`: Ralph v2's `[tag] id | title`, and for a
+/// story `ralph hold` holds, the mark that says why it does not start
+/// (after the title, so the tag column reads as before).
+fn story_line(node: Node, id: &str, title: &str, held: bool) -> String {
+    let mut line = format!("[{}] {id} | {title}", node.label());
+    if held {
+        line.push_str(&format!(" ({})", report::HELD));
+    }
+    line
 }
 
 pub(super) fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32> {
@@ -33,6 +46,7 @@ pub(super) fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32>
             id: &s.id,
             title: &s.title,
             node: sched.nodes[i],
+            held: state.held.contains(&s.id),
         })
         .collect();
     let edges: Vec<(usize, usize)> = project
@@ -56,4 +70,25 @@ pub(super) fn cmd_graph(root: &Path, format: GraphFormat) -> anyhow::Result<i32>
         print!("{text}");
     }
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_story_line_says_so_after_its_title() {
+        assert_eq!(
+            story_line(Node::Pending, "1.2", "Parser", true),
+            "[    ] 1.2 | Parser (held)"
+        );
+        assert_eq!(
+            story_line(Node::Running, "1.3", "Lexer", true),
+            "[run ] 1.3 | Lexer (held)"
+        );
+        assert_eq!(
+            story_line(Node::Done, "1.1", "Seed", false),
+            "[done] 1.1 | Seed"
+        );
+    }
 }

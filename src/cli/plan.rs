@@ -148,6 +148,7 @@ fn show(backlog: &crate::backlog::Backlog, dag: &Dag, planned: &[Planned]) {
             id: &s.id,
             title: &s.title,
             node: Node::Pending,
+            held: false,
         })
         .collect();
     let edges: Vec<(usize, usize)> = dag

@@ -85,8 +85,13 @@ fn status_once(
         .filter(|(_, t)| **t > now)
         .map(|(a, t)| (a.clone(), *t))
         .collect();
+    let attempts = if live {
+        running_attempts(root)
+    } else {
+        Default::default()
+    };
     let eta = live
-        .then(|| eta_now(root, &project, &sched, &state))
+        .then(|| eta_now(root, &project, &sched, &state, &attempts))
         .flatten();
     if json {
         warn_if_empty(&project);
@@ -159,6 +164,7 @@ fn status_once(
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
     }
+    let running = running_with_models(&running, &attempts);
     let text = status_text(
         &project, &state, live, &running, &failed, &blocked, next, total, &done, usage, cost,
         &paused, now, eta,
@@ -345,28 +351,19 @@ impl Lines {
     }
 }
 
-/// The ETA of the run in progress, from the project's history: the
-/// running stories' time so far is read from the latest run's records
-/// (their `attempt_start`), the job count from the state the run keeps.
-fn eta_now(
-    root: &Path,
-    project: &Project,
-    sched: &crate::schedule::Scheduler,
-    state: &State,
-) -> Option<f64> {
-    use crate::forecast::{History, Left};
-    let stories = &project.backlog.stories;
-    let history = History::load(root, stories);
-    let bytes: Vec<usize> = stories.iter().map(|s| s.spec_bytes).collect();
-    let expected = history.expected_secs(&bytes, Some(project.config.agent.name.name()))?;
+/// The latest run's attempts that have not ended, by story: when each
+/// began and the model ralph chose for it (their `attempt_start`).
+type Attempts = std::collections::HashMap<String, (f64, Option<String>)>;
+
+fn running_attempts(root: &Path) -> Attempts {
     let latest = crate::runlog::list_runs(root)
         .last()
         .and_then(|id| crate::runlog::read_run(root, id));
-    let mut started: std::collections::HashMap<String, f64> = Default::default();
+    let mut started = Attempts::default();
     for r in latest.iter().flat_map(|r| &r.records) {
         match &r.ev {
-            crate::runlog::Ev::AttemptStart { story, .. } => {
-                started.insert(story.clone(), r.t);
+            crate::runlog::Ev::AttemptStart { story, model, .. } => {
+                started.insert(story.clone(), (r.t, model.clone()));
             }
             crate::runlog::Ev::AttemptEnd { story, .. } => {
                 started.remove(story);
@@ -374,14 +371,46 @@ fn eta_now(
             _ => {}
         }
     }
+    started
+}
+
+/// The running stories as `Running:` names them: each with the model its
+/// attempt runs on, when ralph chose one (issue 25).
+fn running_with_models(running: &[String], attempts: &Attempts) -> Vec<String> {
+    running
+        .iter()
+        .map(
+            |id| match attempts.get(id).and_then(|(_, m)| m.as_deref()) {
+                Some(m) => format!("{id} ({m})"),
+                None => id.clone(),
+            },
+        )
+        .collect()
+}
+
+/// The ETA of the run in progress, from the project's history: the
+/// running stories' time so far is read from the latest run's records
+/// (`attempts`), the job count from the state the run keeps.
+fn eta_now(
+    root: &Path,
+    project: &Project,
+    sched: &crate::schedule::Scheduler,
+    state: &State,
+    attempts: &Attempts,
+) -> Option<f64> {
+    use crate::forecast::{History, Left};
+    let stories = &project.backlog.stories;
+    let history = History::load(root, stories);
+    let bytes: Vec<usize> = stories.iter().map(|s| s.spec_bytes).collect();
+    let expected = history.expected_secs(&bytes, Some(project.config.agent.name.name()))?;
     let now = crate::timefmt::now_secs() as f64;
     let left: Vec<Left> = (0..stories.len())
         .map(|i| match sched.nodes[i] {
             Node::Pending => Left::Waiting,
             Node::Running => Left::Running {
-                elapsed: started
+                elapsed: attempts
                     .get(&stories[i].id)
-                    .map_or(0.0, |t| (now - t).max(0.0)),
+                    .map_or(0.0, |(t, _)| (now - t).max(0.0)),
             },
             Node::Landing => Left::Running {
                 elapsed: expected[i],
@@ -394,4 +423,24 @@ fn eta_now(
         .collect();
     let jobs = state.jobs.as_ref().map_or(1, |j| j.now);
     Some(crate::forecast::eta_secs(&expected, &waits, &left, jobs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_names_the_model_ralph_chose() {
+        let attempts: Attempts = [
+            ("1.1".to_string(), (0.0, Some("haiku".to_string()))),
+            ("1.2".to_string(), (0.0, None)),
+        ]
+        .into_iter()
+        .collect();
+        let running = ["1.1", "1.2", "1.3"].map(String::from);
+        assert_eq!(
+            running_with_models(&running, &attempts),
+            ["1.1 (haiku)", "1.2", "1.3"]
+        );
+    }
 }

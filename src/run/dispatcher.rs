@@ -405,7 +405,9 @@ impl<E: Executor> Dispatcher<E> {
             Action::Progress(line) => progress(&self.ctx, &line),
             Action::Log(line) => self.ctx.log.line(&line),
             Action::Totals(t) => self.reporter.totals(&t),
-            Action::StoryStarted { id, title } => self.reporter.story_started(&id, &title),
+            Action::StoryStarted { id, title, model } => {
+                self.reporter.story_started(&id, &title, model.as_deref())
+            }
             Action::StoryFinished { id } => self.reporter.story_finished(&id),
             Action::Activity { id, text } => {
                 if let Some(live) = &self.live {

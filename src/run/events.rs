@@ -297,6 +297,8 @@ pub(crate) enum Action {
     StoryStarted {
         id: String,
         title: String,
+        /// The model it runs on, when ralph chose one: shown on its row.
+        model: Option<String>,
     },
     StoryFinished {
         id: String,

@@ -346,6 +346,34 @@ fn the_live_display_fits_80_columns() {
     assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
 }
 
+/// Each running attempt's row names the model ralph chose for it, before
+/// the agent's latest activity (issue 25).
+#[test]
+fn a_running_row_names_its_attempts_model() {
+    let p = Project::with_backlog(
+        "1.1 | Parser\n",
+        r#"{"loop": {"max_retries": 1, "grace_seconds": 1}, "agent": {"model": "haiku"}}"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"tool "cat src/parser.rs"
+touch "$SCRATCH/started-$ID"
+while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done
+commit_file "src/$ID.txt"
+done_"#,
+    );
+    let mut run = PtyRun::start(live_command(&p, &["run"]));
+    wait_until("the agent", Duration::from_secs(120), || {
+        p.scratch.join("started-1.1").exists()
+    });
+    run.wait_for("haiku · Bash: cat src/parser.rs");
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    let (code, bytes) = run.finish();
+    let screen = replay(&bytes, COLS as usize);
+    assert_eq!(code, 0, "{}", screen.text());
+    assert_eq!(screen.wraps, 0, "a row wrapped:\n{}", screen.text());
+}
+
 #[test]
 fn a_typed_ctrl_c_leaves_no_frozen_frame() {
     let p = busy_project();

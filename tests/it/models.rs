@@ -128,6 +128,50 @@ commit_file "src/$ID.txt"; done_
     assert_eq!(lines(&p, "models-1.1"), ["haiku", "haiku"]);
 }
 
+/// What a person watching sees (issue 25): the line that starts each attempt
+/// and `ralph status` while it runs name the model ralph chose for it.
+#[test]
+fn the_run_and_status_name_the_model_each_running_attempt_runs_on() {
+    let p = Project::with_backlog("1.1 | Hard\n", LADDER);
+    p.commit_all("backlog");
+    agent(
+        &p,
+        r#"
+if [ "$N" -lt 2 ]; then result "too hard <ralph>FAIL $ID: too hard</ralph>"; exit 0; fi
+touch "$SCRATCH/running-$N"
+while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done
+commit_file "src/$ID.txt"; done_
+"#,
+    );
+    let mut run = crate::crash::spawn(&p, &["run"]);
+    wait_until(
+        "the second attempt",
+        std::time::Duration::from_secs(60),
+        || p.scratch.join("running-2").exists(),
+    );
+    let status = p.ralph(&["status"]);
+    assert!(
+        status.stdout.contains("Running: 1.1 (sonnet)\n"),
+        "{status:?}"
+    );
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    let end = crate::crash::wait_exit(&mut run, "the run ends");
+    let said = p.scratch_text("ralph.stderr");
+    assert_eq!(end.code(), Some(0), "{said}");
+    assert!(
+        said.contains("[run ] 1.1 Hard (attempt 1/3) on haiku\n"),
+        "{said}"
+    );
+    assert!(
+        said.contains("[run ] 1.1 Hard (attempt 2/3) on sonnet\n"),
+        "{said}"
+    );
+    assert_eq!(lines(&p, "models-1.1"), ["haiku", "sonnet"]);
+    // Nothing runs now: nothing to name.
+    let status = p.ralph(&["status"]);
+    assert!(!status.stdout.contains("Running:"), "{status:?}");
+}
+
 #[test]
 fn two_stories_prompts_share_the_static_prefix_byte_for_byte() {
     let config = r#"{ "loop": { "grace_seconds": 1 },

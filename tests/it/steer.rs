@@ -260,6 +260,59 @@ fn a_held_story_and_its_dependents_wait_until_released() {
     assert!(pos("end 1.1 1") < pos("start 1.2 1"), "{ev:?}");
 }
 
+/// `ralph stories` and `ralph graph` (every format) say which story is held,
+/// so a person sees why it does not start; released, the mark is gone.
+#[test]
+fn stories_and_graph_mark_a_held_story() {
+    let p = project(&[("1.1", &[]), ("1.2", &["1.1"])], FAST_CONFIG);
+    let r = steer(&p, &["hold", "1.1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = |args: &[&str]| {
+        let r = p.ralph(args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        r.stdout
+    };
+    let stories = shown(&["stories"]);
+    assert!(
+        stories.contains("[    ] 1.1 | Story 1.1 (held)\n"),
+        "{stories}"
+    );
+    assert!(stories.contains("[    ] 1.2 | Story 1.2\n"), "{stories}");
+    let text = shown(&["graph"]);
+    assert!(text.contains("[pending] 1.1 Story 1.1 (held)\n"), "{text}");
+    assert!(
+        text.contains("[pending] 1.2 Story 1.2  <- 1.1\n"),
+        "only the held story is marked: {text}"
+    );
+    let dot = shown(&["graph", "--format", "dot"]);
+    assert!(
+        dot.contains(
+            "\"1.1\" [label=\"1.1\\nStory 1.1\\n[pending] held\", style=\"filled,dashed\""
+        ),
+        "{dot}"
+    );
+    let mermaid = shown(&["graph", "--format", "mermaid"]);
+    assert!(
+        mermaid.contains("[\"1.1 Story 1.1 (pending, held)\"]"),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains("[\"1.2 Story 1.2 (pending)\"]"),
+        "{mermaid}"
+    );
+
+    assert_eq!(steer(&p, &["release", "1.1"]).code, 0);
+    for args in [
+        &["stories"][..],
+        &["graph"],
+        &["graph", "--format", "dot"],
+        &["graph", "--format", "mermaid"],
+    ] {
+        let out = shown(args);
+        assert!(!out.contains("held"), "{args:?} after the release: {out}");
+    }
+}
+
 #[test]
 fn a_note_reaches_the_next_attempts_prompt_and_shows_in_status() {
     let p = project(&[("1.1", &[]), ("1.2", &[])], FAST_CONFIG);

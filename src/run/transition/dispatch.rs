@@ -227,6 +227,7 @@ fn start(
         Message::Splitting {
             id: id.clone(),
             title: title.clone(),
+            model: chosen.clone(),
         }
     } else {
         Message::Started {
@@ -235,11 +236,13 @@ fn start(
             attempt: counted,
             max: model.policy.max_retries,
             fixup: kind == AttemptKind::Fixup,
+            model: chosen.clone(),
         }
     }));
     out.push(Action::StoryStarted {
         id: id.clone(),
         title,
+        model: chosen.clone(),
     });
     out.push(Action::Log(format!(
         "start story {id} attempt {attempt} ({}{}{}) in slot {slot}",
