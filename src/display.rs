@@ -18,8 +18,8 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::report::{
-    self, render_activity, render_landing_phase, render_story_prefix, render_totals_fit, Message,
-    RowLayout, Totals,
+    self, render_activity, render_landing_phase, render_running, render_story_prefix,
+    render_totals_fit, Message, RowLayout, Totals,
 };
 use crate::ui::{self, Tone};
 
@@ -38,6 +38,8 @@ struct Row {
     bar: ProgressBar,
     title: String,
     activity: String,
+    /// The cluster node its attempt runs on, once known.
+    node: Option<String>,
     phase: Phase,
 }
 
@@ -173,6 +175,7 @@ impl Reporter {
                         bar,
                         title: title.clone(),
                         activity: String::new(),
+                        node: None,
                         phase,
                     },
                 );
@@ -253,6 +256,7 @@ impl Reporter {
                     bar,
                     title: title.to_string(),
                     activity: String::new(),
+                    node: None,
                     phase: Phase::Running,
                 },
             );
@@ -274,6 +278,24 @@ impl Reporter {
             }
             if let Some(row) = l.rows.get_mut(id) {
                 row.activity = render_activity(text);
+                let msg = l.row_message(&l.rows[id], color);
+                l.rows[id].bar.set_message(msg);
+            }
+        }
+    }
+
+    /// Where a running story's attempt runs (a cluster node).
+    pub(crate) fn placed(&mut self, id: &str, node: &str) {
+        if self.quiet {
+            return;
+        }
+        if self.verbose {
+            self.line(&format!("  [{id}] on node {node}"));
+        }
+        let color = self.color;
+        if let Some(l) = &mut self.live {
+            if let Some(row) = l.rows.get_mut(id) {
+                row.node = Some(node.to_string());
                 let msg = l.row_message(&l.rows[id], color);
                 l.rows[id].bar.set_message(msg);
             }
@@ -362,12 +384,7 @@ impl Live {
         let max = self.layout.activity;
         match row.phase {
             Phase::Running | Phase::Ended => {
-                let text = if row.activity.is_empty() {
-                    "starting"
-                } else {
-                    &row.activity
-                };
-                ui::truncate(text, max)
+                ui::truncate(&render_running(row.node.as_deref(), &row.activity), max)
             }
             Phase::Landing(pos) => {
                 let text = ui::truncate(&render_landing_phase(pos), max);

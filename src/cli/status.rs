@@ -70,6 +70,11 @@ fn status_once(
         // Without a live run these are leftovers of a crash; the next run resumes them.
         running.clear();
     }
+    // Where each running cluster attempt runs, once the run knows.
+    let running_on: std::collections::BTreeMap<&str, &str> = running
+        .iter()
+        .filter_map(|id| Some((id.as_str(), state.record(id)?.running_on.as_deref()?)))
+        .collect();
     let failed = ids(Node::Failed);
     let blocked = ids(Node::Blocked);
     // A held story is not next, whatever its rank.
@@ -111,6 +116,7 @@ fn status_once(
             "total": total,
             "done": done,
             "running": running,
+            "running_on": running_on,
             "failed": failed,
             "blocked": blocked,
             "next": next,
@@ -234,7 +240,16 @@ fn status_text(
         o.push_line(report::render_jobs(j).to_string());
     }
     if !running.is_empty() {
-        o.push_line(format!("Running: {}", running.join(", ")));
+        let shown: Vec<String> = running
+            .iter()
+            .map(
+                |id| match state.record(id).and_then(|r| r.running_on.as_ref()) {
+                    Some(node) => format!("{id} (on {node})"),
+                    None => id.clone(),
+                },
+            )
+            .collect();
+        o.push_line(format!("Running: {}", shown.join(", ")));
     }
     if let Some(eta) = eta {
         o.push_line(format!(
