@@ -18,8 +18,8 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::report::{
-    self, render_activity, render_landing_phase, render_story_prefix, render_totals_fit, Message,
-    RowLayout, Totals,
+    self, render_activity, render_landing_phase, render_running, render_story_prefix,
+    render_totals_fit, Message, RowLayout, Totals,
 };
 use crate::ui::{self, Tone};
 
@@ -40,6 +40,8 @@ struct Row {
     /// The model the attempt runs on, when ralph chose one (issue 25).
     model: Option<String>,
     activity: String,
+    /// The cluster node its attempt runs on, once known.
+    node: Option<String>,
     phase: Phase,
 }
 
@@ -176,6 +178,7 @@ impl Reporter {
                         title: title.clone(),
                         model: None,
                         activity: String::new(),
+                        node: None,
                         phase,
                     },
                 );
@@ -254,6 +257,7 @@ impl Reporter {
                 title: title.to_string(),
                 model: model.map(str::to_string),
                 activity: String::new(),
+                node: None,
                 phase: Phase::Running,
             };
             row.bar
@@ -277,6 +281,24 @@ impl Reporter {
             }
             if let Some(row) = l.rows.get_mut(id) {
                 row.activity = render_activity(text);
+                let msg = l.row_message(&l.rows[id], color);
+                l.rows[id].bar.set_message(msg);
+            }
+        }
+    }
+
+    /// Where a running story's attempt runs (a cluster node).
+    pub(crate) fn placed(&mut self, id: &str, node: &str) {
+        if self.quiet {
+            return;
+        }
+        if self.verbose {
+            self.line(&format!("  [{id}] on node {node}"));
+        }
+        let color = self.color;
+        if let Some(l) = &mut self.live {
+            if let Some(row) = l.rows.get_mut(id) {
+                row.node = Some(node.to_string());
                 let msg = l.row_message(&l.rows[id], color);
                 l.rows[id].bar.set_message(msg);
             }
@@ -374,21 +396,18 @@ impl Live {
 }
 
 /// A running row's text after its elapsed time: the model ralph chose for
-/// the attempt (issue 25: which rung of the ladder runs it), then the
-/// agent's latest activity.
+/// the attempt (issue 25: which rung of the ladder runs it), the cluster
+/// node it runs on once known (issue 23), then the agent's latest activity.
 fn running_text(row: &Row) -> String {
-    row_text(row.model.as_deref(), &row.activity)
+    row_text(row.model.as_deref(), row.node.as_deref(), &row.activity)
 }
 
-fn row_text(model: Option<&str>, activity: &str) -> String {
-    let activity = if activity.is_empty() {
-        "starting"
-    } else {
-        activity
-    };
-    match model {
-        Some(m) => format!("{m} · {activity}"),
-        None => activity.to_string(),
+fn row_text(model: Option<&str>, node: Option<&str>, activity: &str) -> String {
+    let rest = render_running(node, activity);
+    match (model, node) {
+        (Some(m), Some(_)) => format!("{m} {rest}"),
+        (Some(m), None) => format!("{m} · {rest}"),
+        (None, _) => rest,
     }
 }
 
@@ -472,12 +491,17 @@ mod tests {
 
     #[test]
     fn a_running_row_names_the_model_before_the_activity() {
-        assert_eq!(row_text(Some("haiku"), ""), "haiku · starting");
+        assert_eq!(row_text(Some("haiku"), None, ""), "haiku · starting");
         assert_eq!(
-            row_text(Some("opus"), "cat src/a.rs"),
+            row_text(Some("opus"), None, "cat src/a.rs"),
             "opus · cat src/a.rs"
         );
-        assert_eq!(row_text(None, ""), "starting");
-        assert_eq!(row_text(None, "cat src/a.rs"), "cat src/a.rs");
+        assert_eq!(row_text(None, None, ""), "starting");
+        assert_eq!(row_text(None, None, "cat src/a.rs"), "cat src/a.rs");
+        assert_eq!(
+            row_text(Some("haiku"), Some("w2/0"), "cat src/a.rs"),
+            "haiku on w2/0 · cat src/a.rs"
+        );
+        assert_eq!(row_text(None, Some("w2/0"), ""), "on w2/0");
     }
 }

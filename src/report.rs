@@ -253,6 +253,18 @@ pub(crate) fn render_activity(text: &str) -> String {
         .collect()
 }
 
+/// A running story's row after its elapsed time: the cluster node its
+/// attempt runs on once known (a local attempt has none), then its
+/// latest activity (`render_activity`'s).
+pub(crate) fn render_running(node: Option<&str>, activity: &str) -> String {
+    match (node, activity.is_empty()) {
+        (Some(n), true) => format!("on {n}"),
+        (Some(n), false) => format!("on {n} · {activity}"),
+        (None, true) => "starting".to_string(),
+        (None, false) => activity.to_string(),
+    }
+}
+
 /// A line a run prints about one of its events, as data; `render` is the
 /// only place its words are chosen.
 #[derive(Debug, Clone, PartialEq)]
@@ -328,6 +340,8 @@ pub(crate) enum Message {
         id: String,
         reason: String,
         wait_secs: f64,
+        /// Where the commits it made before the fault are kept.
+        kept: Option<String>,
     },
     Failed {
         id: String,
@@ -478,9 +492,13 @@ pub(crate) fn render(m: &Message) -> String {
             id,
             reason,
             wait_secs,
+            kept,
         } => format!(
-            "[wait] {id}: {reason}; not counted as an attempt, trying again in {}",
-            human_duration(*wait_secs)
+            "[wait] {id}: {reason}; not counted as an attempt, trying again in {}{}",
+            human_duration(*wait_secs),
+            kept.as_ref()
+                .map(|r| format!("; its commits are kept at {r}"))
+                .unwrap_or_default()
         ),
         Message::LimitNear { jobs, secs } => format!(
             "[wait] the agent's usage limit is near: at most {} for {}",
@@ -1022,6 +1040,15 @@ mod tests {
                 id: id(),
                 reason: "could not prepare the worktree of slot 1: No space left on device".into(),
                 wait_secs: 10.0,
+                kept: None,
+            },
+            Message::Fault {
+                id: id(),
+                reason: "job ralph-x-2.3-1 ended without a report (FAILED: node died); it runs \
+                         again"
+                    .into(),
+                wait_secs: 10.0,
+                kept: Some("refs/ralph/attempts/2.3/1-interrupted".into()),
             },
             Message::Failed {
                 id: id(),
@@ -1266,6 +1293,19 @@ mod tests {
         assert_eq!(
             render_totals_fit(&waiting, 200),
             render_totals(&waiting, None)
+        );
+    }
+
+    /// A cluster attempt's row names its node, before and with its
+    /// activity; a local one's says what it always said.
+    #[test]
+    fn a_running_row_names_its_node_when_there_is_one() {
+        assert_eq!(render_running(None, ""), "starting");
+        assert_eq!(render_running(None, "Edit src/a.rs"), "Edit src/a.rs");
+        assert_eq!(render_running(Some("w2/0"), ""), "on w2/0");
+        assert_eq!(
+            render_running(Some("w2/0"), "Edit src/a.rs"),
+            "on w2/0 · Edit src/a.rs"
         );
     }
 

@@ -88,6 +88,13 @@ pub(crate) enum Ev {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         est: Option<String>,
     },
+    /// Where a running attempt runs, once the coordinator knows (a
+    /// cluster node and worker slot); local attempts have none.
+    AttemptPlaced {
+        story: String,
+        attempt: u32,
+        node: String,
+    },
     AttemptEnd {
         story: String,
         attempt: u32,

@@ -266,6 +266,10 @@ pub(crate) struct StoryRecord {
     /// What the next attempt is told (and whether it is a fix-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<Note>,
+    /// Where its running attempt runs, once known (`<node>/<slot>`,
+    /// `executor.kind: ray`; for `status`); cleared at its start and end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) running_on: Option<String>,
     /// `landing.mode: pr`: the pull request its work was proposed in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pr_url: Option<String>,
@@ -454,6 +458,7 @@ impl State {
         self.current_story = Some(id.to_string());
         let r = self.rec(id);
         r.status = Status::Running;
+        r.running_on = None;
         r.attempts_started += 1;
         r.attempts_started
     }

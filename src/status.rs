@@ -72,7 +72,8 @@ pub(crate) struct StoryRow {
     /// The review gate's verdicts, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) reviews: Vec<String>,
-    /// The cluster node (and worker slot) of the latest attempt.
+    /// The cluster node (and worker slot) of the latest attempt: while
+    /// one runs, its own once known (none before).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) node: Option<String>,
 }
@@ -132,7 +133,10 @@ pub(crate) fn story_rows(
                     .clone()
                     .filter(|g| g.decision != crate::state::GateDecision::Fixup),
                 reviews: rec.reviews.clone(),
-                node: rec.history.last().and_then(|h| h.node.clone()),
+                node: match rec.status {
+                    Status::Running => rec.running_on.clone(),
+                    _ => rec.history.last().and_then(|h| h.node.clone()),
+                },
             }
         })
         .collect()

@@ -70,6 +70,11 @@ fn status_once(
         // Without a live run these are leftovers of a crash; the next run resumes them.
         running.clear();
     }
+    // Where each running cluster attempt runs, once the run knows.
+    let running_on: std::collections::BTreeMap<&str, &str> = running
+        .iter()
+        .filter_map(|id| Some((id.as_str(), state.record(id)?.running_on.as_deref()?)))
+        .collect();
     let failed = ids(Node::Failed);
     let blocked = ids(Node::Blocked);
     // A held story is not next, whatever its rank.
@@ -116,6 +121,7 @@ fn status_once(
             "total": total,
             "done": done,
             "running": running,
+            "running_on": running_on,
             "failed": failed,
             "blocked": blocked,
             "next": next,
@@ -164,7 +170,7 @@ fn status_once(
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(EXIT_OK);
     }
-    let running = running_with_models(&running, &attempts);
+    let running = running_shown(&running, &attempts, &state);
     let text = status_text(
         &project, &state, live, &running, &failed, &blocked, next, total, &done, usage, cost,
         &paused, now, eta,
@@ -375,16 +381,21 @@ fn running_attempts(root: &Path) -> Attempts {
 }
 
 /// The running stories as `Running:` names them: each with the model its
-/// attempt runs on, when ralph chose one (issue 25).
-fn running_with_models(running: &[String], attempts: &Attempts) -> Vec<String> {
+/// attempt runs on, when ralph chose one (issue 25), and the cluster node
+/// it was placed on, once known (issue 23).
+fn running_shown(running: &[String], attempts: &Attempts, state: &State) -> Vec<String> {
     running
         .iter()
-        .map(
-            |id| match attempts.get(id).and_then(|(_, m)| m.as_deref()) {
-                Some(m) => format!("{id} ({m})"),
-                None => id.clone(),
-            },
-        )
+        .map(|id| {
+            let model = attempts.get(id).and_then(|(_, m)| m.as_deref());
+            let node = state.record(id).and_then(|r| r.running_on.as_deref());
+            match (model, node) {
+                (Some(m), Some(n)) => format!("{id} ({m} on {n})"),
+                (Some(m), None) => format!("{id} ({m})"),
+                (None, Some(n)) => format!("{id} (on {n})"),
+                (None, None) => id.clone(),
+            }
+        })
         .collect()
 }
 
@@ -438,9 +449,17 @@ mod tests {
         .into_iter()
         .collect();
         let running = ["1.1", "1.2", "1.3"].map(String::from);
+        let mut state = State::default();
+        for id in ["1.1", "1.2"] {
+            state.stories.entry(id.into()).or_default().running_on = Some("w2/0".into());
+        }
         assert_eq!(
-            running_with_models(&running, &attempts),
+            running_shown(&running, &attempts, &State::default()),
             ["1.1 (haiku)", "1.2", "1.3"]
+        );
+        assert_eq!(
+            running_shown(&running, &attempts, &state),
+            ["1.1 (haiku on w2/0)", "1.2 (on w2/0)", "1.3"]
         );
     }
 }

@@ -473,6 +473,7 @@ impl Job {
         let mut dead_man = false;
         let mut polls: u32 = 0;
         let mut shown = String::new();
+        let mut placed: Option<String> = None;
         let submitted_at = Instant::now();
         let mut pin_timed_out = false;
         let info = loop {
@@ -480,19 +481,25 @@ impl Job {
             if running_since.is_some() && polls.is_multiple_of(ACTIVITY_EVERY) {
                 let sid2 = sid.clone();
                 if let Ok(logs) = call(&self.cluster, move |c| c.logs(&sid2)).await {
-                    // The display says where the attempt runs, then what
-                    // its agent does there.
-                    let node = worker::node_in(&logs).unwrap_or("?");
-                    let text = match worker::activity_in(&logs) {
-                        Some(t) => format!("{node}: {t}"),
-                        None => format!("running on {node}"),
-                    };
-                    if text != shown {
-                        shown = text;
-                        let _ = self.activity.send(Event::Activity {
+                    // Where the attempt runs, from the worker's first line
+                    // (the log read for its activity anyway: no request
+                    // more), said once; then what its agent does there.
+                    if let (None, Some(on)) = (&placed, worker::node_in(&logs)) {
+                        placed = Some(on.to_string());
+                        let _ = self.activity.send(Event::Placed {
                             idx: req.idx,
-                            text: shown.clone(),
+                            attempt: req.attempt,
+                            node: on.to_string(),
                         });
+                    }
+                    if let Some(text) = worker::activity_in(&logs) {
+                        if text != shown {
+                            shown = text.to_string();
+                            let _ = self.activity.send(Event::Activity {
+                                idx: req.idx,
+                                text: shown.clone(),
+                            });
+                        }
                     }
                 }
             }
@@ -609,7 +616,9 @@ impl Job {
                     "story {id} attempt {n}: the commits job {sid} pushed before it was lost \
                      are kept at {keep}"
                 ));
-                r.kept.push(keep);
+                // The attempt's commits, as a local attempt's saved ref:
+                // its history, record, note and `ralph log` name it.
+                r.saved_ref = Some(keep);
             }
             return r;
         };

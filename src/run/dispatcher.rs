@@ -227,7 +227,10 @@ impl<E: Executor> Dispatcher<E> {
             }
             if !matches!(
                 event,
-                Event::Activity { .. } | Event::Editing { .. } | Event::Touched { .. }
+                Event::Activity { .. }
+                    | Event::Placed { .. }
+                    | Event::Editing { .. }
+                    | Event::Touched { .. }
             ) {
                 self.read_memory();
                 self.read_touched(&event);
@@ -236,7 +239,7 @@ impl<E: Executor> Dispatcher<E> {
                 // Its attempt is over: whatever it did to the slot is done.
                 self.slot_left(report.slot);
             }
-            let step = !matches!(event, Event::Activity { .. });
+            let step = !matches!(event, Event::Activity { .. } | Event::Placed { .. });
             if step {
                 self.sync_tracker(true);
             }
@@ -415,6 +418,7 @@ impl<E: Executor> Dispatcher<E> {
                 }
                 self.reporter.activity(&id, &text);
             }
+            Action::Placed { id, node } => self.reporter.placed(&id, &node),
             Action::RecordLearnings { id, learnings } => {
                 if let Ok(added) = learnings::record(root, &id, &learnings) {
                     for l in added {

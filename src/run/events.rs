@@ -41,6 +41,14 @@ pub(crate) enum Event {
         idx: usize,
         text: String,
     },
+    /// Where a running attempt runs, as soon as its executor knows: a
+    /// cluster node and worker slot (`<node>/<slot>`, `executor.kind:
+    /// ray`); a local attempt sends none.
+    Placed {
+        idx: usize,
+        attempt: u32,
+        node: String,
+    },
     /// A running story's agent is editing a file (from its tool calls):
     /// a prediction of what it changes, for dispatch.
     Editing {
@@ -306,6 +314,11 @@ pub(crate) enum Action {
     Activity {
         id: String,
         text: String,
+    },
+    /// Show where a running story's attempt runs (`Event::Placed`).
+    Placed {
+        id: String,
+        node: String,
     },
     /// Keep what the agent learnt (and say which lines were new).
     RecordLearnings {

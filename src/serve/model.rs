@@ -31,6 +31,9 @@ pub(crate) struct Running {
     pub(crate) agent: String,
     /// Unix time it started (the page counts the elapsed time from it).
     pub(crate) since: f64,
+    /// The cluster node (and worker slot) it runs on, once the run knows
+    /// (`attempt_placed`); none for a local attempt.
+    pub(crate) node: Option<String>,
 }
 
 /// A pause of new work in force.
@@ -111,7 +114,18 @@ impl Summary {
                     slot: *slot,
                     agent: agent.clone(),
                     since: rec.t,
+                    node: None,
                 });
+            }
+            Ev::AttemptPlaced {
+                story,
+                attempt,
+                node,
+            } => {
+                let mut running = self.running.iter_mut();
+                if let Some(r) = running.find(|r| r.story == *story && r.attempt == *attempt) {
+                    r.node = Some(node.clone());
+                }
             }
             Ev::AttemptEnd {
                 story,
@@ -312,6 +326,29 @@ mod tests {
         ));
         assert!(!s.live);
         assert_eq!(s.exit_code, Some(1));
+    }
+
+    /// A running attempt shows its node from its `attempt_placed` on; a
+    /// placement of an attempt no longer running changes nothing.
+    #[test]
+    fn a_running_attempt_shows_the_node_it_was_placed_on() {
+        let mut s = Summary::default();
+        let placed = |story: &str, attempt: u32| Ev::AttemptPlaced {
+            story: story.into(),
+            attempt,
+            node: "w2/0".into(),
+        };
+        s.apply(&rec(1.0, start("1.1", 0)));
+        s.apply(&rec(1.1, start("1.2", 1)));
+        assert_eq!(s.running[0].node, None, "unknown until placed");
+        s.apply(&rec(2.0, placed("1.1", 1)));
+        s.apply(&rec(2.1, placed("1.2", 7)));
+        let nodes: Vec<Option<&str>> = s.running.iter().map(|r| r.node.as_deref()).collect();
+        assert_eq!(nodes, [Some("w2/0"), None]);
+        s.apply(&rec(3.0, end("1.1", Outcome::Done, 0.0)));
+        s.apply(&rec(3.5, placed("1.1", 1)));
+        assert_eq!(s.running.len(), 1, "{s:?}");
+        assert_eq!(s.running[0].node, None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::harness::{git, wait_until, Project, RALPH};
+use crate::harness::{git, run_records, wait_until, Project, RALPH};
 
 /// Ray takes ~2 GB for two nodes: one cluster at a time in this process.
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -510,6 +510,7 @@ fn ctrl_c_stops_the_job_and_its_whole_tree() {
 /// is gone; elsewhere it finishes.
 const W2_HOLDS_AGENT: &str = r#"
 echo "$RALPH_TEST_NODE" >> "$SCRATCH/runs-$ID"
+grep -o 'refs/ralph/attempts/[^ ,;]*' "$PROMPT_FILE" >> "$SCRATCH/told-$ID" || true
 if [ "$RALPH_TEST_NODE" = w2 ]; then
   commit_file "src/early-$ID.txt" "early work of $ID"
   touch "$SCRATCH/on-w2"
@@ -588,6 +589,118 @@ fn a_node_lost_mid_attempt_costs_no_retry() {
     // run's end sweeps them (its base would stay for ever otherwise).
     assert_eq!(relay_refs(&c), Vec::<String>::new(), "{shown}");
     assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
+    // That ref is named as other kept work is: in the retry's prompt (the
+    // story's note), in the lost attempt's history and record, and in the
+    // line the run printed about the fault.
+    let told =
+        std::fs::read_to_string(scratch.path().join(format!("told-{id}"))).unwrap_or_default();
+    assert_eq!(told.lines().collect::<Vec<_>>(), [kept.as_str()], "{shown}");
+    let hist = p.story(id)["history"].clone();
+    assert_eq!(hist[0]["saved_ref"], kept.as_str(), "{hist}");
+    let ended: Vec<serde_json::Value> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "attempt_end" && r["story"] == id && r["attempt"] == 1)
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0]["saved_ref"], kept.as_str(), "{ended:?}");
+    assert!(
+        shown.contains(&format!("its commits are kept at {kept}")),
+        "{shown}"
+    );
+}
+
+/// The agent notes its node, then holds until the test lets it go.
+const HELD_AGENT: &str = r#"
+echo "$RALPH_TEST_NODE" > "$SCRATCH/node-$ID"
+while [ ! -e "$SCRATCH/go-$ID" ]; do sleep 0.1; done
+commit_file "src/$ID.txt" "$ID on $RALPH_TEST_NODE"
+done_
+"#;
+
+#[test]
+fn the_node_of_a_running_attempt_shows_while_it_runs() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = project(&c, "1.1 | a\n", HELD_AGENT);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let out = std::fs::File::create(p.scratch.join("out")).unwrap();
+    let run = c
+        .ralph(&p, &["run", "-v"])
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let status_json = || -> serde_json::Value {
+        let o = c.ralph(&p, &["status", "--json"]).output().unwrap();
+        serde_json::from_slice(&o.stdout).unwrap_or_default()
+    };
+    wait_until("the agent to run", Duration::from_secs(120), || {
+        scratch.path().join("node-1.1").exists()
+    });
+    let ran_on = std::fs::read_to_string(scratch.path().join("node-1.1")).unwrap();
+    // While it runs: `status --json` says where, as does the story's row.
+    let mut st = serde_json::Value::Null;
+    wait_until(
+        "status --json to name the running attempt's node",
+        Duration::from_secs(60),
+        || {
+            st = status_json();
+            st["running_on"]["1.1"].is_string()
+        },
+    );
+    let node = st["running_on"]["1.1"].as_str().unwrap().to_string();
+    assert!(node.starts_with(&format!("{}/", ran_on.trim())), "{st}");
+    assert_eq!(st["running"], serde_json::json!(["1.1"]), "{st}");
+    assert_eq!(st["stories"][0]["node"], node.as_str(), "{st}");
+    // ... plain `status` ...
+    let text = c.ralph(&p, &["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains(&format!("Running: 1.1 (on {node})")),
+        "{text}"
+    );
+    // ... the run's records, which the web view's running table folds ...
+    let placed: Vec<serde_json::Value> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "attempt_placed" || r["ev"] == "attempt_end")
+        .collect();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(
+        (
+            &placed[0]["ev"],
+            &placed[0]["story"],
+            &placed[0]["attempt"],
+            &placed[0]["node"]
+        ),
+        (
+            &serde_json::json!("attempt_placed"),
+            &serde_json::json!("1.1"),
+            &serde_json::json!(1),
+            &serde_json::json!(node)
+        )
+    );
+    // ... and the run's display.
+    wait_until("the run to show the node", Duration::from_secs(30), || {
+        p.scratch_text("out")
+            .contains(&format!("[1.1] on node {node}"))
+    });
+    std::fs::write(scratch.path().join("go-1.1"), "").unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", p.scratch_text("out"));
+    assert_eq!(p.completed(), ["1.1"]);
+    // Once it ended the node is the attempt's on record, and nothing runs.
+    assert_eq!(p.story("1.1")["history"][0]["node"], node.as_str());
+    assert!(
+        p.story("1.1").get("running_on").is_none(),
+        "{}",
+        p.story("1.1")
+    );
+    let st = status_json();
+    assert_eq!(st["running_on"], serde_json::json!({}), "{st}");
 }
 
 /// The refs the test relay holds under `refs/ralph/`.

@@ -71,6 +71,7 @@ pub(super) fn api_fault(
             id: id.to_string(),
             reason: reason.to_string(),
             wait_secs: wait.as_secs_f64(),
+            kept: None,
         }));
         return;
     }

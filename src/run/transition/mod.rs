@@ -31,7 +31,7 @@ use dispatch::dispatch;
 pub(crate) use finish::{finish, totals};
 use landing::{landing_finished, next_landing, send_to_landing};
 use limits::{on_signal, on_timer};
-use outcome::attempt_finished;
+use outcome::{attempt_finished, placed};
 
 // What the table tests name unqualified (`use super::*`).
 #[cfg(test)]
@@ -107,6 +107,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 text,
             }];
         }
+        Event::Placed { idx, attempt, node } => return placed(model, idx, attempt, node),
         Event::Editing { idx, path } => {
             // Only what later choices see: nothing starts or stops for it.
             model.editing(idx, path);

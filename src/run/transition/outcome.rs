@@ -15,6 +15,31 @@ use crate::run::model::{Change, Fatal, Model, Policy};
 use crate::run::record;
 use crate::runlog::Ev;
 
+/// Where a running attempt runs, once its executor knows: kept in the
+/// state (`status` reads it), recorded (the web view folds it in) and
+/// shown. A placement of an attempt that has ended since, or said again,
+/// changes nothing.
+pub(super) fn placed(model: &mut Model, idx: usize, attempt: u32, node: String) -> Vec<Action> {
+    let id = model.id(idx).to_string();
+    let running = model.slots.contains(&Some(idx));
+    let Some(rec) = model.state.stories.get_mut(&id) else {
+        return Vec::new();
+    };
+    if !running || rec.attempts_started != attempt || rec.running_on.as_ref() == Some(&node) {
+        return Vec::new();
+    }
+    rec.running_on = Some(node.clone());
+    vec![
+        Action::Record(Ev::AttemptPlaced {
+            story: id.clone(),
+            attempt,
+            node: node.clone(),
+        }),
+        Action::Placed { id, node },
+        Action::Save,
+    ]
+}
+
 pub(super) fn attempt_finished(
     model: &mut Model,
     r: AttemptReport,
@@ -22,6 +47,9 @@ pub(super) fn attempt_finished(
     out: &mut Vec<Action>,
 ) {
     let id = model.id(r.idx).to_string();
+    if let Some(rec) = model.state.stories.get_mut(&id) {
+        rec.running_on = None;
+    }
     model.slots[r.slot] = None;
     model.slot_started[r.slot] = None;
     model.slot_model[r.slot] = None;
@@ -93,10 +121,12 @@ pub(super) fn attempt_finished(
         node: r.node.clone(),
     };
     out.push(Action::Record(record::attempt_end(&id, &rec)));
-    // What an attempt that stopped early had done, for the next prompt.
+    // What an attempt cut short by no fault of the story's (a stop, a
+    // usage limit, a fault such as its cluster node lost) had done, for
+    // the next prompt.
     let stopped_early = matches!(
         r.verdict,
-        Verdict::Interrupted | Verdict::RateLimited { .. }
+        Verdict::Interrupted | Verdict::RateLimited { .. } | Verdict::Fault { .. }
     );
     let kept: Vec<String> = r.saved_ref.iter().chain(&r.kept).cloned().collect();
     if stopped_early && !kept.is_empty() {
@@ -263,6 +293,7 @@ pub(super) fn attempt_finished(
                         id: id.clone(),
                         reason: reason.clone(),
                         wait_secs: wait.as_secs_f64(),
+                        kept: r.saved_ref.clone(),
                     }));
                 }
                 FaultKind::Transient | FaultKind::NeedsPerson => {

@@ -137,7 +137,8 @@
       tr.setAttribute('data-id', r.story);
       tr.appendChild(el('td', '', r.story));
       tr.appendChild(el('td', '', r.attempt));
-      tr.appendChild(el('td', '', r.agent));
+      // A cluster attempt's node once known; a local one has none.
+      tr.appendChild(el('td', '', r.node ? r.agent + ' on ' + r.node : r.agent));
       var e = el('td', 'elapsed');
       e.setAttribute('data-since', r.since);
       tr.appendChild(e);

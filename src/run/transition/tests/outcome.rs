@@ -296,3 +296,76 @@ fn waste_counts_runs_by_kind_per_landed_story() {
     assert_eq!(w.fixup.tokens, 50);
     assert_eq!(w.per_landed().unwrap().0, 2.0);
 }
+
+/// Where a cluster attempt runs is kept while it runs (for `status`),
+/// recorded once (for the web view) and shown; its end clears it, and a
+/// placement arriving after the end, or for another attempt, is dropped.
+#[test]
+fn a_placed_attempt_is_kept_recorded_and_shown_until_it_ends() {
+    let mut m = model_with(&[("a", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let placed = |attempt: u32| Event::Placed {
+        idx: req.idx,
+        attempt,
+        node: "w2/1".into(),
+    };
+    let a = handle(&mut m, placed(req.attempt), t0());
+    assert_eq!(
+        records(&a),
+        [Ev::AttemptPlaced {
+            story: "a".into(),
+            attempt: req.attempt,
+            node: "w2/1".into(),
+        }]
+    );
+    assert!(a.contains(&Action::Placed {
+        id: "a".into(),
+        node: "w2/1".into()
+    }));
+    assert!(a.contains(&Action::Save), "status reads it from the state");
+    let on = |m: &Model| m.state.record("a").unwrap().running_on.clone();
+    assert_eq!(on(&m).as_deref(), Some("w2/1"));
+    assert!(
+        handle(&mut m, placed(req.attempt), t0()).is_empty(),
+        "said once"
+    );
+    assert!(handle(&mut m, placed(req.attempt + 1), t0()).is_empty());
+    handle(&mut m, finished(&req, failed("x")), t0());
+    assert_eq!(on(&m), None, "an ended attempt runs nowhere");
+    assert!(handle(&mut m, placed(req.attempt), t0()).is_empty());
+    assert_eq!(on(&m), None);
+}
+
+/// A fault (a lost cluster node) that kept the attempt's commits names
+/// them as a stopped attempt's are: in the next attempt's note, the
+/// attempt's history and record, and the line the run prints.
+#[test]
+fn a_faults_kept_commits_are_named_like_other_kept_work() {
+    let mut m = model_with(&[("a", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    let kept = "refs/ralph/attempts/a/1-interrupted";
+    let mut r = AttemptReport::empty(&req, fault(FaultKind::Transient), String::new());
+    r.saved_ref = Some(kept.into());
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+    assert_eq!(m.state.record("a").unwrap().attempts, 0, "not charged");
+    let text = &m.state.note("a").unwrap().text;
+    assert!(text.contains(kept), "{text}");
+    assert_eq!(
+        m.state
+            .attempt("a", req.attempt)
+            .unwrap()
+            .saved_ref
+            .as_deref(),
+        Some(kept)
+    );
+    assert!(
+        records(&a).iter().any(|e| matches!(e,
+            Ev::AttemptEnd { saved_ref: Some(s), .. } if s == kept)),
+        "{a:?}"
+    );
+    assert!(
+        said(&a).iter().any(|s| matches!(s,
+            Message::Fault { kept: Some(k), .. } if k == kept)),
+        "{a:?}"
+    );
+}
