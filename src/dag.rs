@@ -378,8 +378,6 @@ mod tests {
             .entries
             .iter()
             .map(|e| Story {
-                id: e.id.clone(),
-                title: e.title.clone(),
                 line: e.line,
                 section: e.section,
                 spec_path: Some(PathBuf::from(format!("specs/story-{}.md", e.id))),
@@ -388,17 +386,7 @@ mod tests {
                     .find(|(id, _)| *id == e.id)
                     .map(|(_, d)| d.iter().map(|s| s.to_string()).collect())
                     .unwrap_or_default(),
-                estimation: None,
-                agent: None,
-                allow_empty_done: false,
-                allow_test_changes: false,
-                prd_passes: false,
-                model: Default::default(),
-                prd_spec: None,
-                priority: crate::backlog::files::DEFAULT_RANK,
-                files: Vec::new(),
-                named: Vec::new(),
-                spec_bytes: 0,
+                ..Story::bare(e.id.clone(), e.title.clone())
             })
             .collect();
         Backlog {

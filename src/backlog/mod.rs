@@ -129,6 +129,35 @@ pub(crate) struct Backlog {
     pub(crate) skipped: Vec<String>,
 }
 
+impl Story {
+    /// A story that says nothing of itself but its ID and title: no spec, no
+    /// dependencies, no frontmatter, medium priority. What a source that
+    /// knows more builds on with `..Story::bare(id, title)`; the loaders of
+    /// stories.txt, prd.json and the tracker spell every field instead, so a
+    /// new one is decided for each source.
+    pub(crate) fn bare(id: impl Into<String>, title: impl Into<String>) -> Story {
+        Story {
+            id: id.into(),
+            title: title.into(),
+            line: 0,
+            section: 0,
+            spec_path: None,
+            depends_on: Vec::new(),
+            estimation: None,
+            agent: None,
+            allow_empty_done: false,
+            allow_test_changes: false,
+            prd_passes: false,
+            prd_spec: None,
+            priority: files::DEFAULT_RANK,
+            files: Vec::new(),
+            model: ModelChoice::default(),
+            named: Vec::new(),
+            spec_bytes: 0,
+        }
+    }
+}
+
 impl Backlog {
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.stories.iter().position(|s| s.id == id)
@@ -513,23 +542,9 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
 /// the DAG without dependencies of its own.
 fn stub(entry: &QueueEntry) -> Story {
     Story {
-        id: entry.id.clone(),
-        title: entry.title.clone(),
         line: entry.line,
         section: entry.section,
-        spec_path: None,
-        depends_on: Vec::new(),
-        estimation: None,
-        agent: None,
-        allow_empty_done: false,
-        allow_test_changes: false,
-        prd_passes: false,
-        model: Default::default(),
-        prd_spec: None,
-        priority: files::priority_rank(None),
-        files: Vec::new(),
-        named: Vec::new(),
-        spec_bytes: 0,
+        ..Story::bare(entry.id.clone(), entry.title.clone())
     }
 }
 

@@ -12,23 +12,8 @@ use crate::state::{AttemptKind, FixupCause, State, Status};
 
 fn story(id: &str, deps: &[&str]) -> Story {
     Story {
-        id: id.into(),
-        title: format!("Story {id}"),
-        line: 0,
-        section: 0,
-        spec_path: None,
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
-        estimation: None,
-        agent: None,
-        allow_empty_done: false,
-        allow_test_changes: false,
-        prd_passes: false,
-        model: Default::default(),
-        prd_spec: None,
-        priority: crate::backlog::files::DEFAULT_RANK,
-        files: Vec::new(),
-        named: Vec::new(),
-        spec_bytes: 0,
+        ..Story::bare(id, format!("Story {id}"))
     }
 }
 
