@@ -781,15 +781,7 @@ mod tests {
             story("c", 0, &["b"], None),
             story("d", 0, &[], None),
         ];
-        let backlog = Backlog {
-            source: Source::StoriesTxt,
-            stories: stories.clone(),
-            sections: vec![Section {
-                label: Some("1".into()),
-                chain: false,
-            }],
-            skipped: vec![],
-        };
+        let backlog = Backlog::one_batch(stories.clone());
         let d = Dag::build(&backlog).unwrap();
         let pending = vec![Node::Pending; 4];
         // By story count (equal estimations) the chain is the longest.

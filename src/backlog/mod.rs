@@ -158,6 +158,22 @@ impl Story {
     }
 }
 
+#[cfg(test)]
+impl Backlog {
+    /// `stories` in one `[batch:1]` section: the backlog most tests need.
+    pub(crate) fn one_batch(stories: Vec<Story>) -> Backlog {
+        Backlog {
+            source: Source::StoriesTxt,
+            stories,
+            sections: vec![Section {
+                label: Some("1".into()),
+                chain: false,
+            }],
+            skipped: vec![],
+        }
+    }
+}
+
 impl Backlog {
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.stories.iter().position(|s| s.id == id)

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::agent::{Backend, FaultKind, ResultKind};
-use crate::backlog::{Backlog, Section, Source, Story};
+use crate::backlog::{Backlog, Story};
 use crate::dag::Dag;
 use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
 use crate::state::{AttemptKind, FixupCause, State, Status};
@@ -175,15 +175,7 @@ fn post_hooks(actions: &[Action]) -> Vec<(String, u64, &'static str)> {
 /// A model of `stories` (one batch section) from `state`, asked for
 /// `only`; with `by_hand`, the run of `ralph decompose` that story.
 fn model_of(stories: Vec<Story>, state: State, only: usize, by_hand: bool) -> Model {
-    let backlog = Backlog {
-        source: Source::StoriesTxt,
-        stories: stories.clone(),
-        sections: vec![Section {
-            label: Some("1".into()),
-            chain: false,
-        }],
-        skipped: vec![],
-    };
+    let backlog = Backlog::one_batch(stories.clone());
     let dag = Dag::build(&backlog).expect("a valid DAG");
     let mut policy = model_with(&[("a", &[])], 1, 3, None).policy;
     let mut state = state;
