@@ -416,134 +416,13 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
     let mut finder = SpecFinder::new(root);
     let mut stories = Vec::with_capacity(queue.entries.len());
     for entry in queue.entries {
-        let pattern = spec_glob(&config.specs.pattern, &entry.id);
-        let matches = finder.find(&pattern);
-        let spec = match matches.as_slice() {
-            [one] => one.clone(),
-            [] => {
-                let mut p = Problem::new(
-                    file,
-                    Some(entry.line),
-                    format!(
-                        "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in {}",
-                        entry.id,
-                        paths::CONFIG
-                    ),
-                );
-                // A consequence of the pattern: `project::load` drops these
-                // when the pattern itself was the config's problem.
-                p.key = Some("specs.pattern".to_string());
+        match story_of(root, config, &mut finder, &entry) {
+            Ok(story) => stories.push(story),
+            Err(p) => {
                 problems.push(p);
                 stories.push(stub(&entry));
-                continue;
             }
-            many => {
-                let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
-                problems.push(Problem::new(
-                    file,
-                    Some(entry.line),
-                    format!(
-                        "story {}: {} spec files match {pattern} ({}); keep exactly one",
-                        entry.id,
-                        many.len(),
-                        names.join(", ")
-                    ),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let (fm, files, named, spec_bytes) = match std::fs::read_to_string(root.join(&spec)) {
-            Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
-                Ok(fm) => (
-                    fm,
-                    files::spec_files(&spec_text),
-                    files::named_paths(&spec_text),
-                    spec_text.len(),
-                ),
-                Err(p) => {
-                    problems.push(p);
-                    stories.push(stub(&entry));
-                    continue;
-                }
-            },
-            Err(e) => {
-                problems.push(Problem::new(
-                    &spec,
-                    None,
-                    format!("cannot read the spec of story {}: {e}", entry.id),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let agent = match fm
-            .agent
-            .as_deref()
-            .map(|a| (a, crate::agent::Backend::parse(a)))
-        {
-            None => None,
-            Some((_, Some(b))) => Some(b),
-            Some((name, None)) => {
-                problems.push(Problem::new(
-                    &spec,
-                    None,
-                    format!(
-                        "story {}: unknown agent {name:?} in the frontmatter; one of: {}",
-                        entry.id,
-                        crate::agent::Backend::names()
-                    ),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let effort = match fm.effort.as_deref().map(|e| (e, Effort::parse(e))) {
-            None => None,
-            Some((_, Some(e))) => Some(e),
-            Some((word, None)) => {
-                problems.push(Problem::new(
-                    &spec,
-                    None,
-                    format!(
-                        "story {}: effort {word:?} in the frontmatter is not low, medium or high",
-                        entry.id
-                    ),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let model = ModelChoice {
-            model: fm.model.map(|m| m.trim().to_string()),
-            effort,
-        };
-        let title = if !entry.title.is_empty() {
-            entry.title
-        } else if let Some(t) = fm.title.filter(|t| !t.trim().is_empty()) {
-            t.trim().to_string()
-        } else {
-            title_from_filename(&spec, &entry.id)
-        };
-        stories.push(Story {
-            id: entry.id,
-            title,
-            line: entry.line,
-            section: entry.section,
-            spec_path: Some(spec),
-            depends_on: fm.depends_on,
-            estimation: fm.estimation,
-            agent,
-            allow_empty_done: fm.allow_empty_done,
-            allow_test_changes: fm.allow_test_changes,
-            prd_passes: false,
-            model,
-            prd_spec: None,
-            priority: files::priority_rank(fm.priority.as_deref()),
-            files,
-            named,
-            spec_bytes,
-        });
+        }
     }
     let backlog = Backlog {
         source: Source::StoriesTxt,
@@ -552,6 +431,131 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
         skipped: queue.skipped,
     };
     (Some(backlog), problems)
+}
+
+/// The story of one stories.txt line, read from its spec; the first problem
+/// found with it, for which `load_queue` puts its stub in its place.
+fn story_of(
+    root: &Path,
+    config: &Config,
+    finder: &mut SpecFinder,
+    entry: &QueueEntry,
+) -> Result<Story, Problem> {
+    let file = Path::new(QUEUE_FILE);
+    let pattern = spec_glob(&config.specs.pattern, &entry.id);
+    let matches = finder.find(&pattern);
+    let spec = match matches.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            let mut p = Problem::new(
+                file,
+                Some(entry.line),
+                format!(
+                    "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in {}",
+                    entry.id,
+                    paths::CONFIG
+                ),
+            );
+            // A consequence of the pattern: `project::load` drops these
+            // when the pattern itself was the config's problem.
+            p.key = Some("specs.pattern".to_string());
+            return Err(p);
+        }
+        many => {
+            let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
+            return Err(Problem::new(
+                file,
+                Some(entry.line),
+                format!(
+                    "story {}: {} spec files match {pattern} ({}); keep exactly one",
+                    entry.id,
+                    many.len(),
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+    let (fm, files, named, spec_bytes) = match std::fs::read_to_string(root.join(&spec)) {
+        Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
+            Ok(fm) => (
+                fm,
+                files::spec_files(&spec_text),
+                files::named_paths(&spec_text),
+                spec_text.len(),
+            ),
+            Err(p) => return Err(p),
+        },
+        Err(e) => {
+            return Err(Problem::new(
+                &spec,
+                None,
+                format!("cannot read the spec of story {}: {e}", entry.id),
+            ));
+        }
+    };
+    let agent = match fm
+        .agent
+        .as_deref()
+        .map(|a| (a, crate::agent::Backend::parse(a)))
+    {
+        None => None,
+        Some((_, Some(b))) => Some(b),
+        Some((name, None)) => {
+            return Err(Problem::new(
+                &spec,
+                None,
+                format!(
+                    "story {}: unknown agent {name:?} in the frontmatter; one of: {}",
+                    entry.id,
+                    crate::agent::Backend::names()
+                ),
+            ));
+        }
+    };
+    let effort = match fm.effort.as_deref().map(|e| (e, Effort::parse(e))) {
+        None => None,
+        Some((_, Some(e))) => Some(e),
+        Some((word, None)) => {
+            return Err(Problem::new(
+                &spec,
+                None,
+                format!(
+                    "story {}: effort {word:?} in the frontmatter is not low, medium or high",
+                    entry.id
+                ),
+            ));
+        }
+    };
+    let model = ModelChoice {
+        model: fm.model.map(|m| m.trim().to_string()),
+        effort,
+    };
+    let title = if !entry.title.is_empty() {
+        entry.title.clone()
+    } else if let Some(t) = fm.title.filter(|t| !t.trim().is_empty()) {
+        t.trim().to_string()
+    } else {
+        title_from_filename(&spec, &entry.id)
+    };
+    Ok(Story {
+        id: entry.id.clone(),
+        title,
+        line: entry.line,
+        section: entry.section,
+        spec_path: Some(spec),
+        depends_on: fm.depends_on,
+        estimation: fm.estimation,
+        agent,
+        allow_empty_done: fm.allow_empty_done,
+        allow_test_changes: fm.allow_test_changes,
+        prd_passes: false,
+        model,
+        prd_spec: None,
+        priority: files::priority_rank(fm.priority.as_deref()),
+        files,
+        named,
+        spec_bytes,
+    })
 }
 
 /// A story whose spec could not be read, for `load_partial`: it stands in
