@@ -20,6 +20,16 @@ pub(crate) struct Dag {
 }
 
 impl Dag {
+    /// Every edge as (from, to) story indices: what the drawings (`plan`,
+    /// the report page, the web view, the live graph) are given.
+    pub(crate) fn edges(&self) -> Vec<(usize, usize)> {
+        self.graph
+            .raw_edges()
+            .iter()
+            .map(|e| (e.source().index(), e.target().index()))
+            .collect()
+    }
+
     /// Builds the DAG from `depends_on` and the batch sections. An unknown
     /// dependency, a self-dependency or a cycle is a problem naming the IDs (the
     /// cycle's IDs in order) and the spec or queue file involved.
