@@ -781,6 +781,14 @@ mod tests {
         g.workdir.join(".ralph/worktrees").join(name)
     }
 
+    /// slot-0 prepared for `branch` at main's tip: (that tip, the worktree).
+    fn slot0_at_main(g: &Git, branch: &str) -> (String, PathBuf) {
+        let base = tip_of(g, "main");
+        let wt = wt_path(g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, branch, &base).unwrap();
+        (base, wt)
+    }
+
     /// A story's work kept at `refs/ralph/conflicts/1.1/1` (line two of
     /// a.txt and a file of its own), and story 1.2 landed on main meanwhile
     /// (line two too when `same_line`); slot-0 prepared at main's tip.
@@ -1008,10 +1016,7 @@ mod tests {
     #[test]
     fn worktree_create_and_reuse_keeps_ignored_output() {
         let (tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/1.1");
         assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
         assert_on_branch(&g, &wt, "ralph/1.1");
         assert_eq!(
@@ -1058,10 +1063,7 @@ mod tests {
     #[test]
     fn worktree_recreated_after_rm_rf() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/1.1");
         std::fs::remove_dir_all(&wt).unwrap();
         let listed = g.list_worktrees().unwrap();
         assert_eq!(listed.len(), 1);
@@ -1104,10 +1106,7 @@ mod tests {
     #[test]
     fn worktree_stale_locks_are_cleared() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/1.1");
         let admin = g.git_dir.join("worktrees/slot-0");
         for f in ["index.lock", "HEAD.lock"] {
             std::fs::write(admin.join(f), "").unwrap();
@@ -1968,10 +1967,7 @@ mod tests {
     #[test]
     fn list_worktrees_sees_broken_admin_dir() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        slot0_at_main(&g, "ralph/1.1");
         let ghost = g.git_dir.join("worktrees/ghost");
         std::fs::create_dir_all(&ghost).unwrap();
         std::fs::write(ghost.join("gitdir"), "/nowhere/ghost/.git\n").unwrap();
@@ -1993,10 +1989,7 @@ mod tests {
     #[test]
     fn remove_worktree_is_idempotent() {
         let (tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (_, wt) = slot0_at_main(&g, "ralph/1.1");
         write(&wt, "target/x", "x");
         let admin = g.git_dir.join("worktrees/slot-0");
         std::fs::write(admin.join("locked"), "x").unwrap();
@@ -2070,10 +2063,7 @@ mod tests {
     #[test]
     fn save_uncommitted_keeps_edits_and_new_files_without_touching_the_worktree() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/story-1.1", &base)
-            .unwrap();
+        let (_, wt) = slot0_at_main(&g, "ralph/story-1.1");
         assert_eq!(g.save_uncommitted(&wt, "refs/ralph/x").unwrap(), None);
         write(&wt, "a.txt", "changed\n");
         write(&wt, "new/file.txt", "new\n");
@@ -2220,10 +2210,7 @@ mod tests {
     #[test]
     fn adopt_worktree_head_follows_a_detached_or_switched_agent() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/story-1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/story-1.1");
         assert_eq!(
             g.adopt_worktree_head(&wt, "ralph/story-1.1", &base, "refs/ralph/h")
                 .unwrap(),
