@@ -469,3 +469,54 @@ pub fn run_records(p: &Project) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// Six independent stories in one batch, 1.1 to 1.6.
+pub const SIX: &str = "\
+# [batch:1]
+1.1 | A
+1.2 | B
+1.3 | C
+1.4 | D
+1.5 | E
+1.6 | F
+";
+
+/// Agent-side helpers: `mark S|E` appends `<S|E> <id> <attempt>` to
+/// `$SCRATCH/markers` under `flock`; `wait_markers PATTERN N` waits
+/// (bounded, 20 s) until `grep -c PATTERN` on the markers reaches N, and
+/// notes a give-up in `$SCRATCH/waits`.
+pub const MARKERS: &str = r#"
+mark() { ( flock 9; echo "$1 $ID $N" >> "$SCRATCH/markers" ) 9>"$SCRATCH/lock"; }
+wait_markers() {
+  for _ in $(seq 1 400); do
+    n=$(grep -c "$1" "$SCRATCH/markers" 2>/dev/null)
+    [ "${n:-0}" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  echo "$ID attempt $N: gave up waiting for $2 of '$1'" >> "$SCRATCH/waits"
+}
+"#;
+
+/// `SIX` run with `-j 2` where 1.1 and 1.2 both append to `FEATURES.md`
+/// (committed here) and the others commit a file of their own; 1.1 runs
+/// until 1.3 to 1.6 have all started. Asserts the run ended 0 with all six
+/// done; how the specs say which files they touch is the caller's.
+pub fn run_two_on_features_md(p: &Project) {
+    p.write("FEATURES.md", "# Features\n");
+    p.commit_all("backlog");
+    p.agent(&format!(
+        r#"{MARKERS}
+mark S
+case "$ID" in
+  1.1) wait_markers '^S 1\.[3-6] ' 4; echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
+  1.2) echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
+  *) commit_file "src/$ID.rs" ;;
+esac
+mark E
+done_
+"#
+    ));
+    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 6, "{r:?}");
+}
