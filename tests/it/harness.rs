@@ -520,3 +520,27 @@ done_
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 6, "{r:?}");
 }
+
+/// Chromium's executable, or `None` (the test is skipped, with a word
+/// saying that `what` is not checked in a browser) when it is not installed
+/// outside CI; under CI a missing one fails.
+pub fn chromium(what: &str) -> Option<PathBuf> {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        }) {
+            return Some(p);
+        }
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    assert!(
+        !ci,
+        "chromium is not installed: .ci/run installs it under CI=true"
+    );
+    eprintln!(
+        "SKIPPED: chromium is not installed (apt-get install chromium) — {what} is not checked in a browser"
+    );
+    None
+}
