@@ -1056,13 +1056,7 @@ result "You've hit your session limit" true
 exit 1
 "#,
     );
-    p.agent_named(
-        "codex",
-        r#"echo "codex $ID" >> "$SCRATCH/calls"
-commit_file "src/$ID.txt"
-printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
-printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#,
-    );
+    p.agent_named("codex", CODEX_DONE);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(

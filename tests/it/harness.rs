@@ -544,3 +544,11 @@ pub fn chromium(what: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// A fake `codex` (for `p.agent_named("codex", CODEX_DONE)`): notes
+/// `codex <id>` in `$SCRATCH/calls`, commits `src/<id>.txt` and says DONE
+/// in Codex's JSON stream, with a few tokens.
+pub const CODEX_DONE: &str = r#"echo "codex $ID" >> "$SCRATCH/calls"
+commit_file "src/$ID.txt"
+printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
+printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#;
