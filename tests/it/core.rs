@@ -521,17 +521,7 @@ fn init_scaffolds_and_ignores_runtime_files() {
 fn a_usage_limit_pauses_and_is_not_a_failure() {
     let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
     p.commit_all("backlog");
-    p.agent(
-        r#"
-if [ "$N" = "1" ]; then
-  now=$(date +%s)
-  printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now - 10))"
-  result "You've hit your session limit · resets 2:04pm (UTC)" true
-  exit 1
-fi
-commit_file "src/$ID.txt"; done_
-"#,
-    );
+    p.agent(LIMITED_THEN_DONE);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("usage/rate limit"), "{r:?}");

@@ -552,3 +552,16 @@ pub const CODEX_DONE: &str = r#"echo "codex $ID" >> "$SCRATCH/calls"
 commit_file "src/$ID.txt"
 printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
 printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#;
+
+/// An agent whose first attempt hits Claude Code's usage limit (one that
+/// has already reset, so the run goes on at once) and whose next one
+/// commits `src/<id>.txt` and says DONE.
+pub const LIMITED_THEN_DONE: &str = r#"
+if [ "$N" = "1" ]; then
+  now=$(date +%s)
+  printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now - 10))"
+  result "You've hit your session limit · resets 2:04pm (UTC)" true
+  exit 1
+fi
+commit_file "src/$ID.txt"; done_
+"#;
