@@ -1069,6 +1069,15 @@ out.flush()
 fn run_polling_rss(p: &Project, bin: &Path, args: &[&str]) -> (f64, Duration) {
     let t = Instant::now();
     let mut child = p.ralph(bin, args).spawn().expect("ralph starts");
+    let (status, hwm_kb) = wait_polling_hwm(&mut child);
+    let wall = t.elapsed();
+    p.check(status, args);
+    (hwm_kb as f64 * 1024.0 / 1e6, wall)
+}
+
+/// Waits for `child`, reading its VmHWM from `/proc/<pid>/status` every
+/// 5 ms: its exit status and the highest value seen (kB).
+fn wait_polling_hwm(child: &mut std::process::Child) -> (std::process::ExitStatus, u64) {
     let status_path = format!("/proc/{}/status", child.id());
     let mut hwm_kb = 0u64;
     let status = loop {
@@ -1086,9 +1095,7 @@ fn run_polling_rss(p: &Project, bin: &Path, args: &[&str]) -> (f64, Duration) {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let wall = t.elapsed();
-    p.check(status, args);
-    (hwm_kb as f64 * 1024.0 / 1e6, wall)
+    (status, hwm_kb)
 }
 
 // ---------------------------------------------------------------------------
@@ -2858,23 +2865,7 @@ fn fig_serve(bin: &Path, quick: bool) -> Figure {
         let mut child = proj.ralph(bin, &args).spawn().expect("ralph starts");
         let url = served_url(&proj, &mut child).expect("the run prints its URL");
         let reader = sse_reader(&url);
-        let status_path = format!("/proc/{}/status", child.id());
-        let mut hwm_kb = 0u64;
-        let status = loop {
-            if let Ok(s) = fs::read_to_string(&status_path) {
-                if let Some(v) = s
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                {
-                    hwm_kb = hwm_kb.max(v);
-                }
-            }
-            if let Some(st) = child.try_wait().expect("wait") {
-                break st;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let (status, hwm_kb) = wait_polling_hwm(&mut child);
         // -n 40 ends the run with stories left: exit 1 is its answer.
         assert!(
             status.code() == Some(0) || status.code() == Some(1),
