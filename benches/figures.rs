@@ -3054,27 +3054,18 @@ fn gate_secs(root: &Path) -> Vec<f64> {
     out
 }
 
-fn fig_gates(bin: &Path, quick: bool) -> Figure {
-    let mut fig = Figure::new(
-        "gates",
-        "Trust gates: the integrity gate's time per landing, and a cheating backlog",
-    );
-    // 1. Overhead: 30 honest stories, each adding a test to its own file.
-    let n = if quick { 10 } else { 30 };
+/// A project of `stories` in one section under the gates' config, each
+/// story with its own test file, run by `agent`; and the stories' IDs.
+fn gate_project(stories: Vec<Story>, agent: &str) -> (Project, Vec<String>) {
     let backlog = Backlog {
         sections: vec![Section {
             label: None,
             comment: None,
-            stories: stories(1, n, |_| "small"),
+            stories,
         }],
     };
     let ids: Vec<String> = backlog.stories().map(|s| s.id.clone()).collect();
-    let honest = r#"f="tests/test_${id//./_}.py"
-printf '\n\ndef test_more_%s():\n    assert 3 + 3 == 6\n' "${id//./_}" >> "$f"
-git add "$f"
-finish
-"#;
-    let p = Project::new(&backlog, honest, |root| {
+    let p = Project::new(&backlog, agent, |root| {
         write(root, ".ralph/config.json", GATE_CONFIG);
         for id in &ids {
             write(
@@ -3084,6 +3075,22 @@ finish
             );
         }
     });
+    (p, ids)
+}
+
+fn fig_gates(bin: &Path, quick: bool) -> Figure {
+    let mut fig = Figure::new(
+        "gates",
+        "Trust gates: the integrity gate's time per landing, and a cheating backlog",
+    );
+    // 1. Overhead: 30 honest stories, each adding a test to its own file.
+    let n = if quick { 10 } else { 30 };
+    let honest = r#"f="tests/test_${id//./_}.py"
+printf '\n\ndef test_more_%s():\n    assert 3 + 3 == 6\n' "${id//./_}" >> "$f"
+git add "$f"
+finish
+"#;
+    let (p, _) = gate_project(stories(1, n, |_| "small"), honest);
     p.run_ok(bin, &["run"]);
     let ms: Vec<f64> = gate_secs(&p.root).iter().map(|s| s * 1e3).collect();
     assert_eq!(p.merges_on_main(), n, "every honest story lands");
@@ -3094,14 +3101,6 @@ finish
     // 2. A scripted cheating backlog: odd stories cheat on their first try
     // (five kinds in turn) and restore when sent back; even ones are honest,
     // every fourth moving a test into a new file.
-    let backlog = Backlog {
-        sections: vec![Section {
-            label: None,
-            comment: None,
-            stories: stories(2, 20, |_| "small"),
-        }],
-    };
-    let ids: Vec<String> = backlog.stories().map(|s| s.id.clone()).collect();
     let agent = r#"n="${RALPH_ATTEMPT:-1}"
 k="${id#*.}"
 u="${id//./_}"
@@ -3129,16 +3128,7 @@ else
 fi
 finish
 "#;
-    let p = Project::new(&backlog, agent, |root| {
-        write(root, ".ralph/config.json", GATE_CONFIG);
-        for id in &ids {
-            write(
-                root,
-                &format!("tests/test_{}.py", id.replace('.', "_")),
-                &gate_tests(id),
-            );
-        }
-    });
+    let (p, ids) = gate_project(stories(2, 20, |_| "small"), agent);
     p.run_ok(bin, &["run"]);
     let state: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(p.root.join(".ralph/state.json")).unwrap())
