@@ -32,12 +32,7 @@ pub(crate) fn spawn(p: &Project, args: &[&str]) -> Child {
 
 /// Waits (bounded) for `child` to exit on its own and returns its status.
 pub(crate) fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let mut status = None;
-    wait_until(what, Duration::from_secs(60), || {
-        status = child.try_wait().unwrap();
-        status.is_some()
-    });
-    status.expect("waited for it")
+    wait_for_exit(child, what, Duration::from_secs(60))
 }
 
 pub(crate) fn kill_session(sid: i32) {

@@ -115,19 +115,13 @@ impl PtyRun {
 
     /// Waits (bounded) for ralph to exit and the output to end.
     fn finish(&mut self) -> (i32, Vec<u8>) {
-        let mut code = None;
-        wait_until("ralph to exit", Duration::from_secs(300), || {
-            code = self
-                .child
-                .try_wait()
-                .unwrap()
-                .map(|s| s.code().unwrap_or(-1));
-            code.is_some()
-        });
+        let code = wait_for_exit(&mut self.child, "ralph to exit", Duration::from_secs(300))
+            .code()
+            .unwrap_or(-1);
         if let Some(r) = self.reader.take() {
             r.join().unwrap();
         }
-        (code.unwrap(), self.out.lock().unwrap().clone())
+        (code, self.out.lock().unwrap().clone())
     }
 }
 

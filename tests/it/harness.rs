@@ -401,6 +401,20 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut cond: impl FnMut()
     }
 }
 
+/// Waits (bounded by `limit`) for `child` to exit on its own; its status.
+pub fn wait_for_exit(
+    child: &mut std::process::Child,
+    what: &str,
+    limit: std::time::Duration,
+) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_until(what, limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    status.expect("waited for it")
+}
+
 /// A live process holding `path` open, as git does with a lock file while
 /// it runs (a `git commit` with its editor open, say); returns once it holds
 /// it. Kill and wait for the child to let go.

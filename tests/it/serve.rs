@@ -246,16 +246,9 @@ impl Bg {
     }
 
     pub fn wait(mut self) -> i32 {
-        let mut code = None;
-        wait_until("ralph to end", Duration::from_secs(300), || {
-            code = self
-                .child
-                .try_wait()
-                .unwrap()
-                .map(|s| s.code().unwrap_or(-1));
-            code.is_some()
-        });
-        code.unwrap()
+        wait_for_exit(&mut self.child, "ralph to end", Duration::from_secs(300))
+            .code()
+            .unwrap_or(-1)
     }
 }
 
