@@ -1037,15 +1037,9 @@ fn a_limited_agent_falls_back_to_the_next_one() {
     let config = r#"{ "loop": { "max_retries": 1 }, "agent": { "fallback": ["codex"] } }"#;
     let p = Project::with_backlog("1.1 | A\n1.2 | B\n", config);
     p.commit_all("backlog");
-    p.agent(
-        r#"
-echo "claude $ID" >> "$SCRATCH/calls"
-now=$(date +%s)
-printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
-result "You've hit your session limit" true
-exit 1
-"#,
-    );
+    p.agent(&format!(
+        "echo \"claude $ID\" >> \"$SCRATCH/calls\"\n{LIMITED_FOR_AN_HOUR}"
+    ));
     p.agent_named("codex", CODEX_DONE);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");

@@ -579,3 +579,12 @@ if [ "$N" = "1" ]; then
 fi
 commit_file "src/$ID.txt"; done_
 "#;
+
+/// Agent lines that hit Claude Code's usage limit, reset in an hour: the
+/// agent pauses for the rest of the test.
+pub const LIMITED_FOR_AN_HOUR: &str = r#"
+now=$(date +%s)
+printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
+result "You've hit your session limit" true
+exit 1
+"#;

@@ -385,14 +385,7 @@ fn a_usage_limit_pause_is_recorded_and_notified() {
     } }"#;
     let p = Project::with_backlog("1.1 | A\n", config);
     p.commit_all("backlog");
-    p.agent(
-        r#"
-now=$(date +%s)
-printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
-result "You've hit your session limit" true
-exit 1
-"#,
-    );
+    p.agent(LIMITED_FOR_AN_HOUR);
     let mut child = spawn(&p, &["run"]);
     wait_until("the on_pause hook", Duration::from_secs(60), || {
         p.scratch.join("pause.env").exists()
