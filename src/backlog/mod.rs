@@ -493,39 +493,24 @@ fn story_of(
             ));
         }
     };
-    let agent = match fm
-        .agent
-        .as_deref()
-        .map(|a| (a, crate::agent::Backend::parse(a)))
-    {
-        None => None,
-        Some((_, Some(b))) => Some(b),
-        Some((name, None)) => {
-            return Err(Problem::new(
-                &spec,
-                None,
-                format!(
-                    "story {}: unknown agent {name:?} in the frontmatter; one of: {}",
-                    entry.id,
-                    crate::agent::Backend::names()
-                ),
-            ));
-        }
-    };
-    let effort = match fm.effort.as_deref().map(|e| (e, Effort::parse(e))) {
-        None => None,
-        Some((_, Some(e))) => Some(e),
-        Some((word, None)) => {
-            return Err(Problem::new(
-                &spec,
-                None,
-                format!(
-                    "story {}: effort {word:?} in the frontmatter is not low, medium or high",
-                    entry.id
-                ),
-            ));
-        }
-    };
+    let agent = frontmatter_word(
+        &spec,
+        fm.agent.as_deref(),
+        crate::agent::Backend::parse,
+        |name| {
+            format!(
+                "story {}: unknown agent {name:?} in the frontmatter; one of: {}",
+                entry.id,
+                crate::agent::Backend::names()
+            )
+        },
+    )?;
+    let effort = frontmatter_word(&spec, fm.effort.as_deref(), Effort::parse, |word| {
+        format!(
+            "story {}: effort {word:?} in the frontmatter is not low, medium or high",
+            entry.id
+        )
+    })?;
     let model = ModelChoice {
         model: fm.model.map(|m| m.trim().to_string()),
         effort,
@@ -556,6 +541,20 @@ fn story_of(
         named,
         spec_bytes,
     })
+}
+
+/// A frontmatter word read with `parse`: none when the spec does not give
+/// it, else its value, or the spec's problem in `refused`'s words.
+fn frontmatter_word<T>(
+    spec: &Path,
+    word: Option<&str>,
+    parse: impl Fn(&str) -> Option<T>,
+    refused: impl FnOnce(&str) -> String,
+) -> Result<Option<T>, Problem> {
+    let Some(w) = word else { return Ok(None) };
+    parse(w)
+        .map(Some)
+        .ok_or_else(|| Problem::new(spec, None, refused(w)))
 }
 
 /// A story whose spec could not be read, for `load_partial`: it stands in
