@@ -773,6 +773,18 @@ mod tests {
         Some(old.replace("status: pending", "status: done"))
     }
 
+    /// Story 1.1 merged into main, its spec marked done (`mark_done`).
+    fn merge_1_1(g: &Git) -> MergeOutcome {
+        g.merge_story(
+            "main",
+            "ralph/1.1",
+            "merge: story 1.1",
+            &[SPEC.to_string()],
+            &mark_done,
+        )
+        .unwrap()
+    }
+
     fn porcelain(dir: &Path) -> String {
         git(dir, &["status", "--porcelain"])
     }
@@ -1246,15 +1258,7 @@ mod tests {
         g.ensure_branch("ralph/1.1", &base).unwrap();
         write(tmp.path(), "c.txt", "c\n");
         let main_tip = commit_all(tmp.path(), "c");
-        let out = g
-            .merge_story(
-                "main",
-                "ralph/1.1",
-                "merge: story 1.1",
-                &[SPEC.to_string()],
-                &mark_done,
-            )
-            .unwrap();
+        let out = merge_1_1(&g);
         let MergeOutcome::Merged { commit, base } = out else {
             panic!("{out:?}")
         };
@@ -1300,15 +1304,7 @@ mod tests {
         write(dir, "a.txt", "one\nTWO main\nthree\n");
         let main_tip = commit_all(dir, "main");
         let refs_before = git(dir, &["for-each-ref"]);
-        let out = g
-            .merge_story(
-                "main",
-                "ralph/1.1",
-                "merge: story 1.1",
-                &[SPEC.to_string()],
-                &mark_done,
-            )
-            .unwrap();
+        let out = merge_1_1(&g);
         assert_eq!(
             out,
             MergeOutcome::Conflict {
@@ -1325,15 +1321,7 @@ mod tests {
     }
 
     fn merged(g: &Git) -> (String, String) {
-        let out = g
-            .merge_story(
-                "main",
-                "ralph/1.1",
-                "merge: story 1.1",
-                &[SPEC.to_string()],
-                &mark_done,
-            )
-            .unwrap();
+        let out = merge_1_1(g);
         match out {
             MergeOutcome::Merged { commit, base } => (commit, base),
             other => panic!("{other:?}"),
