@@ -1214,6 +1214,23 @@ struct Plan {
     dag_sim: f64,
 }
 
+impl Plan {
+    /// Seconds per unit (two decimals) that put the lower bound near `secs`.
+    fn unit_for(&self, secs: f64) -> f64 {
+        ((secs / self.lb) * 100.0).round() / 100.0
+    }
+
+    /// Each of `stories`' (ID, seconds) at `unit` seconds per unit, for
+    /// `sleeping_agent`.
+    fn durations(&self, stories: &[Story], unit: f64) -> Vec<(String, f64)> {
+        stories
+            .iter()
+            .map(|s| s.id.clone())
+            .zip(self.d.iter().map(|u| u * unit))
+            .collect()
+    }
+}
+
 fn plan(backlog: &Backlog, d: Vec<f64>, jobs: usize) -> Plan {
     let (_, waits) = backlog.waits();
     let cp = critical_path(&d, &waits);
@@ -1337,7 +1354,7 @@ fn fig_makespan(bin: &Path, quick: bool) -> Figure {
     ] {
         let all: Vec<Story> = backlog.stories().cloned().collect();
         // Scale so the lower bound is ~50 s.
-        let unit = ((50.0 / p.lb) * 100.0).round() / 100.0;
+        let unit = p.unit_for(50.0);
         let d: Vec<f64> = p.d.iter().map(|u| u * unit).collect();
         let (cp, work, lb) = (p.cp * unit, p.work * unit, p.lb * unit);
         let (batch_sync, dag_sim) = (p.batch_sync * unit, p.dag_sim * unit);
@@ -1540,13 +1557,9 @@ fn fig_makespan_ref(bin: &Path, quick: bool) -> Figure {
         .expect("some seed works");
     let runs = if quick { 2 } else { 5 };
     let all: Vec<Story> = backlog.stories().cloned().collect();
-    let unit = ((50.0 / p.lb) * 100.0).round() / 100.0;
+    let unit = p.unit_for(50.0);
     let lb = p.lb * unit;
-    let durations: Vec<(String, f64)> = all
-        .iter()
-        .map(|s| s.id.clone())
-        .zip(p.d.iter().map(|u| u * unit))
-        .collect();
+    let durations = p.durations(&all, unit);
     let agent = sleeping_agent(&durations);
     let prio = ralph_priority(&backlog);
     let (mut walls, mut refs, mut loads) = (Vec::new(), Vec::new(), Vec::new());
@@ -2200,13 +2213,9 @@ fn fig_predict_makespan(bin: &Path, quick: bool) -> Figure {
     let d: Vec<f64> = backlog.stories().map(|s| units(s.est)).collect();
     let p = plan(&backlog, d, JOBS);
     // Scale so the lower bound is ~20 s.
-    let unit = ((20.0 / p.lb) * 100.0).round() / 100.0;
+    let unit = p.unit_for(20.0);
     let all: Vec<Story> = backlog.stories().cloned().collect();
-    let durations: Vec<(String, f64)> = all
-        .iter()
-        .map(|s| s.id.clone())
-        .zip(p.d.iter().map(|u| u * unit))
-        .collect();
+    let durations = p.durations(&all, unit);
     let agent = sleeping_agent(&durations);
     let runs = if quick { 1 } else { 3 };
     let mut walls: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
@@ -2796,13 +2805,9 @@ fn fig_serve(bin: &Path, quick: bool) -> Figure {
             p.dag_sim <= 1.02 * p.lb && b.stories().map(|s| s.deps.len()).sum::<usize>() >= 8
         })
         .expect("some seed works");
-    let unit = ((15.0 / p.lb) * 100.0).round() / 100.0;
+    let unit = p.unit_for(15.0);
     let all: Vec<Story> = backlog.stories().cloned().collect();
-    let durations: Vec<(String, f64)> = all
-        .iter()
-        .map(|s| s.id.clone())
-        .zip(p.d.iter().map(|u| u * unit))
-        .collect();
+    let durations = p.durations(&all, unit);
     let agent = sleeping_agent(&durations);
     let pairs = if quick { 1 } else { 4 };
     let (mut plain, mut watched, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
