@@ -525,6 +525,19 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A new repository at `dir` on `main`, committing as the bench (unsigned,
+/// whatever the user's global config says).
+fn git_init(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    for (k, v) in [
+        ("user.name", "Bench"),
+        ("user.email", "bench@example.com"),
+        ("commit.gpgsign", "false"),
+    ] {
+        git(dir, &["config", k, v]);
+    }
+}
+
 struct Project {
     tmp: TempDir,
     root: PathBuf,
@@ -557,14 +570,7 @@ impl Project {
         let bin = tmp.path().join("bin");
         fs::create_dir_all(&root).expect("mkdir");
         fs::create_dir_all(&bin).expect("mkdir");
-        git(&root, &["init", "-q", "-b", "main"]);
-        for (k, v) in [
-            ("user.name", "Bench"),
-            ("user.email", "bench@example.com"),
-            ("commit.gpgsign", "false"),
-        ] {
-            git(&root, &["config", k, v]);
-        }
+        git_init(&root);
         write(&root, "README.md", "bench project\n");
         write(
             &root,
@@ -1464,14 +1470,7 @@ fn reference_makespan(p: &Project, backlog: &Backlog, prio: &[usize], jobs: usiz
         .map(|s| {
             let d = base.join(&s.id);
             fs::create_dir_all(&d).expect("mkdir");
-            git(&d, &["init", "-q", "-b", "main"]);
-            for (k, v) in [
-                ("user.name", "Bench"),
-                ("user.email", "bench@example.com"),
-                ("commit.gpgsign", "false"),
-            ] {
-                git(&d, &["config", k, v]);
-            }
+            git_init(&d);
             d
         })
         .collect();
