@@ -525,6 +525,19 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A new repository at `dir` on `main`, committing as the bench (unsigned,
+/// whatever the user's global config says).
+fn git_init(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    for (k, v) in [
+        ("user.name", "Bench"),
+        ("user.email", "bench@example.com"),
+        ("commit.gpgsign", "false"),
+    ] {
+        git(dir, &["config", k, v]);
+    }
+}
+
 struct Project {
     tmp: TempDir,
     root: PathBuf,
@@ -557,14 +570,7 @@ impl Project {
         let bin = tmp.path().join("bin");
         fs::create_dir_all(&root).expect("mkdir");
         fs::create_dir_all(&bin).expect("mkdir");
-        git(&root, &["init", "-q", "-b", "main"]);
-        for (k, v) in [
-            ("user.name", "Bench"),
-            ("user.email", "bench@example.com"),
-            ("commit.gpgsign", "false"),
-        ] {
-            git(&root, &["config", k, v]);
-        }
+        git_init(&root);
         write(&root, "README.md", "bench project\n");
         write(
             &root,
@@ -1069,6 +1075,15 @@ out.flush()
 fn run_polling_rss(p: &Project, bin: &Path, args: &[&str]) -> (f64, Duration) {
     let t = Instant::now();
     let mut child = p.ralph(bin, args).spawn().expect("ralph starts");
+    let (status, hwm_kb) = wait_polling_hwm(&mut child);
+    let wall = t.elapsed();
+    p.check(status, args);
+    (hwm_kb as f64 * 1024.0 / 1e6, wall)
+}
+
+/// Waits for `child`, reading its VmHWM from `/proc/<pid>/status` every
+/// 5 ms: its exit status and the highest value seen (kB).
+fn wait_polling_hwm(child: &mut std::process::Child) -> (std::process::ExitStatus, u64) {
     let status_path = format!("/proc/{}/status", child.id());
     let mut hwm_kb = 0u64;
     let status = loop {
@@ -1086,9 +1101,7 @@ fn run_polling_rss(p: &Project, bin: &Path, args: &[&str]) -> (f64, Duration) {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let wall = t.elapsed();
-    p.check(status, args);
-    (hwm_kb as f64 * 1024.0 / 1e6, wall)
+    (status, hwm_kb)
 }
 
 // ---------------------------------------------------------------------------
@@ -1205,6 +1218,23 @@ struct Plan {
     lb: f64,
     batch_sync: f64,
     dag_sim: f64,
+}
+
+impl Plan {
+    /// Seconds per unit (two decimals) that put the lower bound near `secs`.
+    fn unit_for(&self, secs: f64) -> f64 {
+        ((secs / self.lb) * 100.0).round() / 100.0
+    }
+
+    /// Each of `stories`' (ID, seconds) at `unit` seconds per unit, for
+    /// `sleeping_agent`.
+    fn durations(&self, stories: &[Story], unit: f64) -> Vec<(String, f64)> {
+        stories
+            .iter()
+            .map(|s| s.id.clone())
+            .zip(self.d.iter().map(|u| u * unit))
+            .collect()
+    }
 }
 
 fn plan(backlog: &Backlog, d: Vec<f64>, jobs: usize) -> Plan {
@@ -1330,7 +1360,7 @@ fn fig_makespan(bin: &Path, quick: bool) -> Figure {
     ] {
         let all: Vec<Story> = backlog.stories().cloned().collect();
         // Scale so the lower bound is ~50 s.
-        let unit = ((50.0 / p.lb) * 100.0).round() / 100.0;
+        let unit = p.unit_for(50.0);
         let d: Vec<f64> = p.d.iter().map(|u| u * unit).collect();
         let (cp, work, lb) = (p.cp * unit, p.work * unit, p.lb * unit);
         let (batch_sync, dag_sim) = (p.batch_sync * unit, p.dag_sim * unit);
@@ -1440,14 +1470,7 @@ fn reference_makespan(p: &Project, backlog: &Backlog, prio: &[usize], jobs: usiz
         .map(|s| {
             let d = base.join(&s.id);
             fs::create_dir_all(&d).expect("mkdir");
-            git(&d, &["init", "-q", "-b", "main"]);
-            for (k, v) in [
-                ("user.name", "Bench"),
-                ("user.email", "bench@example.com"),
-                ("commit.gpgsign", "false"),
-            ] {
-                git(&d, &["config", k, v]);
-            }
+            git_init(&d);
             d
         })
         .collect();
@@ -1533,13 +1556,9 @@ fn fig_makespan_ref(bin: &Path, quick: bool) -> Figure {
         .expect("some seed works");
     let runs = if quick { 2 } else { 5 };
     let all: Vec<Story> = backlog.stories().cloned().collect();
-    let unit = ((50.0 / p.lb) * 100.0).round() / 100.0;
+    let unit = p.unit_for(50.0);
     let lb = p.lb * unit;
-    let durations: Vec<(String, f64)> = all
-        .iter()
-        .map(|s| s.id.clone())
-        .zip(p.d.iter().map(|u| u * unit))
-        .collect();
+    let durations = p.durations(&all, unit);
     let agent = sleeping_agent(&durations);
     let prio = ralph_priority(&backlog);
     let (mut walls, mut refs, mut loads) = (Vec::new(), Vec::new(), Vec::new());
@@ -2193,13 +2212,9 @@ fn fig_predict_makespan(bin: &Path, quick: bool) -> Figure {
     let d: Vec<f64> = backlog.stories().map(|s| units(s.est)).collect();
     let p = plan(&backlog, d, JOBS);
     // Scale so the lower bound is ~20 s.
-    let unit = ((20.0 / p.lb) * 100.0).round() / 100.0;
+    let unit = p.unit_for(20.0);
     let all: Vec<Story> = backlog.stories().cloned().collect();
-    let durations: Vec<(String, f64)> = all
-        .iter()
-        .map(|s| s.id.clone())
-        .zip(p.d.iter().map(|u| u * unit))
-        .collect();
+    let durations = p.durations(&all, unit);
     let agent = sleeping_agent(&durations);
     let runs = if quick { 1 } else { 3 };
     let mut walls: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
@@ -2789,13 +2804,9 @@ fn fig_serve(bin: &Path, quick: bool) -> Figure {
             p.dag_sim <= 1.02 * p.lb && b.stories().map(|s| s.deps.len()).sum::<usize>() >= 8
         })
         .expect("some seed works");
-    let unit = ((15.0 / p.lb) * 100.0).round() / 100.0;
+    let unit = p.unit_for(15.0);
     let all: Vec<Story> = backlog.stories().cloned().collect();
-    let durations: Vec<(String, f64)> = all
-        .iter()
-        .map(|s| s.id.clone())
-        .zip(p.d.iter().map(|u| u * unit))
-        .collect();
+    let durations = p.durations(&all, unit);
     let agent = sleeping_agent(&durations);
     let pairs = if quick { 1 } else { 4 };
     let (mut plain, mut watched, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
@@ -2858,23 +2869,7 @@ fn fig_serve(bin: &Path, quick: bool) -> Figure {
         let mut child = proj.ralph(bin, &args).spawn().expect("ralph starts");
         let url = served_url(&proj, &mut child).expect("the run prints its URL");
         let reader = sse_reader(&url);
-        let status_path = format!("/proc/{}/status", child.id());
-        let mut hwm_kb = 0u64;
-        let status = loop {
-            if let Ok(s) = fs::read_to_string(&status_path) {
-                if let Some(v) = s
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                {
-                    hwm_kb = hwm_kb.max(v);
-                }
-            }
-            if let Some(st) = child.try_wait().expect("wait") {
-                break st;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let (status, hwm_kb) = wait_polling_hwm(&mut child);
         // -n 40 ends the run with stories left: exit 1 is its answer.
         assert!(
             status.code() == Some(0) || status.code() == Some(1),
@@ -3063,27 +3058,18 @@ fn gate_secs(root: &Path) -> Vec<f64> {
     out
 }
 
-fn fig_gates(bin: &Path, quick: bool) -> Figure {
-    let mut fig = Figure::new(
-        "gates",
-        "Trust gates: the integrity gate's time per landing, and a cheating backlog",
-    );
-    // 1. Overhead: 30 honest stories, each adding a test to its own file.
-    let n = if quick { 10 } else { 30 };
+/// A project of `stories` in one section under the gates' config, each
+/// story with its own test file, run by `agent`; and the stories' IDs.
+fn gate_project(stories: Vec<Story>, agent: &str) -> (Project, Vec<String>) {
     let backlog = Backlog {
         sections: vec![Section {
             label: None,
             comment: None,
-            stories: stories(1, n, |_| "small"),
+            stories,
         }],
     };
     let ids: Vec<String> = backlog.stories().map(|s| s.id.clone()).collect();
-    let honest = r#"f="tests/test_${id//./_}.py"
-printf '\n\ndef test_more_%s():\n    assert 3 + 3 == 6\n' "${id//./_}" >> "$f"
-git add "$f"
-finish
-"#;
-    let p = Project::new(&backlog, honest, |root| {
+    let p = Project::new(&backlog, agent, |root| {
         write(root, ".ralph/config.json", GATE_CONFIG);
         for id in &ids {
             write(
@@ -3093,6 +3079,22 @@ finish
             );
         }
     });
+    (p, ids)
+}
+
+fn fig_gates(bin: &Path, quick: bool) -> Figure {
+    let mut fig = Figure::new(
+        "gates",
+        "Trust gates: the integrity gate's time per landing, and a cheating backlog",
+    );
+    // 1. Overhead: 30 honest stories, each adding a test to its own file.
+    let n = if quick { 10 } else { 30 };
+    let honest = r#"f="tests/test_${id//./_}.py"
+printf '\n\ndef test_more_%s():\n    assert 3 + 3 == 6\n' "${id//./_}" >> "$f"
+git add "$f"
+finish
+"#;
+    let (p, _) = gate_project(stories(1, n, |_| "small"), honest);
     p.run_ok(bin, &["run"]);
     let ms: Vec<f64> = gate_secs(&p.root).iter().map(|s| s * 1e3).collect();
     assert_eq!(p.merges_on_main(), n, "every honest story lands");
@@ -3103,14 +3105,6 @@ finish
     // 2. A scripted cheating backlog: odd stories cheat on their first try
     // (five kinds in turn) and restore when sent back; even ones are honest,
     // every fourth moving a test into a new file.
-    let backlog = Backlog {
-        sections: vec![Section {
-            label: None,
-            comment: None,
-            stories: stories(2, 20, |_| "small"),
-        }],
-    };
-    let ids: Vec<String> = backlog.stories().map(|s| s.id.clone()).collect();
     let agent = r#"n="${RALPH_ATTEMPT:-1}"
 k="${id#*.}"
 u="${id//./_}"
@@ -3138,16 +3132,7 @@ else
 fi
 finish
 "#;
-    let p = Project::new(&backlog, agent, |root| {
-        write(root, ".ralph/config.json", GATE_CONFIG);
-        for id in &ids {
-            write(
-                root,
-                &format!("tests/test_{}.py", id.replace('.', "_")),
-                &gate_tests(id),
-            );
-        }
-    });
+    let (p, ids) = gate_project(stories(2, 20, |_| "small"), agent);
     p.run_ok(bin, &["run"]);
     let state: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(p.root.join(".ralph/state.json")).unwrap())

@@ -20,6 +20,16 @@ pub(crate) struct Dag {
 }
 
 impl Dag {
+    /// Every edge as (from, to) story indices: what the drawings (`plan`,
+    /// the report page, the web view, the live graph) are given.
+    pub(crate) fn edges(&self) -> Vec<(usize, usize)> {
+        self.graph
+            .raw_edges()
+            .iter()
+            .map(|e| (e.source().index(), e.target().index()))
+            .collect()
+    }
+
     /// Builds the DAG from `depends_on` and the batch sections. An unknown
     /// dependency, a self-dependency or a cycle is a problem naming the IDs (the
     /// cycle's IDs in order) and the spec or queue file involved.
@@ -378,8 +388,6 @@ mod tests {
             .entries
             .iter()
             .map(|e| Story {
-                id: e.id.clone(),
-                title: e.title.clone(),
                 line: e.line,
                 section: e.section,
                 spec_path: Some(PathBuf::from(format!("specs/story-{}.md", e.id))),
@@ -388,17 +396,7 @@ mod tests {
                     .find(|(id, _)| *id == e.id)
                     .map(|(_, d)| d.iter().map(|s| s.to_string()).collect())
                     .unwrap_or_default(),
-                estimation: None,
-                agent: None,
-                allow_empty_done: false,
-                allow_test_changes: false,
-                prd_passes: false,
-                model: Default::default(),
-                prd_spec: None,
-                priority: crate::backlog::files::DEFAULT_RANK,
-                files: Vec::new(),
-                named: Vec::new(),
-                spec_bytes: 0,
+                ..Story::bare(e.id.clone(), e.title.clone())
             })
             .collect();
         Backlog {

@@ -773,12 +773,32 @@ mod tests {
         Some(old.replace("status: pending", "status: done"))
     }
 
+    /// Story 1.1 merged into main, its spec marked done (`mark_done`).
+    fn merge_1_1(g: &Git) -> MergeOutcome {
+        g.merge_story(
+            "main",
+            "ralph/1.1",
+            "merge: story 1.1",
+            &[SPEC.to_string()],
+            &mark_done,
+        )
+        .unwrap()
+    }
+
     fn porcelain(dir: &Path) -> String {
         git(dir, &["status", "--porcelain"])
     }
 
     fn wt_path(g: &Git, name: &str) -> PathBuf {
         g.workdir.join(".ralph/worktrees").join(name)
+    }
+
+    /// slot-0 prepared for `branch` at main's tip: (that tip, the worktree).
+    fn slot0_at_main(g: &Git, branch: &str) -> (String, PathBuf) {
+        let base = tip_of(g, "main");
+        let wt = wt_path(g, "slot-0");
+        g.prepare_worktree("slot-0", &wt, branch, &base).unwrap();
+        (base, wt)
     }
 
     /// A story's work kept at `refs/ralph/conflicts/1.1/1` (line two of
@@ -1008,10 +1028,7 @@ mod tests {
     #[test]
     fn worktree_create_and_reuse_keeps_ignored_output() {
         let (tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/1.1");
         assert_eq!(read(&wt, "a.txt"), "one\ntwo\nthree\n");
         assert_on_branch(&g, &wt, "ralph/1.1");
         assert_eq!(
@@ -1058,10 +1075,7 @@ mod tests {
     #[test]
     fn worktree_recreated_after_rm_rf() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/1.1");
         std::fs::remove_dir_all(&wt).unwrap();
         let listed = g.list_worktrees().unwrap();
         assert_eq!(listed.len(), 1);
@@ -1104,10 +1118,7 @@ mod tests {
     #[test]
     fn worktree_stale_locks_are_cleared() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/1.1");
         let admin = g.git_dir.join("worktrees/slot-0");
         for f in ["index.lock", "HEAD.lock"] {
             std::fs::write(admin.join(f), "").unwrap();
@@ -1247,15 +1258,7 @@ mod tests {
         g.ensure_branch("ralph/1.1", &base).unwrap();
         write(tmp.path(), "c.txt", "c\n");
         let main_tip = commit_all(tmp.path(), "c");
-        let out = g
-            .merge_story(
-                "main",
-                "ralph/1.1",
-                "merge: story 1.1",
-                &[SPEC.to_string()],
-                &mark_done,
-            )
-            .unwrap();
+        let out = merge_1_1(&g);
         let MergeOutcome::Merged { commit, base } = out else {
             panic!("{out:?}")
         };
@@ -1301,15 +1304,7 @@ mod tests {
         write(dir, "a.txt", "one\nTWO main\nthree\n");
         let main_tip = commit_all(dir, "main");
         let refs_before = git(dir, &["for-each-ref"]);
-        let out = g
-            .merge_story(
-                "main",
-                "ralph/1.1",
-                "merge: story 1.1",
-                &[SPEC.to_string()],
-                &mark_done,
-            )
-            .unwrap();
+        let out = merge_1_1(&g);
         assert_eq!(
             out,
             MergeOutcome::Conflict {
@@ -1326,15 +1321,7 @@ mod tests {
     }
 
     fn merged(g: &Git) -> (String, String) {
-        let out = g
-            .merge_story(
-                "main",
-                "ralph/1.1",
-                "merge: story 1.1",
-                &[SPEC.to_string()],
-                &mark_done,
-            )
-            .unwrap();
+        let out = merge_1_1(g);
         match out {
             MergeOutcome::Merged { commit, base } => (commit, base),
             other => panic!("{other:?}"),
@@ -1968,10 +1955,7 @@ mod tests {
     #[test]
     fn list_worktrees_sees_broken_admin_dir() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        slot0_at_main(&g, "ralph/1.1");
         let ghost = g.git_dir.join("worktrees/ghost");
         std::fs::create_dir_all(&ghost).unwrap();
         std::fs::write(ghost.join("gitdir"), "/nowhere/ghost/.git\n").unwrap();
@@ -1993,10 +1977,7 @@ mod tests {
     #[test]
     fn remove_worktree_is_idempotent() {
         let (tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/1.1", &base)
-            .unwrap();
+        let (_, wt) = slot0_at_main(&g, "ralph/1.1");
         write(&wt, "target/x", "x");
         let admin = g.git_dir.join("worktrees/slot-0");
         std::fs::write(admin.join("locked"), "x").unwrap();
@@ -2070,10 +2051,7 @@ mod tests {
     #[test]
     fn save_uncommitted_keeps_edits_and_new_files_without_touching_the_worktree() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/story-1.1", &base)
-            .unwrap();
+        let (_, wt) = slot0_at_main(&g, "ralph/story-1.1");
         assert_eq!(g.save_uncommitted(&wt, "refs/ralph/x").unwrap(), None);
         write(&wt, "a.txt", "changed\n");
         write(&wt, "new/file.txt", "new\n");
@@ -2220,10 +2198,7 @@ mod tests {
     #[test]
     fn adopt_worktree_head_follows_a_detached_or_switched_agent() {
         let (_tmp, g) = fixture();
-        let base = tip_of(&g, "main");
-        let wt = wt_path(&g, "slot-0");
-        g.prepare_worktree("slot-0", &wt, "ralph/story-1.1", &base)
-            .unwrap();
+        let (base, wt) = slot0_at_main(&g, "ralph/story-1.1");
         assert_eq!(
             g.adopt_worktree_head(&wt, "ralph/story-1.1", &base, "refs/ralph/h")
                 .unwrap(),

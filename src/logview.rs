@@ -18,18 +18,6 @@ use crate::state::AttemptRecord;
 use crate::timefmt::human_duration;
 use crate::ui::{self, Tone};
 
-/// The attempt numbers that have a log, in order.
-fn logged_attempts(dir: &Path) -> Vec<u32> {
-    let mut out: Vec<u32> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| paths::attempt_log_number(&e.file_name().to_string_lossy()))
-        .collect();
-    out.sort_unstable();
-    out
-}
-
 /// The log of an attempt that is still running, read as it grows: at its
 /// end, the reader waits for more while a run holds the lock and the state
 /// says this attempt of the story is running, and ends once it is not.
@@ -85,7 +73,7 @@ pub(crate) fn cmd_log(
         return Err(RalphError::usage(format!("story ID {id:?} {why}")).into());
     }
     let dir = paths::logs_dir(root).join(id);
-    let numbers = logged_attempts(&dir);
+    let numbers = crate::store::logged_attempts(&dir);
     let Some(&latest) = numbers.last() else {
         return Err(RalphError::usage(format!(
             "story {id} has no attempt logs (looked in {})",

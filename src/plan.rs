@@ -176,11 +176,7 @@ pub(crate) fn as_backlog(plan: &[Planned], known: &HashSet<String>) -> Backlog {
     let mut stories: Vec<Story> = plan
         .iter()
         .map(|p| Story {
-            id: p.story.id.clone(),
-            title: p.story.title.clone(),
-            line: 0,
             section: order.iter().position(|b| *b == p.batch).unwrap_or(0),
-            spec_path: None,
             // Known stories are outside this drawing: satisfied.
             depends_on: p
                 .story
@@ -189,17 +185,7 @@ pub(crate) fn as_backlog(plan: &[Planned], known: &HashSet<String>) -> Backlog {
                 .filter(|d| !known.contains(*d))
                 .cloned()
                 .collect(),
-            estimation: None,
-            agent: None,
-            allow_empty_done: false,
-            model: Default::default(),
-            named: Vec::new(),
-            spec_bytes: 0,
-            allow_test_changes: false,
-            prd_passes: false,
-            prd_spec: None,
-            priority: crate::backlog::files::priority_rank(None),
-            files: Vec::new(),
+            ..Story::bare(p.story.id.clone(), p.story.title.clone())
         })
         .collect();
     stories.sort_by_key(|s| s.section);

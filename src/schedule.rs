@@ -520,23 +520,10 @@ mod tests {
 
     fn story(id: &str, section: usize, deps: &[&str], est: Option<&str>) -> Story {
         Story {
-            id: id.into(),
-            title: String::new(),
-            line: 0,
             section,
-            spec_path: None,
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
             estimation: est.map(str::to_string),
-            agent: None,
-            allow_empty_done: false,
-            allow_test_changes: false,
-            prd_passes: false,
-            model: Default::default(),
-            prd_spec: None,
-            priority: crate::backlog::files::DEFAULT_RANK,
-            files: Vec::new(),
-            named: Vec::new(),
-            spec_bytes: 0,
+            ..Story::bare(id, "")
         }
     }
 
@@ -794,15 +781,7 @@ mod tests {
             story("c", 0, &["b"], None),
             story("d", 0, &[], None),
         ];
-        let backlog = Backlog {
-            source: Source::StoriesTxt,
-            stories: stories.clone(),
-            sections: vec![Section {
-                label: Some("1".into()),
-                chain: false,
-            }],
-            skipped: vec![],
-        };
+        let backlog = Backlog::one_batch(stories.clone());
         let d = Dag::build(&backlog).unwrap();
         let pending = vec![Node::Pending; 4];
         // By story count (equal estimations) the chain is the longest.

@@ -142,6 +142,25 @@ pub(crate) struct Note {
     pub(crate) decompose: bool,
 }
 
+impl Note {
+    /// The note that hands `attempt`'s kept `work` back to its agent to fix
+    /// up for `cause`: no words of its own (the fix-up prompt says them from
+    /// the cause), its session resumed.
+    pub(crate) fn fixup(cause: FixupCause, work: String, attempt: u32) -> Note {
+        Note {
+            text: String::new(),
+            fixup: Some(Fixup {
+                cause,
+                work,
+                attempt,
+                fresh_session: false,
+            }),
+            redo: false,
+            decompose: false,
+        }
+    }
+}
+
 /// Finished work to hand back to the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Fixup {
@@ -945,19 +964,13 @@ mod tests {
         assert_eq!(st.next_kind("1.1"), AttemptKind::First);
         st.set_note(
             "1.1",
-            Some(Note {
-                text: String::new(),
-                fixup: Some(Fixup {
-                    cause: FixupCause::Conflict {
-                        paths: vec!["a.txt".into()],
-                    },
-                    work: "refs/ralph/conflicts/1.1/2".into(),
-                    attempt: 2,
-                    fresh_session: false,
-                }),
-                redo: false,
-                decompose: false,
-            }),
+            Some(Note::fixup(
+                FixupCause::Conflict {
+                    paths: vec!["a.txt".into()],
+                },
+                "refs/ralph/conflicts/1.1/2".into(),
+                2,
+            )),
         );
         st.add_to_note("1.1", "interrupted once");
         let again = State::from_json(&st.to_json()).unwrap();

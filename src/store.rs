@@ -209,6 +209,20 @@ impl TechLog {
     }
 }
 
+/// The attempt numbers that have a log in a story's log directory
+/// (`paths::story_logs`), in order; none when it cannot be read. For
+/// `ralph log` and the web view alike.
+pub(crate) fn logged_attempts(dir: &Path) -> Vec<u32> {
+    let mut out: Vec<u32> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| paths::attempt_log_number(&e.file_name().to_string_lossy()))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

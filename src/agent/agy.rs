@@ -198,8 +198,7 @@ mod tests {
     const CID: &str = "4df4b685-e326-4498-b423-4732961ac2e4";
 
     fn decode(events: &[Value]) -> Vec<AgentEvent> {
-        let mut d = Decoder::default();
-        events.iter().flat_map(|e| d.event(e)).collect()
+        testkit::decode(Backend::Agy, events)
     }
 
     fn parse(events: &[Value]) -> Summary {

@@ -291,8 +291,7 @@ mod tests {
     use serde_json::json;
 
     fn decode(lines: &[Value]) -> Vec<AgentEvent> {
-        let mut d = Decoder::default();
-        lines.iter().flat_map(|l| d.event(l)).collect()
+        testkit::decode(Backend::Codex, lines)
     }
 
     fn parse(lines: &[String]) -> Summary {

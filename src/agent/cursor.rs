@@ -146,8 +146,7 @@ mod tests {
     const SID: &str = "c6b62c6f-7ead-4fd6-9922-e952131177ff";
 
     fn decode(events: &[Value]) -> Vec<AgentEvent> {
-        let mut d = Decoder::default();
-        events.iter().flat_map(|e| d.event(e)).collect()
+        testkit::decode(Backend::Cursor, events)
     }
 
     fn parse(events: &[Value]) -> Summary {

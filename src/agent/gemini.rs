@@ -309,8 +309,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn decode(events: &[Value]) -> Vec<AgentEvent> {
-        let mut d = Decoder::default();
-        events.iter().flat_map(|e| d.event(e)).collect()
+        testkit::decode(Backend::Gemini, events)
     }
 
     fn parse(lines: &[String]) -> Summary {

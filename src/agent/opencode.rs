@@ -182,8 +182,7 @@ mod tests {
     const SES: &str = "ses_1";
 
     fn decode(lines: &[Value]) -> Vec<AgentEvent> {
-        let mut d = Decoder::default();
-        lines.iter().flat_map(|l| d.event(l)).collect()
+        testkit::decode(Backend::Opencode, lines)
     }
 
     fn parse(lines: &[Value]) -> Summary {

@@ -41,6 +41,15 @@ pub(super) fn parse<S: AsRef<str>>(
     p.finish()
 }
 
+/// `events` through `backend`'s decoder alone (no parser), in order.
+pub(super) fn decode(backend: Backend, events: &[serde_json::Value]) -> Vec<AgentEvent> {
+    let mut d = super::backend::Decoder::for_backend(backend).expect("a JSON backend");
+    events
+        .iter()
+        .flat_map(|e| d.event(e).unwrap_or_default())
+        .collect()
+}
+
 /// Parse speed of `backend` on ~50 MB made of `lines` repeated; prints the
 /// figure (run the `#[ignore]`d tests with `--release -- --ignored --nocapture`).
 pub(super) fn throughput(backend: Backend, lines: &[&str]) -> Summary {

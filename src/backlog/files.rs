@@ -32,30 +32,38 @@ pub(crate) fn priority_rank(priority: Option<&str>) -> Rank {
 pub(crate) fn spec_files(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut in_section = false;
-    let mut fenced = false;
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for t in unfenced_lines(text) {
         if let Some(heading) = heading_text(t) {
             in_section = is_files_heading(heading);
             continue;
         }
-        if !in_section {
-            continue;
-        }
-        if let Some(p) = path_on_line(t).and_then(clean_path) {
-            if !out.contains(&p) {
-                out.push(p);
-            }
+        if in_section {
+            push_new(&mut out, path_on_line(t).and_then(clean_path));
         }
     }
     out
+}
+
+/// The trimmed lines of a spec outside its code fences (``` or ~~~), fence
+/// lines left out: a path in an example block is no path the story names.
+fn unfenced_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    text.lines().map(str::trim).filter(move |t| {
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
+/// Adds `p` to `out` unless it is already there (first mention keeps its place).
+fn push_new(out: &mut Vec<String>, p: Option<String>) {
+    if let Some(p) = p {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
 }
 
 /// The text of a markdown heading (`#` to `######`), if `line` is one.
@@ -81,23 +89,8 @@ fn is_files_heading(heading: &str) -> bool {
 /// scheduling only, where a wrong guess merely reorders ready stories.
 pub(crate) fn named_paths(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut fenced = false;
-    let mut push = |p: Option<String>| {
-        if let Some(p) = p {
-            if !out.contains(&p) {
-                out.push(p);
-            }
-        }
-    };
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    let mut push = |p: Option<String>| push_new(&mut out, p);
+    for t in unfenced_lines(text) {
         // Odd pieces of a split on '`' are the spans; even ones are prose.
         for (k, piece) in t.split('`').enumerate() {
             if k % 2 == 1 {

@@ -255,15 +255,7 @@ pub(crate) fn landing_edit(
     field: String,
     id: String,
 ) -> impl Fn(&str, &str) -> Option<String> {
-    move |path: &str, old: &str| -> Option<String> {
-        if Some(path) == spec_rel.as_deref() {
-            Some(set_status_done(old, &field))
-        } else if Some(path) == prd_rel.as_deref() {
-            set_prd_passes(old, &id)
-        } else {
-            None
-        }
-    }
+    status_edit(spec_rel, prd_rel, field, id, true)
 }
 
 /// `landing_edit` undone, for `ralph reset ID`: the spec's `status: done`
@@ -274,11 +266,27 @@ pub(crate) fn reset_edit(
     field: String,
     id: String,
 ) -> impl Fn(&str, &str) -> Option<String> {
+    status_edit(spec_rel, prd_rel, field, id, false)
+}
+
+/// The one routing of both edits: the spec's status, or prd.json's
+/// `passes`, set to `done` or back; any other file left alone.
+fn status_edit(
+    spec_rel: Option<String>,
+    prd_rel: Option<String>,
+    field: String,
+    id: String,
+    done: bool,
+) -> impl Fn(&str, &str) -> Option<String> {
     move |path: &str, old: &str| -> Option<String> {
         if Some(path) == spec_rel.as_deref() {
-            Some(set_status_pending(old, &field))
+            Some(if done {
+                set_status_done(old, &field)
+            } else {
+                set_status_pending(old, &field)
+            })
         } else if Some(path) == prd_rel.as_deref() {
-            set_prd_passes_to(old, &id, false)
+            set_prd_passes_to(old, &id, done)
         } else {
             None
         }

@@ -129,6 +129,51 @@ pub(crate) struct Backlog {
     pub(crate) skipped: Vec<String>,
 }
 
+impl Story {
+    /// A story that says nothing of itself but its ID and title: no spec, no
+    /// dependencies, no frontmatter, medium priority. What a source that
+    /// knows more builds on with `..Story::bare(id, title)`; the loaders of
+    /// stories.txt, prd.json and the tracker spell every field instead, so a
+    /// new one is decided for each source.
+    pub(crate) fn bare(id: impl Into<String>, title: impl Into<String>) -> Story {
+        Story {
+            id: id.into(),
+            title: title.into(),
+            line: 0,
+            section: 0,
+            spec_path: None,
+            depends_on: Vec::new(),
+            estimation: None,
+            agent: None,
+            allow_empty_done: false,
+            allow_test_changes: false,
+            prd_passes: false,
+            prd_spec: None,
+            priority: files::DEFAULT_RANK,
+            files: Vec::new(),
+            model: ModelChoice::default(),
+            named: Vec::new(),
+            spec_bytes: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Backlog {
+    /// `stories` in one `[batch:1]` section: the backlog most tests need.
+    pub(crate) fn one_batch(stories: Vec<Story>) -> Backlog {
+        Backlog {
+            source: Source::StoriesTxt,
+            stories,
+            sections: vec![Section {
+                label: Some("1".into()),
+                chain: false,
+            }],
+            skipped: vec![],
+        }
+    }
+}
+
 impl Backlog {
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.stories.iter().position(|s| s.id == id)
@@ -371,134 +416,13 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
     let mut finder = SpecFinder::new(root);
     let mut stories = Vec::with_capacity(queue.entries.len());
     for entry in queue.entries {
-        let pattern = spec_glob(&config.specs.pattern, &entry.id);
-        let matches = finder.find(&pattern);
-        let spec = match matches.as_slice() {
-            [one] => one.clone(),
-            [] => {
-                let mut p = Problem::new(
-                    file,
-                    Some(entry.line),
-                    format!(
-                        "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in {}",
-                        entry.id,
-                        paths::CONFIG
-                    ),
-                );
-                // A consequence of the pattern: `project::load` drops these
-                // when the pattern itself was the config's problem.
-                p.key = Some("specs.pattern".to_string());
+        match story_of(root, config, &mut finder, &entry) {
+            Ok(story) => stories.push(story),
+            Err(p) => {
                 problems.push(p);
                 stories.push(stub(&entry));
-                continue;
             }
-            many => {
-                let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
-                problems.push(Problem::new(
-                    file,
-                    Some(entry.line),
-                    format!(
-                        "story {}: {} spec files match {pattern} ({}); keep exactly one",
-                        entry.id,
-                        many.len(),
-                        names.join(", ")
-                    ),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let (fm, files, named, spec_bytes) = match std::fs::read_to_string(root.join(&spec)) {
-            Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
-                Ok(fm) => (
-                    fm,
-                    files::spec_files(&spec_text),
-                    files::named_paths(&spec_text),
-                    spec_text.len(),
-                ),
-                Err(p) => {
-                    problems.push(p);
-                    stories.push(stub(&entry));
-                    continue;
-                }
-            },
-            Err(e) => {
-                problems.push(Problem::new(
-                    &spec,
-                    None,
-                    format!("cannot read the spec of story {}: {e}", entry.id),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let agent = match fm
-            .agent
-            .as_deref()
-            .map(|a| (a, crate::agent::Backend::parse(a)))
-        {
-            None => None,
-            Some((_, Some(b))) => Some(b),
-            Some((name, None)) => {
-                problems.push(Problem::new(
-                    &spec,
-                    None,
-                    format!(
-                        "story {}: unknown agent {name:?} in the frontmatter; one of: {}",
-                        entry.id,
-                        crate::agent::Backend::names()
-                    ),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let effort = match fm.effort.as_deref().map(|e| (e, Effort::parse(e))) {
-            None => None,
-            Some((_, Some(e))) => Some(e),
-            Some((word, None)) => {
-                problems.push(Problem::new(
-                    &spec,
-                    None,
-                    format!(
-                        "story {}: effort {word:?} in the frontmatter is not low, medium or high",
-                        entry.id
-                    ),
-                ));
-                stories.push(stub(&entry));
-                continue;
-            }
-        };
-        let model = ModelChoice {
-            model: fm.model.map(|m| m.trim().to_string()),
-            effort,
-        };
-        let title = if !entry.title.is_empty() {
-            entry.title
-        } else if let Some(t) = fm.title.filter(|t| !t.trim().is_empty()) {
-            t.trim().to_string()
-        } else {
-            title_from_filename(&spec, &entry.id)
-        };
-        stories.push(Story {
-            id: entry.id,
-            title,
-            line: entry.line,
-            section: entry.section,
-            spec_path: Some(spec),
-            depends_on: fm.depends_on,
-            estimation: fm.estimation,
-            agent,
-            allow_empty_done: fm.allow_empty_done,
-            allow_test_changes: fm.allow_test_changes,
-            prd_passes: false,
-            model,
-            prd_spec: None,
-            priority: files::priority_rank(fm.priority.as_deref()),
-            files,
-            named,
-            spec_bytes,
-        });
+        }
     }
     let backlog = Backlog {
         source: Source::StoriesTxt,
@@ -509,27 +433,137 @@ fn load_queue(root: &Path, config: &Config, text: &str) -> (Option<Backlog>, Vec
     (Some(backlog), problems)
 }
 
+/// The story of one stories.txt line, read from its spec; the first problem
+/// found with it, for which `load_queue` puts its stub in its place.
+fn story_of(
+    root: &Path,
+    config: &Config,
+    finder: &mut SpecFinder,
+    entry: &QueueEntry,
+) -> Result<Story, Problem> {
+    let file = Path::new(QUEUE_FILE);
+    let pattern = spec_glob(&config.specs.pattern, &entry.id);
+    let matches = finder.find(&pattern);
+    let spec = match matches.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            let mut p = Problem::new(
+                file,
+                Some(entry.line),
+                format!(
+                    "story {}: no spec file matches {pattern}; create the spec or fix specs.pattern in {}",
+                    entry.id,
+                    paths::CONFIG
+                ),
+            );
+            // A consequence of the pattern: `project::load` drops these
+            // when the pattern itself was the config's problem.
+            p.key = Some("specs.pattern".to_string());
+            return Err(p);
+        }
+        many => {
+            let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
+            return Err(Problem::new(
+                file,
+                Some(entry.line),
+                format!(
+                    "story {}: {} spec files match {pattern} ({}); keep exactly one",
+                    entry.id,
+                    many.len(),
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+    let (fm, files, named, spec_bytes) = match std::fs::read_to_string(root.join(&spec)) {
+        Ok(spec_text) => match parse_frontmatter(&spec_text, &spec) {
+            Ok(fm) => (
+                fm,
+                files::spec_files(&spec_text),
+                files::named_paths(&spec_text),
+                spec_text.len(),
+            ),
+            Err(p) => return Err(p),
+        },
+        Err(e) => {
+            return Err(Problem::new(
+                &spec,
+                None,
+                format!("cannot read the spec of story {}: {e}", entry.id),
+            ));
+        }
+    };
+    let agent = frontmatter_word(
+        &spec,
+        fm.agent.as_deref(),
+        crate::agent::Backend::parse,
+        |name| {
+            format!(
+                "story {}: unknown agent {name:?} in the frontmatter; one of: {}",
+                entry.id,
+                crate::agent::Backend::names()
+            )
+        },
+    )?;
+    let effort = frontmatter_word(&spec, fm.effort.as_deref(), Effort::parse, |word| {
+        format!(
+            "story {}: effort {word:?} in the frontmatter is not low, medium or high",
+            entry.id
+        )
+    })?;
+    let model = ModelChoice {
+        model: fm.model.map(|m| m.trim().to_string()),
+        effort,
+    };
+    let title = if !entry.title.is_empty() {
+        entry.title.clone()
+    } else if let Some(t) = fm.title.filter(|t| !t.trim().is_empty()) {
+        t.trim().to_string()
+    } else {
+        title_from_filename(&spec, &entry.id)
+    };
+    Ok(Story {
+        id: entry.id.clone(),
+        title,
+        line: entry.line,
+        section: entry.section,
+        spec_path: Some(spec),
+        depends_on: fm.depends_on,
+        estimation: fm.estimation,
+        agent,
+        allow_empty_done: fm.allow_empty_done,
+        allow_test_changes: fm.allow_test_changes,
+        prd_passes: false,
+        model,
+        prd_spec: None,
+        priority: files::priority_rank(fm.priority.as_deref()),
+        files,
+        named,
+        spec_bytes,
+    })
+}
+
+/// A frontmatter word read with `parse`: none when the spec does not give
+/// it, else its value, or the spec's problem in `refused`'s words.
+fn frontmatter_word<T>(
+    spec: &Path,
+    word: Option<&str>,
+    parse: impl Fn(&str) -> Option<T>,
+    refused: impl FnOnce(&str) -> String,
+) -> Result<Option<T>, Problem> {
+    let Some(w) = word else { return Ok(None) };
+    parse(w)
+        .map(Some)
+        .ok_or_else(|| Problem::new(spec, None, refused(w)))
+}
+
 /// A story whose spec could not be read, for `load_partial`: it stands in
 /// the DAG without dependencies of its own.
 fn stub(entry: &QueueEntry) -> Story {
     Story {
-        id: entry.id.clone(),
-        title: entry.title.clone(),
         line: entry.line,
         section: entry.section,
-        spec_path: None,
-        depends_on: Vec::new(),
-        estimation: None,
-        agent: None,
-        allow_empty_done: false,
-        allow_test_changes: false,
-        prd_passes: false,
-        model: Default::default(),
-        prd_spec: None,
-        priority: files::priority_rank(None),
-        files: Vec::new(),
-        named: Vec::new(),
-        spec_bytes: 0,
+        ..Story::bare(entry.id.clone(), entry.title.clone())
     }
 }
 

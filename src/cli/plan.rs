@@ -151,12 +151,7 @@ fn show(backlog: &crate::backlog::Backlog, dag: &Dag, planned: &[Planned]) {
             held: false,
         })
         .collect();
-    let edges: Vec<(usize, usize)> = dag
-        .graph
-        .raw_edges()
-        .iter()
-        .map(|e| (e.source().index(), e.target().index()))
-        .collect();
+    let edges: Vec<(usize, usize)> = dag.edges();
     print!(
         "{}",
         report::render_graph(&nodes, &edges, &dag.topo_order(), report::GraphStyle::Text)

@@ -51,17 +51,11 @@ pub(super) fn answered(reply: Reply) -> anyhow::Result<i32> {
 fn without_run(state: &mut State, known: bool, cmd: &Command) -> Reply {
     let id = cmd.story().unwrap_or_default().to_string();
     if !known {
-        return Reply::refused(
-            format!("no story {id} in the backlog"),
-            "`ralph stories` lists the stories and their IDs",
-        );
+        return Reply::unknown_story(&id);
     }
     let done = state.is_done(&id);
     match cmd {
-        Command::Hold { .. } if done => Reply::refused(
-            format!("story {id} is done; there is nothing to hold"),
-            format!("`ralph reset {id}` runs it again"),
-        ),
+        Command::Hold { .. } if done => Reply::story_done(&id, "there is nothing to hold"),
         Command::Hold { .. } if !state.held.insert(id.clone()) => {
             Reply::done(format!("{id} is already held"))
         }
@@ -72,14 +66,8 @@ fn without_run(state: &mut State, known: bool, cmd: &Command) -> Reply {
             Reply::done(format!("{id} was not held; nothing changed"))
         }
         Command::Release { .. } => Reply::done(format!("released {id}: the next run may start it")),
-        Command::Note { text, .. } if text.trim().is_empty() => Reply::refused(
-            format!("an empty note for {id}"),
-            format!("`ralph note {id} \"TEXT\"`: say what its next attempt should know"),
-        ),
-        Command::Note { .. } if done => Reply::refused(
-            format!("story {id} is done; no attempt will read a note"),
-            format!("`ralph reset {id}` runs it again"),
-        ),
+        Command::Note { text, .. } if text.trim().is_empty() => Reply::empty_note(&id),
+        Command::Note { .. } if done => Reply::story_done(&id, "no attempt will read a note"),
         Command::Note { text, .. } => {
             state.add_user_note(&id, text);
             Reply::done(format!("noted for {id}'s next attempt: {}", text.trim()))

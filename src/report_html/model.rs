@@ -50,13 +50,7 @@ pub(crate) fn load(root: &Path, run: Option<&str>) -> anyhow::Result<PageInput> 
         .first()
         .and_then(|r| runs.iter().find(|x| x.id == r.id).cloned());
     let stories = story_rows(&project, &state, Some(&stats.lifetime));
-    let edges = project
-        .dag
-        .graph
-        .raw_edges()
-        .iter()
-        .map(|e| (e.source().index(), e.target().index()))
-        .collect();
+    let edges = project.dag.edges();
     let now = crate::timefmt::now_secs();
     Ok(PageInput {
         project: root

@@ -65,11 +65,6 @@ pub(super) fn graph(
             status: model.sched().nodes[i].word(),
         })
         .collect();
-    let edges = dag
-        .graph
-        .raw_edges()
-        .iter()
-        .map(|e| (e.source().index(), e.target().index()))
-        .collect();
+    let edges = dag.edges();
     (stories, edges)
 }

@@ -1027,16 +1027,8 @@ pub(crate) fn test_model(
     limit: Option<u64>,
     now: Now,
 ) -> Model {
-    use crate::backlog::{Backlog, Section, Source};
-    let backlog = Backlog {
-        source: Source::StoriesTxt,
-        stories: stories.clone(),
-        sections: vec![Section {
-            label: Some("1".into()),
-            chain: false,
-        }],
-        skipped: vec![],
-    };
+    use crate::backlog::Backlog;
+    let backlog = Backlog::one_batch(stories.clone());
     let dag = Dag::build(&backlog).expect("a valid DAG");
     let policy = Policy {
         jobs,

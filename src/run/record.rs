@@ -222,23 +222,9 @@ mod tests {
     fn model(n: usize, max_retries: u32) -> Model {
         let stories: Vec<Story> = (1..=n)
             .map(|i| Story {
-                id: format!("1.{i}"),
-                title: format!("S{i}"),
                 line: i,
-                section: 0,
-                spec_path: None,
-                depends_on: Vec::new(),
                 estimation: Some("small".into()),
-                agent: None,
-                prd_passes: false,
-                model: Default::default(),
-                prd_spec: None,
-                allow_empty_done: false,
-                allow_test_changes: false,
-                priority: crate::backlog::files::DEFAULT_RANK,
-                files: Vec::new(),
-                named: Vec::new(),
-                spec_bytes: 0,
+                ..Story::bare(format!("1.{i}"), format!("S{i}"))
             })
             .collect();
         crate::run::model::test_model(stories, 2, max_retries, None, t0())

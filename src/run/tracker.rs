@@ -160,23 +160,9 @@ mod tests {
 
     fn story(id: &str, deps: &[&str], done: bool) -> Story {
         Story {
-            id: id.to_string(),
-            title: String::new(),
-            line: 0,
-            section: 0,
-            spec_path: None,
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
-            estimation: None,
-            agent: None,
-            allow_empty_done: false,
-            model: Default::default(),
-            named: Vec::new(),
-            spec_bytes: 0,
-            allow_test_changes: false,
             prd_passes: done,
-            prd_spec: None,
-            priority: crate::backlog::files::priority_rank(None),
-            files: Vec::new(),
+            ..Story::bare(id, "")
         }
     }
 

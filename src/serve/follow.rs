@@ -42,13 +42,7 @@ pub(super) async fn follow(live: Arc<Live>, project: Project) {
             status,
         })
         .collect();
-    let edges = project
-        .dag
-        .graph
-        .raw_edges()
-        .iter()
-        .map(|e| (e.source().index(), e.target().index()))
-        .collect();
+    let edges = project.dag.edges();
     live.set_graph(stories, edges);
     let n = project.backlog.stories.len();
     let mut run: Option<String> = None;

@@ -168,14 +168,7 @@ async fn stories(State(app): State<App>) -> Response {
 
 /// The numbers of a story's attempt logs, in order.
 fn logged_attempts(app: &App, id: &str) -> Vec<u32> {
-    let mut out: Vec<u32> = std::fs::read_dir(paths::story_logs(&app.live.root, id))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| paths::attempt_log_number(&e.file_name().to_string_lossy()))
-        .collect();
-    out.sort_unstable();
-    out
+    crate::store::logged_attempts(&paths::story_logs(&app.live.root, id))
 }
 
 /// The last `n` lines of `text`, each cut to `LINE_CHARS`.

@@ -122,6 +122,33 @@ impl Reply {
         }
     }
 
+    // The refusals a story command gets alike from a run (`run/transition/steer.rs`)
+    // and without one (`cli/steer.rs`): one wording, whichever answers.
+
+    /// No story `id` in the backlog.
+    pub(crate) fn unknown_story(id: &str) -> Reply {
+        Reply::refused(
+            format!("no story {id} in the backlog"),
+            "`ralph stories` lists the stories and their IDs",
+        )
+    }
+
+    /// Story `id` is done, so the command has nothing to act on (`why`).
+    pub(crate) fn story_done(id: &str, why: &str) -> Reply {
+        Reply::refused(
+            format!("story {id} is done; {why}"),
+            format!("`ralph reset {id}` runs it again"),
+        )
+    }
+
+    /// `ralph note ID` with no text.
+    pub(crate) fn empty_note(id: &str) -> Reply {
+        Reply::refused(
+            format!("an empty note for {id}"),
+            format!("`ralph note {id} \"TEXT\"`: say what its next attempt should know"),
+        )
+    }
+
     /// One reply line (without its newline).
     pub(crate) fn to_line(&self) -> String {
         serde_json::to_string(self).expect("a reply serializes")

@@ -521,17 +521,7 @@ fn init_scaffolds_and_ignores_runtime_files() {
 fn a_usage_limit_pauses_and_is_not_a_failure() {
     let p = Project::with_backlog("1.1 | A\n", r#"{ "loop": { "max_retries": 1 } }"#);
     p.commit_all("backlog");
-    p.agent(
-        r#"
-if [ "$N" = "1" ]; then
-  now=$(date +%s)
-  printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now - 10))"
-  result "You've hit your session limit · resets 2:04pm (UTC)" true
-  exit 1
-fi
-commit_file "src/$ID.txt"; done_
-"#,
-    );
+    p.agent(LIMITED_THEN_DONE);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("usage/rate limit"), "{r:?}");
@@ -1047,22 +1037,10 @@ fn a_limited_agent_falls_back_to_the_next_one() {
     let config = r#"{ "loop": { "max_retries": 1 }, "agent": { "fallback": ["codex"] } }"#;
     let p = Project::with_backlog("1.1 | A\n1.2 | B\n", config);
     p.commit_all("backlog");
-    p.agent(
-        r#"
-echo "claude $ID" >> "$SCRATCH/calls"
-now=$(date +%s)
-printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
-result "You've hit your session limit" true
-exit 1
-"#,
-    );
-    p.agent_named(
-        "codex",
-        r#"echo "codex $ID" >> "$SCRATCH/calls"
-commit_file "src/$ID.txt"
-printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
-printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#,
-    );
+    p.agent(&format!(
+        "echo \"claude $ID\" >> \"$SCRATCH/calls\"\n{LIMITED_FOR_AN_HOUR}"
+    ));
+    p.agent_named("codex", CODEX_DONE);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(

@@ -32,12 +32,7 @@ pub(crate) fn spawn(p: &Project, args: &[&str]) -> Child {
 
 /// Waits (bounded) for `child` to exit on its own and returns its status.
 pub(crate) fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let mut status = None;
-    wait_until(what, Duration::from_secs(60), || {
-        status = child.try_wait().unwrap();
-        status.is_some()
-    });
-    status.expect("waited for it")
+    wait_for_exit(child, what, Duration::from_secs(60))
 }
 
 pub(crate) fn kill_session(sid: i32) {
@@ -944,15 +939,9 @@ done_
 fn a_usage_limit_pause_survives_a_restart() {
     let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);
     p.commit_all("backlog");
-    p.agent(
-        r#"
-echo "$N" >> "$SCRATCH/calls"
-now=$(date +%s)
-printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
-result "You've hit your session limit" true
-exit 1
-"#,
-    );
+    p.agent(&format!(
+        "echo \"$N\" >> \"$SCRATCH/calls\"\n{LIMITED_FOR_AN_HOUR}"
+    ));
     let mut child = spawn(&p, &["run"]);
     let state = p.root.join(".ralph/state.json");
     wait_until("the pause in state.json", Duration::from_secs(60), || {

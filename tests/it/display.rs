@@ -115,19 +115,13 @@ impl PtyRun {
 
     /// Waits (bounded) for ralph to exit and the output to end.
     fn finish(&mut self) -> (i32, Vec<u8>) {
-        let mut code = None;
-        wait_until("ralph to exit", Duration::from_secs(300), || {
-            code = self
-                .child
-                .try_wait()
-                .unwrap()
-                .map(|s| s.code().unwrap_or(-1));
-            code.is_some()
-        });
+        let code = wait_for_exit(&mut self.child, "ralph to exit", Duration::from_secs(300))
+            .code()
+            .unwrap_or(-1);
         if let Some(r) = self.reader.take() {
             r.join().unwrap();
         }
-        (code.unwrap(), self.out.lock().unwrap().clone())
+        (code, self.out.lock().unwrap().clone())
     }
 }
 
@@ -283,6 +277,18 @@ done_"#,
     p
 }
 
+/// `ralph run` on a `busy_project` under the pseudo-terminal, once its
+/// three agents have started.
+fn busy_run(p: &Project) -> PtyRun {
+    let run = PtyRun::start(live_command(p, &["run"]));
+    for id in ["1.1", "1.2", "1.3"] {
+        wait_until("the agents", Duration::from_secs(120), || {
+            p.scratch.join(format!("started-{id}")).exists()
+        });
+    }
+    run
+}
+
 fn live_command(p: &Project, args: &[&str]) -> Command {
     let mut c = p.command(args);
     c.env_remove("CI")
@@ -295,12 +301,7 @@ fn live_command(p: &Project, args: &[&str]) -> Command {
 #[test]
 fn the_live_display_fits_80_columns() {
     let p = busy_project();
-    let mut run = PtyRun::start(live_command(&p, &["run"]));
-    for id in ["1.1", "1.2", "1.3"] {
-        wait_until("the agents", Duration::from_secs(120), || {
-            p.scratch.join(format!("started-{id}")).exists()
-        });
-    }
+    let mut run = busy_run(&p);
     // The tool call reached the rows, relative to the worktree.
     run.wait_for("cat src/some/");
     // The progress line (issue 24): landed of the total, elapsed, ETA.
@@ -377,12 +378,7 @@ done_"#,
 #[test]
 fn a_typed_ctrl_c_leaves_no_frozen_frame() {
     let p = busy_project();
-    let mut run = PtyRun::start(live_command(&p, &["run"]));
-    for id in ["1.1", "1.2", "1.3"] {
-        wait_until("the agents", Duration::from_secs(120), || {
-            p.scratch.join(format!("started-{id}")).exists()
-        });
-    }
+    let mut run = busy_run(&p);
     run.wait_for("cat src/some/");
     assert!(
         !run.echoctl(),

@@ -56,13 +56,7 @@ fn past_the_bound_a_dead_api_hands_over_to_the_fallback_agent() {
     let p = Project::with_backlog("1.1 | A\n1.2 | B\n", config);
     p.commit_all("backlog");
     p.agent(API_500);
-    p.agent_named(
-        "codex",
-        r#"echo "codex $ID" >> "$SCRATCH/calls"
-commit_file "src/$ID.txt"
-printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
-printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#,
-    );
+    p.agent_named("codex", CODEX_DONE);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(

@@ -9,29 +9,6 @@ use std::fs;
 
 use crate::harness::*;
 
-const SIX: &str = "\
-# [batch:1]
-1.1 | A
-1.2 | B
-1.3 | C
-1.4 | D
-1.5 | E
-1.6 | F
-";
-
-/// Agent-side: `mark S|E`, and a bounded wait for `$2` markers matching `$1`.
-const MARKERS: &str = r#"
-mark() { ( flock 9; echo "$1 $ID $N" >> "$SCRATCH/markers" ) 9>"$SCRATCH/lock"; }
-wait_markers() {
-  for _ in $(seq 1 400); do
-    n=$(grep -c "$1" "$SCRATCH/markers" 2>/dev/null)
-    [ "${n:-0}" -ge "$2" ] && return 0
-    sleep 0.05
-  done
-  echo "$ID attempt $N: gave up waiting for $2 of '$1'" >> "$SCRATCH/waits"
-}
-"#;
-
 /// `(story, start)` for every attempt start and end, in record order.
 fn attempt_events(recs: &[serde_json::Value]) -> Vec<(String, bool)> {
     recs.iter()
@@ -63,23 +40,7 @@ fn prose_run(config: &str) -> Vec<(String, bool)> {
             &format!("---\nid: \"{id}\"\nstatus: pending\n---\n\n# Story {id}\n\n{words}\n"),
         );
     }
-    p.write("FEATURES.md", "# Features\n");
-    p.commit_all("backlog");
-    p.agent(&format!(
-        r#"{MARKERS}
-mark S
-case "$ID" in
-  1.1) wait_markers '^S 1\.[3-6] ' 4; echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
-  1.2) echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
-  *) commit_file "src/$ID.rs" ;;
-esac
-mark E
-done_
-"#
-    ));
-    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(p.completed().len(), 6, "{r:?}");
+    run_two_on_features_md(&p);
     assert_eq!(p.scratch_text("waits"), "", "an agent gave up waiting");
     attempt_events(&run_records(&p))
 }

@@ -401,6 +401,20 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut cond: impl FnMut()
     }
 }
 
+/// Waits (bounded by `limit`) for `child` to exit on its own; its status.
+pub fn wait_for_exit(
+    child: &mut std::process::Child,
+    what: &str,
+    limit: std::time::Duration,
+) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_until(what, limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    status.expect("waited for it")
+}
+
 /// A live process holding `path` open, as git does with a lock file while
 /// it runs (a `git commit` with its editor open, say); returns once it holds
 /// it. Kill and wait for the child to let go.
@@ -469,3 +483,108 @@ pub fn run_records(p: &Project) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// Six independent stories in one batch, 1.1 to 1.6.
+pub const SIX: &str = "\
+# [batch:1]
+1.1 | A
+1.2 | B
+1.3 | C
+1.4 | D
+1.5 | E
+1.6 | F
+";
+
+/// Agent-side helpers: `mark S|E` appends `<S|E> <id> <attempt>` to
+/// `$SCRATCH/markers` under `flock`; `wait_markers PATTERN N` waits
+/// (bounded, 20 s) until `grep -c PATTERN` on the markers reaches N, and
+/// notes a give-up in `$SCRATCH/waits`.
+pub const MARKERS: &str = r#"
+mark() { ( flock 9; echo "$1 $ID $N" >> "$SCRATCH/markers" ) 9>"$SCRATCH/lock"; }
+wait_markers() {
+  for _ in $(seq 1 400); do
+    n=$(grep -c "$1" "$SCRATCH/markers" 2>/dev/null)
+    [ "${n:-0}" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  echo "$ID attempt $N: gave up waiting for $2 of '$1'" >> "$SCRATCH/waits"
+}
+"#;
+
+/// `SIX` run with `-j 2` where 1.1 and 1.2 both append to `FEATURES.md`
+/// (committed here) and the others commit a file of their own; 1.1 runs
+/// until 1.3 to 1.6 have all started. Asserts the run ended 0 with all six
+/// done; how the specs say which files they touch is the caller's.
+pub fn run_two_on_features_md(p: &Project) {
+    p.write("FEATURES.md", "# Features\n");
+    p.commit_all("backlog");
+    p.agent(&format!(
+        r#"{MARKERS}
+mark S
+case "$ID" in
+  1.1) wait_markers '^S 1\.[3-6] ' 4; echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
+  1.2) echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
+  *) commit_file "src/$ID.rs" ;;
+esac
+mark E
+done_
+"#
+    ));
+    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 6, "{r:?}");
+}
+
+/// Chromium's executable, or `None` (the test is skipped, with a word
+/// saying that `what` is not checked in a browser) when it is not installed
+/// outside CI; under CI a missing one fails.
+pub fn chromium(what: &str) -> Option<PathBuf> {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        }) {
+            return Some(p);
+        }
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    assert!(
+        !ci,
+        "chromium is not installed: .ci/run installs it under CI=true"
+    );
+    eprintln!(
+        "SKIPPED: chromium is not installed (apt-get install chromium) — {what} is not checked in a browser"
+    );
+    None
+}
+
+/// A fake `codex` (for `p.agent_named("codex", CODEX_DONE)`): notes
+/// `codex <id>` in `$SCRATCH/calls`, commits `src/<id>.txt` and says DONE
+/// in Codex's JSON stream, with a few tokens.
+pub const CODEX_DONE: &str = r#"echo "codex $ID" >> "$SCRATCH/calls"
+commit_file "src/$ID.txt"
+printf '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"<ralph>DONE %s</ralph>"}}\n' "$ID"
+printf '%s\n' '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'"#;
+
+/// An agent whose first attempt hits Claude Code's usage limit (one that
+/// has already reset, so the run goes on at once) and whose next one
+/// commits `src/<id>.txt` and says DONE.
+pub const LIMITED_THEN_DONE: &str = r#"
+if [ "$N" = "1" ]; then
+  now=$(date +%s)
+  printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now - 10))"
+  result "You've hit your session limit · resets 2:04pm (UTC)" true
+  exit 1
+fi
+commit_file "src/$ID.txt"; done_
+"#;
+
+/// Agent lines that hit Claude Code's usage limit, reset in an hour: the
+/// agent pauses for the rest of the test.
+pub const LIMITED_FOR_AN_HOUR: &str = r#"
+now=$(date +%s)
+printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
+result "You've hit your session limit" true
+exit 1
+"#;

@@ -385,14 +385,7 @@ fn a_usage_limit_pause_is_recorded_and_notified() {
     } }"#;
     let p = Project::with_backlog("1.1 | A\n", config);
     p.commit_all("backlog");
-    p.agent(
-        r#"
-now=$(date +%s)
-printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now + 3600))"
-result "You've hit your session limit" true
-exit 1
-"#,
-    );
+    p.agent(LIMITED_FOR_AN_HOUR);
     let mut child = spawn(&p, &["run"]);
     wait_until("the on_pause hook", Duration::from_secs(60), || {
         p.scratch.join("pause.env").exists()
@@ -421,27 +414,6 @@ exit 1
 
 // ---------------------------------------------------------------------------
 // The report in a real browser
-
-/// Chromium's executable, or `None` (the test is skipped, with a word)
-/// when it is not installed outside CI; under CI a missing one fails.
-fn chromium() -> Option<PathBuf> {
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        }) {
-            return Some(p);
-        }
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(
-        !ci,
-        "chromium is not installed: .ci/run installs it under CI=true"
-    );
-    eprintln!("SKIPPED: chromium is not installed (apt-get install chromium) — the report is not checked in a browser");
-    None
-}
 
 /// What Chromium made of `page`: the DOM after its scripts ran, and the
 /// console lines it printed (the page prints none unless something fails).
@@ -505,7 +477,9 @@ fn attr(dom: &str, name: &str) -> Option<String> {
 
 #[test]
 fn the_report_opens_in_headless_chromium_without_errors() {
-    let Some(chrome) = chromium() else { return };
+    let Some(chrome) = chromium("the report") else {
+        return;
+    };
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ralph-report");
     fs::create_dir_all(&shots).unwrap();
 

@@ -82,12 +82,9 @@ fn spawn_user(p: &Project, script: &str) -> Child {
 }
 
 fn wait_exit(child: &mut Child, what: &str) -> i32 {
-    let mut code = None;
-    wait_until(what, Duration::from_secs(120), || {
-        code = child.try_wait().unwrap().map(|s| s.code().unwrap_or(-1));
-        code.is_some()
-    });
-    code.unwrap()
+    wait_for_exit(child, what, Duration::from_secs(120))
+        .code()
+        .unwrap_or(-1)
 }
 
 /// Runs ralph with `user` racing it; returns ralph's exit code and output.

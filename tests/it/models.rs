@@ -111,18 +111,7 @@ done_
 fn a_usage_limit_does_not_move_a_story_up_the_ladder() {
     let p = Project::with_backlog("1.1 | A\n", LADDER);
     p.commit_all("backlog");
-    agent(
-        &p,
-        r#"
-if [ "$N" = "1" ]; then
-  now=$(date +%s)
-  printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%s,"rateLimitType":"five_hour"}}\n' "$((now - 10))"
-  result "You've hit your session limit · resets 2:04pm (UTC)" true
-  exit 1
-fi
-commit_file "src/$ID.txt"; done_
-"#,
-    );
+    agent(&p, LIMITED_THEN_DONE);
     let r = p.ralph(&["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(lines(&p, "models-1.1"), ["haiku", "haiku"]);

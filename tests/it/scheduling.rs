@@ -12,20 +12,6 @@ use std::time::Duration;
 
 use crate::harness::*;
 
-/// Agent-side helpers: markers, and bounded waits on them.
-const MARKERS: &str = r#"
-mark() { ( flock 9; echo "$1 $ID $N" >> "$SCRATCH/markers" ) 9>"$SCRATCH/lock"; }
-# Waits (bounded, 20 s) until `grep -c "$1"` on the markers reaches $2.
-wait_markers() {
-  for _ in $(seq 1 400); do
-    n=$(grep -c "$1" "$SCRATCH/markers" 2>/dev/null)
-    [ "${n:-0}" -ge "$2" ] && return 0
-    sleep 0.05
-  done
-  echo "$ID attempt $N: gave up waiting for $2 of '$1'" >> "$SCRATCH/waits"
-}
-"#;
-
 /// One parsed marker: start or end, story, attempt.
 #[derive(Debug, Clone, PartialEq)]
 struct Marker {
@@ -79,16 +65,6 @@ fn spec(p: &Project, id: &str, extra: &str, files: &[&str]) {
     }
     p.write(&format!("specs/epic-{epic}/story-{id}-spec.md"), &body);
 }
-
-const SIX: &str = "\
-# [batch:1]
-1.1 | A
-1.2 | B
-1.3 | C
-1.4 | D
-1.5 | E
-1.6 | F
-";
 
 #[test]
 fn retries_run_one_at_a_time_while_first_attempts_fill_the_slots() {
@@ -270,25 +246,9 @@ fn stories_declaring_the_same_file_do_not_run_together_while_other_work_is_ready
     for id in ["1.3", "1.4", "1.5", "1.6"] {
         spec(&p, id, "", &[&format!("src/{id}.rs")]);
     }
-    p.write("FEATURES.md", "# Features\n");
-    p.commit_all("backlog");
     // 1.1 runs until every other independent story has started, so the
     // slot beside it always has other work to take.
-    p.agent(&format!(
-        r#"{MARKERS}
-mark S
-case "$ID" in
-  1.1) wait_markers '^S 1\.[3-6] ' 4; echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
-  1.2) echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID" ;;
-  *) commit_file "src/$ID.rs" ;;
-esac
-mark E
-done_
-"#
-    ));
-    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(p.completed().len(), 6, "{r:?}");
+    run_two_on_features_md(&p);
     let ms = markers(&p);
     let start_of = |id: &str| {
         ms.iter()

@@ -16,27 +16,6 @@ use crate::harness::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// Chromium's executable, or `None` (the test is skipped, with a word)
-/// when it is not installed outside CI; under CI a missing one fails.
-pub fn chromium() -> Option<PathBuf> {
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        }) {
-            return Some(p);
-        }
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(
-        !ci,
-        "chromium is not installed: .ci/run installs it under CI=true"
-    );
-    eprintln!("SKIPPED: chromium is not installed (apt-get install chromium) — the page is not checked in a browser");
-    None
-}
-
 /// A headless Chromium with one page open, spoken to over its DevTools
 /// pipe (file descriptors 3 and 4: NUL-terminated JSON messages).
 pub struct Browser {
@@ -267,16 +246,9 @@ impl Bg {
     }
 
     pub fn wait(mut self) -> i32 {
-        let mut code = None;
-        wait_until("ralph to end", Duration::from_secs(300), || {
-            code = self
-                .child
-                .try_wait()
-                .unwrap()
-                .map(|s| s.code().unwrap_or(-1));
-            code.is_some()
-        });
-        code.unwrap()
+        wait_for_exit(&mut self.child, "ralph to end", Duration::from_secs(300))
+            .code()
+            .unwrap_or(-1)
     }
 }
 
@@ -309,7 +281,9 @@ done_
 
 #[test]
 fn the_page_shows_every_story_with_its_status_pushed_during_the_run() {
-    let Some(chrome) = chromium() else { return };
+    let Some(chrome) = chromium("the page") else {
+        return;
+    };
     let p = Project::with_backlog(
         "# [batch:1]\n1.1 | First\n1.2 | Second\n2.1 | After <both> & more\n",
         r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 }, "budget": { "max_cost_usd": 5 } }"#,
@@ -481,7 +455,7 @@ fn a_pause_pressed_through_the_api_reaches_the_run_and_shows_in_the_page() {
     let srv = Bg::start(&p, &["serve"], &[]);
     let url = srv.url();
     let (b, token) = (base(&url), token_of(&url));
-    let chrome = chromium();
+    let chrome = chromium("the page");
     let mut page = chrome.as_ref().map(|c| Browser::open(c, &url));
     if let Some(page) = page.as_mut() {
         wait_until("the page", LIMIT, || page.rows().len() == 2);

@@ -36,14 +36,20 @@ fn project(config: &str, answer: &str, failing: &[&str]) -> Project {
         "---\nid: \"1.2\"\ntitle: \"After\"\nstatus: pending\ndepends_on: [\"1.1\"]\n---\n\n# Story 1.2\n",
     );
     p.commit_all("backlog");
+    agent(&p, answer, &failing.join("\n"));
+    p
+}
+
+/// `AGENT` on `p`, answering a split with `answer` (as a stream-json
+/// result line) and failing the stories on the lines of `failing`.
+fn agent(p: &Project, answer: &str, failing: &str) {
     p.agent(AGENT);
     let line = serde_json::json!({
         "type": "result", "subtype": "success", "is_error": false, "result": answer,
         "usage": {"input_tokens": 50, "output_tokens": 40}, "total_cost_usd": 0.02
     });
     fs::write(p.scratch.join("answer.json"), format!("{line}\n")).unwrap();
-    fs::write(p.scratch.join("failing"), failing.join("\n") + "\n").unwrap();
-    p
+    fs::write(p.scratch.join("failing"), format!("{failing}\n")).unwrap();
 }
 
 fn calls(p: &Project) -> Vec<String> {
@@ -120,13 +126,7 @@ fn the_run_after_a_split_keeps_to_the_stories_resume_left_out() {
     let answer = format!("{}<ralph>DECOMPOSE_DONE 1.1: 1</ralph>", block("1.1.1", ""));
     let p = Project::with_backlog("# [batch:1]\n0.1 | Before\n1.1 | Big\n", SPLIT);
     p.commit_all("backlog");
-    p.agent(AGENT);
-    let line = serde_json::json!({
-        "type": "result", "subtype": "success", "is_error": false, "result": answer,
-        "usage": {"input_tokens": 50, "output_tokens": 40}, "total_cost_usd": 0.02
-    });
-    fs::write(p.scratch.join("answer.json"), format!("{line}\n")).unwrap();
-    fs::write(p.scratch.join("failing"), "1.1\n").unwrap();
+    agent(&p, &answer, "1.1");
     let r = p.ralph(&["run", "-r", "1.1"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.merges_of("1.1.1"), 1, "{r:?}");

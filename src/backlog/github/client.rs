@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::poll::{Http, Resp};
+use super::poll::{Http, Req, Resp};
 
 pub(crate) struct Client {
     agent: ureq::Agent,
@@ -69,13 +69,13 @@ pub(crate) fn next_link(link: &str) -> Option<String> {
 }
 
 impl Http for Client {
-    fn request(
-        &mut self,
-        method: &str,
-        url: &str,
-        etag: Option<&str>,
-        body: Option<&str>,
-    ) -> Result<Resp, String> {
+    fn request(&mut self, req: Req<'_>) -> Result<Resp, String> {
+        let Req {
+            method,
+            url,
+            etag,
+            body,
+        } = req;
         let mut req = ureq::http::Request::builder()
             .method(method)
             .uri(url)

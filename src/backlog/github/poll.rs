@@ -24,15 +24,21 @@ pub(crate) struct Resp {
     pub(crate) reset: Option<i64>,
 }
 
+/// One request: what every `Http` is asked, in one value so the real client
+/// and the scripted one take it the same way.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Req<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) url: &'a str,
+    /// Sent as `If-None-Match`.
+    pub(crate) etag: Option<&'a str>,
+    /// A JSON body.
+    pub(crate) body: Option<&'a str>,
+}
+
 pub(crate) trait Http {
     /// One request; `Err` when no answer came (unreachable, timeout).
-    fn request(
-        &mut self,
-        method: &str,
-        url: &str,
-        etag: Option<&str>,
-        body: Option<&str>,
-    ) -> Result<Resp, String>;
+    fn request(&mut self, req: Req<'_>) -> Result<Resp, String>;
 }
 
 /// Why the tracker could not be read or written now. Never a story's
@@ -84,7 +90,12 @@ fn message_of(body: &str) -> String {
 
 fn get(http: &mut dyn Http, url: &str, etag: Option<&str>, now: i64) -> Result<Resp, Fail> {
     let resp = http
-        .request("GET", url, etag, None)
+        .request(Req {
+            method: "GET",
+            url,
+            etag,
+            body: None,
+        })
         .map_err(Fail::Unreachable)?;
     classify(&resp, now)?;
     Ok(resp)
@@ -296,7 +307,12 @@ pub(crate) fn flush(
                 ),
             ),
         };
-        let resp = match http.request(method, &url, None, body.as_deref()) {
+        let resp = match http.request(Req {
+            method,
+            url: &url,
+            etag: None,
+            body: body.as_deref(),
+        }) {
             Ok(r) => r,
             Err(e) => return (done, dropped, Some(Fail::Unreachable(e))),
         };
@@ -325,12 +341,12 @@ pub(crate) fn create_issue(
 ) -> Result<u64, Fail> {
     let payload = serde_json::json!({ "title": title, "body": body, "labels": labels }).to_string();
     let resp = http
-        .request(
-            "POST",
-            &format!("{api}/repos/{repo}/issues"),
-            None,
-            Some(&payload),
-        )
+        .request(Req {
+            method: "POST",
+            url: &format!("{api}/repos/{repo}/issues"),
+            etag: None,
+            body: Some(&payload),
+        })
         .map_err(Fail::Unreachable)?;
     classify(&resp, now)?;
     serde_json::from_str::<Value>(&resp.body)
@@ -385,13 +401,10 @@ mod tests {
     }
 
     impl Http for Script {
-        fn request(
-            &mut self,
-            method: &str,
-            url: &str,
-            etag: Option<&str>,
-            _body: Option<&str>,
-        ) -> Result<Resp, String> {
+        fn request(&mut self, req: Req<'_>) -> Result<Resp, String> {
+            let Req {
+                method, url, etag, ..
+            } = req;
             self.asked
                 .push((method.into(), url.into(), etag.map(str::to_string)));
             (self.answer)(method, url, etag)

@@ -6,7 +6,7 @@
 use crate::config::TestsGate;
 use crate::gates::{Finding, FindingKind};
 use crate::report::Message;
-use crate::state::{AttemptKind, Explained, Fixup, FixupCause, GateDecision, GateRecord, Note};
+use crate::state::{AttemptKind, Explained, FixupCause, GateDecision, GateRecord, Note};
 
 use super::outcome::kind_of;
 use crate::run::events::{Action, GateAsk, LandResult, Now, ReviewReport, ReviewVerdict};
@@ -204,17 +204,11 @@ pub(super) fn reviewed(
             model.apply(idx, Change::Requeue);
             model.state.set_note(
                 &id,
-                Some(Note {
-                    text: String::new(),
-                    fixup: Some(Fixup {
-                        cause: FixupCause::Review { text },
-                        work,
-                        attempt: landing.attempt,
-                        fresh_session: false,
-                    }),
-                    redo: false,
-                    decompose: false,
-                }),
+                Some(Note::fixup(
+                    FixupCause::Review { text },
+                    work,
+                    landing.attempt,
+                )),
             );
         }
         _ => {
@@ -356,20 +350,14 @@ pub(super) fn gated(
             model.apply(idx, Change::Requeue);
             model.state.set_note(
                 &id,
-                Some(Note {
-                    text: String::new(),
-                    fixup: Some(Fixup {
-                        cause: FixupCause::Gate {
-                            findings: to_fix,
-                            other_side_of,
-                        },
-                        work,
-                        attempt: landing.attempt,
-                        fresh_session: false,
-                    }),
-                    redo: false,
-                    decompose: false,
-                }),
+                Some(Note::fixup(
+                    FixupCause::Gate {
+                        findings: to_fix,
+                        other_side_of,
+                    },
+                    work,
+                    landing.attempt,
+                )),
             );
             out.push(Action::Save);
         }

@@ -3,7 +3,7 @@
 
 use crate::prompt;
 use crate::report::{self, Message};
-use crate::state::{AttemptKind, Fixup, FixupCause, Note, Outcome};
+use crate::state::{AttemptKind, FixupCause, Note, Outcome};
 
 use super::limits::halt;
 use super::outcome::{count_failure, failed_for_good, kind_of, redo_note};
@@ -230,25 +230,19 @@ pub(super) fn landing_finished(
             // result conflicts again is redone from scratch.
             let fixup = match saved_ref.clone() {
                 Some(work) if kind_of(model, idx, landing.attempt) != AttemptKind::Fixup => {
-                    Some(Fixup {
-                        cause: FixupCause::Conflict {
+                    Some(Note::fixup(
+                        FixupCause::Conflict {
                             paths: paths.clone(),
                         },
                         work,
-                        attempt: landing.attempt,
-                        fresh_session: false,
-                    })
+                        landing.attempt,
+                    ))
                 }
                 _ => None,
             };
             let kept = saved_ref.unwrap_or_else(|| crate::project::story_branch(&id));
             let note = match fixup {
-                Some(f) => Note {
-                    text: String::new(),
-                    fixup: Some(f),
-                    redo: false,
-                    decompose: false,
-                },
+                Some(note) => note,
                 None => Note {
                     text: prompt::conflict_redo(&target, &paths, &kept),
                     fixup: None,
@@ -302,22 +296,16 @@ pub(super) fn landing_finished(
             // The merged tree goes back to its agent with the output, once.
             let after_fixup = kind_of(model, idx, landing.attempt) == AttemptKind::Fixup;
             let note = match saved_ref.clone() {
-                Some(work) if !after_fixup => Note {
-                    text: String::new(),
-                    fixup: Some(Fixup {
-                        cause: FixupCause::Validation {
-                            name: name.clone(),
-                            cmd,
-                            tail: tail.clone(),
-                            log: log_rel.clone(),
-                        },
-                        work,
-                        attempt: landing.attempt,
-                        fresh_session: false,
-                    }),
-                    redo: false,
-                    decompose: false,
-                },
+                Some(work) if !after_fixup => Note::fixup(
+                    FixupCause::Validation {
+                        name: name.clone(),
+                        cmd,
+                        tail: tail.clone(),
+                        log: log_rel.clone(),
+                    },
+                    work,
+                    landing.attempt,
+                ),
                 _ => redo_note(model, &id, &reason, saved_ref.as_deref(), after_fixup),
             };
             if count_failure(

@@ -113,13 +113,7 @@ fn decide(model: &mut Model, cmd: &Command, out: &mut Vec<Action>) -> (Reply, bo
         | Command::Note { id, .. }
         | Command::Land { id }
         | Command::Reject { id, .. } => match model.index_of(id) {
-            None => (
-                Reply::refused(
-                    format!("no story {id} in the backlog"),
-                    "`ralph stories` lists the stories and their IDs",
-                ),
-                false,
-            ),
+            None => (Reply::unknown_story(id), false),
             Some(idx) => on_story(model, idx, cmd, out),
         },
     }
@@ -156,13 +150,7 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
         }
         Command::Hold { .. } => {
             if node == Node::Done {
-                return (
-                    Reply::refused(
-                        format!("story {id} is done; there is nothing to hold"),
-                        format!("`ralph reset {id}` runs it again"),
-                    ),
-                    false,
-                );
+                return (Reply::story_done(&id, "there is nothing to hold"), false);
             }
             // Asked during this run: the run waits for its release.
             model.holds_here = true;
@@ -196,24 +184,10 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
         }
         Command::Note { text, .. } => {
             if text.trim().is_empty() {
-                return (
-                    Reply::refused(
-                        format!("an empty note for {id}"),
-                        format!(
-                            "`ralph note {id} \"TEXT\"`: say what its next attempt should know"
-                        ),
-                    ),
-                    false,
-                );
+                return (Reply::empty_note(&id), false);
             }
             if node == Node::Done {
-                return (
-                    Reply::refused(
-                        format!("story {id} is done; no attempt will read a note"),
-                        format!("`ralph reset {id}` runs it again"),
-                    ),
-                    false,
-                );
+                return (Reply::story_done(&id, "no attempt will read a note"), false);
             }
             model.state.add_user_note(&id, text);
             let running = if slot.is_some() {
@@ -230,14 +204,8 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
             )
         }
         Command::Land { .. } => {
-            if model.state.status(&id) != Status::Review || node != Node::Review {
-                return (
-                    Reply::refused(
-                        format!("story {id} is not waiting for review"),
-                        "`ralph review` lists the stories that are",
-                    ),
-                    false,
-                );
+            if let Some(refused) = unless_in_review(model, &id, node) {
+                return refused;
             }
             model.state.approve(&id);
             let attempt = model
@@ -258,14 +226,8 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
             )
         }
         Command::Reject { note, .. } => {
-            if model.state.status(&id) != Status::Review || node != Node::Review {
-                return (
-                    Reply::refused(
-                        format!("story {id} is not waiting for review"),
-                        "`ralph review` lists the stories that are",
-                    ),
-                    false,
-                );
+            if let Some(refused) = unless_in_review(model, &id, node) {
+                return refused;
             }
             let why = note.as_deref().unwrap_or("no reason given");
             model.apply(idx, Change::Rejected { why });
@@ -284,4 +246,18 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
             false,
         ),
     }
+}
+
+/// `land` and `reject` act only on a story waiting for review: the refusal
+/// for any other.
+fn unless_in_review(model: &Model, id: &str, node: Node) -> Option<(Reply, bool)> {
+    (model.state.status(id) != Status::Review || node != Node::Review).then(|| {
+        (
+            Reply::refused(
+                format!("story {id} is not waiting for review"),
+                "`ralph review` lists the stories that are",
+            ),
+            false,
+        )
+    })
 }

@@ -159,15 +159,7 @@ fn a_usage_limit_pause_is_kept_in_the_state_and_honoured_by_the_next_run() {
     assert_eq!(m.state.paused_until.get("claude"), Some(&(now.unix + 602)));
     // A new run from that state starts paused.
     let stories = m.stories.clone();
-    let backlog = Backlog {
-        source: Source::StoriesTxt,
-        stories: stories.clone(),
-        sections: vec![Section {
-            label: Some("1".into()),
-            chain: false,
-        }],
-        skipped: vec![],
-    };
+    let backlog = Backlog::one_batch(stories.clone());
     let dag = Dag::build(&backlog).unwrap();
     let later_now = later(now, 60);
     let mut again = Model::new(

@@ -5,30 +5,15 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::agent::{Backend, FaultKind, ResultKind};
-use crate::backlog::{Backlog, Section, Source, Story};
+use crate::backlog::{Backlog, Story};
 use crate::dag::Dag;
 use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
 use crate::state::{AttemptKind, FixupCause, State, Status};
 
 fn story(id: &str, deps: &[&str]) -> Story {
     Story {
-        id: id.into(),
-        title: format!("Story {id}"),
-        line: 0,
-        section: 0,
-        spec_path: None,
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
-        estimation: None,
-        agent: None,
-        allow_empty_done: false,
-        allow_test_changes: false,
-        prd_passes: false,
-        model: Default::default(),
-        prd_spec: None,
-        priority: crate::backlog::files::DEFAULT_RANK,
-        files: Vec::new(),
-        named: Vec::new(),
-        spec_bytes: 0,
+        ..Story::bare(id, format!("Story {id}"))
     }
 }
 
@@ -190,15 +175,7 @@ fn post_hooks(actions: &[Action]) -> Vec<(String, u64, &'static str)> {
 /// A model of `stories` (one batch section) from `state`, asked for
 /// `only`; with `by_hand`, the run of `ralph decompose` that story.
 fn model_of(stories: Vec<Story>, state: State, only: usize, by_hand: bool) -> Model {
-    let backlog = Backlog {
-        source: Source::StoriesTxt,
-        stories: stories.clone(),
-        sections: vec![Section {
-            label: Some("1".into()),
-            chain: false,
-        }],
-        skipped: vec![],
-    };
+    let backlog = Backlog::one_batch(stories.clone());
     let dag = Dag::build(&backlog).expect("a valid DAG");
     let mut policy = model_with(&[("a", &[])], 1, 3, None).policy;
     let mut state = state;

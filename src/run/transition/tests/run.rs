@@ -390,15 +390,7 @@ fn staggered_starts_are_spaced() {
 #[test]
 fn a_run_of_one_story_counts_that_story_and_this_runs_cost() {
     let stories = vec![story("a", &[]), story("b", &[])];
-    let backlog = Backlog {
-        source: Source::StoriesTxt,
-        stories: stories.clone(),
-        sections: vec![Section {
-            label: Some("1".into()),
-            chain: false,
-        }],
-        skipped: vec![],
-    };
+    let backlog = Backlog::one_batch(stories.clone());
     let dag = Dag::build(&backlog).expect("a valid DAG");
     let mut state = State::default();
     state.mark_done("a", Some("c0ffee"));
