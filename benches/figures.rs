@@ -846,6 +846,17 @@ fn logged_gib(p: &Project, what: &str) -> u64 {
     logged
 }
 
+/// The RSS figures' agents run python3, which the sandbox (on by default
+/// where bubblewrap works) does not reach when it lives under the home
+/// directory (pyenv): the figure is ralph's memory, so they run unsealed.
+fn unsealed(root: &Path) {
+    write(
+        root,
+        ".ralph/config.json",
+        "{ \"loop\": { \"max_retries\": 1 }, \"sandbox\": { \"mode\": \"off\" } }\n",
+    );
+}
+
 fn fig_rss(bin: &Path, quick: bool) -> Figure {
     const GIB: u64 = 1 << 30;
     let runs = if quick { 1 } else { 5 };
@@ -859,7 +870,7 @@ fn fig_rss(bin: &Path, quick: bool) -> Figure {
     let (mut peak, mut wall, mut rate) = (Vec::new(), Vec::new(), Vec::new());
     let mut base_peak = Vec::new();
     for i in 0..runs {
-        let p = Project::new(&backlog, &big_agent, |_| {});
+        let p = Project::new(&backlog, &big_agent, unsealed);
         let (hwm, t) = run_polling_rss(&p, bin, &["run"]);
         let logged = logged_gib(&p, "rss");
         eprintln!(
@@ -872,7 +883,7 @@ fn fig_rss(bin: &Path, quick: bool) -> Figure {
         wall.push(t.as_secs_f64());
         rate.push(logged as f64 / 1e6 / t.as_secs_f64());
         drop(p);
-        let q = Project::new(&backlog, small_agent, |_| {});
+        let q = Project::new(&backlog, small_agent, unsealed);
         base_peak.push(run_polling_rss(&q, bin, &["run"]).0);
     }
     fig.rows
@@ -923,7 +934,7 @@ fn fig_rss_agents(bin: &Path, quick: bool) -> Figure {
         for i in 0..runs {
             let p = Project::new(&backlog, "true", |root| {
                 let cfg = format!(
-                    "{{ \"loop\": {{ \"max_retries\": 1 }}, \"agent\": {{ \"name\": \"{backend}\" }} }}\n"
+                    "{{ \"loop\": {{ \"max_retries\": 1 }}, \"agent\": {{ \"name\": \"{backend}\" }}, \"sandbox\": {{ \"mode\": \"off\" }} }}\n"
                 );
                 write(root, ".ralph/config.json", &cfg);
             });
