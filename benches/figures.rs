@@ -2751,9 +2751,10 @@ fn sse_reader(url: &str) -> std::thread::JoinHandle<Vec<(String, f64)>> {
     })
 }
 
-/// Headless Chromium with the page open, when there is one on PATH.
-fn open_page(url: &str, profile: &Path) -> Option<std::process::Child> {
-    ["chromium", "chromium-browser", "google-chrome"]
+/// Headless Chromium already running (as a user's browser is when they
+/// open the page), with its DevTools port; `None` without one on PATH.
+fn start_browser(profile: &Path) -> Option<(std::process::Child, u16)> {
+    let mut child = ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .find_map(|b| {
             Command::new(b)
@@ -2762,41 +2763,105 @@ fn open_page(url: &str, profile: &Path) -> Option<std::process::Child> {
                     "--disable-gpu",
                     "--no-sandbox",
                     "--no-first-run",
+                    "--remote-debugging-port=0",
                 ])
                 .arg(format!("--user-data-dir={}", profile.display()))
-                .arg(url)
+                .arg("about:blank")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .ok()
-        })
+        })?;
+    // Chromium names the port it chose in this file once it listens.
+    let file = profile.join("DevToolsActivePort");
+    let end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < end {
+        if let Some(port) = fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()))
+        {
+            return Some((child, port));
+        }
+        if child.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
 }
 
-/// One run with `--serve`, the page open in a browser and an event-stream
-/// client; (wall time, activity events seen).
+/// One request to the browser's DevTools HTTP endpoint; its body (read
+/// by its length: the endpoint keeps the connection open).
+fn devtools(port: u16, method: &str, path: &str) -> Option<String> {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+    )
+    .ok()?;
+    let mut r = std::io::BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let ok = line.starts_with("HTTP/1.1 200");
+    let mut len = 0usize;
+    loop {
+        line.clear();
+        r.read_line(&mut line).ok()?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().ok()?;
+            }
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    ok.then(|| String::from_utf8_lossy(&body).into_owned())
+}
+
+/// One run with `--serve`, the page opened (in a new tab of a browser
+/// started before the clock) as soon as the run prints its URL, and an
+/// event-stream client; (wall time, activity events seen, whether a
+/// browser showed the page).
 fn run_watched(p: &Project, bin: &Path, args: &[&str]) -> (f64, Vec<(String, f64)>, bool) {
+    let profile = p.tmp.path().join("chromium");
+    // RALPH_BENCH_NO_BROWSER=1: the event-stream client alone (a browser on
+    // the same small machine competes with ralph for its CPUs).
+    let mut browser = if std::env::var_os("RALPH_BENCH_NO_BROWSER").is_some() {
+        None
+    } else {
+        start_browser(&profile)
+    };
     let t = Instant::now();
     let mut child = p.ralph(bin, args).spawn().expect("ralph starts");
     let url = served_url(p, &mut child).expect("the run prints its URL");
     let reader = sse_reader(&url);
-    let profile = p.tmp.path().join("chromium");
-    // RALPH_BENCH_NO_BROWSER=1: the event-stream client alone (a browser on
-    // the same small machine competes with ralph for its CPUs).
-    let mut page = if std::env::var_os("RALPH_BENCH_NO_BROWSER").is_some() {
-        None
-    } else {
-        open_page(&url, &profile)
-    };
+    if let Some((_, port)) = &browser {
+        assert!(
+            devtools(*port, "PUT", &format!("/json/new?{url}")).is_some(),
+            "the browser opens the page"
+        );
+    }
     let status = child.wait().expect("wait");
     let wall = t.elapsed().as_secs_f64();
     p.check(status, args);
-    let browser = page.is_some();
-    if let Some(b) = page.as_mut() {
+    let mut shown = false;
+    if let Some((b, port)) = browser.as_mut() {
+        // The page's title says it got the run's snapshot.
+        shown =
+            devtools(*port, "GET", "/json/list").is_some_and(|l| l.contains("ralph \u{b7} proj"));
         let _ = b.kill();
         let _ = b.wait();
+        assert!(shown, "the browser's tab showed the run's page");
     }
-    (wall, reader.join().unwrap_or_default(), browser)
+    (wall, reader.join().unwrap_or_default(), shown)
 }
 
 fn fig_serve(bin: &Path, quick: bool) -> Figure {
@@ -2925,7 +2990,7 @@ fn fig_serve(bin: &Path, quick: bool) -> Figure {
         "makespan: figure 3's DAG A (seed {seed}), 40 stories, the agent sleeping 1/2/4 units of {unit:.2} s, \
          `ralph run --parallel -j 4` with and without `--serve`; watched = {} and a client reading \
          /api/events, all on this machine; pairs alternate which goes first",
-        if browser { "headless Chromium with the page open" } else { "(no browser: RALPH_BENCH_NO_BROWSER, or no Chromium on PATH)" }
+        if browser { "headless Chromium (started before the clock, as a user's browser runs already) with the page opened in a new tab once the run printed its URL" } else { "(no browser: RALPH_BENCH_NO_BROWSER, or no Chromium on PATH)" }
     ));
     fig.notes.push(
         "RSS: 1,000 stories in 10 batch sections, `-j 4 -n 40 --serve` (40 attempts: the hub, snapshot and \
