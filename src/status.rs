@@ -185,23 +185,8 @@ mod tests {
     #[test]
     fn prd_passes_is_done_only_without_a_record() {
         let story = Story {
-            id: "1.1".into(),
-            title: String::new(),
-            line: 0,
-            section: 0,
-            spec_path: None,
-            depends_on: Vec::new(),
-            estimation: None,
-            agent: None,
-            allow_empty_done: false,
-            allow_test_changes: false,
             prd_passes: true,
-            model: Default::default(),
-            prd_spec: None,
-            priority: crate::backlog::files::DEFAULT_RANK,
-            files: Vec::new(),
-            named: Vec::new(),
-            spec_bytes: 0,
+            ..Story::bare("1.1", "")
         };
         let mut state = State::default();
         assert_eq!(story_node(&state, &story), Node::Done);
