@@ -28,67 +28,99 @@ fn alive(pid: u32) -> bool {
     std::fs::metadata(format!("/proc/{pid}")).is_ok()
 }
 
-pub(super) async fn follow(live: Arc<Live>, project: Project) {
-    let root = live.root.clone();
-    let now = statuses(&project, &root);
-    let stories = project
-        .backlog
-        .stories
-        .iter()
-        .zip(&now)
-        .map(|(s, &status)| StoryView {
-            id: s.id.clone(),
-            title: s.title.clone(),
-            status,
-        })
-        .collect();
-    let edges = project.dag.edges();
-    live.set_graph(stories, edges);
-    let n = project.backlog.stories.len();
-    let mut run: Option<String> = None;
-    let mut offset = 0u64;
-    let mut partial = String::new();
-    let mut pid: Option<u32> = None;
-    let mut ended = false;
-    let mut state_seen: Option<SystemTime> = None;
-    loop {
+/// Where `ralph serve` is in the files it follows.
+pub(super) struct Follower {
+    live: Arc<Live>,
+    project: Project,
+    run: Option<String>,
+    offset: u64,
+    partial: String,
+    pid: Option<u32>,
+    ended: bool,
+    state_seen: Option<SystemTime>,
+}
+
+impl Follower {
+    /// The stories and their graph as the files say now, and the latest
+    /// run's records so far: made before the URL is printed, so the first
+    /// request already gets the whole picture.
+    pub(super) fn new(live: Arc<Live>, project: Project) -> Follower {
+        let now = statuses(&project, &live.root);
+        let stories = project
+            .backlog
+            .stories
+            .iter()
+            .zip(&now)
+            .map(|(s, &status)| StoryView {
+                id: s.id.clone(),
+                title: s.title.clone(),
+                status,
+            })
+            .collect();
+        live.set_graph(stories, project.dag.edges());
+        let mut f = Follower {
+            live,
+            project,
+            run: None,
+            offset: 0,
+            partial: String::new(),
+            pid: None,
+            ended: false,
+            state_seen: None,
+        };
+        f.step();
+        f
+    }
+
+    /// One look at the files: new records, whether the run still lives,
+    /// the statuses if the state changed.
+    fn step(&mut self) {
+        let root = self.live.root.clone();
         let latest = runlog::list_runs(&root).pop();
-        if latest != run {
-            live.new_run();
-            (run, offset, pid, ended) = (latest, 0, None, false);
-            partial.clear();
+        if latest != self.run {
+            self.live.new_run();
+            (self.run, self.offset, self.pid, self.ended) = (latest, 0, None, false);
+            self.partial.clear();
         }
-        if let Some(id) = &run {
-            let new = read_from(&runlog::run_path(&root, id), offset);
-            offset += new.len() as u64;
-            partial.push_str(&String::from_utf8_lossy(&new));
-            if let Some(cut) = partial.rfind('\n') {
-                let whole: String = partial.drain(..=cut).collect();
+        if let Some(id) = &self.run {
+            let new = read_from(&runlog::run_path(&root, id), self.offset);
+            self.offset += new.len() as u64;
+            self.partial.push_str(&String::from_utf8_lossy(&new));
+            if let Some(cut) = self.partial.rfind('\n') {
+                let whole: String = self.partial.drain(..=cut).collect();
                 for rec in whole.lines().filter_map(runlog::parse_line) {
                     match &rec.ev {
-                        Ev::RunStart { pid: p, .. } => pid = Some(*p),
-                        ev if ev.ends_run() => ended = true,
+                        Ev::RunStart { pid: p, .. } => self.pid = Some(*p),
+                        ev if ev.ends_run() => self.ended = true,
                         _ => {}
                     }
-                    live.record(&rec);
+                    self.live.record(&rec);
                 }
             }
         }
-        let running = !ended && pid.is_some_and(alive);
-        if !running && live.snapshot_live() {
+        let running = !self.ended && self.pid.is_some_and(alive);
+        if !running && self.live.snapshot_live() {
             // Killed: its file never got its end.
-            live.not_live();
+            self.live.not_live();
         }
-        live.set_controls(running);
+        self.live.set_controls(running);
         let modified = std::fs::metadata(crate::paths::state(&root))
             .and_then(|m| m.modified())
             .ok();
-        if modified != state_seen {
-            state_seen = modified;
-            let now = statuses(&project, &root);
-            live.set_statuses(n, |i| now[i]);
+        if modified != self.state_seen {
+            self.state_seen = modified;
+            let now = statuses(&self.project, &root);
+            let n = self.project.backlog.stories.len();
+            self.live.set_statuses(n, |i| now[i]);
         }
-        tokio::time::sleep(POLL).await;
+    }
+
+    /// Follows the files until the process ends.
+    pub(super) async fn follow(mut self) {
+        loop {
+            tokio::time::sleep(POLL).await;
+            self.step();
+        }
     }
 }
 

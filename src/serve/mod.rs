@@ -146,12 +146,14 @@ pub(crate) fn cmd_serve(root: &Path, addr: Option<&str>) -> anyhow::Result<i32> 
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // The first picture is read before the URL is printed.
+    let follower = follow::Follower::new(live.clone(), project);
     rt.block_on(async move {
         let url = start(live.clone(), addr).await?.url;
         crate::display::err(&format!("web view: {url}"));
         crate::display::err("serving until Ctrl-C");
         tokio::select! {
-            _ = follow::follow(live, project) => {}
+            _ = follower.follow() => {}
             _ = tokio::signal::ctrl_c() => {}
         }
         Ok::<i32, anyhow::Error>(crate::error::EXIT_OK)

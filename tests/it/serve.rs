@@ -541,6 +541,12 @@ result "used $ANTHROPIC_API_KEY <ralph>FAIL 1.1: $ANTHROPIC_API_KEY rejected</ra
     let srv = Bg::start(&p, &["serve"], &[("ANTHROPIC_API_KEY", SECRET)]);
     let url = srv.url();
     let b = base(&url);
+    // The first request, made as soon as the URL is out, already gets the
+    // backlog and the finished run (they were read before it was printed).
+    let (_, first) = http(&b, "GET", "/api/state", &[], "");
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["stories"][0]["id"], json!("1.1"), "{first}");
+    assert_eq!(first["summary"]["exit_code"], json!(1), "{first}");
     let (_, runs) = http(&b, "GET", "/api/runs", &[], "");
     let runs: Value = serde_json::from_str(&runs).unwrap();
     let run_id = runs[0]["id"].as_str().unwrap().to_string();
