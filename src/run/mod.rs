@@ -528,14 +528,12 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     }
     rt.block_on(d.executor.end_of_run());
     drop(steer_socket);
-    let live = d.live.take();
     let code = finish(
         root, &git, &target, &tag, &log, d.model, d.reporter, started, looped, &end_ctx,
     );
     // The web view outlives the summary, so its pages see how it ended.
-    if let (Some(live), Some(server)) = (live, server) {
-        let exit = code.as_ref().ok().copied();
-        rt.block_on(crate::serve::close(&live, server, exit));
+    if let Some(server) = server {
+        rt.block_on(server.close(code.as_ref().ok().copied()));
     }
     // Attempts and landings have answered; what is left in the runtime (a
     // process reaper blocked on a pipe, say) must not hold the exit.

@@ -400,7 +400,12 @@ async fn events(State(app): State<App>) -> Response {
                         .data(frame.data.clone()),
                     frame.event == "end",
                 ),
-                Err(RecvError::Lagged(_)) => (snapshot_event(&live), false),
+                // The `end` may be among what was missed: a snapshot
+                // taken after the close was seen then stands for it.
+                Err(RecvError::Lagged(_)) => {
+                    let ended = *live.closed().borrow();
+                    (snapshot_event(&live), ended)
+                }
                 Err(RecvError::Closed) => return None,
             };
             Some((Ok(ev), (None, ended, rx, live)))

@@ -115,6 +115,7 @@ pub(crate) async fn start(live: Arc<Live>, addr: SocketAddr) -> Result<Server, R
     });
     Ok(Server {
         url: format!("http://{local}/?token={token}"),
+        live,
         done: server,
     })
 }
@@ -123,17 +124,20 @@ pub(crate) async fn start(live: Arc<Live>, addr: SocketAddr) -> Result<Server, R
 /// `Live::close` was called and every stream has sent its last event.
 pub(crate) struct Server {
     pub(crate) url: String,
-    pub(crate) done: tokio::task::JoinHandle<()>,
+    live: Arc<Live>,
+    done: tokio::task::JoinHandle<()>,
 }
 
 /// How long a run's end waits for the pages to get its last events: a
 /// client that does not read must not hold the exit.
 const FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Ends the server: the pages get the run's last changes and an `end`.
-pub(crate) async fn close(live: &Live, server: Server, exit_code: Option<i32>) {
-    live.close(exit_code);
-    let _ = tokio::time::timeout(FLUSH, server.done).await;
+impl Server {
+    /// Ends the server: the pages get the run's last changes and an `end`.
+    pub(crate) async fn close(self, exit_code: Option<i32>) {
+        self.live.close(exit_code);
+        let _ = tokio::time::timeout(FLUSH, self.done).await;
+    }
 }
 
 /// `ralph serve [ADDR]`: the page for this project until Ctrl-C.
