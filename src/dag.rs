@@ -614,10 +614,8 @@ mod tests {
 
     #[test]
     fn compat_sandboxes_build() {
-        let Some(base) = crate::shared_fixtures::shared("compat/ralphetamine/sandbox") else {
-            return;
-        };
-        for run in ["run-full", "run-parallel", "run-sequential"] {
+        let base = crate::testenv::fixture("ralph-v2");
+        for run in ["batched", "parallel", "sequential"] {
             let root = base.join(run);
             let config = crate::config::load(&root).unwrap();
             let b = crate::backlog::load(&root, &config).unwrap();

@@ -37,12 +37,12 @@ mod runlog;
 mod sandbox;
 mod schedule;
 mod serve;
-#[cfg(test)]
-mod shared_fixtures;
 mod spend;
 mod stats;
 mod status;
 mod steer;
+#[cfg(test)]
+mod testenv;
 
 mod docs;
 mod logview;

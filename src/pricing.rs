@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn the_notes_claude_call_prices_as_claude_code_priced_it() {
-        // ../shared/notes/agents.md 1.2: one Opus call, $0.011425.
+        // The workspace notes (agents.md 1.2): one Opus call, $0.011425.
         let u = usage(1200, 42, 5000, 300);
         let c = Table::default().cost("claude-opus-4-8[1m]", &u).unwrap();
         assert!((c - 0.011425).abs() < 1e-9, "{c}");

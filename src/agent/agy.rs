@@ -1,5 +1,5 @@
 //! Antigravity: how ralph reads `agy`'s JSON event stream (see
-//! `../shared/notes/agents.md` §8). Pure: one JSON event in, our events out.
+//! the workspace notes `agents.md` §8). Pure: one JSON event in, our events out.
 //!
 //! No recording exists here. The shapes come from the 1.1.8 release notes
 //! and stream-json captures of agy 1.1.x published with other projects:

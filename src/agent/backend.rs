@@ -129,7 +129,7 @@ impl Backend {
     /// The variables this CLI needs (names or `PREFIX_*` globs): the only
     /// ones of ralph's environment it receives besides the sandbox's base
     /// list (`sandbox::allowed_env`). From each CLI's documentation and
-    /// ../shared/notes/agents.md.
+    /// the workspace notes on the CLIs.
     pub(crate) fn env_names(self) -> &'static [&'static str] {
         match self {
             Backend::Claude => &[

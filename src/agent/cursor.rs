@@ -1,5 +1,5 @@
 //! Cursor: how ralph reads `cursor-agent -p --output-format stream-json`'s JSON event stream (see
-//! `../shared/notes/agents.md` §8). Pure: one JSON event in, our events out.
+//! the workspace notes `agents.md` §8). Pure: one JSON event in, our events out.
 //!
 //! No recording exists: the shapes come from the notes, Cursor's output-format
 //! page and forum thread 156289 ("assistant events have multiple undocumented

@@ -1,5 +1,5 @@
 //! Gemini CLI: how ralph reads `gemini -o stream-json`'s JSON event stream (see
-//! `../shared/notes/agents.md` §4, §6.3). Pure: one JSON event in, our events out.
+//! the workspace notes `agents.md` §4, §6.3). Pure: one JSON event in, our events out.
 //!
 //! Also home of the small helpers the other delta-streaming decoders
 //! (`cursor.rs`, `agy.rs`) share: `TextJoin` and `tool_summary`.
@@ -631,9 +631,9 @@ mod tests {
         }
     }
 
-    // ---- golden tests on the real recorded output ----
+    // ---- golden tests on the CLI's output (`tests/fixtures/agents/gemini`) ----
 
-    fn recordings() -> Option<PathBuf> {
+    fn recordings() -> PathBuf {
         testkit::recording_dir("gemini")
     }
 
@@ -647,7 +647,7 @@ mod tests {
 
     #[test]
     fn every_recording_parses() {
-        let Some(dir) = recordings() else { return };
+        let dir = recordings();
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -662,28 +662,31 @@ mod tests {
 
     #[test]
     fn golden_success_runs() {
-        let Some(dir) = recordings() else { return };
-        for (name, session, tools, input, cached) in [
+        let dir = recordings();
+        for (name, session, tools, input, output, cached) in [
             (
                 "text-stream.stdout",
-                "3feeb1ec-4a41-404a-a4bc-5fad184afe13",
+                "6d0f3a52-1b7e-4c39-9a41-0c5e2f7d8b11",
                 0,
-                800,
-                100,
+                560,
+                25,
+                140,
             ),
             (
                 "tool-yolo.stdout",
-                "b541b7fe-d412-450c-a2b3-fa2477d34eb8",
+                "a3c94e07-5d21-4f6b-8e10-2b7c6d9f0e42",
                 1,
-                1600,
-                200,
+                1120,
+                50,
+                280,
             ),
             (
                 "tool-default.stdout",
-                "251350fd-99f2-4892-a04e-3e6b606a3f2c",
+                "f18b2d6c-90a3-4e57-b6c4-7d1e0a35c983",
                 1,
-                1600,
-                200,
+                1120,
+                50,
+                280,
             ),
         ] {
             let lines = recorded(&dir, name);
@@ -696,11 +699,14 @@ mod tests {
                     _ => None,
                 })
                 .collect();
-            assert_eq!(texts, ["DONE: all tests pass."], "{name}");
+            // One answer, streamed in one or two deltas.
+            assert_eq!(texts.concat(), testkit::ANSWER, "{name}");
             let n_tools = events
                 .iter()
-                .filter(|e| matches!(e, AgentEvent::ToolUse { name, summary }
-                    if name == "run_shell_command" && summary == "echo hello-from-tool && touch made_by_agent.txt"))
+                .filter(|e| {
+                    matches!(e, AgentEvent::ToolUse { name, summary }
+                    if name == "run_shell_command" && summary == testkit::TOOL)
+                })
                 .count();
             assert_eq!(n_tools, tools, "{name}");
             let s = p.finish();
@@ -710,14 +716,14 @@ mod tests {
                 s.usage,
                 Usage {
                     input_tokens: input,
-                    output_tokens: input / 800 * 30,
+                    output_tokens: output,
                     cache_creation_input_tokens: 0,
                     cache_read_input_tokens: cached,
                 },
                 "{name}"
             );
             assert_eq!(s.rate_limited, None, "{name}");
-            assert_eq!(s.last_line, "DONE: all tests pass.", "{name}");
+            assert_eq!(s.last_line, testkit::ANSWER, "{name}");
             // "DONE: ..." is prose, not a tag.
             assert_eq!(s.signals.done, None, "{name}");
         }
@@ -725,7 +731,7 @@ mod tests {
 
     #[test]
     fn golden_no_network_is_an_error_not_a_limit() {
-        let Some(dir) = recordings() else { return };
+        let dir = recordings();
         let s = parse(&recorded(&dir, "fakekey-nonet.stdout"));
         assert!(s.result_seen && s.is_error);
         assert_eq!(
@@ -734,7 +740,7 @@ mod tests {
         );
         assert_eq!(
             s.session_id.as_deref(),
-            Some("a697daab-dfe4-43ff-9609-fecdf79f4f08")
+            Some("0b7e5c21-3f48-4d96-a2e1-9c8d7f6a5b30")
         );
         assert_eq!(s.usage, Usage::default());
         assert_eq!(s.rate_limited, None);
@@ -748,21 +754,21 @@ mod tests {
 
     #[test]
     fn golden_per_minute_quota_is_a_limit() {
-        let Some(dir) = recordings() else { return };
+        let dir = recordings();
         let s = parse(&recorded(&dir, "quota-429rpm.stdout"));
         assert!(s.result_seen && s.is_error);
         assert!(s.result_text.contains("Quota exceeded for quota metric"));
-        // "Suggested retry after 1s", from the result's 2026-11-22T12:55:34.891Z.
-        assert_eq!(s.rate_limited, Some(Some(1_795_352_134 + 1)));
+        // "Suggested retry after 3s", from the result's 2026-11-27T08:31:05.640Z.
+        assert_eq!(s.rate_limited, Some(Some(1_795_768_265 + 3)));
         assert_eq!(
             s.session_id.as_deref(),
-            Some("1089b133-22b6-4c1f-8fb0-68ddaea50e57")
+            Some("47c1d9e3-2a6f-4b58-9e07-c5d4b3a29180")
         );
     }
 
     #[test]
     fn golden_exhausted_quota_is_seen_only_on_stderr() {
-        let Some(dir) = recordings() else { return };
+        let dir = recordings();
         let stdout = recorded(&dir, "quota-429.stdout");
         let s = parse(&stdout);
         // Gemini sleeps until the reset: no result, and nothing on stdout
@@ -771,7 +777,7 @@ mod tests {
         assert_eq!(s.rate_limited, None);
         assert_eq!(
             s.session_id.as_deref(),
-            Some("d1c22e5c-0496-4c8b-a4c6-1b0d79e69b26")
+            Some("9e2a7c14-6b03-4f85-b1d9-3a4c5e6f7081")
         );
         // Its stderr says it, once `plain_line` is wired in.
         let mut d = Decoder::default();
@@ -782,16 +788,16 @@ mod tests {
             .iter()
             .flat_map(|l| d.plain_line(l))
             .collect();
-        // init at 2026-11-22T12:48:16.890Z + 2h13m5s.
+        // init at 2026-11-27T08:20:30.250Z + 1h40m12s.
         assert!(
-            matches!(&limits[..], [AgentEvent::RateLimited { resets_at: Some(t), .. }] if *t == 1_795_351_696 + 7985),
+            matches!(&limits[..], [AgentEvent::RateLimited { resets_at: Some(t), .. }] if *t == 1_795_767_630 + 6012),
             "{limits:?}"
         );
     }
 
     #[test]
     fn golden_no_credentials_has_no_json() {
-        let Some(dir) = recordings() else { return };
+        let dir = recordings();
         let s = parse(&recorded(&dir, "nocreds-stream.stderr"));
         assert!(!s.result_seen);
         assert!(s.last_line.starts_with("Please set an Auth method"));
@@ -801,7 +807,7 @@ mod tests {
     #[test]
     #[ignore]
     fn throughput() {
-        let Some(dir) = recordings() else { return };
+        let dir = recordings();
         let mut block = Vec::new();
         for name in [
             "text-stream.stdout",
@@ -815,6 +821,6 @@ mod tests {
         let lines: Vec<&str> = block.iter().map(String::as_str).collect();
         let s = testkit::throughput(Backend::Gemini, &lines);
         let reps = 50_000_000 / lines.iter().map(|l| l.len() + 1).sum::<usize>() + 1;
-        assert_eq!(s.usage.input_tokens, reps as u64 * (800 + 1600 + 1600));
+        assert_eq!(s.usage.input_tokens, reps as u64 * (560 + 1120 + 1120));
     }
 }

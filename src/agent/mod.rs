@@ -660,25 +660,20 @@ mod tests {
         ));
     }
 
-    /// Claude Code's stream-json after repeated 529s, as recorded: its
-    /// result has `api_error_status: null`, only the made-up assistant line
-    /// says `"error":"server_error"`. Before issue 21 this was a failed
-    /// attempt ("Exit code 1"), charged like the story's own failure.
+    /// Claude Code's stream-json after it retried 529s and gave up, as
+    /// recorded: `api_retry` lines, a made-up assistant line, then an
+    /// error result. Before issue 21 this was a failed attempt ("Exit
+    /// code 1"), charged like the story's own failure.
     #[test]
     fn claude_codes_recorded_overload_is_an_api_fault() {
-        let Some(dir) = testkit::recording_dir("claude") else {
-            return;
-        };
+        let dir = testkit::recording_dir("claude");
         let text = std::fs::read_to_string(dir.join("overloaded-529.stdout")).unwrap();
         let s = testkit::parse(Backend::Claude, text.lines());
-        assert_eq!(
-            s.api_error_status, None,
-            "the recording's result has no status"
-        );
+        assert_eq!(s.api_error_status, Some(529), "{text}");
         assert!(matches!(
             classify("1.1", &exit(1), &s, 0, 9, 600, false),
             Verdict::Fault { kind: FaultKind::Api, ref reason }
-                if reason.contains("Repeated 529 Overloaded errors")
+                if reason.contains("529 Overloaded")
         ));
         // A dead proxy: connection retries, then Claude Code's `unknown`.
         let lines = [

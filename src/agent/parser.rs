@@ -694,9 +694,7 @@ mod tests {
     #[test]
     #[ignore]
     fn throughput() {
-        let Some(recs) = crate::agent::testkit::recordings("claude") else {
-            return;
-        };
+        let recs = crate::agent::testkit::recordings("claude");
         let lines: Vec<&str> = recs
             .iter()
             .filter(|(n, _)| !n.starts_with("text") && !n.starts_with("json"))
@@ -720,13 +718,13 @@ mod tests {
         p.finish()
     }
 
-    fn fixtures_dir() -> Option<PathBuf> {
-        crate::shared_fixtures::shared("compat/ralphetamine/tests/fixtures/claude-outputs")
+    /// Ralph v2's plain-text answers (`claude --print`), our own.
+    fn fixtures_dir() -> PathBuf {
+        crate::testenv::fixture("ralph-v2/files/agent-outputs")
     }
 
-    fn fixture(name: &str) -> Option<String> {
-        let dir = fixtures_dir()?;
-        Some(std::fs::read_to_string(dir.join(name)).expect("fixture readable"))
+    fn fixture(name: &str) -> String {
+        crate::testenv::fixture_text(&format!("ralph-v2/files/agent-outputs/{name}"))
     }
 
     /// Both entry points must agree on every recorded output.
@@ -739,7 +737,7 @@ mod tests {
 
     #[test]
     fn fixtures_all_parse_consistently() {
-        let Some(dir) = fixtures_dir() else { return };
+        let dir = fixtures_dir();
         let mut n = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
@@ -752,8 +750,7 @@ mod tests {
     #[test]
     fn fixture_done() {
         for name in ["done.txt", "done-no-learns.txt"] {
-            let Some(text) = fixture(name) else { return };
-            let s = both(&text);
+            let s = both(&fixture(name));
             assert_eq!(s.done.as_deref(), Some("1.1"), "{name}");
             assert_eq!(s.fail, None);
             assert!(s.learnings.is_empty());
@@ -762,56 +759,44 @@ mod tests {
 
     #[test]
     fn fixture_fail_and_pipe() {
-        let Some(text) = fixture("fail.txt") else {
-            return;
-        };
-        let s = both(&text);
+        let s = both(&fixture("fail.txt"));
         assert_eq!(s.done, None);
         assert_eq!(
             s.fail,
-            Some(("1.1".into(), "npm test failed with 3 errors".into()))
+            Some(("1.1".into(), "make test failed with 2 failures".into()))
         );
 
-        let Some(text) = fixture("fail-with-pipe.txt") else {
-            return;
-        };
-        let s = both(&text);
+        let s = both(&fixture("fail-with-pipe.txt"));
         assert_eq!(
             s.fail,
-            Some(("3.1".into(), "build-deploy pipeline error".into()))
+            Some(("3.1".into(), "package-upload step error".into()))
         );
     }
 
     #[test]
     fn fixture_learn_multiple() {
-        let Some(text) = fixture("learn-multiple.txt") else {
-            return;
-        };
-        let s = both(&text);
+        let s = both(&fixture("learn-multiple.txt"));
         assert_eq!(s.done.as_deref(), Some("2.1"));
         assert_eq!(
             s.learnings,
             vec![
-                "vitest describe blocks should use consistent naming conventions".to_string(),
-                "SQLite migration columns need explicit type declarations".to_string(),
+                "the ledger file must end with a newline".to_string(),
+                "make test needs LC_ALL=C for sorted output".to_string(),
             ]
         );
     }
 
     #[test]
     fn fixture_legacy_forms() {
-        let Some(text) = fixture("legacy-done.txt") else {
-            return;
-        };
-        assert_eq!(both(&text).done.as_deref(), Some("1.1"));
-        let Some(text) = fixture("legacy-fail.txt") else {
-            return;
-        };
-        let s = both(&text);
+        assert_eq!(
+            both(&fixture("legacy-done.txt")).done.as_deref(),
+            Some("1.1")
+        );
+        let s = both(&fixture("legacy-fail.txt"));
         assert_eq!(s.done, None);
         assert_eq!(
             s.fail,
-            Some(("1.1".into(), "build error in component".into()))
+            Some(("1.1".into(), "linker error in ledger.c".into()))
         );
     }
 
@@ -823,16 +808,12 @@ mod tests {
             "merge-fail.txt",
             "test-review-done.txt",
         ] {
-            let Some(text) = fixture(name) else { return };
-            let s = both(&text);
+            let s = both(&fixture(name));
             assert_eq!((s.done, s.fail), (None, None), "{name}");
         }
-        let Some(text) = fixture("no-signal.txt") else {
-            return;
-        };
         assert_eq!(
-            parse_lines(&text).last_line,
-            "Let me continue investigating the remaining issues."
+            parse_lines(&fixture("no-signal.txt")).last_line,
+            "Still checking the last two cases."
         );
     }
 
@@ -1200,16 +1181,9 @@ mod tests {
     /// with its reset time.
     #[test]
     fn gemini_quota_on_stderr_is_a_limit_with_a_reset() {
-        let shared = crate::shared_fixtures::shared;
-        let (Some(out), Some(err)) = (
-            shared("compat/agents/gemini/quota-429.stdout"),
-            shared("compat/agents/gemini/quota-429.stderr"),
-        ) else {
-            return;
-        };
         let (out, err) = (
-            std::fs::read_to_string(out).unwrap(),
-            std::fs::read_to_string(err).unwrap(),
+            crate::testenv::fixture_text("agents/gemini/quota-429.stdout"),
+            crate::testenv::fixture_text("agents/gemini/quota-429.stderr"),
         );
         let mut p = OutputParser::for_backend(super::super::Backend::Gemini);
         for line in out.lines().chain(err.lines()) {
@@ -1431,7 +1405,7 @@ mod kept_text {
                "result": text, "usage": {"input_tokens": 10, "output_tokens": 5}})
     }
 
-    /// Shaped as `../shared/compat/agents/claude/allowed-bash.stdout`: text,
+    /// Shaped as `tests/fixtures/agents/claude/allowed-bash.stdout`: text,
     /// a tool call and its result, more text, the result repeating the last.
     #[test]
     fn claude_blocks_in_an_earlier_message_and_done_in_the_result() {
@@ -1560,13 +1534,14 @@ mod kept_text {
         assert!(!s.text.contains("1.1.9"));
     }
 
-    /// The recorded multi-message sessions of the real CLIs
-    /// (`../shared/compat/agents/`), their words replaced: the first message
+    /// The recorded multi-message sessions of the CLIs
+    /// (`tests/fixtures/agents/`), their words replaced: the first message
     /// gives the blocks and the last (and the result repeating it) only
     /// DECOMPOSE_DONE; where the CLI said one message only, it gives both.
     /// The tool's command and output quote a block of their own.
     #[test]
     fn recorded_sessions_give_the_blocks_once() {
+        use crate::agent::testkit::{ANSWER, FIRST};
         let esc = |s: &str| {
             let j = serde_json::to_string(s).unwrap();
             j[1..j.len() - 1].to_string()
@@ -1579,11 +1554,9 @@ mod kept_text {
             ("gemini", "tool-yolo", Backend::Gemini),
         ];
         for (cli, name, backend) in cases {
-            let Some(dir) = super::super::testkit::recording_dir(cli) else {
-                return;
-            };
+            let dir = super::super::testkit::recording_dir(cli);
             let raw = std::fs::read_to_string(dir.join(format!("{name}.stdout"))).unwrap();
-            let two_messages = raw.contains("I'll run a command.");
+            let two_messages = raw.contains(FIRST);
             let last = if two_messages {
                 DONE.to_string()
             } else {
@@ -1592,9 +1565,9 @@ mod kept_text {
             let mut p = OutputParser::for_backend(backend).keeping_text(1 << 20);
             for line in raw.lines() {
                 let line = line
-                    .replace("I'll run a command.", &esc(&blocks()))
-                    .replace("DONE: all tests pass.", &esc(&last))
-                    .replace("hello-from-tool", &esc(&quoted()));
+                    .replace(FIRST, &esc(&blocks()))
+                    .replace(ANSWER, &esc(&last))
+                    .replace("marker-from-tool", &esc(&quoted()));
                 p.feed_line(&line);
             }
             let s = p.finish();

@@ -819,28 +819,28 @@ mod tests {
         }
     }
 
-    fn recording(name: &str) -> Option<String> {
-        let path = crate::shared_fixtures::shared(&format!("compat/agents/{name}"))?;
-        Some(std::fs::read_to_string(path).unwrap())
-    }
-
-    /// The limit texts of the real CLIs, read whole: the one time each names.
+    /// The limit texts of the CLIs (`tests/fixtures/agents/`), read whole:
+    /// the one time each names.
     #[test]
     fn recorded_limit_messages() {
+        // The recordings' limits end at 2026-11-28 09:00 UTC; read two
+        // hours before.
+        const RESETS_AT: i64 = 1_795_856_400;
+        let now = RESETS_AT - 2 * 3600;
         let cases = [
-            // The rate_limit_event line comes before the "resets 2:04pm" text.
-            ("claude/unified-oauth.stdout", Some(1_795_356_277)),
-            ("codex/err-usage_limit.stdout", Some(1_795_357_680)),
-            ("codex/human-usage.stderr", Some(1_795_357_680)),
-            ("gemini/quota-429.stderr", Some(NOW + 7985)),
+            // The rate_limit_event line comes before the "resets 9am" text.
+            ("claude/unified-oauth.stdout", Some(RESETS_AT)),
+            // "try again at 9:00 AM": the next 9:00 of the clock given.
+            ("codex/err-usage_limit.stdout", Some(RESETS_AT)),
+            ("codex/human-usage.stderr", Some(RESETS_AT)),
+            // "Your quota will reset after 1h40m12s".
+            ("gemini/quota-429.stderr", Some(now + 6012)),
             ("claude/unified-apikey.stdout", None),
             ("codex/err-429.stdout", None),
         ];
         for (name, want) in cases {
-            let Some(text) = recording(name) else {
-                continue;
-            };
-            assert_eq!(reset_time(&text, NOW, 0), want, "{name}");
+            let text = crate::testenv::fixture_text(&format!("agents/{name}"));
+            assert_eq!(reset_time(&text, now, 0), want, "{name}");
         }
     }
 }

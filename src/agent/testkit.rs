@@ -1,6 +1,8 @@
-//! What the decoders' tests share: the recorded output of the real CLIs
-//! (read from `../shared/compat/agents/`, never copied in), feeding lines
-//! through the shared parser, and the parse-speed measure.
+//! What the decoders' tests share: the CLIs' output under
+//! `tests/fixtures/agents/` (Claude Code's and Codex's recorded by
+//! `tests/record-agents.sh`, the others' written in their documented
+//! format by `tests/fixtures/agents/authored.py`), feeding lines through
+//! the shared parser, and the parse-speed measure.
 
 use std::path::PathBuf;
 
@@ -8,14 +10,21 @@ use super::event::AgentEvent;
 use super::parser::{OutputParser, Summary};
 use super::Backend;
 
-/// `../shared/compat/agents/<cli>/`, or `None` (with a note) where absent.
-pub(super) fn recording_dir(cli: &str) -> Option<PathBuf> {
-    crate::shared_fixtures::shared(&format!("compat/agents/{cli}"))
+/// What every scripted model answers when it is finished.
+pub(super) const ANSWER: &str = "Finished: every check passes.";
+/// The command the scripted models ask the CLIs' shell tools to run.
+pub(super) const TOOL: &str = "echo marker-from-tool && touch agent-was-here.txt";
+/// The text a model says before it asks for the tool, where it says one.
+pub(super) const FIRST: &str = "I'll write and commit the file.";
+
+/// `tests/fixtures/agents/<cli>/`.
+pub(super) fn recording_dir(cli: &str) -> PathBuf {
+    crate::testenv::fixture(&format!("agents/{cli}"))
 }
 
 /// Every recorded `*.stdout` of `cli`: (scenario, text), sorted.
-pub(super) fn recordings(cli: &str) -> Option<Vec<(String, String)>> {
-    let dir = recording_dir(cli)?;
+pub(super) fn recordings(cli: &str) -> Vec<(String, String)> {
+    let dir = recording_dir(cli);
     let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -26,7 +35,7 @@ pub(super) fn recordings(cli: &str) -> Option<Vec<(String, String)>> {
         })
         .collect();
     out.sort();
-    Some(out)
+    out
 }
 
 /// `lines` fed through `backend`'s parser, as an attempt would.
@@ -83,11 +92,11 @@ pub(super) fn events(backend: Backend, text: &str) -> (Vec<AgentEvent>, Summary)
     (events, p.finish())
 }
 
-/// The recordings answer "DONE: all tests pass."; with the answer a prompt
-/// asks for, the recording `name` must give the tag and the learning.
+/// The recordings answer `ANSWER`; with the answer a prompt asks for, the
+/// recording `name` must give the tag and the learning.
 pub(super) fn assert_tagged_answer_is_done(backend: Backend, name: &str, text: &str) {
     let tagged = text.replace(
-        "DONE: all tests pass.",
+        ANSWER,
         "All tests pass.\\n<ralph>LEARN: run the linter first</ralph>\\n<ralph>DONE 1.1</ralph>",
     );
     assert_ne!(tagged, text, "{name}");

@@ -1205,44 +1205,45 @@ mod tests {
             .contains("userStories"));
     }
 
-    fn compat() -> Option<PathBuf> {
-        crate::shared_fixtures::shared("compat/ralphetamine")
+    /// Our own Ralph v2 projects and files (`tests/fixtures/ralph-v2/`).
+    fn compat() -> PathBuf {
+        crate::testenv::fixture("ralph-v2")
     }
 
     #[test]
     fn compat_sandboxes_load() {
-        let Some(base) = compat() else { return };
+        let base = compat();
         let expect = [
-            ("run-full", vec!["1.1", "1.2", "2.1", "2.2", "3.1"], 4),
+            ("batched", vec!["1.1", "1.2", "2.1", "2.2", "3.1"], 4),
             (
-                "run-parallel",
+                "parallel",
                 vec!["1.1", "1.2", "2.1", "2.2", "2.3", "3.1"],
                 3,
             ),
-            ("run-sequential", vec!["1.1", "1.2", "1.3"], 1),
+            ("sequential", vec!["1.1", "1.2", "1.3"], 1),
         ];
         for (run, ids, sections) in expect {
-            let root = base.join("sandbox").join(run);
+            let root = base.join(run);
             let config = crate::config::load(&root).unwrap();
             let b = load(&root, &config).unwrap_or_else(|p| panic!("{run}: {p:#?}"));
             let got: Vec<&str> = b.stories.iter().map(|s| s.id.as_str()).collect();
             assert_eq!(got, ids, "{run}");
-            // run-full and run-parallel start with a comment, not a batch line,
-            // so they have no head section; run-full's first batch is "0".
+            // batched and parallel start with a comment, not a batch line,
+            // so they have no head section; batched's first batch is "0".
             assert!(b.sections.len() <= sections, "{run}: {:?}", b.sections);
             assert!(b
                 .stories
                 .iter()
                 .all(|s| s.spec_path.is_some() && !s.title.is_empty()));
         }
-        let root = base.join("sandbox/run-parallel");
+        let root = base.join("parallel");
         let b = load(&root, &crate::config::load(&root).unwrap()).unwrap();
         assert_eq!(b.stories[5].depends_on, ["2.1", "2.2", "2.3"]);
-        assert_eq!(b.stories[0].title, "Initialize schema and data store");
+        assert_eq!(b.stories[0].title, "Create the recipe store");
         // Ralph v2's "Files to Create/Modify" and frontmatter priority.
         assert_eq!(
             b.stories[0].files,
-            ["src/init-store.sh", "src/lib.sh", "data/"]
+            ["src/store.sh", "src/common.sh", "data/"]
         );
         let ranks: Vec<u32> = b.stories.iter().map(|s| s.priority).collect();
         assert_eq!(
@@ -1254,8 +1255,7 @@ mod tests {
 
     #[test]
     fn compat_fixtures_parse() {
-        let Some(base) = compat() else { return };
-        let fixtures = base.join("tests/fixtures");
+        let fixtures = compat().join("files");
         let queue = parse_queue(
             &std::fs::read_to_string(fixtures.join("stories.txt")).unwrap(),
             Path::new(QUEUE_FILE),

@@ -708,11 +708,9 @@ mod tests {
 
     #[test]
     fn compat_configs_load() {
-        let Some(base) = crate::shared_fixtures::shared("compat/ralphetamine") else {
-            return;
-        };
-        for run in ["run-full", "run-parallel", "run-sequential"] {
-            let c = load(&base.join("sandbox").join(run)).unwrap();
+        let base = crate::testenv::fixture("ralph-v2");
+        for run in ["batched", "parallel", "sequential"] {
+            let c = load(&base.join(run)).unwrap();
             assert_eq!(c.loop_.max_retries, 2, "{run}");
             assert_eq!(c.validation.commands.len(), 1, "{run}");
             assert!(!c.validation.commands[0].required, "{run}");
@@ -725,9 +723,9 @@ mod tests {
             );
         }
         for f in [
-            "tests/fixtures/config.json",
-            "tests/fixtures/config-minimal.json",
-            "tests/fixtures/pipeline/config.json",
+            "files/config.json",
+            "files/config-minimal.json",
+            "files/pipeline/config.json",
         ] {
             let text = std::fs::read_to_string(base.join(f)).unwrap();
             let mut merged = defaults();
@@ -735,7 +733,7 @@ mod tests {
             let c = from_value(merged, Path::new(f)).unwrap();
             assert!(c.loop_.timeout_secs > 0, "{f}");
         }
-        let full = load(&base.join("sandbox/run-full")).unwrap();
+        let full = load(&base.join("batched")).unwrap();
         assert_eq!(
             full.hooks.pre_story,
             "echo \"Starting $RALPH_STORY\" >> hooks.log"

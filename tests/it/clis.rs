@@ -24,7 +24,8 @@ pub struct Cli {
     pub bins: &'static [&'static str],
 }
 
-/// The versions `../shared/compat/agents/` was recorded with.
+/// The versions `tests/fixtures/agents/` was recorded with
+/// (`tests/record-agents.sh`).
 pub const CLAUDE: Cli = Cli {
     name: "claude-code",
     package: "@anthropic-ai/claude-code",
@@ -72,14 +73,14 @@ pub fn installed(cli: &Cli) -> Option<PathBuf> {
     drop(done);
     match result {
         Ok(bin) => Some(bin),
-        Err(why) if crate::shared_fixtures::under_ci() => {
+        Err(why) if crate::testenv::under_ci() => {
             panic!(
                 "the real {} CLI is needed in CI and could not be installed: {why}",
                 cli.package
             )
         }
         Err(why) => {
-            eprintln!("skipped: {why} (CI=true makes this a failure)");
+            crate::testenv::skip(&format!("{why} (CI=true makes this a failure)"));
             None
         }
     }

@@ -1,6 +1,5 @@
-//! The bash tool's projects run unchanged. They are read from `../shared`
-//! (never copied into this repository); without it these tests say so and
-//! pass, except under `CI=true` (`shared_fixtures`).
+//! Projects laid out as Ralph v2 (the bash tool) keeps them run unchanged:
+//! our own samples in its layout, `tests/fixtures/ralph-v2/`.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -8,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::harness::*;
 
-fn compat_dir() -> Option<PathBuf> {
-    crate::shared_fixtures::shared("compat/ralphetamine")
+fn compat_dir() -> PathBuf {
+    crate::testenv::fixture("ralph-v2")
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -43,20 +42,17 @@ echo "<ralph>DONE $ID</ralph>"
 
 #[test]
 fn the_three_bash_sandboxes_run_to_completion() {
-    let Some(dir) = compat_dir() else { return };
+    let dir = compat_dir();
     for (name, ids) in [
-        ("run-sequential", vec!["1.1", "1.2", "1.3"]),
-        (
-            "run-parallel",
-            vec!["1.1", "1.2", "2.1", "2.2", "2.3", "3.1"],
-        ),
-        ("run-full", vec!["1.1", "1.2", "2.1", "2.2", "3.1"]),
+        ("sequential", vec!["1.1", "1.2", "1.3"]),
+        ("parallel", vec!["1.1", "1.2", "2.1", "2.2", "2.3", "3.1"]),
+        ("batched", vec!["1.1", "1.2", "2.1", "2.2", "3.1"]),
     ] {
         let p = Project::new();
-        copy_tree(&dir.join("sandbox").join(name), &p.root);
+        copy_tree(&dir.join(name), &p.root);
         p.commit_all("sandbox");
         p.agent(TEXT_AGENT);
-        if name == "run-full" {
+        if name == "batched" {
             // Ralph v2 keys ralph ignores are named, without failing; the
             // flags that name no output format get stream-json added.
             let v = p.ralph(&["validate"]);
@@ -79,7 +75,7 @@ fn the_three_bash_sandboxes_run_to_completion() {
             assert_eq!(p.merges_of(id), 1, "{name} {id}");
         }
         assert_eq!(p.worktrees().len(), 1, "{name}");
-        if name == "run-full" {
+        if name == "batched" {
             let hooks = p.read("hooks.log");
             assert!(hooks.contains("Starting 1.1"), "{hooks}");
             assert!(hooks.contains("Finished 3.1: done"), "{hooks}");
@@ -103,8 +99,7 @@ fn the_three_bash_sandboxes_run_to_completion() {
 
 #[test]
 fn the_fixture_state_files_and_progress_load() {
-    let Some(dir) = compat_dir() else { return };
-    let fx = dir.join("tests/fixtures");
+    let fx = compat_dir().join("files");
     for f in [
         "state-empty.json",
         "state-partial.json",

@@ -5,8 +5,8 @@ mod clis;
 mod fakeapi;
 mod github_api;
 mod harness;
-#[path = "../../src/shared_fixtures.rs"]
-mod shared_fixtures;
+#[path = "../../src/testenv.rs"]
+mod testenv;
 
 mod cli;
 mod compat;
@@ -27,6 +27,7 @@ mod parallel;
 mod plan;
 mod ray;
 mod realcli;
+mod record;
 mod review;
 mod sandbox;
 mod scheduling;

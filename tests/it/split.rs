@@ -262,7 +262,7 @@ fn result_event(text: &str) -> serde_json::Value {
 }
 
 /// Issue 21: a real multi-message session (shaped as
-/// `../shared/compat/agents/claude/allowed-bash.stdout`) gives the blocks in
+/// `tests/fixtures/agents/claude/allowed-bash.stdout`) gives the blocks in
 /// an earlier assistant message and only DECOMPOSE_DONE in the result. The
 /// blocks are read from the agent's own text, never from tool output (here
 /// a spec quoting an old answer with a block of its own).
