@@ -902,7 +902,7 @@ mod tests {
     #[tokio::test]
     async fn a_grandchild_without_environment_is_swept_through_the_cgroup() {
         if probe_cgroups("ralph-cgtest").is_none() {
-            eprintln!("skipped: no writable cgroup v2 on this machine");
+            crate::testenv::skip("no writable cgroup v2 on this machine");
             return;
         }
         let a = agent(

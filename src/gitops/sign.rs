@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn a_merge_is_signed_with_gpg_when_gpg_is_here() {
         let Ok(found) = std::process::Command::new("gpg").arg("--version").output() else {
-            eprintln!("skipped: no gpg");
+            crate::testenv::skip("no gpg");
             return;
         };
         assert!(found.status.success());
@@ -507,10 +507,10 @@ mod tests {
             .output()
             .unwrap();
         if !made.status.success() {
-            eprintln!(
-                "skipped: gpg cannot make a key here: {}",
+            crate::testenv::skip(&format!(
+                "gpg cannot make a key here: {}",
                 String::from_utf8_lossy(&made.stderr)
-            );
+            ));
             return;
         }
         let wrapper = tmp.path().join("gpg-here");

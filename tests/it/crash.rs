@@ -698,7 +698,7 @@ commit_file "src/$ID.txt"; done_
         p.scratch.join("started").exists()
     });
     if p.read("ralph.log").contains("no writable cgroup") {
-        eprintln!("skipped: no writable cgroup v2 here, and nothing else can find these");
+        crate::testenv::skip("no writable cgroup v2 here, and nothing else can find these");
         // SAFETY: plain kill(2) on our own children.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait();

@@ -553,9 +553,9 @@ pub fn chromium(what: &str) -> Option<PathBuf> {
         !ci,
         "chromium is not installed: .ci/run installs it under CI=true"
     );
-    eprintln!(
-        "SKIPPED: chromium is not installed (apt-get install chromium) — {what} is not checked in a browser"
-    );
+    crate::testenv::skip(&format!(
+        "chromium is not installed (apt-get install chromium): {what} is not checked in a browser"
+    ));
     None
 }
 

@@ -33,7 +33,9 @@ pub fn bwrap_works() -> bool {
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("bubblewrap is missing or broken, and CI=true: install bubblewrap");
         }
-        eprintln!("skipped: bubblewrap is missing or broken here (CI=true makes this a failure)");
+        crate::testenv::skip(
+            "bubblewrap is missing or broken here (apt-get install bubblewrap; CI=true makes this a failure)",
+        );
     }
     ok
 }
