@@ -6,7 +6,9 @@
 //!
 //! Every prompt, answer and command below is the project's own; the
 //! temporary directories the CLIs ran in are replaced by `PROJECT_DIR` and
-//! `HOME_DIR` so a re-recording differs only where the CLI changed.
+//! `HOME_DIR`, the API's port by 8080, so a re-recording differs in IDs and
+//! timings, and where the CLI (or this machine's sandbox: Codex's
+//! workspace-write runs its commands through bubblewrap) behaves otherwise.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -66,6 +68,9 @@ fn record(
     for (k, v) in env {
         c.env(k, v);
     }
+    // A group of its own: stopping it stops the native binary the npm shim
+    // started too (else it writes on into the recording).
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
     let mut child = c.spawn().unwrap();
     let end = Instant::now() + limit;
     let rc = loop {
@@ -73,12 +78,16 @@ fn record(
             break st.code().map_or("signal".to_string(), |c| c.to_string());
         }
         if Instant::now() > end {
-            let _ = child.kill();
+            // SAFETY: kill(2) on the group of a child this function started.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             break format!("killed after {}s", limit.as_secs());
         }
         std::thread::sleep(Duration::from_millis(50));
     };
+    // Whatever it left running would write on into the files.
+    // SAFETY: as above.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     let shown: Vec<String> = args
         .iter()
         .map(|a| {
