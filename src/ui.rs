@@ -172,6 +172,14 @@ pub(crate) fn stderr_width() -> Option<usize> {
     terminal_width(libc::STDERR_FILENO)
 }
 
+/// Rows of the terminal `fd` is, when it is one and says.
+pub(crate) fn terminal_height(fd: libc::c_int) -> Option<usize> {
+    // SAFETY: TIOCGWINSZ only writes a `winsize` into the struct we own.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_row > 0).then_some(ws.ws_row as usize)
+}
+
 /// Columns of the terminal `fd` is, when it is one and says (else
 /// `COLUMNS`).
 pub(crate) fn terminal_width(fd: libc::c_int) -> Option<usize> {

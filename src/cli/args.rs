@@ -308,6 +308,11 @@ pub(super) struct RunArgs {
     /// Plain lines instead of the live display (also without a terminal)
     #[arg(long = "no-dashboard")]
     pub(super) no_dashboard: bool,
+    /// What a hang-up (SIGHUP: the SSH link or terminal is gone) does:
+    /// `continue` keeps the run going with its output in ralph.log
+    /// only; `stop` stops it as Ctrl-C does
+    #[arg(long = "hup", value_enum, default_value_t = HupArg::Continue)]
+    pub(super) hup: HupArg,
     /// In landing.mode review, end the run (exit 1) once only reviews are
     /// left, instead of waiting for `ralph land` to approve them
     #[arg(long = "exit-on-review")]
@@ -316,4 +321,11 @@ pub(super) struct RunArgs {
     /// alone, serve.addr or 127.0.0.1 with a free port (docs/steering.md)
     #[arg(long = "serve", value_name = "ADDR", num_args = 0..=1)]
     pub(super) serve: Option<Option<String>>,
+}
+
+/// `ralph run --hup`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum HupArg {
+    Continue,
+    Stop,
 }

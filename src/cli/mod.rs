@@ -76,10 +76,14 @@ pub fn main() -> i32 {
         Err(_) if projectless => PathBuf::from("."),
         Err(e) => return report_error(&e),
     };
-    match dispatch(cli.command, &root) {
+    let code = match dispatch(cli.command, &root) {
         Ok(code) => code,
         Err(e) => report_error(&e),
-    }
+    };
+    // A run's last lines wait in its output queue: written out unless the
+    // reader has stopped for good, which must not keep the exit waiting.
+    crate::display::drain(std::time::Duration::from_secs(2));
+    code
 }
 
 /// Like git, commands work from anywhere inside the project (`-C DIR` as
@@ -181,7 +185,9 @@ fn report_error(e: &anyhow::Error) -> i32 {
 fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
     let runs_agents =
         matches!(&cmd, Command::Run(a) if !a.dry_run) || matches!(&cmd, Command::Decompose { .. });
-    if !runs_agents {
+    if runs_agents {
+        crate::display::queue_from_now();
+    } else {
         // `ralph graph | head` and `ralph run -d | head` end quietly like
         // any filter. Not a real run: it writes to agents' stdin and must
         // see EPIPE there, and a landing must never die with a reader

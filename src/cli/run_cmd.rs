@@ -22,6 +22,7 @@ pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         max_cost: a.max_cost,
         model: a.model,
         no_dashboard: a.no_dashboard,
+        hup_stops: a.hup == super::args::HupArg::Stop,
         serve: a.serve,
         decompose: None,
         land: false,

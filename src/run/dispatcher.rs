@@ -79,6 +79,9 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// The live web view's hub (`--serve`): told every record, agent line
     /// and status change as the run makes them.
     pub(crate) live: Option<Arc<crate::serve::Live>>,
+    /// `--hup stop`: SIGHUP stops the run like SIGINT; otherwise the run
+    /// goes on without a terminal (`display::sink::hang_up`).
+    pub(crate) hup_stops: bool,
 }
 
 /// How often the display is refreshed while the run waits out a limit.
@@ -124,6 +127,7 @@ impl<E: Executor> Dispatcher<E> {
             replies: HashMap::new(),
             next_request: 0,
             live: None,
+            hup_stops: false,
             touched_reading: false,
         }
     }
@@ -212,7 +216,18 @@ impl<E: Executor> Dispatcher<E> {
                 },
                 _ = sigint.recv() => Event::Signal(OsSignal::Interrupt),
                 _ = sigterm.recv() => Event::Signal(OsSignal::Terminate),
-                _ = sighup.recv() => Event::Signal(OsSignal::Hangup),
+                _ = sighup.recv() => {
+                    if self.hup_stops {
+                        Event::Signal(OsSignal::Hangup)
+                    } else {
+                        crate::display::sink::hang_up();
+                        self.ctx.log.line(
+                            "SIGHUP: the terminal is gone; the run goes on, its output here only \
+                             (`ralph run --hup stop` stops instead)",
+                        );
+                        continue;
+                    }
+                }
                 Some((cmd, reply)) = self.steer_rx.recv() => {
                     self.next_request += 1;
                     self.replies.insert(self.next_request, reply);

@@ -86,6 +86,9 @@ pub(crate) struct RunOptions {
     /// `--exit-on-review`: in `landing.mode: review`, end the run once only
     /// reviews are left instead of waiting for `ralph land`.
     pub(crate) exit_on_review: bool,
+    /// `--hup stop`: a hang-up stops the run; by default it goes on with
+    /// its output to the log only.
+    pub(crate) hup_stops: bool,
 }
 
 /// How this run seals its children, probed once (`bwrap` mode without a
@@ -486,6 +489,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             None
         }
     };
+    d.hup_stops = opts.hup_stops;
     d.tracker = crate::backlog::tracker::open(root, config).map(|t| {
         tracker::TrackerSync::new(t, config.backlog.poll_every(), target.clone(), &d.model)
     });

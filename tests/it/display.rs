@@ -28,7 +28,13 @@ struct PtyRun {
 }
 
 impl PtyRun {
-    fn start(mut cmd: Command) -> PtyRun {
+    fn start(cmd: Command) -> PtyRun {
+        PtyRun::start_reading(cmd, true)
+    }
+
+    /// `read: false` leaves the terminal unread, as a stalled SSH link or a
+    /// Ctrl-S does: once its buffer is full, every write to it waits.
+    fn start_reading(mut cmd: Command, read: bool) -> PtyRun {
         let (mut master, mut slave) = (0, 0);
         let ws = libc::winsize {
             ws_row: ROWS,
@@ -47,6 +53,12 @@ impl PtyRun {
             )
         };
         assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // The master stays in the test alone: a ralph (or its agents) that
+        // inherited it would keep the terminal from ever hanging up.
+        // SAFETY: setting a flag on a descriptor this function owns.
+        unsafe {
+            libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
         // SAFETY: fresh descriptors owned from here on.
         let (master, slave) =
             unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
@@ -72,6 +84,9 @@ impl PtyRun {
         let out = Arc::new(Mutex::new(Vec::new()));
         let sink = out.clone();
         let reader = std::thread::spawn(move || {
+            if !read {
+                return;
+            }
             let mut buf = [0u8; 4096];
             while let Ok(n) = reading.read(&mut buf) {
                 if n == 0 {
@@ -448,4 +463,111 @@ fn term_dumb_and_no_color_give_plain_output_on_a_terminal() {
         String::from_utf8_lossy(&bytes).contains("\x1b[32m[done]\x1b[0m"),
         "a terminal gets colour by default"
     );
+}
+
+/// Agents that each write about 1 MB of text (which `-v` shows line by
+/// line), then wait for `$SCRATCH/go` when `gated`, then commit and finish.
+fn chatty_project(stories: usize, gated: bool) -> Project {
+    let queue: String = (1..=stories)
+        .map(|i| format!("1.{i} | Story {i}\n"))
+        .collect();
+    let p = Project::with_backlog(
+        &format!("# [batch:1]\n{queue}"),
+        r#"{"loop": {"max_retries": 1, "grace_seconds": 1}, "parallel": {"enabled": true, "max_concurrent": 4}}"#,
+    );
+    p.commit_all("backlog");
+    let gate = if gated {
+        r#"while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done"#
+    } else {
+        ""
+    };
+    p.agent(&format!(
+        r#"awk 'BEGIN {{ pad = sprintf("%200s", ""); for (i = 0; i < 5000; i++) printf "{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"line %d%s\"}}]}}}}\n", i, pad }}'
+touch "$SCRATCH/started-$ID"
+{gate}
+commit_file "src/$ID.txt"
+done_"#
+    ));
+    p
+}
+
+/// A pipe nobody reads (`ralph run -v | less` at a full screen): once its
+/// buffer is full every write to it waits. The run's output is queued
+/// and, past a bound, dropped, so the stories land all the same (before,
+/// 0 of 12 landed: the dispatcher waited in its first write).
+#[test]
+fn a_pipe_nobody_reads_does_not_stop_the_run() {
+    let p = chatty_project(12, false);
+    let mut cmd = p.command(&["run", "--parallel", "-j", "4", "-v"]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("ralph starts");
+    // The pipes stay open and unread until ralph has exited.
+    let (_out, _err) = (child.stdout.take(), child.stderr.take());
+    let status = wait_for_exit(
+        &mut child,
+        "ralph to land everything",
+        Duration::from_secs(300),
+    );
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(p.completed().len(), 12);
+    for i in 1..=12 {
+        assert_eq!(p.merges_of(&format!("1.{i}")), 1, "story 1.{i}");
+    }
+}
+
+/// A terminal that is not read (Ctrl-S, a hung SSH link): SIGTERM still
+/// stops the run, keeping the agents' work, and the next run finishes it.
+/// Before, the dispatcher sat in the kernel's tty write and never saw the
+/// signal.
+#[test]
+fn sigterm_ends_a_run_whose_terminal_is_not_read() {
+    let p = chatty_project(4, true);
+    let mut run = PtyRun::start_reading(
+        live_command(&p, &["run", "--parallel", "-j", "4", "-v"]),
+        false,
+    );
+    for i in 1..=4 {
+        wait_until("the agents", Duration::from_secs(120), || {
+            p.scratch.join(format!("started-1.{i}")).exists()
+        });
+    }
+    // SAFETY: a signal to the child this test started.
+    unsafe {
+        libc::kill(run.child.id() as i32, libc::SIGTERM);
+    }
+    let status = wait_for_exit(&mut run.child, "ralph to stop", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130));
+    drop(run);
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    let again = p.ralph(&["run", "--parallel", "-j", "4"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+    assert_eq!(p.completed().len(), 4);
+}
+
+/// The SSH link drops (the terminal hangs up, SIGHUP): the run goes on to
+/// the end with its output to the log only. Before, a hang-up stopped it
+/// like Ctrl-C. `--hup stop` keeps that for those who want it.
+#[test]
+fn a_hang_up_leaves_the_run_going() {
+    let p = chatty_project(4, true);
+    // Unread, so that no reader holds the master open: dropping it below
+    // hangs the terminal up for real.
+    let run = PtyRun::start_reading(live_command(&p, &["run", "--parallel", "-j", "4"]), false);
+    for i in 1..=4 {
+        wait_until("the agents", Duration::from_secs(120), || {
+            p.scratch.join(format!("started-1.{i}")).exists()
+        });
+    }
+    // Closing the terminal's master side hangs it up.
+    let PtyRun {
+        mut child, master, ..
+    } = run;
+    drop(master);
+    wait_until("the hang-up noted", Duration::from_secs(60), || {
+        std::fs::read_to_string(p.root.join("ralph.log")).is_ok_and(|l| l.contains("SIGHUP"))
+    });
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    let status = wait_for_exit(&mut child, "ralph to finish", Duration::from_secs(300));
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(p.completed().len(), 4);
 }

@@ -9,7 +9,9 @@
 //! that write, not ralph's death mid-landing), so everything it prints goes
 //! through `out` and `err`, which drop write errors instead of panicking as
 //! `println!` does. Read-only commands die of SIGPIPE like any filter
-//! (`cli::dispatch`).
+//! (`cli::dispatch`). A reader that stops without closing (a stalled
+//! terminal, a pager at a full screen) never stops a run either: its
+//! output is queued and, past a bound, dropped (`sink`).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -22,6 +24,9 @@ use crate::report::{
     render_totals_fit, Message, RowLayout, Totals,
 };
 use crate::ui::{self, Tone};
+
+pub(crate) mod sink;
+pub(crate) use sink::{drain, queue_from_now};
 
 /// Where a story's row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +50,13 @@ struct Row {
     phase: Phase,
 }
 
-/// `text` on stdout, as is; a closed or failing stdout is ignored.
+/// `text` on stdout, as is; a closed or failing stdout is ignored. During
+/// a run it is queued (`sink`): a reader that stops never stops the run.
 pub(crate) fn out(text: &str) {
+    if sink::queued() {
+        sink::stdout().text(text.as_bytes());
+        return;
+    }
     let mut o = std::io::stdout().lock();
     let _ = o.write_all(text.as_bytes());
     let _ = o.flush();
@@ -54,6 +64,10 @@ pub(crate) fn out(text: &str) {
 
 /// `text` and a newline on stderr; a closed or failing stderr is ignored.
 pub(crate) fn err(text: &str) {
+    if sink::queued() {
+        sink::stderr().text(format!("{text}\n").as_bytes());
+        return;
+    }
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
@@ -96,7 +110,11 @@ impl Reporter {
         let live = tty.then(|| {
             let cols = ui::stderr_width().unwrap_or(DEFAULT_COLS);
             Live {
-                multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4)),
+                multi: MultiProgress::with_draw_target(if sink::queued() {
+                    ProgressDrawTarget::term_like_with_hz(Box::<sink::QueuedTerm>::default(), 4)
+                } else {
+                    ProgressDrawTarget::stderr_with_hz(4)
+                }),
                 _echo: EchoCtlOff::new(),
                 overall: None,
                 progress: None,
