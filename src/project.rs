@@ -23,7 +23,25 @@ pub(crate) struct Project {
     pub(crate) dag: Dag,
 }
 
-/// Loads config, backlog and DAG, collecting every problem.
+/// Reads an issue tracker backlog over the network now, so the `load`s
+/// that follow (which read its snapshot only) see it as it is: the run's
+/// start and `validate --online`. `Ok(Some(why))`: the tracker could not
+/// be read and the last snapshot stands; `Err`: nothing to fall back on.
+/// Without a tracker (or with a config `load` will refuse), nothing.
+pub(crate) fn refresh_tracker(root: &Path) -> Result<Option<String>, Vec<Problem>> {
+    let Ok(config) = crate::config::load(root) else {
+        return Ok(None);
+    };
+    match backlog::tracker::refresh(root, &config) {
+        None => Ok(None),
+        Some(read) if read.backlog.is_none() => Err(read.problems),
+        Some(read) => Ok(read.stale),
+    }
+}
+
+/// Loads config, backlog and DAG, collecting every problem. An issue
+/// tracker's backlog is read from its snapshot: no read waits on the
+/// network (`refresh_tracker` is the one that asks).
 pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
     let pattern = |x: &Problem| x.key.as_deref() == Some("specs.pattern");
     let (config, mut problems) = match crate::config::load(root) {

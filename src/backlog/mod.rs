@@ -375,8 +375,7 @@ fn model_problems(backlog: &Backlog, config: &Config) -> Vec<Problem> {
 }
 
 fn load_any(root: &Path, config: &Config) -> (Option<Backlog>, Vec<Problem>) {
-    if let Some(mut tracker) = tracker::open(root, config) {
-        let read = tracker.read(crate::timefmt::now_secs());
+    if let Some(read) = tracker::snapshot(root, config) {
         return (read.backlog, read.problems);
     }
     let whole = |r: Result<Backlog, Vec<Problem>>| match r {

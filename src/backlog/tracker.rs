@@ -45,6 +45,8 @@ pub(crate) trait Tracker: Send {
     /// The backlog now; when the tracker cannot be reached, the last
     /// snapshot (`stale` says why). Never fails a run by itself.
     fn read(&mut self, now: i64) -> Read;
+    /// The backlog as the last snapshot has it; asks nothing.
+    fn snapshot(&self) -> Read;
     /// Queues `update` of story `id` (persisted before this returns).
     fn tell(&mut self, id: &str, update: Update);
     /// Makes the queued writes that can be made now; returns lines for the
@@ -53,6 +55,32 @@ pub(crate) trait Tracker: Send {
     fn flush(&mut self, now: i64, last: bool) -> Vec<String>;
     /// The writes still queued, one line each.
     fn pending(&self) -> Vec<String>;
+}
+
+/// The backlog from the tracker's snapshot on disk, if the backlog is in
+/// one: every read but the run's and `validate --online`, which must never
+/// wait on the network (issue 33: `status` took 20.9 s with a tracker that
+/// hung).
+pub(crate) fn snapshot(root: &Path, config: &Config) -> Option<Read> {
+    match &config.backlog {
+        BacklogSource::Files => None,
+        BacklogSource::GitHub(settings) => Some(
+            super::github::source::GitHub::offline(
+                root,
+                settings.clone(),
+                config.landing.pr_remote.is_some(),
+            )
+            .snapshot(),
+        ),
+    }
+}
+
+/// Reads the tracker now (the network, bounded by the client's time
+/// limits) and keeps what it gave as the snapshot the reads use. `None`
+/// without a tracker.
+pub(crate) fn refresh(root: &Path, config: &Config) -> Option<Read> {
+    let mut t = open(root, config)?;
+    Some(t.read(crate::timefmt::now_secs()))
 }
 
 /// The tracker the config names, if the backlog is in one.

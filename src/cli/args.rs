@@ -56,7 +56,12 @@ pub(super) enum Command {
         watch: bool,
     },
     /// Check the backlog and config; print every problem; change nothing
-    Validate,
+    Validate {
+        /// With an issue tracker backlog: read the tracker now (otherwise
+        /// its last snapshot is checked, as every read but `run` does)
+        #[arg(long)]
+        online: bool,
+    },
     /// The story DAG with each story's status
     Graph {
         /// Output form: text (one line per story, what it waits for), dot

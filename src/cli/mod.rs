@@ -200,7 +200,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
     match cmd {
         Command::Run(a) => run_cmd::cmd_run(a, root),
         Command::Status { json, watch } => status::cmd_status(root, json, watch),
-        Command::Validate => validate::cmd_validate(root),
+        Command::Validate { online } => validate::cmd_validate(root, online),
         Command::Graph { format } => graph::cmd_graph(root, format),
         Command::Stories => graph::cmd_stories(root),
         Command::Reset { id, yes } => reset::cmd_reset(root, id, yes),

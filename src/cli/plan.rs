@@ -27,7 +27,9 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
             .with_hint("name a Markdown file holding the product requirements")
     })?;
     // What is in the backlog now (a plan may depend on it); an empty or
-    // missing backlog is what `plan` is for.
+    // missing backlog is what `plan` is for. A tracker is asked now: the
+    // plan makes its issues there.
+    let _ = crate::project::refresh_tracker(root);
     let (now, _) = crate::backlog::load_partial(root, &config);
     let known: HashSet<String> = now
         .iter()

@@ -8,7 +8,16 @@ use crate::project;
 use crate::run;
 use crate::ui;
 
-pub(super) fn cmd_validate(root: &Path) -> anyhow::Result<i32> {
+pub(super) fn cmd_validate(root: &Path, online: bool) -> anyhow::Result<i32> {
+    // An issue tracker is asked only when told to, or when there is no
+    // snapshot of it to check yet.
+    let tracked =
+        crate::config::load(root).is_ok_and(|c| c.backlog != crate::config::BacklogSource::Files);
+    if tracked && (online || !crate::paths::tracker_snapshot(root).exists()) {
+        if let Some(why) = project::refresh_tracker(root).map_err(RalphError::BadInput)? {
+            eprintln!("warning: checked the tracker's last snapshot: {why}");
+        }
+    }
     let loaded = project::load(root);
     // The config's unknown keys are said with the errors, not after them.
     let warnings = match &loaded {

@@ -538,6 +538,12 @@ async fn attempt_in_slot(
     let root = root
         .canonicalize()
         .map_err(|e| format!("{}: {e}", root.display()))?;
+    // A node's checkout holds no snapshot of an issue tracker's backlog:
+    // the worker reads the tracker itself once (reads elsewhere use the
+    // snapshot only).
+    if !crate::paths::tracker_snapshot(&root).exists() {
+        let _ = project::refresh_tracker(&root);
+    }
     let project = project::load(&root).map_err(|problems| {
         let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         format!(

@@ -177,7 +177,9 @@ impl<E: Executor> Dispatcher<E> {
         self.warmed().await;
         if let Some(t) = &mut self.tracker {
             let log = |l: &str| self.ctx.log.line(l);
-            tokio::task::block_in_place(|| t.tell(&self.model, true, &log));
+            // Bounded: a tracker that does not answer costs its writes a
+            // wait for the next run, never the run's end.
+            tokio::task::block_in_place(|| t.tell(&mut self.model, true, &log));
         }
         // A notification about the run's last moments still runs: wait
         // for it (each hook has its own time limit), unless told to stop.
@@ -268,18 +270,26 @@ impl<E: Executor> Dispatcher<E> {
     }
 
     /// The tracker's side of a step (`run/tracker.rs`): before an event,
-    /// a poll when due; after it, what changed is told. Its HTTP blocks,
-    /// off the runtime's worker (`block_in_place`).
+    /// a read that came back is taken in and the next asked when due;
+    /// after it, what changed is told. Its HTTP is on a thread of its own:
+    /// this never waits.
     fn sync_tracker(&mut self, before: bool) {
         let Some(t) = &mut self.tracker else { return };
         let log = |l: &str| self.ctx.log.line(l);
-        tokio::task::block_in_place(|| {
-            if before {
-                t.poll(&mut self.model, &log)
-            } else {
-                t.tell(&self.model, false, &log)
-            }
-        });
+        if before {
+            t.poll(&mut self.model, &log);
+        } else {
+            t.tell(&mut self.model, false, &log);
+        }
+    }
+
+    /// Wakes the loop from another thread (a tracker's answer is in): a
+    /// `Timer` event, which changes nothing but lets the step run.
+    pub(crate) fn waker(&self) -> impl Fn() + Send + 'static {
+        let tx = self.activity_tx.clone();
+        move || {
+            let _ = tx.send(Event::Timer);
+        }
     }
 
     /// The memory a new agent could get, for the transition's memory check

@@ -141,6 +141,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // Worktree paths, git's paths and the project tag all compare against
     // the canonical root.
     let root = &root.canonicalize()?;
+    if let Some(why) = project::refresh_tracker(root).map_err(RalphError::BadInput)? {
+        crate::display::err(&format!(
+            "warning: the run starts from the tracker's last snapshot: {why}"
+        ));
+    }
     let project = project::load(root).map_err(RalphError::BadInput)?;
     for w in project.config.warning_lines() {
         if !crate::ui::get().quiet {
@@ -490,8 +495,15 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         }
     };
     d.hup_stops = opts.hup_stops;
+    let wake = d.waker();
     d.tracker = crate::backlog::tracker::open(root, config).map(|t| {
-        tracker::TrackerSync::new(t, config.backlog.poll_every(), target.clone(), &d.model)
+        tracker::TrackerSync::new(
+            t,
+            config.backlog.poll_every(),
+            target.clone(),
+            &d.model,
+            wake,
+        )
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

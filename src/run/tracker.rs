@@ -1,29 +1,58 @@
 //! The run's side of an issue tracker backlog (issue 27): between events
 //! the dispatcher asks the tracker again (at most every `poll_seconds`)
 //! and tells it each story's status. Decisions are the pure functions
-//! here and in `backlog::tracker`; this file only carries them out.
+//! here and in `backlog::tracker`; this file only carries them out, the
+//! network on a thread of its own (issue 35: a tracker that took
+//! connections and never answered froze the run, and Ctrl-C with it).
 //!
 //! New or edited issues are taken in as a decomposition's sub-stories are:
 //! `Model::reload_pending` holds new starts, and once nothing runs the run
 //! reloads the backlog (`run::run`), which reads the tracker again.
 
 use std::collections::HashMap;
+use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use crate::backlog::tracker::{Tracker, Update};
+use crate::backlog::tracker::{Read, Tracker, Update};
 use crate::backlog::{Backlog, Story};
 use crate::schedule::Node;
 
 use super::model::Model;
 
+/// The run's tracker: what it was told, and the thread that asks it.
 pub(crate) struct TrackerSync {
-    tracker: Box<dyn Tracker>,
+    describe: String,
     /// What the tracker was last told of each story.
     told: HashMap<String, Update>,
     last_poll: Option<Instant>,
     every: Duration,
     target: String,
+    /// A read was asked of the edge and has not come back.
+    reading: bool,
+    jobs: std_mpsc::Sender<Job>,
+    done: std_mpsc::Receiver<Done>,
 }
+
+/// What the run asks of the tracker's thread.
+enum Job {
+    Read,
+    /// Queue these updates, then make the writes that can be made; `last`:
+    /// the run ends (an unreachable tracker is asked once more).
+    Tell(Vec<(String, Update)>, bool),
+}
+
+/// What the tracker's thread answers.
+enum Done {
+    Read(Read),
+    Told(Vec<String>),
+}
+
+/// How long the run's end waits for the tracker's last writes: the
+/// client's own limit (20 s a request) and a little, or, once a signal
+/// asked the run to stop, hardly at all. Writes not made stay queued on
+/// disk for the next run.
+const LAST_WRITES: Duration = Duration::from_secs(25);
+const LAST_WRITES_STOPPING: Duration = Duration::from_secs(2);
 
 /// True when `now` (the tracker's backlog) holds work the run does not
 /// know of: a new story, dependencies that changed, a story the run would
@@ -87,6 +116,7 @@ impl TrackerSync {
         every: Duration,
         target: String,
         model: &Model,
+        wake: impl Fn() + Send + 'static,
     ) -> TrackerSync {
         let told = model
             .stories
@@ -101,41 +131,75 @@ impl TrackerSync {
                 (s.id.clone(), landed)
             })
             .collect();
+        let describe = tracker.describe();
+        let (jobs, job_rx) = std_mpsc::channel();
+        let (done_tx, done) = std_mpsc::channel();
+        // The tracker's HTTP (20 s a request at worst, for ever with a
+        // server that takes connections and never answers) happens on a
+        // thread of its own: the run, Ctrl-C and steering never wait on it.
+        std::thread::Builder::new()
+            .name("ralph-tracker".into())
+            .spawn(move || edge(tracker, &job_rx, &done_tx, &wake))
+            .ok();
         TrackerSync {
-            tracker,
+            describe,
             told,
             last_poll: Some(Instant::now()),
             every,
             target,
+            reading: false,
+            jobs,
+            done,
         }
     }
 
-    /// Reads the tracker when a poll is due; new work holds new starts
-    /// until the run reloads its backlog. Blocking (HTTP): called through
-    /// `block_in_place`.
+    /// Takes in a read that came back (new work holds new starts until the
+    /// run reloads its backlog), then asks for the next when one is due.
+    /// Never waits.
     pub(crate) fn poll(&mut self, model: &mut Model, log: &dyn Fn(&str)) {
-        if model.reload_pending || self.last_poll.is_some_and(|t| t.elapsed() < self.every) {
+        while let Ok(done) = self.done.try_recv() {
+            self.took(done, model, log);
+        }
+        if self.reading
+            || model.reload_pending
+            || self.last_poll.is_some_and(|t| t.elapsed() < self.every)
+        {
             return;
         }
         self.last_poll = Some(Instant::now());
-        let read = self.tracker.read(crate::timefmt::now_secs());
-        if let Some(why) = &read.stale {
-            log(&format!("backlog: the last snapshot stands: {why}"));
-        }
-        let Some(backlog) = read.backlog else { return };
-        if backlog_changed(&model.stories, &model.sched().nodes, &backlog) {
-            log(&format!(
-                "backlog: {} changed; new work is taken in once the running stories are done",
-                self.tracker.describe()
-            ));
-            model.reload_pending = true;
+        self.reading = self.jobs.send(Job::Read).is_ok();
+    }
+
+    fn took(&mut self, done: Done, model: &mut Model, log: &dyn Fn(&str)) {
+        match done {
+            Done::Read(read) => {
+                self.reading = false;
+                if let Some(why) = &read.stale {
+                    log(&format!("backlog: the last snapshot stands: {why}"));
+                }
+                let Some(backlog) = read.backlog else { return };
+                if backlog_changed(&model.stories, &model.sched().nodes, &backlog) {
+                    log(&format!(
+                        "backlog: {} changed; new work is taken in once the running stories are done",
+                        self.describe
+                    ));
+                    model.reload_pending = true;
+                }
+            }
+            Done::Told(lines) => {
+                for line in lines {
+                    log(&line);
+                }
+            }
         }
     }
 
-    /// Tells the tracker what changed since it was last told, and makes
-    /// the queued writes that can be made. `last`: the run is ending, so
-    /// an unreachable tracker is asked once more (a rate limit still holds).
-    pub(crate) fn tell(&mut self, model: &Model, last: bool, log: &dyn Fn(&str)) {
+    /// Tells the tracker what changed since it was last told (queued on
+    /// disk by its thread, then written when it can be). `last`: the run
+    /// is ending, so this waits, boundedly, for a read under way (it may
+    /// hold new work) and for the last writes.
+    pub(crate) fn tell(&mut self, model: &mut Model, last: bool, log: &dyn Fn(&str)) {
+        let mut updates = Vec::new();
         for (i, story) in model.stories.iter().enumerate() {
             let landed = model
                 .state
@@ -143,13 +207,72 @@ impl TrackerSync {
                 .and_then(|r| r.landed_commit.as_deref());
             let node = model.sched().nodes[i];
             if let Some(u) = update_for(node, self.told.get(&story.id), landed, &self.target) {
-                self.tracker.tell(&story.id, u.clone());
+                updates.push((story.id.clone(), u.clone()));
                 self.told.insert(story.id.clone(), u);
             }
         }
-        for line in self.tracker.flush(crate::timefmt::now_secs(), last) {
-            log(&line);
+        if !last {
+            if !updates.is_empty() {
+                let _ = self.jobs.send(Job::Tell(updates, false));
+            }
+            while let Ok(done) = self.done.try_recv() {
+                self.took(done, model, log);
+            }
+            return;
         }
+        if self.jobs.send(Job::Tell(updates, true)).is_err() {
+            return;
+        }
+        let stopping = model.signals != crate::run::model::SignalCount::None;
+        let deadline = Instant::now()
+            + if stopping {
+                LAST_WRITES_STOPPING
+            } else {
+                LAST_WRITES
+            };
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.done.recv_timeout(left) {
+                Ok(Done::Told(lines)) => {
+                    self.took(Done::Told(lines), model, log);
+                    // Jobs are done in order: a read asked before is in.
+                    return;
+                }
+                Ok(done) => self.took(done, model, log),
+                Err(_) => {
+                    log(&format!(
+                        "{}: the last writes did not finish; they stay queued for the next run",
+                        self.describe
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The tracker's thread: one job at a time, in order, until the run drops
+/// its end of the queue. `wake` nudges the run's loop when an answer is in.
+fn edge(
+    mut tracker: Box<dyn Tracker>,
+    jobs: &std_mpsc::Receiver<Job>,
+    done: &std_mpsc::Sender<Done>,
+    wake: &dyn Fn(),
+) {
+    while let Ok(job) = jobs.recv() {
+        let answer = match job {
+            Job::Read => Done::Read(tracker.read(crate::timefmt::now_secs())),
+            Job::Tell(updates, last) => {
+                for (id, u) in updates {
+                    tracker.tell(&id, u);
+                }
+                Done::Told(tracker.flush(crate::timefmt::now_secs(), last))
+            }
+        };
+        if done.send(answer).is_err() {
+            return;
+        }
+        wake();
     }
 }
 

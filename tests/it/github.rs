@@ -217,13 +217,13 @@ fn an_unchanged_backlog_costs_one_conditional_request_and_a_rate_limit_is_honour
     let v = run(&p, &["validate"]);
     assert_eq!(v.code, 0, "{v:?}");
     let first = server.log().len();
-    let v = run(&p, &["validate"]);
+    let v = run(&p, &["validate", "--online"]);
     assert_eq!(v.code, 0, "{v:?}");
     let again: Vec<String> = server.log()[first..].to_vec();
     assert_eq!(again.len(), 1, "one 304 for the one page: {again:?}");
     // A rate limit: the snapshot stands, and nothing is asked before the reset.
     server.api.lock().unwrap().rate_limit_reset = Some(4_000_000_000);
-    let g = run(&p, &["graph"]);
+    let g = run(&p, &["validate", "--online"]);
     assert_eq!(g.code, 0, "{g:?}");
     let limited = server.log().len();
     let s = run(&p, &["stories"]);
@@ -234,6 +234,71 @@ fn an_unchanged_backlog_costs_one_conditional_request_and_a_rate_limit_is_honour
         limited,
         "nothing asked before the reset"
     );
+}
+
+/// A tracker that takes connections and never answers (issues 33, 35):
+/// reads answer from the snapshot without asking it anything (`status`
+/// took 20.9 s before), the run lands from the snapshot with its reads
+/// and writes left on the tracker's own thread, and Ctrl-C ends it.
+#[test]
+fn a_tracker_that_hangs_holds_up_neither_the_reads_nor_the_run() {
+    let (p, server) = project(backlog());
+    // Story 1's agent waits to be let go, so the run below is under way
+    // (reading and writing on the hung tracker) when it is stopped.
+    p.agent(
+        r#"touch "$SCRATCH/started-$ID"
+while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    // The first read takes the snapshot the rest go by.
+    let v = run(&p, &["validate"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    fs::write(p.scratch.join("hang"), "").unwrap();
+    let asked = server.log().len();
+    for cmd in [&["status"][..], &["stories"], &["graph"], &["validate"]] {
+        let r = run(&p, cmd);
+        assert_eq!(r.code, 0, "{cmd:?}: {r:?}");
+    }
+    assert!(run(&p, &["stories"]).stdout.contains("Issue 10"));
+    assert_eq!(
+        server.log()[asked..],
+        [] as [String; 0],
+        "reads asked the tracker"
+    );
+    let mut child = p
+        .command(&["run", "-s", "1"])
+        .env("GITHUB_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "story 1's agent",
+        std::time::Duration::from_secs(120),
+        || p.scratch.join("started-1").exists(),
+    );
+    // SAFETY: a signal to the child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = wait_for_exit(
+        &mut child,
+        "ralph to stop",
+        std::time::Duration::from_secs(120),
+    );
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        p.scratch.join("hang").exists(),
+        "the run ended while the tracker still hung"
+    );
+    // Back up: the next run lands the story and tells the tracker.
+    fs::remove_file(p.scratch.join("hang")).unwrap();
+    fs::write(p.scratch.join("go"), "").unwrap();
+    let r = run(&p, &["run", "-s", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!server.issue(1).open, "#1 closed once the tracker answered");
 }
 
 #[test]

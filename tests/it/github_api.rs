@@ -1,7 +1,8 @@
 //! A scripted GitHub REST API on 127.0.0.1 (issue 27): issues with labels,
 //! "blocked by" dependencies, sub-issues, comments, closing, ETags (`304`),
 //! and switches a test or a fake agent flips through files: `down` (every
-//! answer a 502), `add-issue` (a new labelled issue appears once), and a
+//! answer a 502), `hang` (every request taken and never answered, until
+//! the switch goes), `add-issue` (a new labelled issue appears once), and a
 //! rate limit the test arms. std only; never listens on another address.
 //! Shared with benches/figures.rs (`#[path]`).
 
@@ -125,6 +126,23 @@ fn serve(stream: TcpStream, api: &Mutex<Api>, switches: &std::path::Path) {
             return;
         }
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if switches.join("hang").exists() {
+            // A tracker that takes the request and never answers: the
+            // request is logged, then the connection is held, unanswered,
+            // until the switch goes (bounded, so no thread outlives a test
+            // by long).
+            api.lock()
+                .unwrap()
+                .log
+                .push(format!("{method} {target} (hung)"));
+            for _ in 0..2400 {
+                if !switches.join("hang").exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            return;
+        }
         let (status, extra, out) = answer(
             api,
             switches,

@@ -34,6 +34,13 @@ impl GitHub {
         GitHub::with_http(root, settings, pr, http)
     }
 
+    /// The tracker as the snapshot on disk has it, for reads that must not
+    /// touch the network (`status`, `graph`, the web view, a worker):
+    /// nothing is asked, not even the token.
+    pub(crate) fn offline(root: &Path, settings: GitHubSettings, pr: bool) -> GitHub {
+        GitHub::with_http(root, settings, pr, Box::new(Offline))
+    }
+
     pub(crate) fn with_http(
         root: &Path,
         settings: GitHubSettings,
@@ -214,11 +221,33 @@ impl Tracker for GitHub {
                 stale: None,
             };
         }
+        Read {
+            stale,
+            ..self.snapshot()
+        }
+    }
+
+    fn snapshot(&self) -> Read {
+        if !self.have_snapshot {
+            return Read {
+                backlog: None,
+                problems: vec![Problem::new(
+                    paths::CONFIG,
+                    None,
+                    format!(
+                        "the backlog is on {} and no snapshot of it was taken yet; \
+                         `ralph validate --online` (or `ralph run`) reads it",
+                        self.describe()
+                    ),
+                )],
+                stale: None,
+            };
+        }
         let (backlog, problems) = to_backlog(&self.snapshot);
         Read {
             backlog: Some(backlog),
             problems,
-            stale,
+            stale: None,
         }
     }
 
@@ -265,6 +294,15 @@ impl Tracker for GitHub {
 
     fn pending(&self) -> Vec<String> {
         self.pending.iter().map(Op::describe).collect()
+    }
+}
+
+/// The client of `GitHub::offline`: asks nothing.
+struct Offline;
+
+impl Http for Offline {
+    fn request(&mut self, _req: super::poll::Req<'_>) -> Result<super::poll::Resp, String> {
+        Err("not asked: this command reads the snapshot only".into())
     }
 }
 
