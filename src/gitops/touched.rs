@@ -18,7 +18,7 @@ impl Git {
         branch: &str,
         target: &str,
     ) -> Result<Option<Vec<String>>> {
-        let wrepo = git2::Repository::open(path)?;
+        let wrepo = self.open_slot(path)?;
         let head = wrepo.head()?;
         if head.name().ok() != Some(branch_ref(branch)?.as_str()) {
             return Ok(None);
