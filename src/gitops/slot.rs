@@ -215,7 +215,7 @@ impl Git {
             }
             let says = read_data(&path, SMALL);
             let fine = match &says {
-                Ok(b) => std::str::from_utf8(b).is_ok_and(|t| ok(t)),
+                Ok(b) => std::str::from_utf8(b).is_ok_and(&ok),
                 Err(_) => false,
             };
             if fine {

@@ -182,12 +182,17 @@ done_
             status = child.try_wait().unwrap();
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        if status.is_none() {
+        let hung = status.is_none();
+        if hung {
             let _ = child.kill();
-            let _ = child.wait();
-            panic!("ralph {args:?} hung on the FIFO\n{}", log_of(&p, "1.1"));
         }
-        status.unwrap()
+        let status = child.wait().unwrap();
+        assert!(
+            !hung,
+            "ralph {args:?} hung on the FIFO\n{}",
+            log_of(&p, "1.1")
+        );
+        status
     };
     let first = run(&["run", "-s", "1.1"]);
     assert!(log_of(&p, "1.1").contains("made a fifo"));
