@@ -429,6 +429,92 @@ mod tests {
         assert_eq!(g.branch_tip("ralph/story-2").unwrap().unwrap(), tip);
     }
 
+    fn mkfifo(p: &Path) {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn fifos_and_links_in_a_stand_in_are_findings_not_hangs() {
+        let (_dir, g) = repo_with_commit();
+        let tip: Oid = g.branch_tip("main").unwrap().unwrap();
+        g.ensure_branch("ralph/story-3", &tip).unwrap();
+        let work = g.workdir.clone();
+        let refs = g
+            .sandbox_prepare("slot-2", &work, Some("ralph/story-3"))
+            .unwrap();
+        let stand_in = &refs.overlays[1].0;
+        mkfifo(&stand_in.join("zz-fifo"));
+        std::os::unix::fs::symlink("zz-fifo", stand_in.join("zz-link")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", stand_in.join("zz-zero")).unwrap();
+        mkfifo(&refs.overlays[2].0.join("story-3"));
+        let c = g.sandbox_refs_collect("slot-2").unwrap();
+        let found = c.findings().join("\n");
+        assert_eq!(c.findings().len(), 3, "{found}");
+        assert!(
+            found.contains("a FIFO") && found.contains("a symlink"),
+            "{found}"
+        );
+        assert!(matches!(c, Collected::Branch { moved: false, .. }));
+        assert!(!g.git_dir.join("ralph-sandbox/slot-2").exists());
+    }
+
+    #[test]
+    fn the_attempts_objects_come_in_checked_and_the_repositorys_stay() {
+        let (_dir, g) = repo_with_commit();
+        let tip: Oid = g.branch_tip("main").unwrap().unwrap();
+        g.ensure_branch("ralph/story-4", &tip).unwrap();
+        let work = g.workdir.clone();
+        let refs = g
+            .sandbox_prepare("slot-3", &work, Some("ralph/story-4"))
+            .unwrap();
+        let (objects, real) = &refs.overlays[0];
+        assert!(real.ends_with("objects"));
+        assert_eq!(refs.ro_overlays[0].0, *real);
+        // The agent commits into its own object directory, as git does
+        // inside the sandbox (the repository's objects through alternates).
+        let env = |c: &mut std::process::Command| {
+            c.env("GIT_OBJECT_DIRECTORY", objects)
+                .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", real);
+        };
+        let run = |args: &[&str]| {
+            let mut c = std::process::Command::new("git");
+            c.args(args).current_dir(&work);
+            env(&mut c);
+            let out = c.output().unwrap();
+            assert!(out.status.success(), "{args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        std::fs::write(work.join("new.txt"), "new\n").unwrap();
+        run(&["hash-object", "-w", "new.txt"]);
+        let tree = run(&["mktree"]);
+        let new = run(&["commit-tree", &tree, "-p", &tip, "-m", "agent"]);
+        assert!(git2::Repository::open(&work)
+            .unwrap()
+            .find_commit(git2::Oid::from_str(&new).unwrap())
+            .is_err());
+        std::fs::write(refs.overlays[1].0.join("story-4"), format!("{new}\n")).unwrap();
+        // A corrupt loose object and a link are left out.
+        let bad = objects.join("ab");
+        std::fs::create_dir_all(&bad).unwrap();
+        std::fs::write(bad.join("c".repeat(38)), "not zlib").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", bad.join("d".repeat(38))).unwrap();
+        let c = g.sandbox_refs_collect("slot-3").unwrap();
+        assert!(matches!(c, Collected::Branch { moved: true, .. }), "{c:?}");
+        let found = c.findings().join("\n");
+        assert!(
+            found.contains("unreadable") && found.contains("not a regular file"),
+            "{found}"
+        );
+        assert_eq!(g.branch_tip("ralph/story-4").unwrap().unwrap(), new);
+        let fsck = std::process::Command::new("git")
+            .args(["fsck", "--connectivity-only"])
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert!(fsck.status.success());
+    }
+
     #[test]
     fn branch_names_need_a_directory() {
         assert_eq!(split_branch("ralph/story-1").unwrap(), ("ralph", "story-1"));

@@ -275,7 +275,8 @@ impl Git {
             };
             for e in rd.flatten() {
                 let p = e.path();
-                if p.is_dir() {
+                // Never through a link: a sealed agent could plant one.
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
                     walk(&p, out);
                 } else if p.extension().is_some_and(|x| x == "lock") {
                     out.push(p);
