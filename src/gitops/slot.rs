@@ -19,6 +19,10 @@ use super::*;
 /// A ref, HEAD or where-file: a few bytes in any real repository.
 pub(crate) const SMALL: u64 = 64 * 1024;
 
+/// Any file in an admin dir (the index is the big one: it grows with the
+/// repository, never to this): past it, libgit2 would read it into memory.
+const ADMIN_FILE_MAX: u64 = 1 << 30;
+
 /// Why a file was not read.
 #[derive(Debug)]
 pub(crate) enum NotData {
@@ -98,8 +102,9 @@ pub(crate) fn read_text(path: &Path) -> Option<String> {
 }
 
 /// Everything under `dir` that is neither a regular file nor a directory
-/// (links included: none is followed), depth-first, at most `depth` deep.
-fn specials(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, &'static str)>) {
+/// (links included: none is followed), or a file past `ADMIN_FILE_MAX`,
+/// depth-first, at most `depth` deep.
+fn specials(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, String)>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -110,7 +115,9 @@ fn specials(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, &'static str)>) {
                 specials(&e.path(), depth - 1, out);
             }
         } else if !t.is_file() {
-            out.push((e.path(), kind_of(t)));
+            out.push((e.path(), format!("not a regular file ({})", kind_of(t))));
+        } else if e.metadata().is_ok_and(|m| m.len() > ADMIN_FILE_MAX) {
+            out.push((e.path(), "larger than 1 GiB".to_string()));
         }
     }
 }
@@ -188,10 +195,7 @@ impl Git {
         let mut odd = Vec::new();
         specials(&admin, 8, &mut odd);
         for (path, what) in odd {
-            found.push(format!(
-                "{}: not a regular file ({what}); {done}",
-                path.display()
-            ));
+            found.push(format!("{}: {what}; {done}", path.display()));
             if repair {
                 remove_path(&path)?;
             }
@@ -237,9 +241,11 @@ impl Git {
 
     /// Opens the linked worktree at `path` as ralph made it: through its
     /// admin dir (`<git dir>/worktrees/<name of path>`), never through the
-    /// `.git` file in it, and only when its where-files say what ralph
-    /// wrote and its admin dir holds nothing but regular files. The main
-    /// checkout opens as the repository itself.
+    /// `.git` file in it, once its where-files say what ralph wrote and its
+    /// admin dir holds nothing but regular files and no config (`slot_files`
+    /// puts them right first: an agent running without bubblewrap could
+    /// change them too, and its work must still be kept). Only for a slot
+    /// nothing runs in. The main checkout opens as the repository itself.
     pub(super) fn open_slot(&self, path: &Path) -> Result<git2::Repository> {
         if same_path(path, &self.workdir) {
             return self.repo();
@@ -249,6 +255,7 @@ impl Git {
             .and_then(|n| n.to_str())
             .ok_or_else(|| GitError::Other(format!("{}: not a worktree", path.display())))?;
         let admin = self.admin_dir(name)?;
+        self.slot_files(name, path, true)?;
         let wrong = self.slot_files(name, path, false)?;
         if !wrong.is_empty() {
             return Err(GitError::Other(format!(
@@ -353,8 +360,6 @@ mod tests {
         )
         .unwrap();
         std::os::unix::fs::symlink("/dev/zero", admin.join("ORIG_HEAD")).unwrap();
-        let err = g.open_slot(&wt).err().unwrap().to_string();
-        assert!(err.contains("ralph does not open this worktree"), "{err}");
         let found = g.slot_files("slot-0", &wt, true).unwrap();
         assert_eq!(found.len(), 5, "{found:?}");
         assert!(!admin.join("config.worktree").exists());

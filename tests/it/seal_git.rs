@@ -101,6 +101,11 @@ done_
     );
     assert_eq!(r.code, 0, "{r:?}\n{}", log_of(&p, "1.1"));
     assert_eq!(p.completed(), vec!["1.1"]);
+    let ralph_log = fs::read_to_string(p.root.join("ralph.log")).unwrap_or_default();
+    assert!(
+        ralph_log.contains("config.worktree: git config in a slot's admin dir; removed"),
+        "{ralph_log}"
+    );
     assert_eq!(
         p.file_on_main("left.txt").as_deref(),
         Some("left by the agent\n"),
