@@ -492,6 +492,18 @@ impl Attempt<'_> {
                     ctx.log
                         .line(&format!("story {id} attempt {n}: sandbox finding: {f}"));
                 }
+                // On the attempt's own record too, where `ralph log` shows it.
+                if !c.findings().is_empty() {
+                    use std::io::Write;
+                    if let Ok(mut f) = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(&self.log_path)
+                    {
+                        for line in c.findings() {
+                            let _ = writeln!(f, "ralph: sandbox finding: {line}");
+                        }
+                    }
+                }
             }
             Err(_) => {}
         }

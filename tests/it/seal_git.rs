@@ -205,8 +205,12 @@ done_
     assert_eq!(p.completed(), vec!["1.1"]);
     let ralph_log = fs::read_to_string(p.root.join("ralph.log")).unwrap_or_default();
     assert!(
-        ralph_log.contains("not a regular file"),
+        ralph_log.contains("not a regular file (a FIFO)"),
         "the FIFO is a finding: {ralph_log}"
+    );
+    assert!(
+        log_of(&p, "1.1").contains("ralph: sandbox finding:"),
+        "and on the attempt's log"
     );
     let second = run(&["run"]);
     assert_eq!(second.code(), Some(0), "{}", log_of(&p, "1.2"));
