@@ -182,7 +182,7 @@ impl RunSeal {
             layout.tools.extend(sandbox::gather_exe_tree(&found));
         }
         let refs = git
-            .sandbox_prepare(slot, work, Some(branch))
+            .sandbox_prepare(slot, &layout.work, Some(branch))
             .map_err(|e| format!("cannot prepare the sandbox's refs: {e}"))?;
         layout.overlays = refs.overlays;
         layout.ro_overlays = refs.ro_overlays;
@@ -210,7 +210,7 @@ impl RunSeal {
             // Its own object directory, as an agent's (the next prepare or
             // run start brings in what it wrote); failing that, the
             // repository's objects stay read-only to it.
-            if let Ok(refs) = git.sandbox_prepare(admin, work, None) {
+            if let Ok(refs) = git.sandbox_prepare(admin, &layout.work, None) {
                 layout.overlays = refs.overlays;
                 layout.ro_overlays = refs.ro_overlays;
                 layout.git_ro = refs.ro_files;
