@@ -346,6 +346,36 @@ mod tests {
     }
 
     #[test]
+    fn a_worktree_config_naming_another_worktree_or_signer_is_not_read() {
+        let (tmp, g, wt) = slot();
+        git(&g.workdir, &["config", "core.repositoryformatversion", "1"]);
+        git(&g.workdir, &["config", "extensions.worktreeConfig", "true"]);
+        let host = tmp.path().join("host");
+        std::fs::create_dir_all(&host).unwrap();
+        let admin = g.git_dir.join("worktrees/slot-0");
+        std::fs::write(
+            admin.join("config.worktree"),
+            format!(
+                "[core]\n\tworktree = {}\n[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = /bin/false\n",
+                host.display()
+            ),
+        )
+        .unwrap();
+        // libgit2 itself would take its signing program.
+        let raw = git2::Repository::open_ext(
+            &admin,
+            git2::RepositoryOpenFlags::NO_SEARCH,
+            std::iter::empty::<&std::ffi::OsStr>(),
+        )
+        .unwrap();
+        assert!(crate::gitops::sign::signing(&raw).unwrap().is_some());
+        let repo = g.open_slot(&wt).unwrap();
+        assert!(same_path(repo.workdir().unwrap(), &wt));
+        assert!(crate::gitops::sign::signing(&repo).unwrap().is_none());
+        assert!(!admin.join("config.worktree").exists());
+    }
+
+    #[test]
     fn where_files_the_agent_rewrote_are_refused_then_written_back() {
         let (tmp, g, wt) = slot();
         let admin = g.git_dir.join("worktrees/slot-0");
