@@ -22,6 +22,7 @@
 //! only once they are on real refs. Everything read there is read as data
 //! (`slot::read_data`): a FIFO or a link is a finding, never a hang.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::slot::{read_data, SMALL};
@@ -160,7 +161,7 @@ impl Git {
             let work = PathBuf::from(work.trim_end_matches('\n'));
             findings.extend(self.slot_files(slot, &work, true)?);
         }
-        self.import_objects(&dir.join("objects"), &mut findings)?;
+        let broken = self.import_objects(&dir.join("objects"), &mut findings)?;
         let start = text("start");
         let mut lines = start.as_deref().unwrap_or_default().lines();
         let (Some(branch), Some(base)) = (lines.next(), lines.next()) else {
@@ -178,6 +179,12 @@ impl Git {
             };
             if repo.find_commit(id).is_err() {
                 findings.push(format!("ref {name} names {oid}, which is no commit here"));
+                continue;
+            }
+            if broken.contains(&id) {
+                findings.push(format!(
+                    "ref {name} names {oid}, whose history misses objects; not taken"
+                ));
                 continue;
             }
             if name == leaf {
@@ -215,10 +222,17 @@ impl Git {
     /// alone. Its `info/` (alternates, commit-graph) is never read, and
     /// anything that is not a regular file is a finding. The work is what
     /// the agent wrote, never the repository's size: objects the
-    /// repository has are skipped.
-    fn import_objects(&self, objects: &Path, findings: &mut Vec<String>) -> Result<usize> {
+    /// repository has are skipped. Returns the copied objects that name
+    /// an object the repository lacks, directly or through other copied
+    /// ones (or do not parse): no ref is moved onto one, so the
+    /// repository's refs stay connected (`git fsck --connectivity-only`).
+    fn import_objects(
+        &self,
+        objects: &Path,
+        findings: &mut Vec<String>,
+    ) -> Result<HashSet<git2::Oid>> {
         if !std::fs::symlink_metadata(objects).is_ok_and(|m| m.is_dir()) {
-            return Ok(0);
+            return Ok(HashSet::new());
         }
         super::worktree::remove_path(&objects.join("info"))?;
         for e in std::fs::read_dir(objects)?.flatten() {
@@ -250,7 +264,7 @@ impl Git {
             }
         }
         let Some(dir) = objects.to_str() else {
-            return Ok(0);
+            return Ok(HashSet::new());
         };
         let theirs = git2::Odb::new()?;
         theirs.add_disk_alternate(dir)?;
@@ -261,7 +275,7 @@ impl Git {
             ids.push(*id);
             true
         })?;
-        let mut copied = 0;
+        let mut copied = Vec::new();
         for id in ids {
             if ours.exists(id) {
                 continue;
@@ -280,9 +294,9 @@ impl Git {
             if written != id {
                 findings.push(format!("object {id}: its content hashes to {written}"));
             }
-            copied += 1;
+            copied.push(written);
         }
-        Ok(copied)
+        Ok(incomplete(&repo, &copied))
     }
 
     /// `sandbox_refs_collect` for every slot a killed run left a stand-in in.
@@ -298,6 +312,58 @@ impl Git {
                 (slot, r)
             })
             .collect()
+    }
+}
+
+/// Of the objects `new` (just copied in), those that do not parse or name
+/// an object `repo` lacks, directly or through another of `new`. Only the
+/// new objects are read: what the repository had is whole already.
+fn incomplete(repo: &git2::Repository, new: &[git2::Oid]) -> HashSet<git2::Oid> {
+    let mut broken = HashSet::new();
+    let Ok(odb) = repo.odb() else {
+        return new.iter().copied().collect();
+    };
+    let mut links: HashMap<git2::Oid, Vec<git2::Oid>> = HashMap::new();
+    for &id in new {
+        let Ok(obj) = repo.find_object(id, None) else {
+            broken.insert(id);
+            continue;
+        };
+        let named: Option<Vec<git2::Oid>> = match obj.kind() {
+            Some(git2::ObjectType::Commit) => obj
+                .as_commit()
+                .map(|c| std::iter::once(c.tree_id()).chain(c.parent_ids()).collect()),
+            Some(git2::ObjectType::Tree) => obj.as_tree().map(|t| {
+                t.iter()
+                    // A submodule's commit lives in another repository.
+                    .filter(|e| e.kind() != Some(git2::ObjectType::Commit))
+                    .map(|e| e.id())
+                    .collect()
+            }),
+            Some(git2::ObjectType::Tag) => obj.as_tag().map(|t| vec![t.target_id()]),
+            _ => Some(Vec::new()),
+        };
+        match named {
+            // The new objects are in the repository already, checked or not.
+            Some(named) if named.iter().all(|n| odb.exists(*n)) => {
+                links.insert(id, named);
+            }
+            _ => {
+                broken.insert(id);
+            }
+        }
+    }
+    // What names a broken object is broken too.
+    loop {
+        let more: Vec<git2::Oid> = links
+            .iter()
+            .filter(|(id, named)| !broken.contains(*id) && named.iter().any(|n| broken.contains(n)))
+            .map(|(id, _)| *id)
+            .collect();
+        if more.is_empty() {
+            return broken;
+        }
+        broken.extend(more);
     }
 }
 
@@ -513,6 +579,46 @@ mod tests {
             .output()
             .unwrap();
         assert!(fsck.status.success());
+    }
+
+    #[test]
+    fn a_commit_whose_objects_are_missing_moves_no_ref() {
+        let (_dir, g) = repo_with_commit();
+        let tip: Oid = g.branch_tip("main").unwrap().unwrap();
+        g.ensure_branch("ralph/story-5", &tip).unwrap();
+        let work = g.workdir.clone();
+        let refs = g
+            .sandbox_prepare("slot-4", &work, Some("ralph/story-5"))
+            .unwrap();
+        let objects = &refs.overlays[0].0;
+        let missing = "1234567890123456789012345678901234567890";
+        let body = format!(
+            "tree {missing}\nparent {tip}\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nbad\n"
+        );
+        std::fs::write(work.join("c.txt"), body).unwrap();
+        let out = std::process::Command::new("git")
+            .args(["hash-object", "-t", "commit", "--literally", "-w", "c.txt"])
+            .env("GIT_OBJECT_DIRECTORY", objects)
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        let bad = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(bad.len(), 40, "{out:?}");
+        std::fs::write(refs.overlays[1].0.join("story-5"), format!("{bad}\n")).unwrap();
+        std::fs::write(refs.overlays[1].0.join("side"), format!("{bad}\n")).unwrap();
+        let c = g.sandbox_refs_collect("slot-4").unwrap();
+        assert!(
+            matches!(&c, Collected::Branch { moved: false, kept, .. } if kept.is_empty()),
+            "{c:?}"
+        );
+        assert!(c.findings().join("\n").contains("misses objects"), "{c:?}");
+        assert_eq!(g.branch_tip("ralph/story-5").unwrap().unwrap(), tip);
+        let fsck = std::process::Command::new("git")
+            .args(["fsck", "--connectivity-only"])
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert!(fsck.status.success(), "{fsck:?}");
     }
 
     #[test]

@@ -141,7 +141,11 @@ done_
         "a host file reached the repository\n{r:?}\n{}",
         log_of(&p, "1.1")
     );
-    assert!(p.refs("refs/ralph/").iter().all(|r| !r.is_empty()));
+    // Nor in what any ref keeps (refs/ralph/* included): no path of it.
+    for r in p.refs("refs/") {
+        let files = git(&p.root, &["ls-tree", "-r", "--name-only", &r]);
+        assert!(!files.contains("canary"), "{r}: {files}");
+    }
     let now = tracked_on_main(&p.root);
     for f in &tracked {
         assert!(now.contains(f), "{f} was deleted from main: {now:?}\n{r:?}");
