@@ -13,6 +13,7 @@ mod landing;
 pub(crate) mod relay;
 mod sandbox;
 mod sign;
+mod slot;
 mod touched;
 mod worktree;
 

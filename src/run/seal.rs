@@ -142,11 +142,11 @@ impl RunSeal {
             allow_write: self.settings.allow_write.clone(),
             project: canon(&git.workdir),
             git_dir: git.git_dir.clone(),
-            git_rw: vec![
-                git.git_dir.join("objects"),
-                git.git_dir.join("worktrees").join(admin),
-            ],
+            // `objects/` is the slot's own (`gitops::sandbox`): the caller's.
+            git_rw: vec![git.git_dir.join("worktrees").join(admin)],
             overlays: Vec::new(),
+            ro_overlays: Vec::new(),
+            git_ro: Vec::new(),
             work: canon(work),
         }
     }
@@ -182,9 +182,11 @@ impl RunSeal {
             layout.tools.extend(sandbox::gather_exe_tree(&found));
         }
         let refs = git
-            .sandbox_refs_prepare(slot, branch)
+            .sandbox_prepare(slot, &layout.work, Some(branch))
             .map_err(|e| format!("cannot prepare the sandbox's refs: {e}"))?;
         layout.overlays = refs.overlays;
+        layout.ro_overlays = refs.ro_overlays;
+        layout.git_ro = refs.ro_files;
         let plan = mounts::plan(&layout);
         // Agents keep the network: they need their API.
         let args = mounts::bwrap_args(&plan, true, &layout.work);
@@ -204,7 +206,15 @@ impl RunSeal {
         }
         let env = self.env(None, self.bwrap.is_some());
         let bwrap = self.bwrap.as_ref().map(|b| {
-            let layout = self.layout(git, &env, work, admin);
+            let mut layout = self.layout(git, &env, work, admin);
+            // Its own object directory, as an agent's (the next prepare or
+            // run start brings in what it wrote); failing that, the
+            // repository's objects stay read-only to it.
+            if let Ok(refs) = git.sandbox_prepare(admin, &layout.work, None) {
+                layout.overlays = refs.overlays;
+                layout.ro_overlays = refs.ro_overlays;
+                layout.git_ro = refs.ro_files;
+            }
             let plan = mounts::plan(&layout);
             (
                 b.clone(),

@@ -31,6 +31,7 @@ mod record;
 mod review;
 mod sandbox;
 mod scheduling;
+mod seal_git;
 mod serve;
 mod signing;
 mod split;
