@@ -115,7 +115,10 @@ impl Secrets {
             let Some((next, from)) = unescape(&view) else {
                 break;
             };
-            map = from.iter().map(|&(a, b)| (map[a].0, map[b - 1].1)).collect();
+            map = from
+                .iter()
+                .map(|&(a, b)| (map[a].0, map[b - 1].1))
+                .collect();
             view = next;
         }
         if spans.is_empty() {
@@ -157,7 +160,11 @@ impl Secrets {
                     .iter()
                     .filter(|v| v[0] == text[i])
                     .filter_map(|v| {
-                        let n = rest.iter().zip(v.iter()).take_while(|(a, b)| a == b).count();
+                        let n = rest
+                            .iter()
+                            .zip(v.iter())
+                            .take_while(|(a, b)| a == b)
+                            .count();
                         (n >= fragment_len(v)).then_some(n)
                     })
                     .max();

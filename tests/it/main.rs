@@ -30,6 +30,7 @@ mod realcli;
 mod review;
 mod sandbox;
 mod scheduling;
+mod seal_io;
 mod serve;
 mod signing;
 mod split;
