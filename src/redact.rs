@@ -203,12 +203,15 @@ impl Secrets {
     }
 }
 
+/// Bytes, and for each byte the range of the text it was decoded from.
+type Decoded = (Vec<u8>, Vec<(usize, usize)>);
+
 /// One layer of JSON string escapes undone: the bytes, and for each byte
 /// the range of `input` it came from. `None` when nothing was escaped.
 /// Escapes are undone wherever they are (inside a string or not): a
 /// plain-text agent may print JSON too, and masking a decoded match is
 /// never wrong.
-fn unescape(input: &[u8]) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
+fn unescape(input: &[u8]) -> Option<Decoded> {
     if !input.contains(&b'\\') {
         return None;
     }

@@ -216,25 +216,34 @@ fn an_agent_reads_nothing_of_the_web_view_without_the_token() {
     assert!(!log.contains(&token), "the agent had the token: {log}");
 }
 
-/// True when this machine has a pids controller ralph can make a cgroup
-/// of: cgroup v1's `pids` hierarchy writable, or cgroup v2 with `pids`
-/// delegated to ralph's own cgroup.
-fn pids_controller_here() -> bool {
-    let v1 = Path::new("/sys/fs/cgroup/pids");
-    let probe = v1.join(format!("ralph-test-probe-{}", std::process::id()));
-    if fs::create_dir(&probe).is_ok() {
-        let _ = fs::remove_dir(&probe);
-        return true;
-    }
+/// True when this machine has the cgroup controller `name` ralph can make
+/// a cgroup of: cgroup v1's hierarchy of it writable where ralph's own
+/// cgroup is, or cgroup v2 with it delegated to ralph's own cgroup.
+fn controller_here(name: &str) -> bool {
     let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
-        return false;
-    };
-    fs::read_to_string(format!(
-        "/sys/fs/cgroup{}/cgroup.subtree_control",
-        path.trim()
-    ))
-    .is_ok_and(|c| c.split_whitespace().any(|w| w == "pids"))
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctls, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(ctls), Some(path)) = (ctls, path) else {
+            continue;
+        };
+        if ctls.is_empty() {
+            let control = format!("/sys/fs/cgroup{}/cgroup.subtree_control", path.trim());
+            if fs::read_to_string(control).is_ok_and(|c| c.split_whitespace().any(|w| w == name)) {
+                return true;
+            }
+        } else if ctls.split(',').any(|c| c == name) {
+            let probe = Path::new("/sys/fs/cgroup")
+                .join(name)
+                .join(path.trim().trim_start_matches('/'))
+                .join(format!("ralph-test-probe-{}", std::process::id()));
+            if fs::create_dir(&probe).is_ok() {
+                let _ = fs::remove_dir(&probe);
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Forks 300 sleepers (perl: a failed fork fails at once, where bash
@@ -260,7 +269,7 @@ fn three_hundred_processes_are_capped_by_sandbox_limits_pids() {
     if !bwrap_works() {
         return;
     }
-    let cgroup = pids_controller_here();
+    let cgroup = controller_here("pids");
     // SAFETY: getuid(2) cannot fail.
     let root = unsafe { libc::getuid() } == 0;
     if !cgroup && root {
@@ -301,4 +310,44 @@ fn three_hundred_processes_are_capped_by_sandbox_limits_pids() {
             .to_string();
         assert!(reason.contains("sandbox.limits.pids"), "{reason}");
     }
+}
+
+/// Allocates 1 GiB (and touches it) past a cap of 128 MiB.
+const ALLOCATES: &str = r#"
+perl -e '$x = "a" x (1024 * 1024 * 1024); print "allocated\n"'
+echo "perl ended with $?"
+commit_file "src/$ID.txt"
+done_
+"#;
+
+#[test]
+fn memory_past_sandbox_limits_memory_mb_fails_the_attempt_by_name() {
+    if !bwrap_works() {
+        return;
+    }
+    if !controller_here("memory") {
+        eprintln!("skipped: no memory controller ralph can use here (RLIMIT_DATA names no hit)");
+        return;
+    }
+    let p = Project::with_backlog(
+        "1.1 | Allocates\n",
+        r#"{ "loop": { "max_retries": 1, "grace_seconds": 1 },
+             "sandbox": { "mode": "bwrap", "limits": { "memory_mb": 128 } } }"#,
+    );
+    p.commit_all("backlog");
+    p.agent(ALLOCATES);
+    let run = p.ralph(&["run"]);
+    let log = fs::read_to_string(p.root.join(".ralph/logs/1.1/attempt-1.log"))
+        .unwrap_or_else(|e| panic!("no log ({e}): {run:?}"));
+    assert!(
+        !log.lines().any(|l| l == "allocated"),
+        "1 GiB under a cap of 128 MiB: {log}"
+    );
+    assert!(log.contains("perl ended with 137"), "killed: {log}");
+    assert_eq!(run.code, 1, "{run:?}");
+    let reason = p.story("1.1")["history"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(reason.contains("sandbox.limits.memory_mb"), "{reason}");
 }
