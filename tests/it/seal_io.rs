@@ -247,18 +247,22 @@ fn controller_here(name: &str) -> bool {
 }
 
 /// Forks 300 sleepers (perl: a failed fork fails at once, where bash
-/// retries for half a minute), says how many it got, and leaves them
-/// running for ralph to end.
+/// retries for half a minute), says how many it got, and leaves five of
+/// them running for ralph to end (the rest go, so that its commit can
+/// fork).
 const FORKS: &str = r#"
 perl -e '
-  my $n = 0;
+  my @kids;
   for (1..300) {
     my $pid = fork();
     last unless defined $pid;
     if ($pid == 0) { sleep 600; exit 0 }
-    $n++;
+    push @kids, $pid;
   }
-  print "forked $n of 300\n";
+  print "forked " . scalar(@kids) . " of 300\n";
+  my @gone = @kids[5 .. $#kids];
+  kill 9, @gone;
+  waitpid($_, 0) for @gone;
 ' ralph-pids-probe-MARK
 commit_file "src/$ID.txt"
 done_
