@@ -180,17 +180,40 @@ fn kill_members(dir: &Path) -> Vec<i32> {
 /// Kills and removes every cgroup of ours whose name starts with `prefix`
 /// (those a killed run left behind); returns the PIDs that were in them.
 pub(super) fn kill_by_prefix(prefix: &str) -> Vec<i32> {
-    let Some(base) = base() else {
-        return Vec::new();
-    };
-    let Ok(rd) = fs::read_dir(base) else {
-        return Vec::new();
+    let ours = |dir: &Path| -> Vec<PathBuf> {
+        fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_str()
+                            .is_some_and(|n| n.starts_with(prefix))
+                            && e.path().is_dir()
+                    })
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     let mut pids = Vec::new();
-    for e in rd.flatten() {
-        let name = e.file_name();
-        if name.to_str().is_some_and(|n| n.starts_with(prefix)) && e.path().is_dir() {
-            pids.extend(Cgroup { dir: e.path() }.kill_and_remove());
+    if let Some(base) = base() {
+        for dir in ours(base) {
+            pids.extend(Cgroup { dir }.kill_and_remove());
+        }
+    }
+    // The v1 cgroups `Limiter` made for the attempts of a killed run.
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for ctl in [Ctl::Pids, Ctl::Memory] {
+        if let Some(dir) = own_v1_dir(&mountinfo, &own, ctl.name()) {
+            let v1 = ours(&dir).into_iter().map(|d| (ctl, d)).collect();
+            pids.extend(
+                Limiter {
+                    v1,
+                    ..Limiter::default()
+                }
+                .kill_and_remove(),
+            );
         }
     }
     pids
