@@ -418,24 +418,24 @@ impl Limiter {
     }
 }
 
-/// How many processes the user runs now (for `RLIMIT_NPROC`, which
-/// counts them all).
+/// How many tasks (threads included, as `RLIMIT_NPROC` counts them) the
+/// user runs now: the rlimit is per user, so the cap goes on top of them.
 fn user_processes() -> u64 {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: getuid(2) cannot fail.
     let uid = unsafe { libc::getuid() };
-    fs::read_dir("/proc")
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-                })
-                .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
-                .count() as u64
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
         })
-        .unwrap_or(0)
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
+        .map(|e| fs::read_dir(e.path().join("task")).map_or(1, |t| t.count() as u64))
+        .sum()
 }
 
 #[cfg(test)]
