@@ -49,6 +49,11 @@ pub(crate) struct Secrets {
     /// Bytes some value starts with / ends with (a quick filter).
     firsts: Vec<bool>,
     lasts: Vec<bool>,
+    /// The letters after a backslash whose escape can change a match:
+    /// `u` and `\\` always (an escaped escape), the others only when a
+    /// value holds the character they stand for. A line with none of them
+    /// is not decoded (most lines: `\n` and `\"` in ordinary output).
+    escapes: Vec<u8>,
 }
 
 /// The shortest beginning or end of `value` that is masked alone.
@@ -77,10 +82,17 @@ impl Secrets {
             firsts[usize::from(v[0])] = true;
             lasts[usize::from(v[v.len() - 1])] = true;
         }
+        let mut escapes = vec![b'u', b'\\'];
+        for (letter, c) in SIMPLE_ESCAPES {
+            if *letter != b'\\' && out.iter().any(|v| v.contains(c)) {
+                escapes.push(*letter);
+            }
+        }
         Secrets {
             values: out,
             firsts,
             lasts,
+            escapes,
         }
     }
 
@@ -110,6 +122,9 @@ impl Secrets {
                 spans.push((map[a].0, map[b - 1].1));
             }
             if level == DECODE_LEVELS {
+                break;
+            }
+            if !self.may_decode_into_a_match(&view) {
                 break;
             }
             let Some((next, from)) = unescape(&view) else {
@@ -196,12 +211,31 @@ impl Secrets {
         out
     }
 
+    /// True when `view` holds an escape that decoding could turn into (part
+    /// of) a match.
+    fn may_decode_into_a_match(&self, view: &[u8]) -> bool {
+        view.windows(2)
+            .any(|w| w[0] == b'\\' && self.escapes.contains(&w[1]))
+    }
+
     /// How many bytes at most one value takes once escaped over and over
     /// (`\\\\u0041`...): an incomplete line's tail this long is held back.
     fn encoded_len(&self) -> usize {
         self.values.first().map_or(0, |v| v.len() * 16 + 16)
     }
 }
+
+/// JSON's one-letter escapes and what they stand for.
+const SIMPLE_ESCAPES: &[(u8, u8)] = &[
+    (b'"', b'"'),
+    (b'\\', b'\\'),
+    (b'/', b'/'),
+    (b'b', 8),
+    (b'f', 12),
+    (b'n', b'\n'),
+    (b'r', b'\r'),
+    (b't', b'\t'),
+];
 
 /// Bytes, and for each byte the range of the text it was decoded from.
 type Decoded = (Vec<u8>, Vec<(usize, usize)>);
@@ -221,17 +255,10 @@ fn unescape(input: &[u8]) -> Option<Decoded> {
     let mut i = 0;
     while i < input.len() {
         if input[i] == b'\\' && i + 1 < input.len() {
-            let simple = match input[i + 1] {
-                b'"' => Some(b'"'),
-                b'\\' => Some(b'\\'),
-                b'/' => Some(b'/'),
-                b'b' => Some(8),
-                b'f' => Some(12),
-                b'n' => Some(b'\n'),
-                b'r' => Some(b'\r'),
-                b't' => Some(b'\t'),
-                _ => None,
-            };
+            let simple = SIMPLE_ESCAPES
+                .iter()
+                .find(|(letter, _)| *letter == input[i + 1])
+                .map(|(_, c)| *c);
             if let Some(c) = simple {
                 out.push(c);
                 from.push((i, i + 2));
