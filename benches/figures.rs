@@ -2722,12 +2722,17 @@ fn sse_reader(url: &str) -> std::thread::JoinHandle<Vec<(String, f64)>> {
         .next()
         .expect("a host")
         .to_string();
+    // Every request needs the token (issue 31), the URL carries it.
+    let token = url.split("token=").nth(1).unwrap_or("").to_string();
     std::thread::spawn(move || {
         let mut seen = Vec::new();
         let Ok(mut s) = std::net::TcpStream::connect(&host) else {
             return seen;
         };
-        let _ = write!(s, "GET /api/events HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let _ = write!(
+            s,
+            "GET /api/events HTTP/1.1\r\nHost: {host}\r\nX-Ralph-Token: {token}\r\n\r\n"
+        );
         let mut r = std::io::BufReader::new(s);
         let mut event = String::new();
         let mut line = String::new();

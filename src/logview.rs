@@ -13,6 +13,7 @@ use crate::agent::parser::{OutputParser, Summary};
 use crate::agent::Backend;
 use crate::error::{RalphError, EXIT_OK};
 use crate::paths;
+use crate::redact::Stream;
 use crate::report::tokens;
 use crate::state::AttemptRecord;
 use crate::timefmt::human_duration;
@@ -103,9 +104,19 @@ pub(crate) fn cmd_log(
     } else {
         Box::new(file)
     };
-    let mut out = std::io::stdout().lock();
+    // What is shown is redacted again, with this environment's secrets:
+    // a log written before the filter decoded escapes, or a value the
+    // rendering puts back together, never shows (issue 31).
+    let secrets = crate::config::load(root)
+        .map(|c| crate::serve::secrets(&c))
+        .unwrap_or_default();
+    let mut out = Redacted {
+        inner: std::io::stdout().lock(),
+        stream: Stream::new(secrets),
+    };
     if raw {
         std::io::copy(&mut std::io::BufReader::new(input), &mut out)?;
+        out.finish()?;
         return Ok(EXIT_OK);
     }
     let state = crate::store::load_state(root).unwrap_or_default();
@@ -157,7 +168,35 @@ pub(crate) fn cmd_log(
         };
         render(std::io::BufReader::new(file), &header, &mut out, color)?;
     }
+    out.finish()?;
     Ok(EXIT_OK)
+}
+
+/// A writer that passes everything through the redaction filter.
+struct Redacted<W: Write> {
+    inner: W,
+    stream: Stream,
+}
+
+impl<W: Write> Redacted<W> {
+    /// Writes what the filter held back (an unfinished last line).
+    fn finish(&mut self) -> std::io::Result<()> {
+        let rest = self.stream.finish();
+        self.inner.write_all(&rest)?;
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Write for Redacted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let clean = self.stream.push(buf);
+        self.inner.write_all(&clean)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// What the log is of, for its first lines.

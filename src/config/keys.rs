@@ -438,8 +438,8 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "none: a run serves its page only with `--serve`, on 127.0.0.1 with a free port",
         "Where `ralph run` serves its live web view (docs/steering.md), as `IP:PORT` (port 0: \
          a free one): set, every run serves it; it is also the address of `--serve` and \
-         `ralph serve` given none. Any address but 127.0.0.1 (or ::1) answers only requests \
-         that carry the token ralph prints with the URL.",
+         `ralph serve` given none. Every request, on any address, needs the token ralph prints \
+         with the URL.",
     ),
     key(
         "sandbox.mode",
@@ -480,6 +480,23 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         Kind::Strings,
         "More paths (absolute or `~/...`) an agent sees read-write inside bubblewrap \
          (a cache such as `~/.cargo`, say).",
+    ),
+    key(
+        "sandbox.limits.pids",
+        Kind::Uint { min: 0 },
+        "Processes (threads included) one agent attempt may have at once, all of them \
+         together: a fork past it fails, and the attempt fails naming this key. Held by the \
+         cgroup v2 `pids` controller, else cgroup v1's; without either by `RLIMIT_NPROC`, \
+         which counts every process of the user and holds nothing for root \
+         (docs/security.md). 0: no limit. Only sealed attempts (`sandbox.mode` not `off`).",
+    ),
+    key(
+        "sandbox.limits.memory_mb",
+        Kind::Uint { min: 0 },
+        "Memory (MiB) one agent attempt may use, all its processes together: past it the \
+         kernel kills one of them and the attempt fails naming this key. Held by the cgroup \
+         v2 `memory` controller, else cgroup v1's; without either by `RLIMIT_DATA`, per \
+         process. 0: no limit. Only sealed attempts (`sandbox.mode` not `off`).",
     ),
     key(
         "sandbox.network",

@@ -173,7 +173,8 @@ pub(crate) fn defaults() -> Value {
             "env": { "pass": [], "set": {} },
             "redact": [],
             "allow_read": [],
-            "allow_write": []
+            "allow_write": [],
+            "limits": { "pids": 4096, "memory_mb": 8192 }
         },
         "executor": {
             "kind": "local",

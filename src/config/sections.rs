@@ -701,6 +701,14 @@ pub(super) fn sandbox(r: &mut Reader) -> crate::sandbox::Settings {
     let allow_read = paths(r, "sandbox.allow_read");
     let allow_write = paths(r, "sandbox.allow_write");
     let network = r.boolean("sandbox.network");
+    let limits = crate::sandbox::Limits {
+        pids: r.uint(
+            "sandbox.limits.pids",
+            0,
+            "a number of processes (0: no limit)",
+        ),
+        memory_mb: r.uint("sandbox.limits.memory_mb", 0, "a size in MiB (0: no limit)"),
+    };
     Settings {
         mode,
         pass,
@@ -709,6 +717,7 @@ pub(super) fn sandbox(r: &mut Reader) -> crate::sandbox::Settings {
         allow_read,
         allow_write,
         network,
+        limits,
     }
 }
 

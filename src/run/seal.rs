@@ -104,7 +104,7 @@ impl RunSeal {
     pub(crate) fn for_hook(&self) -> Option<Seal> {
         self.decision.seal.then(|| Seal {
             env: self.env(None, false),
-            bwrap: None,
+            ..Seal::default()
         })
     }
 
@@ -169,7 +169,11 @@ impl RunSeal {
         }
         let env = self.env(Some(backend), self.bwrap.is_some());
         let Some(bwrap) = &self.bwrap else {
-            return Ok(Some(Seal { env, bwrap: None }));
+            return Ok(Some(Seal {
+                env,
+                bwrap: None,
+                limits: self.settings.limits,
+            }));
         };
         let mut layout = self.layout(git, &env, work, slot);
         layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
@@ -193,6 +197,7 @@ impl RunSeal {
         Ok(Some(Seal {
             env,
             bwrap: Some((bwrap.clone(), args)),
+            limits: self.settings.limits,
         }))
     }
 
@@ -221,6 +226,10 @@ impl RunSeal {
                 mounts::bwrap_args(&plan, self.settings.network, &layout.work),
             )
         });
-        Some(Seal { env, bwrap })
+        Some(Seal {
+            env,
+            bwrap,
+            ..Seal::default()
+        })
     }
 }

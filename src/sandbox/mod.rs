@@ -56,6 +56,49 @@ pub(crate) struct Settings {
     /// `sandbox.network` (default true): false cuts the network of
     /// validation commands (agents always keep theirs: they need their API).
     pub(crate) network: bool,
+    /// `sandbox.limits.*`: what one attempt may use.
+    pub(crate) limits: Limits,
+}
+
+/// `sandbox.limits.*`: caps on one agent attempt, all its processes
+/// together (`process::cgroup` makes them real). 0: no cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Processes and threads at once (`pids.max`).
+    pub(crate) pids: u64,
+    /// Memory in MiB (`memory.max`, cgroup v1 `memory.limit_in_bytes`).
+    pub(crate) memory_mb: u64,
+}
+
+impl Limits {
+    pub(crate) fn is_none(&self) -> bool {
+        self.pids == 0 && self.memory_mb == 0
+    }
+}
+
+/// A limit an attempt ran into: the attempt's failure, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LimitHit {
+    /// A fork failed at `sandbox.limits.pids`.
+    Pids(u64),
+    /// A process was killed for memory at `sandbox.limits.memory_mb`.
+    Memory(u64),
+}
+
+impl std::fmt::Display for LimitHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitHit::Pids(n) => write!(
+                f,
+                "the attempt hit sandbox.limits.pids ({n} processes at once): a fork failed"
+            ),
+            LimitHit::Memory(mb) => write!(
+                f,
+                "the attempt hit sandbox.limits.memory_mb ({mb} MiB): a process was killed \
+                 for lack of memory"
+            ),
+        }
+    }
 }
 
 /// Names every sealed child gets (besides its backend's and ralph's own).

@@ -32,6 +32,7 @@ mod review;
 mod sandbox;
 mod scheduling;
 mod seal_git;
+mod seal_io;
 mod serve;
 mod signing;
 mod split;
