@@ -107,12 +107,18 @@ fn run_seal(
     Ok((s, backends))
 }
 
-/// `ralph validate`'s line: the sandbox mode a run would use, and why.
+/// `ralph validate`'s line: the sandbox mode a run would use, and why;
+/// an agent that cannot start under it is the error a run would stop with.
 pub(crate) fn sandbox_line(
     project: &Project,
     agents: &HashMap<Backend, (String, Vec<String>)>,
 ) -> Result<String, RalphError> {
-    Ok(run_seal(project, agents)?.0.decision.why)
+    let seal = run_seal(project, agents)?.0;
+    if matches!(project.config.executor, crate::config::Executor::Local) {
+        let git = Git::open(&project.root).map_err(|e| RalphError::usage(e.to_string()))?;
+        crate::exec::agents_can_start(project, &git, agents, &seal)?;
+    }
+    Ok(seal.decision.why)
 }
 
 /// The branch stories land on: prd.json's `branchName`, else the main
@@ -206,6 +212,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         crate::config::Executor::Ray(_) => crate::exec::agents_on_nodes(&project, backend),
     };
     let (run_seal, backends) = run_seal(&project, &agents)?;
+    // Before any attempt: an agent that cannot start is the user's to fix,
+    // never a story's failure (issue 32). A cluster's nodes check their own.
+    if matches!(project.config.executor, crate::config::Executor::Local) {
+        crate::exec::agents_can_start(&project, &git, &agents, &run_seal)?;
+    }
     // The web view's address is checked with the rest of the input.
     let serve_at = match (opts.land, &opts.decompose) {
         (false, None) => {

@@ -601,3 +601,202 @@ fn a_broken_spec_pattern_hides_no_other_problem() {
     }
     assert!(!r.stderr.contains("no spec file matches"), "{r:?}");
 }
+
+// ---- issue 32: the agent a newcomer starts with, under the default sandbox ----
+
+/// Copies `from` (a directory of this repository) into the project root.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dst = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+            copy_tree(&entry.path(), &dst);
+        } else {
+            std::fs::copy(entry.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// Regression: with bubblewrap installed, `sandbox/run-demo.sh` landed 0 of 8
+/// (`bwrap: execvp <project>/bin/demo-agent: No such file or directory`:
+/// the sandbox hides the main checkout the agent was started from). The
+/// demo as `run-demo.sh` runs it, with its own config (`sandbox.mode`
+/// unset: auto), lands every story; where bubblewrap works (CI) it runs
+/// confined.
+#[test]
+fn the_demo_lands_every_story_under_the_default_sandbox() {
+    let p = Project::new();
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sandbox/demo");
+    copy_tree(&demo, &p.root);
+    p.commit_all("demo: toolkit backlog");
+    let confined = crate::sandbox::bwrap_works();
+    let r = p.ralph_with(
+        &["run", "--parallel", "-j", "3"],
+        &[("DEMO_AGENT_FAST", "1")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut done = p.completed();
+    done.sort();
+    assert_eq!(
+        done,
+        ["1.1", "1.2", "2.1", "2.2", "2.3", "3.1", "3.2", "3.3"],
+        "{r:?}"
+    );
+    if confined {
+        assert!(!r.stderr.contains("not confined"), "{r:?}");
+    }
+    let tests = std::process::Command::new("bash")
+        .args(["tests/run.sh"])
+        .current_dir(&p.root)
+        .output()
+        .unwrap();
+    assert!(tests.status.success(), "{tests:?}");
+}
+
+/// The fenced block of `lang` that follows `heading` in docs/README.md.
+fn docs_block(heading: &str, lang: &str) -> String {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/README.md"),
+    )
+    .unwrap();
+    let after = &docs[docs
+        .find(heading)
+        .expect("the heading is in docs/README.md")..];
+    let start = after.find(&format!("```{lang}\n")).unwrap() + lang.len() + 4;
+    let len = after[start..].find("```").unwrap();
+    after[start..start + len].to_string()
+}
+
+/// Regression: the docs' "a first agent of your own" (`bin/my-agent`,
+/// committed in the project) failed 0 of 3 under the default sandbox, as
+/// the demo did. Its script and config are read from docs/README.md.
+#[test]
+fn the_docs_own_agent_lands_under_the_default_sandbox() {
+    let p = Project::with_backlog("1.1 | One\n1.2 | Two\n1.3 | Three\n", "{}");
+    let heading = "### A first agent of your own";
+    p.write("bin/my-agent", &docs_block(heading, "sh"));
+    std::fs::set_permissions(
+        p.root.join("bin/my-agent"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    p.write(".ralph/config.json", &docs_block(heading, "json"));
+    p.commit_all("backlog and agent");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"], "{r:?}");
+    assert_eq!(
+        p.file_on_main("notes-1.2.txt").as_deref(),
+        Some("story 1.2\n")
+    );
+}
+
+/// The run stopped before any attempt: exit 2 naming the command and
+/// `why`, no attempt log, nothing in the state; `validate` says the same.
+fn stops_before_any_attempt(p: &Project, command: &str, why: &str) {
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("command '{command}' cannot start"))
+            && r.stderr.contains(why),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("hint:"), "{r:?}");
+    assert!(!p.root.join(".ralph/logs").exists(), "no attempt log");
+    let state = p.read(".ralph/state.json");
+    assert!(
+        !state.contains("attempts_started"),
+        "nothing charged: {state}"
+    );
+    let v = p.ralph(&["validate"]);
+    assert_eq!(v.code, 2, "{v:?}");
+    assert!(v.stderr.contains(why), "{v:?}");
+}
+
+/// Regression: an agent committed without its execute bit was charged an
+/// attempt (`ralph run` exit 1), and `validate` said ok.
+#[test]
+fn an_agent_without_its_execute_bit_stops_the_run_before_any_attempt() {
+    let p = Project::with_backlog(
+        "1.1 | One\n",
+        r#"{ "agent": { "name": "custom", "command": "bin/my-agent" } }"#,
+    );
+    p.write(
+        "bin/my-agent",
+        "#!/bin/sh\necho '<ralph>DONE 1.1</ralph>'\n",
+    );
+    p.commit_all("backlog and agent");
+    stops_before_any_attempt(&p, "bin/my-agent", "not executable");
+}
+
+/// Regression: an agent whose `#!` line names an interpreter that is not
+/// there failed every attempt of the first story.
+#[test]
+fn an_agent_with_a_bad_interpreter_stops_the_run_before_any_attempt() {
+    let p = Project::with_backlog("1.1 | One\n", "{}");
+    p.commit_all("backlog");
+    p.write_outside(
+        &p.bin.join("claude"),
+        "#!/no/such/dir/python3\nprint('hi')\n",
+    );
+    std::fs::set_permissions(
+        p.bin.join("claude"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    stops_before_any_attempt(&p, "claude", "/no/such/dir/python3");
+}
+
+/// Regression: an agent in the project that is not committed is not in the
+/// attempt's worktree, and bubblewrap hides the main checkout: every
+/// attempt failed (`execvp ... No such file or directory`).
+#[test]
+fn an_agent_hidden_by_the_sandbox_stops_the_run_before_any_attempt() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let p = Project::with_backlog(
+        "1.1 | One\n",
+        r#"{ "agent": { "name": "custom", "command": "bin/my-agent" },
+             "sandbox": { "mode": "auto" } }"#,
+    );
+    p.write(".gitignore", "bin/\n");
+    p.commit_all("backlog");
+    p.write(
+        "bin/my-agent",
+        "#!/bin/sh\necho '<ralph>DONE 1.1</ralph>'\n",
+    );
+    std::fs::set_permissions(
+        p.root.join("bin/my-agent"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    stops_before_any_attempt(&p, "bin/my-agent", "ignored by git");
+}
+
+/// An interpreter the sandbox hides (under `$HOME`, which an attempt sees
+/// empty): found by the probe run inside bubblewrap, not by a check on the
+/// host, where it exists.
+#[test]
+fn an_interpreter_the_sandbox_hides_stops_the_run_before_any_attempt() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let p = Project::with_backlog("1.1 | One\n", r#"{ "sandbox": { "mode": "bwrap" } }"#);
+    p.commit_all("backlog");
+    let interp = p.home.join("tools/sh");
+    std::fs::create_dir_all(interp.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/sh", &interp).unwrap();
+    p.write_outside(
+        &p.bin.join("claude"),
+        &format!("#!{}\necho '<ralph>DONE 1.1</ralph>'\n", interp.display()),
+    );
+    std::fs::set_permissions(
+        p.bin.join("claude"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    stops_before_any_attempt(&p, "claude", "inside the sandbox");
+}
