@@ -121,7 +121,11 @@ pub(crate) fn can_start(program: &str, cwd: &Path, seal: Option<&Seal>) -> Resul
     children().remove(&pid);
     let out = out.map_err(|e| CannotStart::Probe(e.to_string()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().find_map(|l| l.strip_prefix("ralph-probe: ")) {
+    // Split on '\n' alone: `lines` would drop the '\r' of a CRLF `#!` line.
+    match stdout
+        .split('\n')
+        .find_map(|l| l.strip_prefix("ralph-probe: "))
+    {
         Some(answer) => read_answer(answer),
         None => {
             let err = String::from_utf8_lossy(&out.stderr).trim().to_string();

@@ -86,6 +86,8 @@ pub(crate) struct RunOptions {
     /// `--exit-on-review`: in `landing.mode: review`, end the run once only
     /// reviews are left instead of waiting for `ralph land`.
     pub(crate) exit_on_review: bool,
+    /// `--sandbox MODE`: `sandbox.mode` for this run only.
+    pub(crate) sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// How this run seals its children, probed once (`bwrap` mode without a
@@ -144,7 +146,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // Worktree paths, git's paths and the project tag all compare against
     // the canonical root.
     let root = &root.canonicalize()?;
-    let project = project::load(root).map_err(RalphError::BadInput)?;
+    let mut project = project::load(root).map_err(RalphError::BadInput)?;
+    if let Some(mode) = opts.sandbox {
+        project.config.sandbox.mode = mode;
+    }
     for w in project.config.warning_lines() {
         if !crate::ui::get().quiet {
             eprintln!("{}", crate::ui::paint_tag(&w, crate::ui::stderr_colors()));
@@ -245,8 +250,20 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     if opts.dry_run {
         // A dry run refuses what the run would refuse, but recovers nothing:
         // a landing a killed run cut short may show as a spec's edit.
+        // An uncommitted backlog is said, not refused: the plan is what one
+        // wants to see before committing it (issue 32).
         if !paths::landing_intent_path(root).exists() {
-            preflight::refuse_uncommitted_backlog(&project, &git, &target)?;
+            if let Err(e) = preflight::refuse_uncommitted_backlog(&project, &git, &target) {
+                let hint = e
+                    .downcast_ref::<RalphError>()
+                    .and_then(|r| r.hint())
+                    .map(|h| format!("\nhint: {h}"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "warning: {e}{hint}\n(`ralph run` refuses to start until it is committed; \
+                     this dry run only previews the plan)"
+                );
+            }
         }
         return dry_run(&project, &opts, &run_seal, &backends);
     }
@@ -791,8 +808,8 @@ fn dry_run(
         }
     }
     println!(
-        "[DRY RUN] plan ({} stories; nothing will be changed):",
-        order.len()
+        "[DRY RUN] plan ({}; nothing will be changed):",
+        crate::report::counted(order.len(), "story", "stories")
     );
     let all_learnings = crate::learnings::load(&project.root);
     for i in order {

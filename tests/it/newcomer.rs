@@ -211,9 +211,19 @@ fn an_uncommitted_backlog_is_refused_with_the_command_that_commits_it() {
     git(&p.root, &["commit", "-qm", "the code, not the backlog"]);
     p.agent(r#"echo called >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
     let before = p.main_subjects();
+    // A dry run previews the plan and warns (issue 32: it refused, so the
+    // plan could not be seen before committing).
     for args in [&["run"][..], &["run", "-d"]] {
         let r = p.ralph(args);
-        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        let dry = args.len() == 2;
+        assert_eq!(r.code, if dry { 0 } else { 2 }, "{args:?}: {r:?}");
+        if dry {
+            assert!(
+                r.stderr.contains("warning: the backlog is not committed"),
+                "{r:?}"
+            );
+            assert!(r.stdout.contains("1.2"), "the plan is shown: {r:?}");
+        }
         for f in [
             ".ralph/config.json (untracked)",
             ".ralph/stories.txt (untracked)",
@@ -401,6 +411,23 @@ fn init_inside_a_project_refuses() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("prd.json"), "{r:?}");
     assert!(!q.root.join(".ralph").exists());
+}
+
+/// Regression: `ralph init` outside a git repository succeeded, and only
+/// `ralph run` then said so.
+#[test]
+fn init_outside_a_git_repository_refuses_with_a_hint() {
+    let p = Project::new();
+    let out = p
+        .command(&["init"])
+        .current_dir(&p.scratch)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not inside a git repository"), "{err}");
+    assert!(err.contains("hint: run `git init"), "{err}");
+    assert!(!p.scratch.join(".ralph").exists(), "nothing was made");
 }
 
 /// Regression: `run -d` passed outside git and without the agent installed;
@@ -799,4 +826,89 @@ fn an_interpreter_the_sandbox_hides_stops_the_run_before_any_attempt() {
     )
     .unwrap();
     stops_before_any_attempt(&p, "claude", "inside the sandbox");
+    // `--sandbox off` for one run, the config unchanged (issue 32).
+    let r = p.ralph(&["run", "--sandbox", "off"]);
+    assert_eq!(r.code, 1, "it starts now (and says no DONE of work): {r:?}");
+    assert!(
+        p.root.join(".ralph/logs/1.1/attempt-1.log").exists(),
+        "{r:?}"
+    );
+}
+
+/// `ralph run --sandbox MODE`: the mode of one run, over `sandbox.mode`.
+#[test]
+fn the_sandbox_flag_sets_the_mode_of_one_run() {
+    let p = Project::with_backlog("1.1 | One\n", r#"{ "sandbox": { "mode": "auto" } }"#);
+    p.commit_all("backlog");
+    p.agent("done_");
+    let r = p.ralph(&["run", "-d", "--sandbox", "off"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("sandbox: off"), "{r:?}");
+    let r = p.ralph(&["run", "-d", "--sandbox", "docker"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("auto, bwrap, off"), "{r:?}");
+}
+
+/// The tokens of the summary's `lifetime (all runs): N tokens` line.
+fn lifetime_tokens(stdout: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("lifetime (all runs): "))
+        .unwrap_or_else(|| panic!("no lifetime line: {stdout}"));
+    line["lifetime (all runs): ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Regressions of issue 32 a newcomer met after `ralph reset`: attempt
+/// logs went on at `attempt-3.log` while the display said `attempt 1/2`
+/// (now it names the log: numbers never restart, so no log or kept ref is
+/// overwritten, and `ralph log ID -a N` takes the number the display
+/// shows); `ralph log` said `result: ok` of an attempt that said FAIL;
+/// after `reset --yes` the summary's lifetime line said 0 tokens while
+/// `stats` counted them; `stats` said `none` for a story without an
+/// estimation (docs: medium).
+#[test]
+fn after_a_reset_the_display_logs_and_lifetime_agree() {
+    let p = Project::with_backlog("1.1 | One\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"if [ "$N" = 1 ]; then result "no <ralph>FAIL $ID: not today</ralph>"; exit 0; fi
+           commit_file "src/$ID-$N.txt"; done_"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let log1 = p.ralph(&["log", "1.1", "-a", "1"]);
+    assert!(log1.stdout.contains("── result: FAIL"), "{log1:?}");
+    let stats = p.ralph(&["stats"]);
+    assert!(stats.stdout.contains("medium"), "{stats:?}");
+    assert!(!stats.stdout.contains("none "), "{stats:?}");
+
+    let reset = p.ralph(&["reset", "1.1"]);
+    assert_eq!(reset.code, 0, "{reset:?}");
+    assert!(reset.stdout.contains("N up to 2"), "{reset:?}");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("(attempt 1/2, logged as attempt-3)")
+            || r.stdout.contains("(attempt 1/2, logged as attempt-3)"),
+        "{r:?}"
+    );
+    let latest = p.ralph(&["log", "1.1"]);
+    let third = p.ralph(&["log", "1.1", "-a", "3"]);
+    assert_eq!(latest.stdout, third.stdout);
+    assert!(third.stdout.contains("── result: ok"), "{third:?}");
+
+    let all = p.ralph(&["reset", "--yes"]);
+    assert_eq!(all.code, 0, "{all:?}");
+    let again = p.ralph(&["run"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let json = p.ralph(&["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("stats --json");
+    let counted = v["lifetime"]["tokens"].as_u64().unwrap();
+    assert!(counted > 0, "{v}");
+    assert_eq!(lifetime_tokens(&again.stdout), counted, "{again:?}");
 }
