@@ -494,7 +494,8 @@ fn validate_prints_every_problem_at_once() {
     for needle in [
         "loop.timeout_seconds must be a positive number",
         "story 1.3: no spec file matches",
-        "dependency cycle: 1.1 -> 1.2 -> 1.1",
+        // With the depends_on line (issue 32: the file alone).
+        "specs/epic-1/story-1.1-spec.md:3: dependency cycle: 1.1 -> 1.2 -> 1.1",
         "unknown key \"paralell\" is ignored; did you mean \"parallel\"?",
         "3 problems found",
     ] {
@@ -503,6 +504,23 @@ fn validate_prints_every_problem_at_once() {
     assert!(
         !r.stderr.contains("unknown dependency") && !r.stderr.contains("1.3 is not"),
         "a story whose spec is missing is still a story its dependents name: {r:?}"
+    );
+}
+
+/// Regression: an unknown dependency named the spec but not its line.
+#[test]
+fn an_unknown_dependency_names_the_depends_on_line() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\ntitle: \"B\"\ndepends_on: [\"9.9\"]\n---\nB\n",
+    );
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("specs/epic-1/story-1.2-spec.md:4: story 1.2 depends on 9.9"),
+        "{r:?}"
     );
 }
 
