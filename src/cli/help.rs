@@ -220,7 +220,7 @@ const PER_COMMAND: &[(&str, Option<&str>, &str)] = &[
     ),
     (
         "report",
-        Some("ralph report                    .ralph/report.html\n  ralph report --out /tmp/run.html"),
+        Some("ralph report                    writes .ralph/report.html (the latest run)\n  ralph report --out /tmp/run.html  elsewhere"),
         READ_CODES,
     ),
     (
@@ -236,7 +236,7 @@ const PER_COMMAND: &[(&str, Option<&str>, &str)] = &[
     ),
     (
         "config",
-        Some("ralph config keys\n  ralph config schema > .ralph/config.schema.json"),
+        Some("ralph config keys\n  ralph config schema > config.schema.json   for editors"),
         ONLY_OK,
     ),
     ("completions", None, ONLY_OK),
