@@ -312,7 +312,19 @@ fn event(
             ..
         } => {
             *last = Last::Nothing;
-            let mut head = format!("── result: {}", if is_error { "error" } else { "ok" });
+            // The CLI's own status says the session ended well; an agent
+            // that said FAIL did not do the work (issue 32: this said `ok`).
+            let failed = said_fail(&text);
+            let mut head = format!(
+                "── result: {}",
+                if is_error {
+                    "error"
+                } else if failed {
+                    "FAIL (the agent said so)"
+                } else {
+                    "ok"
+                }
+            );
             if let Some(n) = num_turns {
                 head.push_str(&format!(" · {n} turns"));
             }
@@ -329,7 +341,11 @@ fn event(
             if let Some(c) = cost_usd {
                 head.push_str(&format!(" · ${c:.4}"));
             }
-            let tone = if is_error { Tone::Bad } else { Tone::Good };
+            let tone = if is_error || failed {
+                Tone::Bad
+            } else {
+                Tone::Good
+            };
             writeln!(out, "\n{}", ui::paint(&head, tone, color))?;
             if !text.trim().is_empty() {
                 writeln!(out, "{}", text.trim_end())?;
@@ -394,6 +410,14 @@ fn summary(out: &mut impl Write, s: &Summary, color: bool) -> std::io::Result<()
     Ok(())
 }
 
+/// Whether the agent's last `<ralph>` verdict in a result's `text` is FAIL.
+fn said_fail(text: &str) -> bool {
+    match (text.rfind("<ralph>FAIL"), text.rfind("<ralph>DONE")) {
+        (Some(f), Some(d)) => f > d,
+        (f, _) => f.is_some(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,5 +476,15 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("signal: FAIL 1.1: no idea\n"), "{text}");
+    }
+
+    /// Regression: an attempt that said FAIL was shown as `result: ok`.
+    #[test]
+    fn a_result_that_said_fail_is_shown_as_fail() {
+        assert!(said_fail("cannot do it <ralph>FAIL 1.1: no tests</ralph>"));
+        assert!(!said_fail(
+            "<ralph>FAIL 1.1: x</ralph> then <ralph>DONE 1.1</ralph>"
+        ));
+        assert!(!said_fail("<ralph>DONE 1.1</ralph>"));
     }
 }

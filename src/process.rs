@@ -8,6 +8,7 @@ mod captured;
 mod cgroup;
 mod gitprocs;
 pub(crate) mod memory;
+mod startable;
 mod sweep;
 
 use std::collections::BTreeSet;
@@ -29,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::redact::{Secrets, Stream};
 pub(crate) use captured::run_captured;
+pub(crate) use startable::{can_start, CannotStart};
 
 pub(crate) use gitprocs::{ticks_now, Checkout as GitCheckout};
 use sweep::*;

@@ -53,6 +53,18 @@ pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
     let dag = match Dag::build(&backlog) {
         Ok(d) => d,
         Err(mut p) => {
+            // A dependency problem is fixed at the spec's depends_on line.
+            for prob in p.iter_mut().filter(|p| p.line.is_none()) {
+                let is_spec = backlog
+                    .stories
+                    .iter()
+                    .any(|s| s.spec_path.as_deref() == Some(prob.file.as_path()));
+                if is_spec {
+                    prob.line = std::fs::read_to_string(root.join(&prob.file))
+                        .ok()
+                        .and_then(|t| crate::backlog::depends_on_line(&t));
+                }
+            }
             problems.append(&mut p);
             return Err(problems);
         }

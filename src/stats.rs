@@ -329,7 +329,8 @@ pub(crate) fn figures(runs: &[&RunData]) -> Figures {
     let mut by_est: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
     for (id, s) in &f.per_story {
         if s.landed_commit.is_some() {
-            let est = est_of.get(id).cloned().unwrap_or_else(|| "none".into());
+            // No estimation weighs as medium (docs/backlog.md), and says so.
+            let est = est_of.get(id).cloned().unwrap_or_else(|| "medium".into());
             by_est
                 .entry(est)
                 .or_default()

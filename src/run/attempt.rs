@@ -402,6 +402,8 @@ impl Attempt<'_> {
         let (ctx, id, n, backend) = (self.ctx, self.id, self.n, self.backend);
         let (events, verbose) = (&self.events, self.verbose);
         let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
+        // An agent kept in the project runs from this worktree (issue 32).
+        let program = super::seal::program_in(&ctx.git.workdir, &program, &self.wt_path);
         let mut agent_env = env_pairs(&[
             ("RALPH_STORY", id),
             ("RALPH_ATTEMPT", &n.to_string()),

@@ -89,6 +89,8 @@ pub(crate) struct RunOptions {
     /// `--hup stop`: a hang-up stops the run; by default it goes on with
     /// its output to the log only.
     pub(crate) hup_stops: bool,
+    /// `--sandbox MODE`: `sandbox.mode` for this run only.
+    pub(crate) sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// How this run seals its children, probed once (`bwrap` mode without a
@@ -110,12 +112,18 @@ fn run_seal(
     Ok((s, backends))
 }
 
-/// `ralph validate`'s line: the sandbox mode a run would use, and why.
+/// `ralph validate`'s line: the sandbox mode a run would use, and why;
+/// an agent that cannot start under it is the error a run would stop with.
 pub(crate) fn sandbox_line(
     project: &Project,
     agents: &HashMap<Backend, (String, Vec<String>)>,
 ) -> Result<String, RalphError> {
-    Ok(run_seal(project, agents)?.0.decision.why)
+    let seal = run_seal(project, agents)?.0;
+    if matches!(project.config.executor, crate::config::Executor::Local) {
+        let git = Git::open(&project.root).map_err(|e| RalphError::usage(e.to_string()))?;
+        crate::exec::agents_can_start(project, &git, agents, &seal)?;
+    }
+    Ok(seal.decision.why)
 }
 
 /// The branch stories land on: prd.json's `branchName`, else the main
@@ -141,7 +149,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     // Worktree paths, git's paths and the project tag all compare against
     // the canonical root.
     let root = &root.canonicalize()?;
-    let project = project::load(root).map_err(RalphError::BadInput)?;
+    let mut project = project::load(root).map_err(RalphError::BadInput)?;
+    if let Some(mode) = opts.sandbox {
+        project.config.sandbox.mode = mode;
+    }
     for w in project.config.warning_lines() {
         if !crate::ui::get().quiet {
             eprintln!("{}", crate::ui::paint_tag(&w, crate::ui::stderr_colors()));
@@ -209,6 +220,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         crate::config::Executor::Ray(_) => crate::exec::agents_on_nodes(&project, backend),
     };
     let (run_seal, backends) = run_seal(&project, &agents)?;
+    // Before any attempt: an agent that cannot start is the user's to fix,
+    // never a story's failure (issue 32). A cluster's nodes check their own.
+    if matches!(project.config.executor, crate::config::Executor::Local) {
+        crate::exec::agents_can_start(&project, &git, &agents, &run_seal)?;
+    }
     // The web view's address is checked with the rest of the input.
     let serve_at = match (opts.land, &opts.decompose) {
         (false, None) => {
@@ -237,8 +253,20 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     if opts.dry_run {
         // A dry run refuses what the run would refuse, but recovers nothing:
         // a landing a killed run cut short may show as a spec's edit.
+        // An uncommitted backlog is said, not refused: the plan is what one
+        // wants to see before committing it (issue 32).
         if !paths::landing_intent_path(root).exists() {
-            preflight::refuse_uncommitted_backlog(&project, &git, &target)?;
+            if let Err(e) = preflight::refuse_uncommitted_backlog(&project, &git, &target) {
+                let hint = e
+                    .downcast_ref::<RalphError>()
+                    .and_then(|r| r.hint())
+                    .map(|h| format!("\nhint: {h}"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "warning: {e}{hint}\n(`ralph run` refuses to start until it is committed; \
+                     this dry run only previews the plan)"
+                );
+            }
         }
         return dry_run(&project, &opts, &run_seal, &backends);
     }
@@ -784,8 +812,8 @@ fn dry_run(
         }
     }
     println!(
-        "[DRY RUN] plan ({} stories; nothing will be changed):",
-        order.len()
+        "[DRY RUN] plan ({}; nothing will be changed):",
+        crate::report::counted(order.len(), "story", "stories")
     );
     let all_learnings = crate::learnings::load(&project.root);
     for i in order {

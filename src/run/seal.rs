@@ -201,6 +201,55 @@ impl RunSeal {
         }))
     }
 
+    /// The seal of the start-up probe of `backend`'s `program`
+    /// (`process::can_start`): the environment its attempts get and, when
+    /// the run confines, their mounts with the repository's work tree in the
+    /// place of the attempt's worktree, read-only (an in-repository agent is
+    /// at the same path in both; `agents_can_start` made sure it is
+    /// committed). `None` when nothing is sealed.
+    pub(crate) fn for_probe(&self, git: &Git, backend: Backend, program: &str) -> Option<Seal> {
+        if !self.decision.seal {
+            return None;
+        }
+        let env = self.env(Some(backend), self.bwrap.is_some());
+        let Some(bwrap) = &self.bwrap else {
+            return Some(Seal {
+                env,
+                bwrap: None,
+                limits: self.settings.limits,
+            });
+        };
+        let mut layout = self.layout(git, &env, &git.workdir, "");
+        layout.git_rw = Vec::new();
+        layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default();
+        if let Some(found) = sandbox::which(program, path, &layout.work) {
+            layout.tools.extend(sandbox::gather_exe_tree(&found));
+        }
+        let plan: Vec<mounts::Mount> = mounts::plan(&layout)
+            .into_iter()
+            .map(|m| match m {
+                mounts::Mount::Rw(p) if p == layout.work => mounts::Mount::Ro(p),
+                m => m,
+            })
+            .collect();
+        let args = mounts::bwrap_args(&plan, true, &layout.work);
+        Some(Seal {
+            env,
+            bwrap: Some((bwrap.clone(), args)),
+            limits: self.settings.limits,
+        })
+    }
+
+    /// Whether the run confines its agents (bubblewrap).
+    pub(crate) fn confines(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
     /// A validation command's seal in the merge queue's worktree `work`
     /// (git's worktree `admin`): the allowlisted environment, and inside
     /// bubblewrap (without the network when `sandbox.network` is false)
@@ -232,4 +281,19 @@ impl RunSeal {
             ..Seal::default()
         })
     }
+}
+
+/// The program an attempt in worktree `work` runs: an agent inside the
+/// repository `repo` from the worktree, where it is committed
+/// (`sandbox::in_worktree`), when it is there; else `program` as resolved
+/// (an uncommitted one runs unconfined from the main checkout, as before).
+pub(crate) fn program_in(repo: &Path, program: &str, work: &Path) -> String {
+    let p = Path::new(program);
+    let canon = repo.canonicalize().ok();
+    [Some(repo.to_path_buf()), canon]
+        .into_iter()
+        .flatten()
+        .find_map(|r| sandbox::in_worktree(&r, p, work))
+        .filter(|w| w.is_file())
+        .map_or_else(|| program.to_string(), |w| w.display().to_string())
 }

@@ -324,6 +324,17 @@ pub(crate) fn unconfined_warning(d: &Decision) -> Option<String> {
     })
 }
 
+/// Where an agent executable inside the repository's work tree `repo`
+/// (`bin/my-agent`, resolved from the project) is in the attempt's worktree
+/// `work`: the same path under it. `None` for one outside the repository
+/// (on `PATH`, under `/opt`, ...). An attempt runs the worktree's copy in
+/// every mode: under bubblewrap the main checkout is not there at all, and
+/// the copy on the story's branch is the one its commits go with.
+pub(crate) fn in_worktree(repo: &Path, program: &Path, work: &Path) -> Option<PathBuf> {
+    let rel = program.strip_prefix(repo).ok()?;
+    (!rel.as_os_str().is_empty()).then(|| work.join(rel))
+}
+
 // ---- readings of the machine (edge) ----
 
 /// `program` as `execvp` would find it along `path` (a `PATH` value);
@@ -582,5 +593,17 @@ mod tests {
             assert_eq!(Mode::parse(m.name()), Some(m));
         }
         assert_eq!(Mode::parse("docker"), None);
+    }
+
+    #[test]
+    fn an_agent_in_the_repository_runs_from_the_worktree() {
+        let (repo, work) = (Path::new("/p"), Path::new("/p/.ralph/worktrees/slot-1"));
+        assert_eq!(
+            in_worktree(repo, Path::new("/p/bin/my-agent"), work),
+            Some(PathBuf::from("/p/.ralph/worktrees/slot-1/bin/my-agent"))
+        );
+        assert_eq!(in_worktree(repo, Path::new("/usr/bin/claude"), work), None);
+        assert_eq!(in_worktree(repo, Path::new("/p"), work), None);
+        assert_eq!(in_worktree(repo, Path::new("/pp/agent"), work), None);
     }
 }

@@ -733,6 +733,16 @@ done_
         reply["message"].as_str().unwrap().starts_with("paused"),
         "{reply}"
     );
+    // The page's model shows it (issue 32: only usage-limit pauses did).
+    let pauses = || -> Value {
+        let (_, body) = http(&b, "GET", &format!("/api/state?token={token}"), &[], "");
+        serde_json::from_str::<Value>(&body).unwrap()["summary"]["pauses"].clone()
+    };
+    wait_until("the pause in /api/state", LIMIT, || {
+        pauses()
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p["why"] == "pause"))
+    });
     fs::write(p.scratch.join("go-1.1"), "").unwrap();
     wait_until("1.1 to land", LIMIT, || p.completed() == ["1.1"]);
     // Answered only after the run handled 1.1's landing: had the pause not
@@ -742,6 +752,9 @@ done_
     assert!(!p.scratch.join("1.2-started").exists());
     let (code, reply) = control(r#"{"cmd":"resume"}"#);
     assert_eq!(code, 200, "{reply}");
+    wait_until("the pause gone from /api/state", LIMIT, || {
+        pauses().as_array().is_some_and(|a| a.is_empty())
+    });
     wait_until("1.2 to start", LIMIT, || {
         p.scratch.join("1.2-started").exists()
     });

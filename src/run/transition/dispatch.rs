@@ -237,6 +237,7 @@ fn start(
             max: model.policy.max_retries,
             fixup: kind == AttemptKind::Fixup,
             model: chosen.clone(),
+            logged: (attempt != counted).then_some(attempt),
         }
     }));
     out.push(Action::StoryStarted {
