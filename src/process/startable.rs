@@ -173,6 +173,7 @@ mod tests {
         let seal = Seal {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             bwrap: None,
+            limits: crate::sandbox::Limits::default(),
         };
         let probe = |p: &str| can_start(p, dir, Some(&seal));
         let ok = script(dir, "ok", "#!/bin/sh\necho hi\n", 0o755);
