@@ -498,6 +498,16 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          target branch, which `ralph run` and `ralph status` check after a fetch.",
     ),
     key(
+        "landing.speculate",
+        Kind::Uint { min: 1 },
+        "How many stories the merge queue merges on top of each other (the first on the \
+         target's tip, each next one on the merge before it) and validates at once, each in \
+         its own worktree; the target moves to the longest prefix that passed, with one \
+         compare-and-swap. The depth halves after a failed validation and grows back by one \
+         per landing. `1` validates one landing at a time. Chains are built in `merge` mode \
+         without a reviewer gate; review and pr modes land one at a time (docs/merge-queue.md).",
+    ),
+    key(
         "landing.remote",
         Kind::Str,
         "The remote `landing.mode: pr` pushes story branches to.",

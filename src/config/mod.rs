@@ -127,7 +127,8 @@ pub(crate) fn defaults() -> Value {
         },
         "landing": {
             "mode": "merge",
-            "remote": "origin"
+            "remote": "origin",
+            "speculate": 4
         },
         "retry": {
             "resume_session": true

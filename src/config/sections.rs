@@ -472,6 +472,10 @@ pub(crate) struct Landing {
     /// `landing.mode: pr`: validated work is pushed to `landing.remote`
     /// (default `origin`) and proposed with `gh pr create`; the remote.
     pub(crate) pr_remote: Option<String>,
+    /// `landing.speculate` (default 4): how many merges the queue builds
+    /// on each other and validates side by side (docs/merge-queue.md); 1
+    /// validates one landing at a time.
+    pub(crate) speculate: usize,
 }
 
 pub(super) fn landing(r: &mut Reader) -> Landing {
@@ -494,7 +498,16 @@ pub(super) fn landing(r: &mut Reader) -> Landing {
         }
     };
     let review = review || (pr_remote.is_none() && !r.boolean("parallel.auto_merge"));
-    Landing { review, pr_remote }
+    let speculate = r.uint(
+        "landing.speculate",
+        1,
+        "a whole number of merges validated at once, at least 1",
+    ) as usize;
+    Landing {
+        review,
+        pr_remote,
+        speculate,
+    }
 }
 
 /// `decomposition.*`: a story that fails for good is split into

@@ -24,6 +24,7 @@ mod model;
 mod notify;
 mod postmortem;
 mod preflight;
+mod queue;
 mod record;
 mod recover;
 pub(crate) mod seal;
@@ -392,6 +393,15 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         },
         tests_gate: config.gates.tests,
         review: config.gates.review.clone(),
+        // A person or a reviewer looks at one merged tree at a time.
+        speculate: if config.landing.review
+            || config.landing.pr_remote.is_some()
+            || config.gates.review.is_some()
+        {
+            1
+        } else {
+            config.landing.speculate
+        },
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
