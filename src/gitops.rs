@@ -293,6 +293,13 @@ impl Git {
         })
     }
 
+    /// The tree of `commit` (what a validation record names).
+    pub(crate) fn tree_of(&self, commit: &Oid) -> Result<Oid> {
+        let repo = self.repo()?;
+        let tree = repo.find_commit(parse_oid(commit)?)?.tree_id();
+        Ok(tree.to_string())
+    }
+
     /// `commit` and its first parents, newest first, `n` commits at most: a
     /// chain of merges the queue landed at once, one per story.
     pub(crate) fn first_parents(&self, commit: &Oid, n: usize) -> Result<Vec<Oid>> {

@@ -434,7 +434,15 @@ async fn land_rounds(
         }
         if !ctx.required_validation.is_empty() {
             let started = std::time::Instant::now();
+            let tree =
+                super::candidate::validate_start(ctx, &commit, vec![req.id.clone()], 0).await;
             let failed = validate_merged(ctx, req, &commit, &base, control.clone(), 0).await;
+            let verdict = match &failed {
+                None => "passed",
+                Some(LandResult::ValidationFailed { .. }) => "failed",
+                Some(_) => "stopped",
+            };
+            super::candidate::validate_end(ctx, tree, vec![req.id.clone()], verdict, started);
             ctx.record(crate::runlog::Ev::Validated {
                 story: req.id.clone(),
                 attempt: req.attempt,

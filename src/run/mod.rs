@@ -13,6 +13,7 @@
 //! share).
 
 pub(crate) mod attempt;
+mod candidate;
 pub(crate) mod context;
 mod dispatcher;
 pub(crate) mod events;
@@ -839,6 +840,21 @@ fn dry_run(
     println!(
         "[DRY RUN] {}",
         crate::forecast::render(forecast.as_ref(), jobs)
+    );
+    let c = &project.config;
+    let one_at_a_time = if c.landing.review {
+        Some("landing.mode: review")
+    } else if c.landing.pr_remote.is_some() {
+        Some("landing.mode: pr")
+    } else if c.gates.review.is_some() {
+        Some("the reviewer gate looks at one merge at a time")
+    } else {
+        None
+    };
+    let required = c.validation.commands.iter().filter(|v| v.required).count();
+    println!(
+        "[DRY RUN] {}",
+        transition::queue::describe(c.landing.speculate, one_at_a_time, required)
     );
     Ok(EXIT_OK)
 }

@@ -209,12 +209,16 @@ async fn validate(
     let mut stops = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut slot_of = std::collections::HashMap::new();
+    let mut holds = Vec::new();
     for (k, link) in chain.iter().enumerate() {
         let (tx, rx) = watch::channel(*control.borrow());
         stops.push(tx);
+        holds.push(reqs[link.pos].id.clone());
+        let stories = holds.clone();
         let (ctx, req, link) = (ctx.clone(), reqs[link.pos].clone(), link.clone());
         let handle = tasks.spawn(async move {
             let started = std::time::Instant::now();
+            let tree = super::candidate::validate_start(&ctx, &link.commit, stories, k).await;
             let failed = land::validate_merged(&ctx, &req, &link.commit, &link.base, rx, k).await;
             ctx.record(crate::runlog::Ev::Validated {
                 story: req.id.clone(),
@@ -222,10 +226,11 @@ async fn validate(
                 secs: started.elapsed().as_secs_f64(),
                 ok: failed.is_none(),
             });
-            failed
+            (failed, tree, started)
         });
         slot_of.insert(handle.id(), k);
     }
+    let mut ended: Vec<Option<(String, std::time::Instant)>> = vec![None; chain.len()];
     // `None` while it runs; `Some(None)` passed; `Some(Some(r))` did not.
     let mut verdicts: Vec<Option<Option<LandResult>>> = vec![None; chain.len()];
     let mut first_failed = chain.len();
@@ -235,7 +240,10 @@ async fn validate(
             done = tasks.join_next_with_id() => {
                 let Some(done) = done else { break };
                 let (k, verdict) = match done {
-                    Ok((id, v)) => (slot_of[&id], v),
+                    Ok((id, (v, tree, started))) => {
+                        ended[slot_of[&id]] = Some((tree, started));
+                        (slot_of[&id], v)
+                    }
                     Err(e) => (
                         slot_of[&e.id()],
                         Some(LandResult::Error(format!("internal error while validating: {e}"))),
@@ -262,6 +270,17 @@ async fn validate(
         .iter()
         .take_while(|v| matches!(v, Some(None)))
         .count();
+    for (k, end) in ended.into_iter().enumerate() {
+        let Some((tree, started)) = end else { continue };
+        let verdict = match &verdicts[k] {
+            _ if k > passed => "thrown",
+            Some(None) => "passed",
+            Some(Some(LandResult::ValidationFailed { .. })) => "failed",
+            _ => "stopped",
+        };
+        let stories = chain[..=k].iter().map(|l| reqs[l.pos].id.clone()).collect();
+        super::candidate::validate_end(ctx, tree, stories, verdict, started);
+    }
     if let Some(Some(Some(result))) = verdicts.get(passed).cloned() {
         results[chain[passed].pos] = Some(result);
     }

@@ -126,10 +126,32 @@ fn a_chain_is_validated_side_by_side_and_every_tip_is_a_validated_tree() {
     p.commit_all("backlog");
     ordered_agent(&p);
     let start = start_of(&p);
+    let d = p.ralph(&["run", "-d"]);
+    assert!(
+        d.stdout
+            .contains("merge queue: chains of up to 4 merges validated side by side"),
+        "{d:?}"
+    );
     let r = p.ralph(&["run", "--parallel", "-j", "5"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 5, "{r:?}");
     assert_every_tip_validated(&p, &start);
+    // The records name each candidate's tree, its stories and the verdict.
+    let ends: Vec<serde_json::Value> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "validate_end")
+        .collect();
+    assert_eq!(ends.len(), 5, "{ends:?}");
+    let trees: BTreeSet<String> = passed(&p).into_iter().map(|(t, _, _)| t).collect();
+    for e in &ends {
+        assert_eq!(e["verdict"], "passed", "{e}");
+        assert!(trees.contains(e["tree"].as_str().unwrap()), "{e}");
+    }
+    assert!(
+        ends.iter()
+            .any(|e| e["stories"] == serde_json::json!(["1.2", "1.3", "1.4", "1.5"])),
+        "the chain's last merge holds all four: {ends:?}"
+    );
     let slots: BTreeSet<String> = passed(&p).into_iter().map(|(_, _, s)| s).collect();
     assert!(
         slots.contains("validate-4"),
@@ -168,6 +190,13 @@ fn a_failing_story_in_the_middle_of_a_chain_goes_back_alone() {
     }
     assert_every_tip_validated(&p, &start);
     assert_eq!(p.file_on_main("story/1.3.fixed").as_deref(), Some("1.3\n"));
+    let verdicts: Vec<String> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "validate_end")
+        .map(|r| r["verdict"].as_str().unwrap().to_string())
+        .collect();
+    assert!(verdicts.contains(&"failed".to_string()), "{verdicts:?}");
+    assert!(verdicts.contains(&"thrown".to_string()), "{verdicts:?}");
 }
 
 #[test]

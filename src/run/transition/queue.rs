@@ -45,6 +45,25 @@ pub(crate) fn requeued(chain_len: usize, results: &[LandResult]) -> Vec<usize> {
         .collect()
 }
 
+/// `ralph run -d`'s line on the merge queue: how deep its chains go and
+/// why, and what each landing validates.
+pub(crate) fn describe(speculate: usize, one_at_a_time: Option<&str>, required: usize) -> String {
+    let depth = match one_at_a_time {
+        Some(why) => format!("one landing at a time ({why})"),
+        None if speculate <= 1 => "one landing at a time (landing.speculate: 1)".to_string(),
+        None => format!(
+            "chains of up to {speculate} merges validated side by side (landing.speculate; \
+             halved after a failed validation)"
+        ),
+    };
+    let what = match required {
+        0 => "no required validation command: merges land unvalidated".to_string(),
+        1 => "1 required validation command per candidate".to_string(),
+        n => format!("{n} required validation commands per candidate"),
+    };
+    format!("merge queue: {depth}; {what}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +110,21 @@ mod tests {
         ] {
             assert_eq!(window_after(w, c, l, f), next, "{w} {c} {l} {f}");
         }
+    }
+
+    #[test]
+    fn the_dry_run_says_how_the_queue_lands() {
+        assert_eq!(
+            describe(4, None, 1),
+            "merge queue: chains of up to 4 merges validated side by side (landing.speculate; \
+             halved after a failed validation); 1 required validation command per candidate"
+        );
+        assert_eq!(
+            describe(4, Some("landing.mode: review"), 0),
+            "merge queue: one landing at a time (landing.mode: review); no required validation \
+             command: merges land unvalidated"
+        );
+        assert!(describe(1, None, 2).contains("landing.speculate: 1"));
     }
 
     #[test]
