@@ -47,3 +47,19 @@ pub(super) fn validate_end(
         secs: started.elapsed().as_secs_f64(),
     });
 }
+
+/// Taken for the whole run of an `exclusive: true` validation command: the
+/// merge queue's side-by-side validations take turns for such commands
+/// (one lock for them all: a port or a database is the machine's).
+static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The turn of command `v`: held while it runs when it is exclusive.
+pub(super) async fn turn(
+    v: &crate::config::ValidationCommand,
+) -> Option<tokio::sync::MutexGuard<'static, ()>> {
+    if v.exclusive {
+        Some(EXCLUSIVE.lock().await)
+    } else {
+        None
+    }
+}

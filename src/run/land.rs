@@ -840,6 +840,7 @@ pub(super) async fn validate_merged(
             ("RALPH_STORY", &req.id),
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
         ]);
+        let _turn = super::candidate::turn(v).await;
         // It runs code the agents wrote: sealed like them (issue 22).
         let seal = ctx.seal.for_validation(&ctx.git, &path, &wt);
         let run = process::run_shell_sealed(

@@ -401,7 +401,13 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         {
             1
         } else {
-            config.landing.speculate
+            config
+                .landing
+                .speculate
+                .min(match config.landing.max_validations {
+                    0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    n => n,
+                })
         },
     };
     if let Some(id) = &opts.decompose {
@@ -854,7 +860,14 @@ fn dry_run(
     let required = c.validation.commands.iter().filter(|v| v.required).count();
     println!(
         "[DRY RUN] {}",
-        transition::queue::describe(c.landing.speculate, one_at_a_time, required)
+        transition::queue::describe(
+            c.landing.speculate.min(match c.landing.max_validations {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            }),
+            one_at_a_time,
+            required
+        )
     );
     Ok(EXIT_OK)
 }

@@ -65,7 +65,7 @@ fi
     let cmd = serde_json::to_string(&format!("bash {}", path.display())).unwrap();
     format!(
         r#"{{ "loop": {{ "max_retries": 2, "grace_seconds": 1 }},
-      "landing": {{ "speculate": 4 }},
+      "landing": {{ "speculate": 4, "max_validations": 4 }},
       "validation": {{ "commands": [ {{ "name": "tests", "cmd": {cmd}, "required": true }} ] }} }}"#
     )
 }
@@ -290,4 +290,32 @@ fi"#;
         .map(|e| fs::read_to_string(e.path()).unwrap_or_default())
         .collect();
     assert!(!records.contains(r#""ev":"reverted""#), "{records}");
+}
+
+#[test]
+fn an_exclusive_validation_command_never_runs_twice_at_once() {
+    let p = Project::with_backlog(FIVE, "{}");
+    // Each run of the command waits (bounded) for another to be inside at
+    // the same time: side by side they would meet, exclusive they never do.
+    let meet = r#"( flock 9; n=$(cat "$SCRATCH/inside" 2>/dev/null || echo 0); echo $((n + 1)) > "$SCRATCH/inside"; [ "$n" -gt 0 ] && echo "$RALPH_STORY" >> "$SCRATCH/met" ) 9>"$SCRATCH/inside.lock"
+for _ in $(seq 1 20); do [ -s "$SCRATCH/met" ] && break; sleep 0.05; done
+( flock 9; n=$(cat "$SCRATCH/inside"); echo $((n - 1)) > "$SCRATCH/inside" ) 9>"$SCRATCH/inside.lock""#;
+    let config = validation(&p, 5, "", meet).replace(
+        r#""required": true"#,
+        r#""required": true, "exclusive": true"#,
+    );
+    p.write(".ralph/config.json", &quiet_extras(&config));
+    p.commit_all("backlog");
+    ordered_agent(&p);
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("met")).unwrap_or_default(),
+        "",
+        "two runs of the exclusive command overlapped"
+    );
+    // A chain was built all the same.
+    let slots: BTreeSet<String> = passed(&p).into_iter().map(|(_, _, s)| s).collect();
+    assert!(slots.contains("validate-2"), "{slots:?}");
 }
