@@ -29,7 +29,7 @@ use tempfile::TempDir;
 #[path = "../tests/it/github_api.rs"]
 mod github_api;
 
-const FIGURES: [&str; 16] = [
+const FIGURES: [&str; 17] = [
     "rss",
     "rss-agents",
     "validate",
@@ -46,6 +46,7 @@ const FIGURES: [&str; 16] = [
     "predict-makespan",
     "forecast",
     "gates",
+    "queue",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -99,6 +100,7 @@ fn main() {
             "predict-makespan" => fig_predict_makespan(&bin, quick),
             "forecast" => fig_forecast(&bin, quick),
             "gates" => fig_gates(&bin, quick),
+            "queue" => fig_queue(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -1608,6 +1610,105 @@ fn fig_makespan_ref(bin: &Path, quick: bool) -> Figure {
          includes its startup and cleanup; load average (1 min) before each pair: {}",
         loads.join(", ")
     ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// The merge queue's chains (issue 34)
+
+/// One run of the queue figure: 24 independent stories, `-j 8`, an agent of
+/// 1 s, a required validation of 2 s (failing once on story 1.5's first
+/// work when `bad`), `landing.speculate: k`. Returns the wall time and the
+/// agent runs.
+fn queue_run(bin: &Path, k: usize, bad: bool) -> (f64, usize) {
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, 24, |_| "small"))],
+    };
+    // A fix-up finds its kept work merged in: it marks the story fixed.
+    let agent = "sleep 1\nif [ -f \"bench-out/$id.txt\" ]; then echo fixed > \"bench-out/$id.fixed\"; git add bench-out; fi\nfinish\n";
+    let check = if bad {
+        "sleep 2; if [ -f bench-out/1.5.txt ] && [ ! -f bench-out/1.5.fixed ]; then echo broken; exit 1; fi"
+    } else {
+        "sleep 2"
+    };
+    let config = format!(
+        "{{ \"loop\": {{ \"max_retries\": 2 }}, \"landing\": {{ \"speculate\": {k}, \"max_validations\": {k} }},\n  \
+         \"validation\": {{ \"commands\": [ {{ \"name\": \"tests\", \"cmd\": \"{check}\", \
+         \"required\": true }} ] }} }}\n"
+    );
+    let proj = Project::new(&backlog, agent, |root| {
+        write(root, ".ralph/config.json", &config);
+    });
+    let wall = proj
+        .run_ok(bin, &["run", "--parallel", "-j", "8"])
+        .as_secs_f64();
+    assert_eq!(proj.merges_on_main(), 24, "every story landed");
+    let state: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(proj.root.join(".ralph/state.json")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let runs = state["stories"]
+        .as_object()
+        .map(|m| {
+            m.values()
+                .map(|s| s["history"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0);
+    (wall, runs)
+}
+
+fn fig_queue(bin: &Path, quick: bool) -> Figure {
+    let mut fig = Figure::new(
+        "queue",
+        "Merge queue: 24 stories, -j 8, agent 1 s, validation 2 s, ÷ the 9 s bound",
+    );
+    let runs = if quick { 1 } else { 3 };
+    let bound = 9.0;
+    for (k, bad, label, target) in [
+        (1, false, "landing.speculate 1 (one at a time)", None),
+        (4, false, "landing.speculate 4 (default)", None),
+        (8, false, "landing.speculate 8", Some(1.35)),
+        (
+            8,
+            true,
+            "landing.speculate 8, one story failing once",
+            Some(1.8),
+        ),
+    ] {
+        // The one-at-a-time baseline is long: once.
+        let n = if k == 1 { 1 } else { runs };
+        let (mut ratios, mut agent_runs) = (Vec::new(), Vec::new());
+        for r in 0..n {
+            let load = loadavg();
+            let (wall, a) = queue_run(bin, k, bad);
+            eprintln!(
+                "  queue {label} run {}/{n}: {wall:.2} s ({:.2}×), {a} agent runs (load {load})",
+                r + 1,
+                wall / bound
+            );
+            ratios.push(wall / bound);
+            agent_runs.push(a as f64);
+        }
+        let row = Row::new(&format!("makespan ÷ 9 s, {label}"), "×", ratios);
+        fig.rows.push(match target {
+            Some(t) => row.target(Cmp::Le, t),
+            None => row,
+        });
+        if bad {
+            fig.rows.push(
+                Row::new("agent runs (24 stories, one fix-up)", "", agent_runs)
+                    .target(Cmp::Le, 25.0),
+            );
+        }
+    }
+    fig.notes.push(
+        "24 stories in one batch, each committing one file after `sleep 1`; one required \
+         validation command `sleep 2` (the failing case: story 1.5's first work fails it, its \
+         fix-up passes); the bound is 1 s + ⌈24/8⌉ rounds of agents … = 9 s as issue 34 \
+         states it; ralph's wall time includes its start and end"
+            .to_string(),
+    );
     fig
 }
 

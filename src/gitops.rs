@@ -227,7 +227,34 @@ impl Git {
     ) -> Result<MergeOutcome> {
         let repo = self.repo()?;
         let t_oid = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
-        let s_oid = tip(&repo, story_branch)?.ok_or_else(|| missing_branch(story_branch))?;
+        self.merge_story_on(&repo, t_oid, story_branch, message, edit_paths, edit)
+    }
+
+    /// `merge_story` onto the commit `base` rather than a branch's tip: the
+    /// merge queue's chain builds each story's merge on the one before it.
+    pub(crate) fn merge_story_onto(
+        &self,
+        base: &Oid,
+        story_branch: &str,
+        message: &str,
+        edit_paths: &[String],
+        edit: &dyn Fn(&str, &str) -> Option<String>,
+    ) -> Result<MergeOutcome> {
+        let repo = self.repo()?;
+        let t_oid = parse_oid(base)?;
+        self.merge_story_on(&repo, t_oid, story_branch, message, edit_paths, edit)
+    }
+
+    fn merge_story_on(
+        &self,
+        repo: &git2::Repository,
+        t_oid: git2::Oid,
+        story_branch: &str,
+        message: &str,
+        edit_paths: &[String],
+        edit: &dyn Fn(&str, &str) -> Option<String>,
+    ) -> Result<MergeOutcome> {
+        let s_oid = tip(repo, story_branch)?.ok_or_else(|| missing_branch(story_branch))?;
         let t = repo.find_commit(t_oid)?;
         let s = repo.find_commit(s_oid)?;
 
@@ -248,23 +275,44 @@ impl Git {
             }
             // The merge index is in-memory only: it must be written into the
             // object database explicitly.
-            idx.write_tree_to(&repo)?
+            idx.write_tree_to(repo)?
         } else {
             t.tree_id()
         };
-        let tree_id = apply_edits(&repo, merged_tree, edit_paths, edit)?;
+        let tree_id = apply_edits(repo, merged_tree, edit_paths, edit)?;
         let tree = repo.find_tree(tree_id)?;
-        let sig = signature(&repo)?;
+        let sig = signature(repo)?;
         let parents: Vec<&git2::Commit<'_>> = if story_has_own {
             vec![&t, &s]
         } else {
             vec![&t]
         };
-        let commit = sign::commit(&repo, None, &sig, message, &tree, &parents)?;
+        let commit = sign::commit(repo, None, &sig, message, &tree, &parents)?;
         Ok(MergeOutcome::Merged {
             commit: commit.to_string(),
             base: t_oid.to_string(),
         })
+    }
+
+    /// The tree of `commit` (what a validation record names).
+    pub(crate) fn tree_of(&self, commit: &Oid) -> Result<Oid> {
+        let repo = self.repo()?;
+        let tree = repo.find_commit(parse_oid(commit)?)?.tree_id();
+        Ok(tree.to_string())
+    }
+
+    /// `commit` and its first parents, newest first, `n` commits at most: a
+    /// chain of merges the queue landed at once, one per story.
+    pub(crate) fn first_parents(&self, commit: &Oid, n: usize) -> Result<Vec<Oid>> {
+        let repo = self.repo()?;
+        let mut c = repo.find_commit(parse_oid(commit)?)?;
+        let mut out = vec![c.id().to_string()];
+        while out.len() < n {
+            let Ok(p) = c.parent(0) else { break };
+            out.push(p.id().to_string());
+            c = p;
+        }
+        Ok(out)
     }
 
     /// With `commit.gpgsign` on, signs a small payload as a commit would be

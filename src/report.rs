@@ -31,7 +31,8 @@ pub(crate) struct Totals {
     pub(crate) jobs_now: Option<crate::schedule::Jobs>,
     /// The merge queue, for the live display: (ID, title) of the story
     /// landing now, then those waiting, in order.
-    pub(crate) landing_now: Option<(String, String)>,
+    /// What the merge queue validates now (its chain, in order).
+    pub(crate) landing_now: Vec<(String, String)>,
     pub(crate) land_queue: Vec<(String, String)>,
     /// Seconds until the run is through, as forecast from the project's
     /// history (`None` without one).

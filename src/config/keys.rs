@@ -122,7 +122,9 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          `[{\"name\": \"tests\", \"cmd\": \"npm test\", \"required\": true}]`. A required \
          command (the default) that fails refuses the landing and fails the attempt; its \
          output goes to `.ralph/logs/<id>/validation-<n>.log` and into the next prompt. \
-         The prompt also lists them for the agent to run.",
+         The prompt also lists them for the agent to run. `\"exclusive\": true` marks a \
+         command that must never run twice at once on this machine (a fixed port, one \
+         database): the merge queue's side-by-side validations take turns for it.",
     ),
     key(
         "validation.blocked_commands",
@@ -513,6 +515,22 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          `landing.remote` and opens a pull request with `gh pr create` (`gh` must be on \
          PATH, checked at start); the story is done once its commits are on the remote's \
          target branch, which `ralph run` and `ralph status` check after a fetch.",
+    ),
+    key(
+        "landing.speculate",
+        Kind::Uint { min: 1 },
+        "How many stories the merge queue merges on top of each other (the first on the \
+         target's tip, each next one on the merge before it) and validates at once, each in \
+         its own worktree; the target moves to the longest prefix that passed, with one \
+         compare-and-swap. The depth halves after a failed validation and grows back by one \
+         per landing. `1` validates one landing at a time. Chains are built in `merge` mode \
+         without a reviewer gate; review and pr modes land one at a time (docs/merge-queue.md).",
+    ),
+    key(
+        "landing.max_validations",
+        Kind::Uint { min: 0 },
+        "The most merges the merge queue validates at once on this machine: a chain is never \
+         deeper than this. `0` (the default) means one per CPU.",
     ),
     key(
         "landing.remote",

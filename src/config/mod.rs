@@ -14,16 +14,18 @@ use crate::error::Problem;
 mod executor;
 mod gates;
 pub(crate) mod keys;
+mod landing;
 mod reader;
 mod sections;
 mod warnings;
 
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
+pub(crate) use landing::Landing;
 use reader::Reader;
 pub(crate) use sections::{
-    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Landing, Learnings,
-    Limits, Loop, Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
+    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Learnings, Limits, Loop,
+    Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
 };
 use warnings::key_warnings;
 #[cfg(test)]
@@ -127,7 +129,9 @@ pub(crate) fn defaults() -> Value {
         },
         "landing": {
             "mode": "merge",
-            "remote": "origin"
+            "remote": "origin",
+            "speculate": 4,
+            "max_validations": 0
         },
         "retry": {
             "resume_session": true
@@ -321,7 +325,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let learnings = sections::learnings(&mut r);
     let parallel = sections::parallel(&mut r);
     let retry = sections::retry(&mut r);
-    let landing = sections::landing(&mut r);
+    let landing = landing::landing(&mut r);
     let decomposition = sections::decomposition(&mut r);
     let postmortem = sections::postmortem(&mut r);
     let hooks = sections::hooks(&mut r);
@@ -569,7 +573,7 @@ mod tests {
         let c = cfg(json!({"validation": {"commands": [
             {"cmd": "cargo test"},
             {"name": "lint", "cmd": "cargo clippy", "required": false},
-            {"name": "fmt", "cmd": "cargo fmt --check", "required": "true"}
+            {"name": "fmt", "cmd": "cargo fmt --check", "required": "true", "exclusive": true}
         ]}}))
         .unwrap();
         assert_eq!(
@@ -578,17 +582,20 @@ mod tests {
                 ValidationCommand {
                     name: "cargo test".into(),
                     cmd: "cargo test".into(),
-                    required: true
+                    required: true,
+                    exclusive: false
                 },
                 ValidationCommand {
                     name: "lint".into(),
                     cmd: "cargo clippy".into(),
-                    required: false
+                    required: false,
+                    exclusive: false
                 },
                 ValidationCommand {
                     name: "fmt".into(),
                     cmd: "cargo fmt --check".into(),
-                    required: true
+                    required: true,
+                    exclusive: true
                 },
             ]
         );

@@ -102,6 +102,9 @@ pub(crate) struct ValidationCommand {
     pub(crate) name: String,
     pub(crate) cmd: String,
     pub(crate) required: bool,
+    /// `exclusive: true`: never runs twice at once on this machine (a
+    /// fixed port, one database), whatever the merge queue validates.
+    pub(crate) exclusive: bool,
 }
 
 /// `validation.*`: the commands that gate landing, and the ones agents
@@ -462,41 +465,6 @@ pub(super) fn retry(r: &mut Reader) -> Retry {
     }
 }
 
-/// `landing.*` (and Ralph v2's `parallel.auto_merge`): what becomes of
-/// validated work.
-#[derive(Debug, Clone)]
-pub(crate) struct Landing {
-    /// `landing.mode: review` (or Ralph v2's `parallel.auto_merge: false`):
-    /// validated work stays on its story branch for `ralph land`.
-    pub(crate) review: bool,
-    /// `landing.mode: pr`: validated work is pushed to `landing.remote`
-    /// (default `origin`) and proposed with `gh pr create`; the remote.
-    pub(crate) pr_remote: Option<String>,
-}
-
-pub(super) fn landing(r: &mut Reader) -> Landing {
-    let mode = r.string("landing.mode", false);
-    let remote = r.string("landing.remote", false);
-    let (review, pr_remote) = match mode.as_str() {
-        "merge" => (false, None),
-        "review" => (true, None),
-        "pr" => (false, Some(remote)),
-        other => {
-            r.problem(
-                "landing.mode",
-                format!(
-                    "landing.mode {other:?} is not one ralph has: \"merge\" (land what passes \
-                     validation), \"review\" (keep it for `ralph land`) or \"pr\" (push it and \
-                     open a pull request)"
-                ),
-            );
-            (false, None)
-        }
-    };
-    let review = review || (pr_remote.is_none() && !r.boolean("parallel.auto_merge"));
-    Landing { review, pr_remote }
-}
-
 /// `decomposition.*`: a story that fails for good is split into
 /// sub-stories by one agent run.
 #[derive(Debug, Clone)]
@@ -784,10 +752,21 @@ fn validation_commands(r: &mut Reader) -> Vec<ValidationCommand> {
                 }
             },
         };
+        let exclusive = match obj.get("exclusive") {
+            None | Some(Value::Null) => false,
+            Some(v) => parse_bool(v).unwrap_or_else(|| {
+                r.problem(
+                    PATH,
+                    format!("{at}.exclusive must be true or false, got {v}"),
+                );
+                false
+            }),
+        };
         out.push(ValidationCommand {
             name,
             cmd,
             required,
+            exclusive,
         });
     }
     out

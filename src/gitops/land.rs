@@ -215,19 +215,35 @@ impl Git {
         if landing::paths_meet(&ours, &theirs) {
             return Ok(None);
         }
-        let mut index = repo.merge_trees(&bt, &nt, &mt, None)?;
-        if index.has_conflicts() {
-            return Ok(None);
+        // The merge queue may land a chain of merges at once (each on the
+        // one before it, the first on `base`): each is made again in turn,
+        // so every story keeps its own merge on the first-parent line.
+        let mut chain = vec![merge.clone()];
+        while chain.last().and_then(|c| c.parent_id(0).ok()) != Some(base) {
+            let Some(parent) = chain.last().and_then(|c| c.parent(0).ok()) else {
+                return Ok(None);
+            };
+            if chain.len() >= 256 {
+                return Ok(None);
+            }
+            chain.push(parent);
         }
-        let tree = repo.find_tree(index.write_tree_to(repo)?)?;
-        let story_parents: Vec<git2::Commit<'_>> = merge.parents().skip(1).collect();
-        let mut parents = vec![&on];
-        parents.extend(story_parents.iter());
-        let message = merge.message_raw().unwrap_or_default();
         let sig = signature(repo)?;
-        Ok(Some(sign::commit(
-            repo, None, &sig, message, &tree, &parents,
-        )?))
+        let mut on = on;
+        for m in chain.iter().rev() {
+            let mut index = repo.merge_trees(&bt, &nt, &m.tree()?, None)?;
+            if index.has_conflicts() {
+                return Ok(None);
+            }
+            let tree = repo.find_tree(index.write_tree_to(repo)?)?;
+            let story_parents: Vec<git2::Commit<'_>> = m.parents().skip(1).collect();
+            let mut parents = vec![&on];
+            parents.extend(story_parents.iter());
+            let message = m.message_raw().unwrap_or_default();
+            let made = sign::commit(repo, None, &sig, message, &tree, &parents)?;
+            on = repo.find_commit(made)?;
+        }
+        Ok(Some(on.id()))
     }
 
     /// The landing's changes under both locks, the user's git outlasted:

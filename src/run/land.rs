@@ -20,11 +20,11 @@ use super::events::{GateAsk, LandResult};
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
 /// target that keeps moving under the queue.
-const ROUNDS: usize = 5;
+pub(super) const ROUNDS: usize = 5;
 
 /// Extra rounds a landing waits for someone else's git lock (each `land`
 /// waits about 5 s itself) before the run ends and leaves it for the next.
-const LAND_BUSY_ROUNDS: u32 = 2;
+pub(super) const LAND_BUSY_ROUNDS: u32 = 2;
 
 /// One story to land.
 #[derive(Debug, Clone)]
@@ -83,7 +83,7 @@ pub(crate) struct LandingIntent {
 
 impl LandingIntent {
     /// Writes `.ralph/landing.json`; the error says which file.
-    fn write(&self, root: &std::path::Path) -> Result<(), String> {
+    pub(super) fn write(&self, root: &std::path::Path) -> Result<(), String> {
         let text = serde_json::to_string(self).expect("the intent serialises");
         store::write_atomic(&crate::paths::landing_intent_path(root), text.as_bytes())
             .map_err(|e| format!("cannot write {} before landing: {e}", crate::paths::LANDING))
@@ -125,6 +125,18 @@ pub(crate) async fn land(
     }
 }
 
+/// After a chain landed: each story's branch goes and its spec is marked
+/// done on disk, then the landed work is checked once.
+pub(super) async fn after_chain(ctx: &Arc<RunContext>, reqs: Vec<LandRequest>) {
+    let _ = blocking(ctx, move |c| {
+        for req in &reqs {
+            after_landing(c, req);
+        }
+        check_landed_work(c);
+    })
+    .await;
+}
+
 /// The user's git processes on the main checkout, for a landing to outlast
 /// (`gitops::landing`): read from `/proc` by `process`.
 pub(crate) struct Watch<'a> {
@@ -142,7 +154,7 @@ impl<'a> Watch<'a> {
 
     /// The watch of a story's landing: its merge may be made again on
     /// commits the user added while it was validated.
-    fn landing(ctx: &'a RunContext, story: &str) -> Watch<'a> {
+    pub(super) fn landing(ctx: &'a RunContext, story: &str) -> Watch<'a> {
         Watch {
             landing: Some((&ctx.root, story.to_string())),
             ..Watch::new(ctx)
@@ -422,7 +434,15 @@ async fn land_rounds(
         }
         if !ctx.required_validation.is_empty() {
             let started = std::time::Instant::now();
-            let failed = validate_merged(ctx, req, &commit, &base, control.clone()).await;
+            let tree =
+                super::candidate::validate_start(ctx, &commit, vec![req.id.clone()], 0).await;
+            let failed = validate_merged(ctx, req, &commit, &base, control.clone(), 0).await;
+            let verdict = match &failed {
+                None => "passed",
+                Some(LandResult::ValidationFailed { .. }) => "failed",
+                Some(_) => "stopped",
+            };
+            super::candidate::validate_end(ctx, tree, vec![req.id.clone()], verdict, started);
             ctx.record(crate::runlog::Ev::Validated {
                 story: req.id.clone(),
                 attempt: req.attempt,
@@ -541,7 +561,7 @@ async fn land_rounds(
 /// What the gates the transition asked for find on the story's work and
 /// the merged tree `commit`. A gate that cannot read git says so in
 /// ralph.log and finds nothing: the validation still runs.
-async fn gate_findings(
+pub(super) async fn gate_findings(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     commit: &Oid,
@@ -598,7 +618,7 @@ async fn gate_findings(
 }
 
 /// Keeps the story branch's commits under a ref of `kind`.
-async fn keep(
+pub(super) async fn keep(
     ctx: &Arc<RunContext>,
     branch: &str,
     kind: KeptRef,
@@ -634,17 +654,14 @@ async fn merged_tree(
     ctx: &Arc<RunContext>,
     commit: &Oid,
     base: &Oid,
+    slot: usize,
 ) -> Result<std::path::PathBuf, LandResult> {
-    let path = crate::paths::worktrees_dir(&ctx.root).join(crate::paths::VALIDATE_WORKTREE);
+    let (name, branch) = project::validation_slot(slot);
+    let path = crate::paths::worktrees_dir(&ctx.root).join(&name);
     let (p, commit, base) = (path.clone(), commit.clone(), base.clone());
     let prep = blocking(ctx, move |c| -> Result<(), GitError> {
         let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
-        c.git.prepare_worktree(
-            crate::paths::VALIDATE_WORKTREE,
-            &p,
-            project::VALIDATE_BRANCH,
-            &base,
-        )?;
+        c.git.prepare_worktree(&name, &p, &branch, &base)?;
         c.git.checkout_detached(&p, &commit)
     })
     .await;
@@ -674,7 +691,7 @@ async fn run_reviewer(
     control: watch::Receiver<Control>,
 ) -> Result<super::events::ReviewReport, LandResult> {
     use super::events::{ReviewReport, ReviewVerdict};
-    let path = merged_tree(ctx, commit, base).await?;
+    let path = merged_tree(ctx, commit, base, 0).await?;
     let (c1, b1) = (commit.clone(), base.clone());
     let diff = blocking(ctx, move |c| c.git.patch_text(&b1, &c1, REVIEW_DIFF_BYTES))
         .await
@@ -796,16 +813,18 @@ async fn run_reviewer(
     })
 }
 
-/// Runs the required validation commands on the merged tree, in a worktree
-/// of its own; `Some` is the failure.
-async fn validate_merged(
+/// Runs the required validation commands on the merged tree, in the
+/// worktree of validation slot `slot`; `Some` is the failure.
+pub(super) async fn validate_merged(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     commit: &Oid,
     base: &Oid,
     control: watch::Receiver<Control>,
+    slot: usize,
 ) -> Option<LandResult> {
-    let path = match merged_tree(ctx, commit, base).await {
+    let wt = project::validation_slot(slot).0;
+    let path = match merged_tree(ctx, commit, base, slot).await {
         Ok(p) => p,
         Err(e) => return Some(e),
     };
@@ -821,10 +840,9 @@ async fn validate_merged(
             ("RALPH_STORY", &req.id),
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
         ]);
+        let _turn = super::candidate::turn(v).await;
         // It runs code the agents wrote: sealed like them (issue 22).
-        let seal = ctx
-            .seal
-            .for_validation(&ctx.git, &path, crate::paths::VALIDATE_WORKTREE);
+        let seal = ctx.seal.for_validation(&ctx.git, &path, &wt);
         let run = process::run_shell_sealed(
             &v.cmd,
             path.clone(),

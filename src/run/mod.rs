@@ -13,6 +13,7 @@
 //! share).
 
 pub(crate) mod attempt;
+mod candidate;
 pub(crate) mod context;
 mod dispatcher;
 pub(crate) mod events;
@@ -24,6 +25,7 @@ mod model;
 mod notify;
 mod postmortem;
 mod preflight;
+mod queue;
 mod record;
 mod recover;
 pub(crate) mod seal;
@@ -423,6 +425,21 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         },
         tests_gate: config.gates.tests,
         review: config.gates.review.clone(),
+        // A person or a reviewer looks at one merged tree at a time.
+        speculate: if config.landing.review
+            || config.landing.pr_remote.is_some()
+            || config.gates.review.is_some()
+        {
+            1
+        } else {
+            config
+                .landing
+                .speculate
+                .min(match config.landing.max_validations {
+                    0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    n => n,
+                })
+        },
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
@@ -861,6 +878,28 @@ fn dry_run(
     println!(
         "[DRY RUN] {}",
         crate::forecast::render(forecast.as_ref(), jobs)
+    );
+    let c = &project.config;
+    let one_at_a_time = if c.landing.review {
+        Some("landing.mode: review")
+    } else if c.landing.pr_remote.is_some() {
+        Some("landing.mode: pr")
+    } else if c.gates.review.is_some() {
+        Some("the reviewer gate looks at one merge at a time")
+    } else {
+        None
+    };
+    let required = c.validation.commands.iter().filter(|v| v.required).count();
+    println!(
+        "[DRY RUN] {}",
+        transition::queue::describe(
+            c.landing.speculate.min(match c.landing.max_validations {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            }),
+            one_at_a_time,
+            required
+        )
     );
     Ok(EXIT_OK)
 }

@@ -25,6 +25,7 @@ mod models;
 mod newcomer;
 mod parallel;
 mod plan;
+mod queue;
 mod ray;
 mod realcli;
 mod record;
