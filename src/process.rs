@@ -272,12 +272,25 @@ pub(crate) async fn run_shell_controlled(
     control: watch::Receiver<Control>,
     log: Option<&Path>,
 ) -> std::io::Result<ShellResult> {
-    run_shell_sealed(cmd, cwd, env, timeout, control, log, None, Arc::default()).await
+    run_shell_sealed(
+        cmd,
+        cwd,
+        env,
+        timeout,
+        control,
+        log,
+        None,
+        Arc::default(),
+        Vec::new(),
+    )
+    .await
 }
 
 /// `run_shell_controlled` for a command that runs code an agent wrote (a
 /// validation command, a hook in its worktree): with `seal`'s environment
-/// (and inside bubblewrap when it says so), its output redacted.
+/// (and inside bubblewrap when it says so), its output redacted. Without
+/// a seal it inherits ralph's environment less `unsealed_remove` (a
+/// tracker's token).
 #[expect(
     clippy::too_many_arguments,
     reason = "the shell runner's knobs, passed through"
@@ -291,7 +304,13 @@ pub(crate) async fn run_shell_sealed(
     log: Option<&Path>,
     seal: Option<Seal>,
     redact: Arc<Secrets>,
+    unsealed_remove: Vec<String>,
 ) -> std::io::Result<ShellResult> {
+    let env_remove = if seal.is_none() {
+        unsealed_remove
+    } else {
+        Vec::new()
+    };
     let log = match log {
         Some(path) => Some(BufWriter::new(open_private_log(path)?)),
         None => None,
@@ -301,7 +320,7 @@ pub(crate) async fn run_shell_sealed(
         args: vec!["-c".into(), cmd.into()],
         cwd,
         env,
-        env_remove: Vec::new(),
+        env_remove,
         stdin: Vec::new(),
         log_path: PathBuf::new(),
         timeout,

@@ -145,7 +145,18 @@ pub(crate) async fn run_hook(
         false => (None, Default::default()),
     };
     let (_control_tx, control) = tokio::sync::watch::channel(process::Control::Run);
-    let ran = process::run_shell_sealed(cmd, cwd, env, timeout, control, None, seal, redact).await;
+    let ran = process::run_shell_sealed(
+        cmd,
+        cwd,
+        env,
+        timeout,
+        control,
+        None,
+        seal,
+        redact,
+        ctx.seal.unsealed_env_remove(),
+    )
+    .await;
     match ran {
         Ok(r) if r.success => None,
         Ok(r) => Some(format!(

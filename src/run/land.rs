@@ -852,6 +852,7 @@ pub(super) async fn validate_merged(
             Some(&log),
             seal,
             ctx.seal.secrets.clone(),
+            ctx.seal.unsealed_env_remove(),
         );
         match run.await {
             Ok(r) if r.success => {}

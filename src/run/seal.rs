@@ -99,6 +99,12 @@ impl RunSeal {
         })
     }
 
+    /// What an unsealed hook or validation command loses of ralph's
+    /// environment (`sandbox::unsealed_env_remove`).
+    pub(crate) fn unsealed_env_remove(&self) -> Vec<String> {
+        sandbox::unsealed_env_remove(&self.settings)
+    }
+
     /// A worktree hook's seal: the allowlisted environment, not confined
     /// (hooks are the user's commands, with the user's reach).
     pub(crate) fn for_hook(&self) -> Option<Seal> {

@@ -223,6 +223,17 @@ pub(crate) fn agent_env_remove(own: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// What an unsealed hook or validation command loses of ralph's own
+/// environment (issue 35): a tracker's token, unless `sandbox.env.pass`
+/// names it on purpose. Sealed, the allowlist leaves it out anyway.
+pub(crate) fn unsealed_env_remove(settings: &Settings) -> Vec<String> {
+    TRACKER_SECRETS
+        .iter()
+        .filter(|name| !settings.pass.iter().any(|p| glob_match(p, name)))
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// The values of `TRACKER_SECRETS` in `host`.
 pub(crate) fn tracker_secret_values(host: &[(String, String)]) -> Vec<String> {
     host.iter()
