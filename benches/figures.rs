@@ -3,7 +3,7 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates`, `landing` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
@@ -29,7 +29,7 @@ use tempfile::TempDir;
 #[path = "../tests/it/github_api.rs"]
 mod github_api;
 
-const FIGURES: [&str; 16] = [
+const FIGURES: [&str; 17] = [
     "rss",
     "rss-agents",
     "validate",
@@ -46,6 +46,7 @@ const FIGURES: [&str; 16] = [
     "predict-makespan",
     "forecast",
     "gates",
+    "landing",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -99,6 +100,7 @@ fn main() {
             "predict-makespan" => fig_predict_makespan(&bin, quick),
             "forecast" => fig_forecast(&bin, quick),
             "gates" => fig_gates(&bin, quick),
+            "landing" => fig_landing(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -3257,6 +3259,79 @@ finish
          they are sent back to; the even ones are honest, 5 of them moving a test into a new \
          file. {cheats_sent_back} of 10 cheats were sent back; {} stories landed in all",
         p.merges_on_main()
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure: a landing's cost over a long run (issue 34 item 6)
+
+/// `n` independent stories in one batch, an agent that commits at once,
+/// `-j 4`, no validation: the run is the merge queue and ralph's own
+/// overhead. The landings' times in ralph.log give the cost per story in
+/// the first and the last quarter of the run: a landing whose work grows
+/// with the stories landed before it shows as growth.
+fn fig_landing(bin: &Path, quick: bool) -> Figure {
+    let (n, runs) = if quick { (300, 1) } else { (1000, 3) };
+    let mut fig = Figure::new(
+        "landing",
+        "A long run: 1,000 stories, instant agent, -j 4, no validation",
+    );
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, n, |_| "small"))],
+    };
+    let (mut walls, mut growth, mut first, mut last, mut loads) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        let p = Project::new(&backlog, "finish", |_| {});
+        loads.push(loadavg());
+        let wall = p
+            .run_ok(bin, &["run", "--parallel", "-j", "4"])
+            .as_secs_f64();
+        assert_eq!(p.merges_on_main(), n, "every story landed");
+        let (landed, _) = log_events(&p.log());
+        let mut times: Vec<i64> = landed.values().copied().collect();
+        times.sort_unstable();
+        let q = n / 4;
+        // Seconds per story over a quarter's landings.
+        let per = |a: usize, b: usize| (times[b] - times[a]) as f64 / 1000.0 / (b - a) as f64;
+        let (f, l) = (per(0, q), per(n - 1 - q, n - 1));
+        eprintln!(
+            "  landing run {}/{runs}: {n} stories in {wall:.1} s; {:.1} ms a story in the first \
+             quarter, {:.1} ms in the last (growth {:.2}×; load {})",
+            r + 1,
+            f * 1000.0,
+            l * 1000.0,
+            l / f,
+            loads.last().map_or("?", String::as_str),
+        );
+        walls.push(wall);
+        growth.push(l / f);
+        first.push(f * 1000.0);
+        last.push(l * 1000.0);
+    }
+    let wall_row = Row::new(&format!("wall time, {n} stories"), "s", walls);
+    fig.rows.push(if n == 1000 {
+        wall_row.target(Cmp::Le, 90.0)
+    } else {
+        wall_row
+    });
+    fig.rows.push(
+        Row::new("per-story time, last quarter ÷ first quarter", "×", growth).target(Cmp::Le, 1.1),
+    );
+    fig.rows.push(Row::new(
+        "per story, first quarter of landings",
+        "ms",
+        first,
+    ));
+    fig.rows
+        .push(Row::new("per story, last quarter of landings", "ms", last));
+    fig.notes.push(format!(
+        "{n} independent stories in one batch, `ralph run --parallel -j 4`, the agent commits \
+         one file and says DONE at once, no validation configured; per-story times from the \
+         `landed story` lines of ralph.log (the quarter's span ÷ its landings); load average \
+         (1 min) before each run: {}",
+        loads.join(", ")
     ));
     fig
 }
