@@ -145,7 +145,8 @@ pub(crate) fn defaults() -> Value {
             "auto_merge": true,
             "retry_concurrency": 1,
             "agent_memory_mb": 2048,
-            "predict_files": true
+            "predict_files": true,
+            "conflicts": "wait"
         },
         "hooks": {
             "pre_iteration": "",

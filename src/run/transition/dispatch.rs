@@ -4,7 +4,7 @@
 use crate::agent::{self, Backend};
 use crate::report::Message;
 use crate::runlog::{Ev, PauseWhy};
-use crate::schedule::{Bounds, Fewer, Jobs, Node};
+use crate::schedule::{Bounds, Conflicts, Fewer, Jobs, Node};
 use crate::state::AttemptKind;
 
 use super::finish::{budget_ahead, budget_spent};
@@ -65,6 +65,7 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             .saturating_sub(running_retries),
         is_retry: &is_retry,
         files: &model.files,
+        declared: (model.policy.conflicts == Conflicts::Wait).then_some(&model.stories[..]),
         held: &|i| model.is_held(i),
     };
     let chosen = model.sched().choose(free, bounds);
