@@ -3,7 +3,7 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates`, `landing` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates`, `landing`, `conflicts-declared` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
@@ -29,7 +29,7 @@ use tempfile::TempDir;
 #[path = "../tests/it/github_api.rs"]
 mod github_api;
 
-const FIGURES: [&str; 17] = [
+const FIGURES: [&str; 18] = [
     "rss",
     "rss-agents",
     "validate",
@@ -47,6 +47,7 @@ const FIGURES: [&str; 17] = [
     "forecast",
     "gates",
     "landing",
+    "conflicts-declared",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -101,6 +102,7 @@ fn main() {
             "forecast" => fig_forecast(&bin, quick),
             "gates" => fig_gates(&bin, quick),
             "landing" => fig_landing(&bin, quick),
+            "conflicts-declared" => fig_conflicts_declared(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -2046,15 +2048,28 @@ enum Declare {
 }
 
 fn conflict_run(bin: &Path, backlog: &Backlog, declare: Declare, predict: bool) -> ConflictRun {
+    conflict_run_with(bin, backlog, declare, predict, None)
+}
+
+/// `conflict_run`, with `parallel.conflicts` set when `conflicts` is given.
+fn conflict_run_with(
+    bin: &Path,
+    backlog: &Backlog,
+    declare: Declare,
+    predict: bool,
+    conflicts: Option<&str>,
+) -> ConflictRun {
+    let n = backlog.stories().count();
     let p = Project::new(backlog, CONFLICT_AGENT, |root| {
+        let mode = conflicts.map_or(String::new(), |c| format!(", \"conflicts\": \"{c}\""));
         write(
             root,
             ".ralph/config.json",
             &format!(
-                "{{ \"loop\": {{ \"max_retries\": 3 }}, \"parallel\": {{ \"predict_files\": {predict} }} }}\n"
+                "{{ \"loop\": {{ \"max_retries\": 3 }}, \"parallel\": {{ \"predict_files\": {predict}{mode} }} }}\n"
             ),
         );
-        for k in 1..=10 {
+        for k in 1..=n.div_ceil(2) {
             write(root, &format!("shared-{k}.txt"), "");
         }
         for (i, st) in backlog.stories().enumerate() {
@@ -2076,7 +2091,7 @@ fn conflict_run(bin: &Path, backlog: &Backlog, declare: Declare, predict: bool) 
     let wall = p
         .run_ok(bin, &["run", "--parallel", "-j", "4"])
         .as_secs_f64();
-    assert_eq!(p.merges_on_main(), 20, "every story landed");
+    assert_eq!(p.merges_on_main(), n, "every story landed");
     let state: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(p.root.join(".ralph/state.json")).unwrap())
             .expect("state.json parses");
@@ -2110,8 +2125,8 @@ fn conflict_run(bin: &Path, backlog: &Backlog, declare: Declare, predict: bool) 
     }
     ConflictRun {
         wall,
-        runs: runs / 20.0,
-        full_runs: full / 20.0,
+        runs: runs / n as f64,
+        full_runs: full / n as f64,
         conflicts,
         conflict_tokens: tokens,
         resumed,
@@ -3331,6 +3346,77 @@ fn fig_landing(bin: &Path, quick: bool) -> Figure {
          one file and says DONE at once, no validation configured; per-story times from the \
          `landed story` lines of ralph.log (the quarter's span ÷ its landings); load average \
          (1 min) before each run: {}",
+        loads.join(", ")
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure: declared conflicts stay apart (issue 34 item 8)
+
+/// 12 stories in pairs, each pair appending to one file of its own (the
+/// conflicts figure's agent), `-j 4`: agent runs per landed story with
+/// `parallel.conflicts: wait` (the default) against `risk`, for files
+/// declared under "Files to Create/Modify" and for files named only in the
+/// spec's prose (where `wait` does not apply: the same either way).
+fn fig_conflicts_declared(bin: &Path, quick: bool) -> Figure {
+    let runs = if quick { 2 } else { 5 };
+    let mut fig = Figure::new(
+        "conflicts-declared",
+        "Declared conflicts at -j 4, 12 stories in pairs: parallel.conflicts wait against risk",
+    );
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, 12, |_| "medium"))],
+    };
+    let variants = [
+        ("declared, wait", Declare::Section, "wait"),
+        ("declared, risk", Declare::Section, "risk"),
+        ("prose only, wait", Declare::Prose, "wait"),
+        ("prose only, risk", Declare::Prose, "risk"),
+    ];
+    let mut all: Vec<Vec<ConflictRun>> = variants.iter().map(|_| Vec::new()).collect();
+    let mut loads = Vec::new();
+    // Interleaved, so the shared machine's load falls on every variant alike.
+    for r in 0..runs {
+        loads.push(loadavg());
+        for (k, (name, declare, mode)) in variants.iter().enumerate() {
+            let c = conflict_run_with(bin, &backlog, *declare, true, Some(mode));
+            eprintln!(
+                "  conflicts-declared {name} run {}/{runs}: {:.2} s, {:.2} runs/story, {} conflicts",
+                r + 1,
+                c.wall,
+                c.runs,
+                c.conflicts
+            );
+            all[k].push(c);
+        }
+    }
+    for ((name, _, _), runs) in variants.iter().zip(&all) {
+        let col = |f: fn(&ConflictRun) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+        let row = Row::new(
+            &format!("{name}: agent runs per landed story"),
+            "×",
+            col(|c| c.runs),
+        );
+        fig.rows.push(if *name == "declared, wait" {
+            row.target(Cmp::Le, 1.10)
+        } else {
+            row
+        });
+        fig.rows.push(Row::new(
+            &format!("{name}: merge conflicts"),
+            "",
+            col(|c| c.conflicts),
+        ));
+        fig.rows
+            .push(Row::new(&format!("{name}: makespan"), "s", col(|c| c.wall)));
+    }
+    fig.notes.push(format!(
+        "12 stories in one batch, `-j 4`, six pairs each appending a line to a file of their own \
+         (the conflicts figure's agent: 1.0 s or 1.6 s a fresh run, 0.3 s a fix-up); \
+         \"declared\" names the file under Files to Create/Modify, \"prose only\" in the text; \
+         `parallel.conflicts` as named; variants interleaved; load average (1 min) before each \
+         round: {}",
         loads.join(", ")
     ));
     fig
