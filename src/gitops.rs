@@ -1775,7 +1775,7 @@ mod tests {
         };
         assert_eq!(
             g.reverted_since("main", &landings, &mut check).unwrap(),
-            [found.clone()]
+            [found]
         );
         // Read once: the next check reads only what came since.
         assert_eq!(g.reverted_since("main", &landings, &mut check).unwrap(), []);
