@@ -85,18 +85,6 @@ pub(crate) struct Scheduler {
     rank: Vec<Rank>,
 }
 
-/// `parallel.conflicts`: what a clash on a file a story declares does to
-/// its start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Conflicts {
-    /// It waits for the in-flight work it clashes with, even with a slot
-    /// free: an idle slot costs nothing, a conflict costs a fix-up.
-    #[default]
-    Wait,
-    /// It starts beside that work once nothing else is ready.
-    Risk,
-}
-
 /// What bounds a choice of stories besides free slots.
 #[derive(Clone, Copy)]
 pub(crate) struct Bounds<'a> {

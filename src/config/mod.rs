@@ -26,6 +26,19 @@ pub(crate) use sections::{
     Limits, Loop, Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
 };
 use warnings::key_warnings;
+
+/// `parallel.conflicts`: what a clash on a file a story declares does to
+/// its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Conflicts {
+    /// It waits for the in-flight work it clashes with, even with a slot
+    /// free: an idle slot costs nothing, a conflict costs a fix-up.
+    #[default]
+    Wait,
+    /// It starts beside that work once nothing else is ready.
+    Risk,
+}
+
 #[cfg(test)]
 use warnings::KeyWarningKind;
 pub(crate) use warnings::{key_warning_lines, KeyWarning};

@@ -418,7 +418,7 @@ pub(crate) struct Parallel {
     /// `parallel.conflicts` (default `wait`): may a story whose declared
     /// files clash with in-flight work start beside it when nothing else
     /// can use the slot?
-    pub(crate) conflicts: crate::schedule::Conflicts,
+    pub(crate) conflicts: super::Conflicts,
 }
 
 pub(super) fn parallel(r: &mut Reader) -> Parallel {
@@ -443,8 +443,8 @@ pub(super) fn parallel(r: &mut Reader) -> Parallel {
     );
     let predict_files = r.boolean("parallel.predict_files");
     let conflicts = match r.string("parallel.conflicts", false).as_str() {
-        "wait" => crate::schedule::Conflicts::Wait,
-        "risk" => crate::schedule::Conflicts::Risk,
+        "wait" => super::Conflicts::Wait,
+        "risk" => super::Conflicts::Risk,
         other => {
             r.problem(
                 "parallel.conflicts",
@@ -455,7 +455,7 @@ pub(super) fn parallel(r: &mut Reader) -> Parallel {
                      ready)"
                 ),
             );
-            crate::schedule::Conflicts::Wait
+            super::Conflicts::Wait
         }
     };
     Parallel {

@@ -45,7 +45,7 @@ pub(crate) struct Policy {
     pub(crate) predict_files: bool,
     /// `parallel.conflicts`: a clash on a declared file holds a story back
     /// even with a slot free (`Wait`), or only reorders (`Risk`).
-    pub(crate) conflicts: crate::schedule::Conflicts,
+    pub(crate) conflicts: crate::config::Conflicts,
     /// The project's past attempts (`forecast`), when it has any: each
     /// story's expected duration orders the critical path and gives the
     /// ETA. Advice only: nothing waits or fails for it.
@@ -1047,7 +1047,7 @@ pub(crate) fn test_model(
         retry_concurrency: 1,
         agent_memory_mb: 0,
         predict_files: true,
-        conflicts: crate::schedule::Conflicts::Wait,
+        conflicts: crate::config::Conflicts::Wait,
         history: None,
         split_by_hand: None,
         models: Models::default(),

@@ -2,9 +2,10 @@
 //! which slot, with which agent and session, and the jobs allowed now.
 
 use crate::agent::{self, Backend};
+use crate::config::Conflicts;
 use crate::report::Message;
 use crate::runlog::{Ev, PauseWhy};
-use crate::schedule::{Bounds, Conflicts, Fewer, Jobs, Node};
+use crate::schedule::{Bounds, Fewer, Jobs, Node};
 use crate::state::AttemptKind;
 
 use super::finish::{budget_ahead, budget_spent};
