@@ -394,6 +394,17 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          story could fill still gets it. `false` orders by critical path and priority alone.",
     ),
     key(
+        "parallel.conflicts",
+        Kind::Str,
+        "`wait`: a story whose spec declares a file (its \"Files to Create/Modify\" section, \
+         prd.json `files`) that running or landing work declares, touched or is editing does \
+         not start beside it, even when its slot would stay idle: an idle slot costs nothing, \
+         a conflict costs a fix-up (an agent run). `risk`: it starts there once nothing else \
+         is ready. Files only predicted from a spec's prose, earlier attempts or edits never \
+         idle a slot (`parallel.predict_files` reorders by them): prose names files a story \
+         reads as often as ones it writes.",
+    ),
+    key(
         "decomposition.enabled",
         Kind::Bool,
         "A story that fails `loop.max_retries` times gets one run that splits it into \

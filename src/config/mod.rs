@@ -28,6 +28,19 @@ pub(crate) use sections::{
     Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
 };
 use warnings::key_warnings;
+
+/// `parallel.conflicts`: what a clash on a file a story declares does to
+/// its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Conflicts {
+    /// It waits for the in-flight work it clashes with, even with a slot
+    /// free: an idle slot costs nothing, a conflict costs a fix-up.
+    #[default]
+    Wait,
+    /// It starts beside that work once nothing else is ready.
+    Risk,
+}
+
 #[cfg(test)]
 use warnings::KeyWarningKind;
 pub(crate) use warnings::{key_warning_lines, KeyWarning};
@@ -149,7 +162,8 @@ pub(crate) fn defaults() -> Value {
             "auto_merge": true,
             "retry_concurrency": 1,
             "agent_memory_mb": 2048,
-            "predict_files": true
+            "predict_files": true,
+            "conflicts": "wait"
         },
         "hooks": {
             "pre_iteration": "",

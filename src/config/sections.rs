@@ -418,6 +418,10 @@ pub(crate) struct Parallel {
     /// files clash with running work from starting beside it while other
     /// work is ready.
     pub(crate) predict_files: bool,
+    /// `parallel.conflicts` (default `wait`): may a story whose declared
+    /// files clash with in-flight work start beside it when nothing else
+    /// can use the slot?
+    pub(crate) conflicts: super::Conflicts,
 }
 
 pub(super) fn parallel(r: &mut Reader) -> Parallel {
@@ -441,6 +445,22 @@ pub(super) fn parallel(r: &mut Reader) -> Parallel {
         "a whole number of megabytes (0 turns the memory check off)",
     );
     let predict_files = r.boolean("parallel.predict_files");
+    let conflicts = match r.string("parallel.conflicts", false).as_str() {
+        "wait" => super::Conflicts::Wait,
+        "risk" => super::Conflicts::Risk,
+        other => {
+            r.problem(
+                "parallel.conflicts",
+                format!(
+                    "parallel.conflicts {other:?} is not one ralph has: \"wait\" (a story \
+                     whose declared files in-flight work declares or touches waits for it, even \
+                     with a slot free) or \"risk\" (it starts beside it once nothing else is \
+                     ready)"
+                ),
+            );
+            super::Conflicts::Wait
+        }
+    };
     Parallel {
         enabled,
         max_concurrent,
@@ -448,6 +468,7 @@ pub(super) fn parallel(r: &mut Reader) -> Parallel {
         agent_memory_mb,
         stagger_secs,
         predict_files,
+        conflicts,
     }
 }
 

@@ -41,8 +41,9 @@ pub(crate) struct RunContext {
     /// Each landing checks the main index and the target's tip against
     /// them (`land::check_landed_work`).
     pub(crate) landed: std::sync::Mutex<Vec<(String, crate::gitops::Oid, crate::gitops::Oid)>>,
-    /// Landed work found reverted on the target (story, path), each said once.
-    pub(crate) reverted: std::sync::Mutex<Vec<crate::gitops::Reverted>>,
+    /// Landed work found reverted on the target (story, path), each said
+    /// once, and how far the check has read the target's history.
+    pub(crate) reverted: std::sync::Mutex<crate::gitops::RevertCheck>,
 }
 
 /// Where `landing.mode: pr` sends work.

@@ -218,13 +218,19 @@ impl CheckoutWatch for Watch<'_> {
     }
 }
 
-/// After each landing: is the work of every story this run landed still
-/// on the target's tip? A path that a later commit (other than a story's
-/// merge) set back to its old content is said at once in ralph.log and the
-/// run's records, and again at the end of the run.
+/// After each landing: did a commit that reached the target since the last
+/// check set back work a story of this run landed? A path that a later
+/// commit (other than a story's merge) set back to its old content is said
+/// at once in ralph.log and the run's records, and again at the end of the
+/// run. Only the new commits and their paths are read (`Git::reverted_since`):
+/// a landing costs the same at the thousandth story as at the first.
 fn check_landed_work(ctx: &RunContext) {
-    let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let found = match ctx.git.reverted_work(&ctx.target, &landed) {
+    let mut check = ctx.reverted.lock().unwrap_or_else(|e| e.into_inner());
+    let found = {
+        let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner());
+        ctx.git.reverted_since(&ctx.target, &landed, &mut check)
+    };
+    let found = match found {
         Ok(found) => found,
         Err(e) => {
             ctx.log.line(&format!(
@@ -234,14 +240,14 @@ fn check_landed_work(ctx: &RunContext) {
             return;
         }
     };
-    let mut said = ctx.reverted.lock().unwrap_or_else(|e| e.into_inner());
     for r in found {
         // A later story may change what an earlier one wrote: that is work,
         // not a revert.
         if project::landed_id(&r.subject).is_some() {
             continue;
         }
-        if said
+        if check
+            .said
             .iter()
             .any(|s| s.story == r.story && s.path == r.path && s.commit == r.commit)
         {
@@ -255,7 +261,7 @@ fn check_landed_work(ctx: &RunContext) {
             commit: r.commit.clone(),
             subject: r.subject.clone(),
         });
-        said.push(r);
+        check.said.push(r);
     }
 }
 
@@ -307,6 +313,7 @@ pub(crate) fn reverted_warnings(ctx: &RunContext) -> Vec<String> {
     ctx.reverted
         .lock()
         .unwrap_or_else(|e| e.into_inner())
+        .said
         .iter()
         .map(|r| format!("warning: {}", reverted_line(r, &ctx.target)))
         .collect()

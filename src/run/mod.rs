@@ -409,6 +409,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,
         predict_files: config.parallel.predict_files,
+        conflicts: config.parallel.conflicts,
         history: {
             let h = crate::forecast::History::load(root, &project.backlog.stories);
             (!h.is_empty()).then(|| Arc::new(h))

@@ -43,6 +43,9 @@ pub(crate) struct Policy {
     /// Predict what each story touches and keep clashing stories apart
     /// (`parallel.predict_files`); off, dispatch knows no files at all.
     pub(crate) predict_files: bool,
+    /// `parallel.conflicts`: a clash on a declared file holds a story back
+    /// even with a slot free (`Wait`), or only reorders (`Risk`).
+    pub(crate) conflicts: crate::config::Conflicts,
     /// The project's past attempts (`forecast`), when it has any: each
     /// story's expected duration orders the critical path and gives the
     /// ETA. Advice only: nothing waits or fails for it.
@@ -1054,6 +1057,7 @@ pub(crate) fn test_model(
         retry_concurrency: 1,
         agent_memory_mb: 0,
         predict_files: true,
+        conflicts: crate::config::Conflicts::Wait,
         history: None,
         split_by_hand: None,
         models: Models::default(),
