@@ -497,19 +497,7 @@ async fn land_rounds(
         }
         let mut busy = 0;
         let landed = loop {
-            let (b, c2, id) = (base.clone(), commit.clone(), req.id.clone());
-            let landed = blocking(ctx, move |c| {
-                let earlier: Vec<(Oid, Oid)> = c
-                    .landed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .map(|(_, b, m)| (b.clone(), m.clone()))
-                    .collect();
-                c.git
-                    .land_watched(&c.target, &b, &c2, &Watch::landing(c, &id), &earlier)
-            })
-            .await;
+            let landed = land_once(ctx, &base, &commit, &req.id).await;
             // The user's git holds a lock of the main checkout (a commit in
             // progress, say): not the story's failure. `land` waited a while
             // already; wait on, a bounded number of times, unless the run stops.
@@ -563,6 +551,30 @@ async fn land_rounds(
         }
     }
     LandResult::Raced
+}
+
+/// One try at moving the target from `base` to `tip` through the landing
+/// protocol (a story's merge, or the top of a chain), with the run's
+/// landed merges for the stale-index repair.
+pub(super) async fn land_once(
+    ctx: &Arc<RunContext>,
+    base: &Oid,
+    tip: &Oid,
+    id: &str,
+) -> Result<crate::gitops::Result<LandOutcome>, String> {
+    let (b, t, id) = (base.clone(), tip.clone(), id.to_string());
+    blocking(ctx, move |c| {
+        let earlier: Vec<(Oid, Oid)> = c
+            .landed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(_, b, m)| (b.clone(), m.clone()))
+            .collect();
+        c.git
+            .land_watched(&c.target, &b, &t, &Watch::landing(c, &id), &earlier)
+    })
+    .await
 }
 
 /// What the gates the transition asked for find on the story's work and

@@ -23,7 +23,7 @@ use crate::project::{self, KeptRef};
 
 use super::context::{blocking, RunContext};
 use super::events::LandResult;
-use super::land::{self, LandRequest, LandingIntent, Watch};
+use super::land::{self, LandRequest, LandingIntent};
 
 /// One merge of the chain: story `pos` of the request merged on `base`.
 #[derive(Debug, Clone)]
@@ -310,19 +310,7 @@ async fn cas(
     }
     let mut busy = 0;
     let landed = loop {
-        let (b, t, id) = (base.clone(), top.clone(), first.id.clone());
-        let landed = blocking(ctx, move |c| {
-            let earlier: Vec<(Oid, Oid)> = c
-                .landed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .map(|(_, b, m)| (b.clone(), m.clone()))
-                .collect();
-            c.git
-                .land_watched(&c.target, &b, &t, &Watch::landing(c, &id), &earlier)
-        })
-        .await;
+        let landed = land::land_once(ctx, &base, &top, &first.id).await;
         match &landed {
             Ok(Ok(LandOutcome::Busy { lock, .. }))
                 if *control.borrow() == Control::Run && busy < land::LAND_BUSY_ROUNDS =>
