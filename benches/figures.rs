@@ -3,7 +3,7 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates`, `landing`, `conflicts-declared` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
@@ -29,7 +29,7 @@ use tempfile::TempDir;
 #[path = "../tests/it/github_api.rs"]
 mod github_api;
 
-const FIGURES: [&str; 16] = [
+const FIGURES: [&str; 19] = [
     "rss",
     "rss-agents",
     "validate",
@@ -46,6 +46,9 @@ const FIGURES: [&str; 16] = [
     "predict-makespan",
     "forecast",
     "gates",
+    "queue",
+    "landing",
+    "conflicts-declared",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -99,6 +102,9 @@ fn main() {
             "predict-makespan" => fig_predict_makespan(&bin, quick),
             "forecast" => fig_forecast(&bin, quick),
             "gates" => fig_gates(&bin, quick),
+            "queue" => fig_queue(&bin, quick),
+            "landing" => fig_landing(&bin, quick),
+            "conflicts-declared" => fig_conflicts_declared(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(
@@ -1612,6 +1618,105 @@ fn fig_makespan_ref(bin: &Path, quick: bool) -> Figure {
 }
 
 // ---------------------------------------------------------------------------
+// The merge queue's chains (issue 34)
+
+/// One run of the queue figure: 24 independent stories, `-j 8`, an agent of
+/// 1 s, a required validation of 2 s (failing once on story 1.5's first
+/// work when `bad`), `landing.speculate: k`. Returns the wall time and the
+/// agent runs.
+fn queue_run(bin: &Path, k: usize, bad: bool) -> (f64, usize) {
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, 24, |_| "small"))],
+    };
+    // A fix-up finds its kept work merged in: it marks the story fixed.
+    let agent = "sleep 1\nif [ -f \"bench-out/$id.txt\" ]; then echo fixed > \"bench-out/$id.fixed\"; git add bench-out; fi\nfinish\n";
+    let check = if bad {
+        "sleep 2; if [ -f bench-out/1.5.txt ] && [ ! -f bench-out/1.5.fixed ]; then echo broken; exit 1; fi"
+    } else {
+        "sleep 2"
+    };
+    let config = format!(
+        "{{ \"loop\": {{ \"max_retries\": 2 }}, \"landing\": {{ \"speculate\": {k}, \"max_validations\": {k} }},\n  \
+         \"validation\": {{ \"commands\": [ {{ \"name\": \"tests\", \"cmd\": \"{check}\", \
+         \"required\": true }} ] }} }}\n"
+    );
+    let proj = Project::new(&backlog, agent, |root| {
+        write(root, ".ralph/config.json", &config);
+    });
+    let wall = proj
+        .run_ok(bin, &["run", "--parallel", "-j", "8"])
+        .as_secs_f64();
+    assert_eq!(proj.merges_on_main(), 24, "every story landed");
+    let state: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(proj.root.join(".ralph/state.json")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let runs = state["stories"]
+        .as_object()
+        .map(|m| {
+            m.values()
+                .map(|s| s["history"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0);
+    (wall, runs)
+}
+
+fn fig_queue(bin: &Path, quick: bool) -> Figure {
+    let mut fig = Figure::new(
+        "queue",
+        "Merge queue: 24 stories, -j 8, agent 1 s, validation 2 s, ÷ the 9 s bound",
+    );
+    let runs = if quick { 1 } else { 3 };
+    let bound = 9.0;
+    for (k, bad, label, target) in [
+        (1, false, "landing.speculate 1 (one at a time)", None),
+        (4, false, "landing.speculate 4 (default)", None),
+        (8, false, "landing.speculate 8", Some(1.35)),
+        (
+            8,
+            true,
+            "landing.speculate 8, one story failing once",
+            Some(1.8),
+        ),
+    ] {
+        // The one-at-a-time baseline is long: once.
+        let n = if k == 1 { 1 } else { runs };
+        let (mut ratios, mut agent_runs) = (Vec::new(), Vec::new());
+        for r in 0..n {
+            let load = loadavg();
+            let (wall, a) = queue_run(bin, k, bad);
+            eprintln!(
+                "  queue {label} run {}/{n}: {wall:.2} s ({:.2}×), {a} agent runs (load {load})",
+                r + 1,
+                wall / bound
+            );
+            ratios.push(wall / bound);
+            agent_runs.push(a as f64);
+        }
+        let row = Row::new(&format!("makespan ÷ 9 s, {label}"), "×", ratios);
+        fig.rows.push(match target {
+            Some(t) => row.target(Cmp::Le, t),
+            None => row,
+        });
+        if bad {
+            fig.rows.push(
+                Row::new("agent runs (24 stories, one fix-up)", "", agent_runs)
+                    .target(Cmp::Le, 25.0),
+            );
+        }
+    }
+    fig.notes.push(
+        "24 stories in one batch, each committing one file after `sleep 1`; one required \
+         validation command `sleep 2` (the failing case: story 1.5's first work fails it, its \
+         fix-up passes); the bound is 1 s + ⌈24/8⌉ rounds of agents … = 9 s as issue 34 \
+         states it; ralph's wall time includes its start and end"
+            .to_string(),
+    );
+    fig
+}
+
+// ---------------------------------------------------------------------------
 // Figure 4: overhead per story against a git-CLI shell loop
 
 /// 100 dirs × 100 files of ~400 bytes.
@@ -2044,15 +2149,29 @@ enum Declare {
 }
 
 fn conflict_run(bin: &Path, backlog: &Backlog, declare: Declare, predict: bool) -> ConflictRun {
-    let p = Project::new(backlog, CONFLICT_AGENT, |root| {
+    conflict_run_with(bin, backlog, declare, predict, None, CONFLICT_AGENT)
+}
+
+/// `conflict_run`, with `parallel.conflicts` set when `conflicts` is given.
+fn conflict_run_with(
+    bin: &Path,
+    backlog: &Backlog,
+    declare: Declare,
+    predict: bool,
+    conflicts: Option<&str>,
+    agent: &str,
+) -> ConflictRun {
+    let n = backlog.stories().count();
+    let p = Project::new(backlog, agent, |root| {
+        let mode = conflicts.map_or(String::new(), |c| format!(", \"conflicts\": \"{c}\""));
         write(
             root,
             ".ralph/config.json",
             &format!(
-                "{{ \"loop\": {{ \"max_retries\": 3 }}, \"parallel\": {{ \"predict_files\": {predict} }} }}\n"
+                "{{ \"loop\": {{ \"max_retries\": 3 }}, \"parallel\": {{ \"predict_files\": {predict}{mode} }} }}\n"
             ),
         );
-        for k in 1..=10 {
+        for k in 1..=n.div_ceil(2) {
             write(root, &format!("shared-{k}.txt"), "");
         }
         for (i, st) in backlog.stories().enumerate() {
@@ -2074,7 +2193,7 @@ fn conflict_run(bin: &Path, backlog: &Backlog, declare: Declare, predict: bool) 
     let wall = p
         .run_ok(bin, &["run", "--parallel", "-j", "4"])
         .as_secs_f64();
-    assert_eq!(p.merges_on_main(), 20, "every story landed");
+    assert_eq!(p.merges_on_main(), n, "every story landed");
     let state: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(p.root.join(".ralph/state.json")).unwrap())
             .expect("state.json parses");
@@ -2108,8 +2227,8 @@ fn conflict_run(bin: &Path, backlog: &Backlog, declare: Declare, predict: bool) 
     }
     ConflictRun {
         wall,
-        runs: runs / 20.0,
-        full_runs: full / 20.0,
+        runs: runs / n as f64,
+        full_runs: full / n as f64,
         conflicts,
         conflict_tokens: tokens,
         resumed,
@@ -2722,12 +2841,17 @@ fn sse_reader(url: &str) -> std::thread::JoinHandle<Vec<(String, f64)>> {
         .next()
         .expect("a host")
         .to_string();
+    // Every request needs the token (issue 31), the URL carries it.
+    let token = url.split("token=").nth(1).unwrap_or("").to_string();
     std::thread::spawn(move || {
         let mut seen = Vec::new();
         let Ok(mut s) = std::net::TcpStream::connect(&host) else {
             return seen;
         };
-        let _ = write!(s, "GET /api/events HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let _ = write!(
+            s,
+            "GET /api/events HTTP/1.1\r\nHost: {host}\r\nX-Ralph-Token: {token}\r\n\r\n"
+        );
         let mut r = std::io::BufReader::new(s);
         let mut event = String::new();
         let mut line = String::new();
@@ -3257,6 +3381,153 @@ finish
          they are sent back to; the even ones are honest, 5 of them moving a test into a new \
          file. {cheats_sent_back} of 10 cheats were sent back; {} stories landed in all",
         p.merges_on_main()
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure: a landing's cost over a long run (issue 34 item 6)
+
+/// `n` independent stories in one batch, an agent that commits at once,
+/// `-j 4`, no validation: the run is the merge queue and ralph's own
+/// overhead. The landings' times in ralph.log give the cost per story in
+/// the first and the last quarter of the run: a landing whose work grows
+/// with the stories landed before it shows as growth.
+fn fig_landing(bin: &Path, quick: bool) -> Figure {
+    let (n, runs) = if quick { (300, 1) } else { (1000, 3) };
+    let mut fig = Figure::new(
+        "landing",
+        "A long run: 1,000 stories, instant agent, -j 4, no validation",
+    );
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, n, |_| "small"))],
+    };
+    let (mut walls, mut growth, mut first, mut last, mut loads) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        let p = Project::new(&backlog, "finish", |_| {});
+        loads.push(loadavg());
+        let wall = p
+            .run_ok(bin, &["run", "--parallel", "-j", "4"])
+            .as_secs_f64();
+        assert_eq!(p.merges_on_main(), n, "every story landed");
+        let (landed, _) = log_events(&p.log());
+        let mut times: Vec<i64> = landed.values().copied().collect();
+        times.sort_unstable();
+        let q = n / 4;
+        // Seconds per story over a quarter's landings.
+        let per = |a: usize, b: usize| (times[b] - times[a]) as f64 / 1000.0 / (b - a) as f64;
+        let (f, l) = (per(0, q), per(n - 1 - q, n - 1));
+        eprintln!(
+            "  landing run {}/{runs}: {n} stories in {wall:.1} s; {:.1} ms a story in the first \
+             quarter, {:.1} ms in the last (growth {:.2}×; load {})",
+            r + 1,
+            f * 1000.0,
+            l * 1000.0,
+            l / f,
+            loads.last().map_or("?", String::as_str),
+        );
+        walls.push(wall);
+        growth.push(l / f);
+        first.push(f * 1000.0);
+        last.push(l * 1000.0);
+    }
+    let wall_row = Row::new(&format!("wall time, {n} stories"), "s", walls);
+    fig.rows.push(if n == 1000 {
+        wall_row.target(Cmp::Le, 90.0)
+    } else {
+        wall_row
+    });
+    fig.rows.push(
+        Row::new("per-story time, last quarter ÷ first quarter", "×", growth).target(Cmp::Le, 1.1),
+    );
+    fig.rows.push(Row::new(
+        "per story, first quarter of landings",
+        "ms",
+        first,
+    ));
+    fig.rows
+        .push(Row::new("per story, last quarter of landings", "ms", last));
+    fig.notes.push(format!(
+        "{n} independent stories in one batch, `ralph run --parallel -j 4`, the agent commits \
+         one file and says DONE at once, no validation configured; per-story times from the \
+         `landed story` lines of ralph.log (the quarter's span ÷ its landings); load average \
+         (1 min) before each run: {}",
+        loads.join(", ")
+    ));
+    fig
+}
+
+// ---------------------------------------------------------------------------
+// Figure: declared conflicts stay apart (issue 34 item 8)
+
+/// 12 stories in pairs, each pair appending to one file of its own (the
+/// conflicts figure's agent), `-j 4`: agent runs per landed story with
+/// `parallel.conflicts: wait` (the default) against `risk`, for files
+/// declared under "Files to Create/Modify" and for files named only in the
+/// spec's prose (where `wait` does not apply: the same either way).
+fn fig_conflicts_declared(bin: &Path, quick: bool) -> Figure {
+    let runs = if quick { 2 } else { 5 };
+    let mut fig = Figure::new(
+        "conflicts-declared",
+        "Declared conflicts at -j 4, 12 stories in pairs: parallel.conflicts wait against risk",
+    );
+    let backlog = Backlog {
+        sections: vec![batch("1", stories(1, 12, |_| "medium"))],
+    };
+    let variants = [
+        ("declared, wait", Declare::Section, "wait"),
+        ("declared, risk", Declare::Section, "risk"),
+        ("prose only, wait", Declare::Prose, "wait"),
+        ("prose only, risk", Declare::Prose, "risk"),
+    ];
+    // Both stories of a pair take the same time: a pair's second is ready
+    // while its partner still lands, the moment a start beside it conflicts.
+    let agent = CONFLICT_AGENT.replace("sleep 1.6", "sleep 1.0");
+    let mut all: Vec<Vec<ConflictRun>> = variants.iter().map(|_| Vec::new()).collect();
+    let mut loads = Vec::new();
+    // Interleaved, so the shared machine's load falls on every variant alike.
+    for r in 0..runs {
+        loads.push(loadavg());
+        for (k, (name, declare, mode)) in variants.iter().enumerate() {
+            let c = conflict_run_with(bin, &backlog, *declare, true, Some(mode), &agent);
+            eprintln!(
+                "  conflicts-declared {name} run {}/{runs}: {:.2} s, {:.2} runs/story, {} conflicts",
+                r + 1,
+                c.wall,
+                c.runs,
+                c.conflicts
+            );
+            all[k].push(c);
+        }
+    }
+    for ((name, _, _), runs) in variants.iter().zip(&all) {
+        let col = |f: fn(&ConflictRun) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+        let row = Row::new(
+            &format!("{name}: agent runs per landed story"),
+            "×",
+            col(|c| c.runs),
+        );
+        fig.rows.push(if *name == "declared, wait" {
+            row.target(Cmp::Le, 1.10)
+        } else {
+            row
+        });
+        fig.rows.push(Row::new(
+            &format!("{name}: merge conflicts"),
+            "",
+            col(|c| c.conflicts),
+        ));
+        fig.rows
+            .push(Row::new(&format!("{name}: makespan"), "s", col(|c| c.wall)));
+    }
+    fig.notes.push(format!(
+        "12 stories in one batch, `-j 4`, six pairs each appending a line to a file of their own \
+         (the conflicts figure's agent, both of a pair 1.0 s a fresh run, 0.3 s a fix-up); \
+         \"declared\" names the file under Files to Create/Modify, \"prose only\" in the text; \
+         `parallel.conflicts` as named; variants interleaved; load average (1 min) before each \
+         round: {}",
+        loads.join(", ")
     ));
     fig
 }

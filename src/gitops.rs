@@ -13,13 +13,14 @@ mod landing;
 pub(crate) mod relay;
 mod sandbox;
 mod sign;
+mod slot;
 mod touched;
 mod worktree;
 
 pub(crate) use fixup::{FixupLabels, FixupStart};
-pub(crate) use land::Reverted;
 #[cfg(test)]
 use land::{update_checkout, Checkout};
+pub(crate) use land::{RevertCheck, Reverted};
 pub(crate) use landing::{CheckoutWatch, UserGit};
 pub(crate) use sign::SignError;
 use worktree::*;
@@ -137,6 +138,10 @@ pub(crate) struct Git {
     pub(crate) workdir: PathBuf,
     /// The common git dir (`.git`).
     pub(crate) git_dir: PathBuf,
+    /// What the run's landings changed and which are on the target's
+    /// history, read once (`land::Memo`): each landing checks the index
+    /// against every earlier one, which must not cost more as they add up.
+    memo: std::sync::Arc<std::sync::Mutex<land::Memo>>,
 }
 
 /// Files inside a worktree's admin dir that a killed process can leave
@@ -157,7 +162,11 @@ impl Git {
         };
         let workdir = workdir.canonicalize()?;
         let git_dir = repo.commondir().canonicalize()?;
-        Ok(Git { workdir, git_dir })
+        Ok(Git {
+            workdir,
+            git_dir,
+            memo: Default::default(),
+        })
     }
 
     /// The branch checked out in the main working directory; `None` when
@@ -226,7 +235,34 @@ impl Git {
     ) -> Result<MergeOutcome> {
         let repo = self.repo()?;
         let t_oid = tip(&repo, target)?.ok_or_else(|| missing_branch(target))?;
-        let s_oid = tip(&repo, story_branch)?.ok_or_else(|| missing_branch(story_branch))?;
+        self.merge_story_on(&repo, t_oid, story_branch, message, edit_paths, edit)
+    }
+
+    /// `merge_story` onto the commit `base` rather than a branch's tip: the
+    /// merge queue's chain builds each story's merge on the one before it.
+    pub(crate) fn merge_story_onto(
+        &self,
+        base: &Oid,
+        story_branch: &str,
+        message: &str,
+        edit_paths: &[String],
+        edit: &dyn Fn(&str, &str) -> Option<String>,
+    ) -> Result<MergeOutcome> {
+        let repo = self.repo()?;
+        let t_oid = parse_oid(base)?;
+        self.merge_story_on(&repo, t_oid, story_branch, message, edit_paths, edit)
+    }
+
+    fn merge_story_on(
+        &self,
+        repo: &git2::Repository,
+        t_oid: git2::Oid,
+        story_branch: &str,
+        message: &str,
+        edit_paths: &[String],
+        edit: &dyn Fn(&str, &str) -> Option<String>,
+    ) -> Result<MergeOutcome> {
+        let s_oid = tip(repo, story_branch)?.ok_or_else(|| missing_branch(story_branch))?;
         let t = repo.find_commit(t_oid)?;
         let s = repo.find_commit(s_oid)?;
 
@@ -247,23 +283,44 @@ impl Git {
             }
             // The merge index is in-memory only: it must be written into the
             // object database explicitly.
-            idx.write_tree_to(&repo)?
+            idx.write_tree_to(repo)?
         } else {
             t.tree_id()
         };
-        let tree_id = apply_edits(&repo, merged_tree, edit_paths, edit)?;
+        let tree_id = apply_edits(repo, merged_tree, edit_paths, edit)?;
         let tree = repo.find_tree(tree_id)?;
-        let sig = signature(&repo)?;
+        let sig = signature(repo)?;
         let parents: Vec<&git2::Commit<'_>> = if story_has_own {
             vec![&t, &s]
         } else {
             vec![&t]
         };
-        let commit = sign::commit(&repo, None, &sig, message, &tree, &parents)?;
+        let commit = sign::commit(repo, None, &sig, message, &tree, &parents)?;
         Ok(MergeOutcome::Merged {
             commit: commit.to_string(),
             base: t_oid.to_string(),
         })
+    }
+
+    /// The tree of `commit` (what a validation record names).
+    pub(crate) fn tree_of(&self, commit: &Oid) -> Result<Oid> {
+        let repo = self.repo()?;
+        let tree = repo.find_commit(parse_oid(commit)?)?.tree_id();
+        Ok(tree.to_string())
+    }
+
+    /// `commit` and its first parents, newest first, `n` commits at most: a
+    /// chain of merges the queue landed at once, one per story.
+    pub(crate) fn first_parents(&self, commit: &Oid, n: usize) -> Result<Vec<Oid>> {
+        let repo = self.repo()?;
+        let mut c = repo.find_commit(parse_oid(commit)?)?;
+        let mut out = vec![c.id().to_string()];
+        while out.len() < n {
+            let Ok(p) = c.parent(0) else { break };
+            out.push(p.id().to_string());
+            c = p;
+        }
+        Ok(out)
     }
 
     /// With `commit.gpgsign` on, signs a small payload as a commit would be
@@ -1751,21 +1808,62 @@ mod tests {
         let dir = tmp.path();
         let (commit, base) = merged(&g);
         assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
-        let landings = [("1.1".to_string(), base.clone(), commit.clone())];
-        assert_eq!(g.reverted_work("main", &landings).unwrap(), []);
+        let mut landings = vec![("1.1".to_string(), base.clone(), commit.clone())];
+        let mut check = RevertCheck::default();
+        assert_eq!(g.reverted_since("main", &landings, &mut check).unwrap(), []);
         git(dir, &["rm", "-q", "b.txt"]);
         git(dir, &["commit", "-qm", "user: tidy up"]);
         let by = tip_of(&g, "main");
         write(dir, "d.txt", "d\n");
         commit_all(dir, "later");
+        let found = Reverted {
+            story: "1.1".to_string(),
+            path: "b.txt".to_string(),
+            commit: by,
+            subject: "user: tidy up".to_string(),
+        };
         assert_eq!(
-            g.reverted_work("main", &landings).unwrap(),
-            [Reverted {
-                story: "1.1".to_string(),
-                path: "b.txt".to_string(),
-                commit: by,
-                subject: "user: tidy up".to_string(),
-            }]
+            g.reverted_since("main", &landings, &mut check).unwrap(),
+            [found]
+        );
+        // Read once: the next check reads only what came since.
+        assert_eq!(g.reverted_since("main", &landings, &mut check).unwrap(), []);
+        // A second landing of the run whose merge writes the same path
+        // (b.txt again: work, not a revert), then a user commit that sets it
+        // back to the second story's "before" (absent): the second story's
+        // work is said, the first's was said already.
+        git(dir, &["checkout", "-q", "-b", "ralph/1.2"]);
+        write(dir, "b.txt", "b again\n");
+        commit_all(dir, "story 1.2 work");
+        git(dir, &["checkout", "-q", "main"]);
+        let base2 = tip_of(&g, "main");
+        git(
+            dir,
+            &[
+                "merge",
+                "-q",
+                "--no-ff",
+                "-m",
+                "merge: story 1.2",
+                "ralph/1.2",
+            ],
+        );
+        let merge2 = tip_of(&g, "main");
+        landings.push(("1.2".to_string(), base2, merge2));
+        assert_eq!(g.reverted_since("main", &landings, &mut check).unwrap(), []);
+        git(dir, &["rm", "-q", "b.txt"]);
+        git(dir, &["commit", "-qm", "user: drop it again"]);
+        let by2 = tip_of(&g, "main");
+        let again = g.reverted_since("main", &landings, &mut check).unwrap();
+        assert_eq!(
+            again
+                .iter()
+                .map(|r| (r.story.as_str(), r.path.as_str(), r.commit.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("1.1", "b.txt", by2.as_str()),
+                ("1.2", "b.txt", by2.as_str())
+            ]
         );
     }
 

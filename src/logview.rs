@@ -13,6 +13,7 @@ use crate::agent::parser::{OutputParser, Summary};
 use crate::agent::Backend;
 use crate::error::{RalphError, EXIT_OK};
 use crate::paths;
+use crate::redact::Stream;
 use crate::report::tokens;
 use crate::state::AttemptRecord;
 use crate::timefmt::human_duration;
@@ -103,9 +104,19 @@ pub(crate) fn cmd_log(
     } else {
         Box::new(file)
     };
-    let mut out = std::io::stdout().lock();
+    // What is shown is redacted again, with this environment's secrets:
+    // a log written before the filter decoded escapes, or a value the
+    // rendering puts back together, never shows (issue 31).
+    let secrets = crate::config::load(root)
+        .map(|c| crate::serve::secrets(&c))
+        .unwrap_or_default();
+    let mut out = Redacted {
+        inner: std::io::stdout().lock(),
+        stream: Stream::new(secrets),
+    };
     if raw {
         std::io::copy(&mut std::io::BufReader::new(input), &mut out)?;
+        out.finish()?;
         return Ok(EXIT_OK);
     }
     let state = crate::store::load_state(root).unwrap_or_default();
@@ -157,7 +168,35 @@ pub(crate) fn cmd_log(
         };
         render(std::io::BufReader::new(file), &header, &mut out, color)?;
     }
+    out.finish()?;
     Ok(EXIT_OK)
+}
+
+/// A writer that passes everything through the redaction filter.
+struct Redacted<W: Write> {
+    inner: W,
+    stream: Stream,
+}
+
+impl<W: Write> Redacted<W> {
+    /// Writes what the filter held back (an unfinished last line).
+    fn finish(&mut self) -> std::io::Result<()> {
+        let rest = self.stream.finish();
+        self.inner.write_all(&rest)?;
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Write for Redacted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let clean = self.stream.push(buf);
+        self.inner.write_all(&clean)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// What the log is of, for its first lines.
@@ -273,7 +312,19 @@ fn event(
             ..
         } => {
             *last = Last::Nothing;
-            let mut head = format!("── result: {}", if is_error { "error" } else { "ok" });
+            // The CLI's own status says the session ended well; an agent
+            // that said FAIL did not do the work (issue 32: this said `ok`).
+            let failed = said_fail(&text);
+            let mut head = format!(
+                "── result: {}",
+                if is_error {
+                    "error"
+                } else if failed {
+                    "FAIL (the agent said so)"
+                } else {
+                    "ok"
+                }
+            );
             if let Some(n) = num_turns {
                 head.push_str(&format!(" · {n} turns"));
             }
@@ -290,7 +341,11 @@ fn event(
             if let Some(c) = cost_usd {
                 head.push_str(&format!(" · ${c:.4}"));
             }
-            let tone = if is_error { Tone::Bad } else { Tone::Good };
+            let tone = if is_error || failed {
+                Tone::Bad
+            } else {
+                Tone::Good
+            };
             writeln!(out, "\n{}", ui::paint(&head, tone, color))?;
             if !text.trim().is_empty() {
                 writeln!(out, "{}", text.trim_end())?;
@@ -355,6 +410,14 @@ fn summary(out: &mut impl Write, s: &Summary, color: bool) -> std::io::Result<()
     Ok(())
 }
 
+/// Whether the agent's last `<ralph>` verdict in a result's `text` is FAIL.
+fn said_fail(text: &str) -> bool {
+    match (text.rfind("<ralph>FAIL"), text.rfind("<ralph>DONE")) {
+        (Some(f), Some(d)) => f > d,
+        (f, _) => f.is_some(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,5 +476,15 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("signal: FAIL 1.1: no idea\n"), "{text}");
+    }
+
+    /// Regression: an attempt that said FAIL was shown as `result: ok`.
+    #[test]
+    fn a_result_that_said_fail_is_shown_as_fail() {
+        assert!(said_fail("cannot do it <ralph>FAIL 1.1: no tests</ralph>"));
+        assert!(!said_fail(
+            "<ralph>FAIL 1.1: x</ralph> then <ralph>DONE 1.1</ralph>"
+        ));
+        assert!(!said_fail("<ralph>DONE 1.1</ralph>"));
     }
 }

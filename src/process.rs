@@ -8,6 +8,7 @@ mod captured;
 mod cgroup;
 mod gitprocs;
 pub(crate) mod memory;
+mod startable;
 mod sweep;
 
 use std::collections::BTreeSet;
@@ -29,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::redact::{Secrets, Stream};
 pub(crate) use captured::run_captured;
+pub(crate) use startable::{can_start, CannotStart};
 
 pub(crate) use gitprocs::{ticks_now, Checkout as GitCheckout};
 use sweep::*;
@@ -73,6 +75,9 @@ pub(crate) struct AttemptSpec {
 pub(crate) struct Seal {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) bwrap: Option<(PathBuf, Vec<String>)>,
+    /// What the child and everything it starts may use together (an
+    /// agent attempt's `sandbox.limits`).
+    pub(crate) limits: crate::sandbox::Limits,
 }
 
 /// Why the attempt was stopped by ralph, if it was.
@@ -95,6 +100,8 @@ pub(crate) struct AttemptExit {
     pub(crate) duration: Duration,
     /// Processes killed by the final sweep.
     pub(crate) swept: usize,
+    /// A `sandbox.limits` cap the attempt ran into.
+    pub(crate) limit: Option<crate::sandbox::LimitHit>,
 }
 
 pub(crate) use crate::control::Control;
@@ -265,12 +272,25 @@ pub(crate) async fn run_shell_controlled(
     control: watch::Receiver<Control>,
     log: Option<&Path>,
 ) -> std::io::Result<ShellResult> {
-    run_shell_sealed(cmd, cwd, env, timeout, control, log, None, Arc::default()).await
+    run_shell_sealed(
+        cmd,
+        cwd,
+        env,
+        timeout,
+        control,
+        log,
+        None,
+        Arc::default(),
+        Vec::new(),
+    )
+    .await
 }
 
 /// `run_shell_controlled` for a command that runs code an agent wrote (a
 /// validation command, a hook in its worktree): with `seal`'s environment
-/// (and inside bubblewrap when it says so), its output redacted.
+/// (and inside bubblewrap when it says so), its output redacted. Without
+/// a seal it inherits ralph's environment less `unsealed_remove` (a
+/// tracker's token).
 #[expect(
     clippy::too_many_arguments,
     reason = "the shell runner's knobs, passed through"
@@ -284,7 +304,13 @@ pub(crate) async fn run_shell_sealed(
     log: Option<&Path>,
     seal: Option<Seal>,
     redact: Arc<Secrets>,
+    unsealed_remove: Vec<String>,
 ) -> std::io::Result<ShellResult> {
+    let env_remove = if seal.is_none() {
+        unsealed_remove
+    } else {
+        Vec::new()
+    };
     let log = match log {
         Some(path) => Some(BufWriter::new(open_private_log(path)?)),
         None => None,
@@ -294,7 +320,7 @@ pub(crate) async fn run_shell_sealed(
         args: vec!["-c".into(), cmd.into()],
         cwd,
         env,
-        env_remove: Vec::new(),
+        env_remove,
         stdin: Vec::new(),
         log_path: PathBuf::new(),
         timeout,
@@ -350,6 +376,7 @@ struct Leftovers {
     pid: i32,
     token: String,
     cgroup: Option<cgroup::Cgroup>,
+    limiter: Option<cgroup::Limiter>,
     tasks: Vec<JoinHandle<()>>,
     armed: bool,
 }
@@ -363,6 +390,9 @@ impl Drop for Leftovers {
             signal_group(self.pid, libc::SIGKILL);
             if let Some(cg) = self.cgroup.take() {
                 cg.kill_and_remove();
+            }
+            if let Some(l) = self.limiter.take() {
+                l.kill_and_remove();
             }
             sweep_token(&self.token);
             children().remove(&self.pid);
@@ -497,15 +527,32 @@ async fn supervise(
     cmd.env(TOKEN_VAR, &spec.token);
     cmd.process_group(0);
     let cgroup = cgroup::Cgroup::create(&spec.token);
-    let join = cgroup.as_ref().and_then(cgroup::Cgroup::procs_file);
-    if let Some(f) = &join {
-        let fd = f.as_raw_fd();
-        // SAFETY: between fork and exec only write(2) runs, which is
-        // async-signal-safe; `f` outlives spawn(). "0" means "this process".
-        // A failed write leaves the child outside, and the token still works.
+    let limits = spec.seal.as_ref().map(|s| s.limits).unwrap_or_default();
+    let limiter = cgroup::Limiter::create(&spec.token, limits, cgroup.as_ref());
+    let mut join: Vec<File> = cgroup
+        .iter()
+        .filter_map(cgroup::Cgroup::procs_file)
+        .collect();
+    join.extend(limiter.procs_files());
+    let fds: Vec<i32> = join.iter().map(|f| f.as_raw_fd()).collect();
+    let rlimits = limiter.rlimits();
+    if !fds.is_empty() || !rlimits.is_empty() {
+        // SAFETY: between fork and exec only write(2) and setrlimit(2) run,
+        // both async-signal-safe (the vectors were made before the fork);
+        // the files outlive spawn(). "0" means "this process". A failed
+        // write leaves the child outside, and the token still works.
         unsafe {
             cmd.pre_exec(move || {
-                libc::write(fd, b"0".as_ptr().cast(), 1);
+                for &fd in &fds {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
+                }
+                for &(resource, value) in &rlimits {
+                    let lim = libc::rlimit {
+                        rlim_cur: value,
+                        rlim_max: value,
+                    };
+                    libc::setrlimit(resource, &lim);
+                }
                 Ok(())
             });
         }
@@ -535,6 +582,7 @@ async fn supervise(
         pid,
         token: spec.token.clone(),
         cgroup,
+        limiter: Some(limiter),
         tasks: Vec::new(),
         armed: true,
     };
@@ -629,12 +677,23 @@ async fn supervise(
     // whatever still carries the token.
     let token = spec.token.clone();
     let cgroup = leftovers.cgroup.take();
-    let swept = tokio::task::spawn_blocking(move || {
-        let in_cgroup = cgroup.map(|c| c.kill_and_remove()).unwrap_or_default();
-        sweep_token_after(&token, in_cgroup.into_iter().collect())
+    let limiter = leftovers.limiter.take();
+    let (swept, limit) = tokio::task::spawn_blocking(move || {
+        // Read before the kill: what the attempt itself ran into.
+        let limit = limiter.as_ref().and_then(cgroup::Limiter::hit);
+        let mut in_cgroup = cgroup.map(|c| c.kill_and_remove()).unwrap_or_default();
+        in_cgroup.extend(
+            limiter
+                .map(cgroup::Limiter::kill_and_remove)
+                .unwrap_or_default(),
+        );
+        (
+            sweep_token_after(&token, in_cgroup.into_iter().collect()),
+            limit,
+        )
     })
     .await
-    .unwrap_or(0);
+    .unwrap_or((0, None));
     signal_group(pid, libc::SIGKILL);
     leftovers.armed = false;
 
@@ -661,6 +720,7 @@ async fn supervise(
         stopped: stopper.stopped,
         duration: start.elapsed(),
         swept,
+        limit,
     })
 }
 
@@ -1053,7 +1113,7 @@ mod tests {
                 ("PATH".into(), path),
                 ("API_KEY".into(), "sk-test-0123456789".into()),
             ],
-            bwrap: None,
+            ..Seal::default()
         });
         a.spec.redact = Arc::new(Secrets::new(["sk-test-0123456789"]));
         let log = a.spec.log_path.clone();

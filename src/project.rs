@@ -71,6 +71,18 @@ pub(crate) fn load(root: &Path) -> Result<Project, Vec<Problem>> {
     let dag = match Dag::build(&backlog) {
         Ok(d) => d,
         Err(mut p) => {
+            // A dependency problem is fixed at the spec's depends_on line.
+            for prob in p.iter_mut().filter(|p| p.line.is_none()) {
+                let is_spec = backlog
+                    .stories
+                    .iter()
+                    .any(|s| s.spec_path.as_deref() == Some(prob.file.as_path()));
+                if is_spec {
+                    prob.line = std::fs::read_to_string(root.join(&prob.file))
+                        .ok()
+                        .and_then(|t| crate::backlog::depends_on_line(&t));
+                }
+            }
             problems.append(&mut p);
             return Err(problems);
         }
@@ -107,6 +119,23 @@ pub(crate) fn find_root(start: &Path) -> Result<PathBuf, PathBuf> {
 
 /// The branch of the merge queue's validation worktree (deleted at the end of a run).
 pub(crate) const VALIDATE_BRANCH: &str = "ralph/validate";
+
+/// The worktree and branch of validation slot `slot`: the first is the
+/// one a single landing uses; a chain's `k`-th merge validates in the
+/// `k`-th, side by side.
+pub(crate) fn validation_slot(slot: usize) -> (String, String) {
+    match slot {
+        0 => (
+            crate::paths::VALIDATE_WORKTREE.to_string(),
+            VALIDATE_BRANCH.to_string(),
+        ),
+        k => (
+            format!("{}-{}", crate::paths::VALIDATE_WORKTREE, k + 1),
+            format!("{}-{}", VALIDATE_BRANCH, k + 1),
+        ),
+    }
+}
+
 /// The branch a new slot worktree is made on while it is warmed for a story
 /// not chosen yet (`run/dispatcher.rs::warm_slot`); deleted as soon as the
 /// slot is detached, and at the end of a run should a crash have left it.

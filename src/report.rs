@@ -31,7 +31,8 @@ pub(crate) struct Totals {
     pub(crate) jobs_now: Option<crate::schedule::Jobs>,
     /// The merge queue, for the live display: (ID, title) of the story
     /// landing now, then those waiting, in order.
-    pub(crate) landing_now: Option<(String, String)>,
+    /// What the merge queue validates now (its chain, in order).
+    pub(crate) landing_now: Vec<(String, String)>,
     pub(crate) land_queue: Vec<(String, String)>,
     /// Seconds until the run is through, as forecast from the project's
     /// history (`None` without one).
@@ -284,6 +285,10 @@ pub(crate) enum Message {
         fixup: bool,
         /// The model it runs on, when ralph chose one (issue 25).
         model: Option<String>,
+        /// The number its log and kept refs carry, when not `attempt`: a
+        /// story's log numbers run on over `ralph reset ID` and attempts
+        /// not charged, so no earlier log is overwritten (issue 32).
+        logged: Option<u32>,
     },
     Finished {
         id: String,
@@ -442,6 +447,11 @@ fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
+/// `1 story`, `3 stories`; `1 dependency edge`, `2 dependency edges`.
+pub(crate) fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// The line the user sees for `m`.
 pub(crate) fn render(m: &Message) -> String {
     match m {
@@ -462,7 +472,12 @@ pub(crate) fn render(m: &Message) -> String {
             max,
             fixup: false,
             model,
-        } => format!("[run ] {id} {title} (attempt {attempt}/{max}){}", on(model)),
+            logged,
+        } => format!(
+            "[run ] {id} {title} (attempt {attempt}/{max}{}){}",
+            logged.map_or(String::new(), |n| format!(", logged as attempt-{n}")),
+            on(model)
+        ),
         Message::Started {
             id,
             title,
@@ -983,6 +998,7 @@ mod tests {
                 max: 3,
                 fixup: false,
                 model: None,
+                logged: None,
             },
             Message::Started {
                 id: id(),
@@ -991,6 +1007,7 @@ mod tests {
                 max: 3,
                 fixup: true,
                 model: None,
+                logged: None,
             },
             Message::Finished {
                 id: id(),
@@ -1145,6 +1162,7 @@ mod tests {
                 max: 3,
                 fixup: false,
                 model: Some("opus".into()),
+                logged: None,
             },
             Message::Started {
                 id: id(),
@@ -1153,6 +1171,7 @@ mod tests {
                 max: 3,
                 fixup: true,
                 model: Some("haiku".into()),
+                logged: None,
             },
             Message::Splitting {
                 id: id(),

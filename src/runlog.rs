@@ -126,6 +126,23 @@ pub(crate) enum Ev {
         story: String,
         attempt: u32,
     },
+    /// The merge queue began validating a candidate: the tree of the merge
+    /// (what the target may move to), the stories it holds (a chain's
+    /// merge holds those before it too) and the worktree it runs in.
+    ValidateStart {
+        tree: String,
+        stories: Vec<String>,
+        slot: String,
+    },
+    /// A candidate's validation ended: `passed`, `failed`, `stopped` (the
+    /// run stopped it) or `thrown` (behind a failure in a chain: its merge
+    /// held the failing story, so its run was of no use).
+    ValidateEnd {
+        tree: String,
+        stories: Vec<String>,
+        verdict: String,
+        secs: f64,
+    },
     /// The required validation commands ran on the merged tree.
     Validated {
         story: String,

@@ -95,6 +95,12 @@ pub(crate) struct Bounds<'a> {
     /// The files each story is predicted to touch (by index; empty when
     /// nothing is known).
     pub(crate) files: &'a [Vec<String>],
+    /// With `parallel.conflicts: wait`, the stories (by index), whose
+    /// declared files (`Story::files`: the spec's "Files to Create/Modify",
+    /// prd.json `files`) must not meet what in-flight work, or a story
+    /// chosen before, declares or is predicted to touch: such a story
+    /// waits, whatever slot stays free. `None`: declared files only reorder.
+    pub(crate) declared: Option<&'a [Story]>,
     /// Stories a person holds (`ralph hold ID`): they do not start, and
     /// their dependents wait as for any story not done.
     pub(crate) held: &'a dyn Fn(usize) -> bool,
@@ -239,6 +245,7 @@ impl Scheduler {
                 retries: usize::MAX,
                 is_retry: &anything,
                 files: &files,
+                declared: None,
                 held: &anything,
             },
         )
@@ -249,7 +256,11 @@ impl Scheduler {
     /// that in-flight work (running or landing) or an earlier pick touches
     /// go after those that touch none, so they start from a tip that holds
     /// the other's work instead of conflicting with it. A prediction only
-    /// reorders: a slot that only a clashing story could fill gets it.
+    /// reorders: a slot that only a clashing story could fill gets it. A
+    /// file the story *declares* is more than a prediction: with
+    /// `bounds.declared` (`parallel.conflicts: wait`) a story whose declared
+    /// file in-flight work or an earlier pick declares or touches does not
+    /// start, even if its slot stays idle.
     pub(crate) fn choose(&self, free: usize, bounds: Bounds<'_>) -> Vec<usize> {
         let ready = self.ready();
         if free == 0 || ready.is_empty() {
@@ -269,9 +280,20 @@ impl Scheduler {
             room
         });
         let files = |i: usize| bounds.files.get(i).map_or(&[][..], Vec::as_slice);
+        let declared = |i: usize| {
+            bounds
+                .declared
+                .and_then(|s| s.get(i))
+                .map_or(&[][..], |s| s.files.as_slice())
+        };
+        // Does `i`'s declared file meet what `j` declares or touches?
+        let apart = |i: usize, j: usize| {
+            let mine = declared(i);
+            !mine.is_empty() && (overlap(mine, declared(j)) || overlap(mine, files(j)))
+        };
         let in_flight: Vec<usize> = (0..self.nodes.len())
             .filter(|&j| matches!(self.nodes[j], Node::Running | Node::Landing))
-            .filter(|&j| !files(j).is_empty())
+            .filter(|&j| !files(j).is_empty() || !declared(j).is_empty())
             .collect();
         let mut chosen: Vec<(usize, bool)> = Vec::with_capacity(free);
         let mut deferred: Vec<(usize, bool)> = Vec::new();
@@ -290,6 +312,15 @@ impl Scheduler {
             }
             if chosen.len() == free {
                 break;
+            }
+            // A declared clash waits (`parallel.conflicts: wait`): it is
+            // neither chosen nor deferred for a slot nothing else fills.
+            let waits = in_flight
+                .iter()
+                .any(|&j| !self.waits[i].contains(&j) && apart(i, j))
+                || chosen.iter().chain(&deferred).any(|&(c, _)| apart(i, c));
+            if waits {
+                continue;
             }
             let mine = files(i);
             // What a story waits for lands before it starts: no clash.
@@ -730,6 +761,7 @@ mod tests {
             retries,
             is_retry,
             files,
+            declared: None,
             held: &|_| false,
         }
     }
@@ -750,6 +782,89 @@ mod tests {
         // Sequential mode gives no ranks: file order.
         let s = Scheduler::new(&d, vec![Node::Pending; 4], None);
         assert_eq!(s.ready(), vec![0, 1, 2, 3]);
+    }
+
+    /// The stories of `flat(n)` declaring `files` ("Files to Create/Modify").
+    fn declaring(stories: &[Story], files: &[Vec<String>]) -> Vec<Story> {
+        stories
+            .iter()
+            .zip(files)
+            .map(|(s, f)| Story {
+                files: f.clone(),
+                ..s.clone()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_declared_clash_waits_with_a_slot_free_unless_conflicts_are_risked() {
+        let never = |_: usize| false;
+        // s0 and s1 declare one file, s2 and s3 another; s4 declares none.
+        let (d, stories) = flat(5);
+        let files = files_of(&[&["a.txt"], &["a.txt"], &["b.txt"], &["b.txt"], &[]]);
+        let stories = declaring(&stories, &files);
+        let w = vec![2; 5];
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
+        let wait = |free| {
+            let b = Bounds {
+                declared: Some(&stories),
+                ..bounds(9, &never, &files)
+            };
+            move |s: &Scheduler| s.choose(free, b)
+        };
+        // Nothing in flight: one of each pair, and the free story.
+        assert_eq!(wait(4)(&s), vec![0, 2, 4]);
+        s.set(0, Node::Running);
+        s.set(2, Node::Landing);
+        s.set(4, Node::Running);
+        // Two slots free, only the partners of in-flight work ready: they
+        // wait (`wait`), or start (`risk`: today's deferral only reorders).
+        assert_eq!(wait(2)(&s), Vec::<usize>::new());
+        assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![1, 3]);
+        // Once its partner landed, a story starts.
+        s.set(0, Node::Done);
+        assert_eq!(wait(2)(&s), vec![1]);
+        // A file the in-flight story only names in prose, or is editing
+        // (its predicted files), holds back a story that declares it too;
+        // the other way round, a story that only names a declared file
+        // does not wait (prose names what a story reads as often as what
+        // it writes).
+        let predicted = files_of(&[&["a.txt"], &["a.txt"], &["c.txt"], &["c.txt"], &[]]);
+        let declared = declaring(
+            &stories,
+            &files_of(&[&[], &["a.txt"], &["c.txt"], &[], &[]]),
+        );
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
+        s.set(0, Node::Running);
+        s.set(3, Node::Running);
+        let b = Bounds {
+            declared: Some(&declared),
+            ..bounds(9, &never, &predicted)
+        };
+        assert_eq!(s.choose(3, b), vec![4]);
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
+        s.set(2, Node::Running);
+        assert_eq!(s.choose(1, b), vec![0]);
+        assert_eq!(s.choose(3, b), vec![0, 4, 3]);
+    }
+
+    #[test]
+    fn a_declared_clash_waits_even_for_a_much_more_critical_story() {
+        let never = |_: usize| false;
+        let (d, stories) = flat(3);
+        let files = files_of(&[&["a.txt"], &["a.txt"], &[]]);
+        let stories = declaring(&stories, &files);
+        // s1's chain is far longer than s2's: with `risk` it would start
+        // beside s0 (see the test below); with `wait` it does not.
+        let w = vec![10, 20, 8];
+        let mut s = Scheduler::new(&d, vec![Node::Pending; 3], Some(&w));
+        s.set(0, Node::Running);
+        let b = Bounds {
+            declared: Some(&stories),
+            ..bounds(9, &never, &files)
+        };
+        assert_eq!(s.choose(2, b), vec![2]);
+        assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![1, 2]);
     }
 
     #[test]

@@ -364,9 +364,30 @@ pub(crate) struct State {
     /// (or fix-up) told; taken into its prompt when that attempt starts.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) user_notes: BTreeMap<String, String>,
+    /// What the stories `ralph reset` forgot had spent (tokens, USD): spent
+    /// all the same, so the lifetime totals (the run summary's, `status`'s,
+    /// `budget.max_cost_usd_total`'s) keep it, as `ralph stats`, read from
+    /// the run records, does (issue 32).
+    #[serde(default, skip_serializing_if = "Spent::is_zero")]
+    pub(crate) spent_before_reset: Spent,
     /// Keys we do not know are kept as they were.
     #[serde(flatten)]
     pub(crate) extra: Map<String, Value>,
+}
+
+/// Tokens and USD spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Spent {
+    #[serde(default)]
+    pub(crate) usage: Usage,
+    #[serde(default)]
+    pub(crate) cost_usd: f64,
+}
+
+impl Spent {
+    fn is_zero(&self) -> bool {
+        *self == Spent::default()
+    }
 }
 
 impl Default for State {
@@ -389,6 +410,7 @@ impl Default for State {
             paused: false,
             held: Default::default(),
             user_notes: BTreeMap::new(),
+            spent_before_reset: Spent::default(),
             extra: Map::new(),
         }
     }
@@ -701,8 +723,19 @@ impl State {
     }
 
     /// Forgets one story's attempts (`ralph reset ID`).
+    /// `ralph reset --yes`: every story's status and attempts forgotten,
+    /// what they spent kept (`spent_before_reset`).
+    pub(crate) fn reset_all(&mut self) {
+        let (usage, cost_usd) = self.total_usage();
+        *self = State::default();
+        self.spent_before_reset = Spent { usage, cost_usd };
+    }
+
     pub(crate) fn reset_story(&mut self, id: &str) {
-        self.stories.remove(id);
+        if let Some(r) = self.stories.remove(id) {
+            self.spent_before_reset.usage += r.usage;
+            self.spent_before_reset.cost_usd += r.cost_usd;
+        }
         self.completed_stories.retain(|c| c != id);
         if self.current_story.as_deref() == Some(id) {
             self.current_story = None;
@@ -819,8 +852,8 @@ impl State {
     }
 
     pub(crate) fn total_usage(&self) -> (Usage, f64) {
-        let mut u = Usage::default();
-        let mut cost = 0.0;
+        let mut u = self.spent_before_reset.usage;
+        let mut cost = self.spent_before_reset.cost_usd;
         for r in self.stories.values() {
             u += r.usage;
             cost += r.cost_usd;

@@ -102,6 +102,70 @@ pub(crate) struct Figures {
     pub(crate) per_story: BTreeMap<String, StoryFigures>,
     /// Spend per landed story, model and backend (`spend`).
     pub(crate) costs: crate::spend::Costs,
+    /// The merge queue's figures (`queue_figures`).
+    pub(crate) queue: QueueFigures,
+}
+
+/// The merge queue (issue 34): how fast it lands, how long finished work
+/// waits for it, and what its validations cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct QueueFigures {
+    /// Stories landed per hour of run time.
+    pub(crate) landings_per_hour: Option<f64>,
+    /// From an attempt's end to its story's landing, in seconds.
+    pub(crate) wait_p50_secs: Option<f64>,
+    pub(crate) wait_p95_secs: Option<f64>,
+    /// Candidates validated (a chain's merges each count).
+    pub(crate) validation_runs: usize,
+    pub(crate) validation_runs_per_landing: Option<f64>,
+    /// Validation time spent on candidates behind a failure in a chain.
+    pub(crate) thrown_secs: f64,
+}
+
+/// The `p`-th percentile (0..=1) of `v`, nearest rank.
+fn percentile(v: &mut [f64], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+/// The merge queue's figures of `runs`, from their records' times: a
+/// story's wait runs from its latest attempt's end to its landing.
+pub(crate) fn queue_figures(runs: &[&RunData], landed: usize, wall_secs: f64) -> QueueFigures {
+    let mut waits = Vec::new();
+    let mut q = QueueFigures::default();
+    for run in runs {
+        let mut ended: HashMap<&str, f64> = HashMap::new();
+        for r in &run.records {
+            match &r.ev {
+                Ev::AttemptEnd { story, .. } => {
+                    ended.insert(story, r.t);
+                }
+                Ev::Landed { story, .. } => {
+                    if let Some(t) = ended.remove(story.as_str()) {
+                        waits.push((r.t - t).max(0.0));
+                    }
+                }
+                Ev::ValidateEnd { verdict, secs, .. } => {
+                    q.validation_runs += 1;
+                    if verdict == "thrown" {
+                        q.thrown_secs += secs;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    q.wait_p50_secs = percentile(&mut waits, 0.5);
+    q.wait_p95_secs = percentile(&mut waits, 0.95);
+    q.landings_per_hour =
+        (wall_secs > 0.0 && landed > 0).then(|| landed as f64 * 3600.0 / wall_secs);
+    q.validation_runs_per_landing =
+        (landed > 0 && q.validation_runs > 0).then(|| q.validation_runs as f64 / landed as f64);
+    q
 }
 
 /// What a run was: when, how, how it ended, and its figures.
@@ -325,11 +389,13 @@ pub(crate) fn figures(runs: &[&RunData]) -> Figures {
     }
     f.costs = crate::spend::costs(runs.iter().flat_map(|r| r.records.iter().map(|r| &r.ev)));
     f.runs_per_landed = (f.landed > 0).then(|| f.attempts as f64 / f.landed as f64);
+    f.queue = queue_figures(runs, f.landed, f.wall_secs);
     f.slot_utilisation = (f.slot_secs > 0.0).then(|| (f.slot_busy_secs / f.slot_secs).min(1.0));
     let mut by_est: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
     for (id, s) in &f.per_story {
         if s.landed_commit.is_some() {
-            let est = est_of.get(id).cloned().unwrap_or_else(|| "none".into());
+            // No estimation weighs as medium (docs/backlog.md), and says so.
+            let est = est_of.get(id).cloned().unwrap_or_else(|| "medium".into());
             by_est
                 .entry(est)
                 .or_default()
@@ -596,6 +662,9 @@ fn figures_text(f: &Figures, out: &mut String) {
             crate::spend::bucket_text(&c.per_backend)
         ));
     }
+    if let Some(line) = queue_text(&f.queue) {
+        out.push_str(&line);
+    }
     if !f.by_estimation.is_empty() {
         let parts: Vec<String> = f
             .by_estimation
@@ -648,6 +717,27 @@ fn figures_text(f: &Figures, out: &mut String) {
             .collect();
         out.push_str(&format!("  most failed: {}\n", parts.join(" · ")));
     }
+}
+
+/// The merge queue's line, once something landed.
+fn queue_text(q: &QueueFigures) -> Option<String> {
+    let per_hour = q.landings_per_hour?;
+    let mut parts = vec![format!("merge queue: {per_hour:.0} landings/hour")];
+    if let (Some(p50), Some(p95)) = (q.wait_p50_secs, q.wait_p95_secs) {
+        parts.push(format!(
+            "wait P50 {} P95 {}",
+            human_duration(p50),
+            human_duration(p95)
+        ));
+    }
+    if let Some(per) = q.validation_runs_per_landing {
+        parts.push(format!("{per:.2} validation runs per landing"));
+        parts.push(format!(
+            "{:.1} validation min thrown away",
+            q.thrown_secs / 60.0
+        ));
+    }
+    Some(format!("  {}\n", parts.join(" · ")))
 }
 
 /// `ralph stats` as text; `offset` is the local UTC offset in seconds.
@@ -884,6 +974,34 @@ mod tests {
         assert_eq!(crate::ui::width(&fit_lines(&one, 80)), 80);
     }
     use crate::runlog::Record;
+
+    #[test]
+    fn queue_figures_read_waits_and_validation_runs_off_the_records() {
+        let mut run = sample_run("r", 1_000.0);
+        let end = |t: f64, verdict: &str, secs: f64| crate::runlog::Record {
+            t: 1_000.0 + t,
+            ev: Ev::ValidateEnd {
+                tree: "t".into(),
+                stories: vec!["1.1".into()],
+                verdict: verdict.into(),
+                secs,
+            },
+        };
+        run.records.push(end(1.0, "passed", 2.0));
+        run.records.push(end(1.0, "failed", 2.0));
+        run.records.push(end(1.0, "thrown", 90.0));
+        let f = figures(&[&run]);
+        let q = &f.queue;
+        assert!(f.landed > 0);
+        assert_eq!(q.validation_runs, 3);
+        assert_eq!(q.validation_runs_per_landing, Some(3.0 / f.landed as f64));
+        assert_eq!(q.thrown_secs, 90.0);
+        assert!(q.wait_p50_secs.is_some() && q.wait_p50_secs <= q.wait_p95_secs);
+        assert!(q.landings_per_hour.is_some_and(|x| x > 0.0));
+        assert_eq!(percentile(&mut [5.0, 1.0, 3.0, 2.0, 4.0], 0.5), Some(3.0));
+        assert_eq!(percentile(&mut [5.0, 1.0, 3.0, 2.0, 4.0], 0.95), Some(5.0));
+        assert_eq!(percentile(&mut [], 0.5), None);
+    }
 
     #[test]
     fn figures_of_a_known_run() {

@@ -304,6 +304,14 @@ pub(crate) fn classify(
         }
         None => {}
     }
+    // A cap of `sandbox.limits` is the attempt's failure, whatever the
+    // agent said after it: its work ran short of what it needed.
+    if let Some(hit) = exit.limit {
+        return Verdict::Failed {
+            reason: hit.to_string(),
+            kind: ResultKind::Error,
+        };
+    }
     if summary.root_refusal {
         return Verdict::RootRefusal;
     }
@@ -500,6 +508,7 @@ mod tests {
             stopped: None,
             duration: Duration::ZERO,
             swept: 0,
+            limit: None,
         }
     }
 

@@ -65,6 +65,17 @@ pub(crate) fn sets_key(line: &str, key: &str) -> bool {
     top_level_value(line, key).is_some()
 }
 
+/// The 1-based line of a spec's `text` that sets `depends_on` in its
+/// frontmatter: where a problem with a story's dependencies (unknown, a
+/// cycle) is fixed (issue 32: `validate` named the file alone).
+pub(crate) fn depends_on_line(text: &str) -> Option<usize> {
+    let (yaml, _) = split_frontmatter(text)?;
+    // The frontmatter starts after the opening fence, on line 2.
+    yaml.lines()
+        .position(|l| sets_key(l, "depends_on"))
+        .map(|i| i + 2)
+}
+
 /// Parses optional YAML frontmatter at the top of a spec.
 pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, Problem> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -305,4 +316,19 @@ pub(super) fn depends_on_tokens(yaml: &str) -> Option<Vec<String>> {
         }
     }
     Some(tokens)
+}
+
+#[cfg(test)]
+mod depends_line_tests {
+    use super::*;
+
+    #[test]
+    fn the_depends_on_line_is_found_in_the_frontmatter() {
+        assert_eq!(
+            depends_on_line("---\nid: 1.1\ndepends_on: [1.2]\n---\ndepends_on: body\n"),
+            Some(3)
+        );
+        assert_eq!(depends_on_line("---\nid: 1.1\n---\n"), None);
+        assert_eq!(depends_on_line("no frontmatter\n"), None);
+    }
 }

@@ -19,7 +19,7 @@ mod prd;
 mod queue;
 pub(crate) mod tracker;
 
-pub(crate) use frontmatter::{parse_frontmatter, sets_key, split_frontmatter};
+pub(crate) use frontmatter::{depends_on_line, parse_frontmatter, sets_key, split_frontmatter};
 use prd::*;
 #[cfg(test)]
 pub(crate) use queue::parse_queue;

@@ -326,6 +326,10 @@ pub(super) struct RunArgs {
     /// alone, serve.addr or 127.0.0.1 with a free port (docs/steering.md)
     #[arg(long = "serve", value_name = "ADDR", num_args = 0..=1)]
     pub(super) serve: Option<Option<String>>,
+    /// Sandbox mode of this run only, over sandbox.mode (docs/security.md)
+    /// [default: sandbox.mode, auto]
+    #[arg(long = "sandbox", value_name = "MODE", value_parser = ["auto", "bwrap", "off"])]
+    pub(super) sandbox: Option<String>,
 }
 
 /// `ralph run --hup`.

@@ -35,7 +35,7 @@ guide is docs/README.md in ralph's repository; `ralph man` prints this help as \
 a man page.";
 
 pub(super) const AFTER_HELP: &str =
-    "`ralph <command> --help` for defaults and examples; `ralph --help` for exit codes.";
+    "`ralph <command> --help` for defaults, examples and exit codes.";
 
 pub(super) static AFTER_LONG_HELP: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -121,6 +121,157 @@ Scheduling:
   parallel.agent_memory_mb more (2048; 0 = off); at least one always runs.
   The display and `ralph status --json` (jobs) say when fewer than -j run.";
 
+const READ_CODES: &str = "\
+Exit codes:
+  0    done
+  2    bad usage, config or backlog (each problem with its file and line)
+  4    ralph itself failed: nothing is lost";
+
+const STEER_CODES: &str = "\
+Exit codes:
+  0    the run took it (what changed is printed)
+  2    no run is going on here, or the run refused it (the reason is printed)
+  4    ralph itself failed: nothing is lost";
+
+const STORY_CODES: &str = "\
+Exit codes:
+  0    done (through the running run, or in the state when none runs)
+  2    no such story, or it cannot be changed so (the reason is printed)
+  4    ralph itself failed: nothing is lost";
+
+const ONLY_OK: &str = "\
+Exit codes:
+  0    printed";
+
+/// Each subcommand's examples and exit codes, for `--help` (issue 32: the
+/// docs promise both for every command). `None` for the examples: the
+/// command's own `after_long_help` has them.
+const PER_COMMAND: &[(&str, Option<&str>, &str)] = &[
+    ("run", None, EXIT_CODES_HELP),
+    (
+        "status",
+        Some("ralph status                    progress, failures, tokens and cost\n  ralph status -w                 drawn again every second until Ctrl-C\n  ralph status --json | jq .jobs  for scripts"),
+        READ_CODES,
+    ),
+    (
+        "validate",
+        Some("ralph validate                  every problem in config, queue and specs\n  ralph -C ~/code/app validate    another project"),
+        "Exit codes:\n  0    no problem\n  2    problems (every one, with its file and line), or an agent command that\n       cannot start where its attempts would run\n  4    ralph itself failed: nothing is lost",
+    ),
+    (
+        "graph",
+        Some("ralph graph                     one line per story: what it waits for\n  ralph graph --format dot | dot -Tsvg > dag.svg\n  ralph graph --format mermaid    for a Markdown page"),
+        READ_CODES,
+    ),
+    (
+        "stories",
+        Some("ralph stories                   [done] [run ] [fail] [blkd] ... per story\n  ralph stories | grep fail"),
+        READ_CODES,
+    ),
+    (
+        "reset",
+        Some("ralph reset 2.3                 story 2.3 runs again, its attempts counted from 1\n  ralph reset --yes               forget all state (the kept work stays)"),
+        "Exit codes:\n  0    reset (or nothing changed at the prompt)\n  2    no such story, no confirmation without a terminal, or your edit in the way\n  3    a run holds this project's lock\n  4    ralph itself failed: nothing is lost",
+    ),
+    (
+        "init",
+        Some("ralph init                      scaffold .ralph/ in this repository\n  ralph -C ~/code/app init        in another one"),
+        "Exit codes:\n  0    made (what was already there is kept)\n  2    inside a ralph project already, or outside a git repository\n  4    ralph itself failed: nothing is lost",
+    ),
+    (
+        "review",
+        Some("ralph review                    the stories waiting, with their diffstat"),
+        READ_CODES,
+    ),
+    (
+        "land",
+        Some("ralph land                      land every reviewed story\n  ralph land 2.3 3.1              these two"),
+        EXIT_CODES_HELP,
+    ),
+    (
+        "reject",
+        Some("ralph reject 2.3 --note \"keep the old --verbose flag\""),
+        STORY_CODES,
+    ),
+    ("pause", Some("ralph pause                     then `ralph resume`"), STEER_CODES),
+    ("resume", Some("ralph resume"), STEER_CODES),
+    ("drain", Some("ralph drain                     let running work land, then end"), STEER_CODES),
+    ("stop", Some("ralph stop 2.3                  then `ralph release 2.3` to let it run"), STEER_CODES),
+    ("hold", Some("ralph hold 2.3                  2.3 and what waits for it do not start"), STORY_CODES),
+    ("release", Some("ralph release 2.3"), STORY_CODES),
+    (
+        "note",
+        Some("ralph note 2.3 \"the API is v2 now; see docs/api.md\""),
+        STORY_CODES,
+    ),
+    ("jobs", Some("ralph jobs 2                    at most two agents from now on"), STEER_CODES),
+    ("learnings", Some("ralph learnings"), READ_CODES),
+    ("decompose", Some("ralph decompose 2.3             split story 2.3 now"), EXIT_CODES_HELP),
+    (
+        "plan",
+        Some("ralph plan docs/prd.md --dry-run   the plan, nothing written\n  ralph plan docs/prd.md             asks before writing"),
+        "Exit codes:\n  0    written, shown (--dry-run) or not confirmed\n  1    the agent's plan was refused (the reason is printed); nothing written\n  2    bad usage or config\n  4    ralph itself failed: nothing is lost",
+    ),
+    ("version", Some("ralph version"), ONLY_OK),
+    (
+        "stats",
+        Some("ralph stats                     the latest run and the lifetime figures\n  ralph stats --all               every recorded run\n  ralph stats --json"),
+        READ_CODES,
+    ),
+    (
+        "report",
+        Some("ralph report                    writes .ralph/report.html (the latest run)\n  ralph report --out /tmp/run.html  elsewhere"),
+        READ_CODES,
+    ),
+    (
+        "serve",
+        Some("ralph serve                     127.0.0.1 and a free port (or serve.addr)\n  ralph serve 127.0.0.1:8080"),
+        "Exit codes:\n  0    stopped with Ctrl-C\n  2    bad address or config\n  4    ralph itself failed: nothing is lost",
+    ),
+    ("log", None, READ_CODES),
+    (
+        "template",
+        Some("ralph template show\n  ralph template show --builtin > .ralph/templates/implement.md"),
+        READ_CODES,
+    ),
+    (
+        "config",
+        Some("ralph config keys\n  ralph config schema > config.schema.json   for editors"),
+        ONLY_OK,
+    ),
+    ("completions", None, ONLY_OK),
+    ("man", None, ONLY_OK),
+];
+
+/// The CLI with every subcommand's long help ending in its examples and
+/// exit codes.
+pub(super) fn command(cmd: clap::Command) -> clap::Command {
+    PER_COMMAND
+        .iter()
+        .fold(cmd, |cmd, (name, examples, codes)| {
+            cmd.mut_subcommand(*name, |sub| {
+                let text = match examples {
+                    Some(e) => {
+                        let word = if e.contains('\n') {
+                            "Examples"
+                        } else {
+                            "Example"
+                        };
+                        format!("{word}:\n  {e}\n\n{codes}")
+                    }
+                    None => {
+                        let own = sub
+                            .get_after_long_help()
+                            .map(|h| h.to_string())
+                            .unwrap_or_default();
+                        format!("{}\n\n{codes}", own.trim_end())
+                    }
+                };
+                sub.after_long_help(text)
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +284,30 @@ mod tests {
             version_string("0.1.0", "abc", "2026-11-23"),
             "0.1.0 (abc 2026-11-23)"
         );
+    }
+
+    /// Every command's `--help` has examples and exit codes, as docs/README.md
+    /// says (issue 32: 26 of 30 had no example, none its exit codes).
+    #[test]
+    fn every_command_has_examples_and_exit_codes() {
+        use clap::CommandFactory;
+        let mut cmd = command(super::super::args::Cli::command());
+        for sub in cmd.get_subcommands_mut() {
+            if sub.is_hide_set() {
+                continue;
+            }
+            let name = sub.get_name().to_string();
+            let help = sub.render_long_help().to_string();
+            assert!(help.contains("Example"), "{name}: {help}");
+            assert!(help.contains("Exit codes:\n  0"), "{name}: {help}");
+        }
+        let names: Vec<&str> = PER_COMMAND.iter().map(|(n, _, _)| *n).collect();
+        for sub in cmd.get_subcommands() {
+            assert!(
+                sub.is_hide_set() || names.contains(&sub.get_name()),
+                "{} has no examples",
+                sub.get_name()
+            );
+        }
     }
 }

@@ -20,6 +20,21 @@ const INIT_STORIES: &str = "\
 ";
 
 pub(super) fn cmd_init(root: &Path) -> anyhow::Result<i32> {
+    // Every run works in git worktrees and lands through git: a project
+    // outside a repository could only fail later, at `ralph run`.
+    if crate::gitops::Git::open(root).is_err() {
+        return Err(crate::error::RalphError::usage(format!(
+            "{} is not inside a git repository; ralph runs its agents in git worktrees and \
+             lands their work with git",
+            root.display()
+        ))
+        .with_hint(format!(
+            "run `git init && git commit --allow-empty -m init` in {} first (or `ralph init` \
+             inside an existing repository)",
+            root.display()
+        ))
+        .into());
+    }
     let ralph = root.join(crate::paths::DIR);
     std::fs::create_dir_all(&ralph)?;
     let mut made = Vec::new();

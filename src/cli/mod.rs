@@ -42,7 +42,7 @@ pub fn main() -> i32 {
         ColorChoice::Always => clap::ColorChoice::Always,
         ColorChoice::Never => clap::ColorChoice::Never,
     };
-    let parsed = Cli::command()
+    let parsed = help::command(Cli::command())
         .color(clap_color)
         .try_get_matches_from(&args)
         .and_then(|m| Cli::from_arg_matches(&m));
@@ -247,12 +247,12 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             Ok(EXIT_OK)
         }
         Command::Completions { shell } => {
-            let mut cmd = Cli::command();
+            let mut cmd = help::command(Cli::command());
             clap_complete::generate(shell, &mut cmd, "ralph", &mut std::io::stdout());
             Ok(EXIT_OK)
         }
         Command::Man => {
-            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            clap_mangen::Man::new(help::command(Cli::command())).render(&mut std::io::stdout())?;
             Ok(EXIT_OK)
         }
         Command::Worker {

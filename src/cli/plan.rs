@@ -181,9 +181,9 @@ fn write_files(
     let old = std::fs::read_to_string(&queue).unwrap_or_default();
     crate::store::write_atomic(&queue, plan::queue_text(&old, planned).as_bytes())?;
     println!(
-        "wrote {} ({} stories); commit them, then `ralph run`",
+        "wrote {} ({}); commit them, then `ralph run`",
         crate::paths::QUEUE,
-        planned.len()
+        crate::report::counted(planned.len(), "story", "stories")
     );
     Ok(())
 }

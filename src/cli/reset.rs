@@ -39,8 +39,8 @@ pub(super) fn cmd_reset(root: &Path, id: Option<String>, yes: bool) -> anyhow::R
                     return Ok("Nothing changed.".to_string());
                 }
             }
-            *state = State::default();
-            Ok("State reset.".to_string())
+            state.reset_all();
+            Ok("State reset (what the stories spent stays in the lifetime totals).".to_string())
         }
     })?;
     println!("{said}");
@@ -76,6 +76,16 @@ fn reset_story(root: &Path, id: &str, state: &mut State) -> anyhow::Result<Strin
     let mut said = format!(
         "Story {id}: attempts and status forgotten; it runs again on the next `ralph run`."
     );
+    // Log numbers never restart: a kept ref or a log of an earlier attempt
+    // must not be overwritten. The display counts attempts from 1 again
+    // and names the log number (issue 32).
+    let logs = crate::store::logged_attempts(&crate::paths::logs_dir(root).join(id));
+    if let Some(last) = logs.last() {
+        said.push_str(&format!(
+            "\nIts logs stay (`ralph log {id} -a N`, N up to {last}); its next attempt counts \
+             as attempt 1 of loop.max_retries and is logged after them."
+        ));
+    }
     if let Some(c) = &undone.commit {
         said.push_str(&format!(
             "\nIts source says it is not done any more ({}, `reset: story {id}`); its earlier \

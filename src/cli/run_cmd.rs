@@ -27,6 +27,7 @@ pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         decompose: None,
         land: false,
         exit_on_review: a.exit_on_review,
+        sandbox: a.sandbox.as_deref().and_then(crate::sandbox::Mode::parse),
     };
     crate::process::become_subreaper();
     run::run(root, opts)

@@ -50,9 +50,9 @@ pub(super) fn cmd_validate(root: &Path, online: bool) -> anyhow::Result<i32> {
     let sandbox = run::sandbox_line(&project, &agents)?;
     let edges = project.dag.graph.edge_count();
     println!(
-        "ok: {} stories, {} dependency edges, no problems",
-        project.backlog.stories.len(),
-        edges
+        "ok: {}, {}, no problems",
+        crate::report::counted(project.backlog.stories.len(), "story", "stories"),
+        crate::report::counted(edges, "dependency edge", "dependency edges")
     );
     for l in executor_lines {
         println!("{l}");

@@ -122,7 +122,9 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          `[{\"name\": \"tests\", \"cmd\": \"npm test\", \"required\": true}]`. A required \
          command (the default) that fails refuses the landing and fails the attempt; its \
          output goes to `.ralph/logs/<id>/validation-<n>.log` and into the next prompt. \
-         The prompt also lists them for the agent to run.",
+         The prompt also lists them for the agent to run. `\"exclusive\": true` marks a \
+         command that must never run twice at once on this machine (a fixed port, one \
+         database): the merge queue's side-by-side validations take turns for it.",
     ),
     key(
         "validation.blocked_commands",
@@ -392,6 +394,17 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          story could fill still gets it. `false` orders by critical path and priority alone.",
     ),
     key(
+        "parallel.conflicts",
+        Kind::Str,
+        "`wait`: a story whose spec declares a file (its \"Files to Create/Modify\" section, \
+         prd.json `files`) that running or landing work declares, touched or is editing does \
+         not start beside it, even when its slot would stay idle: an idle slot costs nothing, \
+         a conflict costs a fix-up (an agent run). `risk`: it starts there once nothing else \
+         is ready. Files only predicted from a spec's prose, earlier attempts or edits never \
+         idle a slot (`parallel.predict_files` reorders by them): prose names files a story \
+         reads as often as ones it writes.",
+    ),
+    key(
         "decomposition.enabled",
         Kind::Bool,
         "A story that fails `loop.max_retries` times gets one run that splits it into \
@@ -438,8 +451,8 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "none: a run serves its page only with `--serve`, on 127.0.0.1 with a free port",
         "Where `ralph run` serves its live web view (docs/steering.md), as `IP:PORT` (port 0: \
          a free one): set, every run serves it; it is also the address of `--serve` and \
-         `ralph serve` given none. Any address but 127.0.0.1 (or ::1) answers only requests \
-         that carry the token ralph prints with the URL.",
+         `ralph serve` given none. Every request, on any address, needs the token ralph prints \
+         with the URL.",
     ),
     key(
         "sandbox.mode",
@@ -482,6 +495,23 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          (a cache such as `~/.cargo`, say).",
     ),
     key(
+        "sandbox.limits.pids",
+        Kind::Uint { min: 0 },
+        "Processes (threads included) one agent attempt may have at once, all of them \
+         together: a fork past it fails, and the attempt fails naming this key. Held by the \
+         cgroup v2 `pids` controller, else cgroup v1's; without either by `RLIMIT_NPROC`, \
+         which counts every process of the user and holds nothing for root \
+         (docs/security.md). 0: no limit. Only sealed attempts (`sandbox.mode` not `off`).",
+    ),
+    key(
+        "sandbox.limits.memory_mb",
+        Kind::Uint { min: 0 },
+        "Memory (MiB) one agent attempt may use, all its processes together: past it the \
+         kernel kills one of them and the attempt fails naming this key. Held by the cgroup \
+         v2 `memory` controller, else cgroup v1's; without either by `RLIMIT_DATA`, per \
+         process. 0: no limit. Only sealed attempts (`sandbox.mode` not `off`).",
+    ),
+    key(
         "sandbox.network",
         Kind::Bool,
         "`false` cuts the network of validation commands inside bubblewrap; agents keep \
@@ -496,6 +526,22 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          `landing.remote` and opens a pull request with `gh pr create` (`gh` must be on \
          PATH, checked at start); the story is done once its commits are on the remote's \
          target branch, which `ralph run` and `ralph status` check after a fetch.",
+    ),
+    key(
+        "landing.speculate",
+        Kind::Uint { min: 1 },
+        "How many stories the merge queue merges on top of each other (the first on the \
+         target's tip, each next one on the merge before it) and validates at once, each in \
+         its own worktree; the target moves to the longest prefix that passed, with one \
+         compare-and-swap. The depth halves after a failed validation and grows back by one \
+         per landing. `1` validates one landing at a time. Chains are built in `merge` mode \
+         without a reviewer gate; review and pr modes land one at a time (docs/merge-queue.md).",
+    ),
+    key(
+        "landing.max_validations",
+        Kind::Uint { min: 0 },
+        "The most merges the merge queue validates at once on this machine: a chain is never \
+         deeper than this. `0` (the default) means one per CPU.",
     ),
     key(
         "landing.remote",

@@ -14,18 +14,33 @@ use crate::error::Problem;
 mod executor;
 mod gates;
 pub(crate) mod keys;
+mod landing;
 mod reader;
 mod sections;
 mod warnings;
 
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
+pub(crate) use landing::Landing;
 use reader::Reader;
 pub(crate) use sections::{
-    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Landing, Learnings,
-    Limits, Loop, Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
+    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Learnings, Limits, Loop,
+    Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
 };
 use warnings::key_warnings;
+
+/// `parallel.conflicts`: what a clash on a file a story declares does to
+/// its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Conflicts {
+    /// It waits for the in-flight work it clashes with, even with a slot
+    /// free: an idle slot costs nothing, a conflict costs a fix-up.
+    #[default]
+    Wait,
+    /// It starts beside that work once nothing else is ready.
+    Risk,
+}
+
 #[cfg(test)]
 use warnings::KeyWarningKind;
 pub(crate) use warnings::{key_warning_lines, KeyWarning};
@@ -127,7 +142,9 @@ pub(crate) fn defaults() -> Value {
         },
         "landing": {
             "mode": "merge",
-            "remote": "origin"
+            "remote": "origin",
+            "speculate": 4,
+            "max_validations": 0
         },
         "retry": {
             "resume_session": true
@@ -145,7 +162,8 @@ pub(crate) fn defaults() -> Value {
             "auto_merge": true,
             "retry_concurrency": 1,
             "agent_memory_mb": 2048,
-            "predict_files": true
+            "predict_files": true,
+            "conflicts": "wait"
         },
         "hooks": {
             "pre_iteration": "",
@@ -173,7 +191,8 @@ pub(crate) fn defaults() -> Value {
             "env": { "pass": [], "set": {} },
             "redact": [],
             "allow_read": [],
-            "allow_write": []
+            "allow_write": [],
+            "limits": { "pids": 4096, "memory_mb": 8192 }
         },
         "executor": {
             "kind": "local",
@@ -320,7 +339,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let learnings = sections::learnings(&mut r);
     let parallel = sections::parallel(&mut r);
     let retry = sections::retry(&mut r);
-    let landing = sections::landing(&mut r);
+    let landing = landing::landing(&mut r);
     let decomposition = sections::decomposition(&mut r);
     let postmortem = sections::postmortem(&mut r);
     let hooks = sections::hooks(&mut r);
@@ -568,7 +587,7 @@ mod tests {
         let c = cfg(json!({"validation": {"commands": [
             {"cmd": "cargo test"},
             {"name": "lint", "cmd": "cargo clippy", "required": false},
-            {"name": "fmt", "cmd": "cargo fmt --check", "required": "true"}
+            {"name": "fmt", "cmd": "cargo fmt --check", "required": "true", "exclusive": true}
         ]}}))
         .unwrap();
         assert_eq!(
@@ -577,17 +596,20 @@ mod tests {
                 ValidationCommand {
                     name: "cargo test".into(),
                     cmd: "cargo test".into(),
-                    required: true
+                    required: true,
+                    exclusive: false
                 },
                 ValidationCommand {
                     name: "lint".into(),
                     cmd: "cargo clippy".into(),
-                    required: false
+                    required: false,
+                    exclusive: false
                 },
                 ValidationCommand {
                     name: "fmt".into(),
                     cmd: "cargo fmt --check".into(),
-                    required: true
+                    required: true,
+                    exclusive: true
                 },
             ]
         );

@@ -102,6 +102,9 @@ pub(crate) struct ValidationCommand {
     pub(crate) name: String,
     pub(crate) cmd: String,
     pub(crate) required: bool,
+    /// `exclusive: true`: never runs twice at once on this machine (a
+    /// fixed port, one database), whatever the merge queue validates.
+    pub(crate) exclusive: bool,
 }
 
 /// `validation.*`: the commands that gate landing, and the ones agents
@@ -415,6 +418,10 @@ pub(crate) struct Parallel {
     /// files clash with running work from starting beside it while other
     /// work is ready.
     pub(crate) predict_files: bool,
+    /// `parallel.conflicts` (default `wait`): may a story whose declared
+    /// files clash with in-flight work start beside it when nothing else
+    /// can use the slot?
+    pub(crate) conflicts: super::Conflicts,
 }
 
 pub(super) fn parallel(r: &mut Reader) -> Parallel {
@@ -438,6 +445,22 @@ pub(super) fn parallel(r: &mut Reader) -> Parallel {
         "a whole number of megabytes (0 turns the memory check off)",
     );
     let predict_files = r.boolean("parallel.predict_files");
+    let conflicts = match r.string("parallel.conflicts", false).as_str() {
+        "wait" => super::Conflicts::Wait,
+        "risk" => super::Conflicts::Risk,
+        other => {
+            r.problem(
+                "parallel.conflicts",
+                format!(
+                    "parallel.conflicts {other:?} is not one ralph has: \"wait\" (a story \
+                     whose declared files in-flight work declares or touches waits for it, even \
+                     with a slot free) or \"risk\" (it starts beside it once nothing else is \
+                     ready)"
+                ),
+            );
+            super::Conflicts::Wait
+        }
+    };
     Parallel {
         enabled,
         max_concurrent,
@@ -445,6 +468,7 @@ pub(super) fn parallel(r: &mut Reader) -> Parallel {
         agent_memory_mb,
         stagger_secs,
         predict_files,
+        conflicts,
     }
 }
 
@@ -460,41 +484,6 @@ pub(super) fn retry(r: &mut Reader) -> Retry {
     Retry {
         resume_session: r.boolean("retry.resume_session"),
     }
-}
-
-/// `landing.*` (and Ralph v2's `parallel.auto_merge`): what becomes of
-/// validated work.
-#[derive(Debug, Clone)]
-pub(crate) struct Landing {
-    /// `landing.mode: review` (or Ralph v2's `parallel.auto_merge: false`):
-    /// validated work stays on its story branch for `ralph land`.
-    pub(crate) review: bool,
-    /// `landing.mode: pr`: validated work is pushed to `landing.remote`
-    /// (default `origin`) and proposed with `gh pr create`; the remote.
-    pub(crate) pr_remote: Option<String>,
-}
-
-pub(super) fn landing(r: &mut Reader) -> Landing {
-    let mode = r.string("landing.mode", false);
-    let remote = r.string("landing.remote", false);
-    let (review, pr_remote) = match mode.as_str() {
-        "merge" => (false, None),
-        "review" => (true, None),
-        "pr" => (false, Some(remote)),
-        other => {
-            r.problem(
-                "landing.mode",
-                format!(
-                    "landing.mode {other:?} is not one ralph has: \"merge\" (land what passes \
-                     validation), \"review\" (keep it for `ralph land`) or \"pr\" (push it and \
-                     open a pull request)"
-                ),
-            );
-            (false, None)
-        }
-    };
-    let review = review || (pr_remote.is_none() && !r.boolean("parallel.auto_merge"));
-    Landing { review, pr_remote }
 }
 
 /// `decomposition.*`: a story that fails for good is split into
@@ -701,6 +690,14 @@ pub(super) fn sandbox(r: &mut Reader) -> crate::sandbox::Settings {
     let allow_read = paths(r, "sandbox.allow_read");
     let allow_write = paths(r, "sandbox.allow_write");
     let network = r.boolean("sandbox.network");
+    let limits = crate::sandbox::Limits {
+        pids: r.uint(
+            "sandbox.limits.pids",
+            0,
+            "a number of processes (0: no limit)",
+        ),
+        memory_mb: r.uint("sandbox.limits.memory_mb", 0, "a size in MiB (0: no limit)"),
+    };
     Settings {
         mode,
         pass,
@@ -709,6 +706,7 @@ pub(super) fn sandbox(r: &mut Reader) -> crate::sandbox::Settings {
         allow_read,
         allow_write,
         network,
+        limits,
     }
 }
 
@@ -775,10 +773,21 @@ fn validation_commands(r: &mut Reader) -> Vec<ValidationCommand> {
                 }
             },
         };
+        let exclusive = match obj.get("exclusive") {
+            None | Some(Value::Null) => false,
+            Some(v) => parse_bool(v).unwrap_or_else(|| {
+                r.problem(
+                    PATH,
+                    format!("{at}.exclusive must be true or false, got {v}"),
+                );
+                false
+            }),
+        };
         out.push(ValidationCommand {
             name,
             cmd,
             required,
+            exclusive,
         });
     }
     out

@@ -180,7 +180,7 @@ impl Reporter {
         l.refit_with("", "");
         // The merge queue: rows stay visible while their work lands.
         let mut queue: Vec<(&(String, String), Phase)> = Vec::new();
-        if let Some(now) = &t.landing_now {
+        for now in &t.landing_now {
             queue.push((now, Phase::Landing(None)));
         }
         for (i, q) in t.land_queue.iter().enumerate() {
@@ -206,8 +206,7 @@ impl Reporter {
             }
         }
         let in_queue = |id: &str| {
-            t.landing_now.as_ref().is_some_and(|(i, _)| i == id)
-                || t.land_queue.iter().any(|(i, _)| i == id)
+            t.landing_now.iter().any(|(i, _)| i == id) || t.land_queue.iter().any(|(i, _)| i == id)
         };
         let gone: Vec<String> = l
             .rows

@@ -21,7 +21,7 @@ use crate::control::Control;
 use crate::error::RalphError;
 pub(crate) mod agents;
 
-pub(crate) use agents::{resolve_agent, resolve_agents};
+pub(crate) use agents::{agents_can_start, resolve_agent, resolve_agents};
 
 use crate::run::attempt::LocalExecutor;
 use crate::run::context::RunContext;

@@ -40,7 +40,7 @@ impl Git {
         commit_clean: bool,
     ) -> Result<FixupStart> {
         self.refuse_main_workdir(path)?;
-        let wrepo = git2::Repository::open(path)?;
+        let wrepo = self.open_slot(path)?;
         if !wrepo.is_worktree() {
             return Err(GitError::Other(format!(
                 "{}: not a linked worktree; refusing to merge there",
@@ -57,10 +57,14 @@ impl Git {
         let mut merged = wrepo.merge_commits(&head, &theirs, None)?;
         if commit_clean && !merged.has_conflicts() {
             let tree = wrepo.find_tree(merged.write_tree_to(&wrepo)?)?;
-            let sig = signature(&wrepo)?;
+            // Identity and signing are the user's (the main repository's
+            // config), never what a slot could hold.
+            let main = self.repo()?;
+            let sig = signature(&main)?;
             // HEAD follows the story branch: the branch moves with it.
-            let oid = super::sign::commit(
+            let oid = super::sign::commit_as(
                 &wrepo,
+                &main,
                 Some("HEAD"),
                 &sig,
                 labels.message,

@@ -19,7 +19,7 @@ impl Git {
     /// HEAD and points `refname` at that commit, without touching the
     /// worktree. `None` when there was nothing to keep.
     pub(crate) fn save_uncommitted(&self, path: &Path, refname: &str) -> Result<Option<Oid>> {
-        let wrepo = git2::Repository::open(path)?;
+        let wrepo = self.open_slot(path)?;
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
@@ -65,7 +65,7 @@ impl Git {
         if head.as_ref().is_some_and(|h| h.tree_id() == tree_id) {
             return Ok(None);
         }
-        let sig = signature(&wrepo)?;
+        let sig = signature(&self.repo()?)?;
         let parents: Vec<&git2::Commit<'_>> = head.iter().collect();
         let oid = wrepo.commit(
             None,
@@ -94,7 +94,7 @@ impl Git {
         message: &str,
         skip: &dyn Fn(&str) -> bool,
     ) -> Result<LeftWork> {
-        let mut wrepo = git2::Repository::open(path)?;
+        let mut wrepo = self.open_slot(path)?;
         // A merge the agent resolved but did not commit keeps its parents.
         let mut merged = Vec::new();
         let _ = wrepo.mergehead_foreach(|o| {
@@ -163,10 +163,14 @@ impl Git {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let parents: Vec<&git2::Commit<'_>> = std::iter::once(&parent).chain(&others).collect();
         let tree = wrepo.find_tree(tree_id)?;
-        let sig = signature(&wrepo)?;
+        // Identity and signing are the user's (the main repository's
+        // config), never what the agent could write in its slot.
+        let main = self.repo()?;
+        let sig = signature(&main)?;
         // Through HEAD, libgit2 moves the branch only if it is still at
         // `parent`: a compare-and-swap.
-        let oid = super::sign::commit(&wrepo, Some("HEAD"), &sig, message, &tree, &parents)?;
+        let oid =
+            super::sign::commit_as(&wrepo, &main, Some("HEAD"), &sig, message, &tree, &parents)?;
         if !merged.is_empty() {
             wrepo.cleanup_state()?;
         }

@@ -215,19 +215,35 @@ impl Git {
         if landing::paths_meet(&ours, &theirs) {
             return Ok(None);
         }
-        let mut index = repo.merge_trees(&bt, &nt, &mt, None)?;
-        if index.has_conflicts() {
-            return Ok(None);
+        // The merge queue may land a chain of merges at once (each on the
+        // one before it, the first on `base`): each is made again in turn,
+        // so every story keeps its own merge on the first-parent line.
+        let mut chain = vec![merge.clone()];
+        while chain.last().and_then(|c| c.parent_id(0).ok()) != Some(base) {
+            let Some(parent) = chain.last().and_then(|c| c.parent(0).ok()) else {
+                return Ok(None);
+            };
+            if chain.len() >= 256 {
+                return Ok(None);
+            }
+            chain.push(parent);
         }
-        let tree = repo.find_tree(index.write_tree_to(repo)?)?;
-        let story_parents: Vec<git2::Commit<'_>> = merge.parents().skip(1).collect();
-        let mut parents = vec![&on];
-        parents.extend(story_parents.iter());
-        let message = merge.message_raw().unwrap_or_default();
         let sig = signature(repo)?;
-        Ok(Some(sign::commit(
-            repo, None, &sig, message, &tree, &parents,
-        )?))
+        let mut on = on;
+        for m in chain.iter().rev() {
+            let mut index = repo.merge_trees(&bt, &nt, &m.tree()?, None)?;
+            if index.has_conflicts() {
+                return Ok(None);
+            }
+            let tree = repo.find_tree(index.write_tree_to(repo)?)?;
+            let story_parents: Vec<git2::Commit<'_>> = m.parents().skip(1).collect();
+            let mut parents = vec![&on];
+            parents.extend(story_parents.iter());
+            let message = m.message_raw().unwrap_or_default();
+            let made = sign::commit(repo, None, &sig, message, &tree, &parents)?;
+            on = repo.find_commit(made)?;
+        }
+        Ok(Some(on.id()))
     }
 
     /// The landing's changes under both locks, the user's git outlasted:
@@ -245,7 +261,7 @@ impl Git {
         watch: &dyn CheckoutWatch,
         earlier: &[(Oid, Oid)],
     ) -> Result<LandOutcome> {
-        let repaired = repair_stale_index(repo, admin, expected_oid, earlier)?;
+        let repaired = repair_stale_index(self, repo, admin, expected_oid, earlier)?;
         for merge in repaired {
             watch.log(&format!(
                 "landing: the main checkout's index was a copy from before the landing of {merge} \
@@ -342,46 +358,119 @@ impl Git {
         let Some(tip) = tip(&repo, target)? else {
             return Ok(Vec::new());
         };
-        let repaired = repair_stale_index(&repo, &admin, tip, landings);
+        let repaired = repair_stale_index(self, &repo, &admin, tip, landings);
         drop(ref_lock);
         self.outlast_then_release(watch, wait, index_lock);
         Ok(repaired?.into_iter().map(|o| o.to_string()).collect())
     }
 
-    /// The work of the run's `landings` (story, base, merge) that the
-    /// target's tip no longer has: each path set back to its content from
-    /// before the story's merge, with the commit that did it (the newest on
-    /// the tip's history that set it so).
-    pub(crate) fn reverted_work(
+    /// The work of the run's `landings` (story, base, merge; all of them,
+    /// in landing order) that a commit to reach `target` since the last
+    /// call set back to its content from before the story's merge, with
+    /// that commit. Incremental: each call reads only the commits that
+    /// reached the target since the one before (first parents, each against
+    /// its first parent) and, of each, only the paths it changed; what every
+    /// landing changed is read once, when it is first seen (`check`). A
+    /// landing's paths count from its merge on: a commit before it sets
+    /// nothing of its back.
+    pub(crate) fn reverted_since(
         &self,
         target: &str,
         landings: &[(String, Oid, Oid)],
+        check: &mut RevertCheck,
     ) -> Result<Vec<Reverted>> {
         let repo = self.repo()?;
         let Some(tip_oid) = tip(&repo, target)? else {
             return Ok(Vec::new());
         };
-        let tip_tree = repo.find_commit(tip_oid)?.tree()?;
-        let mut out = Vec::new();
-        for (story, base, merge) in landings {
+        for (story, base, merge) in landings.get(check.taken..).unwrap_or_default() {
             let (base, merge) = (parse_oid(base)?, parse_oid(merge)?);
-            let changes = landing_changes(&repo, base, merge)?;
-            for path in landing::reverted_paths(&changes, |p| blob_at(&tip_tree, p)) {
-                let before = changes
-                    .iter()
-                    .find(|c| c.path == path)
-                    .and_then(|c| c.before);
-                let by = reverting_commit(&repo, tip_oid, merge, &path, before)?;
-                let c = repo.find_commit(by)?;
-                out.push(Reverted {
-                    story: story.clone(),
-                    path,
-                    commit: by.to_string(),
-                    subject: c.summary().ok().flatten().unwrap_or("").to_string(),
-                });
+            check.seen.get_or_insert(base);
+            let changes = self.changes_of(&repo, base, merge)?;
+            check.waiting.push((merge, story.clone(), changes.to_vec()));
+        }
+        check.taken = check.taken.max(landings.len());
+        let Some(seen) = check.seen else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        if seen != tip_oid {
+            let mut walk = repo.revwalk()?;
+            walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)?;
+            walk.simplify_first_parent()?;
+            walk.push(tip_oid)?;
+            walk.hide(seen)?;
+            for oid in walk {
+                let oid = oid?;
+                if let Some(i) = check.waiting.iter().position(|(m, ..)| *m == oid) {
+                    // A story's own merge is its work, not a revert.
+                    let (_, story, changes) = check.waiting.remove(i);
+                    check.take(story, changes);
+                    continue;
+                }
+                out.extend(check.set_back_by(&repo, oid)?);
             }
         }
+        // A merge the walk did not pass (history rewritten under the run):
+        // its paths count from here on.
+        for (_, story, changes) in std::mem::take(&mut check.waiting) {
+            check.take(story, changes);
+        }
+        check.seen = Some(tip_oid);
         Ok(out)
+    }
+
+    /// What the landing from `base` to `merge` changed, path by path; read
+    /// once per run (a landing's changes never change).
+    fn changes_of(
+        &self,
+        repo: &git2::Repository,
+        base: git2::Oid,
+        merge: git2::Oid,
+    ) -> Result<std::sync::Arc<Vec<landing::PathChange>>> {
+        if let Some(c) = self.memo().changes.get(&(base, merge)) {
+            return Ok(c.clone());
+        }
+        let changes = std::sync::Arc::new(landing_changes(repo, base, merge)?);
+        self.memo().changes.insert((base, merge), changes.clone());
+        Ok(changes)
+    }
+
+    /// Is `merge` on `tip`'s history? Each answer is kept while the target
+    /// only gains commits: a tip that descends from the last one asked about
+    /// holds every merge found on that one, so a landing walks only the
+    /// commits new since the previous landing, not the run's whole history
+    /// once per earlier landing.
+    fn on_history(
+        &self,
+        repo: &git2::Repository,
+        tip: git2::Oid,
+        merge: git2::Oid,
+    ) -> Result<bool> {
+        let seen = self.memo().tip;
+        if seen != Some(tip) {
+            let kept = match seen {
+                Some(old) => repo.graph_descendant_of(tip, old)?,
+                None => false,
+            };
+            let mut memo = self.memo();
+            if !kept {
+                memo.on_tip.clear();
+            }
+            memo.tip = Some(tip);
+        }
+        if merge == tip || self.memo().on_tip.contains(&merge) {
+            return Ok(true);
+        }
+        let on = repo.graph_descendant_of(tip, merge)?;
+        if on {
+            self.memo().on_tip.insert(merge);
+        }
+        Ok(on)
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, Memo> {
+        self.memo.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The ref move that ends a landing, `index.lock` held; `undo` puts the
@@ -652,6 +741,78 @@ pub(crate) struct Reverted {
     pub(crate) subject: String,
 }
 
+/// What `Git` keeps of the run's landings between calls.
+#[derive(Debug, Default)]
+pub(super) struct Memo {
+    /// Each landing's changes, by (base, merge).
+    changes:
+        std::collections::HashMap<(git2::Oid, git2::Oid), std::sync::Arc<Vec<landing::PathChange>>>,
+    /// The tip `on_tip` was found on.
+    tip: Option<git2::Oid>,
+    /// Merges found on `tip`'s history.
+    on_tip: std::collections::HashSet<git2::Oid>,
+}
+
+/// How far the run's check of landed work has read (`Git::reverted_since`),
+/// and what it found.
+#[derive(Debug, Default)]
+pub(crate) struct RevertCheck {
+    /// Landed work found set back, each said once.
+    pub(crate) said: Vec<Reverted>,
+    /// The target's tip at the last check: the commits after it are new.
+    seen: Option<git2::Oid>,
+    /// How many of the run's landings have been read.
+    taken: usize,
+    /// Landings read whose merge the walk has not passed yet.
+    waiting: Vec<(git2::Oid, String, Vec<landing::PathChange>)>,
+    /// Each path a landed story changed: the story and its change there.
+    paths: std::collections::HashMap<String, Vec<(String, landing::PathChange)>>,
+}
+
+impl RevertCheck {
+    fn take(&mut self, story: String, changes: Vec<landing::PathChange>) {
+        for c in changes.into_iter().filter(|c| c.before != c.after) {
+            self.paths
+                .entry(c.path.clone())
+                .or_default()
+                .push((story.clone(), c));
+        }
+    }
+
+    /// The landed work commit `oid` set back: of the paths it changed
+    /// against its first parent, those a landed story changed whose content
+    /// is now that story's "before".
+    fn set_back_by(&self, repo: &git2::Repository, oid: git2::Oid) -> Result<Vec<Reverted>> {
+        let c = repo.find_commit(oid)?;
+        let Ok(parent) = c.parent(0) else {
+            return Ok(Vec::new());
+        };
+        let tree = c.tree()?;
+        let mut hit: Vec<(&str, Vec<landing::PathChange>)> = Vec::new();
+        for path in changed_paths(repo, &parent.tree()?, &tree)? {
+            for (story, change) in self.paths.get(&path).into_iter().flatten() {
+                match hit.iter_mut().find(|(s, _)| s == story) {
+                    Some((_, changes)) => changes.push(change.clone()),
+                    None => hit.push((story, vec![change.clone()])),
+                }
+            }
+        }
+        let subject = c.summary().ok().flatten().unwrap_or("").to_string();
+        let mut out = Vec::new();
+        for (story, changes) in hit {
+            for path in landing::reverted_paths(&changes, |p| blob_at(&tree, p)) {
+                out.push(Reverted {
+                    story: story.to_string(),
+                    path,
+                    commit: oid.to_string(),
+                    subject: subject.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// What a landing from `base` to `merge` changed, path by path.
 pub(super) fn landing_changes(
     repo: &git2::Repository,
@@ -678,43 +839,13 @@ pub(super) fn landing_changes(
     Ok(out)
 }
 
-/// The newest commit on `tip`'s first-parent history since `merge` that
-/// set `path` to `before` (`tip` itself when none did: history was
-/// rewritten). First parents only: a later story's merge brings in a branch
-/// made before the revert, which differs from the revert without undoing it.
-fn reverting_commit(
-    repo: &git2::Repository,
-    tip: git2::Oid,
-    merge: git2::Oid,
-    path: &str,
-    before: Option<git2::Oid>,
-) -> Result<git2::Oid> {
-    let mut walk = repo.revwalk()?;
-    walk.set_sorting(git2::Sort::TOPOLOGICAL)?;
-    walk.simplify_first_parent()?;
-    walk.push(tip)?;
-    walk.hide(merge)?;
-    for oid in walk {
-        let c = repo.find_commit(oid?)?;
-        if blob_at(&c.tree()?, path) != before {
-            continue;
-        }
-        let changed_it = c
-            .parent(0)
-            .is_ok_and(|p| p.tree().is_ok_and(|t| blob_at(&t, path) != before));
-        if changed_it {
-            return Ok(c.id());
-        }
-    }
-    Ok(tip)
-}
-
 /// When the main index is a stale copy against one of `earlier` landings
 /// (base, merge) whose merge is on `tip`'s history (see
 /// `landing::stale_against`), puts that landing's entries back: its blobs,
 /// smudged, as a landing writes them. `index.lock` is held. Returns the
 /// merges whose entries were restored.
 pub(super) fn repair_stale_index(
+    git: &Git,
     repo: &git2::Repository,
     admin: &Path,
     tip: git2::Oid,
@@ -729,10 +860,10 @@ pub(super) fn repair_stale_index(
     let mut fixes = Vec::new();
     for (base, merge) in earlier {
         let (base, merge) = (parse_oid(base)?, parse_oid(merge)?);
-        if merge != tip && !repo.graph_descendant_of(tip, merge)? {
+        if !git.on_history(repo, tip, merge)? {
             continue;
         }
-        let changes = landing_changes(repo, base, merge)?;
+        let changes = git.changes_of(repo, base, merge)?;
         let stale = landing::stale_against(
             &changes,
             |p| index.get_path(Path::new(p), 0).map(|e| e.id),
@@ -748,7 +879,7 @@ pub(super) fn repair_stale_index(
     }
     rewrite_index(admin, |index| {
         for (_, changes) in &fixes {
-            for c in changes {
+            for c in changes.iter() {
                 match c.after {
                     Some(id) => index.add(&landing::smudged_entry(&c.path, id, c.mode))?,
                     None => index.remove_path(Path::new(&c.path))?,

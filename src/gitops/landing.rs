@@ -51,7 +51,7 @@
 //! landing therefore stays visible to `git status`.
 //!
 //! Work a later commit undoes is not hidden either: `reverted_paths` finds
-//! a landed story's paths that the target's tip set back to their content
+//! a landed story's paths that a later commit set back to their content
 //! from before its merge, and the run warns, naming the commit.
 
 use std::fs::{self, File, OpenOptions};

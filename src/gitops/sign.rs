@@ -278,7 +278,21 @@ pub(super) fn commit(
     tree: &git2::Tree<'_>,
     parents: &[&git2::Commit<'_>],
 ) -> Result<git2::Oid> {
-    let Some(signing) = signing(repo)? else {
+    commit_as(repo, repo, update_ref, sig, message, tree, parents)
+}
+
+/// `commit` in `repo` (a slot), signed as `settings` (the main repository)
+/// says: no signing program named by a slot's own config ever runs.
+pub(super) fn commit_as(
+    repo: &git2::Repository,
+    settings: &git2::Repository,
+    update_ref: Option<&str>,
+    sig: &git2::Signature<'_>,
+    message: &str,
+    tree: &git2::Tree<'_>,
+    parents: &[&git2::Commit<'_>],
+) -> Result<git2::Oid> {
+    let Some(signing) = signing(settings)? else {
         return Ok(repo.commit(update_ref, sig, sig, message, tree, parents)?);
     };
     let buffer = repo.commit_create_buffer(sig, sig, message, tree, parents)?;

@@ -1,6 +1,7 @@
 //! What an agent has changed so far in its worktree, for conflict-aware
 //! dispatch: read-only, safe beside the agent's own git (nothing is locked
-//! or written, the index included).
+//! or written, the index included), and beside a sealed agent: nothing of
+//! its admin dir but HEAD is read, and that as data.
 
 use super::*;
 
@@ -18,22 +19,34 @@ impl Git {
         branch: &str,
         target: &str,
     ) -> Result<Option<Vec<String>>> {
-        let wrepo = git2::Repository::open(path)?;
-        let head = wrepo.head()?;
-        if head.name().ok() != Some(branch_ref(branch)?.as_str()) {
+        // The agent is running: its admin dir is read as data only (a FIFO
+        // put there must not hang this thread), and the worktree is
+        // compared with the tree alone, not through the agent's index.
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| GitError::Other(format!("{}: not a worktree", path.display())))?;
+        let Some(head) = super::slot::read_text(&self.admin_dir(name)?.join("HEAD")) else {
+            return Ok(None);
+        };
+        if head.trim().strip_prefix("ref:").map(str::trim) != Some(branch_ref(branch)?.as_str()) {
             return Ok(None);
         }
-        let head = head.peel_to_commit()?;
+        let wrepo = git2::Repository::open_bare(&self.git_dir)?;
+        wrepo.set_workdir(path, false)?;
+        let Some(head) = tip(&wrepo, branch)? else {
+            return Ok(None);
+        };
         let Some(tip) = tip(&wrepo, target)? else {
             return Ok(Some(Vec::new()));
         };
-        let base = wrepo.merge_base(head.id(), tip)?;
+        let base = wrepo.merge_base(head, tip)?;
         let tree = wrepo.find_commit(base)?.tree()?;
         let mut opts = git2::DiffOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(false)
             .include_ignored(false);
-        let diff = wrepo.diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))?;
+        let diff = wrepo.diff_tree_to_workdir(Some(&tree), Some(&mut opts))?;
         let mut out: Vec<String> = Vec::new();
         for d in diff.deltas() {
             for f in [d.old_file(), d.new_file()] {

@@ -19,6 +19,8 @@ impl Git {
     ) -> Result<()> {
         let admin = self.admin_dir(name)?;
         self.refuse_main_workdir(path)?;
+        // A sealed agent wrote here: put its git files right before libgit2 reads them.
+        self.slot_files(name, path, true)?;
         let repo = self.repo()?;
         let base_oid = parse_oid(base)?;
         let base_commit = repo.find_commit(base_oid)?;
@@ -80,6 +82,7 @@ impl Git {
     ) -> Result<bool> {
         let admin = self.admin_dir(name)?;
         self.refuse_main_workdir(path)?;
+        self.slot_files(name, path, true)?;
         let repo = self.repo()?;
         let base_oid = parse_oid(base)?;
         if self.reusable_worktree(&repo, name, path) {
@@ -115,6 +118,7 @@ impl Git {
     ) -> Result<bool> {
         let admin = self.admin_dir(name)?;
         self.refuse_main_workdir(path)?;
+        self.slot_files(name, path, true)?;
         let repo = self.repo()?;
         let base_oid = parse_oid(base)?;
         if !self.reusable_worktree(&repo, name, path) {
@@ -139,13 +143,15 @@ impl Git {
     pub(crate) fn checkout_detached(&self, path: &Path, commit: &Oid) -> Result<()> {
         self.refuse_main_workdir(path)?;
         let oid = parse_oid(commit)?;
-        let wrepo = git2::Repository::open(path)?;
-        if !wrepo.is_worktree() {
-            return Err(GitError::Other(format!(
+        let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+            GitError::Other(format!(
                 "{}: not a linked worktree; refusing a forced checkout there",
                 path.display()
-            )));
-        }
+            ))
+        })?;
+        let admin = self.admin_dir(name)?;
+        self.slot_files(name, path, true)?;
+        let wrepo = open_worktree_repo(path, &admin)?;
         remove_lock_files(wrepo.path())?;
         let obj = wrepo.find_object(oid, None)?;
         obj.peel_to_commit()?;
@@ -269,7 +275,8 @@ impl Git {
             };
             for e in rd.flatten() {
                 let p = e.path();
-                if p.is_dir() {
+                // Never through a link: a sealed agent could plant one.
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
                     walk(&p, out);
                 } else if p.extension().is_some_and(|x| x == "lock") {
                     out.push(p);
@@ -372,7 +379,7 @@ impl Git {
     /// The commit checked out in the worktree at `path` (attached or
     /// detached); `None` when its HEAD is unborn.
     pub(crate) fn head_commit_of_worktree(&self, path: &Path) -> Result<Option<Oid>> {
-        let wrepo = git2::Repository::open(path)?;
+        let wrepo = self.open_slot(path)?;
         let head = match wrepo.head() {
             Ok(h) => h,
             Err(e)
@@ -392,7 +399,7 @@ impl Git {
     /// The local branch checked out in the worktree at `path`; `None` when
     /// its HEAD is detached.
     pub(crate) fn resolve_branch_at_head(&self, path: &Path) -> Result<Option<String>> {
-        let wrepo = git2::Repository::open(path)?;
+        let wrepo = self.open_slot(path)?;
         let head = wrepo.find_reference("HEAD")?;
         Ok(head
             .symbolic_target()?
@@ -416,12 +423,21 @@ pub(super) fn force_checkout(wrepo: &git2::Repository, obj: &git2::Object<'_>) -
     Ok(())
 }
 
-/// Opens the worktree at `path`, checking it really is the linked worktree
-/// administered by `admin`: a plain directory there must never resolve to
-/// some other repository that a forced checkout would then clobber.
+/// Opens the worktree at `path` through its admin dir `admin` (never
+/// through the `.git` file in it, which an agent could have pointed
+/// anywhere), checking it really is the linked worktree at `path`: a plain
+/// directory there must never resolve to some other repository that a
+/// forced checkout would then clobber.
 pub(super) fn open_worktree_repo(path: &Path, admin: &Path) -> Result<git2::Repository> {
-    let wrepo = git2::Repository::open(path)?;
-    if !wrepo.is_worktree() || !same_path(wrepo.path(), admin) {
+    let wrepo = git2::Repository::open_ext(
+        admin,
+        git2::RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&std::ffi::OsStr>(),
+    )?;
+    if !wrepo.is_worktree()
+        || !same_path(wrepo.path(), admin)
+        || !wrepo.workdir().is_some_and(|w| same_path(w, path))
+    {
         return Err(GitError::Other(format!(
             "{}: is not the worktree administered by {}",
             path.display(),
@@ -465,7 +481,7 @@ pub(super) fn remove_path(path: &Path) -> Result<()> {
 
 /// The ref a HEAD file in `dir` points at symbolically.
 pub(super) fn head_file_ref(dir: &Path) -> Option<String> {
-    let content = std::fs::read_to_string(dir.join("HEAD")).ok()?;
+    let content = super::slot::read_text(&dir.join("HEAD"))?;
     content
         .trim()
         .strip_prefix("ref:")
@@ -474,7 +490,7 @@ pub(super) fn head_file_ref(dir: &Path) -> Option<String> {
 
 /// The working directory recorded in a worktree admin dir's `gitdir` file.
 pub(super) fn admin_worktree_path(admin: &Path) -> Option<PathBuf> {
-    let content = std::fs::read_to_string(admin.join("gitdir")).ok()?;
+    let content = super::slot::read_text(&admin.join("gitdir"))?;
     let gitfile = content.trim_end_matches(['\n', '\r']);
     if gitfile.is_empty() {
         return None;

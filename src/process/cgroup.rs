@@ -7,6 +7,10 @@
 //! leave without privileges, and `cgroup.kill` ends them all at once. Where
 //! no cgroup can be made (a desktop session without delegation, cgroup v1
 //! only, no permission), everything still works through the token alone.
+//!
+//! `Limiter`: an attempt's `sandbox.limits` (issue 31), in the v2 cgroup
+//! where its controllers are enabled, else in cgroups of the v1 `pids` and
+//! `memory` controllers made for the attempt, else as rlimits.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -176,20 +180,262 @@ fn kill_members(dir: &Path) -> Vec<i32> {
 /// Kills and removes every cgroup of ours whose name starts with `prefix`
 /// (those a killed run left behind); returns the PIDs that were in them.
 pub(super) fn kill_by_prefix(prefix: &str) -> Vec<i32> {
-    let Some(base) = base() else {
-        return Vec::new();
-    };
-    let Ok(rd) = fs::read_dir(base) else {
-        return Vec::new();
+    let ours = |dir: &Path| -> Vec<PathBuf> {
+        fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_str()
+                            .is_some_and(|n| n.starts_with(prefix))
+                            && e.path().is_dir()
+                    })
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     let mut pids = Vec::new();
-    for e in rd.flatten() {
-        let name = e.file_name();
-        if name.to_str().is_some_and(|n| n.starts_with(prefix)) && e.path().is_dir() {
-            pids.extend(Cgroup { dir: e.path() }.kill_and_remove());
+    if let Some(base) = base() {
+        for dir in ours(base) {
+            pids.extend(Cgroup { dir }.kill_and_remove());
+        }
+    }
+    // The v1 cgroups `Limiter` made for the attempts of a killed run.
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for ctl in [Ctl::Pids, Ctl::Memory] {
+        if let Some(dir) = own_v1_dir(&mountinfo, &own, ctl.name()) {
+            let v1 = ours(&dir).into_iter().map(|d| (ctl, d)).collect();
+            pids.extend(
+                Limiter {
+                    v1,
+                    ..Limiter::default()
+                }
+                .kill_and_remove(),
+            );
         }
     }
     pids
+}
+
+/// A controller of the cgroup v1 hierarchy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ctl {
+    Pids,
+    Memory,
+}
+
+impl Ctl {
+    fn name(self) -> &'static str {
+        match self {
+            Ctl::Pids => "pids",
+            Ctl::Memory => "memory",
+        }
+    }
+}
+
+/// Where ralph's own cgroup of the v1 controller `ctl` lives: the mount
+/// of a `cgroup` filesystem with that controller among its options, plus
+/// the path of the `N:...ctl...:/path` line of `/proc/self/cgroup`.
+fn own_v1_dir(mountinfo: &str, cgroup: &str, ctl: &str) -> Option<PathBuf> {
+    let path = cgroup.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        ctls.split(',').any(|c| c == ctl).then(|| path.trim())
+    })?;
+    for line in mountinfo.lines() {
+        let Some((head, tail)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mut t = tail.split_whitespace();
+        if t.next() != Some("cgroup") {
+            continue;
+        }
+        let opts = t.nth(1).unwrap_or_default();
+        if !opts.split(',').any(|o| o == ctl) {
+            continue;
+        }
+        let fields: Vec<&str> = head.split_whitespace().collect();
+        let (root, mountpoint) = (*fields.get(3)?, *fields.get(4)?);
+        let rel = path.strip_prefix(root)?;
+        let mut dir = PathBuf::from(mountpoint);
+        for part in rel.split('/').filter(|p| !p.is_empty()) {
+            dir.push(part);
+        }
+        return Some(dir);
+    }
+    None
+}
+
+/// An attempt's `sandbox.limits` made real, for it and everything it
+/// starts: in its cgroup v2 where that has the controller, else in a
+/// cgroup v1 of the controller made for it, else (the last resort) as
+/// rlimits of its first process, which hold less (docs/security.md).
+#[derive(Debug, Default)]
+pub(super) struct Limiter {
+    limits: crate::sandbox::Limits,
+    /// The v2 cgroup's directory, when it holds a limit.
+    v2: Option<PathBuf>,
+    /// v1 cgroups made for the attempt, by controller.
+    v1: Vec<(Ctl, PathBuf)>,
+    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+}
+
+impl Limiter {
+    pub(super) fn create(
+        name: &str,
+        limits: crate::sandbox::Limits,
+        v2: Option<&Cgroup>,
+    ) -> Limiter {
+        let mut out = Limiter {
+            limits,
+            ..Limiter::default()
+        };
+        if limits.is_none() || name.is_empty() || name.contains('/') {
+            return out;
+        }
+        let wanted = [
+            (Ctl::Pids, limits.pids, "pids.max", limits.pids.to_string()),
+            (
+                Ctl::Memory,
+                limits.memory_mb,
+                "memory.max",
+                (limits.memory_mb * 1024 * 1024).to_string(),
+            ),
+        ];
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        for (ctl, n, v2_file, value) in wanted {
+            if n == 0 {
+                continue;
+            }
+            if let Some(cg) = v2 {
+                if fs::write(cg.dir().join(v2_file), &value).is_ok() {
+                    out.v2 = Some(cg.dir().to_path_buf());
+                    continue;
+                }
+            }
+            let v1_file = match ctl {
+                Ctl::Pids => "pids.max",
+                Ctl::Memory => "memory.limit_in_bytes",
+            };
+            let made = own_v1_dir(&mountinfo, &own, ctl.name())
+                .map(|d| d.join(name))
+                .filter(|d| fs::create_dir(d).is_ok());
+            if let Some(dir) = made {
+                if fs::write(dir.join(v1_file), &value).is_ok() {
+                    out.v1.push((ctl, dir));
+                    continue;
+                }
+                let _ = fs::remove_dir(&dir);
+            }
+            out.rlimits.push(match ctl {
+                // Per user, not per attempt: what the user runs already
+                // plus the cap (and nothing at all for root).
+                Ctl::Pids => (libc::RLIMIT_NPROC, (user_processes() + n) as libc::rlim_t),
+                // Per process: no cap on the attempt as a whole.
+                Ctl::Memory => (libc::RLIMIT_DATA, (n * 1024 * 1024) as libc::rlim_t),
+            });
+        }
+        out
+    }
+
+    /// The v1 cgroups' `cgroup.procs`, for the child to join (as
+    /// `Cgroup::procs_file`).
+    pub(super) fn procs_files(&self) -> Vec<File> {
+        self.v1
+            .iter()
+            .filter_map(|(_, dir)| {
+                OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_CLOEXEC)
+                    .open(dir.join("cgroup.procs"))
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// The rlimits the child sets on itself, where no cgroup holds a cap.
+    pub(super) fn rlimits(&self) -> Vec<(libc::__rlimit_resource_t, libc::rlim_t)> {
+        self.rlimits.clone()
+    }
+
+    /// The cap the attempt ran into, if one: a fork refused at `pids.max`,
+    /// a process killed for memory (read from the cgroups' event counts).
+    pub(super) fn hit(&self) -> Option<crate::sandbox::LimitHit> {
+        use crate::sandbox::LimitHit;
+        let count = |file: PathBuf, key: &str| -> u64 {
+            fs::read_to_string(file)
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let dirs = self
+            .v2
+            .iter()
+            .map(|d| (None, d))
+            .chain(self.v1.iter().map(|(c, d)| (Some(*c), d)));
+        for (ctl, dir) in dirs {
+            if ctl != Some(Ctl::Memory) && count(dir.join("pids.events"), "max ") > 0 {
+                return Some(LimitHit::Pids(self.limits.pids));
+            }
+            let oom = match ctl {
+                None => count(dir.join("memory.events"), "oom_kill "),
+                Some(Ctl::Memory) => count(dir.join("memory.oom_control"), "oom_kill "),
+                Some(Ctl::Pids) => 0,
+            };
+            if oom > 0 {
+                return Some(LimitHit::Memory(self.limits.memory_mb));
+            }
+        }
+        None
+    }
+
+    /// Kills whatever is still in the v1 cgroups (they find a process
+    /// that left the group and cleared its environment, as the v2 one
+    /// does) and removes them; returns the PIDs that were members.
+    pub(super) fn kill_and_remove(self) -> Vec<i32> {
+        let mut members = std::collections::BTreeSet::new();
+        for (_, dir) in &self.v1 {
+            for _ in 0..EMPTY_ROUNDS {
+                let now = pids_in(dir);
+                if now.is_empty() && fs::remove_dir(dir).is_ok() {
+                    break;
+                }
+                for pid in now {
+                    // SAFETY: kill(2) on a PID just listed in our cgroup.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                    members.insert(pid);
+                }
+                std::thread::sleep(EMPTY_PAUSE);
+            }
+        }
+        members.into_iter().collect()
+    }
+}
+
+/// How many tasks (threads included, as `RLIMIT_NPROC` counts them) the
+/// user runs now: the rlimit is per user, so the cap goes on top of them.
+fn user_processes() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
+        .map(|e| fs::read_dir(e.path().join("task")).map_or(1, |t| t.count() as u64))
+        .sum()
 }
 
 #[cfg(test)]
@@ -229,5 +475,28 @@ mod tests {
             own_cgroup_dir(mountinfo, "0::/docker/abc/app\n"),
             Some(PathBuf::from("/sys/fs/cgroup/app"))
         );
+    }
+
+    #[test]
+    fn own_v1_dir_finds_the_controller_mount_and_path() {
+        let mountinfo = "\
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+40 31 0:40 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+";
+        let own = "8:pids:/\n4:memory:/process_api/abc\n2:cpu,cpuacct:/x\n0::/\n";
+        assert_eq!(
+            own_v1_dir(mountinfo, own, "pids"),
+            Some(PathBuf::from("/sys/fs/cgroup/pids"))
+        );
+        assert_eq!(
+            own_v1_dir(mountinfo, own, "memory"),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/process_api/abc"))
+        );
+        assert_eq!(
+            own_v1_dir(mountinfo, own, "cpuacct"),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/x"))
+        );
+        assert_eq!(own_v1_dir(mountinfo, "0::/\n", "pids"), None);
     }
 }

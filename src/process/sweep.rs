@@ -187,25 +187,30 @@ pub(super) fn sweep_token_after(token: &str, already: BTreeSet<i32>) -> usize {
 
 /// SIGKILLs every process with a matching environment entry until a scan
 /// finds none and everything killed is dead: a holder may fork between scan
-/// and kill, and SIGKILL takes a moment to land. Returns the distinct PIDs,
-/// `killed` (those already killed another way) included.
+/// and kill, and SIGKILL takes a moment to land (a zombie counts as dead:
+/// reaping is hygiene, not what the loop waits for). Returns the distinct
+/// PIDs, `killed` (those already killed another way) included.
+///
+/// Each walk of `/proc` reads a file of every process on the machine (tens
+/// of milliseconds on a loaded one), and this runs after every attempt,
+/// before its landing: the usual case, nothing left, is one scan and one
+/// reaping walk (it was four).
 pub(super) fn kill_all_matching(
     is_ours: impl Fn(&[u8]) -> bool + Copy,
     mut killed: BTreeSet<i32>,
 ) -> usize {
-    reap(&killed);
     for _ in 0..SWEEP_ROUNDS {
         let (found, unsettled) = scan_proc_unsettled(is_ours);
         for &pid in &found {
             signal_if(pid, libc::SIGKILL, |p| has_entry(p, is_ours));
             killed.insert(pid);
         }
-        reap(&killed);
         // An exec can be held up for a while on a loaded machine; the
         // bound on rounds is what stops a process stuck there forever.
         if found.is_empty() && unsettled.is_empty() && killed.iter().all(|&p| is_dead(p)) {
             break;
         }
+        reap(&killed);
         std::thread::sleep(SWEEP_PAUSE);
     }
     reap(&killed);

@@ -402,6 +402,8 @@ impl Attempt<'_> {
         let (ctx, id, n, backend) = (self.ctx, self.id, self.n, self.backend);
         let (events, verbose) = (&self.events, self.verbose);
         let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
+        // An agent kept in the project runs from this worktree (issue 32).
+        let program = super::seal::program_in(&ctx.git.workdir, &program, &self.wt_path);
         let mut agent_env = env_pairs(&[
             ("RALPH_STORY", id),
             ("RALPH_ATTEMPT", &n.to_string()),
@@ -480,11 +482,32 @@ impl Attempt<'_> {
         // A confined agent committed on its branch's stand-in: the real
         // branch follows before anything looks at it.
         let slot_name = crate::paths::slot_worktree(&ctx.root, self.req.slot).0;
-        if let Ok(Err(e)) = blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
-            ctx.log.line(&format!(
+        match blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
+            Ok(Err(e)) => ctx.log.line(&format!(
                 "story {id} attempt {n}: the sandbox's commits could not be brought onto its \
                  branch ({e}); they stay in .git/ralph-sandbox until the next run"
-            ));
+            )),
+            // What the agent left in git's files that ralph would not take
+            // as git's: each was undone before anything read the slot.
+            Ok(Ok(c)) => {
+                for f in c.findings() {
+                    ctx.log
+                        .line(&format!("story {id} attempt {n}: sandbox finding: {f}"));
+                }
+                // On the attempt's own record too, where `ralph log` shows it.
+                if !c.findings().is_empty() {
+                    use std::io::Write;
+                    if let Ok(mut f) = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(&self.log_path)
+                    {
+                        for line in c.findings() {
+                            let _ = writeln!(f, "ralph: sandbox finding: {line}");
+                        }
+                    }
+                }
+            }
+            Err(_) => {}
         }
         let summary = parser.finish();
         report.duration = self.started.elapsed();

@@ -41,8 +41,9 @@ pub(crate) struct RunContext {
     /// Each landing checks the main index and the target's tip against
     /// them (`land::check_landed_work`).
     pub(crate) landed: std::sync::Mutex<Vec<(String, crate::gitops::Oid, crate::gitops::Oid)>>,
-    /// Landed work found reverted on the target (story, path), each said once.
-    pub(crate) reverted: std::sync::Mutex<Vec<crate::gitops::Reverted>>,
+    /// Landed work found reverted on the target (story, path), each said
+    /// once, and how far the check has read the target's history.
+    pub(crate) reverted: std::sync::Mutex<crate::gitops::RevertCheck>,
 }
 
 /// Where `landing.mode: pr` sends work.
@@ -145,7 +146,18 @@ pub(crate) async fn run_hook(
         false => (None, Default::default()),
     };
     let (_control_tx, control) = tokio::sync::watch::channel(process::Control::Run);
-    let ran = process::run_shell_sealed(cmd, cwd, env, timeout, control, None, seal, redact).await;
+    let ran = process::run_shell_sealed(
+        cmd,
+        cwd,
+        env,
+        timeout,
+        control,
+        None,
+        seal,
+        redact,
+        ctx.seal.unsealed_env_remove(),
+    )
+    .await;
     match ran {
         Ok(r) if r.success => None,
         Ok(r) => Some(format!(

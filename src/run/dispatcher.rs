@@ -27,6 +27,7 @@ use super::executor::Executor;
 use super::land::{self, LandRequest};
 use super::model::Model;
 use super::notify;
+use super::queue;
 use super::record::{Figures, Notice, Recorder};
 use super::slot;
 use super::transition::{handle, is_over};
@@ -312,7 +313,11 @@ impl<E: Executor> Dispatcher<E> {
     fn read_touched(&mut self, event: &Event) {
         let frees_a_slot = matches!(
             event,
-            Event::AttemptFinished(_) | Event::LandingFinished(_) | Event::HooksDone | Event::Timer
+            Event::AttemptFinished(_)
+                | Event::LandingFinished(_)
+                | Event::ChainFinished(_)
+                | Event::HooksDone
+                | Event::Timer
         );
         if self.touched_reading || !frees_a_slot || !self.model.wants_touched() {
             return;
@@ -476,6 +481,19 @@ impl<E: Executor> Dispatcher<E> {
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {
                     Event::LandingFinished(land::land(&ctx, &req, control).await)
+                });
+                self.owners.insert(handle.id(), Task::Landing);
+            }
+            Action::LandChain(asks) => {
+                let reqs: Vec<LandRequest> = asks
+                    .into_iter()
+                    .map(|a| {
+                        LandRequest::new(&self.ctx, &self.model.stories[a.idx], a.attempt, a.gates)
+                    })
+                    .collect();
+                let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
+                let handle = self.tasks.spawn(async move {
+                    Event::ChainFinished(queue::land_chain(&ctx, reqs, control).await)
                 });
                 self.owners.insert(handle.id(), Task::Landing);
             }

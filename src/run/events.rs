@@ -63,6 +63,9 @@ pub(crate) enum Event {
     AttemptFinished(Box<AttemptReport>),
     /// The landing in progress (`Model::landing`) ended.
     LandingFinished(LandResult),
+    /// The merge queue's chain ended: one result per story, in chain order
+    /// (missing ones are `LandResult::Behind`).
+    ChainFinished(Vec<LandResult>),
     /// A story's post hooks ran.
     HooksDone,
     Signal(OsSignal),
@@ -199,6 +202,11 @@ pub(crate) enum LandResult {
     /// The target moved under every round (the user committing, say): not
     /// the story's fault; it waits for another turn of the merge queue.
     Raced,
+    /// In a chain behind a story whose validation failed (or whose landing
+    /// could not go on): its merge was built on that story's, so it is
+    /// merged and validated again on the tip without it. Not its fault:
+    /// nothing is charged and its agent does not run again.
+    Behind,
     /// `commit.gpgsign` is on and the merge commit could not be signed:
     /// the user's signing setup, not the story; nothing moved.
     Unsigned {
@@ -252,6 +260,14 @@ impl ReviewVerdict {
             ReviewVerdict::NoAnswer(_) => "no_answer",
         }
     }
+}
+
+/// One story of the merge queue's chain.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LandAsk {
+    pub(crate) idx: usize,
+    pub(crate) attempt: u32,
+    pub(crate) gates: GateAsk,
 }
 
 /// Which gates a landing runs, as the transition asks (issue 26).
@@ -334,6 +350,9 @@ pub(crate) enum Action {
         approved: bool,
         gates: GateAsk,
     },
+    /// The merge queue's chain (`landing.speculate`): each story merged on
+    /// the one before, validated side by side (`run/queue.rs`).
+    LandChain(Vec<LandAsk>),
     /// `post_story` (with the outcome, as `RALPH_RESULT`) then
     /// `post_iteration`, for finished work once its landing decided.
     PostHooks {

@@ -17,14 +17,15 @@ use crate::store;
 
 use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
 use super::events::{GateAsk, LandResult};
+use super::reviewer::run_reviewer;
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
 /// target that keeps moving under the queue.
-const ROUNDS: usize = 5;
+pub(super) const ROUNDS: usize = 5;
 
 /// Extra rounds a landing waits for someone else's git lock (each `land`
 /// waits about 5 s itself) before the run ends and leaves it for the next.
-const LAND_BUSY_ROUNDS: u32 = 2;
+pub(super) const LAND_BUSY_ROUNDS: u32 = 2;
 
 /// One story to land.
 #[derive(Debug, Clone)]
@@ -83,7 +84,7 @@ pub(crate) struct LandingIntent {
 
 impl LandingIntent {
     /// Writes `.ralph/landing.json`; the error says which file.
-    fn write(&self, root: &std::path::Path) -> Result<(), String> {
+    pub(super) fn write(&self, root: &std::path::Path) -> Result<(), String> {
         let text = serde_json::to_string(self).expect("the intent serialises");
         store::write_atomic(&crate::paths::landing_intent_path(root), text.as_bytes())
             .map_err(|e| format!("cannot write {} before landing: {e}", crate::paths::LANDING))
@@ -125,6 +126,18 @@ pub(crate) async fn land(
     }
 }
 
+/// After a chain landed: each story's branch goes and its spec is marked
+/// done on disk, then the landed work is checked once.
+pub(super) async fn after_chain(ctx: &Arc<RunContext>, reqs: Vec<LandRequest>) {
+    let _ = blocking(ctx, move |c| {
+        for req in &reqs {
+            after_landing(c, req);
+        }
+        check_landed_work(c);
+    })
+    .await;
+}
+
 /// The user's git processes on the main checkout, for a landing to outlast
 /// (`gitops::landing`): read from `/proc` by `process`.
 pub(crate) struct Watch<'a> {
@@ -142,7 +155,7 @@ impl<'a> Watch<'a> {
 
     /// The watch of a story's landing: its merge may be made again on
     /// commits the user added while it was validated.
-    fn landing(ctx: &'a RunContext, story: &str) -> Watch<'a> {
+    pub(super) fn landing(ctx: &'a RunContext, story: &str) -> Watch<'a> {
         Watch {
             landing: Some((&ctx.root, story.to_string())),
             ..Watch::new(ctx)
@@ -206,13 +219,19 @@ impl CheckoutWatch for Watch<'_> {
     }
 }
 
-/// After each landing: is the work of every story this run landed still
-/// on the target's tip? A path that a later commit (other than a story's
-/// merge) set back to its old content is said at once in ralph.log and the
-/// run's records, and again at the end of the run.
+/// After each landing: did a commit that reached the target since the last
+/// check set back work a story of this run landed? A path that a later
+/// commit (other than a story's merge) set back to its old content is said
+/// at once in ralph.log and the run's records, and again at the end of the
+/// run. Only the new commits and their paths are read (`Git::reverted_since`):
+/// a landing costs the same at the thousandth story as at the first.
 fn check_landed_work(ctx: &RunContext) {
-    let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let found = match ctx.git.reverted_work(&ctx.target, &landed) {
+    let mut check = ctx.reverted.lock().unwrap_or_else(|e| e.into_inner());
+    let found = {
+        let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner());
+        ctx.git.reverted_since(&ctx.target, &landed, &mut check)
+    };
+    let found = match found {
         Ok(found) => found,
         Err(e) => {
             ctx.log.line(&format!(
@@ -222,14 +241,14 @@ fn check_landed_work(ctx: &RunContext) {
             return;
         }
     };
-    let mut said = ctx.reverted.lock().unwrap_or_else(|e| e.into_inner());
     for r in found {
         // A later story may change what an earlier one wrote: that is work,
         // not a revert.
         if project::landed_id(&r.subject).is_some() {
             continue;
         }
-        if said
+        if check
+            .said
             .iter()
             .any(|s| s.story == r.story && s.path == r.path && s.commit == r.commit)
         {
@@ -243,7 +262,7 @@ fn check_landed_work(ctx: &RunContext) {
             commit: r.commit.clone(),
             subject: r.subject.clone(),
         });
-        said.push(r);
+        check.said.push(r);
     }
 }
 
@@ -295,6 +314,7 @@ pub(crate) fn reverted_warnings(ctx: &RunContext) -> Vec<String> {
     ctx.reverted
         .lock()
         .unwrap_or_else(|e| e.into_inner())
+        .said
         .iter()
         .map(|r| format!("warning: {}", reverted_line(r, &ctx.target)))
         .collect()
@@ -422,7 +442,15 @@ async fn land_rounds(
         }
         if !ctx.required_validation.is_empty() {
             let started = std::time::Instant::now();
-            let failed = validate_merged(ctx, req, &commit, &base, control.clone()).await;
+            let tree =
+                super::candidate::validate_start(ctx, &commit, vec![req.id.clone()], 0).await;
+            let failed = validate_merged(ctx, req, &commit, &base, control.clone(), 0).await;
+            let verdict = match &failed {
+                None => "passed",
+                Some(LandResult::ValidationFailed { .. }) => "failed",
+                Some(_) => "stopped",
+            };
+            super::candidate::validate_end(ctx, tree, vec![req.id.clone()], verdict, started);
             ctx.record(crate::runlog::Ev::Validated {
                 story: req.id.clone(),
                 attempt: req.attempt,
@@ -470,19 +498,7 @@ async fn land_rounds(
         }
         let mut busy = 0;
         let landed = loop {
-            let (b, c2, id) = (base.clone(), commit.clone(), req.id.clone());
-            let landed = blocking(ctx, move |c| {
-                let earlier: Vec<(Oid, Oid)> = c
-                    .landed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .map(|(_, b, m)| (b.clone(), m.clone()))
-                    .collect();
-                c.git
-                    .land_watched(&c.target, &b, &c2, &Watch::landing(c, &id), &earlier)
-            })
-            .await;
+            let landed = land_once(ctx, &base, &commit, &req.id).await;
             // The user's git holds a lock of the main checkout (a commit in
             // progress, say): not the story's failure. `land` waited a while
             // already; wait on, a bounded number of times, unless the run stops.
@@ -538,10 +554,34 @@ async fn land_rounds(
     LandResult::Raced
 }
 
+/// One try at moving the target from `base` to `tip` through the landing
+/// protocol (a story's merge, or the top of a chain), with the run's
+/// landed merges for the stale-index repair.
+pub(super) async fn land_once(
+    ctx: &Arc<RunContext>,
+    base: &Oid,
+    tip: &Oid,
+    id: &str,
+) -> Result<crate::gitops::Result<LandOutcome>, String> {
+    let (b, t, id) = (base.clone(), tip.clone(), id.to_string());
+    blocking(ctx, move |c| {
+        let earlier: Vec<(Oid, Oid)> = c
+            .landed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(_, b, m)| (b.clone(), m.clone()))
+            .collect();
+        c.git
+            .land_watched(&c.target, &b, &t, &Watch::landing(c, &id), &earlier)
+    })
+    .await
+}
+
 /// What the gates the transition asked for find on the story's work and
 /// the merged tree `commit`. A gate that cannot read git says so in
 /// ralph.log and finds nothing: the validation still runs.
-async fn gate_findings(
+pub(super) async fn gate_findings(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     commit: &Oid,
@@ -598,7 +638,7 @@ async fn gate_findings(
 }
 
 /// Keeps the story branch's commits under a ref of `kind`.
-async fn keep(
+pub(super) async fn keep(
     ctx: &Arc<RunContext>,
     branch: &str,
     kind: KeptRef,
@@ -630,21 +670,18 @@ fn after_landing(ctx: &RunContext, req: &LandRequest) {
 
 /// The merge queue's worktree, checked out (detached) at the merged tree
 /// `commit`: where validation and the reviewer run.
-async fn merged_tree(
+pub(super) async fn merged_tree(
     ctx: &Arc<RunContext>,
     commit: &Oid,
     base: &Oid,
+    slot: usize,
 ) -> Result<std::path::PathBuf, LandResult> {
-    let path = crate::paths::worktrees_dir(&ctx.root).join(crate::paths::VALIDATE_WORKTREE);
+    let (name, branch) = project::validation_slot(slot);
+    let path = crate::paths::worktrees_dir(&ctx.root).join(&name);
     let (p, commit, base) = (path.clone(), commit.clone(), base.clone());
     let prep = blocking(ctx, move |c| -> Result<(), GitError> {
         let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
-        c.git.prepare_worktree(
-            crate::paths::VALIDATE_WORKTREE,
-            &p,
-            project::VALIDATE_BRANCH,
-            &base,
-        )?;
+        c.git.prepare_worktree(&name, &p, &branch, &base)?;
         c.git.checkout_detached(&p, &commit)
     })
     .await;
@@ -657,155 +694,18 @@ async fn merged_tree(
     }
 }
 
-/// Most of a diff a reviewer is shown.
-const REVIEW_DIFF_BYTES: usize = 60_000;
-
-/// The review gate's reviewer on the merged tree: the spec, the diff
-/// against the target and the validation output in, a verdict out. It runs
-/// in the merge queue's scratch worktree (what it writes there is thrown
-/// away; the landing lands `commit`, never that worktree), sealed as an
-/// agent when the run seals. `Err` is a landing that cannot go on.
-async fn run_reviewer(
-    ctx: &Arc<RunContext>,
-    req: &LandRequest,
-    gate: &crate::config::ReviewGate,
-    commit: &Oid,
-    base: &Oid,
-    control: watch::Receiver<Control>,
-) -> Result<super::events::ReviewReport, LandResult> {
-    use super::events::{ReviewReport, ReviewVerdict};
-    let path = merged_tree(ctx, commit, base).await?;
-    let (c1, b1) = (commit.clone(), base.clone());
-    let diff = blocking(ctx, move |c| c.git.patch_text(&b1, &c1, REVIEW_DIFF_BYTES))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    let spec = req
-        .spec_rel
-        .as_ref()
-        .and_then(|rel| std::fs::read_to_string(path.join(rel)).ok())
-        .unwrap_or_else(|| format!("# Story {}: {}\n", req.id, req.title));
-    let validation = output_since(
-        &crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt),
-        0,
-    )
-    .map(|o| prompt::output_tail(&o))
-    .unwrap_or_default();
-    let text = prompt::review_prompt(&prompt::ReviewInput {
-        id: &req.id,
-        title: &req.title,
-        target: &ctx.target,
-        spec: &spec,
-        diff: &diff,
-        validation: &validation,
-    });
-    let backend = gate.agent;
-    let (program, mut args) = crate::agent::invocation(&ctx.config.agent, backend);
-    if let Some(m) = &gate.model {
-        args.push("--model".to_string());
-        args.push(m.clone());
-    }
-    let log = crate::paths::review_log(&ctx.root, &req.id, req.attempt);
-    let log_rel = log
-        .strip_prefix(&ctx.root)
-        .unwrap_or(&log)
-        .display()
-        .to_string();
-    let _ = std::fs::remove_file(&log);
-    let (p2, prog2) = (path.clone(), program.clone());
-    let seal = blocking(ctx, move |c| {
-        c.seal.for_agent(
-            &c.git,
-            backend,
-            &prog2,
-            crate::paths::VALIDATE_WORKTREE,
-            &p2,
-            project::VALIDATE_BRANCH,
-        )
-    })
-    .await
-    .and_then(|r| r)
-    .map_err(|e| {
-        LandResult::Error(format!(
-            "could not seal the reviewer of story {}: {e}",
-            req.id
-        ))
-    })?;
-    let review_id = format!("{}.review", req.id);
-    let spec = process::AttemptSpec {
-        program,
-        args,
-        cwd: path.clone(),
-        env: env_pairs(&[
-            ("RALPH_STORY", &req.id),
-            ("RALPH_REVIEW", "1"),
-            ("RALPH_WORKTREE", &path.display().to_string()),
-            ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
-        ]),
-        // The reviewer is an agent like any: no tracker token either.
-        env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
-        stdin: text.into_bytes(),
-        log_path: log.clone(),
-        timeout: ctx.timeout,
-        idle: None,
-        grace: std::time::Duration::from_secs(ctx.config.loop_.grace_secs),
-        token: project::attempt_token(&ctx.tag, &review_id, req.attempt),
-        seal,
-        redact: ctx.seal.secrets.clone(),
-    };
-    let mut parser = crate::agent::parser::OutputParser::for_backend(backend);
-    let ran = process::run_attempt(
-        spec,
-        |line| {
-            parser.feed_line(line);
-            false
-        },
-        control.clone(),
-    )
-    .await;
-    let _ = blocking(ctx, |c| {
-        c.git.sandbox_refs_collect(crate::paths::VALIDATE_WORKTREE)
-    })
-    .await;
-    if *control.borrow() != Control::Run {
-        return Err(LandResult::Interrupted);
-    }
-    let summary = parser.finish();
-    let verdict = match (&ran, &summary.signals.review) {
-        (_, Some(crate::agent::parser::ReviewTag::Approve(id))) if *id == req.id => {
-            ReviewVerdict::Approve
-        }
-        (_, Some(crate::agent::parser::ReviewTag::Changes(id, text))) if *id == req.id => {
-            ReviewVerdict::Changes(text.clone())
-        }
-        (Err(e), _) => ReviewVerdict::NoAnswer(format!("the reviewer could not start: {e}")),
-        (Ok(x), _) if x.stopped.is_some() => {
-            ReviewVerdict::NoAnswer("the reviewer was stopped before it answered".to_string())
-        }
-        _ => ReviewVerdict::NoAnswer(format!(
-            "the reviewer gave no APPROVE or CHANGES for story {} (its log: {log_rel})",
-            req.id
-        )),
-    };
-    Ok(ReviewReport {
-        verdict,
-        usage: summary.usage,
-        cost_usd: summary.cost_usd.unwrap_or(0.0),
-        log_rel,
-    })
-}
-
-/// Runs the required validation commands on the merged tree, in a worktree
-/// of its own; `Some` is the failure.
-async fn validate_merged(
+/// Runs the required validation commands on the merged tree, in the
+/// worktree of validation slot `slot`; `Some` is the failure.
+pub(super) async fn validate_merged(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     commit: &Oid,
     base: &Oid,
     control: watch::Receiver<Control>,
+    slot: usize,
 ) -> Option<LandResult> {
-    let path = match merged_tree(ctx, commit, base).await {
+    let wt = project::validation_slot(slot).0;
+    let path = match merged_tree(ctx, commit, base, slot).await {
         Ok(p) => p,
         Err(e) => return Some(e),
     };
@@ -821,10 +721,9 @@ async fn validate_merged(
             ("RALPH_STORY", &req.id),
             ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
         ]);
+        let _turn = super::candidate::turn(v).await;
         // It runs code the agents wrote: sealed like them (issue 22).
-        let seal = ctx
-            .seal
-            .for_validation(&ctx.git, &path, crate::paths::VALIDATE_WORKTREE);
+        let seal = ctx.seal.for_validation(&ctx.git, &path, &wt);
         let run = process::run_shell_sealed(
             &v.cmd,
             path.clone(),
@@ -834,6 +733,7 @@ async fn validate_merged(
             Some(&log),
             seal,
             ctx.seal.secrets.clone(),
+            ctx.seal.unsealed_env_remove(),
         );
         match run.await {
             Ok(r) if r.success => {}
@@ -867,7 +767,7 @@ async fn validate_merged(
 
 /// The end of what `log` holds from byte `from` on (lossy UTF-8), enough
 /// for `prompt::output_tail`; `None` when it cannot be read.
-fn output_since(log: &std::path::Path, from: u64) -> Option<String> {
+pub(super) fn output_since(log: &std::path::Path, from: u64) -> Option<String> {
     // A command can print gigabytes; the prompt shows 16 KB of it.
     let (text, cut) = store::read_log_end(log, from, 4 * prompt::TAIL_BYTES as u64).ok()?;
     Some(match text.find('\n') {

@@ -13,8 +13,10 @@
 //! share).
 
 pub(crate) mod attempt;
+mod candidate;
 pub(crate) mod context;
 mod dispatcher;
+mod dry_run;
 pub(crate) mod events;
 pub(crate) mod executor;
 mod fixup;
@@ -24,8 +26,10 @@ mod model;
 mod notify;
 mod postmortem;
 mod preflight;
+mod queue;
 mod record;
 mod recover;
+mod reviewer;
 pub(crate) mod seal;
 mod slot;
 mod split;
@@ -89,6 +93,8 @@ pub(crate) struct RunOptions {
     /// `--hup stop`: a hang-up stops the run; by default it goes on with
     /// its output to the log only.
     pub(crate) hup_stops: bool,
+    /// `--sandbox MODE`: `sandbox.mode` for this run only.
+    pub(crate) sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// How this run seals its children, probed once (`bwrap` mode without a
@@ -110,12 +116,18 @@ fn run_seal(
     Ok((s, backends))
 }
 
-/// `ralph validate`'s line: the sandbox mode a run would use, and why.
+/// `ralph validate`'s line: the sandbox mode a run would use, and why;
+/// an agent that cannot start under it is the error a run would stop with.
 pub(crate) fn sandbox_line(
     project: &Project,
     agents: &HashMap<Backend, (String, Vec<String>)>,
 ) -> Result<String, RalphError> {
-    Ok(run_seal(project, agents)?.0.decision.why)
+    let seal = run_seal(project, agents)?.0;
+    if matches!(project.config.executor, crate::config::Executor::Local) {
+        let git = Git::open(&project.root).map_err(|e| RalphError::usage(e.to_string()))?;
+        crate::exec::agents_can_start(project, &git, agents, &seal)?;
+    }
+    Ok(seal.decision.why)
 }
 
 /// The branch stories land on: prd.json's `branchName`, else the main
@@ -146,7 +158,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             "warning: the run starts from the tracker's last snapshot: {why}"
         ));
     }
-    let project = project::load(root).map_err(RalphError::BadInput)?;
+    let mut project = project::load(root).map_err(RalphError::BadInput)?;
+    if let Some(mode) = opts.sandbox {
+        project.config.sandbox.mode = mode;
+    }
     for w in project.config.warning_lines() {
         if !crate::ui::get().quiet {
             eprintln!("{}", crate::ui::paint_tag(&w, crate::ui::stderr_colors()));
@@ -214,6 +229,11 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         crate::config::Executor::Ray(_) => crate::exec::agents_on_nodes(&project, backend),
     };
     let (run_seal, backends) = run_seal(&project, &agents)?;
+    // Before any attempt: an agent that cannot start is the user's to fix,
+    // never a story's failure (issue 32). A cluster's nodes check their own.
+    if matches!(project.config.executor, crate::config::Executor::Local) {
+        crate::exec::agents_can_start(&project, &git, &agents, &run_seal)?;
+    }
     // The web view's address is checked with the rest of the input.
     let serve_at = match (opts.land, &opts.decompose) {
         (false, None) => {
@@ -242,10 +262,22 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     if opts.dry_run {
         // A dry run refuses what the run would refuse, but recovers nothing:
         // a landing a killed run cut short may show as a spec's edit.
+        // An uncommitted backlog is said, not refused: the plan is what one
+        // wants to see before committing it (issue 32).
         if !paths::landing_intent_path(root).exists() {
-            preflight::refuse_uncommitted_backlog(&project, &git, &target)?;
+            if let Err(e) = preflight::refuse_uncommitted_backlog(&project, &git, &target) {
+                let hint = e
+                    .downcast_ref::<RalphError>()
+                    .and_then(|r| r.hint())
+                    .map(|h| format!("\nhint: {h}"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "warning: {e}{hint}\n(`ralph run` refuses to start until it is committed; \
+                     this dry run only previews the plan)"
+                );
+            }
         }
-        return dry_run(&project, &opts, &run_seal, &backends);
+        return dry_run::dry_run(&project, &opts, &run_seal, &backends);
     }
     if let Some(w) = crate::sandbox::unconfined_warning(&run_seal.decision) {
         if !crate::ui::get().quiet {
@@ -383,6 +415,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,
         predict_files: config.parallel.predict_files,
+        conflicts: config.parallel.conflicts,
         history: {
             let h = crate::forecast::History::load(root, &project.backlog.stories);
             (!h.is_empty()).then(|| Arc::new(h))
@@ -400,6 +433,21 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         },
         tests_gate: config.gates.tests,
         review: config.gates.review.clone(),
+        // A person or a reviewer looks at one merged tree at a time.
+        speculate: if config.landing.review
+            || config.landing.pr_remote.is_some()
+            || config.gates.review.is_some()
+        {
+            1
+        } else {
+            config
+                .landing
+                .speculate
+                .min(match config.landing.max_validations {
+                    0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    n => n,
+                })
+        },
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
@@ -755,96 +803,4 @@ fn jobs_of(opts: &RunOptions, config: &crate::config::Config) -> usize {
     } else {
         1
     }
-}
-
-/// `ralph run -d`: the plan and each prompt's head; nothing is changed.
-fn dry_run(
-    project: &Project,
-    opts: &RunOptions,
-    seal: &seal::RunSeal,
-    backends: &[Backend],
-) -> Result<i32> {
-    let state = store::load_state(&project.root).map_err(|p| RalphError::BadInput(vec![p]))?;
-    let b = &project.backlog;
-    let first = opts
-        .resume
-        .as_ref()
-        .and_then(|r| b.index_of(r))
-        .unwrap_or(0);
-    let only = opts.story.as_ref().and_then(|s| b.index_of(s));
-    let asked: Vec<bool> = (0..b.stories.len())
-        .map(|i| only.is_none_or(|o| o == i) && i >= first)
-        .collect();
-    // The run's selection: what was asked and what it waits for.
-    let nodes: Vec<crate::schedule::Node> =
-        b.stories.iter().map(|s| story_node(&state, s)).collect();
-    let selection = crate::schedule::with_dependencies(&project.dag, &asked, &nodes);
-    let order: Vec<usize> = project
-        .dag
-        .topo_order()
-        .into_iter()
-        .filter(|&i| selection.chosen[i])
-        .collect();
-    println!("[DRY RUN] sandbox: {}", seal.decision.why);
-    for b in backends {
-        if let Some(names) = seal.agent_env_names(*b) {
-            println!(
-                "[DRY RUN] the {} agent's environment (names only): {}",
-                b.name(),
-                names.join(" ")
-            );
-        }
-    }
-    println!(
-        "[DRY RUN] plan ({} stories; nothing will be changed):",
-        order.len()
-    );
-    let all_learnings = crate::learnings::load(&project.root);
-    for i in order {
-        let s = &b.stories[i];
-        if state.is_done(&s.id) {
-            println!("  [done] {} {}", s.id, s.title);
-            continue;
-        }
-        let waits: Vec<&str> = project
-            .dag
-            .waits_for(i)
-            .iter()
-            .map(|&w| b.stories[w].id.as_str())
-            .collect();
-        let after = if waits.is_empty() {
-            String::new()
-        } else {
-            format!("  (after {})", waits.join(", "))
-        };
-        println!("  [    ] {} {}{after}", s.id, s.title);
-        let text = attempt::build_prompt(&project.root, &project.config, s, &all_learnings, None)
-            .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
-        println!("  [DRY RUN] prompt head:");
-        // The built-in template's story part: what every story shares
-        // comes first (issue 25), the same for each and shown by
-        // `ralph template show`.
-        let head = match text.find(crate::prompt::STORY_PART) {
-            Some(at) => &text[at..],
-            None => &text[..],
-        };
-        for line in head.lines().take(12) {
-            println!("    | {line}");
-        }
-    }
-    // What the run will cost and take, from the project's own history:
-    // advice only, so nothing here can fail the dry run.
-    let to_run: Vec<bool> = (0..b.stories.len())
-        .map(|i| selection.chosen[i] && !state.is_done(&b.stories[i].id))
-        .collect();
-    let jobs = jobs_of(opts, &project.config);
-    let history = crate::forecast::History::load(&project.root, &b.stories);
-    let planned = crate::forecast::plan(&project.dag, &b.stories, &to_run);
-    let agent = backends.first().map(|b| b.name());
-    let forecast = crate::forecast::forecast(&history, &planned, jobs, agent);
-    println!(
-        "[DRY RUN] {}",
-        crate::forecast::render(forecast.as_ref(), jobs)
-    );
-    Ok(EXIT_OK)
 }

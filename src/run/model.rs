@@ -43,6 +43,9 @@ pub(crate) struct Policy {
     /// Predict what each story touches and keep clashing stories apart
     /// (`parallel.predict_files`); off, dispatch knows no files at all.
     pub(crate) predict_files: bool,
+    /// `parallel.conflicts`: a clash on a declared file holds a story back
+    /// even with a slot free (`Wait`), or only reorders (`Risk`).
+    pub(crate) conflicts: crate::config::Conflicts,
     /// The project's past attempts (`forecast`), when it has any: each
     /// story's expected duration orders the critical path and gives the
     /// ETA. Advice only: nothing waits or fails for it.
@@ -55,6 +58,9 @@ pub(crate) struct Policy {
     pub(crate) tests_gate: crate::config::TestsGate,
     /// `gates.review.*`: the reviewer after validation, when on.
     pub(crate) review: Option<crate::config::ReviewGate>,
+    /// `landing.speculate`: the deepest chain the merge queue builds (1 in
+    /// review and pr modes and with a reviewer: those land one at a time).
+    pub(crate) speculate: usize,
 }
 
 /// The run's models: the ladder, `agent.model` (for the run's own agent)
@@ -230,8 +236,12 @@ pub(crate) struct Model {
     pub(crate) slots: Vec<Option<usize>>,
     /// Stories waiting for the merge queue, in arrival order.
     pub(crate) land_queue: VecDeque<Landing>,
-    /// The story being landed now (one at a time).
-    pub(crate) landing: Option<Landing>,
+    /// The stories being landed now: one, or the merge queue's chain
+    /// (`landing.speculate`), in chain order.
+    pub(crate) landing: Vec<Landing>,
+    /// How many stories the next chain may take (Zuul's window: halved by a
+    /// failed validation, one more per landing, up to `Policy::speculate`).
+    pub(crate) window: usize,
     /// Post hooks of landed (or refused) work still running.
     pub(crate) hooks_running: usize,
     pub(crate) attempts_this_run: u64,
@@ -411,6 +421,7 @@ impl Model {
             expected_secs.as_deref(),
         );
         let (n, jobs) = (stories.len(), policy.jobs);
+        let speculate = policy.speculate.max(1);
         let waste_at_start = state.waste();
         let mut model = Model {
             chosen,
@@ -423,7 +434,8 @@ impl Model {
             slots: vec![None; policy.jobs],
             policy,
             land_queue: VecDeque::new(),
-            landing: None,
+            landing: Vec::new(),
+            window: speculate,
             hooks_running: 0,
             attempts_this_run: 0,
             signals: SignalCount::None,
@@ -585,7 +597,7 @@ impl Model {
     /// run spent and was told (signals, a fatal stop) carry over; nothing
     /// runs or waits to land at this point.
     pub(crate) fn reload(&mut self, stories: Vec<Story>, dag: &Dag, now: Now) {
-        debug_assert!(self.slots.iter().all(Option::is_none) && self.landing.is_none());
+        debug_assert!(self.slots.iter().all(Option::is_none) && self.landing.is_empty());
         let was: HashMap<&str, bool> = self
             .stories
             .iter()
@@ -611,6 +623,7 @@ impl Model {
         m.draining = self.draining;
         m.holds_here = self.holds_here;
         m.waits_for_review = self.waits_for_review;
+        m.window = self.window;
         *self = m;
     }
 
@@ -1012,7 +1025,7 @@ impl Model {
     /// post hooks.
     pub(crate) fn busy(&self) -> bool {
         self.slots.iter().any(Option::is_some)
-            || self.landing.is_some()
+            || !self.landing.is_empty()
             || !self.land_queue.is_empty()
             || self.hooks_running > 0
     }
@@ -1044,11 +1057,13 @@ pub(crate) fn test_model(
         retry_concurrency: 1,
         agent_memory_mb: 0,
         predict_files: true,
+        conflicts: crate::config::Conflicts::Wait,
         history: None,
         split_by_hand: None,
         models: Models::default(),
         tests_gate: crate::config::TestsGate::Block,
         review: None,
+        speculate: 1,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

@@ -157,6 +157,7 @@ pub(crate) fn land_end(story: &str, attempt: u32, result: &LandResult, secs: f64
             Some(holder.clone().unwrap_or_else(|| lock.display().to_string())),
         ),
         LandResult::Raced => end("raced", None),
+        LandResult::Behind => end("behind", None),
         LandResult::Unsigned { message } => end("unsigned", Some(message.clone())),
         LandResult::InReview => end("in_review", None),
         LandResult::InPr { url } => end("in_pr", Some(url.clone())),

@@ -406,6 +406,13 @@ pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str, in_review:
         }
     }
     let _ = git.delete_branch(project::VALIDATE_BRANCH);
+    // The merge queue's other validation slots (a chain's).
+    for b in git
+        .branches_with_prefix(&format!("{}-", project::VALIDATE_BRANCH))
+        .unwrap_or_default()
+    {
+        let _ = git.delete_branch(&b);
+    }
     let _ = git.delete_branch(project::WARM_BRANCH);
     let _ = std::fs::remove_dir(paths::worktrees_dir(root));
     for b in git

@@ -99,12 +99,18 @@ impl RunSeal {
         })
     }
 
+    /// What an unsealed hook or validation command loses of ralph's
+    /// environment (`sandbox::unsealed_env_remove`).
+    pub(crate) fn unsealed_env_remove(&self) -> Vec<String> {
+        sandbox::unsealed_env_remove(&self.settings)
+    }
+
     /// A worktree hook's seal: the allowlisted environment, not confined
     /// (hooks are the user's commands, with the user's reach).
     pub(crate) fn for_hook(&self) -> Option<Seal> {
         self.decision.seal.then(|| Seal {
             env: self.env(None, false),
-            bwrap: None,
+            ..Seal::default()
         })
     }
 
@@ -142,11 +148,11 @@ impl RunSeal {
             allow_write: self.settings.allow_write.clone(),
             project: canon(&git.workdir),
             git_dir: git.git_dir.clone(),
-            git_rw: vec![
-                git.git_dir.join("objects"),
-                git.git_dir.join("worktrees").join(admin),
-            ],
+            // `objects/` is the slot's own (`gitops::sandbox`): the caller's.
+            git_rw: vec![git.git_dir.join("worktrees").join(admin)],
             overlays: Vec::new(),
+            ro_overlays: Vec::new(),
+            git_ro: Vec::new(),
             work: canon(work),
         }
     }
@@ -169,7 +175,11 @@ impl RunSeal {
         }
         let env = self.env(Some(backend), self.bwrap.is_some());
         let Some(bwrap) = &self.bwrap else {
-            return Ok(Some(Seal { env, bwrap: None }));
+            return Ok(Some(Seal {
+                env,
+                bwrap: None,
+                limits: self.settings.limits,
+            }));
         };
         let mut layout = self.layout(git, &env, work, slot);
         layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
@@ -182,16 +192,68 @@ impl RunSeal {
             layout.tools.extend(sandbox::gather_exe_tree(&found));
         }
         let refs = git
-            .sandbox_refs_prepare(slot, branch)
+            .sandbox_prepare(slot, &layout.work, Some(branch))
             .map_err(|e| format!("cannot prepare the sandbox's refs: {e}"))?;
         layout.overlays = refs.overlays;
+        layout.ro_overlays = refs.ro_overlays;
+        layout.git_ro = refs.ro_files;
         let plan = mounts::plan(&layout);
         // Agents keep the network: they need their API.
         let args = mounts::bwrap_args(&plan, true, &layout.work);
         Ok(Some(Seal {
             env,
             bwrap: Some((bwrap.clone(), args)),
+            limits: self.settings.limits,
         }))
+    }
+
+    /// The seal of the start-up probe of `backend`'s `program`
+    /// (`process::can_start`): the environment its attempts get and, when
+    /// the run confines, their mounts with the repository's work tree in the
+    /// place of the attempt's worktree, read-only (an in-repository agent is
+    /// at the same path in both; `agents_can_start` made sure it is
+    /// committed). `None` when nothing is sealed.
+    pub(crate) fn for_probe(&self, git: &Git, backend: Backend, program: &str) -> Option<Seal> {
+        if !self.decision.seal {
+            return None;
+        }
+        let env = self.env(Some(backend), self.bwrap.is_some());
+        let Some(bwrap) = &self.bwrap else {
+            return Some(Seal {
+                env,
+                bwrap: None,
+                limits: self.settings.limits,
+            });
+        };
+        let mut layout = self.layout(git, &env, &git.workdir, "");
+        layout.git_rw = Vec::new();
+        layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default();
+        if let Some(found) = sandbox::which(program, path, &layout.work) {
+            layout.tools.extend(sandbox::gather_exe_tree(&found));
+        }
+        let plan: Vec<mounts::Mount> = mounts::plan(&layout)
+            .into_iter()
+            .map(|m| match m {
+                mounts::Mount::Rw(p) if p == layout.work => mounts::Mount::Ro(p),
+                m => m,
+            })
+            .collect();
+        let args = mounts::bwrap_args(&plan, true, &layout.work);
+        Some(Seal {
+            env,
+            bwrap: Some((bwrap.clone(), args)),
+            limits: self.settings.limits,
+        })
+    }
+
+    /// Whether the run confines its agents (bubblewrap).
+    pub(crate) fn confines(&self) -> bool {
+        self.bwrap.is_some()
     }
 
     /// A validation command's seal in the merge queue's worktree `work`
@@ -204,13 +266,40 @@ impl RunSeal {
         }
         let env = self.env(None, self.bwrap.is_some());
         let bwrap = self.bwrap.as_ref().map(|b| {
-            let layout = self.layout(git, &env, work, admin);
+            let mut layout = self.layout(git, &env, work, admin);
+            // Its own object directory, as an agent's (the next prepare or
+            // run start brings in what it wrote); failing that, the
+            // repository's objects stay read-only to it.
+            if let Ok(refs) = git.sandbox_prepare(admin, &layout.work, None) {
+                layout.overlays = refs.overlays;
+                layout.ro_overlays = refs.ro_overlays;
+                layout.git_ro = refs.ro_files;
+            }
             let plan = mounts::plan(&layout);
             (
                 b.clone(),
                 mounts::bwrap_args(&plan, self.settings.network, &layout.work),
             )
         });
-        Some(Seal { env, bwrap })
+        Some(Seal {
+            env,
+            bwrap,
+            ..Seal::default()
+        })
     }
+}
+
+/// The program an attempt in worktree `work` runs: an agent inside the
+/// repository `repo` from the worktree, where it is committed
+/// (`sandbox::in_worktree`), when it is there; else `program` as resolved
+/// (an uncommitted one runs unconfined from the main checkout, as before).
+pub(crate) fn program_in(repo: &Path, program: &str, work: &Path) -> String {
+    let p = Path::new(program);
+    let canon = repo.canonicalize().ok();
+    [Some(repo.to_path_buf()), canon]
+        .into_iter()
+        .flatten()
+        .find_map(|r| sandbox::in_worktree(&r, p, work))
+        .filter(|w| w.is_file())
+        .map_or_else(|| program.to_string(), |w| w.display().to_string())
 }

@@ -56,6 +56,49 @@ pub(crate) struct Settings {
     /// `sandbox.network` (default true): false cuts the network of
     /// validation commands (agents always keep theirs: they need their API).
     pub(crate) network: bool,
+    /// `sandbox.limits.*`: what one attempt may use.
+    pub(crate) limits: Limits,
+}
+
+/// `sandbox.limits.*`: caps on one agent attempt, all its processes
+/// together (`process::cgroup` makes them real). 0: no cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Processes and threads at once (`pids.max`).
+    pub(crate) pids: u64,
+    /// Memory in MiB (`memory.max`, cgroup v1 `memory.limit_in_bytes`).
+    pub(crate) memory_mb: u64,
+}
+
+impl Limits {
+    pub(crate) fn is_none(&self) -> bool {
+        self.pids == 0 && self.memory_mb == 0
+    }
+}
+
+/// A limit an attempt ran into: the attempt's failure, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LimitHit {
+    /// A fork failed at `sandbox.limits.pids`.
+    Pids(u64),
+    /// A process was killed for memory at `sandbox.limits.memory_mb`.
+    Memory(u64),
+}
+
+impl std::fmt::Display for LimitHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitHit::Pids(n) => write!(
+                f,
+                "the attempt hit sandbox.limits.pids ({n} processes at once): a fork failed"
+            ),
+            LimitHit::Memory(mb) => write!(
+                f,
+                "the attempt hit sandbox.limits.memory_mb ({mb} MiB): a process was killed \
+                 for lack of memory"
+            ),
+        }
+    }
 }
 
 /// Names every sealed child gets (besides its backend's and ralph's own).
@@ -180,6 +223,17 @@ pub(crate) fn agent_env_remove(own: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// What an unsealed hook or validation command loses of ralph's own
+/// environment (issue 35): a tracker's token, unless `sandbox.env.pass`
+/// names it on purpose. Sealed, the allowlist leaves it out anyway.
+pub(crate) fn unsealed_env_remove(settings: &Settings) -> Vec<String> {
+    TRACKER_SECRETS
+        .iter()
+        .filter(|name| !settings.pass.iter().any(|p| glob_match(p, name)))
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// The values of `TRACKER_SECRETS` in `host`.
 pub(crate) fn tracker_secret_values(host: &[(String, String)]) -> Vec<String> {
     host.iter()
@@ -279,6 +333,17 @@ pub(crate) fn unconfined_warning(d: &Decision) -> Option<String> {
              anything ralph can; {INSTALL_HINT}, or set sandbox.mode to off to silence this"
         )
     })
+}
+
+/// Where an agent executable inside the repository's work tree `repo`
+/// (`bin/my-agent`, resolved from the project) is in the attempt's worktree
+/// `work`: the same path under it. `None` for one outside the repository
+/// (on `PATH`, under `/opt`, ...). An attempt runs the worktree's copy in
+/// every mode: under bubblewrap the main checkout is not there at all, and
+/// the copy on the story's branch is the one its commits go with.
+pub(crate) fn in_worktree(repo: &Path, program: &Path, work: &Path) -> Option<PathBuf> {
+    let rel = program.strip_prefix(repo).ok()?;
+    (!rel.as_os_str().is_empty()).then(|| work.join(rel))
 }
 
 // ---- readings of the machine (edge) ----
@@ -539,5 +604,17 @@ mod tests {
             assert_eq!(Mode::parse(m.name()), Some(m));
         }
         assert_eq!(Mode::parse("docker"), None);
+    }
+
+    #[test]
+    fn an_agent_in_the_repository_runs_from_the_worktree() {
+        let (repo, work) = (Path::new("/p"), Path::new("/p/.ralph/worktrees/slot-1"));
+        assert_eq!(
+            in_worktree(repo, Path::new("/p/bin/my-agent"), work),
+            Some(PathBuf::from("/p/.ralph/worktrees/slot-1/bin/my-agent"))
+        );
+        assert_eq!(in_worktree(repo, Path::new("/usr/bin/claude"), work), None);
+        assert_eq!(in_worktree(repo, Path::new("/p"), work), None);
+        assert_eq!(in_worktree(repo, Path::new("/pp/agent"), work), None);
     }
 }

@@ -12,9 +12,15 @@
 //! - the directories of the agent's executable and of `PATH` read-only, so
 //!   `~/.local/bin/claude` or an npm-global install runs;
 //! - the repository's `.git` read-only, then read-write over it only what
-//!   the attempt's own commits write: `objects/`, its worktree's admin dir
-//!   `worktrees/<slot>/` (HEAD, index, its reflog), and a private stand-in
-//!   for the story branch's ref directory. A commit takes a lock *beside*
+//!   the attempt's own commits write: a private object directory bound
+//!   over `objects/` (the repository's objects are seen read-only through
+//!   git's alternates, at a second, read-only bind: an agent can delete
+//!   only its own objects), its worktree's admin dir `worktrees/<slot>/`
+//!   (HEAD, index, its reflog), and a private stand-in for the story
+//!   branch's ref directory. The files that tell git where things are —
+//!   the admin dir's `gitdir` and `commondir`, the worktree's `.git` — are
+//!   bound read-only over themselves: ralph reads that slot afterwards,
+//!   outside the sandbox (`gitops::slot`). A commit takes a lock *beside*
 //!   the ref it moves (`refs/heads/ralph/story-1.1.lock`) and appends to its
 //!   reflog (`logs/refs/heads/ralph/...`), so binding the ref file alone
 //!   cannot work, and the real `refs/heads/ralph/` holds every story's
@@ -69,6 +75,10 @@ pub(crate) struct Layout {
     pub(crate) git_rw: Vec<PathBuf>,
     /// Private directories bound over real ones: (source, destination).
     pub(crate) overlays: Vec<(PathBuf, PathBuf)>,
+    /// Real directories shown read-only elsewhere: (source, destination).
+    pub(crate) ro_overlays: Vec<(PathBuf, PathBuf)>,
+    /// Files inside read-write mounts kept read-only (the where-files).
+    pub(crate) git_ro: Vec<PathBuf>,
     /// The attempt's worktree (read-write, the working directory).
     pub(crate) work: PathBuf,
 }
@@ -83,6 +93,11 @@ pub(crate) enum Mount {
     RwTry(PathBuf),
     /// `src` seen at `dst`, read-write.
     RwAt {
+        src: PathBuf,
+        dst: PathBuf,
+    },
+    /// `src` seen at `dst`, read-only.
+    RoAt {
         src: PathBuf,
         dst: PathBuf,
     },
@@ -105,7 +120,7 @@ impl Mount {
             | Mount::Tmpfs(p)
             | Mount::Dev(p)
             | Mount::Proc(p) => p,
-            Mount::RwAt { dst, .. } => dst,
+            Mount::RwAt { dst, .. } | Mount::RoAt { dst, .. } => dst,
             Mount::Symlink { at, .. } => at,
         }
     }
@@ -177,7 +192,12 @@ pub(crate) fn plan(l: &Layout) -> Vec<Mount> {
         src: src.clone(),
         dst: dst.clone(),
     }));
+    m.extend(l.ro_overlays.iter().map(|(src, dst)| Mount::RoAt {
+        src: src.clone(),
+        dst: dst.clone(),
+    }));
     m.push(Mount::Rw(l.work.clone()));
+    m.extend(l.git_ro.iter().cloned().map(Mount::Ro));
 
     // Last wish per destination, then shallowest first (stable).
     let mut kept: Vec<Mount> = Vec::new();
@@ -208,6 +228,7 @@ pub(crate) fn bwrap_args(plan: &[Mount], network: bool, chdir: &Path) -> Vec<Str
             Mount::RoTry(p) => a.extend(["--ro-bind-try".into(), s(p), s(p)]),
             Mount::RwTry(p) => a.extend(["--bind-try".into(), s(p), s(p)]),
             Mount::RwAt { src, dst } => a.extend(["--bind".into(), s(src), s(dst)]),
+            Mount::RoAt { src, dst } => a.extend(["--ro-bind".into(), s(src), s(dst)]),
             Mount::Symlink { target, at } => a.extend(["--symlink".into(), s(target), s(at)]),
             Mount::Tmpfs(p) => a.extend(["--tmpfs".into(), s(p)]),
             Mount::Dev(p) => a.extend(["--dev".into(), s(p)]),
@@ -286,14 +307,26 @@ mod tests {
             allow_write: vec![p("/srv/tools/bin")],
             project: p("/home/u/proj"),
             git_dir: p("/home/u/proj/.git"),
-            git_rw: vec![
-                p("/home/u/proj/.git/objects"),
-                p("/home/u/proj/.git/worktrees/slot-0"),
+            git_rw: vec![p("/home/u/proj/.git/worktrees/slot-0")],
+            overlays: vec![
+                (
+                    p("/home/u/proj/.git/ralph-sandbox/slot-0/objects"),
+                    p("/home/u/proj/.git/objects"),
+                ),
+                (
+                    p("/home/u/proj/.git/ralph-sandbox/slot-0/refs"),
+                    p("/home/u/proj/.git/refs/heads/ralph"),
+                ),
             ],
-            overlays: vec![(
-                p("/home/u/proj/.git/ralph-sandbox/slot-0/refs"),
-                p("/home/u/proj/.git/refs/heads/ralph"),
+            ro_overlays: vec![(
+                p("/home/u/proj/.git/objects"),
+                p("/home/u/proj/.git/ralph-sandbox/slot-0/base-objects"),
             )],
+            git_ro: vec![
+                p("/home/u/proj/.git/worktrees/slot-0/gitdir"),
+                p("/home/u/proj/.git/worktrees/slot-0/commondir"),
+                p("/home/u/proj/.ralph/worktrees/slot-0/.git"),
+            ],
             work: p("/home/u/proj/.ralph/worktrees/slot-0"),
         }
     }
@@ -320,13 +353,23 @@ mod tests {
             Mount::RoTry(p("/run/systemd/resolve/stub-resolv.conf")),
             Mount::RoTry(p("/home/u/.local/bin")),
             Mount::Ro(p("/home/u/proj/.git")),
-            Mount::Rw(p("/home/u/proj/.git/objects")),
+            Mount::RwAt {
+                src: p("/home/u/proj/.git/ralph-sandbox/slot-0/objects"),
+                dst: p("/home/u/proj/.git/objects"),
+            },
             Mount::Rw(p("/home/u/proj/.git/worktrees/slot-0")),
             Mount::Rw(p("/home/u/proj/.ralph/worktrees/slot-0")),
             Mount::RwAt {
                 src: p("/home/u/proj/.git/ralph-sandbox/slot-0/refs"),
                 dst: p("/home/u/proj/.git/refs/heads/ralph"),
             },
+            Mount::RoAt {
+                src: p("/home/u/proj/.git/objects"),
+                dst: p("/home/u/proj/.git/ralph-sandbox/slot-0/base-objects"),
+            },
+            Mount::Ro(p("/home/u/proj/.git/worktrees/slot-0/gitdir")),
+            Mount::Ro(p("/home/u/proj/.git/worktrees/slot-0/commondir")),
+            Mount::Ro(p("/home/u/proj/.ralph/worktrees/slot-0/.git")),
         ];
         assert_eq!(plan, want);
     }
@@ -397,11 +440,15 @@ mod tests {
                 src: p("/a"),
                 dst: p("/b"),
             },
+            Mount::RoAt {
+                src: p("/c"),
+                dst: p("/d"),
+            },
         ];
         assert_eq!(
             bwrap_args(&plan, true, Path::new("/w")).join(" "),
             "--unshare-all --share-net --die-with-parent --ro-bind /usr /usr --symlink usr/bin \
-             /bin --tmpfs /tmp --dev /dev --proc /proc --bind /w /w --bind /a /b --chdir /w --"
+             /bin --tmpfs /tmp --dev /dev --proc /proc --bind /w /w --bind /a /b --ro-bind /c /d --chdir /w --"
         );
         assert!(!bwrap_args(&plan, false, Path::new("/w")).contains(&"--share-net".to_string()));
         let optional = [Mount::RoTry(p("/x")), Mount::RwTry(p("/y"))];

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -35,9 +35,6 @@ const LINE_CHARS: usize = 2000;
 pub(crate) struct App {
     pub(crate) live: Arc<Live>,
     pub(crate) token: Arc<str>,
-    /// Reads without the token (the loopback address): controls still
-    /// need it.
-    pub(crate) open_reads: bool,
 }
 
 pub(crate) fn router(app: App) -> Router {
@@ -88,10 +85,12 @@ fn token_of(req: &Request) -> Option<String> {
 }
 
 async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
-    // A control changes a run: always the token, so that no other site a
-    // browser visits can press a button (it cannot read the token).
-    let needed = req.method() == Method::POST || !app.open_reads;
-    if needed && !token_of(&req).is_some_and(|t| same(&t, &app.token)) {
+    // Every route, reads included, whatever the address (issue 31): an
+    // agent shares the host's loopback while `sandbox.network` is true, and
+    // the logs and state of other stories are no business of it; no other
+    // site a browser visits can press a button either (it cannot read the
+    // token). The page's own URL carries the token, which it passes on.
+    if !token_of(&req).is_some_and(|t| same(&t, &app.token)) {
         return (
             StatusCode::UNAUTHORIZED,
             axum::Json(json!({

@@ -52,13 +52,6 @@ pub(crate) fn address(
     }
 }
 
-/// Reads need no token only on the loopback address a person on this
-/// machine alone reaches; anything else (a LAN, every interface, another
-/// loopback alias) needs it for everything.
-fn open_reads(ip: IpAddr) -> bool {
-    ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
-}
-
 /// 128 random bits as hex, from the kernel.
 fn new_token() -> std::io::Result<String> {
     use std::io::Read;
@@ -102,7 +95,6 @@ pub(crate) async fn start(live: Arc<Live>, addr: SocketAddr) -> Result<Server, R
     let app = http::App {
         live: live.clone(),
         token: Arc::from(token.as_str()),
-        open_reads: open_reads(local.ip()),
     };
     let mut closed = live.closed();
     let server = tokio::spawn(async move {

@@ -39,7 +39,8 @@ pub(crate) struct Running {
 /// A pause of new work in force.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Pause {
-    /// `usage_limit`, `fault` or `budget`.
+    /// `usage_limit`, `fault` or `budget`; `pause` or `drain` when a person
+    /// steered the run (`ralph pause`, `ralph drain`, the page's buttons).
     pub(crate) why: &'static str,
     pub(crate) agent: Option<String>,
     /// Unix time it ends, when known (the page counts down to it).
@@ -68,6 +69,9 @@ pub(crate) struct Summary {
     /// `budget.max_tokens`).
     pub(crate) budget_usd: Option<f64>,
     pub(crate) budget_tokens: Option<u64>,
+    /// Stories a person held (`ralph hold ID`, `ralph stop ID`) until
+    /// `ralph release ID`.
+    pub(crate) held: Vec<String>,
     /// The run's exit code once it ended.
     pub(crate) exit_code: Option<i32>,
     /// Unix time of the last record.
@@ -80,6 +84,29 @@ impl Summary {
         self.live = false;
         self.running.clear();
         self.landing = None;
+    }
+
+    fn steered(&mut self, cmd: &str, story: Option<&str>, t: f64) {
+        let person = |p: &Pause| p.why == "pause" || p.why == "drain";
+        match (cmd, story) {
+            ("pause" | "drain", _) => {
+                let why = if cmd == "pause" { "pause" } else { "drain" };
+                self.pauses.retain(|p| p.why != why);
+                self.pauses.push(Pause {
+                    why,
+                    agent: None,
+                    until: None,
+                    since: t,
+                });
+            }
+            // `ralph resume` ends a pause and a drain alike.
+            ("resume", _) => self.pauses.retain(|p| !person(p)),
+            ("hold" | "stop", Some(id)) if !self.held.iter().any(|h| h == id) => {
+                self.held.push(id.to_string());
+            }
+            ("release", Some(id)) => self.held.retain(|h| h != id),
+            _ => {}
+        }
     }
 
     /// The summary after `rec`.
@@ -166,6 +193,9 @@ impl Summary {
                 let why = why.name();
                 self.pauses.retain(|p| !(p.why == why && p.agent == *agent));
             }
+            // What a person steered (issue 32: only usage-limit pauses
+            // showed); the words are `steer::Command::name`'s.
+            Ev::Steer { cmd, story, .. } => self.steered(cmd, story.as_deref(), rec.t),
             Ev::RunEnd { exit_code, .. } => {
                 self.live = false;
                 self.exit_code = Some(*exit_code);
@@ -373,5 +403,32 @@ mod tests {
         assert_eq!(s.pauses.len(), 1);
         assert_eq!(s.pauses[0].agent.as_deref(), Some("codex"));
         assert_eq!(s.pauses[0].until, Some(100));
+    }
+
+    /// Regression: a pause, drain or hold a person made (`ralph pause`, the
+    /// page's buttons) never showed: only usage-limit pauses were read.
+    #[test]
+    fn a_steered_pause_drain_and_hold_show_until_undone() {
+        let mut s = Summary::default();
+        let steer = |cmd: &str, story: Option<&str>| Ev::Steer {
+            cmd: cmd.into(),
+            story: story.map(str::to_string),
+            message: String::new(),
+        };
+        s.apply(&rec(1.0, steer("pause", None)));
+        s.apply(&rec(1.5, steer("pause", None)));
+        s.apply(&rec(2.0, steer("hold", Some("1.2"))));
+        s.apply(&rec(2.5, steer("stop", Some("1.3"))));
+        let whys: Vec<&str> = s.pauses.iter().map(|p| p.why).collect();
+        assert_eq!(whys, ["pause"], "{s:?}");
+        assert_eq!(s.held, ["1.2", "1.3"]);
+        s.apply(&rec(3.0, steer("resume", None)));
+        s.apply(&rec(3.1, steer("drain", None)));
+        s.apply(&rec(3.2, steer("release", Some("1.2"))));
+        let whys: Vec<&str> = s.pauses.iter().map(|p| p.why).collect();
+        assert_eq!(whys, ["drain"], "{s:?}");
+        assert_eq!(s.held, ["1.3"]);
+        s.apply(&rec(4.0, steer("resume", None)));
+        assert!(s.pauses.is_empty(), "{s:?}");
     }
 }

@@ -211,9 +211,19 @@ fn an_uncommitted_backlog_is_refused_with_the_command_that_commits_it() {
     git(&p.root, &["commit", "-qm", "the code, not the backlog"]);
     p.agent(r#"echo called >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
     let before = p.main_subjects();
+    // A dry run previews the plan and warns (issue 32: it refused, so the
+    // plan could not be seen before committing).
     for args in [&["run"][..], &["run", "-d"]] {
         let r = p.ralph(args);
-        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        let dry = args.len() == 2;
+        assert_eq!(r.code, if dry { 0 } else { 2 }, "{args:?}: {r:?}");
+        if dry {
+            assert!(
+                r.stderr.contains("warning: the backlog is not committed"),
+                "{r:?}"
+            );
+            assert!(r.stdout.contains("1.2"), "the plan is shown: {r:?}");
+        }
         for f in [
             ".ralph/config.json (untracked)",
             ".ralph/stories.txt (untracked)",
@@ -403,6 +413,23 @@ fn init_inside_a_project_refuses() {
     assert!(!q.root.join(".ralph").exists());
 }
 
+/// Regression: `ralph init` outside a git repository succeeded, and only
+/// `ralph run` then said so.
+#[test]
+fn init_outside_a_git_repository_refuses_with_a_hint() {
+    let p = Project::new();
+    let out = p
+        .command(&["init"])
+        .current_dir(&p.scratch)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not inside a git repository"), "{err}");
+    assert!(err.contains("hint: run `git init"), "{err}");
+    assert!(!p.scratch.join(".ralph").exists(), "nothing was made");
+}
+
 /// Regression: `run -d` passed outside git and without the agent installed;
 /// it refuses what the run would refuse.
 #[test]
@@ -467,7 +494,8 @@ fn validate_prints_every_problem_at_once() {
     for needle in [
         "loop.timeout_seconds must be a positive number",
         "story 1.3: no spec file matches",
-        "dependency cycle: 1.1 -> 1.2 -> 1.1",
+        // With the depends_on line (issue 32: the file alone).
+        "specs/epic-1/story-1.1-spec.md:3: dependency cycle: 1.1 -> 1.2 -> 1.1",
         "unknown key \"paralell\" is ignored; did you mean \"parallel\"?",
         "3 problems found",
     ] {
@@ -476,6 +504,23 @@ fn validate_prints_every_problem_at_once() {
     assert!(
         !r.stderr.contains("unknown dependency") && !r.stderr.contains("1.3 is not"),
         "a story whose spec is missing is still a story its dependents name: {r:?}"
+    );
+}
+
+/// Regression: an unknown dependency named the spec but not its line.
+#[test]
+fn an_unknown_dependency_names_the_depends_on_line() {
+    let p = Project::with_backlog("1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.write(
+        "specs/epic-1/story-1.2-spec.md",
+        "---\nid: \"1.2\"\ntitle: \"B\"\ndepends_on: [\"9.9\"]\n---\nB\n",
+    );
+    let r = p.ralph(&["validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("specs/epic-1/story-1.2-spec.md:4: story 1.2 depends on 9.9"),
+        "{r:?}"
     );
 }
 
@@ -600,4 +645,288 @@ fn a_broken_spec_pattern_hides_no_other_problem() {
         assert!(r.stderr.contains(needle), "{needle:?} missing: {r:?}");
     }
     assert!(!r.stderr.contains("no spec file matches"), "{r:?}");
+}
+
+// ---- issue 32: the agent a newcomer starts with, under the default sandbox ----
+
+/// Copies `from` (a directory of this repository) into the project root.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dst = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+            copy_tree(&entry.path(), &dst);
+        } else {
+            std::fs::copy(entry.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// Regression: with bubblewrap installed, `sandbox/run-demo.sh` landed 0 of 8
+/// (`bwrap: execvp <project>/bin/demo-agent: No such file or directory`:
+/// the sandbox hides the main checkout the agent was started from). The
+/// demo as `run-demo.sh` runs it, with its own config (`sandbox.mode`
+/// unset: auto), lands every story; where bubblewrap works (CI) it runs
+/// confined.
+#[test]
+fn the_demo_lands_every_story_under_the_default_sandbox() {
+    let p = Project::new();
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sandbox/demo");
+    copy_tree(&demo, &p.root);
+    p.commit_all("demo: toolkit backlog");
+    let confined = crate::sandbox::bwrap_works();
+    let r = p.ralph_with(
+        &["run", "--parallel", "-j", "3"],
+        &[("DEMO_AGENT_FAST", "1")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut done = p.completed();
+    done.sort();
+    assert_eq!(
+        done,
+        ["1.1", "1.2", "2.1", "2.2", "2.3", "3.1", "3.2", "3.3"],
+        "{r:?}"
+    );
+    if confined {
+        assert!(!r.stderr.contains("not confined"), "{r:?}");
+    }
+    let tests = std::process::Command::new("bash")
+        .args(["tests/run.sh"])
+        .current_dir(&p.root)
+        .output()
+        .unwrap();
+    assert!(tests.status.success(), "{tests:?}");
+}
+
+/// The fenced block of `lang` that follows `heading` in docs/README.md.
+fn docs_block(heading: &str, lang: &str) -> String {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/README.md"),
+    )
+    .unwrap();
+    let after = &docs[docs
+        .find(heading)
+        .expect("the heading is in docs/README.md")..];
+    let start = after.find(&format!("```{lang}\n")).unwrap() + lang.len() + 4;
+    let len = after[start..].find("```").unwrap();
+    after[start..start + len].to_string()
+}
+
+/// Regression: the docs' "a first agent of your own" (`bin/my-agent`,
+/// committed in the project) failed 0 of 3 under the default sandbox, as
+/// the demo did. Its script and config are read from docs/README.md.
+#[test]
+fn the_docs_own_agent_lands_under_the_default_sandbox() {
+    let p = Project::with_backlog("1.1 | One\n1.2 | Two\n1.3 | Three\n", "{}");
+    let heading = "### A first agent of your own";
+    p.write("bin/my-agent", &docs_block(heading, "sh"));
+    std::fs::set_permissions(
+        p.root.join("bin/my-agent"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    p.write(".ralph/config.json", &docs_block(heading, "json"));
+    p.commit_all("backlog and agent");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"], "{r:?}");
+    assert_eq!(
+        p.file_on_main("notes-1.2.txt").as_deref(),
+        Some("story 1.2\n")
+    );
+}
+
+/// The run stopped before any attempt: exit 2 naming the command and
+/// `why`, no attempt log, nothing in the state; `validate` says the same.
+fn stops_before_any_attempt(p: &Project, command: &str, why: &str) {
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("command '{command}' cannot start"))
+            && r.stderr.contains(why),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("hint:"), "{r:?}");
+    assert!(!p.root.join(".ralph/logs").exists(), "no attempt log");
+    let state = p.read(".ralph/state.json");
+    assert!(
+        !state.contains("attempts_started"),
+        "nothing charged: {state}"
+    );
+    let v = p.ralph(&["validate"]);
+    assert_eq!(v.code, 2, "{v:?}");
+    assert!(v.stderr.contains(why), "{v:?}");
+}
+
+/// Regression: an agent committed without its execute bit was charged an
+/// attempt (`ralph run` exit 1), and `validate` said ok.
+#[test]
+fn an_agent_without_its_execute_bit_stops_the_run_before_any_attempt() {
+    let p = Project::with_backlog(
+        "1.1 | One\n",
+        r#"{ "agent": { "name": "custom", "command": "bin/my-agent" } }"#,
+    );
+    p.write(
+        "bin/my-agent",
+        "#!/bin/sh\necho '<ralph>DONE 1.1</ralph>'\n",
+    );
+    p.commit_all("backlog and agent");
+    stops_before_any_attempt(&p, "bin/my-agent", "not executable");
+}
+
+/// Regression: an agent whose `#!` line names an interpreter that is not
+/// there failed every attempt of the first story.
+#[test]
+fn an_agent_with_a_bad_interpreter_stops_the_run_before_any_attempt() {
+    let p = Project::with_backlog("1.1 | One\n", "{}");
+    p.commit_all("backlog");
+    p.write_outside(
+        &p.bin.join("claude"),
+        "#!/no/such/dir/python3\nprint('hi')\n",
+    );
+    std::fs::set_permissions(
+        p.bin.join("claude"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    stops_before_any_attempt(&p, "claude", "/no/such/dir/python3");
+}
+
+/// Regression: an agent in the project that is not committed is not in the
+/// attempt's worktree, and bubblewrap hides the main checkout: every
+/// attempt failed (`execvp ... No such file or directory`).
+#[test]
+fn an_agent_hidden_by_the_sandbox_stops_the_run_before_any_attempt() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let p = Project::with_backlog(
+        "1.1 | One\n",
+        r#"{ "agent": { "name": "custom", "command": "bin/my-agent" },
+             "sandbox": { "mode": "auto" } }"#,
+    );
+    p.write(".gitignore", "bin/\n");
+    p.commit_all("backlog");
+    p.write(
+        "bin/my-agent",
+        "#!/bin/sh\necho '<ralph>DONE 1.1</ralph>'\n",
+    );
+    std::fs::set_permissions(
+        p.root.join("bin/my-agent"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    stops_before_any_attempt(&p, "bin/my-agent", "ignored by git");
+}
+
+/// An interpreter the sandbox hides (under `$HOME`, which an attempt sees
+/// empty): found by the probe run inside bubblewrap, not by a check on the
+/// host, where it exists.
+#[test]
+fn an_interpreter_the_sandbox_hides_stops_the_run_before_any_attempt() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let p = Project::with_backlog("1.1 | One\n", r#"{ "sandbox": { "mode": "bwrap" } }"#);
+    p.commit_all("backlog");
+    let interp = p.home.join("tools/sh");
+    std::fs::create_dir_all(interp.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/sh", &interp).unwrap();
+    p.write_outside(
+        &p.bin.join("claude"),
+        &format!("#!{}\necho '<ralph>DONE 1.1</ralph>'\n", interp.display()),
+    );
+    std::fs::set_permissions(
+        p.bin.join("claude"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    stops_before_any_attempt(&p, "claude", "inside the sandbox");
+    // `--sandbox off` for one run, the config unchanged (issue 32).
+    let r = p.ralph(&["run", "--sandbox", "off"]);
+    assert_eq!(r.code, 1, "it starts now (and says no DONE of work): {r:?}");
+    assert!(
+        p.root.join(".ralph/logs/1.1/attempt-1.log").exists(),
+        "{r:?}"
+    );
+}
+
+/// `ralph run --sandbox MODE`: the mode of one run, over `sandbox.mode`.
+#[test]
+fn the_sandbox_flag_sets_the_mode_of_one_run() {
+    let p = Project::with_backlog("1.1 | One\n", r#"{ "sandbox": { "mode": "auto" } }"#);
+    p.commit_all("backlog");
+    p.agent("done_");
+    let r = p.ralph(&["run", "-d", "--sandbox", "off"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("sandbox: off"), "{r:?}");
+    let r = p.ralph(&["run", "-d", "--sandbox", "docker"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("auto, bwrap, off"), "{r:?}");
+}
+
+/// The tokens of the summary's `lifetime (all runs): N tokens` line.
+fn lifetime_tokens(stdout: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("lifetime (all runs): "))
+        .unwrap_or_else(|| panic!("no lifetime line: {stdout}"));
+    line["lifetime (all runs): ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Regressions of issue 32 a newcomer met after `ralph reset`: attempt
+/// logs went on at `attempt-3.log` while the display said `attempt 1/2`
+/// (now it names the log: numbers never restart, so no log or kept ref is
+/// overwritten, and `ralph log ID -a N` takes the number the display
+/// shows); `ralph log` said `result: ok` of an attempt that said FAIL;
+/// after `reset --yes` the summary's lifetime line said 0 tokens while
+/// `stats` counted them; `stats` said `none` for a story without an
+/// estimation (docs: medium).
+#[test]
+fn after_a_reset_the_display_logs_and_lifetime_agree() {
+    let p = Project::with_backlog("1.1 | One\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(
+        r#"if [ "$N" = 1 ]; then result "no <ralph>FAIL $ID: not today</ralph>"; exit 0; fi
+           commit_file "src/$ID-$N.txt"; done_"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let log1 = p.ralph(&["log", "1.1", "-a", "1"]);
+    assert!(log1.stdout.contains("── result: FAIL"), "{log1:?}");
+    let stats = p.ralph(&["stats"]);
+    assert!(stats.stdout.contains("medium"), "{stats:?}");
+    assert!(!stats.stdout.contains("none "), "{stats:?}");
+
+    let reset = p.ralph(&["reset", "1.1"]);
+    assert_eq!(reset.code, 0, "{reset:?}");
+    assert!(reset.stdout.contains("N up to 2"), "{reset:?}");
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("(attempt 1/2, logged as attempt-3)")
+            || r.stdout.contains("(attempt 1/2, logged as attempt-3)"),
+        "{r:?}"
+    );
+    let latest = p.ralph(&["log", "1.1"]);
+    let third = p.ralph(&["log", "1.1", "-a", "3"]);
+    assert_eq!(latest.stdout, third.stdout);
+    assert!(third.stdout.contains("── result: ok"), "{third:?}");
+
+    let all = p.ralph(&["reset", "--yes"]);
+    assert_eq!(all.code, 0, "{all:?}");
+    let again = p.ralph(&["run"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let json = p.ralph(&["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("stats --json");
+    let counted = v["lifetime"]["tokens"].as_u64().unwrap();
+    assert!(counted > 0, "{v}");
+    assert_eq!(lifetime_tokens(&again.stdout), counted, "{again:?}");
 }

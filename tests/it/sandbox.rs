@@ -434,3 +434,27 @@ done_
     assert!(all.contains("feat(story-1.1): src/first.txt"), "{all}");
     assert!(!p.root.join(".git/ralph-sandbox/slot-0").exists());
 }
+
+/// With the sandbox off, hooks and validation commands still never see a
+/// tracker's token (issue 35), unless `sandbox.env.pass` names it: before,
+/// they inherited ralph's whole environment, `GITHUB_TOKEN` included.
+#[test]
+fn a_trackers_token_reaches_no_unsealed_hook_or_validation_unless_passed() {
+    for (pass, expect) in [("[]", "none"), (r#"["GITHUB_TOKEN"]"#, "tok-123")] {
+        let p = Project::with_backlog(
+            "1.1 | One\n",
+            &format!(
+                r#"{{"loop": {{"max_retries": 1, "grace_seconds": 1}},
+  "sandbox": {{"mode": "off", "env": {{"pass": {pass}}}}},
+  "hooks": {{"pre_iteration": "echo \"${{GITHUB_TOKEN:-none}}\" > \"$SCRATCH/hook\""}},
+  "validation": {{"commands": [{{"name": "v", "cmd": "echo \"${{GITHUB_TOKEN:-none}}\" > \"$SCRATCH/validation\""}}]}}}}"#
+            ),
+        );
+        p.commit_all("backlog");
+        p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+        let r = p.ralph_with(&["run"], &[("GITHUB_TOKEN", "tok-123")]);
+        assert_eq!(r.code, 0, "{}", r.all());
+        assert_eq!(p.scratch_text("hook").trim(), expect, "pass {pass}");
+        assert_eq!(p.scratch_text("validation").trim(), expect, "pass {pass}");
+    }
+}

@@ -272,6 +272,47 @@ fn stories_declaring_the_same_file_do_not_run_together_while_other_work_is_ready
     );
 }
 
+/// Two stories declaring one file, two slots, nothing else to run: with
+/// `parallel.conflicts: wait` (the default) the second starts only once the
+/// first ended, and lands without a conflict; with `risk` it starts beside
+/// it (before issue 34 it always did: the slot only it could fill was its),
+/// which the `risk` round shows: that is what the `wait` round fails on.
+#[test]
+fn a_story_declaring_a_file_in_flight_work_declares_waits_with_a_slot_free() {
+    for (mode, apart) in [("wait", true), ("risk", false)] {
+        let p = Project::with_backlog(
+            "# [batch:1]\n1.1 | A\n1.2 | B\n",
+            &format!(r#"{{ "parallel": {{ "agent_memory_mb": 0, "conflicts": "{mode}" }} }}"#),
+        );
+        spec(&p, "1.1", "", &["FEATURES.md"]);
+        spec(&p, "1.2", "", &["FEATURES.md"]);
+        p.write("FEATURES.md", "# Features\n");
+        p.commit_all("backlog");
+        p.agent(&format!(
+            r#"{MARKERS}
+mark S
+echo "- feature $ID" >> FEATURES.md; git add FEATURES.md; git commit -qm "feat: $ID"
+mark E
+done_
+"#
+        ));
+        let r = p.ralph(&["run", "--parallel", "-j", "2"]);
+        assert_eq!(r.code, 0, "{mode}: {r:?}");
+        assert_eq!(p.completed().len(), 2, "{mode}: {r:?}");
+        let ms = markers(&p);
+        let together = open_after_each(&ms).iter().any(|open| open.len() > 1);
+        let first_runs = ms.iter().filter(|m| m.start).count();
+        if apart {
+            assert!(!together, "{mode}: the two ran side by side: {ms:?}");
+            assert_eq!(first_runs, 2, "{mode}: one run each, no fix-up: {ms:?}");
+        } else {
+            // Both start from one tip: side by side, or the second to land
+            // conflicts and is fixed up.
+            assert!(together || first_runs > 2, "{mode}: {ms:?}");
+        }
+    }
+}
+
 /// `# [batch:1]` stories: 1.2 depends on 1.1, 1.3 on 1.2, 1.4 on nothing.
 fn chain_project(config: &str) -> Project {
     let p = Project::with_backlog(

@@ -390,7 +390,7 @@ fn stub_socket(p: &Project, answer: &'static str) -> std::thread::JoinHandle<Str
 }
 
 #[test]
-fn off_the_loopback_address_everything_needs_the_token_and_controls_always_do() {
+fn every_request_needs_the_token_on_any_address() {
     let p = Project::with_backlog("1.1 | One\n", FAST_CONFIG);
     p.commit_all("backlog");
     // Another loopback address stands for a LAN one: not 127.0.0.1.
@@ -427,11 +427,18 @@ fn off_the_loopback_address_everything_needs_the_token_and_controls_always_do() 
     assert_eq!(code, 200, "the header does as well");
     drop(srv);
 
-    // On 127.0.0.1 reading is open; a control is not.
+    // On 127.0.0.1 as well (issue 31: an agent shares the loopback), reads
+    // and controls alike.
     let srv = Bg::start(&p, &["serve"], &[]);
     let url = srv.url();
     let (b, token) = (base(&url), token_of(&url));
-    assert_eq!(http(&b, "GET", "/api/state", &[], "").0, 200);
+    for path in ["/", "/api/state", "/api/stories/1.1", "/api/dag.svg"] {
+        assert_eq!(http(&b, "GET", path, &[], "").0, 401, "{path}");
+    }
+    assert_eq!(
+        http(&b, "GET", &format!("/api/state?token={token}"), &[], "").0,
+        200
+    );
     let pause = r#"{"cmd":"pause"}"#;
     let (code, body) = http(&b, "POST", "/api/control", &[], pause);
     assert_eq!(code, 401, "a control without the token: {body}");
@@ -540,14 +547,15 @@ result "used $ANTHROPIC_API_KEY <ralph>FAIL 1.1: $ANTHROPIC_API_KEY rejected</ra
 
     let srv = Bg::start(&p, &["serve"], &[("ANTHROPIC_API_KEY", SECRET)]);
     let url = srv.url();
-    let b = base(&url);
+    let (b, token) = (base(&url), token_of(&url));
+    let with_token = [("X-Ralph-Token", token.as_str())];
     // The first request, made as soon as the URL is out, already gets the
     // backlog and the finished run (they were read before it was printed).
-    let (_, first) = http(&b, "GET", "/api/state", &[], "");
+    let (_, first) = http(&b, "GET", "/api/state", &with_token, "");
     let first: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(first["stories"][0]["id"], json!("1.1"), "{first}");
     assert_eq!(first["summary"]["exit_code"], json!(1), "{first}");
-    let (_, runs) = http(&b, "GET", "/api/runs", &[], "");
+    let (_, runs) = http(&b, "GET", "/api/runs", &with_token, "");
     let runs: Value = serde_json::from_str(&runs).unwrap();
     let run_id = runs[0]["id"].as_str().unwrap().to_string();
     let mut seen = String::new();
@@ -558,7 +566,7 @@ result "used $ANTHROPIC_API_KEY <ralph>FAIL 1.1: $ANTHROPIC_API_KEY rejected</ra
         format!("/api/runs/{run_id}"),
         "/api/dag.svg".to_string(),
     ] {
-        let (code, body) = http(&b, "GET", &path, &[], "");
+        let (code, body) = http(&b, "GET", &path, &with_token, "");
         assert_eq!(code, 200, "{path}: {body}");
         assert!(!body.contains(SECRET), "{path} serves the secret: {body}");
         seen.push_str(&body);
@@ -569,7 +577,7 @@ result "used $ANTHROPIC_API_KEY <ralph>FAIL 1.1: $ANTHROPIC_API_KEY rejected</ra
     let mut s = TcpStream::connect(&host).unwrap();
     write!(
         s,
-        "GET /api/stories/1.1/log HTTP/1.1\r\nHost: {host}\r\n\r\n"
+        "GET /api/stories/1.1/log HTTP/1.1\r\nHost: {host}\r\nX-Ralph-Token: {token}\r\n\r\n"
     )
     .unwrap();
     let mut r = BufReader::new(s);
@@ -590,9 +598,12 @@ fn ralph_serve_follows_a_run_of_another_process_as_its_records_grow() {
     p.commit_all("backlog");
     p.agent(SLOW_AGENT);
     let srv = Bg::start(&p, &["serve"], &[]);
-    let b = base(&srv.url());
-    let state =
-        || -> Value { serde_json::from_str(&http(&b, "GET", "/api/state", &[], "").1).unwrap() };
+    let url = srv.url();
+    let (b, token) = (base(&url), token_of(&url));
+    let state = || -> Value {
+        serde_json::from_str(&http(&b, "GET", "/api/state", &[("X-Ralph-Token", &token)], "").1)
+            .unwrap()
+    };
     assert_eq!(state()["summary"]["live"], json!(false), "no run yet");
     assert_eq!(state()["controls"], json!(false));
 
@@ -641,13 +652,14 @@ fn a_client_that_goes_away_does_not_take_the_server_with_it() {
     let log = p.root.join(".ralph/logs/1.1/attempt-1.log");
     p.write_outside(&log, "first line\n");
     let mut srv = Bg::start(&p, &["serve"], &[]);
-    let b = base(&srv.url());
+    let url = srv.url();
+    let (b, token) = (base(&url), token_of(&url));
     let host = b.trim_start_matches("http://").to_string();
     let follow = || {
         let mut s = TcpStream::connect(&host).unwrap();
         write!(
             s,
-            "GET /api/stories/1.1/log HTTP/1.1\r\nHost: {host}\r\n\r\n"
+            "GET /api/stories/1.1/log HTTP/1.1\r\nHost: {host}\r\nX-Ralph-Token: {token}\r\n\r\n"
         )
         .unwrap();
         BufReader::new(s)
@@ -676,7 +688,10 @@ fn a_client_that_goes_away_does_not_take_the_server_with_it() {
     let mut other = follow();
     events(&mut other, "lines", 5);
     assert!(srv.child.try_wait().unwrap().is_none(), "the server died");
-    assert_eq!(http(&b, "GET", "/api/state", &[], "").0, 200);
+    assert_eq!(
+        http(&b, "GET", "/api/state", &[("X-Ralph-Token", &token)], "").0,
+        200
+    );
 }
 
 /// The page's buttons reach a real run: a pause pressed through the API
@@ -718,6 +733,16 @@ done_
         reply["message"].as_str().unwrap().starts_with("paused"),
         "{reply}"
     );
+    // The page's model shows it (issue 32: only usage-limit pauses did).
+    let pauses = || -> Value {
+        let (_, body) = http(&b, "GET", &format!("/api/state?token={token}"), &[], "");
+        serde_json::from_str::<Value>(&body).unwrap()["summary"]["pauses"].clone()
+    };
+    wait_until("the pause in /api/state", LIMIT, || {
+        pauses()
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p["why"] == "pause"))
+    });
     fs::write(p.scratch.join("go-1.1"), "").unwrap();
     wait_until("1.1 to land", LIMIT, || p.completed() == ["1.1"]);
     // Answered only after the run handled 1.1's landing: had the pause not
@@ -727,6 +752,9 @@ done_
     assert!(!p.scratch.join("1.2-started").exists());
     let (code, reply) = control(r#"{"cmd":"resume"}"#);
     assert_eq!(code, 200, "{reply}");
+    wait_until("the pause gone from /api/state", LIMIT, || {
+        pauses().as_array().is_some_and(|a| a.is_empty())
+    });
     wait_until("1.2 to start", LIMIT, || {
         p.scratch.join("1.2-started").exists()
     });

@@ -2,6 +2,7 @@
 //! which slot, with which agent and session, and the jobs allowed now.
 
 use crate::agent::{self, Backend};
+use crate::config::Conflicts;
 use crate::report::Message;
 use crate::runlog::{Ev, PauseWhy};
 use crate::schedule::{Bounds, Fewer, Jobs, Node};
@@ -65,6 +66,7 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             .saturating_sub(running_retries),
         is_retry: &is_retry,
         files: &model.files,
+        declared: (model.policy.conflicts == Conflicts::Wait).then_some(&model.stories[..]),
         held: &|i| model.is_held(i),
     };
     let chosen = model.sched().choose(free, bounds);
@@ -237,6 +239,7 @@ fn start(
             max: model.policy.max_retries,
             fixup: kind == AttemptKind::Fixup,
             model: chosen.clone(),
+            logged: (attempt != counted).then_some(attempt),
         }
     }));
     out.push(Action::StoryStarted {

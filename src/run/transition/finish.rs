@@ -37,7 +37,11 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
             .any(|r| r.history.iter().any(|h| h.cost_unknown)),
         paused_secs,
         jobs_now,
-        landing_now: model.landing.as_ref().map(|l| story_label(model, l.idx)),
+        landing_now: model
+            .landing
+            .iter()
+            .map(|l| story_label(model, l.idx))
+            .collect(),
         land_queue: model
             .land_queue
             .iter()

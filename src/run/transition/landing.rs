@@ -7,7 +7,7 @@ use crate::state::{AttemptKind, FixupCause, Note, Outcome};
 
 use super::limits::halt;
 use super::outcome::{count_failure, failed_for_good, kind_of, redo_note};
-use crate::run::events::{Action, LandResult, Now};
+use crate::run::events::{Action, LandAsk, LandResult, Now};
 use crate::run::model::{Change, Fatal, Landing, Model, Policy};
 use crate::run::record;
 use crate::runlog::Ev;
@@ -31,8 +31,10 @@ pub(super) fn send_to_landing(
     });
 }
 
-/// The merge queue lands one story at a time, in arrival order; once the
-/// run is stopping, what waits stays `landing` for the next run.
+/// The merge queue takes the stories waiting, in arrival order: one, or a
+/// chain of up to the window's depth (`landing.speculate`) validated side
+/// by side; once the run is stopping, what waits stays `landing` for the
+/// next run.
 pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     if model.stopping() {
         while let Some(Landing { idx, .. }) = model.land_queue.pop_front() {
@@ -43,23 +45,88 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         }
         return;
     }
-    if model.landing.is_some() {
+    if !model.landing.is_empty() {
         return;
     }
-    if let Some(mut next) = model.land_queue.pop_front() {
+    let n = super::queue::chain_len(model.window, model.land_queue.len());
+    let mut asks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let Some(mut next) = model.land_queue.pop_front() else {
+            break;
+        };
         next.since = Some(now.mono);
-        model.landing = Some(next);
+        model.landing.push(next);
         out.push(Action::Record(Ev::LandStart {
             story: model.id(next.idx).to_string(),
             attempt: next.attempt,
         }));
-        out.push(Action::Land {
-            idx: next.idx,
-            attempt: next.attempt,
-            approved: next.approved,
-            gates: super::gates::ask(model, &next),
-        });
+        asks.push((next, super::gates::ask(model, &next)));
     }
+    match asks.len() {
+        0 => {}
+        // One story lands as it always did (remade on the user's commits,
+        // the reviewer, review and pr modes).
+        1 => {
+            let (next, gates) = asks.remove(0);
+            out.push(Action::Land {
+                idx: next.idx,
+                attempt: next.attempt,
+                approved: next.approved,
+                gates,
+            });
+        }
+        _ => out.push(Action::LandChain(
+            asks.into_iter()
+                .map(|(l, gates)| LandAsk {
+                    idx: l.idx,
+                    attempt: l.attempt,
+                    gates,
+                })
+                .collect(),
+        )),
+    }
+}
+
+/// The merge queue's chain ended: each story's result is decided as a
+/// landing of its own, in chain order; those behind a failure go back to
+/// the front of the queue as they were (nothing charged, their agents not
+/// run again), and the window moves (`queue::window_after`).
+pub(super) fn chain_finished(
+    model: &mut Model,
+    results: Vec<LandResult>,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let chain = std::mem::take(&mut model.landing);
+    let back = super::queue::requeued(chain.len(), &results);
+    let (landed, failed) = super::queue::tally(&results);
+    let mut results = results.into_iter();
+    let mut requeue = Vec::new();
+    for (i, landing) in chain.into_iter().enumerate() {
+        let result = results.next().unwrap_or(LandResult::Behind);
+        if back.contains(&i) {
+            let secs = landing
+                .since
+                .map(|t| now.mono.saturating_duration_since(t).as_secs_f64())
+                .unwrap_or(0.0);
+            out.push(Action::Record(record::land_end(
+                model.id(landing.idx),
+                landing.attempt,
+                &LandResult::Behind,
+                secs,
+            )));
+            requeue.push(Landing {
+                since: None,
+                ..landing
+            });
+        } else {
+            landing_finished(model, landing, result, now, out);
+        }
+    }
+    for l in requeue.into_iter().rev() {
+        model.land_queue.push_front(l);
+    }
+    model.window = super::queue::window_after(model.window, model.policy.speculate, landed, failed);
 }
 
 /// `RALPH_RESULT` of finished work once its landing decided; `None` while
@@ -78,6 +145,7 @@ fn hook_result(result: &LandResult) -> Option<&'static str> {
         // The gates' decision says (`gates::gated`).
         LandResult::Interrupted
         | LandResult::Raced
+        | LandResult::Behind
         | LandResult::Gated { .. }
         | LandResult::Reviewed { .. } => None,
     }
@@ -385,8 +453,9 @@ pub(super) fn landing_finished(
             findings,
             saved_ref,
         } => super::gates::gated(model, landing, findings, saved_ref, out),
-        // Taken apart before anything else (`gates::reviewed`).
-        LandResult::Reviewed { .. } => {}
+        // Taken apart before anything else (`gates::reviewed`), or by the
+        // chain (`chain_finished`).
+        LandResult::Reviewed { .. } | LandResult::Behind => {}
         LandResult::Raced => {
             let n = {
                 let n = model.races.entry(idx).or_default();

@@ -18,6 +18,7 @@ pub(crate) mod gates;
 mod landing;
 mod limits;
 mod outcome;
+pub(crate) mod queue;
 mod steer;
 
 use crate::control::Control;
@@ -29,7 +30,7 @@ use super::events::{Action, Event, Now};
 use super::model::{Fatal, Model};
 use dispatch::dispatch;
 pub(crate) use finish::{finish, totals};
-use landing::{landing_finished, next_landing, send_to_landing};
+use landing::{chain_finished, next_landing, send_to_landing};
 use limits::{on_signal, on_timer};
 use outcome::{attempt_finished, placed};
 
@@ -121,10 +122,14 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             return Vec::new();
         }
         Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
-        Event::LandingFinished(result) => match model.landing.take() {
-            Some(landing) => landing_finished(model, landing, result, now, &mut out),
-            None => debug_assert!(false, "a landing finished that never started"),
-        },
+        Event::LandingFinished(result) => {
+            debug_assert!(
+                !model.landing.is_empty(),
+                "a landing finished that never started"
+            );
+            chain_finished(model, vec![result], now, &mut out);
+        }
+        Event::ChainFinished(results) => chain_finished(model, results, now, &mut out),
         Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
         Event::Signal(sig) => on_signal(model, sig, &mut out),
         Event::Timer => on_timer(model, now, &mut out),
@@ -169,7 +174,9 @@ fn coalesce_saves(actions: Vec<Action>) -> Vec<Action> {
         match a {
             Action::Save if saved_later => continue,
             Action::Save => saved_later = true,
-            Action::StartAttempt(_) | Action::Land { .. } => saved_later = false,
+            Action::StartAttempt(_) | Action::Land { .. } | Action::LandChain(_) => {
+                saved_later = false
+            }
             _ => {}
         }
         kept.push(a);

@@ -120,7 +120,10 @@
     var pl = $('pauses');
     pl.textContent = '';
     (m.pauses || []).forEach(function (p) {
-      var li = el('li', '', 'paused: ' + p.why.replace('_', ' ') + (p.agent ? ' (' + p.agent + ')' : ''));
+      var words = p.why === 'pause' ? 'paused (ralph pause): no new attempt starts until resume'
+        : p.why === 'drain' ? 'draining (ralph drain): running work finishes, nothing new starts'
+        : 'paused: ' + p.why.replace('_', ' ');
+      var li = el('li', '', words + (p.agent ? ' (' + p.agent + ')' : ''));
       if (p.until) {
         var t = el('span', 'countdown');
         t.setAttribute('data-until', p.until);
@@ -129,6 +132,7 @@
       }
       pl.appendChild(li);
     });
+    if ((m.held || []).length) pl.appendChild(el('li', '', 'held (until ralph release): ' + m.held.join(', ')));
     // Running attempts.
     var tb = $('running').tBodies[0];
     tb.textContent = '';

@@ -239,3 +239,59 @@ fn one_job_begins_the_next_iteration_after_the_previous_post_hooks() {
         vec![1]
     );
 }
+
+/// The merge queue's chain (`landing.speculate`): what waits is taken
+/// together; a failed validation in the middle goes back to its agent
+/// alone, the story behind it goes back to the front of the queue with
+/// nothing charged, and the window halves.
+#[test]
+fn a_chain_lands_its_passed_prefix_and_requeues_what_is_behind_a_failure() {
+    let mut m = model_with(&INDEPENDENT[..4], 4, 3, None);
+    m.policy.speculate = 4;
+    m.window = 4;
+    let reqs = begin(&mut m);
+    assert_eq!(reqs.len(), 4);
+    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![0], "alone in the queue: a landing of one");
+    for r in &reqs[1..] {
+        let a = handle(&mut m, finished(r, Verdict::Done), t0());
+        assert!(lands(&a).is_empty(), "the queue is busy");
+    }
+    let a = land(&mut m, 0, landed_as(0), t0());
+    let chain: Vec<usize> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::LandChain(asks) => Some(asks.iter().map(|l| l.idx).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(chain, vec![1, 2, 3], "what waited is one chain");
+    assert_eq!(m.landing.len(), 3);
+    let a = handle(
+        &mut m,
+        Event::ChainFinished(vec![landed_as(1), validation_failed(1), LandResult::Behind]),
+        t0(),
+    );
+    assert_eq!(m.state.status("b"), Status::Done);
+    // c goes back to its agent as a fix-up; d is landed again, uncharged.
+    let fixups: Vec<usize> = starts(&a)
+        .iter()
+        .filter(|r| r.kind == AttemptKind::Fixup)
+        .map(|r| r.idx)
+        .collect();
+    assert_eq!(fixups, vec![2]);
+    assert_eq!(lands(&a), vec![3], "d is merged again on the new tip");
+    assert_eq!(m.state.status("d"), Status::Landing);
+    assert_eq!(m.state.record("d").map(|r| r.attempts_started), Some(1));
+    assert_eq!(m.window, 2, "halved by the failure");
+    let ends: Vec<String> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::Record(Ev::LandEnd { story, result, .. }) => Some(format!("{story}:{result}")),
+            _ => None,
+        })
+        .collect();
+    // (A landing is a record of its own.)
+    assert_eq!(ends, vec!["c:validation_failed", "d:behind"]);
+}

@@ -102,7 +102,11 @@ fn said(actions: &[Action]) -> Vec<Message> {
 /// The landing in progress ends with `result` (it must be story `idx`'s),
 /// and the post hooks it asks for run and end.
 fn land(m: &mut Model, idx: usize, result: LandResult, now: Now) -> Vec<Action> {
-    assert_eq!(m.landing.map(|l| l.idx), Some(idx), "not the story landing");
+    assert_eq!(
+        m.landing.first().map(|l| l.idx),
+        Some(idx),
+        "not the story landing"
+    );
     let mut actions = handle(m, Event::LandingFinished(result), now);
     let hooks = post_hooks(&actions).len();
     for _ in 0..hooks {

@@ -147,7 +147,7 @@ fn state_and_scheduler_never_drift_over_a_long_mixed_run() {
     while !is_over(&m) {
         step += 1;
         assert!(step < 500, "the run does not converge");
-        let a = if let Some(landing) = m.landing {
+        let a = if let Some(&landing) = m.landing.first() {
             let result = if step.is_multiple_of(4) {
                 LandResult::Conflict {
                     paths: vec!["f".into()],
@@ -215,7 +215,7 @@ fn retries_run_one_at_a_time_while_first_attempts_fill_the_slots() {
             Verdict::Done
         };
         let mut a = handle(&mut m, finished(&r, verdict), t0());
-        while let Some(l) = m.landing {
+        while let Some(&l) = m.landing.first() {
             a.extend(land(&mut m, l.idx, landed_as(l.idx), t0()));
         }
         running.extend(starts(&a));

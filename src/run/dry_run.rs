@@ -1,0 +1,118 @@
+//! `ralph run -d`: the plan, the checks a run would make first and each
+//! prompt's head; nothing is changed.
+
+use super::*;
+
+/// `ralph run -d`: the plan and each prompt's head; nothing is changed.
+pub(super) fn dry_run(
+    project: &Project,
+    opts: &RunOptions,
+    seal: &seal::RunSeal,
+    backends: &[Backend],
+) -> Result<i32> {
+    let state = store::load_state(&project.root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    let b = &project.backlog;
+    let first = opts
+        .resume
+        .as_ref()
+        .and_then(|r| b.index_of(r))
+        .unwrap_or(0);
+    let only = opts.story.as_ref().and_then(|s| b.index_of(s));
+    let asked: Vec<bool> = (0..b.stories.len())
+        .map(|i| only.is_none_or(|o| o == i) && i >= first)
+        .collect();
+    // The run's selection: what was asked and what it waits for.
+    let nodes: Vec<crate::schedule::Node> =
+        b.stories.iter().map(|s| story_node(&state, s)).collect();
+    let selection = crate::schedule::with_dependencies(&project.dag, &asked, &nodes);
+    let order: Vec<usize> = project
+        .dag
+        .topo_order()
+        .into_iter()
+        .filter(|&i| selection.chosen[i])
+        .collect();
+    println!("[DRY RUN] sandbox: {}", seal.decision.why);
+    for b in backends {
+        if let Some(names) = seal.agent_env_names(*b) {
+            println!(
+                "[DRY RUN] the {} agent's environment (names only): {}",
+                b.name(),
+                names.join(" ")
+            );
+        }
+    }
+    println!(
+        "[DRY RUN] plan ({}; nothing will be changed):",
+        crate::report::counted(order.len(), "story", "stories")
+    );
+    let all_learnings = crate::learnings::load(&project.root);
+    for i in order {
+        let s = &b.stories[i];
+        if state.is_done(&s.id) {
+            println!("  [done] {} {}", s.id, s.title);
+            continue;
+        }
+        let waits: Vec<&str> = project
+            .dag
+            .waits_for(i)
+            .iter()
+            .map(|&w| b.stories[w].id.as_str())
+            .collect();
+        let after = if waits.is_empty() {
+            String::new()
+        } else {
+            format!("  (after {})", waits.join(", "))
+        };
+        println!("  [    ] {} {}{after}", s.id, s.title);
+        let text = attempt::build_prompt(&project.root, &project.config, s, &all_learnings, None)
+            .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
+        println!("  [DRY RUN] prompt head:");
+        // The built-in template's story part: what every story shares
+        // comes first (issue 25), the same for each and shown by
+        // `ralph template show`.
+        let head = match text.find(crate::prompt::STORY_PART) {
+            Some(at) => &text[at..],
+            None => &text[..],
+        };
+        for line in head.lines().take(12) {
+            println!("    | {line}");
+        }
+    }
+    // What the run will cost and take, from the project's own history:
+    // advice only, so nothing here can fail the dry run.
+    let to_run: Vec<bool> = (0..b.stories.len())
+        .map(|i| selection.chosen[i] && !state.is_done(&b.stories[i].id))
+        .collect();
+    let jobs = jobs_of(opts, &project.config);
+    let history = crate::forecast::History::load(&project.root, &b.stories);
+    let planned = crate::forecast::plan(&project.dag, &b.stories, &to_run);
+    let agent = backends.first().map(|b| b.name());
+    let forecast = crate::forecast::forecast(&history, &planned, jobs, agent);
+    println!(
+        "[DRY RUN] {}",
+        crate::forecast::render(forecast.as_ref(), jobs)
+    );
+    let c = &project.config;
+    let one_at_a_time = if c.landing.review {
+        Some("landing.mode: review")
+    } else if c.landing.pr_remote.is_some() {
+        Some("landing.mode: pr")
+    } else if c.gates.review.is_some() {
+        Some("the reviewer gate looks at one merge at a time")
+    } else {
+        None
+    };
+    let required = c.validation.commands.iter().filter(|v| v.required).count();
+    println!(
+        "[DRY RUN] {}",
+        transition::queue::describe(
+            c.landing.speculate.min(match c.landing.max_validations {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            }),
+            one_at_a_time,
+            required
+        )
+    );
+    Ok(EXIT_OK)
+}

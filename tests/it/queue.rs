@@ -1,0 +1,321 @@
+//! The merge queue's chain (issue 34, docs/merge-queue.md): stories merged
+//! on each other and validated side by side, the target moved to the
+//! longest passed prefix. Validation commands record the tree they passed
+//! (outside the worktree), so every first-parent tip of the target can be
+//! checked against them.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::time::Duration;
+
+use crate::crash::{kill_session, spawn};
+use crate::harness::*;
+
+/// Five stories: 1.1 lands alone, the four after it form one chain.
+const FIVE: &str = "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n1.4 | D\n1.5 | E\n";
+
+/// Waits (bounded) until the run's records hold `$1` ended attempts.
+const WAIT_ENDED: &str = r#"
+wait_ended() {
+  for _ in $(seq 1 600); do
+    n=$(cat "$RALPH_PROJECT_DIR"/.ralph/runs/*.jsonl 2>/dev/null | grep -c '"ev":"attempt_end"')
+    [ "${n:-0}" -ge "$1" ] && return 0
+    sleep 0.05
+  done
+}
+"#;
+
+/// An agent whose stories end in order (1.k once k-1 attempts ended), each
+/// committing `story/<id>.txt`; a fix-up commits `story/<id>.fixed` too.
+fn ordered_agent(p: &Project) {
+    p.agent(&format!(
+        r#"{WAIT_ENDED}
+echo "$ID $N" >> "$SCRATCH/calls"
+k=${{ID#1.}}
+wait_ended $((k - 1))
+commit_file "story/$ID.txt"
+[ "$N" -gt 1 ] && commit_file "story/$ID.fixed"
+done_
+"#
+    ));
+}
+
+/// The validation script: the first validation waits until all `stories`
+/// attempts ended (so what follows lands as one chain); the merge holding
+/// `fail`'s work without its fix fails; `extra` runs before the verdict.
+/// A passed tree is appended to `$SCRATCH/passed` with the story and the
+/// worktree it ran in.
+fn validation(p: &Project, stories: usize, fail: &str, extra: &str) -> String {
+    let script = format!(
+        r#"#!/bin/bash
+{WAIT_ENDED}
+tree=$(git rev-parse 'HEAD^{{tree}}')
+slot=$(basename "$PWD")
+wait_ended {stories}
+{extra}
+if [ -n "{fail}" ] && [ -f "story/{fail}.txt" ] && [ ! -f "story/{fail}.fixed" ]; then
+  echo "story {fail} broke the build"
+  exit 1
+fi
+( flock 9; echo "$tree $RALPH_STORY $slot" >> "$SCRATCH/passed" ) 9>"$SCRATCH/passed.lock"
+"#
+    );
+    let path = p.scratch.join("validate.sh");
+    fs::write(&path, script).unwrap();
+    let cmd = serde_json::to_string(&format!("bash {}", path.display())).unwrap();
+    format!(
+        r#"{{ "loop": {{ "max_retries": 2, "grace_seconds": 1 }},
+      "landing": {{ "speculate": 4, "max_validations": 4 }},
+      "validation": {{ "commands": [ {{ "name": "tests", "cmd": {cmd}, "required": true }} ] }} }}"#
+    )
+}
+
+fn passed(p: &Project) -> Vec<(String, String, String)> {
+    fs::read_to_string(p.scratch.join("passed"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((
+                w.next()?.to_string(),
+                w.next()?.to_string(),
+                w.next()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Every first-parent tip of `main` after `start` is a tree a validation
+/// passed.
+fn assert_every_tip_validated(p: &Project, start: &str) {
+    let trees: BTreeSet<String> = passed(p).into_iter().map(|(t, _, _)| t).collect();
+    let tips = git(
+        &p.root,
+        &["rev-list", "--first-parent", &format!("{start}..main")],
+    );
+    assert!(!tips.trim().is_empty(), "nothing landed");
+    for c in tips.lines() {
+        let tree = git(&p.root, &["rev-parse", &format!("{c}^{{tree}}")]);
+        assert!(
+            trees.contains(tree.trim()),
+            "tip {c} ({}) has a tree no validation passed",
+            git(&p.root, &["log", "-1", "--format=%s", c]).trim()
+        );
+    }
+}
+
+fn calls(p: &Project) -> Vec<String> {
+    let mut c: Vec<String> = fs::read_to_string(p.scratch.join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    c.sort();
+    c
+}
+
+fn start_of(p: &Project) -> String {
+    git(&p.root, &["rev-parse", "main"]).trim().to_string()
+}
+
+#[test]
+fn a_chain_is_validated_side_by_side_and_every_tip_is_a_validated_tree() {
+    let p = Project::with_backlog(FIVE, "{}");
+    let config = validation(&p, 5, "", "");
+    p.write(".ralph/config.json", &quiet_extras(&config));
+    p.commit_all("backlog");
+    ordered_agent(&p);
+    let start = start_of(&p);
+    let d = p.ralph(&["run", "-d"]);
+    assert!(
+        d.stdout
+            .contains("merge queue: chains of up to 4 merges validated side by side"),
+        "{d:?}"
+    );
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    assert_every_tip_validated(&p, &start);
+    // The records name each candidate's tree, its stories and the verdict.
+    let ends: Vec<serde_json::Value> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "validate_end")
+        .collect();
+    assert_eq!(ends.len(), 5, "{ends:?}");
+    let trees: BTreeSet<String> = passed(&p).into_iter().map(|(t, _, _)| t).collect();
+    for e in &ends {
+        assert_eq!(e["verdict"], "passed", "{e}");
+        assert!(trees.contains(e["tree"].as_str().unwrap()), "{e}");
+    }
+    assert!(
+        ends.iter()
+            .any(|e| e["stories"] == serde_json::json!(["1.2", "1.3", "1.4", "1.5"])),
+        "the chain's last merge holds all four: {ends:?}"
+    );
+    let slots: BTreeSet<String> = passed(&p).into_iter().map(|(_, _, s)| s).collect();
+    assert!(
+        slots.contains("validate-4"),
+        "four merges were validated side by side: {slots:?}"
+    );
+    // One validation per story: nothing was validated twice.
+    assert_eq!(passed(&p).len(), 5, "{:?}", passed(&p));
+    for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
+        assert_eq!(p.merges_of(id), 1, "{id}");
+    }
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    assert_eq!(p.worktrees().len(), 1, "{:?}", p.worktrees());
+    assert!(p.branches("ralph/validate*").is_empty());
+}
+
+#[test]
+fn a_failing_story_in_the_middle_of_a_chain_goes_back_alone() {
+    let p = Project::with_backlog(FIVE, "{}");
+    let config = validation(&p, 5, "1.3", "");
+    p.write(".ralph/config.json", &quiet_extras(&config));
+    p.commit_all("backlog");
+    ordered_agent(&p);
+    let start = start_of(&p);
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    // 1.3 ran again, as a fix-up with the failing output; no other agent did.
+    assert_eq!(
+        calls(&p),
+        ["1.1 1", "1.2 1", "1.3 1", "1.3 2", "1.4 1", "1.5 1"]
+    );
+    assert_eq!(p.kinds("1.3"), ["first", "fixup"]);
+    for id in ["1.1", "1.2", "1.4", "1.5"] {
+        assert_eq!(p.kinds(id), ["first"], "{id}");
+        assert_eq!(p.merges_of(id), 1, "{id}");
+    }
+    assert_every_tip_validated(&p, &start);
+    assert_eq!(p.file_on_main("story/1.3.fixed").as_deref(), Some("1.3\n"));
+    let verdicts: Vec<String> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "validate_end")
+        .map(|r| r["verdict"].as_str().unwrap().to_string())
+        .collect();
+    assert!(verdicts.contains(&"failed".to_string()), "{verdicts:?}");
+    assert!(verdicts.contains(&"thrown".to_string()), "{verdicts:?}");
+}
+
+#[test]
+fn a_kill_during_a_chain_of_four_loses_nothing_and_lands_nothing_twice() {
+    let p = Project::with_backlog(FIVE, "{}");
+    // The chain's four validations hold until the test lets go (bounded).
+    let hold = r#"if [ "$RALPH_STORY" != 1.1 ] && [ -e "$SCRATCH/hold" ]; then
+  touch "$SCRATCH/holding-$slot"
+  for _ in $(seq 1 1200); do [ -e "$SCRATCH/hold" ] || break; sleep 0.05; done
+fi"#;
+    let config = validation(&p, 5, "", hold);
+    p.write(".ralph/config.json", &quiet_extras(&config));
+    p.commit_all("backlog");
+    ordered_agent(&p);
+    fs::write(p.scratch.join("hold"), "").unwrap();
+    let start = start_of(&p);
+    let mut child = spawn(&p, &["run", "--parallel", "-j", "5"]);
+    wait_until(
+        "four validations side by side",
+        Duration::from_secs(120),
+        || {
+            ["validate", "validate-2", "validate-3", "validate-4"]
+                .iter()
+                .all(|s| p.scratch.join(format!("holding-{s}")).exists())
+        },
+    );
+    kill_session(child.id() as i32);
+    let _ = child.wait();
+    fs::remove_file(p.scratch.join("hold")).unwrap();
+    assert_eq!(p.merges_of("1.1"), 1, "1.1 landed before the chain");
+    for id in ["1.2", "1.3", "1.4", "1.5"] {
+        assert_eq!(p.merges_of(id), 0, "{id} was only validating");
+    }
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
+        assert_eq!(p.merges_of(id), 1, "{id} landed once");
+    }
+    // Finished work was landed, not redone.
+    assert_eq!(calls(&p), ["1.1 1", "1.2 1", "1.3 1", "1.4 1", "1.5 1"]);
+    assert_every_tip_validated(&p, &start);
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    assert_eq!(p.worktrees().len(), 1, "{:?}", p.worktrees());
+    assert!(!p.root.join(".git/index.lock").exists());
+    assert!(!p.root.join(".git/refs/heads/main.lock").exists());
+    assert!(!p.root.join(".ralph/landing.json").exists());
+}
+
+#[test]
+fn a_user_committing_during_a_chain_reverts_nothing() {
+    let p = Project::with_backlog(FIVE, "{}");
+    // Each validation of the chain commits a file of the user's to main in
+    // the main checkout (one at a time: git's own index lock).
+    let user = r#"if [ "$RALPH_STORY" != 1.1 ]; then
+  ( flock 9; cd "$RALPH_PROJECT_DIR" && mkdir -p user && echo "$RALPH_STORY" > "user/$RALPH_STORY.txt" \
+    && git add user && git commit -qm "user $RALPH_STORY" ) 9>"$SCRATCH/user.lock"
+fi"#;
+    let config = validation(&p, 5, "", user);
+    p.write(".ralph/config.json", &quiet_extras(&config));
+    p.commit_all("backlog");
+    ordered_agent(&p);
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
+        assert_eq!(p.merges_of(id), 1, "{id}");
+        assert_eq!(
+            p.file_on_main(&format!("story/{id}.txt")).as_deref(),
+            Some(format!("{id}\n").as_str()),
+            "{id}'s work is on main"
+        );
+    }
+    // Every commit of the user's is on main with its file.
+    let users: Vec<String> = git(&p.root, &["log", "--format=%s", "main"])
+        .lines()
+        .filter_map(|s| s.strip_prefix("user ").map(str::to_string))
+        .collect();
+    assert!(!users.is_empty());
+    for id in users {
+        assert_eq!(
+            p.file_on_main(&format!("user/{id}.txt")).as_deref(),
+            Some(format!("{id}\n").as_str()),
+            "the user's commit for {id} is kept"
+        );
+    }
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    let records: String = fs::read_dir(p.root.join(".ralph/runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(!records.contains(r#""ev":"reverted""#), "{records}");
+}
+
+#[test]
+fn an_exclusive_validation_command_never_runs_twice_at_once() {
+    let p = Project::with_backlog(FIVE, "{}");
+    // Each run of the command waits (bounded) for another to be inside at
+    // the same time: side by side they would meet, exclusive they never do.
+    let meet = r#"( flock 9; n=$(cat "$SCRATCH/inside" 2>/dev/null || echo 0); echo $((n + 1)) > "$SCRATCH/inside"; [ "$n" -gt 0 ] && echo "$RALPH_STORY" >> "$SCRATCH/met" ) 9>"$SCRATCH/inside.lock"
+for _ in $(seq 1 20); do [ -s "$SCRATCH/met" ] && break; sleep 0.05; done
+( flock 9; n=$(cat "$SCRATCH/inside"); echo $((n - 1)) > "$SCRATCH/inside" ) 9>"$SCRATCH/inside.lock""#;
+    let config = validation(&p, 5, "", meet).replace(
+        r#""required": true"#,
+        r#""required": true, "exclusive": true"#,
+    );
+    p.write(".ralph/config.json", &quiet_extras(&config));
+    p.commit_all("backlog");
+    ordered_agent(&p);
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("met")).unwrap_or_default(),
+        "",
+        "two runs of the exclusive command overlapped"
+    );
+    // A chain was built all the same.
+    let slots: BTreeSet<String> = passed(&p).into_iter().map(|(_, _, s)| s).collect();
+    assert!(slots.contains("validate-2"), "{slots:?}");
+}
