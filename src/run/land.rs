@@ -17,7 +17,7 @@ use crate::store;
 
 use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
 use super::events::{GateAsk, LandResult};
-use super::reviewer::run_reviewer;
+use super::landed::check_landed_work;
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
 /// target that keeps moving under the queue.
@@ -219,67 +219,6 @@ impl CheckoutWatch for Watch<'_> {
     }
 }
 
-/// After each landing: did a commit that reached the target since the last
-/// check set back work a story of this run landed? A path that a later
-/// commit (other than a story's merge) set back to its old content is said
-/// at once in ralph.log and the run's records, and again at the end of the
-/// run. Only the new commits and their paths are read (`Git::reverted_since`):
-/// a landing costs the same at the thousandth story as at the first.
-fn check_landed_work(ctx: &RunContext) {
-    let mut check = ctx.reverted.lock().unwrap_or_else(|e| e.into_inner());
-    let found = {
-        let landed = ctx.landed.lock().unwrap_or_else(|e| e.into_inner());
-        ctx.git.reverted_since(&ctx.target, &landed, &mut check)
-    };
-    let found = match found {
-        Ok(found) => found,
-        Err(e) => {
-            ctx.log.line(&format!(
-                "checking the landed stories on {}: {e}",
-                ctx.target
-            ));
-            return;
-        }
-    };
-    for r in found {
-        // A later story may change what an earlier one wrote: that is work,
-        // not a revert.
-        if project::landed_id(&r.subject).is_some() {
-            continue;
-        }
-        if check
-            .said
-            .iter()
-            .any(|s| s.story == r.story && s.path == r.path && s.commit == r.commit)
-        {
-            continue;
-        }
-        ctx.log
-            .line(&format!("WARNING: {}", reverted_line(&r, &ctx.target)));
-        ctx.record(crate::runlog::Ev::Reverted {
-            story: r.story.clone(),
-            path: r.path.clone(),
-            commit: r.commit.clone(),
-            subject: r.subject.clone(),
-        });
-        check.said.push(r);
-    }
-}
-
-fn reverted_line(r: &crate::gitops::Reverted, target: &str) -> String {
-    format!(
-        "story {} landed, but commit {} (\"{}\") on {target} set {} back to its content from \
-         before the story: that work is no longer on {target} (restore it with `git checkout {} \
-         -- {}` or revert that commit)",
-        r.story,
-        &r.commit[..r.commit.len().min(12)],
-        r.subject,
-        r.path,
-        project::story_branch(&r.story),
-        r.path
-    )
-}
-
 /// The end of a run: an index a straggling git process wrote back from
 /// before a landing is repaired, and landed work reverted since is checked
 /// once more.
@@ -306,18 +245,6 @@ pub(crate) fn after_run(ctx: &RunContext) {
             .line(&format!("run end: checking the main index: {e}")),
     }
     check_landed_work(ctx);
-}
-
-/// The loud lines for the end of the run: every landed story whose work a
-/// later commit set back.
-pub(crate) fn reverted_warnings(ctx: &RunContext) -> Vec<String> {
-    ctx.reverted
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .said
-        .iter()
-        .map(|r| format!("warning: {}", reverted_line(r, &ctx.target)))
-        .collect()
 }
 
 /// `landing.mode: pr`: the validated story branch is pushed to the remote
@@ -670,7 +597,7 @@ fn after_landing(ctx: &RunContext, req: &LandRequest) {
 
 /// The merge queue's worktree, checked out (detached) at the merged tree
 /// `commit`: where validation and the reviewer run.
-pub(super) async fn merged_tree(
+async fn merged_tree(
     ctx: &Arc<RunContext>,
     commit: &Oid,
     base: &Oid,
@@ -692,6 +619,145 @@ pub(super) async fn merged_tree(
         ))),
         Err(e) => Err(LandResult::Error(e)),
     }
+}
+
+/// Most of a diff a reviewer is shown.
+const REVIEW_DIFF_BYTES: usize = 60_000;
+
+/// The review gate's reviewer on the merged tree: the spec, the diff
+/// against the target and the validation output in, a verdict out. It runs
+/// in the merge queue's scratch worktree (what it writes there is thrown
+/// away; the landing lands `commit`, never that worktree), sealed as an
+/// agent when the run seals. `Err` is a landing that cannot go on.
+async fn run_reviewer(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    gate: &crate::config::ReviewGate,
+    commit: &Oid,
+    base: &Oid,
+    control: watch::Receiver<Control>,
+) -> Result<super::events::ReviewReport, LandResult> {
+    use super::events::{ReviewReport, ReviewVerdict};
+    let path = merged_tree(ctx, commit, base, 0).await?;
+    let (c1, b1) = (commit.clone(), base.clone());
+    let diff = blocking(ctx, move |c| c.git.patch_text(&b1, &c1, REVIEW_DIFF_BYTES))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let spec = req
+        .spec_rel
+        .as_ref()
+        .and_then(|rel| std::fs::read_to_string(path.join(rel)).ok())
+        .unwrap_or_else(|| format!("# Story {}: {}\n", req.id, req.title));
+    let validation = output_since(
+        &crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt),
+        0,
+    )
+    .map(|o| prompt::output_tail(&o))
+    .unwrap_or_default();
+    let text = prompt::review_prompt(&prompt::ReviewInput {
+        id: &req.id,
+        title: &req.title,
+        target: &ctx.target,
+        spec: &spec,
+        diff: &diff,
+        validation: &validation,
+    });
+    let backend = gate.agent;
+    let (program, mut args) = crate::agent::invocation(&ctx.config.agent, backend);
+    if let Some(m) = &gate.model {
+        args.push("--model".to_string());
+        args.push(m.clone());
+    }
+    let log = crate::paths::review_log(&ctx.root, &req.id, req.attempt);
+    let log_rel = log
+        .strip_prefix(&ctx.root)
+        .unwrap_or(&log)
+        .display()
+        .to_string();
+    let _ = std::fs::remove_file(&log);
+    let (p2, prog2) = (path.clone(), program.clone());
+    let seal = blocking(ctx, move |c| {
+        c.seal.for_agent(
+            &c.git,
+            backend,
+            &prog2,
+            crate::paths::VALIDATE_WORKTREE,
+            &p2,
+            project::VALIDATE_BRANCH,
+        )
+    })
+    .await
+    .and_then(|r| r)
+    .map_err(|e| {
+        LandResult::Error(format!(
+            "could not seal the reviewer of story {}: {e}",
+            req.id
+        ))
+    })?;
+    let review_id = format!("{}.review", req.id);
+    let spec = process::AttemptSpec {
+        program,
+        args,
+        cwd: path.clone(),
+        env: env_pairs(&[
+            ("RALPH_STORY", &req.id),
+            ("RALPH_REVIEW", "1"),
+            ("RALPH_WORKTREE", &path.display().to_string()),
+            ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
+        ]),
+        // The reviewer is an agent like any: no tracker token either.
+        env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
+        stdin: text.into_bytes(),
+        log_path: log.clone(),
+        timeout: ctx.timeout,
+        idle: None,
+        grace: std::time::Duration::from_secs(ctx.config.loop_.grace_secs),
+        token: project::attempt_token(&ctx.tag, &review_id, req.attempt),
+        seal,
+        redact: ctx.seal.secrets.clone(),
+    };
+    let mut parser = crate::agent::parser::OutputParser::for_backend(backend);
+    let ran = process::run_attempt(
+        spec,
+        |line| {
+            parser.feed_line(line);
+            false
+        },
+        control.clone(),
+    )
+    .await;
+    let _ = blocking(ctx, |c| {
+        c.git.sandbox_refs_collect(crate::paths::VALIDATE_WORKTREE)
+    })
+    .await;
+    if *control.borrow() != Control::Run {
+        return Err(LandResult::Interrupted);
+    }
+    let summary = parser.finish();
+    let verdict = match (&ran, &summary.signals.review) {
+        (_, Some(crate::agent::parser::ReviewTag::Approve(id))) if *id == req.id => {
+            ReviewVerdict::Approve
+        }
+        (_, Some(crate::agent::parser::ReviewTag::Changes(id, text))) if *id == req.id => {
+            ReviewVerdict::Changes(text.clone())
+        }
+        (Err(e), _) => ReviewVerdict::NoAnswer(format!("the reviewer could not start: {e}")),
+        (Ok(x), _) if x.stopped.is_some() => {
+            ReviewVerdict::NoAnswer("the reviewer was stopped before it answered".to_string())
+        }
+        _ => ReviewVerdict::NoAnswer(format!(
+            "the reviewer gave no APPROVE or CHANGES for story {} (its log: {log_rel})",
+            req.id
+        )),
+    };
+    Ok(ReviewReport {
+        verdict,
+        usage: summary.usage,
+        cost_usd: summary.cost_usd.unwrap_or(0.0),
+        log_rel,
+    })
 }
 
 /// Runs the required validation commands on the merged tree, in the
@@ -767,7 +833,7 @@ pub(super) async fn validate_merged(
 
 /// The end of what `log` holds from byte `from` on (lossy UTF-8), enough
 /// for `prompt::output_tail`; `None` when it cannot be read.
-pub(super) fn output_since(log: &std::path::Path, from: u64) -> Option<String> {
+fn output_since(log: &std::path::Path, from: u64) -> Option<String> {
     // A command can print gigabytes; the prompt shows 16 KB of it.
     let (text, cut) = store::read_log_end(log, from, 4 * prompt::TAIL_BYTES as u64).ok()?;
     Some(match text.find('\n') {

@@ -21,6 +21,7 @@ pub(crate) mod events;
 pub(crate) mod executor;
 mod fixup;
 mod land;
+mod landed;
 mod live;
 mod model;
 mod notify;
@@ -29,7 +30,6 @@ mod preflight;
 mod queue;
 mod record;
 mod recover;
-mod reviewer;
 pub(crate) mod seal;
 mod slot;
 mod split;
@@ -747,7 +747,7 @@ fn finish(
         l.sync();
     }
     saved?;
-    for line in land::reverted_warnings(ctx) {
+    for line in landed::reverted_warnings(ctx) {
         display::err(&line);
     }
     if let Some(e) = error {
