@@ -131,11 +131,20 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
                 .map_err(|e| {
                     RalphError::usage(format!("creating the issues on GitHub {}: {e}", g.repo))
                         .with_hint(
-                            "the issues made before it stay; run `ralph validate` to see them",
+                            "the issues made before it stay; `ralph validate --online` reads them",
                         )
                 })?;
             for (id, n) in made {
                 println!("story {id} → issue #{n}");
+            }
+            // The snapshot every read goes by takes the new issues in.
+            if let Ok(Some(why)) | Err(why) = crate::project::refresh_tracker(root).map_err(|p| {
+                p.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }) {
+                eprintln!("warning: the tracker's snapshot is not updated yet: {why}; `ralph validate --online` reads it");
             }
         }
     }
