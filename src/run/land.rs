@@ -325,26 +325,7 @@ async fn land_rounds(
 ) -> LandResult {
     let branch = project::story_branch(&req.id);
     for _round in 0..ROUNDS {
-        let r = req.clone();
-        let merged = blocking(ctx, move |c| {
-            let mut paths = Vec::new();
-            paths.extend(r.spec_rel.clone());
-            paths.extend(r.prd_rel.clone());
-            let edit = mark_done::landing_edit(
-                r.spec_rel.clone(),
-                r.prd_rel.clone(),
-                c.config.specs.status_field.clone(),
-                r.id.clone(),
-            );
-            c.git.merge_story(
-                &c.target,
-                &project::story_branch(&r.id),
-                &project::merge_message(&r.id, &r.title),
-                &paths,
-                &edit,
-            )
-        })
-        .await;
+        let merged = merge_for_landing(ctx, req, None).await;
         let (commit, base) = match merged {
             Ok(Ok(MergeOutcome::Merged { commit, base })) => (commit, base),
             Ok(Ok(MergeOutcome::Conflict { paths })) => {
@@ -479,6 +460,38 @@ async fn land_rounds(
         }
     }
     LandResult::Raced
+}
+
+/// The story's merge with its spec's `status: done` edit, onto the
+/// target's tip, or onto `onto` (a chain's merge before it).
+pub(super) async fn merge_for_landing(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    onto: Option<Oid>,
+) -> Result<crate::gitops::Result<MergeOutcome>, String> {
+    let r = req.clone();
+    blocking(ctx, move |c| {
+        let paths: Vec<String> = r.spec_rel.iter().chain(&r.prd_rel).cloned().collect();
+        let edit = mark_done::landing_edit(
+            r.spec_rel.clone(),
+            r.prd_rel.clone(),
+            c.config.specs.status_field.clone(),
+            r.id.clone(),
+        );
+        let (branch, message) = (
+            project::story_branch(&r.id),
+            project::merge_message(&r.id, &r.title),
+        );
+        match &onto {
+            Some(base) => c
+                .git
+                .merge_story_onto(base, &branch, &message, &paths, &edit),
+            None => c
+                .git
+                .merge_story(&c.target, &branch, &message, &paths, &edit),
+        }
+    })
+    .await
 }
 
 /// One try at moving the target from `base` to `tip` through the landing

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::backlog::mark_done;
 use crate::gitops::{GitError, LandOutcome, MergeOutcome, Oid};
 use crate::process::Control;
 use crate::project::{self, KeptRef};
@@ -128,26 +127,7 @@ async fn build(
     for &pos in live {
         let req = &reqs[pos];
         let branch = project::story_branch(&req.id);
-        let (r, on) = (req.clone(), base.clone());
-        let merged = blocking(ctx, move |c| {
-            let mut paths = Vec::new();
-            paths.extend(r.spec_rel.clone());
-            paths.extend(r.prd_rel.clone());
-            let edit = mark_done::landing_edit(
-                r.spec_rel.clone(),
-                r.prd_rel.clone(),
-                c.config.specs.status_field.clone(),
-                r.id.clone(),
-            );
-            c.git.merge_story_onto(
-                &on,
-                &project::story_branch(&r.id),
-                &project::merge_message(&r.id, &r.title),
-                &paths,
-                &edit,
-            )
-        })
-        .await;
+        let merged = land::merge_for_landing(ctx, req, Some(base.clone())).await;
         let commit = match merged {
             Ok(Ok(MergeOutcome::Merged { commit, .. })) => commit,
             Ok(Ok(MergeOutcome::Conflict { paths })) => {
