@@ -649,8 +649,9 @@ commit_file "src/$ID.txt"; done_
         .spawn()
         .unwrap();
     let mut child = spawn(&p, &["run"]);
+    // The shell creates the file before it writes the pid: wait for the pid.
     wait_until("the agent", Duration::from_secs(60), || {
-        p.scratch.join("orphan").exists()
+        !pids_in(&p.scratch.join("orphan")).is_empty()
     });
     // SAFETY: plain kill(2): ralph alone dies, its agent lives on.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
