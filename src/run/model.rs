@@ -491,6 +491,11 @@ impl Model {
         self.sched.nodes[idx]
     }
 
+    #[cfg(test)]
+    pub(crate) fn set_node(&mut self, idx: usize, node: Node) {
+        self.sched.set(idx, node);
+    }
+
     pub(crate) fn sched(&self) -> &Scheduler {
         &self.sched
     }

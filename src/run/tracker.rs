@@ -44,7 +44,10 @@ enum Job {
 /// What the tracker's thread answers.
 enum Done {
     Read(Read),
-    Told(Vec<String>),
+    /// The lines of a `Tell`'s flush, and whether it was the run's last:
+    /// an earlier `Tell`'s answer may still be waiting in the channel when
+    /// the last one is sent, and must not be taken for it.
+    Told(Vec<String>, bool),
 }
 
 /// How long the run's end waits for the tracker's last writes: the
@@ -186,7 +189,7 @@ impl TrackerSync {
                     model.reload_pending = true;
                 }
             }
-            Done::Told(lines) => {
+            Done::Told(lines, _) => {
                 for line in lines {
                     log(&line);
                 }
@@ -233,8 +236,8 @@ impl TrackerSync {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.done.recv_timeout(left) {
-                Ok(Done::Told(lines)) => {
-                    self.took(Done::Told(lines), model, log);
+                Ok(Done::Told(lines, true)) => {
+                    self.took(Done::Told(lines, true), model, log);
                     // Jobs are done in order: a read asked before is in.
                     return;
                 }
@@ -266,7 +269,7 @@ fn edge(
                 for (id, u) in updates {
                     tracker.tell(&id, u);
                 }
-                Done::Told(tracker.flush(crate::timefmt::now_secs(), last))
+                Done::Told(tracker.flush(crate::timefmt::now_secs(), last), last)
             }
         };
         if done.send(answer).is_err() {
@@ -369,5 +372,90 @@ mod tests {
             None,
             "done before the run"
         );
+    }
+
+    /// A tracker that records what it was told and flushed, and lets the
+    /// test hold its last flush until it is let go.
+    struct Recorder {
+        told: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        flushed: std_mpsc::Sender<bool>,
+        let_go: std::sync::Arc<std::sync::Mutex<std_mpsc::Receiver<()>>>,
+    }
+
+    impl Tracker for Recorder {
+        fn describe(&self) -> String {
+            "recorder".into()
+        }
+        fn read(&mut self, _now: i64) -> Read {
+            self.snapshot()
+        }
+        fn snapshot(&self) -> Read {
+            Read {
+                backlog: None,
+                problems: Vec::new(),
+                stale: None,
+            }
+        }
+        fn tell(&mut self, id: &str, update: Update) {
+            self.told.lock().unwrap().push(format!("{id} {update:?}"));
+        }
+        fn flush(&mut self, _now: i64, last: bool) -> Vec<String> {
+            if last {
+                let _ = self.let_go.lock().unwrap().recv();
+            }
+            let _ = self.flushed.send(last);
+            vec![format!("flushed last={last}")]
+        }
+        fn pending(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    /// CI saw a landed issue left open: the answer to an earlier `Tell`
+    /// was still in the channel when the run's last one was sent, was
+    /// taken for the last one's, and the run ended before its writes.
+    #[test]
+    fn the_runs_end_waits_for_its_own_last_writes_not_an_earlier_answer() {
+        use crate::run::events::Now;
+        let stories = vec![story("1", &[], false), story("2", &[], false)];
+        let now = Now {
+            mono: Instant::now(),
+            unix: 1_000,
+        };
+        let mut m = crate::run::model::test_model(stories, 2, 3, None, now);
+        let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (flushed, flushes) = std_mpsc::channel();
+        let (release, let_go) = std_mpsc::channel();
+        let rec = Recorder {
+            told: told.clone(),
+            flushed,
+            let_go: std::sync::Arc::new(std::sync::Mutex::new(let_go)),
+        };
+        let mut sync = TrackerSync::new(
+            Box::new(rec),
+            Duration::from_secs(3600),
+            "main".into(),
+            &m,
+            || {},
+        );
+        let lines = std::cell::RefCell::new(Vec::new());
+        let log = |l: &str| lines.borrow_mut().push(l.to_string());
+        m.set_node(0, Node::Running);
+        sync.tell(&mut m, false, &log);
+        // The first answer is in the channel, not yet taken by the run.
+        assert!(!flushes.recv().unwrap());
+        m.set_node(1, Node::Running);
+        // The last flush goes on only once the run waits for it.
+        let opener = std::thread::spawn(move || release.send(()).unwrap());
+        sync.tell(&mut m, true, &log);
+        opener.join().unwrap();
+        assert_eq!(
+            flushes.try_recv(),
+            Ok(true),
+            "the run ended before its last flush: {:?}",
+            lines.borrow()
+        );
+        assert_eq!(told.lock().unwrap().len(), 2, "{:?}", told.lock().unwrap());
+        assert!(lines.borrow().iter().any(|l| l == "flushed last=true"));
     }
 }
