@@ -47,6 +47,9 @@ pub(crate) enum FindingKind {
     /// Lines the target gained since the story began are gone from the
     /// merged tree (a conflict resolved by taking one side).
     OtherSideLost,
+    /// A gate could not read the work (git failed): nothing was checked,
+    /// so a person looks (issue 33: this passed silently before).
+    GateError,
 }
 
 impl FindingKind {
@@ -58,13 +61,14 @@ impl FindingKind {
             FindingKind::AssertionsLost => "assertions_lost",
             FindingKind::ValidationConfigChanged => "validation_config_changed",
             FindingKind::OtherSideLost => "other_side_lost",
+            FindingKind::GateError => "gate_error",
         }
     }
 
     /// The findings a `TESTS_CHANGED` tag or `allow_test_changes` answers
     /// (the rest, lost lines, a `DROPS` tag).
     pub(crate) fn is_test_change(self) -> bool {
-        self != FindingKind::OtherSideLost
+        !matches!(self, FindingKind::OtherSideLost | FindingKind::GateError)
     }
 }
 

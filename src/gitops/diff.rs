@@ -50,7 +50,8 @@ impl Git {
         for f in &other.files {
             if let Some(p) = &f.new_path {
                 let text = match tree.get_path(std::path::Path::new(p)) {
-                    Ok(e) => blob_text(&repo, e.id()),
+                    Ok(e) if e.filemode() == i32::from(git2::FileMode::Commit) => None,
+                    Ok(e) => blob_text(&repo, e.id())?,
                     Err(_) => None,
                 };
                 texts.insert(p.clone(), text);
@@ -101,16 +102,19 @@ fn tree_diff(repo: &git2::Repository, old: git2::Oid, new: git2::Oid) -> Result<
     diff.find_similar(Some(&mut find))?;
     let mut files = Vec::new();
     for d in diff.deltas() {
-        let side = |f: git2::DiffFile<'_>| {
+        let side = |f: git2::DiffFile<'_>| -> Result<(Option<String>, Option<String>)> {
             if f.id().is_zero() {
-                (None, None)
-            } else {
-                let path = f.path().map(|p| p.to_string_lossy().into_owned());
-                (path, blob_text(repo, f.id()))
+                return Ok((None, None));
             }
+            let path = f.path().map(|p| p.to_string_lossy().into_owned());
+            // A submodule's entry names a commit of another repository.
+            if f.mode() == git2::FileMode::Commit {
+                return Ok((path, None));
+            }
+            Ok((path, blob_text(repo, f.id())?))
         };
-        let (old_path, old_text) = side(d.old_file());
-        let (new_path, new_text) = side(d.new_file());
+        let (old_path, old_text) = side(d.old_file())?;
+        let (new_path, new_text) = side(d.new_file())?;
         files.push(FileChange {
             old_path,
             new_path,
@@ -121,14 +125,16 @@ fn tree_diff(repo: &git2::Repository, old: git2::Oid, new: git2::Oid) -> Result<
     Ok(Diff { files })
 }
 
-/// A blob's text, when it is UTF-8, without NUL and not too large.
-fn blob_text(repo: &git2::Repository, id: git2::Oid) -> Option<String> {
-    let blob = repo.find_blob(id).ok()?;
+/// A blob's text, when it is UTF-8, without NUL and not too large. A blob
+/// that cannot be read is an error, never "no text": the gates would pass
+/// what they could not look at (issue 33).
+fn blob_text(repo: &git2::Repository, id: git2::Oid) -> Result<Option<String>> {
+    let blob = repo.find_blob(id)?;
     let bytes = blob.content();
     if bytes.len() > MAX_TEXT || bytes.contains(&0) {
-        return None;
+        return Ok(None);
     }
-    String::from_utf8(bytes.to_vec()).ok()
+    Ok(String::from_utf8(bytes.to_vec()).ok())
 }
 
 #[cfg(test)]

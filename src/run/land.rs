@@ -520,7 +520,8 @@ pub(super) async fn land_once(
 
 /// What the gates the transition asked for find on the story's work and
 /// the merged tree `commit`. A gate that cannot read git says so in
-/// ralph.log and finds nothing: the validation still runs.
+/// ralph.log and finds a `GateError`, which the transition sends to review:
+/// a gate that could not look must not pass the work.
 pub(super) async fn gate_findings(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
@@ -560,21 +561,18 @@ pub(super) async fn gate_findings(
             _ => 0,
         },
     });
-    match found {
-        Ok(Ok(f)) => f,
-        Ok(Err(e)) => {
-            ctx.log.line(&format!(
-                "story {}: the gates could not read git: {e}",
-                req.id
-            ));
-            Vec::new()
-        }
-        Err(e) => {
-            ctx.log
-                .line(&format!("story {}: the gates did not run: {e}", req.id));
-            Vec::new()
-        }
-    }
+    let what = match found {
+        Ok(Ok(f)) => return f,
+        Ok(Err(e)) => format!("the gates could not read git: {e}"),
+        Err(e) => format!("the gates did not run: {e}"),
+    };
+    ctx.log.line(&format!("story {}: {what}", req.id));
+    vec![crate::gates::Finding {
+        kind: crate::gates::FindingKind::GateError,
+        file: String::new(),
+        line: None,
+        what,
+    }]
 }
 
 /// Keeps the story branch's commits under a ref of `kind`.

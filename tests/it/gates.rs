@@ -367,3 +367,42 @@ result "Fine. <ralph>APPROVE $RALPH_STORY</ralph>""#,
         "the reviewer ran without them"
     );
 }
+
+/// Issue 33: a gate that cannot read the story's work found nothing, and
+/// the landing went on as if it had looked. Here the agent's commit names
+/// a test file and then removes the file's old blob (unsealed: the shared
+/// object store), which the merge does not need but the gate's diff does: the story waits for a
+/// person, nothing lands, the work is kept.
+#[test]
+fn a_gate_that_cannot_read_the_work_sends_the_story_to_review() {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+  "sandbox": { "mode": "off" },
+  "validation": { "commands": [ { "name": "tests", "cmd": "true", "required": true } ] } }"#;
+    let p = Project::with_backlog("1.1 | Calc\n", config);
+    p.write("tests/test_calc.py", TESTS);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+old=$(git rev-parse HEAD:tests/test_calc.py)
+printf 'def test_new():\n    assert True\n' > tests/test_calc.py
+git add -A && git commit -qm "feat(story-$ID): new tests"
+rm -f "$(git rev-parse --git-common-dir)/objects/${old:0:2}/${old:2}"
+done_
+"#,
+    );
+    let r = p.ralph(&["run"]);
+    assert_eq!(r.code, 1, "a person is needed: {r:?}");
+    assert_eq!(p.story("1.1")["status"], "review", "{r:?}");
+    assert_eq!(p.merges_of("1.1"), 0, "{r:?}");
+    assert_eq!(p.kinds("1.1"), vec!["first"], "no agent run for it: {r:?}");
+    let review = p.ralph(&["review"]);
+    assert!(
+        review.stdout.contains("the gates could not read the work"),
+        "{}",
+        review.stdout
+    );
+    assert!(
+        !p.refs("refs/ralph/").is_empty() || !p.branches("ralph/*").is_empty(),
+        "the work is kept: {r:?}"
+    );
+}

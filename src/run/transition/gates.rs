@@ -41,6 +41,14 @@ pub(crate) struct GateContext {
 /// `gates.tests` says (nothing landed is ever silently lost); a fix-up
 /// outranks review, which outranks landing.
 pub(crate) fn decide(findings: &[Finding], c: &GateContext) -> GateVerdict {
+    // A gate that could not look found nothing, which proves nothing: never
+    // a pass (whatever `gates.tests` says) and nothing an agent could fix.
+    if let Some(e) = findings.iter().find(|f| f.kind == FindingKind::GateError) {
+        return GateVerdict::Review(Some(format!(
+            "the gates could not read the work: {}",
+            e.what
+        )));
+    }
     let (tests, lost): (Vec<&Finding>, Vec<&Finding>) =
         findings.iter().partition(|f| f.kind.is_test_change());
     let mut fix = Vec::new();

@@ -100,11 +100,33 @@ fn the_verdict_over_findings_mode_and_explanations() {
             ctx(TestsGate::Off, false, &none, false),
             Land,
         ),
+        (
+            "a gate that could not read git goes to a person, even in warn",
+            vec![GateError],
+            ctx(w, false, &none, false),
+            Review(Some("the gates could not read the work: x".into())),
+        ),
+        (
+            "a gate error wins over what an agent could fix",
+            vec![SkipAdded, GateError],
+            ctx(b, false, &tests_changed, false),
+            Review(Some("the gates could not read the work: x".into())),
+        ),
     ];
     for (name, kinds, c, want) in cases {
         let found: Vec<Finding> = kinds.iter().map(|k| finding(*k)).collect();
         assert_eq!(decide(&found, &c), want, "{name}");
     }
+}
+
+#[test]
+fn a_gate_that_could_not_read_git_sends_the_story_to_review() {
+    let mut m = model_with(&[("1.1", &[])], 1, 3, None);
+    let req = begin(&mut m).remove(0);
+    handle(&mut m, finished(&req, Verdict::Done), t0());
+    let a = land(&mut m, 0, gated(&[FindingKind::GateError]), t0());
+    assert!(starts(&a).is_empty(), "no fix-up: {a:?}");
+    assert_eq!(m.node(0), crate::schedule::Node::Review, "{a:?}");
 }
 
 #[test]
