@@ -180,7 +180,11 @@ impl<E: Executor> Dispatcher<E> {
             let log = |l: &str| self.ctx.log.line(l);
             // Bounded: a tracker that does not answer costs its writes a
             // wait for the next run, never the run's end.
-            tokio::task::block_in_place(|| t.tell(&mut self.model, true, &log));
+            let changed = tokio::task::block_in_place(|| t.tell(&self.model, true, &log));
+            // New work found at the end: the run reads its backlog again.
+            if let Some(ev) = changed {
+                self.feed(ev);
+            }
         }
         // A notification about the run's last moments still runs: wait
         // for it (each hook has its own time limit), unless told to stop.
@@ -277,10 +281,13 @@ impl<E: Executor> Dispatcher<E> {
     fn sync_tracker(&mut self, before: bool) {
         let Some(t) = &mut self.tracker else { return };
         let log = |l: &str| self.ctx.log.line(l);
-        if before {
-            t.poll(&mut self.model, &log);
+        let changed = if before {
+            t.poll(&self.model, &log)
         } else {
-            t.tell(&mut self.model, false, &log);
+            t.tell(&self.model, false, &log)
+        };
+        if let Some(ev) = changed {
+            self.feed(ev);
         }
     }
 

@@ -71,6 +71,12 @@ pub(crate) enum Event {
     Signal(OsSignal),
     /// The usage-limit pause may be over.
     Timer,
+    /// The issue tracker holds work the run does not know of (`describe`
+    /// names the tracker): new starts wait, and the backlog is read again
+    /// once nothing runs (`Model::reload_pending`).
+    BacklogChanged {
+        describe: String,
+    },
     /// `state.json` could not be written: ralph itself failed.
     SaveFailed(String),
     /// A person steers the run (`ralph pause`, `ralph hold ID`, ...,

@@ -17,6 +17,7 @@ use crate::backlog::tracker::{Read, Tracker, Update};
 use crate::backlog::{Backlog, Story};
 use crate::schedule::Node;
 
+use super::events::Event;
 use super::model::Model;
 
 /// The run's tracker: what it was told, and the thread that asks it.
@@ -156,43 +157,45 @@ impl TrackerSync {
         }
     }
 
-    /// Takes in a read that came back (new work holds new starts until the
-    /// run reloads its backlog), then asks for the next when one is due.
-    /// Never waits.
-    pub(crate) fn poll(&mut self, model: &mut Model, log: &dyn Fn(&str)) {
+    /// Takes in a read that came back, then asks for the next when one is
+    /// due. Never waits. New work comes back as the event the run feeds to
+    /// its transition (the model changes there only).
+    pub(crate) fn poll(&mut self, model: &Model, log: &dyn Fn(&str)) -> Option<Event> {
+        let mut changed = None;
         while let Ok(done) = self.done.try_recv() {
-            self.took(done, model, log);
+            changed = changed.or(self.took(done, model, log));
         }
         if self.reading
             || model.reload_pending
+            || changed.is_some()
             || self.last_poll.is_some_and(|t| t.elapsed() < self.every)
         {
-            return;
+            return changed;
         }
         self.last_poll = Some(Instant::now());
         self.reading = self.jobs.send(Job::Read).is_ok();
+        None
     }
 
-    fn took(&mut self, done: Done, model: &mut Model, log: &dyn Fn(&str)) {
+    fn took(&mut self, done: Done, model: &Model, log: &dyn Fn(&str)) -> Option<Event> {
         match done {
             Done::Read(read) => {
                 self.reading = false;
                 if let Some(why) = &read.stale {
                     log(&format!("backlog: the last snapshot stands: {why}"));
                 }
-                let Some(backlog) = read.backlog else { return };
-                if backlog_changed(&model.stories, &model.sched().nodes, &backlog) {
-                    log(&format!(
-                        "backlog: {} changed; new work is taken in once the running stories are done",
-                        self.describe
-                    ));
-                    model.reload_pending = true;
-                }
+                let backlog = read.backlog?;
+                backlog_changed(&model.stories, &model.sched().nodes, &backlog).then(|| {
+                    Event::BacklogChanged {
+                        describe: self.describe.clone(),
+                    }
+                })
             }
             Done::Told(lines, _) => {
                 for line in lines {
                     log(&line);
                 }
+                None
             }
         }
     }
@@ -200,8 +203,9 @@ impl TrackerSync {
     /// Tells the tracker what changed since it was last told (queued on
     /// disk by its thread, then written when it can be). `last`: the run
     /// is ending, so this waits, boundedly, for a read under way (it may
-    /// hold new work) and for the last writes.
-    pub(crate) fn tell(&mut self, model: &mut Model, last: bool, log: &dyn Fn(&str)) {
+    /// hold new work) and for the last writes. New work found meanwhile
+    /// comes back as the event for the transition, as from `poll`.
+    pub(crate) fn tell(&mut self, model: &Model, last: bool, log: &dyn Fn(&str)) -> Option<Event> {
         let mut updates = Vec::new();
         for (i, story) in model.stories.iter().enumerate() {
             let landed = model
@@ -214,17 +218,18 @@ impl TrackerSync {
                 self.told.insert(story.id.clone(), u);
             }
         }
+        let mut changed = None;
         if !last {
             if !updates.is_empty() {
                 let _ = self.jobs.send(Job::Tell(updates, false));
             }
             while let Ok(done) = self.done.try_recv() {
-                self.took(done, model, log);
+                changed = changed.or(self.took(done, model, log));
             }
-            return;
+            return changed;
         }
         if self.jobs.send(Job::Tell(updates, true)).is_err() {
-            return;
+            return None;
         }
         let stopping = model.signals != crate::run::model::SignalCount::None;
         let deadline = Instant::now()
@@ -239,15 +244,15 @@ impl TrackerSync {
                 Ok(Done::Told(lines, true)) => {
                     self.took(Done::Told(lines, true), model, log);
                     // Jobs are done in order: a read asked before is in.
-                    return;
+                    return changed;
                 }
-                Ok(done) => self.took(done, model, log),
+                Ok(done) => changed = changed.or(self.took(done, model, log)),
                 Err(_) => {
                     log(&format!(
                         "{}: the last writes did not finish; they stay queued for the next run",
                         self.describe
                     ));
-                    return;
+                    return changed;
                 }
             }
         }
@@ -441,13 +446,13 @@ mod tests {
         let lines = std::cell::RefCell::new(Vec::new());
         let log = |l: &str| lines.borrow_mut().push(l.to_string());
         m.set_node(0, Node::Running);
-        sync.tell(&mut m, false, &log);
+        sync.tell(&m, false, &log);
         // The first answer is in the channel, not yet taken by the run.
         assert!(!flushes.recv().unwrap());
         m.set_node(1, Node::Running);
         // The last flush goes on only once the run waits for it.
         let opener = std::thread::spawn(move || release.send(()).unwrap());
-        sync.tell(&mut m, true, &log);
+        sync.tell(&m, true, &log);
         opener.join().unwrap();
         assert_eq!(
             flushes.try_recv(),

@@ -101,6 +101,12 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 send_to_landing(model, idx, attempt, None, &mut out);
             }
         }
+        Event::BacklogChanged { describe } => {
+            model.reload_pending = true;
+            out.push(Action::Log(format!(
+                "backlog: {describe} changed; new work is taken in once the running stories are done"
+            )));
+        }
         Event::Activity { idx, text } => {
             // Changes nothing the scheduler looks at.
             return vec![Action::Activity {

@@ -691,3 +691,27 @@ fn the_totals_carry_an_eta_only_with_a_forecast() {
     let eta = m.eta_secs(later(now, 30)).unwrap();
     assert!((eta - 90.0).abs() < 1.0, "{eta}");
 }
+
+/// Issue 33 item 4: a tracker's news reaches the model through the
+/// transition only; new starts wait until the run reads its backlog again.
+#[test]
+fn a_changed_tracker_backlog_holds_new_starts_until_the_reload() {
+    let mut m = model_with(&INDEPENDENT, 1, 3, None);
+    let first = begin(&mut m);
+    assert_eq!(first.len(), 1);
+    let a = handle(
+        &mut m,
+        Event::BacklogChanged {
+            describe: "GitHub o/r".into(),
+        },
+        t0(),
+    );
+    assert!(m.reload_pending);
+    assert!(
+        a.iter()
+            .any(|x| matches!(x, Action::Log(l) if l.contains("GitHub o/r changed"))),
+        "{a:?}"
+    );
+    let a = handle(&mut m, finished(&first[0], Verdict::Done), t0());
+    assert!(starts(&a).is_empty(), "nothing new starts: {a:?}");
+}
