@@ -396,7 +396,6 @@ pub(crate) fn now_unix_f64() -> f64 {
 /// task (validation time); every line is one `write(2)` on an `O_APPEND`
 /// file, so a kill leaves whole lines (at worst one torn last line, which
 /// readers skip and the next run terminates).
-#[derive(Debug)]
 pub(crate) struct RunLog {
     pub(crate) id: String,
     pub(crate) path: PathBuf,
@@ -404,6 +403,20 @@ pub(crate) struct RunLog {
     pub(crate) resumes: Option<String>,
     dir: PathBuf,
     inner: Mutex<Writer>,
+    /// Sees every record as it is written, whoever writes it (the live web
+    /// view): the merge queue's own records reached only the file before.
+    observer: std::sync::OnceLock<Observer>,
+}
+
+type Observer = Box<dyn Fn(&Record) + Send + Sync>;
+
+impl std::fmt::Debug for RunLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLog")
+            .field("id", &self.id)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -460,7 +473,13 @@ impl RunLog {
             resumes,
             dir,
             inner: Mutex::new(w),
+            observer: std::sync::OnceLock::new(),
         })
+    }
+
+    /// `see` is shown every record from now on (once: a second is ignored).
+    pub(crate) fn observe(&self, see: impl Fn(&Record) + Send + Sync + 'static) {
+        let _ = self.observer.set(Box::new(see));
     }
 
     /// Appends `ev`, stamped now.
@@ -469,7 +488,11 @@ impl RunLog {
     }
 
     pub(crate) fn write_at(&self, t: f64, ev: Ev) -> io::Result<()> {
-        let line = line_of(&Record { t, ev });
+        let rec = Record { t, ev };
+        if let Some(see) = self.observer.get() {
+            see(&rec);
+        }
+        let line = line_of(&rec);
         let mut w = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if w.truncated {
             return Ok(());

@@ -519,12 +519,7 @@ impl<E: Executor> Dispatcher<E> {
             }
             Action::Record(ev) => {
                 self.notices.extend(self.recorder.notice(&ev));
-                if let Some(live) = &self.live {
-                    live.record(&crate::runlog::Record {
-                        t: crate::runlog::now_unix_f64(),
-                        ev: ev.clone(),
-                    });
-                }
+                // The live view sees it through the run log's observer.
                 self.ctx.record(ev);
             }
             Action::Reply { req, reply } => {

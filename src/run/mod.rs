@@ -508,11 +508,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         pid: std::process::id(),
         resumes: ctx.runlog.as_ref().and_then(|l| l.resumes.clone()),
     };
-    if let Some(live) = &live {
-        live.record(&crate::runlog::Record {
-            t: crate::runlog::now_unix_f64(),
-            ev: run_start.clone(),
-        });
+    if let (Some(live), Some(log)) = (&live, &ctx.runlog) {
+        // Every record, the merge queue's and the executors' too.
+        let live = live.clone();
+        log.observe(move |r| live.record(r));
     }
     ctx.record(run_start);
     let started = Instant::now();

@@ -48,6 +48,18 @@ pub(crate) struct Pause {
     pub(crate) since: f64,
 }
 
+/// A merge-queue candidate being validated (issue 34): a lone story's
+/// merge, or one merge of a chain, which holds the stories before it too.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Validating {
+    /// In chain order: the last is the story this candidate adds.
+    pub(crate) stories: Vec<String>,
+    /// The worktree it runs in (`validate`, `validate-2`, ...).
+    pub(crate) slot: String,
+    pub(crate) tree: String,
+    pub(crate) since: f64,
+}
+
 /// The run as its records tell it: small enough to send with every change.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Summary {
@@ -59,8 +71,10 @@ pub(crate) struct Summary {
     pub(crate) jobs: usize,
     pub(crate) running: Vec<Running>,
     pub(crate) pauses: Vec<Pause>,
-    /// The story the merge queue is landing now, and those waiting for it.
-    pub(crate) landing: Option<String>,
+    /// The stories the merge queue is landing now (one, or a chain's, in
+    /// chain order), the candidates it validates, and the stories waiting.
+    pub(crate) landing: Vec<String>,
+    pub(crate) validating: Vec<Validating>,
     pub(crate) land_queue: Vec<String>,
     pub(crate) landed: usize,
     pub(crate) cost_usd: f64,
@@ -83,7 +97,8 @@ impl Summary {
     pub(crate) fn not_live(&mut self) {
         self.live = false;
         self.running.clear();
-        self.landing = None;
+        self.landing.clear();
+        self.validating.clear();
     }
 
     fn steered(&mut self, cmd: &str, story: Option<&str>, t: f64) {
@@ -172,8 +187,23 @@ impl Summary {
             }
             Ev::LandStart { story, .. } => {
                 self.land_queue.retain(|s| s != story);
-                self.landing = Some(story.clone());
+                if !self.landing.contains(story) {
+                    self.landing.push(story.clone());
+                }
             }
+            Ev::ValidateStart {
+                tree,
+                stories,
+                slot,
+            } => self.validating.push(Validating {
+                stories: stories.clone(),
+                slot: slot.clone(),
+                tree: tree.clone(),
+                since: rec.t,
+            }),
+            Ev::ValidateEnd { tree, stories, .. } => self
+                .validating
+                .retain(|v| !(v.tree == *tree && v.stories == *stories)),
             Ev::Landed { story, .. } => {
                 self.landed += 1;
                 self.end_landing(story);
@@ -197,25 +227,21 @@ impl Summary {
             // showed); the words are `steer::Command::name`'s.
             Ev::Steer { cmd, story, .. } => self.steered(cmd, story.as_deref(), rec.t),
             Ev::RunEnd { exit_code, .. } => {
-                self.live = false;
+                self.not_live();
                 self.exit_code = Some(*exit_code);
-                self.running.clear();
-                self.landing = None;
             }
-            Ev::Recovered { .. } => {
-                self.live = false;
-                self.running.clear();
-                self.landing = None;
-            }
+            Ev::Recovered { .. } => self.not_live(),
             _ => {}
         }
     }
 
     fn end_landing(&mut self, story: &str) {
-        if self.landing.as_deref() == Some(story) {
-            self.landing = None;
-        }
+        self.landing.retain(|s| s != story);
         self.land_queue.retain(|s| s != story);
+        // A candidate whose own story's landing ended validates no more
+        // (its end record may not come: a landing that failed to merge).
+        self.validating
+            .retain(|v| v.stories.last().map(String::as_str) != Some(story));
     }
 }
 
@@ -288,6 +314,66 @@ mod tests {
         }
     }
 
+    /// Issue 34: a chain of three shows as three landing stories and three
+    /// candidates, each with the stories its merge holds; each goes as its
+    /// validation ends, and the landing ends with the stories landed.
+    #[test]
+    fn a_chain_shows_each_candidate_and_its_stories_until_it_ends() {
+        let mut s = Summary::default();
+        for (i, id) in ["a", "b", "c"].iter().enumerate() {
+            s.apply(&rec(
+                1.0 + i as f64,
+                Ev::LandStart {
+                    story: id.to_string(),
+                    attempt: 1,
+                },
+            ));
+        }
+        assert_eq!(s.landing, vec!["a", "b", "c"]);
+        let cand = |n: usize| -> Vec<String> {
+            ["a", "b", "c"][..n].iter().map(|x| x.to_string()).collect()
+        };
+        for n in 1..=3 {
+            s.apply(&rec(
+                5.0,
+                Ev::ValidateStart {
+                    tree: format!("t{n}"),
+                    stories: cand(n),
+                    slot: format!("validate-{n}"),
+                },
+            ));
+        }
+        assert_eq!(s.validating.len(), 3);
+        assert_eq!(s.validating[2].stories, cand(3));
+        assert_eq!(s.validating[1].slot, "validate-2");
+        s.apply(&rec(
+            6.0,
+            Ev::ValidateEnd {
+                tree: "t1".into(),
+                stories: cand(1),
+                verdict: "passed".into(),
+                secs: 1.0,
+            },
+        ));
+        assert_eq!(s.validating.len(), 2);
+        // `b` fails to land without an end record for its candidate.
+        s.apply(&rec(
+            7.0,
+            Ev::LandEnd {
+                story: "b".into(),
+                attempt: 1,
+                result: "error".into(),
+                reason: None,
+                secs: 1.0,
+            },
+        ));
+        assert_eq!(s.landing, vec!["a", "c"]);
+        assert_eq!(s.validating.len(), 1);
+        assert_eq!(s.validating[0].stories, cand(3));
+        s.not_live();
+        assert!(s.landing.is_empty() && s.validating.is_empty());
+    }
+
     #[test]
     fn attempts_run_then_queue_then_land() {
         let mut s = Summary {
@@ -328,7 +414,7 @@ mod tests {
                 attempt: 1,
             },
         ));
-        assert_eq!(s.landing.as_deref(), Some("1.1"));
+        assert_eq!(s.landing, vec!["1.1"]);
         assert!(s.land_queue.is_empty());
         s.apply(&rec(
             3.5,
@@ -339,7 +425,7 @@ mod tests {
                 secs: 0.3,
             },
         ));
-        assert_eq!((s.landing.clone(), s.landed), (None, 1));
+        assert_eq!((s.landing.len(), s.landed), (0, 1));
         s.apply(&rec(
             4.0,
             Ev::RunEnd {

@@ -780,3 +780,78 @@ done_
         ]
     );
 }
+
+/// Issue 34 item 5: the page shows the merge queue as it is — each story
+/// of a chain with its position, the worktree its candidate validates in
+/// and the stories that merge holds before it — and what waits. Each
+/// validation waits for the test's `release-<story>` file, so the page is
+/// read while candidates are validating.
+#[test]
+fn the_page_shows_a_chains_candidates_while_they_validate() {
+    let Some(chrome) = chromium("the page") else {
+        return;
+    };
+    let script = p_validation_script();
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n",
+        &format!(
+            r#"{{ "loop": {{ "max_retries": 2, "grace_seconds": 1 }},
+      "landing": {{ "speculate": 4, "max_validations": 4 }},
+      "validation": {{ "commands": [ {{ "name": "tests", "cmd": {script}, "required": true }} ] }} }}"#
+        ),
+    );
+    p.agent(
+        r#"
+commit_file "story/$ID.txt"
+done_
+"#,
+    );
+    p.commit_all("backlog");
+    let run = Bg::start(&p, &["run", "--parallel", "-j", "3", "--serve"], &[]);
+    let url = run.url();
+    let mut b = Browser::open(&chrome, &url);
+    let queue = |b: &mut Browser| -> String {
+        b.eval("document.getElementById('landq').textContent")
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let release = |id: &str| fs::write(p.scratch.join(format!("release-{id}")), "").unwrap();
+    // However the three finish, a chain of two or three forms: 1.1 alone
+    // first is let through until one does.
+    let mut released = Vec::new();
+    wait_until("a chain validating on the page", LIMIT, || {
+        let q = queue(&mut b);
+        if q.contains("chain position 2 of") && q.contains("before it") {
+            return true;
+        }
+        if q.contains("landing now — validating in validate") {
+            for id in ["1.1", "1.2", "1.3"] {
+                if q.contains(&format!("{id} — landing now")) && !released.contains(&id) {
+                    release(id);
+                    released.push(id);
+                }
+            }
+        }
+        false
+    });
+    let q = queue(&mut b);
+    assert!(q.contains("— validating in validate-2 with "), "{q}");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ralph-serve");
+    fs::create_dir_all(&shots).unwrap();
+    b.screenshot(&shots.join("chain.png"));
+    for id in ["1.1", "1.2", "1.3"] {
+        release(id);
+    }
+    assert_eq!(run.wait(), 0);
+    assert_eq!(p.completed().len(), 3);
+}
+
+/// A validation command that waits (bounded) for `release-$RALPH_STORY`
+/// in the scratch directory, as a JSON string.
+fn p_validation_script() -> String {
+    serde_json::to_string(
+        r#"for _ in $(seq 1 2400); do [ -e "$SCRATCH/release-$RALPH_STORY" ] && exit 0; sleep 0.05; done; exit 1"#,
+    )
+    .unwrap()
+}

@@ -155,9 +155,26 @@
     // The merge queue.
     var lq = $('landq');
     lq.textContent = '';
-    if (m.landing) lq.appendChild(el('li', '', m.landing + ' — landing now (merge, validation)'));
+    // A story of a chain: the candidate that adds it, where it runs, and
+    // the stories its merge holds before it (issue 34).
+    var landing = m.landing || [];
+    landing.forEach(function (id, i) {
+      var v = (m.validating || []).filter(function (c) { return c.stories[c.stories.length - 1] === id; })[0];
+      var what = landing.length > 1 ? ' — landing, chain position ' + (i + 1) + ' of ' + landing.length : ' — landing now';
+      if (!v) {
+        lq.appendChild(el('li', '', id + what + ' (merge, checks)'));
+        return;
+      }
+      var li = el('li', '', id + what + ' — validating in ' + v.slot +
+        (v.stories.length > 1 ? ' with ' + v.stories.slice(0, -1).join(', ') + ' before it' : '') + ', ');
+      li.setAttribute('data-story', id);
+      var e = el('span', 'elapsed');
+      e.setAttribute('data-since', v.since);
+      li.appendChild(e);
+      lq.appendChild(li);
+    });
     (m.land_queue || []).forEach(function (id) { lq.appendChild(el('li', '', id + ' — waiting')); });
-    if (!m.landing && !(m.land_queue || []).length) lq.appendChild(el('li', 'muted', 'empty'));
+    if (!landing.length && !(m.land_queue || []).length) lq.appendChild(el('li', 'muted', 'empty'));
     tick();
   }
   function tick() {
