@@ -23,11 +23,13 @@ pub(super) fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// One line of `ralph stories`: Ralph v2's `[tag] id | title`, and for a
-/// story `ralph hold` holds, the mark that says why it does not start
-/// (after the title, so the tag column reads as before).
+/// One line of `ralph stories`: Ralph v2's `[tag] id | title` with the
+/// tag the status word `status --json` and `graph` say (issue 33: it said
+/// `fail`/`blkd` where they say `failed`/`blocked`; `[done]` is as in v2),
+/// and for a story `ralph hold` holds, the mark that says why it does not
+/// start (after the title).
 fn story_line(node: Node, id: &str, title: &str, held: bool) -> String {
-    let mut line = format!("[{}] {id} | {title}", node.label());
+    let mut line = format!("[{}] {id} | {title}", node.word());
     if held {
         line.push_str(&format!(" ({})", report::HELD));
     }
@@ -80,15 +82,19 @@ mod tests {
     fn a_held_story_line_says_so_after_its_title() {
         assert_eq!(
             story_line(Node::Pending, "1.2", "Parser", true),
-            "[    ] 1.2 | Parser (held)"
+            "[pending] 1.2 | Parser (held)"
         );
         assert_eq!(
             story_line(Node::Running, "1.3", "Lexer", true),
-            "[run ] 1.3 | Lexer (held)"
+            "[running] 1.3 | Lexer (held)"
         );
         assert_eq!(
             story_line(Node::Done, "1.1", "Seed", false),
             "[done] 1.1 | Seed"
+        );
+        assert_eq!(
+            story_line(Node::Blocked, "1.4", "Emit", false),
+            "[blocked] 1.4 | Emit"
         );
     }
 }

@@ -165,7 +165,7 @@ const PER_COMMAND: &[(&str, Option<&str>, &str)] = &[
     ),
     (
         "stories",
-        Some("ralph stories                   [done] [run ] [fail] [blkd] ... per story\n  ralph stories | grep fail"),
+        Some("ralph stories                   [done] [running] [failed] [blocked] [pending] ... per story\n  ralph stories | grep failed"),
         READ_CODES,
     ),
     (

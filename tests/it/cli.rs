@@ -120,7 +120,7 @@ fn version_names_the_build() {
 }
 
 /// A project whose stories are one done, one failed: `stories` has a
-/// `[done]` and a `[fail]` tag to colour.
+/// `[done]` and a `[failed]` tag to colour.
 fn coloured_project() -> Project {
     let p = Project::with_backlog("1.1 | One\n1.2 | Two\n", r#"{"loop": {"max_retries": 1}}"#);
     p.commit_all("backlog");
@@ -151,7 +151,10 @@ fn colour_follows_color_no_color_and_term() {
     };
     let (always, _) = env_run(&["--color", "always", "stories"], &[]);
     assert!(always.contains("\x1b[32m[done]\x1b[0m 1.1"), "{always:?}");
-    assert!(always.contains("\x1b[31;1m[fail]\x1b[0m 1.2"), "{always:?}");
+    assert!(
+        always.contains("\x1b[31;1m[failed]\x1b[0m 1.2"),
+        "{always:?}"
+    );
     let (forced, _) = env_run(&["stories"], &[("CLICOLOR_FORCE", "1")]);
     assert!(forced.contains('\x1b'), "{forced:?}");
     for env in [

@@ -274,10 +274,10 @@ fn stories_and_graph_mark_a_held_story() {
     };
     let stories = shown(&["stories"]);
     assert!(
-        stories.contains("[    ] 1.1 | Story 1.1 (held)\n"),
+        stories.contains("[pending] 1.1 | Story 1.1 (held)\n"),
         "{stories}"
     );
-    assert!(stories.contains("[    ] 1.2 | Story 1.2\n"), "{stories}");
+    assert!(stories.contains("[pending] 1.2 | Story 1.2\n"), "{stories}");
     let text = shown(&["graph"]);
     assert!(text.contains("[pending] 1.1 Story 1.1 (held)\n"), "{text}");
     assert!(
