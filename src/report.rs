@@ -969,7 +969,7 @@ mod tests {
             Node::Blocked,
             Node::Pending,
         ] {
-            let tag = format!("`[{}]`", node.label());
+            let tag = format!("`[{}]`", node.word());
             assert!(line.contains(&tag), "README lacks {tag}: {line}");
         }
     }

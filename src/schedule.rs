@@ -57,20 +57,6 @@ impl Node {
             Node::Pending | Node::Excluded => "pending",
         }
     }
-
-    /// The four-column tag of `ralph stories` (`[done]`, `[run ]`, `[fail]`,
-    /// `[    ]`): Ralph v2's format, kept for the scripts that read it.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Node::Done => "done",
-            Node::Running => "run ",
-            Node::Landing => "land",
-            Node::Review => "revw",
-            Node::Failed => "fail",
-            Node::Blocked => "blkd",
-            Node::Pending | Node::Excluded => "    ",
-        }
-    }
 }
 
 #[derive(Debug, Clone)]

@@ -153,17 +153,17 @@ mod tests {
     fn the_status_vocabulary() {
         let table: String = Node::ALL
             .iter()
-            .map(|n| format!("{n:?}: word {:?}, label [{}]\n", n.word(), n.label()))
+            .map(|n| format!("{n:?}: {:?}\n", n.word()))
             .collect();
         insta::assert_snapshot!(table, @r#"
-        Done: word "done", label [done]
-        Running: word "running", label [run ]
-        Landing: word "landing", label [land]
-        Review: word "review", label [revw]
-        Failed: word "failed", label [fail]
-        Blocked: word "blocked", label [blkd]
-        Pending: word "pending", label [    ]
-        Excluded: word "pending", label [    ]
+        Done: "done"
+        Running: "running"
+        Landing: "landing"
+        Review: "review"
+        Failed: "failed"
+        Blocked: "blocked"
+        Pending: "pending"
+        Excluded: "pending"
         "#);
     }
 
@@ -175,10 +175,8 @@ mod tests {
             if matches!(n, Node::Pending | Node::Excluded) {
                 continue;
             }
-            for tag in [n.word(), n.label()] {
-                let line = format!("[{tag}] 1.1 title");
-                assert!(crate::ui::tag_tone(&line).is_some(), "{line}");
-            }
+            let line = format!("[{}] 1.1 title", n.word());
+            assert!(crate::ui::tag_tone(&line).is_some(), "{line}");
         }
     }
 
