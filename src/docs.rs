@@ -30,6 +30,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("learnings", "What agents pass on to later stories"),
     ("parallel", "Several stories at once"),
     ("hooks", "Shell commands around each attempt"),
+    ("notify", "Webhooks: chat and JSON posts about the run"),
     ("retry", "Fix-ups: finished work handed back to its agent"),
     ("decomposition", "Splitting a story that keeps failing"),
     ("postmortem", "A lesson after a timeout"),
@@ -80,7 +81,7 @@ fn type_words(kind: Kind) -> String {
         Kind::Amount => "number (USD)".into(),
         Kind::Agent => "agent name".into(),
         Kind::Agents => "array of agent names".into(),
-        Kind::ValidationCommands => "array of objects".into(),
+        Kind::ValidationCommands | Kind::Webhooks => "array of objects".into(),
         Kind::Ladder => "array of model names or objects".into(),
         Kind::Prices => "object of objects".into(),
         Kind::StringMap => "object of strings".into(),
@@ -231,6 +232,18 @@ fn kind_schema(kind: Kind) -> Value {
             json!({ "enum": names })
         }
         Kind::Agents => json!({"type": ["array", "null"], "items": {"enum": agents}}),
+        Kind::Webhooks => json!({
+            "type": ["array", "null"],
+            "items": {
+                "type": "object",
+                "required": ["url"],
+                "properties": {
+                    "url": {"type": "string", "pattern": "^https?://"},
+                    "events": {"type": ["array", "null"], "items": {"enum": ["run_end", "story_landed", "story_failed", "paused"]}},
+                    "format": {"enum": ["slack", "discord", "json", null]}
+                }
+            }
+        }),
         Kind::ValidationCommands => json!({
             "type": ["array", "null"],
             "items": {
@@ -425,7 +438,7 @@ mod tests {
             Kind::Amount => v.as_f64().is_some_and(|x| x >= 0.0),
             Kind::Agent => agent(v),
             Kind::Agents => v.as_array().is_some_and(|a| a.iter().all(agent)),
-            Kind::ValidationCommands | Kind::Ladder => v.is_array(),
+            Kind::ValidationCommands | Kind::Ladder | Kind::Webhooks => v.is_array(),
             Kind::Prices => v.is_object(),
             Kind::StringMap => v
                 .as_object()
@@ -467,6 +480,7 @@ mod tests {
                 Kind::Agent => json!("no-such-agent"),
                 Kind::Agents => json!(["no-such-agent"]),
                 Kind::ValidationCommands => json!(5),
+                Kind::Webhooks => json!([{"url": "ftp://x"}]),
                 Kind::Ladder => json!("haiku"),
                 Kind::Prices => json!({"m": {"input": "cheap"}}),
                 Kind::StringMap => json!(["A=1"]),

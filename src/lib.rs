@@ -50,3 +50,4 @@ mod state;
 mod store;
 mod timefmt;
 mod ui;
+mod webhook;

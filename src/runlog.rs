@@ -403,9 +403,10 @@ pub(crate) struct RunLog {
     pub(crate) resumes: Option<String>,
     dir: PathBuf,
     inner: Mutex<Writer>,
-    /// Sees every record as it is written, whoever writes it (the live web
-    /// view): the merge queue's own records reached only the file before.
-    observer: std::sync::OnceLock<Observer>,
+    /// See every record as it is written, whoever writes it (the live web
+    /// view, webhooks): the merge queue's own records reached only the file
+    /// before.
+    observers: std::sync::RwLock<Vec<Observer>>,
 }
 
 type Observer = Box<dyn Fn(&Record) + Send + Sync>;
@@ -473,13 +474,16 @@ impl RunLog {
             resumes,
             dir,
             inner: Mutex::new(w),
-            observer: std::sync::OnceLock::new(),
+            observers: std::sync::RwLock::new(Vec::new()),
         })
     }
 
-    /// `see` is shown every record from now on (once: a second is ignored).
+    /// `see` is shown every record from now on.
     pub(crate) fn observe(&self, see: impl Fn(&Record) + Send + Sync + 'static) {
-        let _ = self.observer.set(Box::new(see));
+        self.observers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(see));
     }
 
     /// Appends `ev`, stamped now.
@@ -489,7 +493,12 @@ impl RunLog {
 
     pub(crate) fn write_at(&self, t: f64, ev: Ev) -> io::Result<()> {
         let rec = Record { t, ev };
-        if let Some(see) = self.observer.get() {
+        for see in self
+            .observers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             see(&rec);
         }
         let line = line_of(&rec);

@@ -24,6 +24,8 @@ pub(crate) enum Kind {
     Agents,
     /// `[{"name", "cmd", "required"}]`.
     ValidationCommands,
+    /// `[{"url", "events", "format"}]`.
+    Webhooks,
     /// `["haiku", {"agent": "codex", "model": "gpt-5"}]`: the escalation ladder.
     Ladder,
     /// `{"model": {"input": N, "output": N, ...}}`: prices per million tokens.
@@ -672,5 +674,20 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         Kind::Uint { min: 1 },
         "Reviews a story gets: each CHANGES but the last sends it back to its agent as a \
          fix-up; when this many all asked for changes, it waits in review for a person.",
+    ),
+    key_or(
+        "notify.webhooks",
+        Kind::Webhooks,
+        "none",
+        "Webhooks the run posts to: `[{\"url\": \"https://hooks.slack.com/services/...\", \
+         \"events\": [\"run_end\", \"story_failed\"], \"format\": \"slack\"}]`. `events` among \
+         `run_end`, `story_landed`, `story_failed` (failed for good, not per attempt) and `paused` \
+         (any pause: a person's, a usage limit, the budget), all four when left out; `format` \
+         `slack` (a `text` field), `discord` (`content`) or `json` (the run record with `event`, \
+         `run_id` — its records file's name — and `story` for a story's events; the default). \
+         Posted off the run loop, each receiver on its own: a 2xx is success, anything else or no \
+         answer within 5 s is retried after 1, 2 and 4 s; at the run's end the last posts get at \
+         most 1.5 s, so a dead or silent receiver never holds up the run. Only a URL's scheme and \
+         host are ever logged.",
     ),
 ];

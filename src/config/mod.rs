@@ -15,6 +15,7 @@ mod executor;
 mod gates;
 pub(crate) mod keys;
 mod landing;
+mod notify;
 mod reader;
 mod sections;
 mod warnings;
@@ -22,6 +23,7 @@ mod warnings;
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 pub(crate) use landing::Landing;
+pub(crate) use notify::{Notify, Webhook, WebhookEvent, WebhookFormat};
 use reader::Reader;
 pub(crate) use sections::{
     BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Learnings, Limits, Loop,
@@ -90,6 +92,8 @@ pub(crate) struct Config {
     pub(crate) pricing: crate::pricing::Table,
     /// `gates.*`: the checks before landing (issue 26).
     pub(crate) gates: Gates,
+    /// `notify.*`: chat and JSON webhooks (issue 37).
+    pub(crate) notify: Notify,
 }
 
 /// The built-in defaults as JSON (SPEC 3.1).
@@ -350,6 +354,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let backlog = sections::backlog(&mut r);
     let pricing = sections::pricing(&mut r);
     let gates = gates::gates(&mut r);
+    let notify = notify::notify(&mut r);
 
     let problems = std::mem::take(&mut r.problems);
     let read = r.read.take();
@@ -386,6 +391,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         backlog,
         pricing,
         gates,
+        notify,
     })
 }
 

@@ -513,6 +513,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         let live = live.clone();
         log.observe(move |r| live.record(r));
     }
+    let webhooks = webhooks(&ctx);
     ctx.record(run_start);
     let started = Instant::now();
     let executor = crate::exec::choose(ctx.clone(), opts.verbose)?;
@@ -594,6 +595,9 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     let code = finish(
         root, &git, &target, &tag, &log, d.model, d.reporter, started, looped, &end_ctx,
     );
+    if let Some(w) = webhooks {
+        w.finish(WEBHOOKS_AT_END);
+    }
     // The web view outlives the summary, so its pages see how it ended.
     if let Some(server) = server {
         rt.block_on(server.close(code.as_ref().ok().copied()));
@@ -802,4 +806,26 @@ fn jobs_of(opts: &RunOptions, config: &crate::config::Config) -> usize {
     } else {
         1
     }
+}
+
+/// How long the run's end waits for its webhooks' last posts (issue 37: a
+/// dead or silent receiver may cost the run under 2 s).
+const WEBHOOKS_AT_END: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// The run's webhooks (`notify.webhooks`), shown every record as it is
+/// written; `None` without any (or without the run's records).
+fn webhooks(ctx: &Arc<context::RunContext>) -> Option<Arc<crate::webhook::Webhooks>> {
+    let runlog = ctx.runlog.as_ref()?;
+    if ctx.config.notify.webhooks.is_empty() {
+        return None;
+    }
+    let c = ctx.clone();
+    let w = Arc::new(crate::webhook::Webhooks::start(
+        &ctx.config.notify.webhooks,
+        &runlog.id,
+        move |line| c.log.line(&line),
+    ));
+    let seen = w.clone();
+    runlog.observe(move |r| seen.see(r));
+    Some(w)
 }

@@ -38,3 +38,4 @@ mod serve;
 mod signing;
 mod split;
 mod steer;
+mod webhooks;
