@@ -1,16 +1,24 @@
-//! What attempts and landings share, read-only, for one run.
+//! What an attempt runs with, whichever executor runs it: the project's
+//! places, the config, the agents and how they are sealed
+//! (`AttemptEnv`); and what attempts and the run's landings share: the
+//! hooks, the templates, the worktree lock, git work off the runtime.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::process;
-
+use crate::backlog::{self, Story};
 use crate::config::{Config, ValidationCommand};
 use crate::gitops::Git;
+use crate::learnings;
+use crate::process;
+use crate::prompt::{self, PromptInput};
 use crate::store::TechLog;
 
+use super::seal::RunSeal;
+
 #[derive(Debug)]
-pub(crate) struct RunContext {
+pub(crate) struct AttemptEnv {
     pub(crate) root: PathBuf,
     pub(crate) config: Config,
     pub(crate) git: Git,
@@ -23,51 +31,45 @@ pub(crate) struct RunContext {
     pub(crate) log: TechLog,
     /// Every backend this run may use: its executable (resolved once at
     /// start) and arguments.
-    pub(crate) agents: std::collections::HashMap<crate::agent::Backend, (String, Vec<String>)>,
-    /// The backlog is a prd.json (whose `passes` a landing sets).
-    pub(crate) prd: bool,
-    /// Validated work stays on its branch for a person (`landing.mode:
-    /// review`), except in `ralph land`, which lands it.
-    pub(crate) review: bool,
-    /// `landing.mode: pr`: the remote validated work is pushed to, and the
-    /// `gh` that opens its pull request.
-    pub(crate) pr: Option<PrLanding>,
-    /// This run's records (`None` when `.ralph/runs/` cannot be written:
-    /// records are worth a log line, not the run).
-    pub(crate) runlog: Option<crate::runlog::RunLog>,
+    pub(crate) agents: HashMap<crate::agent::Backend, (String, Vec<String>)>,
     /// How children are sealed: environment, redaction, bubblewrap.
-    pub(crate) seal: super::seal::RunSeal,
-    /// The stories this run landed on the target: (story, base, merge).
-    /// Each landing checks the main index and the target's tip against
-    /// them (`land::check_landed_work`).
-    pub(crate) landed: std::sync::Mutex<Vec<(String, crate::gitops::Oid, crate::gitops::Oid)>>,
-    /// Landed work found reverted on the target (story, path), each said
-    /// once, and how far the check has read the target's history.
-    pub(crate) reverted: std::sync::Mutex<crate::gitops::RevertCheck>,
+    pub(crate) seal: RunSeal,
 }
 
-/// Where `landing.mode: pr` sends work.
-#[derive(Debug, Clone)]
-pub(crate) struct PrLanding {
-    pub(crate) remote: String,
-    /// The GitHub CLI's executable.
-    pub(crate) gh: String,
-}
-
-impl RunContext {
-    /// Appends `ev` to the run's records.
-    pub(crate) fn record(&self, ev: crate::runlog::Ev) {
-        if let Some(l) = &self.runlog {
-            if let Err(e) = l.write(ev) {
-                self.log
-                    .line(&format!("cannot append to {}: {e}", l.path.display()));
-            }
+impl AttemptEnv {
+    /// The one constructor, for a run and for a worker's attempt on a
+    /// node: `root` is the project's canonical root (its tag is made from
+    /// it), `target` the branch stories land on.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        root: PathBuf,
+        config: Config,
+        git: Git,
+        target: String,
+        timeout: Duration,
+        log: TechLog,
+        agents: HashMap<crate::agent::Backend, (String, Vec<String>)>,
+        seal: RunSeal,
+    ) -> AttemptEnv {
+        let required_validation = config
+            .validation
+            .commands
+            .iter()
+            .filter(|v| v.required)
+            .cloned()
+            .collect();
+        AttemptEnv {
+            tag: crate::project::project_tag(&root),
+            root,
+            config,
+            git,
+            target,
+            timeout,
+            required_validation,
+            log,
+            agents,
+            seal,
         }
-    }
-
-    /// This run's ID in `.ralph/runs/` ("" without records).
-    pub(crate) fn run_id(&self) -> &str {
-        self.runlog.as_ref().map_or("", |l| l.id.as_str())
     }
 }
 
@@ -96,23 +98,36 @@ impl WarmSlots {
     }
 }
 
-/// Starts asked of each slot (by path) and how many of them took it:
-/// a warm of a slot a start was asked of since the warm was does nothing,
-/// and no warm goes before a start waiting to take its slot. Held for a
-/// moment only (the dispatcher takes it, never around git work).
-pub(crate) static SLOT_STARTS: std::sync::Mutex<std::collections::BTreeMap<PathBuf, SlotStarts>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct SlotStarts {
-    pub(crate) asked: u64,
-    pub(crate) taken: u64,
-}
-
 /// The project's own template at `rel` (from the project root) when it
 /// exists, else the built-in one.
-pub(crate) fn template(root: &std::path::Path, rel: &str, builtin: &str) -> String {
+pub(crate) fn template(root: &Path, rel: &str, builtin: &str) -> String {
     std::fs::read_to_string(root.join(rel)).unwrap_or_else(|_| builtin.to_string())
+}
+
+/// The prompt of one attempt (SPEC 4.1): the project's template or the
+/// built-in one, with the story's spec and its most relevant learnings.
+pub(crate) fn build_prompt(
+    root: &Path,
+    config: &Config,
+    story: &Story,
+    learnings_pool: &[String],
+    retry_context: Option<&str>,
+) -> std::io::Result<String> {
+    let spec = backlog::spec_text(root, story)?;
+    let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings.max);
+    let template = template(
+        root,
+        crate::paths::IMPLEMENT_TEMPLATE,
+        prompt::BUILTIN_TEMPLATE,
+    );
+    let input = PromptInput {
+        id: &story.id,
+        title: &story.title,
+        spec: &spec,
+        learnings: &chosen,
+        retry_context,
+    };
+    Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
 }
 
 /// `(key, value)` pairs for a child's environment.
@@ -128,7 +143,7 @@ pub(crate) const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Runs hook `name` (`cmd`, when set); `Some` is what went wrong.
 pub(crate) async fn run_hook(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     name: &str,
     cmd: &str,
     cwd: PathBuf,
@@ -174,11 +189,35 @@ pub(crate) async fn run_hook(
     .inspect(|msg| ctx.log.line(msg))
 }
 
+/// `post_story` with the story's outcome as `RALPH_RESULT`, then
+/// `post_iteration`: the end of an iteration that began with `pre_iteration`.
+pub(crate) async fn post_hooks(ctx: &AttemptEnv, id: &str, result: &str, iteration: u64) {
+    let hooks = &ctx.config.hooks;
+    let _ = run_hook(
+        ctx,
+        "post_story",
+        &hooks.post_story,
+        ctx.root.clone(),
+        env_pairs(&[("RALPH_STORY", id), ("RALPH_RESULT", result)]),
+        HOOK_TIMEOUT,
+    )
+    .await;
+    let _ = run_hook(
+        ctx,
+        "post_iteration",
+        &hooks.post_iteration,
+        ctx.root.clone(),
+        env_pairs(&[("RALPH_ITERATION", &iteration.to_string())]),
+        HOOK_TIMEOUT,
+    )
+    .await;
+}
+
 /// Runs `f` (git work, mostly) on a blocking thread, never on a runtime
 /// worker; a panic in it comes back as an error.
-pub(crate) async fn blocking<T: Send + 'static>(
-    ctx: &std::sync::Arc<RunContext>,
-    f: impl FnOnce(&RunContext) -> T + Send + 'static,
+pub(crate) async fn blocking<C: Send + Sync + 'static, T: Send + 'static>(
+    ctx: &std::sync::Arc<C>,
+    f: impl FnOnce(&C) -> T + Send + 'static,
 ) -> Result<T, String> {
     let ctx = ctx.clone();
     tokio::task::spawn_blocking(move || f(&ctx))
