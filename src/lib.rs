@@ -16,6 +16,7 @@ mod decompose;
 mod display;
 mod error;
 mod exec;
+mod executor;
 mod forecast;
 mod gates;
 mod gitops;

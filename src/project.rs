@@ -137,7 +137,7 @@ pub(crate) fn validation_slot(slot: usize) -> (String, String) {
 }
 
 /// The branch a new slot worktree is made on while it is warmed for a story
-/// not chosen yet (`run/dispatcher.rs::warm_slot`); deleted as soon as the
+/// not chosen yet (`exec/local/slot.rs::warm_slot`); deleted as soon as the
 /// slot is detached, and at the end of a run should a crash have left it.
 pub(crate) const WARM_BRANCH: &str = "ralph/warm";
 

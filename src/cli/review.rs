@@ -135,7 +135,7 @@ pub(super) fn cmd_land(root: &Path, ids: Vec<String>) -> anyhow::Result<i32> {
         ..RunOptions::default()
     };
     crate::process::become_subreaper();
-    run::run(root, opts)
+    run::run(root, opts, &crate::exec::ByConfig)
 }
 
 /// A run holds the lock: the approval goes to it through its socket

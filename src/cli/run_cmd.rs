@@ -30,7 +30,7 @@ pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         sandbox: a.sandbox.as_deref().and_then(crate::sandbox::Mode::parse),
     };
     crate::process::become_subreaper();
-    run::run(root, opts)
+    run::run(root, opts, &crate::exec::ByConfig)
 }
 
 pub(super) fn cmd_decompose(id: String, root: &Path) -> anyhow::Result<i32> {
@@ -39,5 +39,5 @@ pub(super) fn cmd_decompose(id: String, root: &Path) -> anyhow::Result<i32> {
         ..RunOptions::default()
     };
     crate::process::become_subreaper();
-    run::run(root, opts)
+    run::run(root, opts, &crate::exec::ByConfig)
 }

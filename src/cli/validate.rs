@@ -4,8 +4,8 @@ use std::path::Path;
 
 use super::warn_if_empty;
 use crate::error::{RalphError, EXIT_OK};
+use crate::executor::ExecutorChoice;
 use crate::project;
-use crate::run;
 use crate::ui;
 
 pub(super) fn cmd_validate(root: &Path, online: bool) -> anyhow::Result<i32> {
@@ -39,15 +39,8 @@ pub(super) fn cmd_validate(root: &Path, online: bool) -> anyhow::Result<i32> {
     // Every agent CLI the backlog would run must be installed (here, or
     // on the cluster's nodes, which must answer).
     let executor_lines = crate::exec::validate(&project)?;
-    let agents = match project.config.executor {
-        crate::config::Executor::Local => {
-            crate::exec::resolve_agents(&project, project.config.agent.name)?
-        }
-        crate::config::Executor::Ray(_) => {
-            crate::exec::agents_on_nodes(&project, project.config.agent.name)
-        }
-    };
-    let sandbox = run::sandbox_line(&project, &agents)?;
+    let agents = crate::exec::ByConfig.agents(&project, project.config.agent.name)?;
+    let sandbox = crate::exec::sandbox_line(&project, &agents)?;
     let edges = project.dag.graph.edge_count();
     println!(
         "ok: {}, {}, no problems",

@@ -9,26 +9,6 @@ use crate::error::RalphError;
 use crate::paths;
 use crate::project::Project;
 
-/// The agent executable: a project-local one (`bin/agent`) is found from the
-/// project root, not from the worktree the child starts in; a bare name is
-/// looked up on PATH. `None` when it does not exist.
-pub(crate) fn resolve_agent(root: &Path, program: &str) -> Option<String> {
-    if program.contains('/') {
-        let p = Path::new(program);
-        let p = if p.is_relative() {
-            root.join(p)
-        } else {
-            p.to_path_buf()
-        };
-        p.is_file().then(|| p.display().to_string())
-    } else {
-        let paths = std::env::var_os("PATH")?;
-        std::env::split_paths(&paths)
-            .any(|d| d.join(program).is_file())
-            .then(|| program.to_string())
-    }
-}
-
 /// The executable and arguments of every backend the backlog may use (the
 /// run's, and any a story's frontmatter names), each found once: a missing
 /// one is a usage error before anything runs.
@@ -53,7 +33,7 @@ pub(crate) fn resolve_agents(
             continue;
         }
         let (command, args) = agent::invocation(&project.config.agent, b);
-        let Some(program) = resolve_agent(&project.root, &command) else {
+        let Some(program) = crate::process::resolve_program(&project.root, &command) else {
             let where_ = if command.contains('/') {
                 ""
             } else {
@@ -87,7 +67,7 @@ pub(crate) fn agents_can_start(
     project: &Project,
     git: &crate::gitops::Git,
     agents: &HashMap<Backend, (String, Vec<String>)>,
-    seal: &crate::run::seal::RunSeal,
+    seal: &crate::executor::RunSeal,
 ) -> Result<(), RalphError> {
     let mut used: Vec<(&Backend, &String)> = agents.iter().map(|(b, (p, _))| (b, p)).collect();
     used.sort_by_key(|(b, _)| b.name());

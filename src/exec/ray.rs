@@ -31,8 +31,10 @@ use crate::error::RalphError;
 use crate::gitops::{relay, Oid};
 use crate::process;
 use crate::project::{self, KeptRef};
-use crate::run::context::RunContext;
-use crate::run::events::{AttemptReport, AttemptRequest, Event};
+// The attempts' environment and events under the names the run gave them.
+use crate::executor::{
+    AttemptEnv as RunContext, AttemptEvent as Event, AttemptReport, AttemptRequest,
+};
 
 pub(crate) use super::cluster::{
     job_spec, node_resource, split_node, submission_id, Cluster, Orphan,
@@ -164,7 +166,7 @@ pub(crate) fn relay_url(
     Ok(url)
 }
 
-impl crate::run::executor::Executor for RayExecutor {
+impl crate::executor::Executor for RayExecutor {
     fn run(
         &self,
         req: AttemptRequest,
@@ -748,10 +750,8 @@ impl Job {
         }
         if let Some(out) = out {
             let (id2, pad2, base2, out2) = (id.to_string(), pad.clone(), base.clone(), out.clone());
-            crate::run::context::blocking(ctx, move |c| {
-                adopt_branch(c, &id2, &pad2, &base2, &out2)
-            })
-            .await??;
+            crate::executor::blocking(ctx, move |c| adopt_branch(c, &id2, &pad2, &base2, &out2))
+                .await??;
         }
         // The relay keeps nothing of a collected attempt. Clearing it is off
         // the attempt's path (its report waits for nothing more); one that

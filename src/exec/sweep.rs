@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::executor::AttemptEnv;
 use crate::gitops::{relay, Oid};
-use crate::run::context::RunContext;
 
 use super::cluster::Orphan;
 use super::ray::{call, git, lock, stop_wait, RayExecutor, POLL, STOP_KEEP};
@@ -105,7 +105,7 @@ impl RayExecutor {
         }
         let collected = lock(&self.relayed.collected).clone();
         let (pad2, prefix2) = (pad.clone(), prefix.clone());
-        let deletions = crate::run::context::blocking(ctx, move |c| {
+        let deletions = crate::executor::blocking(ctx, move |c| {
             let mut deletions = Vec::new();
             for local in c.git.refs_with_prefix(&pad2).unwrap_or_default() {
                 let rel = &local[pad2.len()..];
@@ -173,7 +173,7 @@ impl RayExecutor {
 }
 
 /// Work already in the target's history needs no ref to keep it.
-fn landed_on(c: &RunContext, oid: &Oid) -> bool {
+fn landed_on(c: &AttemptEnv, oid: &Oid) -> bool {
     c.git
         .branch_tip(&c.target)
         .ok()

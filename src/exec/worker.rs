@@ -1,6 +1,6 @@
 //! `ralph worker attempt SPEC`: one attempt on a cluster node, started by a
 //! Ray job the coordinator submitted (`exec/ray.rs`). It runs the attempt
-//! exactly as the local executor does (`run::LocalExecutor`: slot worktree,
+//! exactly as the local executor does (`exec::local::LocalExecutor`: slot worktree,
 //! hooks, prompt, the agent in its group with its timeout, keeping
 //! leftovers, the verdict), in a node-local clone of the relay, and ends
 //! with one machine-readable line: `REPORT_MARKER` + the report as JSON.
@@ -24,13 +24,11 @@ use tokio::sync::{mpsc, watch};
 use crate::agent::event::Usage;
 use crate::agent::{Backend, FaultKind, ResultKind, Verdict};
 use crate::control::Control;
+use crate::exec::local::LocalExecutor;
+use crate::executor::{AttemptEnv, AttemptReport, AttemptRequest, Executor};
 use crate::gitops::{relay, Git, Oid};
 use crate::process;
 use crate::project;
-use crate::run::attempt::LocalExecutor;
-use crate::run::context::RunContext;
-use crate::run::events::{AttemptReport, AttemptRequest};
-use crate::run::executor::Executor;
 use crate::state::{AttemptKind, Note};
 use crate::store::TechLog;
 
@@ -566,7 +564,7 @@ async fn attempt_in_slot(
     let backend = Backend::parse(&spec.agent)
         .ok_or_else(|| format!("agent {:?} is not one this ralph knows", spec.agent))?;
     let (command, args) = crate::agent::invocation(&project.config.agent, backend);
-    let Some(program) = super::resolve_agent(&root, &command) else {
+    let Some(program) = process::resolve_program(&root, &command) else {
         return Ok(fault(
             format!(
                 "the {} agent's command '{command}' is not installed on node {}",
@@ -586,31 +584,17 @@ async fn attempt_in_slot(
     let config = project.config.clone();
     // The node seals its attempt as a local run would (SPEC 9): the
     // allowlisted environment, redaction, bubblewrap where it works here.
-    let seal = crate::run::seal::RunSeal::new(&config, &[backend])?;
-    let ctx = Arc::new(RunContext {
-        root: root.clone(),
-        config: config.clone(),
+    let seal = crate::executor::RunSeal::new(&config, &[backend])?;
+    let ctx = Arc::new(AttemptEnv::new(
+        root.clone(),
+        config,
         git,
-        target: spec.target.clone(),
-        timeout: Duration::from_secs(spec.timeout_secs),
-        tag,
-        required_validation: config
-            .validation
-            .commands
-            .iter()
-            .filter(|v| v.required)
-            .cloned()
-            .collect(),
-        log: TechLog::new(Some(slot_dir.join("ralph.log"))),
-        agents: [(backend, (program, args))].into_iter().collect(),
-        prd: matches!(project.backlog.source, crate::backlog::Source::Prd { .. }),
-        review: false,
-        pr: None,
-        runlog: None,
+        spec.target.clone(),
+        Duration::from_secs(spec.timeout_secs),
+        TechLog::new(Some(slot_dir.join("ralph.log"))),
+        [(backend, (program, args))].into_iter().collect(),
         seal,
-        landed: Default::default(),
-        reverted: Default::default(),
-    });
+    ));
     let req = AttemptRequest {
         idx: 0,
         slot: 0,
@@ -633,15 +617,12 @@ async fn attempt_in_slot(
     let (activity_tx, mut activity_rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(ev) = activity_rx.recv().await {
-            if let crate::run::events::Event::Activity { text, .. } = ev {
+            if let crate::executor::AttemptEvent::Activity { text, .. } = ev {
                 println!("{ACTIVITY_MARKER}{}", text.replace('\n', " "));
             }
         }
     });
-    let exec = LocalExecutor {
-        ctx: ctx.clone(),
-        verbose: false,
-    };
+    let exec = LocalExecutor::new(ctx.clone(), false);
     phases.mark("load");
     // The agent's commits go to the relay as it makes them: a node that
     // dies takes only what was not committed yet.

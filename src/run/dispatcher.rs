@@ -20,16 +20,15 @@ use crate::steer::{Command, Reply};
 use crate::store;
 use crate::timefmt;
 
-use super::attempt;
-use super::context::{blocking, RunContext, SLOT_STARTS};
+use crate::executor::{AttemptEvent, Executor};
+
+use super::context::{blocking, RunContext};
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
-use super::executor::Executor;
 use super::land::{self, LandRequest};
 use super::model::Model;
 use super::notify;
 use super::queue;
 use super::record::{Figures, Notice, Recorder};
-use super::slot;
 use super::transition::{handle, is_over};
 
 /// What a task in the set was doing, to answer for it if it panics.
@@ -50,6 +49,10 @@ pub(crate) struct Dispatcher<E: Executor> {
     land_control: watch::Sender<Control>,
     activity_tx: mpsc::UnboundedSender<Event>,
     activity_rx: mpsc::UnboundedReceiver<Event>,
+    /// What running attempts say before their reports (`AttemptEvent`),
+    /// taken as events of their own.
+    attempt_tx: mpsc::UnboundedSender<AttemptEvent>,
+    attempt_rx: mpsc::UnboundedReceiver<AttemptEvent>,
     /// A reading of what running worktrees changed is under way
     /// (`read_touched`): one at a time.
     touched_reading: bool,
@@ -60,13 +63,6 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// Notification hooks: the run does not wait for them, but does not
     /// end before they do.
     notes: JoinSet<()>,
-    /// Free slots being made ready for their next story (`warm_slot`); the
-    /// run ends only once they are done, before its cleanup.
-    /// Each answers with its slot when it gave way to a start.
-    warming: JoinSet<Option<usize>>,
-    /// What was asked of each slot since a story last left it: a warm
-    /// (`Some(false)`) or its removal (`Some(true)`).
-    warm_asked: Vec<Option<bool>>,
     /// The run's steering socket (`steer::server`), when it could be made.
     steer_socket: Option<std::os::unix::net::UnixListener>,
     /// Steering requests read off the socket, each with where its answer goes.
@@ -103,14 +99,13 @@ impl<E: Executor> Dispatcher<E> {
         executor: E,
     ) -> Dispatcher<E> {
         let (activity_tx, activity_rx) = mpsc::unbounded_channel();
+        let (attempt_tx, attempt_rx) = mpsc::unbounded_channel();
         let (steer_tx, steer_rx) = mpsc::unbounded_channel();
         let recorder = Recorder::new(&model);
         Dispatcher {
             recorder,
             notices: Vec::new(),
             notes: JoinSet::new(),
-            warming: JoinSet::new(),
-            warm_asked: Vec::new(),
             tracker: None,
             model,
             reporter,
@@ -122,6 +117,8 @@ impl<E: Executor> Dispatcher<E> {
             land_control: watch::channel(Control::Run).0,
             activity_tx,
             activity_rx,
+            attempt_tx,
+            attempt_rx,
             steer_socket: None,
             steer_tx,
             steer_rx,
@@ -131,6 +128,11 @@ impl<E: Executor> Dispatcher<E> {
             hup_stops: false,
             touched_reading: false,
         }
+    }
+
+    /// What the run's tasks share.
+    pub(crate) fn ctx(&self) -> &Arc<RunContext> {
+        &self.ctx
     }
 
     /// Takes steering requests on `listener` while the run lasts.
@@ -175,7 +177,7 @@ impl<E: Executor> Dispatcher<E> {
         // connection close (the run has ended).
         self.replies.clear();
         looped?;
-        self.warmed().await;
+        self.executor.warmed().await;
         if let Some(t) = &mut self.tracker {
             let log = |l: &str| self.ctx.log.line(l);
             // Bounded: a tracker that does not answer costs its writes a
@@ -206,7 +208,7 @@ impl<E: Executor> Dispatcher<E> {
     ) -> Result<()> {
         while !is_over(&self.model) {
             if self.tasks.is_empty() && self.model.busy() {
-                self.warmed().await;
+                self.executor.warmed().await;
                 // Every result comes back through the task set: with the
                 // set empty nothing can answer, so waiting would hang.
                 return Err(anyhow!(
@@ -217,6 +219,7 @@ impl<E: Executor> Dispatcher<E> {
             let pause = self.model.wake_at(now());
             let event = tokio::select! {
                 Some(ev) = self.activity_rx.recv() => ev,
+                Some(ev) = self.attempt_rx.recv() => ev.into(),
                 Some(joined) = self.tasks.join_next_with_id() => match self.joined(joined) {
                     Some(ev) => ev,
                     None => continue,
@@ -259,7 +262,7 @@ impl<E: Executor> Dispatcher<E> {
             }
             if let Event::AttemptFinished(report) = &event {
                 // Its attempt is over: whatever it did to the slot is done.
-                self.slot_left(report.slot);
+                self.executor.slot_left(report.slot);
             }
             let step = !matches!(event, Event::Activity { .. } | Event::Placed { .. });
             if step {
@@ -464,13 +467,12 @@ impl<E: Executor> Dispatcher<E> {
                 }
             }
             Action::StartAttempt(req) => {
-                self.slot_asked(req.slot);
                 let (control, control_rx) = watch::channel(Control::Run);
                 self.controls.insert(req.slot, control);
                 let story = self.model.stories[req.idx].clone();
                 let fut =
                     self.executor
-                        .run(req.clone(), story, control_rx, self.activity_tx.clone());
+                        .run(req.clone(), story, control_rx, self.attempt_tx.clone());
                 let handle = self
                     .tasks
                     .spawn(async move { Event::AttemptFinished(Box::new(fut.await)) });
@@ -512,7 +514,7 @@ impl<E: Executor> Dispatcher<E> {
             } => {
                 let ctx = self.ctx.clone();
                 let handle = self.tasks.spawn(async move {
-                    attempt::post_hooks(&ctx, &id, result, iteration).await;
+                    crate::executor::post_hooks(&ctx, &id, result, iteration).await;
                     Event::HooksDone
                 });
                 self.owners.insert(handle.id(), Task::Hooks);
@@ -544,78 +546,21 @@ impl<E: Executor> Dispatcher<E> {
 }
 
 impl<E: Executor> Dispatcher<E> {
-    fn slot_path(&self, slot: usize) -> std::path::PathBuf {
-        crate::paths::slot_worktree(&self.ctx.root, slot).1
-    }
-
-    /// A story is given `slot`: a warm asked for before does nothing now.
-    fn slot_asked(&mut self, slot: usize) {
-        let path = self.slot_path(slot);
-        let mut starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
-        starts.entry(path).or_default().asked += 1;
-        if let Some(a) = self.warm_asked.get_mut(slot) {
-            *a = None;
-        }
-    }
-
-    /// The attempt in `slot` is over, whether or not it ever took its slot.
-    fn slot_left(&mut self, slot: usize) {
-        let path = self.slot_path(slot);
-        let mut starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
-        let s = starts.entry(path).or_default();
-        s.taken = s.asked;
-    }
-
-    /// Issue 21: ralph's own work for a story should not sit between its
-    /// dependency landing and its agent starting. Each slot that is free
-    /// while more stories wait is made ready in the background (made when
-    /// missing, detached at the target's tip, clean), so the start there is
-    /// a branch and a HEAD when the tip has not moved since, and a checkout
-    /// of what changed when it has. With one job nothing runs beside the
-    /// landing that frees the slot, so there is nothing to hide it behind.
-    ///
-    /// Once no story waits to start, a free slot is removed the same way
-    /// instead: the run's cleanup would remove it after the last landing,
-    /// where it adds to the run's length. A story sent back to the queue
-    /// later (a retry, a fix-up) gets its slot made again.
+    /// Free slots made ready for their next story while agents run, or
+    /// removed once no story waits to start (issue 21): the executor's,
+    /// when it has slots on this machine. With one job nothing runs beside
+    /// the landing that frees the slot, so there is nothing to hide it
+    /// behind.
     fn warm_free_slots(&mut self) {
         let m = &self.model;
         if m.policy.jobs < 2 || m.stopping() || m.fatal.is_some() || m.limit_reached() {
             return;
         }
         let retire = m.count(Node::Pending) == 0;
-        let n = m.slots.len();
-        if self.warm_asked.len() < n {
-            self.warm_asked.resize(n, None);
-        }
-        while let Some(done) = self.warming.try_join_next() {
-            if let Ok(Some(slot)) = done {
-                self.warm_asked[slot] = None;
-            }
-        }
-        for slot in 0..n {
-            if self.model.slots[slot].is_some() || self.warm_asked[slot] == Some(retire) {
-                continue;
-            }
-            self.warm_asked[slot] = Some(retire);
-            let path = self.slot_path(slot);
-            let epoch = {
-                let starts = SLOT_STARTS.lock().unwrap_or_else(|e| e.into_inner());
-                starts.get(&path).map_or(0, |s| s.asked)
-            };
-            let ctx = self.ctx.clone();
-            self.warming.spawn(async move {
-                let gave_way =
-                    blocking(&ctx, move |c| slot::warm_slot(c, slot, epoch, retire)).await;
-                gave_way.unwrap_or(false).then_some(slot)
-            });
-        }
-    }
-
-    /// Waits for the warms still running (they may be making a worktree
-    /// the run's cleanup is about to remove).
-    async fn warmed(&mut self) {
-        while self.warming.join_next().await.is_some() {}
+        let free: Vec<usize> = (0..m.slots.len())
+            .filter(|&slot| m.slots[slot].is_none())
+            .collect();
+        self.executor.warm(&free, retire);
     }
 }
 

@@ -7,7 +7,7 @@ use super::*;
 pub(super) fn dry_run(
     project: &Project,
     opts: &RunOptions,
-    seal: &seal::RunSeal,
+    seal: &crate::executor::RunSeal,
     backends: &[Backend],
 ) -> Result<i32> {
     let state = store::load_state(&project.root).map_err(|p| RalphError::BadInput(vec![p]))?;
@@ -64,8 +64,9 @@ pub(super) fn dry_run(
             format!("  (after {})", waits.join(", "))
         };
         println!("  [    ] {} {}{after}", s.id, s.title);
-        let text = attempt::build_prompt(&project.root, &project.config, s, &all_learnings, None)
-            .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
+        let text =
+            crate::executor::build_prompt(&project.root, &project.config, s, &all_learnings, None)
+                .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
         println!("  [DRY RUN] prompt head:");
         // The built-in template's story part: what every story shares
         // comes first (issue 25), the same for each and shown by

@@ -588,3 +588,15 @@ printf '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","reset
 result "You've hit your session limit" true
 exit 1
 "#;
+
+/// Overwrites a generated spec with one that declares `depends_on`
+/// (`deps` is the YAML value as written after `depends_on:`).
+pub fn depends(p: &Project, id: &str, deps: &str) {
+    let epic = id.split('.').next().unwrap();
+    p.write(
+        &format!("specs/epic-{epic}/story-{id}-spec.md"),
+        &format!(
+            "---\nid: \"{id}\"\nstatus: pending\ndepends_on: {deps}\n---\n\n# Story {id}\n\nDo it.\n"
+        ),
+    );
+}

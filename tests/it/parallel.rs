@@ -10,18 +10,6 @@ use std::fs;
 
 use crate::harness::*;
 
-/// Overwrites a generated spec with one that declares `depends_on`
-/// (`deps` is the YAML value as written after `depends_on:`).
-fn depends(p: &Project, id: &str, deps: &str) {
-    let epic = id.split('.').next().unwrap();
-    p.write(
-        &format!("specs/epic-{epic}/story-{id}-spec.md"),
-        &format!(
-            "---\nid: \"{id}\"\nstatus: pending\ndepends_on: {deps}\n---\n\n# Story {id}\n\nDo it.\n"
-        ),
-    );
-}
-
 /// Agent-side helpers for observing concurrency.
 const CONCURRENCY: &str = r#"
 # Running-agents counter: +1 at start, -1 at the end, the maximum kept.

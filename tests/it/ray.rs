@@ -805,6 +805,29 @@ fn a_crashed_runs_job_no_attempt_claims_is_stopped_at_the_next_runs_end() {
     assert_eq!(runs.lines().count(), 1, "{runs}");
 }
 
+/// Slots are the local executor's (issue 33): a Ray run with a slot free
+/// while a story waits for its dependency makes no slot worktree on the
+/// coordinator. Before, the dispatcher warmed one whatever executor ran.
+#[test]
+fn a_ray_run_makes_no_slot_worktree_here() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let agent = "commit_file \"src/$ID.txt\"\ndone_\n";
+    let p = project(&c, "# [batch:1]\n1.1 | a\n1.2 | b\n", agent);
+    crate::harness::depends(&p, "1.2", "[1.1]");
+    p.commit_all("1.2 waits for 1.1");
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "2"]));
+    let log = p.read("ralph.log");
+    assert_eq!(r.code, 0, "{r:?}\n{log}");
+    assert_eq!(p.completed(), ["1.1", "1.2"], "{r:?}\n{log}");
+    assert!(!log.contains(" ready at "), "a slot was warmed:\n{log}");
+}
+
 /// A required validation that fails until the story's tree has `ok.txt`.
 const GATED_RESOURCES: &str = r#"{ "ralph_slot": 1 }"#;
 

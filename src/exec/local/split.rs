@@ -13,7 +13,7 @@ use crate::gitops::LeftWork;
 use crate::project;
 use crate::prompt;
 
-use super::context::RunContext;
+use crate::executor::AttemptEnv;
 
 /// How much of the spec and of the last attempt's output the prompt holds
 /// (Ralph v2's limits).
@@ -25,7 +25,7 @@ pub(crate) const KEEP_TEXT: usize = decompose::MAX_REPLY_BYTES;
 /// The decomposition prompt: `.ralph/templates/decompose.md` or the
 /// built-in one, with Ralph v2's variables.
 pub(crate) fn prompt(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     story: &Story,
     history: &str,
     attempt: u32,
@@ -41,7 +41,7 @@ pub(crate) fn prompt(
         .map(|(text, _)| text)
         .unwrap_or_default();
     let last = crate::postmortem::tail_chars(&last_log, LAST_OUTPUT_CHARS);
-    let template = super::context::template(
+    let template = crate::executor::template(
         &ctx.root,
         crate::paths::DECOMPOSE_TEMPLATE,
         decompose::TEMPLATE,
@@ -62,7 +62,7 @@ pub(crate) fn prompt(
 /// worktree and commits them on the story branch. The verdict, and the IDs
 /// written.
 pub(crate) fn apply_answer(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     story: &Story,
     slot: usize,
     (answer, answer_bytes): (&str, usize),
@@ -144,7 +144,7 @@ pub(crate) fn apply_answer(
 /// Writes the children's specs and the queue (or prd.json); the paths
 /// written, relative to the project root.
 fn write(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     root: &Path,
     source: &Source,
     parent: &Story,

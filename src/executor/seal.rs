@@ -35,6 +35,25 @@ fn host_env() -> Vec<(String, String)> {
 }
 
 impl RunSeal {
+    /// How a run seals its children, probed once (`bwrap` mode without a
+    /// working bubblewrap is a usage error), and the backends it may run.
+    pub(crate) fn for_run(
+        config: &Config,
+        agents: &super::Agents,
+    ) -> Result<(RunSeal, Vec<Backend>), crate::error::RalphError> {
+        let mut backends: Vec<Backend> = agents.keys().copied().collect();
+        backends.sort_by_key(|b| b.name());
+        let s = RunSeal::new(config, &backends).map_err(|e| {
+            crate::error::RalphError::usage(e).with_hint(format!(
+                "{}, or set sandbox.mode to \"auto\" (the allowlist alone when bubblewrap is \
+                 missing) in {}",
+                sandbox::INSTALL_HINT,
+                crate::paths::CONFIG
+            ))
+        })?;
+        Ok((s, backends))
+    }
+
     /// Decides the mode (probing bubblewrap once, unless `sandbox.mode` is
     /// off); `Err` is the message of a `bwrap` mode that cannot be had.
     pub(crate) fn new(config: &Config, backends: &[Backend]) -> Result<RunSeal, String> {

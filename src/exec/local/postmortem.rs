@@ -14,14 +14,13 @@ use crate::process::{self, AttemptSpec, Control};
 use crate::project;
 use crate::prompt;
 
-use super::context::{blocking, template, RunContext};
-use super::events::AttemptReport;
+use crate::executor::{blocking, template, AttemptEnv, AttemptReport};
 
 /// After a timeout: a short run reads the spec's head and the end of what
 /// the stopped attempt printed and says why; its `LEARN` tags join the
 /// attempt's learnings (stored like any), its usage the attempt's.
 pub(super) async fn postmortem(
-    ctx: &Arc<RunContext>,
+    ctx: &Arc<AttemptEnv>,
     story: &Story,
     n: u32,
     mut spec: AttemptSpec,

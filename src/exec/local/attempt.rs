@@ -15,17 +15,18 @@ use crate::agent::event::AgentEvent;
 use crate::agent::parser::{OutputParser, Summary};
 use crate::agent::{self, FaultKind, ResultKind, Verdict};
 use crate::backlog::{self, Story};
-use crate::config::Config;
 use crate::gitops::{FixupStart, Oid};
 use crate::learnings;
 use crate::process::{self, AttemptExit, AttemptSpec, Control};
 use crate::project::{self, KeptRef};
-use crate::prompt::{self, PromptInput};
+use crate::prompt;
 use crate::state::{AttemptKind, Fixup};
 
-use super::context::{blocking, env_pairs, run_hook, template, RunContext, HOOK_TIMEOUT};
-use super::events::{AttemptReport, AttemptRequest, Event};
-use super::executor::Executor;
+use crate::executor::{
+    blocking, build_prompt, env_pairs, post_hooks, run_hook, AttemptEnv, AttemptEvent,
+    AttemptReport, AttemptRequest, HOOK_TIMEOUT,
+};
+
 use super::verdict::{self, AttemptFacts, Moved};
 use super::{fixup, postmortem, slot};
 
@@ -33,65 +34,13 @@ use super::{fixup, postmortem, slot};
 /// the latest, not every line).
 const ACTIVITY_GAP: Duration = Duration::from_millis(200);
 
-/// Attempts in slot worktrees of the main repository, agents as children.
-pub(crate) struct LocalExecutor {
-    pub(crate) ctx: Arc<RunContext>,
-    pub(crate) verbose: bool,
-}
-
-impl Executor for LocalExecutor {
-    fn run(
-        &self,
-        req: AttemptRequest,
-        story: Story,
-        control: watch::Receiver<Control>,
-        activity: mpsc::UnboundedSender<Event>,
-    ) -> impl std::future::Future<Output = AttemptReport> + Send + 'static {
-        let (ctx, verbose) = (self.ctx.clone(), self.verbose);
-        async move { run_attempt(ctx, req, story, control, activity, verbose).await }
-    }
-
-    fn log_rel(&self, id: &str, attempt: u32) -> String {
-        rel(
-            &self.ctx.root,
-            &crate::paths::attempt_log_path(&self.ctx.root, id, attempt),
-        )
-    }
-}
-
-fn rel(root: &Path, p: &Path) -> String {
+pub(super) fn rel(root: &Path, p: &Path) -> String {
     p.strip_prefix(root).unwrap_or(p).display().to_string()
-}
-
-/// The prompt of one attempt (SPEC 4.1): the project's template or the
-/// built-in one, with the story's spec and its most relevant learnings.
-pub(crate) fn build_prompt(
-    root: &Path,
-    config: &Config,
-    story: &Story,
-    learnings_pool: &[String],
-    retry_context: Option<&str>,
-) -> std::io::Result<String> {
-    let spec = backlog::spec_text(root, story)?;
-    let chosen = learnings::select_relevant(learnings_pool, &spec, config.learnings.max);
-    let template = template(
-        root,
-        crate::paths::IMPLEMENT_TEMPLATE,
-        prompt::BUILTIN_TEMPLATE,
-    );
-    let input = PromptInput {
-        id: &story.id,
-        title: &story.title,
-        spec: &spec,
-        learnings: &chosen,
-        retry_context,
-    };
-    Ok(prompt::render(&template, &prompt::vars_for(config, &input)))
 }
 
 /// One attempt's names and places, shared by its steps.
 struct Attempt<'a> {
-    ctx: &'a Arc<RunContext>,
+    ctx: &'a Arc<AttemptEnv>,
     req: &'a AttemptRequest,
     story: &'a Story,
     id: &'a str,
@@ -104,7 +53,7 @@ struct Attempt<'a> {
     started: Instant,
     control: watch::Receiver<Control>,
     /// What the agent is doing goes to the display.
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<AttemptEvent>,
     verbose: bool,
 }
 
@@ -131,12 +80,12 @@ struct Ran {
 
 /// Runs one attempt to its report; the post hooks of whatever did not
 /// finish (finished work's wait for its landing).
-async fn run_attempt(
-    ctx: Arc<RunContext>,
+pub(super) async fn run_attempt(
+    ctx: Arc<AttemptEnv>,
     req: AttemptRequest,
     story: Story,
     control: watch::Receiver<Control>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<AttemptEvent>,
     verbose: bool,
 ) -> AttemptReport {
     let a = Attempt {
@@ -403,7 +352,7 @@ impl Attempt<'_> {
         let (events, verbose) = (&self.events, self.verbose);
         let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
         // An agent kept in the project runs from this worktree (issue 32).
-        let program = super::seal::program_in(&ctx.git.workdir, &program, &self.wt_path);
+        let program = crate::executor::seal::program_in(&ctx.git.workdir, &program, &self.wt_path);
         let mut agent_env = env_pairs(&[
             ("RALPH_STORY", id),
             ("RALPH_ATTEMPT", &n.to_string()),
@@ -461,7 +410,7 @@ impl Attempt<'_> {
                 if let AgentEvent::ToolUse { name, summary } = &ev {
                     let path = crate::agent::event::edited_path(name, summary);
                     if let Some(path) = path.filter(|p| edited.insert(p.clone())) {
-                        let _ = events.send(Event::Editing { idx, path });
+                        let _ = events.send(AttemptEvent::Editing { idx, path });
                     }
                 }
                 let text = activity_text(ev, verbose);
@@ -470,7 +419,7 @@ impl Attempt<'_> {
                 }
                 if verbose || last_sent.elapsed() >= ACTIVITY_GAP {
                     last_sent = Instant::now();
-                    let _ = events.send(Event::Activity { idx, text });
+                    let _ = events.send(AttemptEvent::Activity { idx, text });
                 }
             }
             // A rejected key: the CLI would retry it for minutes, in vain.
@@ -657,30 +606,6 @@ fn unprepared(slot: usize, e: impl std::fmt::Display) -> Verdict {
         reason: format!("could not prepare the worktree of slot {slot}: {e}"),
         kind: FaultKind::Transient,
     }
-}
-
-/// `post_story` with the story's outcome as `RALPH_RESULT`, then
-/// `post_iteration`: the end of an iteration that began with `pre_iteration`.
-pub(crate) async fn post_hooks(ctx: &RunContext, id: &str, result: &str, iteration: u64) {
-    let hooks = &ctx.config.hooks;
-    let _ = run_hook(
-        ctx,
-        "post_story",
-        &hooks.post_story,
-        ctx.root.clone(),
-        env_pairs(&[("RALPH_STORY", id), ("RALPH_RESULT", result)]),
-        HOOK_TIMEOUT,
-    )
-    .await;
-    let _ = run_hook(
-        ctx,
-        "post_iteration",
-        &hooks.post_iteration,
-        ctx.root.clone(),
-        env_pairs(&[("RALPH_ITERATION", &iteration.to_string())]),
-        HOOK_TIMEOUT,
-    )
-    .await;
 }
 
 /// `GIT_CEILING_DIRECTORIES` for an agent: git run in a slot whose `.git`

@@ -4,11 +4,11 @@
 //! left kept under refs, a DONE's leftovers committed on its branch, the
 //! target checked for a move of its own. Readings for `verdict::decide`,
 //! which judges them. Free slots are also made ready ahead here (issue 21,
-//! performance): the dispatcher warms a free slot at the target's tip in
+//! performance): the executor warms a free slot at the target's tip in
 //! the background while agents run (`warm_slot`), and `prepare` takes it
 //! without a checkout when it is at the story's base (`take_slot`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::backlog::Story;
@@ -16,13 +16,27 @@ use crate::gitops::{GitError, LeftWork, Oid};
 use crate::project::{self, KeptRef};
 use crate::prompt;
 
-use super::context::{blocking, RunContext, SlotStarts, WarmSlots, SLOT_STARTS, WORKTREE_PREP};
-use super::events::AttemptReport;
+use crate::executor::env::{WarmSlots, WORKTREE_PREP};
+use crate::executor::{blocking, AttemptEnv, AttemptReport};
+
 use super::verdict::DoneCheck;
+
+/// Starts asked of each slot (by path) and how many of them took it:
+/// a warm of a slot a start was asked of since the warm was does nothing,
+/// and no warm goes before a start waiting to take its slot. Held for a
+/// moment only (never around git work).
+pub(super) static SLOT_STARTS: std::sync::Mutex<std::collections::BTreeMap<PathBuf, SlotStarts>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct SlotStarts {
+    pub(super) asked: u64,
+    pub(super) taken: u64,
+}
 
 /// Puts the slot's worktree on the story branch at the target's tip; a
 /// previous attempt's unsaved commits on that branch are kept first.
-fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
+fn prepare(ctx: &AttemptEnv, id: &str, slot: usize) -> Result<Oid, GitError> {
     let mut warm = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
     let branch = project::story_branch(id);
     let (wt_name, wt_path) = crate::paths::slot_worktree(&ctx.root, slot);
@@ -46,7 +60,7 @@ fn prepare(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
 
 /// `prepare`, and when the slot is broken (an agent deleted its `.git`, a
 /// crash left it half-made) the slot is removed and made again, once.
-pub(super) fn prepare_or_rebuild(ctx: &RunContext, id: &str, slot: usize) -> Result<Oid, GitError> {
+pub(super) fn prepare_or_rebuild(ctx: &AttemptEnv, id: &str, slot: usize) -> Result<Oid, GitError> {
     match prepare(ctx, id, slot) {
         Ok(base) => Ok(base),
         Err(first) => {
@@ -67,7 +81,7 @@ pub(super) fn prepare_or_rebuild(ctx: &RunContext, id: &str, slot: usize) -> Res
 /// branch: keep everything, and let the story branch hold its commits.
 /// Returns the refs it kept besides the branch.
 pub(super) fn keep_what_the_agent_left(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     id: &str,
     n: u32,
     wt: &Path,
@@ -104,7 +118,7 @@ pub(super) fn keep_what_the_agent_left(
 /// when ralph could not commit it: the work stays under its
 /// `-uncommitted` ref.
 pub(super) async fn commit_done_work(
-    ctx: &Arc<RunContext>,
+    ctx: &Arc<AttemptEnv>,
     story: &Story,
     n: u32,
     slot: usize,
@@ -175,7 +189,7 @@ pub(super) async fn commit_done_work(
 /// The target's new tip when the agent moved the target itself: it moved
 /// since the attempt began, to a commit of the story's own work (no landing
 /// and no user commit puts one there). `None` otherwise.
-pub(super) fn target_moved_by_agent(ctx: &RunContext, branch: &str, base: &Oid) -> Option<Oid> {
+pub(super) fn target_moved_by_agent(ctx: &AttemptEnv, branch: &str, base: &Oid) -> Option<Oid> {
     let now = ctx.git.branch_tip(&ctx.target).ok()??;
     if &now == base {
         return None;
@@ -192,7 +206,7 @@ pub(super) fn target_moved_by_agent(ctx: &RunContext, branch: &str, base: &Oid) 
 /// given it after this was asked for (`epoch`: the starts asked of it
 /// then). A start waiting to take any slot goes first: the warm gives way
 /// (returns true) and is asked again at the next event.
-pub(crate) fn warm_slot(ctx: &RunContext, slot: usize, epoch: u64, retire: bool) -> bool {
+pub(super) fn warm_slot(ctx: &AttemptEnv, slot: usize, epoch: u64, retire: bool) -> bool {
     let mut warm = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
     let (name, path) = crate::paths::slot_worktree(&ctx.root, slot);
     {
@@ -246,8 +260,8 @@ pub(crate) fn warm_slot(ctx: &RunContext, slot: usize, epoch: u64, retire: bool)
 /// a warm is recorded only for a free slot and taken by the next start);
 /// any other is prepared in full, one warmed at an older tip by a checkout
 /// of what changed since.
-pub(crate) fn take_slot(
-    ctx: &RunContext,
+pub(super) fn take_slot(
+    ctx: &AttemptEnv,
     warm: &mut WarmSlots,
     name: &str,
     path: &std::path::Path,

@@ -68,7 +68,7 @@ pub(crate) struct AttemptFacts {
 /// What the executor does after the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct FollowUps {
-    /// Run the timeout postmortem (`run/postmortem.rs`).
+    /// Run the timeout postmortem (`exec/local/postmortem.rs`).
     pub(crate) postmortem: bool,
     /// Keep the branch under the attempt's ref (invariant 2).
     pub(crate) save_ref: bool,

@@ -9,13 +9,13 @@ use crate::gitops::{FixupLabels, FixupStart, GitError};
 use crate::prompt::{self, FixupInput};
 use crate::state::{Fixup, FixupCause};
 
-use super::context::{template, RunContext};
+use crate::executor::{template, AttemptEnv};
 
 /// The prompt of a fix-up: `.ralph/templates/fixup.md` or the built-in
 /// one, with what went wrong and where the worktree was left; the spec only
 /// when the agent's session is not resumed (it has read it there).
 pub(super) fn build_fixup_prompt(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     story: &Story,
     fixup: &Fixup,
     setup: &FixupSetup,
@@ -62,7 +62,7 @@ pub(super) struct FixupSetup {
 /// prepared there): conflicts are left for the agent, a clean validation
 /// fix-up's merge is committed by ralph.
 pub(super) fn setup_fixup(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     id: &str,
     wt: &Path,
     fixup: &Fixup,
@@ -97,7 +97,7 @@ pub(super) fn setup_fixup(
 /// was committed: the merge is undone anyway). `None` when ralph's clean
 /// merge began it.
 pub(super) fn merge_left(
-    ctx: &RunContext,
+    ctx: &AttemptEnv,
     branch: &str,
     setup: &FixupSetup,
     commits: usize,

@@ -1,0 +1,135 @@
+//! One attempt across the boundary: what the run asks for
+//! (`AttemptRequest`, as the transition decides it), what a running
+//! attempt says before its end (`AttemptEvent`) and what it comes back
+//! with (`AttemptReport`). Plain data.
+
+use std::time::Duration;
+
+use crate::agent::event::Usage;
+use crate::agent::Verdict;
+use crate::gitops::Oid;
+use crate::state::{AttemptKind, Note};
+
+/// What a running attempt tells the run before its report: for the
+/// display and for dispatch (the run takes each as its own event).
+#[derive(Debug)]
+pub(crate) enum AttemptEvent {
+    /// A line of what its agent is doing, for the display.
+    Activity { idx: usize, text: String },
+    /// Where it runs, as soon as its executor knows: a cluster node and
+    /// worker slot (`<node>/<slot>`, `executor.kind: ray`); a local
+    /// attempt sends none.
+    Placed {
+        idx: usize,
+        attempt: u32,
+        node: String,
+    },
+    /// Its agent is editing a file (from its tool calls): a prediction of
+    /// what it changes.
+    Editing { idx: usize, path: String },
+}
+
+/// One attempt to start, as the transition decides it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AttemptRequest {
+    pub(crate) idx: usize,
+    pub(crate) slot: usize,
+    pub(crate) attempt: u32,
+    /// Attempts started by this run, this one included (`RALPH_ITERATION`).
+    pub(crate) iteration: u64,
+    /// A first try, a fix-up (of `note.fixup`) or a redo.
+    pub(crate) kind: AttemptKind,
+    /// What went wrong before, for the prompt.
+    pub(crate) note: Option<Note>,
+    /// The agent session a fix-up continues (`retry.resume_session`).
+    pub(crate) resume: Option<String>,
+    /// Where that session is: the cluster node (and worker slot) that ran
+    /// its attempt (`AttemptReport::node`); `None` on this machine.
+    pub(crate) resume_on: Option<String>,
+    /// The agent it runs with.
+    pub(crate) agent: crate::agent::Backend,
+    /// The model it runs on (`ladder::choose`); `None` leaves it to the CLI.
+    pub(crate) model: Option<String>,
+    /// The model a timeout's postmortem runs on: the ladder's top rung.
+    pub(crate) postmortem_model: Option<String>,
+}
+
+/// What one attempt came back with.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptReport {
+    pub(crate) idx: usize,
+    pub(crate) slot: usize,
+    pub(crate) attempt: u32,
+    pub(crate) verdict: Verdict,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    /// Its CLI reported no cost and no price of its model is known:
+    /// `cost_usd` is only what was known (issue 25: "unknown", never $0).
+    pub(crate) cost_unknown: bool,
+    /// The model it ran on, when ralph chose one (`AttemptRequest::model`).
+    pub(crate) model: Option<String>,
+    pub(crate) duration: Duration,
+    pub(crate) learnings: Vec<String>,
+    pub(crate) saved_ref: Option<String>,
+    /// The attempt's log, relative to the project root.
+    pub(crate) log_rel: String,
+    /// The attempt's `RALPH_ITERATION`: finished work's post hooks run
+    /// after its landing, with this number.
+    pub(crate) iteration: u64,
+    /// The backend that ran (none when the attempt ended before its agent).
+    pub(crate) agent: Option<&'static str>,
+    /// The agent warned its usage limit is near (with the window's reset).
+    pub(crate) limit_warning: Option<Option<u64>>,
+    /// The agent said DONE and left work uncommitted: ralph committed it
+    /// on the story branch (how many files, the commit).
+    pub(crate) committed_for_agent: Option<(usize, Oid)>,
+    /// What it ran as: a fix-up whose work could not be set up again runs
+    /// as a redo.
+    pub(crate) kind: AttemptKind,
+    /// The agent's session, when its CLI reported one.
+    pub(crate) session_id: Option<String>,
+    /// It continued an earlier session (`AttemptRequest::resume`).
+    pub(crate) resumed: bool,
+    /// Refs keeping what the agent left besides its commits (uncommitted
+    /// changes, a HEAD it moved elsewhere).
+    pub(crate) kept: Vec<String>,
+    /// A decomposition run: the sub-stories it wrote on the story branch.
+    pub(crate) children: Vec<String>,
+    /// What the agent said about changes the gates find (its tags for
+    /// this story).
+    pub(crate) explained: crate::state::Explained,
+    /// Where it ran on a cluster (`<node>/<worker slot>`); `None` here.
+    pub(crate) node: Option<String>,
+}
+
+impl AttemptReport {
+    /// A report for an attempt that ended before its agent ran (or whose
+    /// task died): nothing used, nothing kept.
+    pub(crate) fn empty(req: &AttemptRequest, verdict: Verdict, log_rel: String) -> AttemptReport {
+        AttemptReport {
+            idx: req.idx,
+            slot: req.slot,
+            attempt: req.attempt,
+            verdict,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            cost_unknown: false,
+            model: req.model.clone(),
+            duration: Duration::ZERO,
+            learnings: Vec::new(),
+            saved_ref: None,
+            log_rel,
+            iteration: req.iteration,
+            agent: None,
+            limit_warning: None,
+            committed_for_agent: None,
+            kind: req.kind,
+            session_id: None,
+            resumed: false,
+            kept: Vec::new(),
+            children: Vec::new(),
+            explained: crate::state::Explained::default(),
+            node: None,
+        }
+    }
+}
