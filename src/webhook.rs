@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::config::{Webhook, WebhookEvent, WebhookFormat};
+use crate::config::{shown, Webhook, WebhookEvent, WebhookFormat};
 use crate::runlog::{Ev, PauseWhy, Record};
 
 /// The event `ev` is, and its story for a story's event. Pure.
@@ -89,16 +89,6 @@ pub(crate) fn payload(format: WebhookFormat, rec: &Record, run_id: &str) -> Opti
             v
         }
     })
-}
-
-/// `scheme://host[:port]` of `url`: all of a webhook's URL that is ever
-/// written (its path and query often hold its secret). Pure.
-pub(crate) fn shown(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("?", url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    // Credentials before an `@` are a secret too.
-    let host = authority.rsplit('@').next().unwrap_or("");
-    format!("{scheme}://{host}")
 }
 
 /// Waits after a failed post: 1, 2 and 4 s, then it is given up.
@@ -321,19 +311,6 @@ mod tests {
             attempt: 1,
         });
         assert!(payload(WebhookFormat::Json, &none, "run-1").is_none());
-    }
-
-    #[test]
-    fn only_the_scheme_and_host_of_a_url_are_shown() {
-        assert_eq!(
-            shown("https://hooks.slack.com/services/T0/B0/secret"),
-            "https://hooks.slack.com"
-        );
-        assert_eq!(
-            shown("http://user:pw@127.0.0.1:9/x?token=s"),
-            "http://127.0.0.1:9"
-        );
-        assert_eq!(shown("https://h.example?k=secret"), "https://h.example");
     }
 
     /// A receiver on 127.0.0.1 that answers 502 to its first post and 200

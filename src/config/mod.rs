@@ -23,7 +23,7 @@ mod warnings;
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 pub(crate) use landing::Landing;
-pub(crate) use notify::{Notify, Webhook, WebhookEvent, WebhookFormat};
+pub(crate) use notify::{shown, Notify, Webhook, WebhookEvent, WebhookFormat};
 use reader::Reader;
 pub(crate) use sections::{
     BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Learnings, Limits, Loop,

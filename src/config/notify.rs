@@ -57,11 +57,21 @@ pub(crate) struct Webhook {
 impl std::fmt::Debug for Webhook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Webhook")
-            .field("url", &crate::webhook::shown(&self.url))
+            .field("url", &shown(&self.url))
             .field("events", &self.events)
             .field("format", &self.format)
             .finish()
     }
+}
+
+/// `scheme://host[:port]` of `url`: all of a webhook's URL that is ever
+/// written (its path and query often hold its secret). Pure.
+pub(crate) fn shown(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("?", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    // Credentials before an `@` are a secret too.
+    let host = authority.rsplit('@').next().unwrap_or("");
+    format!("{scheme}://{host}")
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -147,4 +157,22 @@ fn webhook(r: &mut Reader, at: &str, item: &Value) -> Option<Webhook> {
         events,
         format,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_scheme_and_host_of_a_url_are_shown() {
+        assert_eq!(
+            shown("https://hooks.slack.com/services/T0/B0/secret"),
+            "https://hooks.slack.com"
+        );
+        assert_eq!(
+            shown("http://user:pw@127.0.0.1:9/x?token=s"),
+            "http://127.0.0.1:9"
+        );
+        assert_eq!(shown("https://h.example?k=secret"), "https://h.example");
+    }
 }

@@ -288,7 +288,6 @@ fn record_start(
         let live = live.clone();
         log.observe(move |r| live.record(r));
     }
-    let webhooks = webhooks(&ctx);
     ctx.record(run_start);
     live
 }
@@ -307,6 +306,7 @@ fn run_loop<E: Executor>(
 ) -> Result<i32> {
     let end_ctx = d.ctx().clone();
     let log = end_ctx.log.clone();
+    let webhooks = webhooks(&end_ctx);
     // `ralph pause`, `hold ID`, ... reach the run here; without the socket
     // the run goes on unsteerable (a path too long for a socket, say).
     let steer_socket = match crate::steer::server::SteerSocket::bind(root) {
@@ -557,16 +557,16 @@ const WEBHOOKS_AT_END: std::time::Duration = std::time::Duration::from_millis(15
 
 /// The run's webhooks (`notify.webhooks`), shown every record as it is
 /// written; `None` without any (or without the run's records).
-fn webhooks(ctx: &Arc<context::RunContext>) -> Option<Arc<crate::webhook::Webhooks>> {
+fn webhooks(ctx: &context::RunContext) -> Option<Arc<crate::webhook::Webhooks>> {
     let runlog = ctx.runlog.as_ref()?;
     if ctx.config.notify.webhooks.is_empty() {
         return None;
     }
-    let c = ctx.clone();
+    let log = ctx.log.clone();
     let w = Arc::new(crate::webhook::Webhooks::start(
         &ctx.config.notify.webhooks,
         &runlog.id,
-        move |line| c.log.line(&line),
+        move |line| log.line(&line),
     ));
     let seen = w.clone();
     runlog.observe(move |r| seen.see(r));
