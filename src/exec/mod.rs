@@ -1,14 +1,14 @@
 //! Where attempts run (`executor.kind`): on this machine
 //! (`run::LocalExecutor`), or as jobs on a Ray cluster (`ray`), whose nodes
-//! run `ralph worker attempt` (`worker`). `http` is the Jobs API's client.
+//! run `ralph worker attempt` (`worker`); `cluster` is the Jobs API's client.
 
 pub(crate) mod cluster;
-pub(crate) mod http;
 pub(crate) mod package;
 pub(crate) mod ray;
 mod sweep;
 pub(crate) mod worker;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,13 +35,21 @@ pub(crate) enum AnyExecutor {
 }
 
 /// The executor `executor.kind` names; a cluster that cannot be reached is
-/// said before anything runs.
-pub(crate) fn choose(ctx: Arc<RunContext>, verbose: bool) -> Result<AnyExecutor, RalphError> {
+/// said before anything runs. `claimable`: the stories an attempt of this
+/// run may start (`None`: any), whose jobs of a crashed run it may take
+/// over; the cluster's other jobs of this project are stopped at once.
+pub(crate) fn choose(
+    ctx: Arc<RunContext>,
+    verbose: bool,
+    claimable: Option<&HashSet<String>>,
+) -> Result<AnyExecutor, RalphError> {
     Ok(match &ctx.config.executor {
         Kind::Local => AnyExecutor::Local(LocalExecutor { ctx, verbose }),
         Kind::Ray(settings) => {
             let settings = settings.clone();
-            AnyExecutor::Ray(Box::new(ray::RayExecutor::connect(ctx, &settings)?))
+            AnyExecutor::Ray(Box::new(ray::RayExecutor::connect(
+                ctx, &settings, claimable,
+            )?))
         }
     })
 }

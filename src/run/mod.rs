@@ -516,7 +516,17 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
     }
     ctx.record(run_start);
     let started = Instant::now();
-    let executor = crate::exec::choose(ctx.clone(), opts.verbose)?;
+    // What an attempt of this run may start: a crashed run's job of any
+    // other story is stopped at once (issue 35).
+    let claimable: std::collections::HashSet<String> = (0..model.chosen.len())
+        .filter(|&i| model.chosen[i])
+        .filter(|&i| {
+            use crate::schedule::Node;
+            !matches!(model.sched().nodes[i], Node::Done | Node::Excluded)
+        })
+        .map(|i| model.id(i).to_string())
+        .collect();
+    let executor = crate::exec::choose(ctx.clone(), opts.verbose, Some(&claimable))?;
     let end_ctx = ctx.clone();
     let mut d = dispatcher::Dispatcher::new(
         model,

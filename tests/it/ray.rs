@@ -1078,3 +1078,35 @@ fn a_fixup_resumes_its_session_on_the_node_that_holds_it_or_starts_fresh() {
     assert_eq!(p.merges_of("1.1"), 1);
     assert_eq!(p.merges_of("1.2"), 1);
 }
+
+/// Issue 35's figure: the requests a run makes to the dashboard while 8
+/// jobs run at once (8 stories of a 10-second agent at `-j 8`, 4 slots a
+/// node), from the `executor timing:` line ralph.log ends with. Not a test
+/// of speed: run it by hand with
+/// `cargo test --test it ray::dashboard_requests -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn dashboard_requests_figures() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start_with(bin.path(), scratch.path(), 4) else {
+        return;
+    };
+    let mut queue = String::from("# [batch:1]\n");
+    for i in 1..=8 {
+        queue.push_str(&format!("1.{i} | s{i}\n"));
+    }
+    let agent = "sleep 10\ncommit_file \"src/$ID.txt\"\ndone_\n";
+    let p = project(&c, &queue, agent);
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "8"]));
+    assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(p.completed().len(), 8);
+    let log = p.read("ralph.log");
+    let line = log
+        .lines()
+        .find(|l| l.contains("executor timing:"))
+        .unwrap_or("no executor timing line");
+    println!("figures: 8 jobs of 10 s at once\n{line}");
+}
