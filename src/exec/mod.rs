@@ -55,31 +55,16 @@ pub(crate) fn choose(
 }
 
 /// `ralph validate`'s check of where attempts would run: every agent CLI
-/// installed here (local), or the cluster reachable with its token and a
-/// Jobs API ralph speaks, and a relay the nodes can use (ray). The lines to
-/// print.
+/// installed here (local), or the cluster reachable with its token, a Jobs
+/// API ralph speaks, the resources jobs ask offered, and a relay that
+/// answers (ray, `ray::check`). The lines to print.
 pub(crate) fn validate(project: &crate::project::Project) -> Result<Vec<String>, RalphError> {
     match &project.config.executor {
         Kind::Local => {
             resolve_agents(project, project.config.agent.name)?;
             Ok(Vec::new())
         }
-        Kind::Ray(settings) => {
-            let cluster = ray::Cluster::new(settings)?;
-            let version = cluster.check()?;
-            let git = crate::gitops::Git::open(&project.root)
-                .map_err(|e| RalphError::usage(e.to_string()))?;
-            let relay = ray::relay_url(&git, settings)?;
-            Ok(vec![format!(
-                "ok: Ray {version} at {} answers{}; relay {relay}",
-                settings.address,
-                if std::env::var(&settings.token_env).is_ok_and(|t| !t.is_empty()) {
-                    format!(" with the token in ${}", settings.token_env)
-                } else {
-                    " without a token".to_string()
-                }
-            )])
-        }
+        Kind::Ray(settings) => ray::check::validate(project, settings),
     }
 }
 

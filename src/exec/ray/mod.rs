@@ -22,6 +22,7 @@
 //!   specs to anyone who can list jobs).
 
 mod board;
+pub(crate) mod check;
 mod job;
 mod watch;
 
