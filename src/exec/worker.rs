@@ -83,6 +83,10 @@ pub(crate) struct WorkerSpec {
     /// holds the session a fix-up resumes.
     #[serde(default)]
     pub(crate) prefer_slot: Option<usize>,
+    /// The coordinator pushed its snapshot of the issue tracker's backlog
+    /// to the relay's tracker ref: the node reads it, not the tracker.
+    #[serde(default)]
+    pub(crate) tracker: bool,
 }
 
 impl WorkerSpec {
@@ -371,6 +375,31 @@ fn take_slot(
 }
 
 /// Runs `git` with `args` in `cwd`; the end of its output on failure.
+/// Where a worker's slot repository keeps the tracker snapshot it fetched.
+const TRACKER_REF: &str = "refs/ralph-relay/tracker";
+
+/// The coordinator's tracker snapshot (fetched to `TRACKER_REF`) written
+/// where `project::load` reads it.
+fn write_tracker_snapshot(repo: &Path, root: &Path) -> Result<(), String> {
+    let args = [
+        "-C".to_string(),
+        repo.display().to_string(),
+        "cat-file".into(),
+        "blob".into(),
+        TRACKER_REF.into(),
+    ];
+    let out = process::run_captured("git", &args, b"", Duration::from_secs(60))
+        .map_err(|e| format!("git could not start: {e}"))?;
+    if out.code != Some(0) {
+        return Err(format!("the tracker's snapshot: {}", out.stderr.trim()));
+    }
+    let path = crate::paths::tracker_snapshot(root);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, &out.stdout).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 async fn run_git(cwd: &Path, args: &[&str]) -> Result<(), String> {
     let q = crate::prompt::shell_quote;
     let cmd = std::iter::once("git".to_string())
@@ -507,6 +536,9 @@ async fn attempt_in_slot(
     if let Some(work) = &fixup_work {
         fetch.push(format!("{}:{work}", refs.work));
     }
+    if spec.tracker {
+        fetch.push(format!("+{}:{TRACKER_REF}", refs.tracker));
+    }
     let fetch_args: Vec<&str> = fetch.iter().map(String::as_str).collect();
     // The coordinator pushes the base while Ray starts this job: on a
     // busy relay it may not be there yet.
@@ -539,9 +571,11 @@ async fn attempt_in_slot(
         .canonicalize()
         .map_err(|e| format!("{}: {e}", root.display()))?;
     // A node's checkout holds no snapshot of an issue tracker's backlog:
-    // the worker reads the tracker itself once (reads elsewhere use the
-    // snapshot only).
-    if !crate::paths::tracker_snapshot(&root).exists() {
+    // the coordinator's comes with the base (the node needs no tracker
+    // token); without it the worker reads the tracker itself once.
+    if spec.tracker {
+        write_tracker_snapshot(&repo, &root)?;
+    } else if !crate::paths::tracker_snapshot(&root).exists() {
         let _ = project::refresh_tracker(&root);
     }
     let project = project::load(&root).map_err(|problems| {
@@ -810,6 +844,7 @@ mod tests {
             timeout_secs: 60,
             base: "0".repeat(40),
             prefer_slot: Some(1),
+            tracker: false,
         }
     }
 

@@ -22,8 +22,9 @@ use crate::run::events::{AttemptReport, AttemptRequest, Event};
 use super::board::{Board, Listing};
 use super::watch::{judge, Ended, Fact, JobWatch, Judgement, Limits, Read, Step, StopWhy};
 use super::{
-    call, git, job_spec, lock, node_resource, split_node, stop_wait, submission_id, Cluster,
-    EntryFn, Orphan, Relayed, ACTIVITY_EVERY, DEAD_MAN_SLACK, PIN, PIN_WAIT, POLL, STOP_KEEP,
+    call, git, git_line, job_spec, lock, node_resource, shell, split_node, stop_wait,
+    submission_id, Cluster, EntryFn, Orphan, Relayed, ACTIVITY_EVERY, DEAD_MAN_SLACK, PIN,
+    PIN_WAIT, POLL, STOP_KEEP,
 };
 use crate::exec::worker::{self, WireReport, WorkerSpec};
 
@@ -59,6 +60,8 @@ struct Plan {
     base: Oid,
     /// Whether a fix-up's work went to the relay (its ref to clear).
     work_sent: bool,
+    /// Whether the tracker's snapshot went to the relay (its ref to clear).
+    tracker_sent: bool,
     /// The push of the base, running while Ray starts the job.
     base_push: Option<JoinHandle<Result<(), String>>>,
     /// Pinned to the node holding the session it resumes.
@@ -170,6 +173,7 @@ impl Job {
             log_rel: log_rel.clone(),
             base: Oid::default(),
             work_sent: false,
+            tracker_sent: false,
             base_push: None,
             pinned: false,
             resources: self.resources.clone(),
@@ -207,8 +211,26 @@ impl Job {
                 plan.work_sent = true;
             }
         }
+        let mut line = git_line(ctx, &push);
+        // A backlog kept in an issue tracker: the node reads this run's
+        // snapshot of it (a blob on the relay), never the tracker.
+        let snapshot = crate::paths::tracker_snapshot(&ctx.root);
+        if snapshot.exists() {
+            let blob = [
+                "hash-object".to_string(),
+                "-w".into(),
+                snapshot.display().to_string(),
+            ];
+            let q = crate::prompt::shell_quote;
+            line.push_str(&format!(
+                " \"$({})\":{}",
+                git_line(ctx, &blob),
+                q(&plan.refs.tracker)
+            ));
+            plan.tracker_sent = true;
+        }
         let ctx2 = ctx.clone();
-        plan.base_push = Some(tokio::spawn(async move { git(&ctx2, &push).await }));
+        plan.base_push = Some(tokio::spawn(async move { shell(&ctx2, line).await }));
         if let Some(session) = &req.resume {
             self.pin(req, session, &mut plan).await;
         }
@@ -279,6 +301,7 @@ impl Job {
             timeout_secs: ctx.timeout.as_secs(),
             base: plan.base.clone(),
             prefer_slot: plan.prefer_slot,
+            tracker: plan.tracker_sent,
         };
         let job = job_spec(
             &plan.sid,
@@ -634,6 +657,9 @@ impl Job {
         }
         if work_sent {
             clear.push(format!(":{}", refs.work));
+        }
+        if plan.tracker_sent {
+            clear.push(format!(":{}", refs.tracker));
         }
         if progress {
             clear.push(format!(":{}", refs.progress));

@@ -255,20 +255,30 @@ impl EntryFn {
 }
 
 pub(super) async fn git(ctx: &RunContext, args: &[String]) -> Result<(), String> {
+    shell(ctx, git_line(ctx, args)).await
+}
+
+/// The shell line of git `args` on the project's repository.
+pub(super) fn git_line(ctx: &RunContext, args: &[String]) -> String {
     let q = crate::prompt::shell_quote;
     // Named by its git dir, from the slots' directory: a landing outlasts
     // the git processes working in the main checkout (they may have read
     // its index), and these never touch an index; found there (git moves
     // to the top of the work tree it discovers), each would hold up the
     // merge queue until it ended.
-    let cmd = [
+    [
         "git".to_string(),
         q(&format!("--git-dir={}", ctx.git.git_dir.display())),
     ]
     .into_iter()
     .chain(args.iter().map(|a| q(a)))
     .collect::<Vec<_>>()
-    .join(" ");
+    .join(" ")
+}
+
+/// Runs a git line (`git_line`, or a composition of them) from the slots'
+/// directory.
+pub(super) async fn shell(ctx: &RunContext, cmd: String) -> Result<(), String> {
     let dir = crate::paths::worktrees_dir(&ctx.root);
     let cwd = match std::fs::create_dir_all(&dir) {
         Ok(()) => dir,
