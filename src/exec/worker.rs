@@ -505,18 +505,14 @@ async fn run(spec: &WorkerSpec) -> WireReport {
     wire
 }
 
-async fn attempt_in_slot(
+/// The attempt's base (and a fix-up's work, and the tracker's snapshot)
+/// fetched from the relay into the slot's repository, the base checked out.
+async fn fetch_base(
     spec: &WorkerSpec,
-    slot: usize,
-    slot_dir: &Path,
-) -> Result<WireReport, String> {
-    let mut phases = Phases::new();
-    let repo = slot_dir.join("repo");
-    std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
-    if !repo.join(".git").exists() {
-        run_git(&repo, &["init", "--quiet"]).await?;
-    }
-    let refs = relay::relay_refs(&spec.tag, &spec.id, spec.attempt);
+    repo: &Path,
+    refs: &relay::RelayRefs,
+    phases: &mut Phases,
+) -> Result<(), String> {
     let target_ref = format!("refs/heads/{}", spec.target);
     let mut fetch = vec![
         "fetch".to_string(),
@@ -545,7 +541,7 @@ async fn attempt_in_slot(
     let waited = std::time::Instant::now();
     let mut pause = Duration::from_millis(100);
     loop {
-        match run_git(&repo, &fetch_args).await {
+        match run_git(repo, &fetch_args).await {
             Ok(()) => break,
             Err(e) if waited.elapsed() > BASE_WAIT => return Err(e),
             Err(_) => {
@@ -556,11 +552,59 @@ async fn attempt_in_slot(
     }
     phases.mark("fetch");
     run_git(
-        &repo,
+        repo,
         &["checkout", "--quiet", "--force", "--detach", &target_ref],
     )
     .await?;
     phases.mark("checkout");
+    Ok(())
+}
+
+/// Everything the coordinator needs back on the relay: the story branch
+/// (its tip, returned) and the refs keeping what the agent left.
+async fn push_back(
+    spec: &WorkerSpec,
+    git: &Git,
+    repo: &Path,
+    refs: &relay::RelayRefs,
+    report: &crate::run::events::AttemptReport,
+) -> Result<Option<Oid>, String> {
+    let branch = project::story_branch(&spec.id);
+    let out = git.branch_tip(&branch).ok().flatten();
+    let mut push = vec![
+        "push".to_string(),
+        "--quiet".into(),
+        "--force".into(),
+        spec.relay_url.clone(),
+    ];
+    if out.is_some() {
+        push.push(format!("refs/heads/{branch}:{}", refs.out));
+    }
+    for k in report.kept.iter().chain(report.saved_ref.iter()) {
+        if let Some(remote) = relay::kept_on_relay(refs, k) {
+            push.push(format!("{k}:{remote}"));
+        }
+    }
+    if push.len() > 4 {
+        let push_args: Vec<&str> = push.iter().map(String::as_str).collect();
+        run_git(repo, &push_args).await?;
+    }
+    Ok(out)
+}
+
+async fn attempt_in_slot(
+    spec: &WorkerSpec,
+    slot: usize,
+    slot_dir: &Path,
+) -> Result<WireReport, String> {
+    let mut phases = Phases::new();
+    let repo = slot_dir.join("repo");
+    std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
+    if !repo.join(".git").exists() {
+        run_git(&repo, &["init", "--quiet"]).await?;
+    }
+    let refs = relay::relay_refs(&spec.tag, &spec.id, spec.attempt);
+    fetch_base(spec, &repo, &refs, &mut phases).await?;
 
     let root = if spec.subdir.is_empty() {
         repo.clone()
@@ -694,27 +738,7 @@ async fn attempt_in_slot(
     let _ = progress.await;
     phases.mark("attempt");
 
-    // Everything the coordinator needs goes back to the relay.
-    let branch = project::story_branch(&spec.id);
-    let out = ctx.git.branch_tip(&branch).ok().flatten();
-    let mut push = vec![
-        "push".to_string(),
-        "--quiet".into(),
-        "--force".into(),
-        spec.relay_url.clone(),
-    ];
-    if out.is_some() {
-        push.push(format!("refs/heads/{branch}:{}", refs.out));
-    }
-    for k in report.kept.iter().chain(report.saved_ref.iter()) {
-        if let Some(remote) = relay::kept_on_relay(&refs, k) {
-            push.push(format!("{k}:{remote}"));
-        }
-    }
-    if push.len() > 4 {
-        let push_args: Vec<&str> = push.iter().map(String::as_str).collect();
-        run_git(&repo, &push_args).await?;
-    }
+    let out = push_back(spec, &ctx.git, &repo, &refs, &report).await?;
     phases.mark("push");
     let log_path = crate::paths::attempt_log_path(&root, &spec.id, spec.attempt);
     let log = std::fs::read(&log_path)
