@@ -10,6 +10,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use super::super::cluster::{Cluster, JobInfo};
+use super::watch::Fact;
 use super::{call, lock, POLL};
 use crate::store::TechLog;
 
@@ -22,6 +23,21 @@ pub(crate) struct Listing {
     /// Every job of the cluster by submission ID; the error's text when
     /// the list could not be read.
     pub(crate) jobs: Result<Arc<HashMap<String, JobInfo>>, String>,
+}
+
+impl Listing {
+    /// What this listing tells the watch of job `sid`, submitted at
+    /// `submitted_at`: nothing when its request was sent before (the job
+    /// may not be in it yet, and must not be taken for lost).
+    pub(crate) fn fact_for(&self, sid: &str, submitted_at: Instant) -> Option<Fact> {
+        if self.asked_at < submitted_at {
+            return None;
+        }
+        Some(match &self.jobs {
+            Ok(jobs) => Fact::Listed(jobs.get(sid).cloned()),
+            Err(_) => Fact::ListFailed,
+        })
+    }
 }
 
 /// The list's poller and its subscribers.
@@ -83,5 +99,30 @@ async fn poll(tx: watch::Sender<Option<Listing>>, cluster: Arc<Cluster>, log: Te
             tx.send_replace(Some(Listing { asked_at, jobs }));
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_listing_asked_before_a_jobs_submission_says_nothing_of_it() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        let running = JobInfo {
+            status: "RUNNING".into(),
+            message: String::new(),
+        };
+        let jobs: HashMap<String, JobInfo> = [("a".to_string(), running.clone())].into();
+        let listing = |asked_at, jobs| Listing { asked_at, jobs };
+        let early = listing(t0, Ok(Arc::new(jobs.clone())));
+        assert_eq!(early.fact_for("b", t1), None);
+        let late = listing(t1, Ok(Arc::new(jobs)));
+        assert_eq!(late.fact_for("a", t1), Some(Fact::Listed(Some(running))));
+        assert_eq!(late.fact_for("b", t0), Some(Fact::Listed(None)));
+        let failed = listing(t1, Err("HTTP 500".into()));
+        assert_eq!(failed.fact_for("a", t0), Some(Fact::ListFailed));
     }
 }

@@ -19,7 +19,7 @@ use crate::project::{self, KeptRef};
 use crate::run::context::RunContext;
 use crate::run::events::{AttemptReport, AttemptRequest, Event};
 
-use super::board::{Board, Listing};
+use super::board::Board;
 use super::watch::{judge, Ended, Fact, JobWatch, Judgement, Limits, Read, Step, StopWhy};
 use super::{
     call, git, git_line, job_spec, lock, node_resource, shell, split_node, stop_wait,
@@ -390,7 +390,7 @@ impl Job {
                     Fact::RunStops
                 }
                 changed = list.changed() => match changed {
-                    Ok(()) => match fact_of(list.borrow_and_update().as_ref(), sid, submitted_at) {
+                    Ok(()) => match list.borrow_and_update().as_ref().and_then(|l| l.fact_for(sid, submitted_at)) {
                         Some(f) => f,
                         None => continue,
                     },
@@ -728,17 +728,4 @@ fn adopt_branch(
 struct Shown {
     placed: Option<String>,
     activity: String,
-}
-
-/// The fact a listing is for job `sid`: none when its request was sent
-/// before the job was submitted (the job may not be in it yet).
-fn fact_of(listing: Option<&Listing>, sid: &str, submitted_at: Instant) -> Option<Fact> {
-    let l = listing?;
-    if l.asked_at < submitted_at {
-        return None;
-    }
-    Some(match &l.jobs {
-        Ok(jobs) => Fact::Listed(jobs.get(sid).cloned()),
-        Err(_) => Fact::ListFailed,
-    })
 }
