@@ -144,7 +144,7 @@ impl RayExecutor {
             let ids: Vec<&str> = leftovers.iter().map(|(id, _)| id.as_str()).collect();
             ctx.log.line(&format!(
                 "executor: no attempt of this run can claim the earlier run's job(s) of \
-                 {}: stopping them",
+                 {}: they are stopped from the run's first attempt on",
                 ids.join(", ")
             ));
         }
