@@ -591,6 +591,37 @@ mod tests {
     }
 
     #[test]
+    fn requests_are_counted_by_kind_never_by_job() {
+        let c = Cluster::new(&RaySettings {
+            address: "http://127.0.0.1:8265".into(),
+            token_env: "RALPH_TEST_NO_SUCH_TOKEN".into(),
+            ralph_path: String::new(),
+            resources: Vec::new(),
+            relay: "origin".into(),
+        })
+        .unwrap();
+        for path in [
+            "/api/jobs/",
+            "/api/jobs/p-1-1",
+            "/api/jobs/p-2-1",
+            "/api/jobs/p-1-1/logs",
+        ] {
+            c.count("GET", path);
+        }
+        c.count("GET", "/nodes?view=summary");
+        c.count("PUT", "/api/packages/gcs/_ray_pkg_1.zip");
+        let kinds: Vec<(String, u64)> = c.counts().into_iter().collect();
+        let want = [
+            ("GET /api/jobs/", 1),
+            ("GET /api/jobs/{}", 2),
+            ("GET /api/jobs/{}/logs", 1),
+            ("GET /nodes", 1),
+            ("PUT /api/packages/{}", 1),
+        ];
+        assert_eq!(kinds, want.map(|(k, n)| (k.to_string(), n)).to_vec());
+    }
+
+    #[test]
     fn a_submission_id_is_stable() {
         assert_eq!(
             submission_id("ralph-1a2b3c4d-", "1.2", 3),
