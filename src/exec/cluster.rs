@@ -4,7 +4,8 @@
 //! project's jobs of an earlier run, a node offering a resource) and the
 //! job spec ralph submits.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -12,20 +13,34 @@ use serde_json::{json, Value};
 use crate::config::RaySettings;
 use crate::error::RalphError;
 
-use super::http::{self, Endpoint};
-
 /// The Jobs API version ralph speaks (`GET /api/version`).
 const JOBS_API_VERSION: &str = "4";
 /// The most the dashboard reads in one request (`DASHBOARD_CLIENT_MAX_SIZE`).
 const UPLOAD_MAX: usize = 100 << 20;
 
+/// How long the dashboard may take to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one call may take in all (a job's log with its report is
+/// the largest answer); the job list's poll and every watch go on meanwhile.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long uploading ralph (up to `UPLOAD_MAX`) may take.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+/// The most of an answer read (a job's log carries its attempt's log).
+const ANSWER_MAX: u64 = 256 << 20;
+
 /// The Jobs API of one cluster.
 #[derive(Debug, Clone)]
 pub(crate) struct Cluster {
-    ep: Endpoint,
+    agent: ureq::Agent,
+    /// The dashboard's URL, without a trailing slash (a path prefix behind
+    /// a proxy stays).
+    base: String,
     /// The token's value: kept in memory only.
     token: Option<String>,
     pub(crate) address: String,
+    /// Requests made, by kind (`GET /api/jobs/{}`...): the figure of
+    /// issue 35's "one job list per poll", said at the run's end.
+    counts: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
 /// What `GET /api/jobs/{id}` says.
@@ -39,6 +54,13 @@ impl JobInfo {
     pub(crate) fn finished(&self) -> bool {
         matches!(self.status.as_str(), "SUCCEEDED" | "FAILED" | "STOPPED")
     }
+
+    fn of(v: &Value) -> JobInfo {
+        JobInfo {
+            status: v["status"].as_str().unwrap_or("").to_string(),
+            message: v["message"].as_str().unwrap_or("").to_string(),
+        }
+    }
 }
 
 /// A job this project submitted before this run started.
@@ -48,36 +70,134 @@ pub(crate) struct Orphan {
     pub(crate) attempt: u32,
 }
 
+/// The dashboard's address checked: an http(s) URL with a host.
+pub(crate) fn parse_address(url: &str) -> Result<String, String> {
+    let uri: ureq::http::Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none_or(str::is_empty) {
+        return Err(format!(
+            "{url:?} is not an http:// or https:// URL with a host"
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
 impl Cluster {
     /// The cluster of `settings`; the token from the variable it names.
     pub(crate) fn new(settings: &RaySettings) -> Result<Cluster, RalphError> {
-        let ep = http::parse_endpoint(&settings.address).map_err(|e| {
+        let base = parse_address(&settings.address).map_err(|e| {
             RalphError::usage(format!("executor.ray.address: {e}"))
                 .with_hint("set it to the dashboard's http:// address, e.g. http://127.0.0.1:8265")
         })?;
         let token = std::env::var(&settings.token_env)
             .ok()
             .filter(|t| !t.trim().is_empty());
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_global(Some(CALL_TIMEOUT))
+            .user_agent(concat!("ralph/", env!("CARGO_PKG_VERSION")))
+            .build();
         Ok(Cluster {
-            ep,
+            agent: ureq::Agent::new_with_config(config),
+            base,
             token,
             address: settings.address.clone(),
+            counts: Arc::default(),
         })
+    }
+
+    /// One request; the token goes in `Authorization` and nowhere else
+    /// (ureq's errors name the host and the failure, never a header).
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<(&[u8], &str)>,
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>), String> {
+        self.count(method, path);
+        let mut req = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("Accept", "application/json");
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let fail = |e: String| format!("Ray at {}: {e}", self.address);
+        let result = match body {
+            Some((bytes, kind)) => {
+                let req = req
+                    .header("Content-Type", kind)
+                    .body(bytes.to_vec())
+                    .map_err(|e| fail(e.to_string()))?;
+                let req = self
+                    .agent
+                    .configure_request(req)
+                    .timeout_global(Some(timeout))
+                    .build();
+                self.agent.run(req)
+            }
+            None => {
+                let req = req.body(()).map_err(|e| fail(e.to_string()))?;
+                let req = self
+                    .agent
+                    .configure_request(req)
+                    .timeout_global(Some(timeout))
+                    .build();
+                self.agent.run(req)
+            }
+        };
+        let mut resp = result.map_err(|e| fail(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(ANSWER_MAX)
+            .read_to_vec()
+            .map_err(|e| fail(e.to_string()))?;
+        Ok((status, bytes))
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
         let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default());
-        let r = http::request(
-            &self.ep,
+        let (status, raw) = self.send(
             method,
             path,
-            bytes.as_deref(),
-            "application/json",
-            self.token.as_deref(),
-        )
-        .map_err(|e| format!("Ray at {}: {e}", self.address))?;
-        let v = serde_json::from_slice(&r.body).unwrap_or(Value::String(r.text()));
-        Ok((r.status, v))
+            bytes.as_deref().map(|b| (b, "application/json")),
+            CALL_TIMEOUT,
+        )?;
+        let v = serde_json::from_slice(&raw)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into_owned()));
+        Ok((status, v))
+    }
+
+    /// Counts a request under its kind: the path with a job's name as `{}`.
+    fn count(&self, method: &str, path: &str) {
+        let path = path.split('?').next().unwrap_or(path);
+        let kind = match path.strip_prefix("/api/jobs/").filter(|r| !r.is_empty()) {
+            Some(rest) => match rest.split_once('/') {
+                Some((_, tail)) => format!("{method} /api/jobs/{{}}/{tail}"),
+                None => format!("{method} /api/jobs/{{}}"),
+            },
+            None if path.starts_with("/api/packages/") => format!("{method} /api/packages/{{}}"),
+            None => format!("{method} {path}"),
+        };
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(kind)
+            .or_default() += 1;
+    }
+
+    /// The requests made so far, by kind.
+    pub(crate) fn counts(&self) -> BTreeMap<String, u64> {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Reachable, the token accepted, a Jobs API ralph speaks (`version` 4);
@@ -131,17 +251,17 @@ impl Cluster {
                     UPLOAD_MAX >> 20
                 ));
             }
-            let r = http::request(
-                &self.ep,
+            let (status, answer) = self.send(
                 "PUT",
                 &path,
-                Some(&zip),
-                "application/zip",
-                self.token.as_deref(),
-            )
-            .map_err(|e| format!("Ray at {}: {e}", self.address))?;
-            if r.status != 200 {
-                return Err(format!("uploading ralph: HTTP {}: {}", r.status, r.text()));
+                Some((&zip, "application/zip")),
+                UPLOAD_TIMEOUT,
+            )?;
+            if status != 200 {
+                return Err(format!(
+                    "uploading ralph: HTTP {status}: {}",
+                    String::from_utf8_lossy(&answer)
+                ));
             }
         }
         Ok(format!("gcs://{name}"))
@@ -160,10 +280,7 @@ impl Cluster {
     pub(crate) fn info(&self, id: &str) -> Result<Option<JobInfo>, String> {
         let (status, v) = self.call("GET", &format!("/api/jobs/{id}"), None)?;
         match status {
-            200 => Ok(Some(JobInfo {
-                status: v["status"].as_str().unwrap_or("").to_string(),
-                message: v["message"].as_str().unwrap_or("").to_string(),
-            })),
+            200 => Ok(Some(JobInfo::of(&v))),
             404 => Ok(None),
             s => Err(format!("HTTP {s}: {v}")),
         }
@@ -189,21 +306,46 @@ impl Cluster {
 
     /// Whether a live node offers `resource` (`GET /nodes?view=summary`).
     pub(crate) fn node_offers(&self, resource: &str) -> Result<bool, String> {
-        let (status, v) = self.call("GET", "/nodes?view=summary", None)?;
-        if status != 200 {
-            return Err(format!("HTTP {status}: {v}"));
-        }
-        Ok(offers(&v["data"], resource))
+        Ok(offers(&self.nodes()?, resource, 0.0))
     }
 
     /// This project's jobs the cluster still holds, by story.
     pub(crate) fn orphans(&self, tag: &str) -> Result<HashMap<String, Orphan>, String> {
+        Ok(orphans_of(&self.jobs()?, tag))
+    }
+
+    /// Every job the cluster holds, by submission ID (`exec/ray/board.rs`).
+    pub(crate) fn list(&self) -> Result<HashMap<String, JobInfo>, String> {
+        Ok(listing_of(&self.jobs()?))
+    }
+
+    /// `GET /api/jobs/`: the cluster's jobs.
+    fn jobs(&self) -> Result<Value, String> {
         let (status, v) = self.call("GET", "/api/jobs/", None)?;
         if status != 200 {
             return Err(format!("HTTP {status}: {v}"));
         }
-        Ok(orphans_of(&v, tag))
+        Ok(v)
     }
+
+    /// The live nodes' resources (`GET /nodes?view=summary`'s `data`).
+    pub(crate) fn nodes(&self) -> Result<Value, String> {
+        let (status, v) = self.call("GET", "/nodes?view=summary", None)?;
+        if status != 200 {
+            return Err(format!("HTTP {status}: {v}"));
+        }
+        Ok(v["data"].clone())
+    }
+}
+
+/// The jobs of a `GET /api/jobs/` answer by submission ID (drivers, which
+/// have none, left out).
+pub(crate) fn listing_of(list: &Value) -> HashMap<String, JobInfo> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| Some((j["submission_id"].as_str()?.to_string(), JobInfo::of(j))))
+        .collect()
 }
 
 /// The jobs in a `GET /api/jobs/` answer that this project (`tag`)
@@ -239,10 +381,11 @@ pub(crate) fn orphans_of(list: &Value, tag: &str) -> HashMap<String, Orphan> {
 }
 
 /// Whether a node alive in a `/nodes?view=summary` answer's `data` has
-/// `resource`: in the logical resources the answer prints per node (exact
-/// names), else in the node's total resources, whose names the dashboard
+/// at least `amount` of `resource` in all: in the logical resources the
+/// answer prints per node (`available/total name` lines, exact names),
+/// else in the node's total resources, whose names the dashboard
 /// camel-cases (`ralph_node_w2` is `ralphNodeW2` there).
-pub(crate) fn offers(data: &Value, resource: &str) -> bool {
+pub(crate) fn offers(data: &Value, resource: &str, amount: f64) -> bool {
     let camel = camel_case(resource);
     data["summary"].as_array().into_iter().flatten().any(|n| {
         let raylet = &n["raylet"];
@@ -250,11 +393,22 @@ pub(crate) fn offers(data: &Value, resource: &str) -> bool {
             return false;
         }
         let id = raylet["nodeId"].as_str().unwrap_or("");
-        if let Some(text) = data["nodeLogicalResources"][id].as_str() {
-            return text.split_whitespace().any(|w| w == resource);
-        }
-        let total = &raylet["resourcesTotal"];
-        total.get(resource).is_some() || total.get(&camel).is_some()
+        let total = match data["nodeLogicalResources"][id].as_str() {
+            Some(text) => text.lines().find_map(|l| {
+                let mut words = l.split_whitespace();
+                let (amounts, name) = (words.next()?, words.next()?);
+                let total = amounts.rsplit_once('/').map_or(amounts, |(_, t)| t);
+                (name == resource).then(|| total.parse::<f64>().unwrap_or(0.0))
+            }),
+            None => {
+                let totals = &raylet["resourcesTotal"];
+                totals
+                    .get(resource)
+                    .or_else(|| totals.get(&camel))
+                    .map(|v| v.as_f64().unwrap_or(0.0))
+            }
+        };
+        total.is_some_and(|t| t >= amount)
     })
 }
 
@@ -388,13 +542,83 @@ mod tests {
         ], "nodeLogicalResources": {
             "b": "0.0/1.0 ralph_node_w2",
             "c": "0.0/1.0 ralph_node_w3\n0.0/2.0 CPU" } });
-        assert!(offers(&data, "ralph_node_head"));
-        assert!(!offers(&data, "ralph_node_w2"));
-        assert!(offers(&data, "ralph_node_w3"));
-        assert!(!offers(&data, "ralph_node_w4"));
+        assert!(offers(&data, "ralph_node_head", 0.0));
+        assert!(!offers(&data, "ralph_node_w2", 0.0));
+        assert!(offers(&data, "ralph_node_w3", 0.0));
+        assert!(!offers(&data, "ralph_node_w4", 0.0));
+        // Enough of it, on one node.
+        assert!(offers(&data, "ralph_slot", 2.0));
+        assert!(!offers(&data, "ralph_slot", 3.0));
+        assert!(offers(&data, "CPU", 2.0));
+        assert!(!offers(&data, "CPU", 2.5));
         assert_eq!(split_node("w2/1"), ("w2", Some(1)));
         assert_eq!(split_node("w2"), ("w2", None));
         assert_eq!(node_resource("w2"), "ralph_node_w2");
+    }
+
+    #[test]
+    fn the_job_list_is_read_by_submission_id() {
+        let list = json!([
+            {"submission_id": "a", "status": "RUNNING", "message": "m"},
+            {"submission_id": null, "status": "RUNNING", "type": "DRIVER"},
+            {"submission_id": "b", "status": "STOPPED"},
+        ]);
+        let l = listing_of(&list);
+        assert_eq!(l.len(), 2);
+        assert_eq!(
+            l["a"],
+            JobInfo {
+                status: "RUNNING".into(),
+                message: "m".into()
+            }
+        );
+        assert!(l["b"].finished());
+    }
+
+    #[test]
+    fn a_dashboard_address_is_an_http_url_with_a_host() {
+        assert_eq!(
+            parse_address("http://127.0.0.1:8265/").unwrap(),
+            "http://127.0.0.1:8265"
+        );
+        assert_eq!(
+            parse_address("https://ray.internal/ray").unwrap(),
+            "https://ray.internal/ray"
+        );
+        assert!(parse_address("ray.internal:8265").is_err());
+        assert!(parse_address("http://").is_err());
+        assert!(parse_address("ftp://x").is_err());
+    }
+
+    #[test]
+    fn requests_are_counted_by_kind_never_by_job() {
+        let c = Cluster::new(&RaySettings {
+            address: "http://127.0.0.1:8265".into(),
+            token_env: "NO_SUCH_RAY_TOKEN_IN_THIS_TEST".into(),
+            ralph_path: String::new(),
+            resources: Vec::new(),
+            relay: "origin".into(),
+        })
+        .unwrap();
+        for path in [
+            "/api/jobs/",
+            "/api/jobs/p-1-1",
+            "/api/jobs/p-2-1",
+            "/api/jobs/p-1-1/logs",
+        ] {
+            c.count("GET", path);
+        }
+        c.count("GET", "/nodes?view=summary");
+        c.count("PUT", "/api/packages/gcs/_ray_pkg_1.zip");
+        let kinds: Vec<(String, u64)> = c.counts().into_iter().collect();
+        let want = [
+            ("GET /api/jobs/", 1),
+            ("GET /api/jobs/{}", 2),
+            ("GET /api/jobs/{}/logs", 1),
+            ("GET /nodes", 1),
+            ("PUT /api/packages/{}", 1),
+        ];
+        assert_eq!(kinds, want.map(|(k, n)| (k.to_string(), n)).to_vec());
     }
 
     #[test]

@@ -1,18 +1,18 @@
 //! Where attempts run (`executor.kind`): on this machine (`local`), or as
 //! jobs on a Ray cluster (`ray`), whose nodes run `ralph worker attempt`
-//! (`worker`, the local executor on the node). `http` is the Jobs API's
-//! client. The executors implement `crate::executor::Executor`; the run
+//! (`worker`, the local executor on the node); `cluster` is the Jobs
+//! API's client. The executors implement `crate::executor::Executor`; the run
 //! that uses them is assembled by its command (`ByConfig`), and neither
 //! imports the other (`arch_tests`).
 
 pub(crate) mod cluster;
-pub(crate) mod http;
 pub(crate) mod local;
 pub(crate) mod package;
 pub(crate) mod ray;
 mod sweep;
 pub(crate) mod worker;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -72,12 +72,21 @@ impl ExecutorChoice for ByConfig {
     }
 
     /// A cluster that cannot be reached is said before anything runs.
-    fn executor(&self, env: Arc<AttemptEnv>, verbose: bool) -> Result<AnyExecutor, RalphError> {
+    fn executor(
+        &self,
+        env: Arc<AttemptEnv>,
+        verbose: bool,
+        claimable: &HashSet<String>,
+    ) -> Result<AnyExecutor, RalphError> {
         Ok(match &env.config.executor {
             Kind::Local => AnyExecutor::Local(LocalExecutor::new(env, verbose)),
             Kind::Ray(settings) => {
                 let settings = settings.clone();
-                AnyExecutor::Ray(Box::new(ray::RayExecutor::connect(env, &settings)?))
+                AnyExecutor::Ray(Box::new(ray::RayExecutor::connect(
+                    env,
+                    &settings,
+                    Some(claimable),
+                )?))
             }
         })
     }
@@ -93,31 +102,16 @@ pub(crate) fn sandbox_line(project: &Project, agents: &Agents) -> Result<String,
 }
 
 /// `ralph validate`'s check of where attempts would run: every agent CLI
-/// installed here (local), or the cluster reachable with its token and a
-/// Jobs API ralph speaks, and a relay the nodes can use (ray). The lines to
-/// print.
+/// installed here (local), or the cluster reachable with its token, a Jobs
+/// API ralph speaks, the resources jobs ask offered, and a relay that
+/// answers (ray, `ray::check`). The lines to print.
 pub(crate) fn validate(project: &Project) -> Result<Vec<String>, RalphError> {
     match &project.config.executor {
         Kind::Local => {
             resolve_agents(project, project.config.agent.name)?;
             Ok(Vec::new())
         }
-        Kind::Ray(settings) => {
-            let cluster = ray::Cluster::new(settings)?;
-            let version = cluster.check()?;
-            let git = crate::gitops::Git::open(&project.root)
-                .map_err(|e| RalphError::usage(e.to_string()))?;
-            let relay = ray::relay_url(&git, settings)?;
-            Ok(vec![format!(
-                "ok: Ray {version} at {} answers{}; relay {relay}",
-                settings.address,
-                if std::env::var(&settings.token_env).is_ok_and(|t| !t.is_empty()) {
-                    format!(" with the token in ${}", settings.token_env)
-                } else {
-                    " without a token".to_string()
-                }
-            )])
-        }
+        Kind::Ray(settings) => ray::check::validate(project, settings),
     }
 }
 

@@ -1,85 +1,57 @@
-//! The end of a run on a Ray cluster (issue 23): the jobs of a crashed run
-//! that no attempt claimed are stopped and deleted, and the project's
-//! relay namespace is swept (`relay::sweep_decision`), so the relay keeps
-//! nothing once a run is over and nothing anyone left there is lost.
+//! The jobs of a crashed run no attempt claims, stopped and deleted (those
+//! no attempt of the run can claim from its first attempt on, issue 35;
+//! the rest at its end), and the end of a run on a Ray cluster (issue 23):
+//! the project's relay namespace is swept (`relay::sweep_decision`), so the
+//! relay keeps nothing once a run is over and nothing anyone left there is
+//! lost.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::executor::AttemptEnv;
 use crate::gitops::{relay, Oid};
 
-use super::cluster::Orphan;
-use super::ray::{call, git, lock, stop_wait, RayExecutor, POLL, STOP_KEEP};
+use super::cluster::{Cluster, Orphan};
+use super::ray::{call, git, lock, stop_wait, Board, Listing, RayExecutor, POLL, STOP_KEEP};
 use super::worker;
 
 impl RayExecutor {
+    /// Starts stopping the jobs of a crashed run that no attempt of this
+    /// one can claim (once, from the run's first attempt: inside its
+    /// runtime).
+    pub(super) fn start_retiring(&self) {
+        let mut task = lock(&self.retiring);
+        if task.is_some() {
+            return;
+        }
+        let left: Vec<(String, Orphan)> = lock(&self.leftovers).drain(..).collect();
+        let (ctx, cluster, board) = (self.ctx.clone(), self.cluster.clone(), self.board.clone());
+        *task = Some(tokio::spawn(retire_all(ctx, cluster, board, left)));
+    }
+
     /// The end of a run (issue 23): the jobs of a crashed run that no
     /// attempt of this one claimed are stopped and deleted (what they kept
     /// comes home), then the project's relay namespace is swept: nothing of
     /// this run's attempts, or of those jobs, stays on the relay, and what
     /// no one collected is kept here first (nothing lost).
     pub(crate) async fn end_of_run(&self) {
-        let left: Vec<(String, Orphan)> = lock(&self.orphans).drain().collect();
-        for (id, orphan) in left {
-            self.retire(&id, &orphan).await;
+        self.start_retiring();
+        let retiring = lock(&self.retiring).take();
+        if let Some(t) = retiring {
+            let _ = t.await;
         }
+        let left: Vec<(String, Orphan)> = lock(&self.orphans).drain().collect();
+        let (ctx, cluster, board) = (self.ctx.clone(), self.cluster.clone(), self.board.clone());
+        retire_all(ctx, cluster, board, left).await;
+        self.board.close();
         let clears: Vec<_> = lock(&self.relayed.clears).drain(..).collect();
         for c in clears {
             let _ = c.await;
         }
         self.sweep_relay().await;
-    }
-
-    /// Stops an unclaimed job of a crashed run, waits for its end (its
-    /// worker keeps and pushes what its agent left), keeps its log, and
-    /// deletes it.
-    async fn retire(&self, id: &str, orphan: &Orphan) {
-        let ctx = &self.ctx;
-        let sid = orphan.submission_id.clone();
-        let limit = Instant::now() + stop_wait(ctx) + STOP_KEEP + STOP_KEEP;
-        let mut stopped = false;
-        loop {
-            let sid2 = sid.clone();
-            match call(&self.cluster, move |c| c.info(&sid2)).await {
-                Ok(Some(i)) if i.finished() => break,
-                Ok(None) => return,
-                Ok(Some(_)) if !stopped => {
-                    ctx.log.line(&format!(
-                        "job {sid} of an earlier run (story {id}) was claimed by no attempt: \
-                         stopping it"
-                    ));
-                    let sid2 = sid.clone();
-                    let _ = call(&self.cluster, move |c| c.stop(&sid2)).await;
-                    stopped = true;
-                }
-                Ok(Some(_)) => {}
-                Err(e) => ctx.log.line(&format!("job {sid}: {e}")),
-            }
-            if Instant::now() > limit {
-                ctx.log.line(&format!(
-                    "job {sid} did not end after its stop: left on the cluster"
-                ));
-                return;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        let sid2 = sid.clone();
-        let logs = call(&self.cluster, move |c| c.logs(&sid2))
-            .await
-            .unwrap_or_default();
-        if let Some(wire) = worker::report_in(&logs) {
-            let path = crate::paths::attempt_log_path(&ctx.root, id, orphan.attempt);
-            if !path.exists() {
-                if let Some(dir) = path.parent() {
-                    let _ = std::fs::create_dir_all(dir);
-                }
-                let _ = std::fs::write(&path, wire.log.as_bytes());
-            }
-        }
-        let sid2 = sid.clone();
-        let _ = call(&self.cluster, move |c| c.delete(&sid2)).await;
-        ctx.log
-            .line(&format!("job {sid} of an earlier run (story {id}) deleted"));
+        self.ctx
+            .log
+            .line(&requests_line(&self.cluster.counts(), self.since.elapsed()));
     }
 
     /// Brings the project's relay namespace here, keeps what no one
@@ -172,6 +144,22 @@ impl RayExecutor {
     }
 }
 
+/// The `timing:` line of the requests this run made to the dashboard:
+/// in all, per second, and by kind.
+fn requests_line(counts: &std::collections::BTreeMap<String, u64>, span: Duration) -> String {
+    let all: u64 = counts.values().sum();
+    let secs = span.as_secs_f64().max(0.001);
+    let kinds: Vec<String> = counts
+        .iter()
+        .map(|(k, n)| format!("{k} {n} ({:.1}/s)", *n as f64 / secs))
+        .collect();
+    format!(
+        "executor timing: {all} requests to the Ray dashboard in {secs:.1} s ({:.1}/s): {}",
+        all as f64 / secs,
+        kinds.join(", ")
+    )
+}
+
 /// Work already in the target's history needs no ref to keep it.
 fn landed_on(c: &AttemptEnv, oid: &Oid) -> bool {
     c.git
@@ -179,4 +167,87 @@ fn landed_on(c: &AttemptEnv, oid: &Oid) -> bool {
         .ok()
         .flatten()
         .is_some_and(|t| c.git.descends_from(&t, oid).unwrap_or(false))
+}
+
+/// Retires `left`, all at once.
+async fn retire_all(
+    ctx: Arc<AttemptEnv>,
+    cluster: Arc<Cluster>,
+    board: Arc<Board>,
+    left: Vec<(String, Orphan)>,
+) {
+    let mut set = tokio::task::JoinSet::new();
+    for (id, orphan) in left {
+        let (ctx, cluster, board) = (ctx.clone(), cluster.clone(), board.clone());
+        set.spawn(async move { retire(&ctx, &cluster, &board, &id, &orphan).await });
+    }
+    while set.join_next().await.is_some() {}
+}
+
+/// Stops an unclaimed job of a crashed run, waits for its end (its worker
+/// keeps and pushes what its agent left), keeps its log, and deletes it.
+async fn retire(
+    ctx: &Arc<AttemptEnv>,
+    cluster: &Arc<Cluster>,
+    board: &Board,
+    id: &str,
+    orphan: &Orphan,
+) {
+    let sid = orphan.submission_id.clone();
+    let since = Instant::now();
+    let limit = since + stop_wait(ctx) + STOP_KEEP + STOP_KEEP;
+    let mut list = board.subscribe(cluster, &ctx.log);
+    let mut stopped = false;
+    loop {
+        let listed = tokio::select! {
+            r = list.changed() => r.ok().and_then(|()| list.borrow_and_update().clone()),
+            _ = tokio::time::sleep(POLL * 4) => None,
+        };
+        if let Some(Listing {
+            asked_at,
+            jobs: Ok(jobs),
+        }) = listed
+        {
+            if asked_at >= since {
+                match jobs.get(&sid) {
+                    None => return,
+                    Some(i) if i.finished() => break,
+                    Some(_) if !stopped => {
+                        ctx.log.line(&format!(
+                            "job {sid} of an earlier run (story {id}) was claimed by no attempt: \
+                             stopping it"
+                        ));
+                        let sid2 = sid.clone();
+                        let _ = call(cluster, move |c| c.stop(&sid2)).await;
+                        stopped = true;
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        if Instant::now() > limit {
+            ctx.log.line(&format!(
+                "job {sid} did not end after its stop: left on the cluster"
+            ));
+            return;
+        }
+    }
+    drop(list);
+    let sid2 = sid.clone();
+    let logs = call(cluster, move |c| c.logs(&sid2))
+        .await
+        .unwrap_or_default();
+    if let Some(wire) = worker::report_in(&logs) {
+        let path = crate::paths::attempt_log_path(&ctx.root, id, orphan.attempt);
+        if !path.exists() {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = std::fs::write(&path, wire.log.as_bytes());
+        }
+    }
+    let sid2 = sid.clone();
+    let _ = call(cluster, move |c| c.delete(&sid2)).await;
+    ctx.log
+        .line(&format!("job {sid} of an earlier run (story {id}) deleted"));
 }

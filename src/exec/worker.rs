@@ -81,6 +81,10 @@ pub(crate) struct WorkerSpec {
     /// holds the session a fix-up resumes.
     #[serde(default)]
     pub(crate) prefer_slot: Option<usize>,
+    /// The coordinator pushed its snapshot of the issue tracker's backlog
+    /// to the relay's tracker ref: the node reads it, not the tracker.
+    #[serde(default)]
+    pub(crate) tracker: bool,
 }
 
 impl WorkerSpec {
@@ -369,6 +373,31 @@ fn take_slot(
 }
 
 /// Runs `git` with `args` in `cwd`; the end of its output on failure.
+/// Where a worker's slot repository keeps the tracker snapshot it fetched.
+const TRACKER_REF: &str = "refs/ralph-relay/tracker";
+
+/// The coordinator's tracker snapshot (fetched to `TRACKER_REF`) written
+/// where `project::load` reads it.
+fn write_tracker_snapshot(repo: &Path, root: &Path) -> Result<(), String> {
+    let args = [
+        "-C".to_string(),
+        repo.display().to_string(),
+        "cat-file".into(),
+        "blob".into(),
+        TRACKER_REF.into(),
+    ];
+    let out = process::run_captured("git", &args, b"", Duration::from_secs(60))
+        .map_err(|e| format!("git could not start: {e}"))?;
+    if out.code != Some(0) {
+        return Err(format!("the tracker's snapshot: {}", out.stderr.trim()));
+    }
+    let path = crate::paths::tracker_snapshot(root);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, &out.stdout).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 async fn run_git(cwd: &Path, args: &[&str]) -> Result<(), String> {
     let q = crate::prompt::shell_quote;
     let cmd = std::iter::once("git".to_string())
@@ -474,18 +503,14 @@ async fn run(spec: &WorkerSpec) -> WireReport {
     wire
 }
 
-async fn attempt_in_slot(
+/// The attempt's base (and a fix-up's work, and the tracker's snapshot)
+/// fetched from the relay into the slot's repository, the base checked out.
+async fn fetch_base(
     spec: &WorkerSpec,
-    slot: usize,
-    slot_dir: &Path,
-) -> Result<WireReport, String> {
-    let mut phases = Phases::new();
-    let repo = slot_dir.join("repo");
-    std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
-    if !repo.join(".git").exists() {
-        run_git(&repo, &["init", "--quiet"]).await?;
-    }
-    let refs = relay::relay_refs(&spec.tag, &spec.id, spec.attempt);
+    repo: &Path,
+    refs: &relay::RelayRefs,
+    phases: &mut Phases,
+) -> Result<(), String> {
     let target_ref = format!("refs/heads/{}", spec.target);
     let mut fetch = vec![
         "fetch".to_string(),
@@ -505,13 +530,16 @@ async fn attempt_in_slot(
     if let Some(work) = &fixup_work {
         fetch.push(format!("{}:{work}", refs.work));
     }
+    if spec.tracker {
+        fetch.push(format!("+{}:{TRACKER_REF}", refs.tracker));
+    }
     let fetch_args: Vec<&str> = fetch.iter().map(String::as_str).collect();
     // The coordinator pushes the base while Ray starts this job: on a
     // busy relay it may not be there yet.
     let waited = std::time::Instant::now();
     let mut pause = Duration::from_millis(100);
     loop {
-        match run_git(&repo, &fetch_args).await {
+        match run_git(repo, &fetch_args).await {
             Ok(()) => break,
             Err(e) if waited.elapsed() > BASE_WAIT => return Err(e),
             Err(_) => {
@@ -522,11 +550,59 @@ async fn attempt_in_slot(
     }
     phases.mark("fetch");
     run_git(
-        &repo,
+        repo,
         &["checkout", "--quiet", "--force", "--detach", &target_ref],
     )
     .await?;
     phases.mark("checkout");
+    Ok(())
+}
+
+/// Everything the coordinator needs back on the relay: the story branch
+/// (its tip, returned) and the refs keeping what the agent left.
+async fn push_back(
+    spec: &WorkerSpec,
+    git: &Git,
+    repo: &Path,
+    refs: &relay::RelayRefs,
+    report: &crate::executor::AttemptReport,
+) -> Result<Option<Oid>, String> {
+    let branch = project::story_branch(&spec.id);
+    let out = git.branch_tip(&branch).ok().flatten();
+    let mut push = vec![
+        "push".to_string(),
+        "--quiet".into(),
+        "--force".into(),
+        spec.relay_url.clone(),
+    ];
+    if out.is_some() {
+        push.push(format!("refs/heads/{branch}:{}", refs.out));
+    }
+    for k in report.kept.iter().chain(report.saved_ref.iter()) {
+        if let Some(remote) = relay::kept_on_relay(refs, k) {
+            push.push(format!("{k}:{remote}"));
+        }
+    }
+    if push.len() > 4 {
+        let push_args: Vec<&str> = push.iter().map(String::as_str).collect();
+        run_git(repo, &push_args).await?;
+    }
+    Ok(out)
+}
+
+async fn attempt_in_slot(
+    spec: &WorkerSpec,
+    slot: usize,
+    slot_dir: &Path,
+) -> Result<WireReport, String> {
+    let mut phases = Phases::new();
+    let repo = slot_dir.join("repo");
+    std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
+    if !repo.join(".git").exists() {
+        run_git(&repo, &["init", "--quiet"]).await?;
+    }
+    let refs = relay::relay_refs(&spec.tag, &spec.id, spec.attempt);
+    fetch_base(spec, &repo, &refs, &mut phases).await?;
 
     let root = if spec.subdir.is_empty() {
         repo.clone()
@@ -537,9 +613,11 @@ async fn attempt_in_slot(
         .canonicalize()
         .map_err(|e| format!("{}: {e}", root.display()))?;
     // A node's checkout holds no snapshot of an issue tracker's backlog:
-    // the worker reads the tracker itself once (reads elsewhere use the
-    // snapshot only).
-    if !crate::paths::tracker_snapshot(&root).exists() {
+    // the coordinator's comes with the base (the node needs no tracker
+    // token); without it the worker reads the tracker itself once.
+    if spec.tracker {
+        write_tracker_snapshot(&repo, &root)?;
+    } else if !crate::paths::tracker_snapshot(&root).exists() {
         let _ = project::refresh_tracker(&root);
     }
     let project = project::load(&root).map_err(|problems| {
@@ -641,27 +719,7 @@ async fn attempt_in_slot(
     let _ = progress.await;
     phases.mark("attempt");
 
-    // Everything the coordinator needs goes back to the relay.
-    let branch = project::story_branch(&spec.id);
-    let out = ctx.git.branch_tip(&branch).ok().flatten();
-    let mut push = vec![
-        "push".to_string(),
-        "--quiet".into(),
-        "--force".into(),
-        spec.relay_url.clone(),
-    ];
-    if out.is_some() {
-        push.push(format!("refs/heads/{branch}:{}", refs.out));
-    }
-    for k in report.kept.iter().chain(report.saved_ref.iter()) {
-        if let Some(remote) = relay::kept_on_relay(&refs, k) {
-            push.push(format!("{k}:{remote}"));
-        }
-    }
-    if push.len() > 4 {
-        let push_args: Vec<&str> = push.iter().map(String::as_str).collect();
-        run_git(&repo, &push_args).await?;
-    }
+    let out = push_back(spec, &ctx.git, &repo, &refs, &report).await?;
     phases.mark("push");
     let log_path = crate::paths::attempt_log_path(&root, &spec.id, spec.attempt);
     let log = std::fs::read(&log_path)
@@ -791,6 +849,7 @@ mod tests {
             timeout_secs: 60,
             base: "0".repeat(40),
             prefer_slot: Some(1),
+            tracker: false,
         }
     }
 

@@ -13,7 +13,7 @@ pub(crate) mod attempt;
 pub(crate) mod env;
 pub(crate) mod seal;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -100,5 +100,13 @@ pub(crate) trait ExecutorChoice {
 
     /// The executor for the run's attempts; one that cannot be had (a
     /// cluster that does not answer) is said before any attempt.
-    fn executor(&self, env: Arc<AttemptEnv>, verbose: bool) -> Result<Self::Executor, RalphError>;
+    /// `claimable`: the stories an attempt of this run may start, whose
+    /// work left by a crashed run it may take over (a cluster's other jobs
+    /// of this project are stopped at once).
+    fn executor(
+        &self,
+        env: Arc<AttemptEnv>,
+        verbose: bool,
+        claimable: &HashSet<String>,
+    ) -> Result<Self::Executor, RalphError>;
 }

@@ -27,6 +27,9 @@ pub(crate) struct RelayRefs {
     /// `…/kept/<id>/<n>/`: the refs keeping what the agent left, each under
     /// its local name without `refs/ralph/`.
     pub(crate) kept: String,
+    /// `…/tracker/<id>/<n>`: a blob, the coordinator's snapshot of an issue
+    /// tracker's backlog (a node reads no tracker itself).
+    pub(crate) tracker: String,
 }
 
 /// The project's part of the relay namespace: `tag` is the project tag
@@ -43,6 +46,7 @@ pub(crate) fn relay_refs(tag: &str, id: &str, n: u32) -> RelayRefs {
         out: format!("{p}out/{id}/{n}"),
         progress: format!("{p}progress/{id}/{n}"),
         kept: format!("{p}kept/{id}/{n}/"),
+        tracker: format!("{p}tracker/{id}/{n}"),
     }
 }
 
@@ -90,7 +94,7 @@ pub(crate) fn sweep_decision(rel: &str, collected: impl Fn(&str, u32) -> bool) -
     };
     let rest = parts.next();
     match (kind, rest) {
-        ("base" | "work", None) => Sweep::Drop,
+        ("base" | "work" | "tracker", None) => Sweep::Drop,
         ("out" | "progress", None) if collected(id, n) => Sweep::Drop,
         ("progress", None) => Sweep::Keep(crate::project::kept_ref(
             crate::project::KeptRef::Interrupted,
@@ -216,6 +220,7 @@ mod tests {
         let collected = |id: &str, n: u32| id == "1.1" && n == 1;
         assert_eq!(sweep_decision("base/1.2/3", collected), Sweep::Drop);
         assert_eq!(sweep_decision("work/1.2/3", collected), Sweep::Drop);
+        assert_eq!(sweep_decision("tracker/1.2/3", collected), Sweep::Drop);
         assert_eq!(sweep_decision("out/1.1/1", collected), Sweep::Drop);
         assert_eq!(sweep_decision("progress/1.1/1", collected), Sweep::Drop);
         assert_eq!(

@@ -87,12 +87,23 @@ pub(crate) fn run<C: ExecutorChoice>(root: &Path, opts: RunOptions, choice: &C) 
         .collect();
     let live = record_start(&checked, &ctx, &model);
     let started = Instant::now();
-    let executor = choice.executor(env, opts.verbose)?;
+    let executor = choice.executor(env, opts.verbose, &claimable(&model))?;
     let reporter = Reporter::new(opts.verbose, !opts.no_dashboard);
     let d = dispatcher::Dispatcher::new(model, reporter, ctx, executor);
     let code = run_loop(root, &opts, &checked, d, live, reland, started);
     drop(lock);
     code
+}
+
+/// What an attempt of this run may start: a crashed run's job of any other
+/// story is stopped at once (issue 35).
+fn claimable(model: &model::Model) -> std::collections::HashSet<String> {
+    use crate::schedule::Node;
+    (0..model.chosen.len())
+        .filter(|&i| model.chosen[i])
+        .filter(|&i| !matches!(model.sched().nodes[i], Node::Done | Node::Excluded))
+        .map(|i| model.id(i).to_string())
+        .collect()
 }
 
 /// What the run's tasks share: the attempts' environment (the executor
