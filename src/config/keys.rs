@@ -538,6 +538,19 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          without a reviewer gate; review and pr modes land one at a time (docs/merge-queue.md).",
     ),
     key(
+        "landing.batch",
+        Kind::Uint { min: 1 },
+        "How many waiting stories the merge queue merges into one candidate (each story \
+         still its own merge commit) and validates once, at the candidate's top; with \
+         `landing.speculate` above 1, a chain of such candidates. When a candidate of \
+         several stories fails, it is bisected: its halves are validated side by side on \
+         the target's tip (when `landing.max_validations` leaves room) until the failing \
+         story is alone; the others land without it. The target only moves to a \
+         candidate's top, so every tip it moves to is a validated tree; the merges inside \
+         a candidate are not validated one by one. `1` (the default): each story is a \
+         candidate of its own (docs/merge-queue.md).",
+    ),
+    key(
         "landing.max_validations",
         Kind::Uint { min: 0 },
         "The most merges the merge queue validates at once on this machine: a chain is never \

@@ -17,6 +17,9 @@ pub(crate) struct Landing {
     /// on each other and validates side by side (docs/merge-queue.md); 1
     /// validates one landing at a time.
     pub(crate) speculate: usize,
+    /// `landing.batch` (default 1): how many waiting stories one candidate
+    /// holds, validated once and bisected on a failure.
+    pub(crate) batch: usize,
     /// `landing.max_validations` (0: the machine's CPUs): the most merges
     /// a chain validates at once on this machine.
     pub(crate) max_validations: usize,
@@ -47,6 +50,11 @@ pub(super) fn landing(r: &mut Reader) -> Landing {
         1,
         "a whole number of merges validated at once, at least 1",
     ) as usize;
+    let batch = r.uint(
+        "landing.batch",
+        1,
+        "a whole number of stories validated as one candidate, at least 1",
+    ) as usize;
     let max_validations = r.uint(
         "landing.max_validations",
         0,
@@ -56,6 +64,7 @@ pub(super) fn landing(r: &mut Reader) -> Landing {
         review,
         pr_remote,
         speculate,
+        batch,
         max_validations,
     }
 }

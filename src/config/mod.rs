@@ -144,6 +144,7 @@ pub(crate) fn defaults() -> Value {
             "mode": "merge",
             "remote": "origin",
             "speculate": 4,
+            "batch": 1,
             "max_validations": 0
         },
         "retry": {

@@ -377,6 +377,10 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         landed: Default::default(),
         reverted: Default::default(),
     });
+    let queue_shape = transition::queue::shape(
+        config,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
     let mut policy = model::Policy {
         jobs,
         max_retries: config.loop_.max_retries,
@@ -434,20 +438,8 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         tests_gate: config.gates.tests,
         review: config.gates.review.clone(),
         // A person or a reviewer looks at one merged tree at a time.
-        speculate: if config.landing.review
-            || config.landing.pr_remote.is_some()
-            || config.gates.review.is_some()
-        {
-            1
-        } else {
-            config
-                .landing
-                .speculate
-                .min(match config.landing.max_validations {
-                    0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-                    n => n,
-                })
-        },
+        speculate: queue_shape.0,
+        batch: queue_shape.1,
     };
     if let Some(id) = &opts.decompose {
         if state.status(id) == crate::state::Status::Done {
