@@ -553,8 +553,17 @@ pub(crate) const KEYS: &[KeyDoc] = &[
     key(
         "landing.max_validations",
         Kind::Uint { min: 0 },
-        "The most merges the merge queue validates at once on this machine: a chain is never \
-         deeper than this. `0` (the default) means one per CPU.",
+        "The most candidates the merge queue validates at once on this machine: a chain is \
+         never deeper than this. `0` (the default) means one per CPU, and no more than the \
+         memory available (cgroup limit or `MemAvailable`, read at each landing) holds at \
+         `landing.validation_memory_mb` each, never fewer than one.",
+    ),
+    key(
+        "landing.validation_memory_mb",
+        Kind::Uint { min: 0 },
+        "The memory one validation is taken to need, in megabytes, for the default of \
+         `landing.max_validations` (as `parallel.agent_memory_mb` is for `-j`); `0` turns the \
+         memory rule off.",
     ),
     key(
         "landing.remote",

@@ -20,9 +20,12 @@ pub(crate) struct Landing {
     /// `landing.batch` (default 1): how many waiting stories one candidate
     /// holds, validated once and bisected on a failure.
     pub(crate) batch: usize,
-    /// `landing.max_validations` (0: the machine's CPUs): the most merges
-    /// a chain validates at once on this machine.
+    /// `landing.max_validations` (0: the machine's CPUs and memory): the
+    /// most candidates the queue validates at once on this machine.
     pub(crate) max_validations: usize,
+    /// `landing.validation_memory_mb` (default 1024; 0: no memory rule):
+    /// what one validation is taken to need when `max_validations` is 0.
+    pub(crate) validation_memory_mb: u64,
 }
 
 pub(super) fn landing(r: &mut Reader) -> Landing {
@@ -58,13 +61,19 @@ pub(super) fn landing(r: &mut Reader) -> Landing {
     let max_validations = r.uint(
         "landing.max_validations",
         0,
-        "a whole number of validations at once (0: one per CPU)",
+        "a whole number of validations at once (0: one per CPU, as memory allows)",
     ) as usize;
+    let validation_memory_mb = r.uint(
+        "landing.validation_memory_mb",
+        0,
+        "a whole number of megabytes (0 turns the memory rule off)",
+    );
     Landing {
         review,
         pr_remote,
         speculate,
         batch,
         max_validations,
+        validation_memory_mb,
     }
 }

@@ -145,7 +145,8 @@ pub(crate) fn defaults() -> Value {
             "remote": "origin",
             "speculate": 4,
             "batch": 1,
-            "max_validations": 0
+            "max_validations": 0,
+            "validation_memory_mb": 1024
         },
         "retry": {
             "resume_session": true

@@ -94,11 +94,10 @@ pub(super) fn dry_run(
     );
     let c = &project.config;
     let required = c.validation.commands.iter().filter(|v| v.required).count();
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "[DRY RUN] {}",
         transition::queue::describe(
-            transition::queue::shape(c, cpus),
+            transition::queue::shape(c, super::queue::machine(c)),
             transition::queue::one_at_a_time(c),
             required
         )

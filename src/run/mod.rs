@@ -377,10 +377,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         landed: Default::default(),
         reverted: Default::default(),
     });
-    let queue_shape = transition::queue::shape(
-        config,
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    );
+    let queue_shape = transition::queue::shape(config, queue::machine(config));
     let mut policy = model::Policy {
         jobs,
         max_retries: config.loop_.max_retries,

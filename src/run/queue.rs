@@ -50,6 +50,16 @@ enum Cas {
     Stop(LandResult),
 }
 
+/// What this machine offers validations now: its CPUs and the memory a
+/// new child could get (`process::memory`).
+pub(crate) fn machine(config: &crate::config::Config) -> batch::Machine {
+    batch::Machine {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        available_mb: crate::process::memory::available_mb(),
+        per_validation_mb: config.landing.validation_memory_mb,
+    }
+}
+
 /// Lands `reqs` as one chain of candidates; one result per story, in order.
 pub(crate) async fn land_chain(
     ctx: &Arc<RunContext>,
@@ -57,8 +67,8 @@ pub(crate) async fn land_chain(
     control: watch::Receiver<Control>,
 ) -> Vec<LandResult> {
     let mut results: Vec<Option<LandResult>> = vec![None; reqs.len()];
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let room = batch::room(ctx.config.landing.max_validations, cpus);
+    // Read now: the agents running hold memory a validation cannot have.
+    let room = batch::room(ctx.config.landing.max_validations, machine(&ctx.config));
     let mut plan = batch::cut(reqs.len(), ctx.config.landing.batch);
     // The failure of each tree that failed in this landing: a bisection
     // meets the same tree again (the second half on the first once the

@@ -227,13 +227,29 @@ pub(crate) fn holds(cands: &[Cand], k: usize) -> Vec<usize> {
         .collect()
 }
 
-/// The most validations at once on this machine: `landing.max_validations`,
-/// `0` meaning one per CPU.
-pub(crate) fn room(max_validations: usize, cpus: usize) -> usize {
-    match max_validations {
-        0 => cpus.max(1),
-        n => n,
+/// What the machine offers validations: its CPUs, and the memory a new
+/// child could get (MB, when it can be read) with what one validation
+/// needs (`landing.validation_memory_mb`, 0: no memory rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Machine {
+    pub(crate) cpus: usize,
+    pub(crate) available_mb: Option<u64>,
+    pub(crate) per_validation_mb: u64,
+}
+
+/// The most validations at once on this machine: `landing.max_validations`
+/// when set; else (`0`) one per CPU, and no more than memory holds at
+/// `per_validation_mb` each, as `-j`'s memory rule does
+/// (`schedule::jobs_now`); never fewer than one.
+pub(crate) fn room(max_validations: usize, m: Machine) -> usize {
+    if max_validations > 0 {
+        return max_validations;
     }
+    let by_memory = match (m.available_mb, m.per_validation_mb) {
+        (Some(mb), per) if per > 0 => usize::try_from(mb / per).unwrap_or(usize::MAX),
+        _ => usize::MAX,
+    };
+    m.cpus.min(by_memory).max(1)
 }
 
 #[cfg(test)]
@@ -477,6 +493,26 @@ mod tests {
         let p = pair(&[0, 1], &[2]);
         assert!(built_on(&p, 0).is_empty());
         assert_eq!(holds(&p, 1), vec![2]);
-        assert_eq!((room(0, 8), room(3, 8), room(0, 0)), (8, 3, 1));
+    }
+
+    #[test]
+    fn room_is_one_per_cpu_and_no_more_than_memory_holds_unless_set() {
+        let m = |cpus, available_mb, per_validation_mb| Machine {
+            cpus,
+            available_mb,
+            per_validation_mb,
+        };
+        // (max_validations, machine) -> room
+        for (max, machine, want) in [
+            (0, m(8, None, 1024), 8),
+            (3, m(8, Some(512), 1024), 3),
+            (0, m(0, None, 1024), 1),
+            (0, m(8, Some(3000), 1024), 2),
+            (0, m(8, Some(100), 1024), 1),
+            (0, m(2, Some(64_000), 1024), 2),
+            (0, m(8, Some(100), 0), 8),
+        ] {
+            assert_eq!(room(max, machine), want, "{max} {machine:?}");
+        }
     }
 }

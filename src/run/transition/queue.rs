@@ -54,15 +54,15 @@ pub(crate) fn one_at_a_time(c: &crate::config::Config) -> Option<&'static str> {
     }
 }
 
-/// The queue's shape for a run on `cpus` CPUs: the deepest chain
-/// (`landing.speculate`, never above `landing.max_validations`) and the
-/// stories per candidate (`landing.batch`); (1, 1) when it must land one
-/// at a time.
-pub(crate) fn shape(c: &crate::config::Config, cpus: usize) -> (usize, usize) {
+/// The queue's shape for a run on `machine`: the deepest chain
+/// (`landing.speculate`, never above the room for validations,
+/// `batch::room`) and the stories per candidate (`landing.batch`); (1, 1)
+/// when it must land one at a time.
+pub(crate) fn shape(c: &crate::config::Config, machine: super::batch::Machine) -> (usize, usize) {
     if one_at_a_time(c).is_some() {
         return (1, 1);
     }
-    let room = super::batch::room(c.landing.max_validations, cpus);
+    let room = super::batch::room(c.landing.max_validations, machine);
     (c.landing.speculate.min(room).max(1), c.landing.batch.max(1))
 }
 
