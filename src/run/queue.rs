@@ -104,6 +104,7 @@ pub(crate) async fn land_chain(
             let failure = verdicts[c].1.clone().unwrap_or_else(|| {
                 LandResult::Error("a failed validation without its output".into())
             });
+            let failure = own_log(ctx, &reqs[pos], failure);
             results[pos] = Some(land::blamed(ctx, &reqs[pos], failure).await);
         }
         if let Some(c) = d.stopped {
@@ -159,6 +160,47 @@ pub(crate) async fn land_chain(
         .into_iter()
         .map(|r| r.unwrap_or(LandResult::Behind))
         .collect()
+}
+
+/// A candidate's failure found to be `req`'s story's: its output goes to
+/// that story's own validation log, which the failure then names (the
+/// candidate's log is its top story's, which a later candidate with the
+/// same top writes again).
+fn own_log(ctx: &RunContext, req: &LandRequest, failure: LandResult) -> LandResult {
+    let LandResult::ValidationFailed {
+        name,
+        cmd,
+        tail,
+        log_rel,
+        saved_ref,
+    } = failure
+    else {
+        return failure;
+    };
+    let own = crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt);
+    let own_rel = own
+        .strip_prefix(&ctx.root)
+        .unwrap_or(&own)
+        .display()
+        .to_string();
+    let text = format!(
+        "(the validation of a candidate holding story {} failed; its whole output was \
+         {log_rel}; its end:)\n{tail}",
+        req.id
+    );
+    let written = own.parent().map(std::fs::create_dir_all);
+    let log_rel = match (own_rel == log_rel, written) {
+        (true, _) => log_rel,
+        (false, Some(Ok(()))) if std::fs::write(&own, text).is_ok() => own_rel,
+        _ => log_rel,
+    };
+    LandResult::ValidationFailed {
+        name,
+        cmd,
+        tail,
+        log_rel,
+        saved_ref,
+    }
 }
 
 /// Merges each candidate's stories each on the one before, the first on

@@ -460,6 +460,10 @@ fn one_bad_story_in_a_batch_goes_back_alone_and_the_others_land() {
     }
     assert_eq!(p.merges_of("1.4"), 1);
     assert_eq!(p.file_on_main("story/1.4.fixed").as_deref(), Some("1.4\n"));
+    // The failing output is in 1.4's own validation log.
+    let log =
+        fs::read_to_string(p.root.join(".ralph/logs/1.4/validation-1.log")).unwrap_or_default();
+    assert!(log.contains("story 1.4 broke the build"), "{log}");
     assert_every_move_validated(&p, &start);
     // The others landed before 1.4's fix-up: bisected, not sent back.
     let order: Vec<String> = git(

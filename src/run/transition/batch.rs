@@ -60,7 +60,8 @@ pub(crate) struct Decision {
     /// The candidate that could not be validated: its first story gets
     /// that result, the rest go back to the queue.
     pub(crate) stopped: Option<usize>,
-    /// What is left to land in this landing, in order.
+    /// What is left to land in this landing, in order (a failed batch
+    /// to split first, then what was not built yet).
     pub(crate) plan: Vec<Group>,
     /// Stories that go back to the front of the run's queue (built on a
     /// failure): merged and validated again later, nothing charged.
@@ -151,8 +152,8 @@ fn failed(cands: &[Cand], c: usize, d: &mut Decision) {
 /// made them) decide, `rest` being the groups that waited.
 ///
 /// A chain lands its longest passed prefix; the first failure is blamed
-/// or split, and what was built on it goes back to the run's queue (with
-/// the groups that waited: they would be built on it too). A bisection's
+/// or split, what was built on it goes back to the run's queue, and the
+/// groups that waited (not built yet) wait for the bisection. A bisection's
 /// halves were each on the tip: the first that passed lands, a failed one
 /// is blamed or split again, and a passed one that did not land is
 /// validated again on the new tip.
@@ -176,11 +177,15 @@ pub(crate) fn decide(cands: &[Cand], verdicts: &[Verdict], rest: Vec<Group>) -> 
         for c in cands.iter().skip(passed + 1) {
             d.behind.extend(&c.stories);
         }
-        for g in rest {
-            d.behind.extend(g.stories);
-        }
         if d.stopped.is_some() {
+            // The landing cannot go on: what waited goes back too.
             d.behind.extend(c.stories.iter().skip(1));
+            for g in rest {
+                d.behind.extend(g.stories);
+            }
+        } else {
+            // Not built yet: it waits for the bisection in this landing.
+            d.plan.extend(rest);
         }
         return d;
     }
@@ -388,8 +393,8 @@ mod tests {
         let c = chain(&[&[0, 1], &[2, 3, 4], &[5, 6]]);
         let d = decide(&c, &[Passed, Failed, Thrown], vec![g(&[7])]);
         assert_eq!(d.land, vec![0]);
-        assert_eq!(d.plan, vec![split(&[2, 3, 4])]);
-        assert_eq!(d.behind, vec![5, 6, 7], "built on the failure: back");
+        assert_eq!(d.plan, vec![split(&[2, 3, 4]), g(&[7])], "7 was not built");
+        assert_eq!(d.behind, vec![5, 6], "built on the failure: back");
         assert!(d.culprits.is_empty() && d.stopped.is_none());
         // A story alone that failed is the one blamed.
         let c = chain(&[&[0, 1], &[2], &[3]]);
@@ -448,41 +453,45 @@ mod tests {
 
     #[test]
     fn a_bisection_finds_the_one_bad_story_among_six_and_lands_the_rest() {
-        // The whole loop as run/queue.rs runs it, with story 4 breaking
-        // every tree that holds it.
-        let bad = 4;
-        let mut plan = vec![split(&[0, 1, 2, 3, 4, 5])];
-        let (mut landed, mut blamed, mut runs) = (Vec::new(), Vec::new(), 0);
-        for _ in 0..10 {
-            if plan.is_empty() {
-                break;
+        // The whole loop as run/queue.rs runs it, with story `bad` breaking
+        // every tree that holds it, side by side or one at a time.
+        for (bad, room) in [(4, 2), (4, 1), (0, 2), (5, 4), (2, 1)] {
+            let mut plan = vec![split(&[0, 1, 2, 3, 4, 5])];
+            let (mut landed, mut blamed, mut runs) = (Vec::new(), Vec::new(), 0);
+            for _ in 0..10 {
+                if plan.is_empty() {
+                    break;
+                }
+                let (cands, rest) = layout(&plan, room);
+                assert!(cands.len() <= room);
+                let verdicts: Vec<Verdict> = cands
+                    .iter()
+                    .map(|c| {
+                        if c.stories.contains(&bad) {
+                            Failed
+                        } else {
+                            Passed
+                        }
+                    })
+                    .collect();
+                runs += cands.len();
+                let d = decide(&cands, &verdicts, rest);
+                for &c in &d.land {
+                    landed.extend(cands[c].stories.clone());
+                }
+                for &c in &d.culprits {
+                    blamed.extend(cands[c].stories.clone());
+                }
+                assert!(d.behind.is_empty());
+                plan = d.plan;
             }
-            let (cands, rest) = layout(&plan, 2);
-            let verdicts: Vec<Verdict> = cands
-                .iter()
-                .map(|c| {
-                    if c.stories.contains(&bad) {
-                        Failed
-                    } else {
-                        Passed
-                    }
-                })
-                .collect();
-            runs += cands.len();
-            let d = decide(&cands, &verdicts, rest);
-            for &c in &d.land {
-                landed.extend(cands[c].stories.clone());
-            }
-            for &c in &d.culprits {
-                blamed.extend(cands[c].stories.clone());
-            }
-            assert!(d.behind.is_empty());
-            plan = d.plan;
+            assert!(plan.is_empty(), "bad {bad}, room {room}: {plan:?}");
+            landed.sort();
+            let others: Vec<usize> = (0..6).filter(|&s| s != bad).collect();
+            assert_eq!(landed, others, "bad {bad}, room {room}");
+            assert_eq!(blamed, vec![bad], "bad {bad}, room {room}");
+            assert!(runs <= 6, "{runs} validations to find one story in six");
         }
-        landed.sort();
-        assert_eq!(landed, vec![0, 1, 2, 3, 5]);
-        assert_eq!(blamed, vec![bad]);
-        assert!(runs <= 6, "{runs} validations to find one story in six");
     }
 
     #[test]
