@@ -68,8 +68,10 @@ pub(crate) async fn land_chain(
 ) -> Vec<LandResult> {
     let mut results: Vec<Option<LandResult>> = vec![None; reqs.len()];
     // Read now: the agents running hold memory a validation cannot have.
-    let room = batch::room(ctx.config.landing.max_validations, machine(&ctx.config));
-    let mut plan = batch::cut(reqs.len(), ctx.config.landing.batch);
+    let here = machine(&ctx.config);
+    let room = batch::room(ctx.config.landing.max_validations, here);
+    let size = super::transition::queue::shape(&ctx.config, here).1;
+    let mut plan = batch::cut(reqs.len(), size);
     // The failure of each tree that failed in this landing: a bisection
     // meets the same tree again (the second half on the first once the
     // first landed) and need not validate it twice.

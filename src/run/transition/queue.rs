@@ -162,6 +162,27 @@ mod tests {
     }
 
     #[test]
+    fn the_queue_lands_one_at_a_time_for_a_person_or_a_reviewer_else_as_configured() {
+        let config = |landing: serde_json::Value| {
+            let mut raw = crate::config::defaults();
+            crate::config::deep_merge(&mut raw, serde_json::json!({ "landing": landing }));
+            crate::config::from_value(raw, std::path::Path::new("config.json")).unwrap()
+        };
+        let machine = crate::run::transition::batch::Machine {
+            cpus: 8,
+            available_mb: None,
+            per_validation_mb: 1024,
+        };
+        let c = config(serde_json::json!({ "speculate": 4, "batch": 6 }));
+        assert_eq!((shape(&c, machine), one_at_a_time(&c)), ((4, 6), None));
+        let c = config(serde_json::json!({ "speculate": 8, "max_validations": 2 }));
+        assert_eq!(shape(&c, machine), (2, 1), "never deeper than the room");
+        let c = config(serde_json::json!({ "mode": "review", "speculate": 4, "batch": 6 }));
+        assert_eq!(shape(&c, machine), (1, 1));
+        assert_eq!(one_at_a_time(&c), Some("landing.mode: review"));
+    }
+
+    #[test]
     fn what_is_behind_a_failure_goes_back_in_order() {
         let r = vec![landed(), failed(), LandResult::Behind, LandResult::Behind];
         assert_eq!(requeued(4, &r), vec![2, 3]);
