@@ -540,10 +540,32 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          without a reviewer gate; review and pr modes land one at a time (docs/merge-queue.md).",
     ),
     key(
+        "landing.batch",
+        Kind::Uint { min: 1 },
+        "How many waiting stories the merge queue merges into one candidate (each story \
+         still its own merge commit) and validates once, at the candidate's top; with \
+         `landing.speculate` above 1, a chain of such candidates. When a candidate of \
+         several stories fails, it is bisected: its halves are validated side by side on \
+         the target's tip (when `landing.max_validations` leaves room) until the failing \
+         story is alone; the others land without it. The target only moves to a \
+         candidate's top, so every tip it moves to is a validated tree; the merges inside \
+         a candidate are not validated one by one. `1` (the default): each story is a \
+         candidate of its own (docs/merge-queue.md).",
+    ),
+    key(
         "landing.max_validations",
         Kind::Uint { min: 0 },
-        "The most merges the merge queue validates at once on this machine: a chain is never \
-         deeper than this. `0` (the default) means one per CPU.",
+        "The most candidates the merge queue validates at once on this machine: a chain is \
+         never deeper than this. `0` (the default) means one per CPU, and no more than the \
+         memory available (cgroup limit or `MemAvailable`, read at each landing) holds at \
+         `landing.validation_memory_mb` each, never fewer than one.",
+    ),
+    key(
+        "landing.validation_memory_mb",
+        Kind::Uint { min: 0 },
+        "The memory one validation is taken to need, in megabytes, for the default of \
+         `landing.max_validations` (as `parallel.agent_memory_mb` is for `-j`); `0` turns the \
+         memory rule off.",
     ),
     key(
         "landing.remote",

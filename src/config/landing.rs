@@ -17,9 +17,15 @@ pub(crate) struct Landing {
     /// on each other and validates side by side (docs/merge-queue.md); 1
     /// validates one landing at a time.
     pub(crate) speculate: usize,
-    /// `landing.max_validations` (0: the machine's CPUs): the most merges
-    /// a chain validates at once on this machine.
+    /// `landing.batch` (default 1): how many waiting stories one candidate
+    /// holds, validated once and bisected on a failure.
+    pub(crate) batch: usize,
+    /// `landing.max_validations` (0: the machine's CPUs and memory): the
+    /// most candidates the queue validates at once on this machine.
     pub(crate) max_validations: usize,
+    /// `landing.validation_memory_mb` (default 1024; 0: no memory rule):
+    /// what one validation is taken to need when `max_validations` is 0.
+    pub(crate) validation_memory_mb: u64,
 }
 
 pub(super) fn landing(r: &mut Reader) -> Landing {
@@ -47,15 +53,27 @@ pub(super) fn landing(r: &mut Reader) -> Landing {
         1,
         "a whole number of merges validated at once, at least 1",
     ) as usize;
+    let batch = r.uint(
+        "landing.batch",
+        1,
+        "a whole number of stories validated as one candidate, at least 1",
+    ) as usize;
     let max_validations = r.uint(
         "landing.max_validations",
         0,
-        "a whole number of validations at once (0: one per CPU)",
+        "a whole number of validations at once (0: one per CPU, as memory allows)",
     ) as usize;
+    let validation_memory_mb = r.uint(
+        "landing.validation_memory_mb",
+        0,
+        "a whole number of megabytes (0 turns the memory rule off)",
+    );
     Landing {
         review,
         pr_remote,
         speculate,
+        batch,
         max_validations,
+        validation_memory_mb,
     }
 }

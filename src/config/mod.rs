@@ -148,7 +148,9 @@ pub(crate) fn defaults() -> Value {
             "mode": "merge",
             "remote": "origin",
             "speculate": 4,
-            "max_validations": 0
+            "batch": 1,
+            "max_validations": 0,
+            "validation_memory_mb": 1024
         },
         "retry": {
             "resume_session": true

@@ -94,24 +94,12 @@ pub(super) fn dry_run(
         crate::forecast::render(forecast.as_ref(), jobs)
     );
     let c = &project.config;
-    let one_at_a_time = if c.landing.review {
-        Some("landing.mode: review")
-    } else if c.landing.pr_remote.is_some() {
-        Some("landing.mode: pr")
-    } else if c.gates.review.is_some() {
-        Some("the reviewer gate looks at one merge at a time")
-    } else {
-        None
-    };
     let required = c.validation.commands.iter().filter(|v| v.required).count();
     println!(
         "[DRY RUN] {}",
         transition::queue::describe(
-            c.landing.speculate.min(match c.landing.max_validations {
-                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-                n => n,
-            }),
-            one_at_a_time,
+            transition::queue::shape(c, super::queue::machine(c)),
+            transition::queue::one_at_a_time(c),
             required
         )
     );

@@ -352,7 +352,10 @@ async fn land_rounds(
             let started = std::time::Instant::now();
             let tree =
                 super::candidate::validate_start(ctx, &commit, vec![req.id.clone()], 0).await;
-            let failed = validate_merged(ctx, req, &commit, &base, control.clone(), 0).await;
+            let failed = match validate_tree(ctx, req, &commit, &base, control.clone(), 0).await {
+                Some(failure) => Some(blamed(ctx, req, failure).await),
+                None => None,
+            };
             let verdict = match &failed {
                 None => "passed",
                 Some(LandResult::ValidationFailed { .. }) => "failed",
@@ -771,9 +774,39 @@ async fn run_reviewer(
     })
 }
 
+/// A failed validation charged to `req`'s story: its work is kept for the
+/// fix-up (the lone landing's failure, or a batch's story found alone).
+pub(super) async fn blamed(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    failure: LandResult,
+) -> LandResult {
+    match failure {
+        LandResult::ValidationFailed {
+            name,
+            cmd,
+            tail,
+            log_rel,
+            ..
+        } => {
+            let branch = project::story_branch(&req.id);
+            LandResult::ValidationFailed {
+                saved_ref: keep(ctx, &branch, KeptRef::Attempt, req).await,
+                name,
+                cmd,
+                tail,
+                log_rel,
+            }
+        }
+        other => other,
+    }
+}
+
 /// Runs the required validation commands on the merged tree, in the
-/// worktree of validation slot `slot`; `Some` is the failure.
-pub(super) async fn validate_merged(
+/// worktree of validation slot `slot`; `Some` is the failure, no one's yet
+/// (`blamed` charges it: a batch's failure is not yet any one story's).
+/// `req` names the log and `RALPH_STORY`.
+pub(super) async fn validate_tree(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
     commit: &Oid,
@@ -816,8 +849,6 @@ pub(super) async fn validate_merged(
             Ok(r) if r.success => {}
             Ok(r) if r.interrupted => return Some(LandResult::Interrupted),
             Ok(r) => {
-                let branch = project::story_branch(&req.id);
-                let saved = keep(ctx, &branch, KeptRef::Attempt, req).await;
                 let log_rel = log.strip_prefix(&ctx.root).unwrap_or(&log);
                 let tail = match output_since(&log, from) {
                     Some(out) => prompt::output_tail(&out),
@@ -827,7 +858,7 @@ pub(super) async fn validate_merged(
                     name: v.name.clone(),
                     cmd: v.cmd.clone(),
                     tail,
-                    saved_ref: saved,
+                    saved_ref: None,
                     log_rel: log_rel.display().to_string(),
                 });
             }

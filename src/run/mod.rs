@@ -140,6 +140,7 @@ fn context(
 fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
     let (project, backend) = (&checked.project, checked.backend);
     let config = &project.config;
+    let queue_shape = transition::queue::shape(config, queue::machine(config));
     model::Policy {
         jobs: jobs_of(opts, config),
         max_retries: config.loop_.max_retries,
@@ -196,21 +197,10 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
         },
         tests_gate: config.gates.tests,
         review: config.gates.review.clone(),
-        // A person or a reviewer looks at one merged tree at a time.
-        speculate: if config.landing.review
-            || config.landing.pr_remote.is_some()
-            || config.gates.review.is_some()
-        {
-            1
-        } else {
-            config
-                .landing
-                .speculate
-                .min(match config.landing.max_validations {
-                    0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-                    n => n,
-                })
-        },
+        // A person or a reviewer looks at one merged tree at a time
+        // (`queue::shape`).
+        speculate: queue_shape.0,
+        batch: queue_shape.1,
     }
 }
 

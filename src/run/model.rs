@@ -61,6 +61,9 @@ pub(crate) struct Policy {
     /// `landing.speculate`: the deepest chain the merge queue builds (1 in
     /// review and pr modes and with a reviewer: those land one at a time).
     pub(crate) speculate: usize,
+    /// `landing.batch`: stories per candidate (1 where `speculate` is 1
+    /// for a person or a reviewer).
+    pub(crate) batch: usize,
 }
 
 /// The run's models: the ladder, `agent.model` (for the run's own agent)
@@ -1069,6 +1072,7 @@ pub(crate) fn test_model(
         tests_gate: crate::config::TestsGate::Block,
         review: None,
         speculate: 1,
+        batch: 1,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

@@ -1,17 +1,24 @@
 //! The merge queue's chain (issue 34, docs/merge-queue.md): the stories the
-//! transition took (`Action::LandChain`) are merged each on the one before
-//! (M1 = tip + S1, M2 = M1 + S2, ...), the gates asked per story, every
-//! merge validated at once in a worktree of its own, and the target moved
-//! with one compare-and-swap to the longest prefix whose merges all passed.
-//! A story whose merge conflicts or is gated leaves the chain with its
-//! result and the next is merged where it would have gone; the first
-//! failed validation is that story's, and the merges behind it (built on
-//! it) are stopped and go back to the queue (`LandResult::Behind`).
+//! transition took (`Action::LandChain`) are cut into candidates of up to
+//! `landing.batch` stories (`transition::batch`), each story merged on the
+//! one before (M1 = tip + S1, M2 = M1 + S2, ...), the gates asked per
+//! story, every candidate's top validated at once in a worktree of its
+//! own, and the target moved with one compare-and-swap to the longest
+//! prefix whose candidates all passed. A story whose merge conflicts or is
+//! gated leaves with its result and the next is merged where it would have
+//! gone; a failed candidate of one story is that story's, and the merges
+//! behind it (built on it) are stopped and go back to the queue
+//! (`LandResult::Behind`). A failed candidate of several stories is
+//! bisected here, round after round, until the story that fails is alone
+//! (`batch::layout`, `batch::decide`).
 //!
-//! The invariant stays: the target only ever moves to a merge whose exact
-//! tree passed (or to the same chain made again on the user's own commits
-//! touching none of its paths, `Git::remade_on`), under the landing intent.
+//! The invariant stays: the target only ever moves to a candidate's top
+//! whose exact tree passed (or to the same merges made again on the user's
+//! own commits touching none of their paths, `Git::remade_on`), under the
+//! landing intent. A `kill -9` at any point leaves the stories `landing`
+//! in the state: the next run lands them, the bisection starting afresh.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -23,6 +30,7 @@ use crate::project::{self, KeptRef};
 use super::context::{blocking, RunContext};
 use super::events::LandResult;
 use super::land::{self, LandRequest, LandingIntent};
+use super::transition::batch::{self, Cand, Verdict};
 
 /// One merge of the chain: story `pos` of the request merged on `base`.
 #[derive(Debug, Clone)]
@@ -42,54 +50,113 @@ enum Cas {
     Stop(LandResult),
 }
 
-/// Lands `reqs` as one chain; one result per story, in order.
+/// What this machine offers validations now: its CPUs and the memory a
+/// new child could get (`process::memory`).
+pub(crate) fn machine(config: &crate::config::Config) -> batch::Machine {
+    batch::Machine {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        available_mb: crate::process::memory::available_mb(),
+        per_validation_mb: config.landing.validation_memory_mb,
+    }
+}
+
+/// Lands `reqs` as one chain of candidates; one result per story, in order.
 pub(crate) async fn land_chain(
     ctx: &Arc<RunContext>,
     reqs: Vec<LandRequest>,
     control: watch::Receiver<Control>,
 ) -> Vec<LandResult> {
     let mut results: Vec<Option<LandResult>> = vec![None; reqs.len()];
-    let mut live: Vec<usize> = (0..reqs.len()).collect();
-    for _round in 0..land::ROUNDS {
+    // Read now: the agents running hold memory a validation cannot have.
+    let here = machine(&ctx.config);
+    let room = batch::room(ctx.config.landing.max_validations, here);
+    let size = super::transition::queue::shape(&ctx.config, here).1;
+    let mut plan = batch::cut(reqs.len(), size);
+    // The failure of each tree that failed in this landing: a bisection
+    // meets the same tree again (the second half on the first once the
+    // first landed) and need not validate it twice.
+    let mut failures: HashMap<Oid, LandResult> = HashMap::new();
+    let (mut raced, mut rounds) = (0, 0);
+    // Each round lands, blames or splits something: this only bounds a
+    // bug, never a working bisection.
+    let most = land::ROUNDS + 2 * reqs.len();
+    while !plan.is_empty() && raced < land::ROUNDS && rounds < most {
+        rounds += 1;
         if *control.borrow() != Control::Run {
-            for &i in &live {
-                results[i] = Some(LandResult::Interrupted);
-            }
-            live.clear();
-            break;
-        }
-        let chain = build(ctx, &reqs, &live, &mut results).await;
-        live.clear();
-        if chain.is_empty() {
-            break;
-        }
-        let passed = validate(ctx, &reqs, &chain, &control, &mut results).await;
-        if passed == 0 {
-            break;
-        }
-        let links = &chain[..passed];
-        match cas(ctx, &reqs, links, &control).await {
-            Cas::Landed(commits) => {
-                let mut landed = Vec::new();
-                for (link, (base, commit)) in links.iter().zip(commits) {
-                    let req = &reqs[link.pos];
-                    ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).push((
-                        req.id.clone(),
-                        base,
-                        commit.clone(),
-                    ));
-                    results[link.pos] = Some(LandResult::Landed { commit });
-                    landed.push(req.clone());
+            for g in plan.drain(..) {
+                for i in g.stories {
+                    results[i] = Some(LandResult::Interrupted);
                 }
-                land::after_chain(ctx, landed).await;
             }
-            // Merged and validated again on the new tip, as one landing is.
-            Cas::Moved => live = links.iter().map(|l| l.pos).collect(),
-            Cas::Stop(result) => results[links[0].pos] = Some(result),
+            break;
         }
+        let (mut cands, rest) = batch::layout(&plan, room);
+        let (links, broken) = build(ctx, &reqs, &mut cands, &mut results).await;
+        let verdicts = validate(ctx, &reqs, &cands, &links, &control, &mut failures).await;
+        let mut d = batch::decide(&cands, &verdicts.iter().map(|v| v.0).collect::<Vec<_>>(), {
+            // A broken build ends the landing: what waited goes back.
+            if broken {
+                Vec::new()
+            } else {
+                rest
+            }
+        });
+        for &c in &d.culprits {
+            let pos = cands[c].stories[0];
+            let failure = verdicts[c].1.clone().unwrap_or_else(|| {
+                LandResult::Error("a failed validation without its output".into())
+            });
+            let failure = own_log(ctx, &reqs[pos], failure);
+            results[pos] = Some(land::blamed(ctx, &reqs[pos], failure).await);
+        }
+        if let Some(c) = d.stopped {
+            let result = verdicts[c].1.clone();
+            results[cands[c].stories[0]] =
+                Some(result.unwrap_or_else(|| LandResult::Error("not validated".into())));
+        }
+        let landing: Vec<Link> = d.land.iter().flat_map(|&c| links[c].clone()).collect();
+        if !landing.is_empty() {
+            match cas(ctx, &reqs, &landing, &control).await {
+                Cas::Landed(commits) => {
+                    let mut landed = Vec::new();
+                    for (link, (base, commit)) in landing.iter().zip(commits) {
+                        let req = &reqs[link.pos];
+                        ctx.landed.lock().unwrap_or_else(|e| e.into_inner()).push((
+                            req.id.clone(),
+                            base,
+                            commit.clone(),
+                        ));
+                        results[link.pos] = Some(LandResult::Landed { commit });
+                        landed.push(req.clone());
+                    }
+                    land::after_chain(ctx, landed).await;
+                }
+                // Merged and validated again on the new tip, as one
+                // landing is; the rest of the plan after them.
+                Cas::Moved => {
+                    raced += 1;
+                    let back = d.land.iter().map(|&c| batch::Group {
+                        stories: cands[c].stories.clone(),
+                        split: false,
+                    });
+                    d.plan = back.chain(d.plan).collect();
+                }
+                Cas::Stop(result) => {
+                    results[landing[0].pos] = Some(result);
+                    d.plan.clear();
+                }
+            }
+        }
+        plan = if d.stopped.is_some() || broken {
+            Vec::new()
+        } else {
+            d.plan
+        };
     }
-    for &i in &live {
-        results[i] = Some(LandResult::Raced);
+    for g in plan {
+        for i in g.stories {
+            results[i] = Some(LandResult::Raced);
+        }
     }
     results
         .into_iter()
@@ -97,109 +164,209 @@ pub(crate) async fn land_chain(
         .collect()
 }
 
-/// Merges the stories at `live` each on the one before, the first on the
-/// target's tip; conflicts and gate findings are those stories' results
-/// and the chain goes on without them. A failure of git or signing ends
-/// the chain there (the stories after it get no result: `Behind`).
+/// A candidate's failure found to be `req`'s story's: its output goes to
+/// that story's own validation log, which the failure then names (the
+/// candidate's log is its top story's, which a later candidate with the
+/// same top writes again).
+fn own_log(ctx: &RunContext, req: &LandRequest, failure: LandResult) -> LandResult {
+    let LandResult::ValidationFailed {
+        name,
+        cmd,
+        tail,
+        log_rel,
+        saved_ref,
+    } = failure
+    else {
+        return failure;
+    };
+    let own = crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt);
+    let own_rel = own
+        .strip_prefix(&ctx.root)
+        .unwrap_or(&own)
+        .display()
+        .to_string();
+    let text = format!(
+        "(the validation of a candidate holding story {} failed; its whole output was \
+         {log_rel}; its end:)\n{tail}",
+        req.id
+    );
+    let written = own.parent().map(std::fs::create_dir_all);
+    let log_rel = match (own_rel == log_rel, written) {
+        (true, _) => log_rel,
+        (false, Some(Ok(()))) if std::fs::write(&own, text).is_ok() => own_rel,
+        _ => log_rel,
+    };
+    LandResult::ValidationFailed {
+        name,
+        cmd,
+        tail,
+        log_rel,
+        saved_ref,
+    }
+}
+
+/// Merges each candidate's stories each on the one before, the first on
+/// the target's tip, or on the candidate before it; conflicts and gate
+/// findings are those stories' results and the candidate goes on without
+/// them. A failure of git or signing ends the build there (the stories
+/// after it get no result: `Behind`), and says so (`true`).
 async fn build(
     ctx: &Arc<RunContext>,
     reqs: &[LandRequest],
-    live: &[usize],
+    cands: &mut Vec<Cand>,
     results: &mut [Option<LandResult>],
-) -> Vec<Link> {
+) -> (Vec<Vec<Link>>, bool) {
     let tip = blocking(ctx, |c| c.git.branch_tip(&c.target)).await;
-    let mut base = match tip {
-        Ok(Ok(Some(tip))) => tip,
-        Ok(Ok(None)) => {
-            results[live[0]] = Some(LandResult::Error("the target branch is gone".to_string()));
-            return Vec::new();
+    let first = cands.first().and_then(|c| c.stories.first().copied());
+    let tip = match (tip, first) {
+        (_, None) => return (Vec::new(), false),
+        (Ok(Ok(Some(tip))), _) => tip,
+        (Ok(Ok(None)), Some(pos)) => {
+            results[pos] = Some(LandResult::Error("the target branch is gone".to_string()));
+            cands.clear();
+            return (Vec::new(), true);
         }
-        Ok(Err(e)) => {
-            results[live[0]] = Some(LandResult::Error(e.to_string()));
-            return Vec::new();
+        (Ok(Err(e)), Some(pos)) => {
+            results[pos] = Some(LandResult::Error(e.to_string()));
+            cands.clear();
+            return (Vec::new(), true);
         }
-        Err(e) => {
-            results[live[0]] = Some(LandResult::Error(e));
-            return Vec::new();
+        (Err(e), Some(pos)) => {
+            results[pos] = Some(LandResult::Error(e));
+            cands.clear();
+            return (Vec::new(), true);
         }
     };
-    let mut chain = Vec::new();
-    for &pos in live {
-        let req = &reqs[pos];
-        let branch = project::story_branch(&req.id);
-        let merged = land::merge_for_landing(ctx, req, Some(base.clone())).await;
-        let commit = match merged {
-            Ok(Ok(MergeOutcome::Merged { commit, .. })) => commit,
-            Ok(Ok(MergeOutcome::Conflict { paths })) => {
-                let saved = land::keep(ctx, &branch, KeptRef::Conflict, req).await;
-                results[pos] = Some(LandResult::Conflict {
-                    paths,
+    let mut all: Vec<Vec<Link>> = Vec::new();
+    let mut top = tip.clone();
+    for k in 0..cands.len() {
+        let mut base = if cands[k].on_tip {
+            tip.clone()
+        } else {
+            top.clone()
+        };
+        let mut links = Vec::new();
+        let mut kept = Vec::new();
+        let mut broken = false;
+        for &pos in &cands[k].stories {
+            let req = &reqs[pos];
+            let branch = project::story_branch(&req.id);
+            let merged = land::merge_for_landing(ctx, req, Some(base.clone())).await;
+            let commit = match merged {
+                Ok(Ok(MergeOutcome::Merged { commit, .. })) => commit,
+                Ok(Ok(MergeOutcome::Conflict { paths })) => {
+                    let saved = land::keep(ctx, &branch, KeptRef::Conflict, req).await;
+                    results[pos] = Some(LandResult::Conflict {
+                        paths,
+                        saved_ref: saved,
+                    });
+                    continue;
+                }
+                Ok(Err(GitError::Sign(e))) => {
+                    results[pos] = Some(LandResult::Unsigned { message: e.message });
+                    broken = true;
+                    break;
+                }
+                Ok(Err(e)) => {
+                    results[pos] = Some(LandResult::Error(e.to_string()));
+                    broken = true;
+                    break;
+                }
+                Err(e) => {
+                    results[pos] = Some(LandResult::Error(e));
+                    broken = true;
+                    break;
+                }
+            };
+            // Before validation, per story: weakened checks are not worth
+            // running, and the candidate goes on without it.
+            let findings = land::gate_findings(ctx, req, &commit).await;
+            if !findings.is_empty() {
+                let saved = land::keep(ctx, &branch, KeptRef::Attempt, req).await;
+                results[pos] = Some(LandResult::Gated {
+                    findings,
                     saved_ref: saved,
                 });
                 continue;
             }
-            Ok(Err(GitError::Sign(e))) => {
-                results[pos] = Some(LandResult::Unsigned { message: e.message });
-                break;
-            }
-            Ok(Err(e)) => {
-                results[pos] = Some(LandResult::Error(e.to_string()));
-                break;
-            }
-            Err(e) => {
-                results[pos] = Some(LandResult::Error(e));
-                break;
-            }
-        };
-        // Before validation, per story: weakened checks are not worth
-        // running, and the chain goes on without it.
-        let findings = land::gate_findings(ctx, req, &commit).await;
-        if !findings.is_empty() {
-            let saved = land::keep(ctx, &branch, KeptRef::Attempt, req).await;
-            results[pos] = Some(LandResult::Gated {
-                findings,
-                saved_ref: saved,
+            links.push(Link {
+                pos,
+                commit: commit.clone(),
+                base: base.clone(),
             });
-            continue;
+            kept.push(pos);
+            base = commit;
         }
-        chain.push(Link {
-            pos,
-            commit: commit.clone(),
-            base: base.clone(),
-        });
-        base = commit;
+        cands[k].stories = kept;
+        top = base;
+        all.push(links);
+        if broken {
+            cands.truncate(k + 1);
+            return (all, true);
+        }
     }
-    chain
+    (all, false)
 }
 
-/// Validates every link of `chain` at once, each in its own worktree;
-/// returns how many links from the first passed. The first link that did
-/// not pass gets its result (a failed validation is its story's), and the
-/// validations behind it are stopped: their merges hold that story.
+/// Validates every candidate's top at once, each in its own worktree (a
+/// tree that failed before in this landing is not validated again); a
+/// verdict per candidate, with the failure. A failure stops the
+/// validations of the candidates built on it: thrown away.
 async fn validate(
     ctx: &Arc<RunContext>,
     reqs: &[LandRequest],
-    chain: &[Link],
+    cands: &[Cand],
+    links: &[Vec<Link>],
     control: &watch::Receiver<Control>,
-    results: &mut [Option<LandResult>],
-) -> usize {
+    failures: &mut HashMap<Oid, LandResult>,
+) -> Vec<(Verdict, Option<LandResult>)> {
+    let mut out: Vec<(Verdict, Option<LandResult>)> = vec![(Verdict::Passed, None); cands.len()];
     if ctx.required_validation.is_empty() {
-        return chain.len();
+        return out;
     }
     let mut stops = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
-    let mut slot_of = std::collections::HashMap::new();
-    let mut holds = Vec::new();
-    for (k, link) in chain.iter().enumerate() {
+    let mut slot_of = HashMap::new();
+    let mut trees: Vec<Option<Oid>> = vec![None; cands.len()];
+    // `None` while it runs; `Some(None)` passed; `Some(Some(r))` did not.
+    let mut verdicts: Vec<Option<Option<LandResult>>> = vec![Some(None); cands.len()];
+    let mut thrown = vec![false; cands.len()];
+    // Built on a candidate known to fail: not worth starting.
+    let mut dead = false;
+    for (k, cand_links) in links.iter().enumerate() {
         let (tx, rx) = watch::channel(*control.borrow());
         stops.push(tx);
-        holds.push(reqs[link.pos].id.clone());
-        let stories = holds.clone();
-        let (ctx, req, link) = (ctx.clone(), reqs[link.pos].clone(), link.clone());
+        dead &= !cands[k].on_tip;
+        if dead {
+            thrown[k] = true;
+            continue;
+        }
+        let Some(link) = cand_links.last().cloned() else {
+            // Every story left it (a conflict, a gate): nothing to validate.
+            continue;
+        };
+        let c = link.commit.clone();
+        let tree = blocking(ctx, move |g| g.git.tree_of(&c))
+            .await
+            .ok()
+            .and_then(Result::ok);
+        if let Some(known) = tree.as_ref().and_then(|t| failures.get(t)) {
+            verdicts[k] = Some(Some(known.clone()));
+            dead = true;
+            continue;
+        }
+        trees[k] = tree;
+        verdicts[k] = None;
+        let stories = batch::holds(cands, k)
+            .into_iter()
+            .map(|p| reqs[p].id.clone())
+            .collect();
+        let (ctx, req) = (ctx.clone(), reqs[link.pos].clone());
+        let base = cand_links[0].base.clone();
         let handle = tasks.spawn(async move {
             let started = std::time::Instant::now();
             let tree = super::candidate::validate_start(&ctx, &link.commit, stories, k).await;
-            let failed = land::validate_merged(&ctx, &req, &link.commit, &link.base, rx, k).await;
+            let failed = land::validate_tree(&ctx, &req, &link.commit, &base, rx, k).await;
             ctx.record(crate::runlog::Ev::Validated {
                 story: req.id.clone(),
                 attempt: req.attempt,
@@ -210,10 +377,13 @@ async fn validate(
         });
         slot_of.insert(handle.id(), k);
     }
-    let mut ended: Vec<Option<(String, std::time::Instant)>> = vec![None; chain.len()];
-    // `None` while it runs; `Some(None)` passed; `Some(Some(r))` did not.
-    let mut verdicts: Vec<Option<Option<LandResult>>> = vec![None; chain.len()];
-    let mut first_failed = chain.len();
+    let throw = |k: usize, thrown: &mut Vec<bool>| {
+        for j in batch::built_on(cands, k) {
+            thrown[j] = true;
+            let _ = stops[j].send(Control::Kill);
+        }
+    };
+    let mut ended: Vec<Option<(String, std::time::Instant)>> = vec![None; cands.len()];
     let mut run_control = control.clone();
     loop {
         tokio::select! {
@@ -229,12 +399,9 @@ async fn validate(
                         Some(LandResult::Error(format!("internal error while validating: {e}"))),
                     ),
                 };
-                if verdict.is_some() && k < first_failed {
-                    // Whatever runs behind it holds this story: thrown away.
-                    first_failed = k;
-                    for stop in &stops[k + 1..] {
-                        let _ = stop.send(Control::Kill);
-                    }
+                if verdict.is_some() && !thrown[k] {
+                    // Whatever runs built on it holds this candidate: thrown away.
+                    throw(k, &mut thrown);
                 }
                 verdicts[k] = Some(verdict);
             }
@@ -246,25 +413,33 @@ async fn validate(
             }
         }
     }
-    let passed = verdicts
-        .iter()
-        .take_while(|v| matches!(v, Some(None)))
-        .count();
-    for (k, end) in ended.into_iter().enumerate() {
-        let Some((tree, started)) = end else { continue };
-        let verdict = match &verdicts[k] {
-            _ if k > passed => "thrown",
-            Some(None) => "passed",
-            Some(Some(LandResult::ValidationFailed { .. })) => "failed",
-            _ => "stopped",
+    for k in 0..cands.len() {
+        let failure = verdicts[k].clone().flatten();
+        let verdict = match &failure {
+            _ if thrown[k] => Verdict::Thrown,
+            None => Verdict::Passed,
+            Some(LandResult::ValidationFailed { .. }) => Verdict::Failed,
+            Some(_) => Verdict::Stopped,
         };
-        let stories = chain[..=k].iter().map(|l| reqs[l.pos].id.clone()).collect();
-        super::candidate::validate_end(ctx, tree, stories, verdict, started);
+        if let (Verdict::Failed, Some(tree)) = (verdict, &trees[k]) {
+            failures.insert(tree.clone(), failure.clone().expect("a failure"));
+        }
+        if let Some((tree, started)) = ended[k].take() {
+            let word = match verdict {
+                Verdict::Passed => "passed",
+                Verdict::Failed => "failed",
+                Verdict::Thrown => "thrown",
+                Verdict::Stopped => "stopped",
+            };
+            let stories = batch::holds(cands, k)
+                .into_iter()
+                .map(|p| reqs[p].id.clone())
+                .collect();
+            super::candidate::validate_end(ctx, tree, stories, word, started);
+        }
+        out[k] = (verdict, failure);
     }
-    if let Some(Some(Some(result))) = verdicts.get(passed).cloned() {
-        results[chain[passed].pos] = Some(result);
-    }
-    passed
+    out
 }
 
 /// Moves the target from the chain's base to its last passed merge, under

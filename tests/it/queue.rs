@@ -104,6 +104,22 @@ fn assert_every_tip_validated(p: &Project, start: &str) {
     }
 }
 
+/// The project with `config`, committed, and the ordered agent; the
+/// target's tip before the run.
+fn ready(p: &Project, config: &str) -> String {
+    p.write(".ralph/config.json", &quiet_extras(config));
+    p.commit_all("backlog");
+    ordered_agent(p);
+    start_of(p)
+}
+
+/// Nothing left behind: a clean checkout, no validation worktree or branch.
+fn assert_tidy(p: &Project) {
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    assert_eq!(p.worktrees().len(), 1, "{:?}", p.worktrees());
+    assert!(p.branches("ralph/validate*").is_empty());
+}
+
 fn calls(p: &Project) -> Vec<String> {
     let mut c: Vec<String> = fs::read_to_string(p.scratch.join("calls"))
         .unwrap_or_default()
@@ -122,10 +138,7 @@ fn start_of(p: &Project) -> String {
 fn a_chain_is_validated_side_by_side_and_every_tip_is_a_validated_tree() {
     let p = Project::with_backlog(FIVE, "{}");
     let config = validation(&p, 5, "", "");
-    p.write(".ralph/config.json", &quiet_extras(&config));
-    p.commit_all("backlog");
-    ordered_agent(&p);
-    let start = start_of(&p);
+    let start = ready(&p, &config);
     let d = p.ralph(&["run", "-d"]);
     assert!(
         d.stdout
@@ -162,19 +175,14 @@ fn a_chain_is_validated_side_by_side_and_every_tip_is_a_validated_tree() {
     for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
         assert_eq!(p.merges_of(id), 1, "{id}");
     }
-    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
-    assert_eq!(p.worktrees().len(), 1, "{:?}", p.worktrees());
-    assert!(p.branches("ralph/validate*").is_empty());
+    assert_tidy(&p);
 }
 
 #[test]
 fn a_failing_story_in_the_middle_of_a_chain_goes_back_alone() {
     let p = Project::with_backlog(FIVE, "{}");
     let config = validation(&p, 5, "1.3", "");
-    p.write(".ralph/config.json", &quiet_extras(&config));
-    p.commit_all("backlog");
-    ordered_agent(&p);
-    let start = start_of(&p);
+    let start = ready(&p, &config);
     let r = p.ralph(&["run", "--parallel", "-j", "5"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 5, "{r:?}");
@@ -208,9 +216,7 @@ fn a_kill_during_a_chain_of_four_loses_nothing_and_lands_nothing_twice() {
   for _ in $(seq 1 1200); do [ -e "$SCRATCH/hold" ] || break; sleep 0.05; done
 fi"#;
     let config = validation(&p, 5, "", hold);
-    p.write(".ralph/config.json", &quiet_extras(&config));
-    p.commit_all("backlog");
-    ordered_agent(&p);
+    ready(&p, &config);
     fs::write(p.scratch.join("hold"), "").unwrap();
     let start = start_of(&p);
     let mut child = spawn(&p, &["run", "--parallel", "-j", "5"]);
@@ -256,9 +262,7 @@ fn a_user_committing_during_a_chain_reverts_nothing() {
     && git add user && git commit -qm "user $RALPH_STORY" ) 9>"$SCRATCH/user.lock"
 fi"#;
     let config = validation(&p, 5, "", user);
-    p.write(".ralph/config.json", &quiet_extras(&config));
-    p.commit_all("backlog");
-    ordered_agent(&p);
+    ready(&p, &config);
     let r = p.ralph(&["run", "--parallel", "-j", "5"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 5, "{r:?}");
@@ -304,9 +308,7 @@ for _ in $(seq 1 20); do [ -s "$SCRATCH/met" ] && break; sleep 0.05; done
         r#""required": true"#,
         r#""required": true, "exclusive": true"#,
     );
-    p.write(".ralph/config.json", &quiet_extras(&config));
-    p.commit_all("backlog");
-    ordered_agent(&p);
+    ready(&p, &config);
     let r = p.ralph(&["run", "--parallel", "-j", "5"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 5, "{r:?}");
@@ -318,4 +320,230 @@ for _ in $(seq 1 20); do [ -s "$SCRATCH/met" ] && break; sleep 0.05; done
     // A chain was built all the same.
     let slots: BTreeSet<String> = passed(&p).into_iter().map(|(_, _, s)| s).collect();
     assert!(slots.contains("validate-2"), "{slots:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Batches (`landing.batch`): several stories, one validation; bisected on a
+// failure.
+
+/// Stories 1.1 … 1.n in one batch section.
+fn stories_txt(n: usize) -> String {
+    let mut s = String::from("# [batch:1]\n");
+    for k in 1..=n {
+        s.push_str(&format!("1.{k} | S{k}\n"));
+    }
+    s
+}
+
+/// `validation`'s config with the queue's shape set to `landing`.
+fn batched(p: &Project, stories: usize, fail: &str, extra: &str, landing: &str) -> String {
+    validation(p, stories, fail, extra).replace(
+        r#""landing": { "speculate": 4, "max_validations": 4 }"#,
+        &format!(r#""landing": {landing}"#),
+    )
+}
+
+/// Every tip the target moved to after `start` (its reflog) is a tree a
+/// validation passed, and every first-parent commit since is one story's
+/// merge: the merges inside a batch are not tips the target stopped at.
+fn assert_every_move_validated(p: &Project, start: &str) {
+    let trees: BTreeSet<String> = passed(p).into_iter().map(|(t, _, _)| t).collect();
+    let moves = git(&p.root, &["reflog", "show", "--format=%H", "main"]);
+    let mut n = 0;
+    for c in moves.lines().take_while(|c| *c != start) {
+        n += 1;
+        let tree = git(&p.root, &["rev-parse", &format!("{c}^{{tree}}")]);
+        assert!(
+            trees.contains(tree.trim()),
+            "the target moved to {c} ({}), a tree no validation passed",
+            git(&p.root, &["log", "-1", "--format=%s", c]).trim()
+        );
+    }
+    assert!(n > 0, "the target never moved: {moves}");
+    let subjects = git(
+        &p.root,
+        &[
+            "log",
+            "--first-parent",
+            "--format=%s",
+            &format!("{start}..main"),
+        ],
+    );
+    for s in subjects.lines() {
+        assert!(s.starts_with("merge: story"), "{s}");
+    }
+}
+
+fn validations_run(p: &Project) -> usize {
+    run_records(p)
+        .into_iter()
+        .filter(|r| r["ev"] == "validate_start")
+        .count()
+}
+
+#[test]
+fn batches_of_six_validate_once_each_and_every_move_of_the_target_is_validated() {
+    let p = Project::with_backlog(&stories_txt(13), "{}");
+    let config = batched(
+        &p,
+        13,
+        "",
+        "",
+        r#"{ "speculate": 2, "batch": 6, "max_validations": 2 }"#,
+    );
+    let start = ready(&p, &config);
+    let d = p.ralph(&["run", "-d"]);
+    assert!(
+        d.stdout
+            .contains("batches of up to 6 stories validated once"),
+        "{d:?}"
+    );
+    let r = p.ralph(&["run", "--parallel", "-j", "13"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 13, "{r:?}");
+    for k in 1..=13 {
+        assert_eq!(p.merges_of(&format!("1.{k}")), 1, "1.{k}");
+    }
+    assert_every_move_validated(&p, &start);
+    // 1.1 alone, then the twelve that waited as a chain of two batches.
+    let runs = validations_run(&p);
+    assert!(runs < 13, "{runs} validations for 13 landings");
+    assert_eq!(runs, 3, "{:?}", passed(&p));
+    let six: Vec<String> = (8..=13).map(|k| format!("1.{k}")).collect();
+    assert!(
+        run_records(&p).iter().any(|r| r["ev"] == "validate_end"
+            && r["verdict"] == "passed"
+            && r["stories"].as_array().is_some_and(|s| s.len() == 12
+                && s.iter()
+                    .rev()
+                    .take(6)
+                    .rev()
+                    .map(|v| v.as_str().unwrap())
+                    .eq(six.iter().map(String::as_str)))),
+        "the chain's second batch holds the first: {:?}",
+        run_records(&p)
+    );
+    assert_eq!(calls(&p).len(), 13, "no agent ran twice");
+    assert_tidy(&p);
+}
+
+/// Seven stories: 1.1 lands alone, 1.2 … 1.7 wait and form one batch.
+fn seven_with_a_bad_batch(p: &Project, extra: &str) {
+    let config = batched(
+        p,
+        7,
+        "1.4",
+        extra,
+        r#"{ "speculate": 1, "batch": 6, "max_validations": 2 }"#,
+    );
+    ready(p, &config);
+}
+
+#[test]
+fn one_bad_story_in_a_batch_goes_back_alone_and_the_others_land() {
+    let p = Project::with_backlog(&stories_txt(7), "{}");
+    seven_with_a_bad_batch(&p, "");
+    let start = start_of(&p);
+    let r = p.ralph(&["run", "--parallel", "-j", "7"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 7, "{r:?}");
+    // 1.4 ran again, as a fix-up with the failing output; no other agent did.
+    assert_eq!(
+        calls(&p),
+        ["1.1 1", "1.2 1", "1.3 1", "1.4 1", "1.4 2", "1.5 1", "1.6 1", "1.7 1"]
+    );
+    assert_eq!(p.kinds("1.4"), ["first", "fixup"]);
+    for k in [1, 2, 3, 5, 6, 7] {
+        let id = format!("1.{k}");
+        assert_eq!(p.kinds(&id), ["first"], "{id}");
+        assert_eq!(p.merges_of(&id), 1, "{id}");
+    }
+    assert_eq!(p.merges_of("1.4"), 1);
+    assert_eq!(p.file_on_main("story/1.4.fixed").as_deref(), Some("1.4\n"));
+    // The failing output is in 1.4's own validation log.
+    let log =
+        fs::read_to_string(p.root.join(".ralph/logs/1.4/validation-1.log")).unwrap_or_default();
+    assert!(log.contains("story 1.4 broke the build"), "{log}");
+    assert_every_move_validated(&p, &start);
+    // The others landed before 1.4's fix-up: bisected, not sent back.
+    let order: Vec<String> = git(
+        &p.root,
+        &[
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%s",
+            &format!("{start}..main"),
+        ],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect();
+    assert!(order.last().unwrap().contains("story 1.4"), "{order:?}");
+    let records = run_records(&p);
+    let failed: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["ev"] == "validate_end" && r["verdict"] == "failed")
+        .collect();
+    assert!(
+        failed
+            .iter()
+            .any(|r| r["stories"].as_array().unwrap().len() == 6),
+        "the batch failed whole first: {failed:?}"
+    );
+    // Fewer validations than a one-by-one queue would have run (7 + 1).
+    assert!(validations_run(&p) < 8 + 3, "{}", validations_run(&p));
+    assert_tidy(&p);
+}
+
+#[test]
+fn a_kill_during_a_bisection_loses_nothing_and_lands_nothing_twice() {
+    let p = Project::with_backlog(&stories_txt(7), "{}");
+    // Once the batch failed, the bisection's halves hold until the test
+    // lets go (bounded); the failing run marks that it failed.
+    let hold = r#"if [ -e "$SCRATCH/batch-failed" ] && [ -e "$SCRATCH/hold" ]; then
+  touch "$SCRATCH/holding-$slot"
+  for _ in $(seq 1 1200); do [ -e "$SCRATCH/hold" ] || break; sleep 0.05; done
+fi
+if [ -f story/1.4.txt ] && [ ! -f story/1.4.fixed ]; then touch "$SCRATCH/batch-failed"; fi"#;
+    seven_with_a_bad_batch(&p, hold);
+    fs::write(p.scratch.join("hold"), "").unwrap();
+    let start = start_of(&p);
+    let mut child = spawn(&p, &["run", "--parallel", "-j", "7"]);
+    wait_until(
+        "the bisection's halves validated side by side",
+        Duration::from_secs(120),
+        || {
+            ["validate", "validate-2"]
+                .iter()
+                .all(|s| p.scratch.join(format!("holding-{s}")).exists())
+        },
+    );
+    kill_session(child.id() as i32);
+    let _ = child.wait();
+    fs::remove_file(p.scratch.join("hold")).unwrap();
+    assert_eq!(p.merges_of("1.1"), 1, "1.1 landed before the batch");
+    for k in 2..=7 {
+        assert_eq!(
+            p.merges_of(&format!("1.{k}")),
+            0,
+            "1.{k} was only validating"
+        );
+    }
+    let r = p.ralph(&["run", "--parallel", "-j", "7"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 7, "{r:?}");
+    for k in 1..=7 {
+        assert_eq!(p.merges_of(&format!("1.{k}")), 1, "1.{k} landed once");
+    }
+    // Finished work was landed, not redone; only 1.4 went back, fixed.
+    assert_eq!(
+        calls(&p),
+        ["1.1 1", "1.2 1", "1.3 1", "1.4 1", "1.4 2", "1.5 1", "1.6 1", "1.7 1"]
+    );
+    assert_every_move_validated(&p, &start);
+    assert_tidy(&p);
+    assert!(!p.root.join(".git/index.lock").exists());
+    assert!(!p.root.join(".git/refs/heads/main.lock").exists());
+    assert!(!p.root.join(".ralph/landing.json").exists());
 }

@@ -48,7 +48,8 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     if !model.landing.is_empty() {
         return;
     }
-    let n = super::queue::chain_len(model.window, model.land_queue.len());
+    // A chain of candidates, each up to `landing.batch` stories.
+    let n = super::batch::take(model.window, model.policy.batch, model.land_queue.len());
     let mut asks = Vec::with_capacity(n);
     for _ in 0..n {
         let Some(mut next) = model.land_queue.pop_front() else {

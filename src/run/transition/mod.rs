@@ -12,6 +12,7 @@
 //!
 //! Pure: no I/O, no clock (the caller passes `now`), no git, no tokio.
 
+pub(crate) mod batch;
 mod dispatch;
 mod finish;
 pub(crate) mod gates;

@@ -6,11 +6,6 @@
 
 use crate::run::events::LandResult;
 
-/// How many of the `waiting` stories the next chain takes.
-pub(crate) fn chain_len(window: usize, waiting: usize) -> usize {
-    window.max(1).min(waiting)
-}
-
 /// What a chain's results say for the window: stories landed, and whether
 /// a validation failed (a story's own fault, the one thing that shrinks it).
 pub(crate) fn tally(results: &[LandResult]) -> (usize, bool) {
@@ -45,9 +40,39 @@ pub(crate) fn requeued(chain_len: usize, results: &[LandResult]) -> Vec<usize> {
         .collect()
 }
 
+/// Why the merge queue lands one story at a time, when it must: a person
+/// or a reviewer looks at one merged tree at a time.
+pub(crate) fn one_at_a_time(c: &crate::config::Config) -> Option<&'static str> {
+    if c.landing.review {
+        Some("landing.mode: review")
+    } else if c.landing.pr_remote.is_some() {
+        Some("landing.mode: pr")
+    } else if c.gates.review.is_some() {
+        Some("the reviewer gate looks at one merge at a time")
+    } else {
+        None
+    }
+}
+
+/// The queue's shape for a run on `machine`: the deepest chain
+/// (`landing.speculate`, never above the room for validations,
+/// `batch::room`) and the stories per candidate (`landing.batch`); (1, 1)
+/// when it must land one at a time.
+pub(crate) fn shape(c: &crate::config::Config, machine: super::batch::Machine) -> (usize, usize) {
+    if one_at_a_time(c).is_some() {
+        return (1, 1);
+    }
+    let room = super::batch::room(c.landing.max_validations, machine);
+    (c.landing.speculate.min(room).max(1), c.landing.batch.max(1))
+}
+
 /// `ralph run -d`'s line on the merge queue: how deep its chains go and
-/// why, and what each landing validates.
-pub(crate) fn describe(speculate: usize, one_at_a_time: Option<&str>, required: usize) -> String {
+/// why, how many stories a candidate holds, and what each validates.
+pub(crate) fn describe(
+    (speculate, batch): (usize, usize),
+    one_at_a_time: Option<&str>,
+    required: usize,
+) -> String {
     let depth = match one_at_a_time {
         Some(why) => format!("one landing at a time ({why})"),
         None if speculate <= 1 => "one landing at a time (landing.speculate: 1)".to_string(),
@@ -56,12 +81,19 @@ pub(crate) fn describe(speculate: usize, one_at_a_time: Option<&str>, required: 
              halved after a failed validation)"
         ),
     };
+    let batches = match (one_at_a_time, batch) {
+        (None, b) if b > 1 => format!(
+            "; batches of up to {b} stories validated once (landing.batch; bisected on a \
+             failure)"
+        ),
+        _ => String::new(),
+    };
     let what = match required {
         0 => "no required validation command: merges land unvalidated".to_string(),
         1 => "1 required validation command per candidate".to_string(),
         n => format!("{n} required validation commands per candidate"),
     };
-    format!("merge queue: {depth}; {what}")
+    format!("merge queue: {depth}{batches}; {what}")
 }
 
 #[cfg(test)]
@@ -88,7 +120,7 @@ mod tests {
     fn a_chain_takes_the_window_or_what_waits() {
         for (window, waiting, len) in [(4, 10, 4), (4, 2, 2), (1, 5, 1), (0, 5, 1), (8, 0, 0)] {
             assert_eq!(
-                chain_len(window, waiting),
+                super::super::batch::take(window, 1, waiting),
                 len,
                 "window {window}, {waiting} waiting"
             );
@@ -115,16 +147,39 @@ mod tests {
     #[test]
     fn the_dry_run_says_how_the_queue_lands() {
         assert_eq!(
-            describe(4, None, 1),
+            describe((4, 1), None, 1),
             "merge queue: chains of up to 4 merges validated side by side (landing.speculate; \
              halved after a failed validation); 1 required validation command per candidate"
         );
         assert_eq!(
-            describe(4, Some("landing.mode: review"), 0),
+            describe((4, 6), Some("landing.mode: review"), 0),
             "merge queue: one landing at a time (landing.mode: review); no required validation \
              command: merges land unvalidated"
         );
-        assert!(describe(1, None, 2).contains("landing.speculate: 1"));
+        assert!(describe((1, 1), None, 2).contains("landing.speculate: 1"));
+        assert!(describe((1, 6), None, 1)
+            .contains("one landing at a time (landing.speculate: 1); batches of up to 6 stories"));
+    }
+
+    #[test]
+    fn the_queue_lands_one_at_a_time_for_a_person_or_a_reviewer_else_as_configured() {
+        let config = |landing: serde_json::Value| {
+            let mut raw = crate::config::defaults();
+            crate::config::deep_merge(&mut raw, serde_json::json!({ "landing": landing }));
+            crate::config::from_value(raw, std::path::Path::new("config.json")).unwrap()
+        };
+        let machine = crate::run::transition::batch::Machine {
+            cpus: 8,
+            available_mb: None,
+            per_validation_mb: 1024,
+        };
+        let c = config(serde_json::json!({ "speculate": 4, "batch": 6 }));
+        assert_eq!((shape(&c, machine), one_at_a_time(&c)), ((4, 6), None));
+        let c = config(serde_json::json!({ "speculate": 8, "max_validations": 2 }));
+        assert_eq!(shape(&c, machine), (2, 1), "never deeper than the room");
+        let c = config(serde_json::json!({ "mode": "review", "speculate": 4, "batch": 6 }));
+        assert_eq!(shape(&c, machine), (1, 1));
+        assert_eq!(one_at_a_time(&c), Some("landing.mode: review"));
     }
 
     #[test]

@@ -295,3 +295,35 @@ fn a_chain_lands_its_passed_prefix_and_requeues_what_is_behind_a_failure() {
     // (A landing is a record of its own.)
     assert_eq!(ends, vec!["c:validation_failed", "d:behind"]);
 }
+
+/// Batches (`landing.batch`): with a window of one, what waits is taken
+/// as one candidate of up to the batch's size; the rest waits its turn.
+#[test]
+fn a_batch_takes_up_to_its_size_of_what_waits_with_a_window_of_one() {
+    let mut m = model_with(&INDEPENDENT[..6], 6, 3, None);
+    m.policy.speculate = 1;
+    m.policy.batch = 4;
+    m.window = 1;
+    let reqs = begin(&mut m);
+    assert_eq!(reqs.len(), 6);
+    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![0], "alone in the queue: a landing of one");
+    for r in &reqs[1..] {
+        handle(&mut m, finished(r, Verdict::Done), t0());
+    }
+    let a = land(&mut m, 0, landed_as(0), t0());
+    let taken: Vec<usize> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::LandChain(asks) => Some(asks.iter().map(|l| l.idx).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        taken,
+        vec![1, 2, 3, 4],
+        "one batch of four; the fifth waits"
+    );
+    assert_eq!(m.land_queue.len(), 1);
+}
