@@ -5,8 +5,8 @@ use crate::prompt;
 use crate::report::{self, Message};
 use crate::state::{AttemptKind, FixupCause, Note, Outcome};
 
+use super::failure::{count_failure, failed_for_good, kind_of, redo_note};
 use super::limits::halt;
-use super::outcome::{count_failure, failed_for_good, kind_of, redo_note};
 use crate::run::events::{Action, LandAsk, LandResult, Now};
 use crate::run::model::{Change, Fatal, Landing, Model, Policy};
 use crate::run::record;
@@ -165,7 +165,11 @@ pub(super) fn landing_finished(
             then,
             saved_ref,
         } => {
-            return super::gates::reviewed(model, landing, review, then, saved_ref, now, out);
+            if let Some(then) = super::gates::reviewed(model, landing, review, then, saved_ref, out)
+            {
+                landing_finished(model, landing, then, now, out);
+            }
+            return;
         }
         other => other,
     };

@@ -13,6 +13,7 @@
 //! Pure: no I/O, no clock (the caller passes `now`), no git, no tokio.
 
 mod dispatch;
+mod failure;
 mod finish;
 pub(crate) mod gates;
 mod landing;
