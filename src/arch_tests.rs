@@ -798,7 +798,7 @@ const MAX_LINES_OUTSIDE_TESTS: usize = 900;
 /// TEMPORARY: the lead removes each entry when that split is merged. One
 /// that is back under the limit fails the test too, so the list cannot
 /// outlive its reason.
-const TEMPORARILY_OVER_THE_LINE_LIMIT: &[&str] = &["gitops/land.rs", "report.rs", "run/model.rs"];
+const TEMPORARILY_OVER_THE_LINE_LIMIT: &[&str] = &["gitops/land.rs", "report.rs"];
 
 /// Where each line of `text` starts, for turning offsets into lines.
 fn line_starts(text: &str) -> Vec<usize> {
@@ -859,10 +859,16 @@ fn lines_outside_tests_skips_every_test_item_and_only_those() {
 #[test]
 fn no_source_file_is_over_the_line_limit_outside_its_tests() {
     let mut over = Vec::new();
-    let mut listed_but_under = Vec::new();
+    let sources = sources();
+    // Listed but gone (split into a folder, renamed) counts as under.
+    let mut listed_but_under: Vec<String> = TEMPORARILY_OVER_THE_LINE_LIMIT
+        .iter()
+        .filter(|f| !sources.iter().any(|s| s.rel == **f))
+        .map(|f| f.to_string())
+        .collect();
     // `sources()` leaves out files that are wholly tests (brought in by a
     // `#[cfg(test)] mod x;`), such as run/transition/tests/.
-    for s in sources() {
+    for s in sources {
         let text = std::fs::read_to_string(src_dir().join(&s.rel)).unwrap();
         let n = lines_outside_tests(&text);
         let listed = TEMPORARILY_OVER_THE_LINE_LIMIT.contains(&s.rel.as_str());
