@@ -911,7 +911,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("run/attempt.rs", "spawn", 165),
     ("run/mod.rs", "run", 456),
     ("run/recover.rs", "reconcile", 155),
-    ("run/transition/outcome.rs", "attempt_finished", 276),
 ];
 
 /// Each function with a body in `code` (comments, strings and tests
