@@ -906,7 +906,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("exec/worker.rs", "attempt_in_slot", 216),
     ("layout.rs", "layout", 178),
     ("process.rs", "supervise", 252),
-    ("report.rs", "render", 225),
     ("report_html/timeline.rs", "timeline", 186),
     ("run/attempt.rs", "spawn", 165),
     ("run/mod.rs", "run", 456),

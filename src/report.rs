@@ -236,24 +236,10 @@ pub(crate) fn render(m: &Message) -> String {
             title,
             attempt,
             max,
-            fixup: false,
+            fixup,
             model,
             logged,
-        } => format!(
-            "[run ] {id} {title} (attempt {attempt}/{max}{}){}",
-            logged.map_or(String::new(), |n| format!(", logged as attempt-{n}")),
-            on(model)
-        ),
-        Message::Started {
-            id,
-            title,
-            fixup: true,
-            model,
-            ..
-        } => format!(
-            "[fix ] {id} {title} (fix-up of its finished work){}",
-            on(model)
-        ),
+        } => started_line(id, title, *attempt, *max, *fixup, model, *logged),
         Message::Finished { id, secs } => {
             format!("[land] {id} finished in {}; landing", human_duration(*secs))
         }
@@ -274,13 +260,7 @@ pub(crate) fn render(m: &Message) -> String {
             reason,
             wait_secs,
             kept,
-        } => format!(
-            "[wait] {id}: {reason}; not counted as an attempt, trying again in {}{}",
-            human_duration(*wait_secs),
-            kept.as_ref()
-                .map(|r| format!("; its commits are kept at {r}"))
-                .unwrap_or_default()
-        ),
+        } => fault_line(id, reason, *wait_secs, kept.as_deref()),
         Message::LimitNear { jobs, secs } => format!(
             "[wait] the agent's usage limit is near: at most {} for {}",
             plural(*jobs, "job"),
@@ -291,13 +271,7 @@ pub(crate) fn render(m: &Message) -> String {
             asked,
             available_mb,
             per_agent_mb,
-        } => format!(
-            "[wait] {} of memory available, {} per agent (parallel.agent_memory_mb): \
-             at most {} of {asked} for now; the others start as memory frees up",
-            mb_text(*available_mb),
-            mb_text(*per_agent_mb),
-            plural(*jobs, "job"),
-        ),
+        } => memory_low_line(*jobs, *asked, *available_mb, *per_agent_mb),
         Message::ApiGivenUp {
             agent,
             fallback,
@@ -324,17 +298,7 @@ pub(crate) fn render(m: &Message) -> String {
             reason,
             log,
             kept,
-        } => {
-            let log = log
-                .as_ref()
-                .map(|l| format!(" (log: {l})"))
-                .unwrap_or_default();
-            let kept = kept
-                .as_ref()
-                .map(|r| format!("; its commits are kept at {r}"))
-                .unwrap_or_default();
-            format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
-        }
+        } => failed_line(id, *attempt, *max, reason, log.as_deref(), kept.as_deref()),
         Message::Splitting { id, title, model } => format!(
             "[split] {id} {title}: one run{} splits it into smaller stories",
             on(model)
@@ -347,14 +311,7 @@ pub(crate) fn render(m: &Message) -> String {
             first,
             more,
             then,
-        } => {
-            let more = if *more > 0 {
-                format!(" (and {more} more)")
-            } else {
-                String::new()
-            };
-            format!("[gate] {id}: {first}{more}; {then}")
-        }
+        } => gated_line(id, first, *more, then),
         Message::InReview { id, title } => format!(
             "[revw] {id} {title}: validated; waits for review on ralph/story-{id} \
              (`ralph review`, then `ralph land {id}` or `ralph reject {id}`)"
@@ -366,29 +323,7 @@ pub(crate) fn render(m: &Message) -> String {
             ids,
             run_first,
             failed,
-        } => {
-            let who = ids.join(", ");
-            let mut parts = Vec::new();
-            if !run_first.is_empty() {
-                parts.push(format!(
-                    "{who} {} for {}, not landed yet: {} first",
-                    if ids.len() == 1 { "waits" } else { "wait" },
-                    run_first.join(", "),
-                    if run_first.len() == 1 {
-                        "it runs"
-                    } else {
-                        "they run"
-                    }
-                ));
-            }
-            if let Some(first) = failed.first() {
-                parts.push(format!(
-                    "{} failed for good, so {who} cannot run (`ralph run -s {first}` retries it)",
-                    failed.join(", ")
-                ));
-            }
-            format!("[deps] {}", parts.join("; "))
-        }
+        } => dependencies_first_line(ids, run_first, failed),
         Message::Decomposed { id, children } => format!(
             "[split] {id} is replaced by {}; its dependents wait for all of them",
             children.join(", ")
@@ -408,25 +343,13 @@ pub(crate) fn render(m: &Message) -> String {
             tokens,
             cost_usd,
             commit,
-        } => format!(
-            "[done] {id} {title} ({}, {tokens} tokens, ${cost_usd:.2}) → {}",
-            human_duration(*secs),
-            &commit[..commit.len().min(10)]
-        ),
+        } => landed_line(id, title, *secs, *tokens, *cost_usd, commit),
         Message::Conflict {
             id,
             target,
             paths,
             fixup,
-        } => format!(
-            "[conf] {id} conflicts with {target} in {}; {}",
-            paths.join(", "),
-            if *fixup {
-                "its agent resolves it on the new tip"
-            } else {
-                "redoing it from the new tip"
-            }
-        ),
+        } => conflict_line(id, target, paths, *fixup),
         Message::ConflictGiveUp {
             id,
             conflicts,
@@ -443,6 +366,132 @@ pub(crate) fn render(m: &Message) -> String {
         Message::Killing => "ralph: killing agents now".to_string(),
         Message::SaveFailed { error } => format!("error: cannot save state: {error}"),
     }
+}
+
+/// `[run ] ID title (attempt n/max)` or `[fix ] ID title (fix-up ...)`,
+/// with the model ralph chose.
+fn started_line(
+    id: &str,
+    title: &str,
+    attempt: u32,
+    max: u32,
+    fixup: bool,
+    model: &Option<String>,
+    logged: Option<u32>,
+) -> String {
+    if fixup {
+        return format!(
+            "[fix ] {id} {title} (fix-up of its finished work){}",
+            on(model)
+        );
+    }
+    format!(
+        "[run ] {id} {title} (attempt {attempt}/{max}{}){}",
+        logged.map_or(String::new(), |n| format!(", logged as attempt-{n}")),
+        on(model)
+    )
+}
+
+/// `[done] ID title (time, tokens, cost) → commit`.
+fn landed_line(
+    id: &str,
+    title: &str,
+    secs: f64,
+    tokens: u64,
+    cost_usd: f64,
+    commit: &str,
+) -> String {
+    format!(
+        "[done] {id} {title} ({}, {tokens} tokens, ${cost_usd:.2}) → {}",
+        human_duration(secs),
+        &commit[..commit.len().min(10)]
+    )
+}
+
+/// `[conf] ID conflicts with TARGET in paths; what happens next`.
+fn conflict_line(id: &str, target: &str, paths: &[String], fixup: bool) -> String {
+    format!(
+        "[conf] {id} conflicts with {target} in {}; {}",
+        paths.join(", "),
+        if fixup {
+            "its agent resolves it on the new tip"
+        } else {
+            "redoing it from the new tip"
+        }
+    )
+}
+
+/// `[wait] ID: a fault; ...`: not the story's, tried again after a wait.
+fn fault_line(id: &str, reason: &str, wait_secs: f64, kept: Option<&str>) -> String {
+    format!(
+        "[wait] {id}: {reason}; not counted as an attempt, trying again in {}{}",
+        human_duration(wait_secs),
+        kept.map(|r| format!("; its commits are kept at {r}"))
+            .unwrap_or_default()
+    )
+}
+
+/// `[wait] 1.5 GB of memory available, ...`: fewer jobs for now.
+fn memory_low_line(jobs: usize, asked: usize, available_mb: u64, per_agent_mb: u64) -> String {
+    format!(
+        "[wait] {} of memory available, {} per agent (parallel.agent_memory_mb): \
+         at most {} of {asked} for now; the others start as memory frees up",
+        mb_text(available_mb),
+        mb_text(per_agent_mb),
+        plural(jobs, "job"),
+    )
+}
+
+/// `[fail] ID attempt n/max: reason (log: ...); its commits are kept at ...`.
+fn failed_line(
+    id: &str,
+    attempt: u32,
+    max: u32,
+    reason: &str,
+    log: Option<&str>,
+    kept: Option<&str>,
+) -> String {
+    let log = log.map(|l| format!(" (log: {l})")).unwrap_or_default();
+    let kept = kept
+        .map(|r| format!("; its commits are kept at {r}"))
+        .unwrap_or_default();
+    format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
+}
+
+/// `[gate] ID: the first finding (and n more); what it leads to`.
+fn gated_line(id: &str, first: &str, more: usize, then: &str) -> String {
+    let more = if more > 0 {
+        format!(" (and {more} more)")
+    } else {
+        String::new()
+    };
+    format!("[gate] {id}: {first}{more}; {then}")
+}
+
+/// `[deps] ...`: what the stories asked for wait for, and what failed
+/// under them.
+fn dependencies_first_line(ids: &[String], run_first: &[String], failed: &[String]) -> String {
+    let who = ids.join(", ");
+    let mut parts = Vec::new();
+    if !run_first.is_empty() {
+        parts.push(format!(
+            "{who} {} for {}, not landed yet: {} first",
+            if ids.len() == 1 { "waits" } else { "wait" },
+            run_first.join(", "),
+            if run_first.len() == 1 {
+                "it runs"
+            } else {
+                "they run"
+            }
+        ));
+    }
+    if let Some(first) = failed.first() {
+        parts.push(format!(
+            "{} failed for good, so {who} cannot run (`ralph run -s {first}` retries it)",
+            failed.join(", ")
+        ));
+    }
+    format!("[deps] {}", parts.join("; "))
 }
 
 #[cfg(test)]
