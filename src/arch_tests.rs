@@ -901,7 +901,6 @@ const MAX_FUNCTION_LINES: usize = 150;
 /// `no_function_is_over_the_line_limit`; one that is gone or back under
 /// the limit fails it too, so the list is tightened the day it can be.
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("backlog/prd.rs", "load_prd", 276),
     ("exec/ray.rs", "run", 418),
     ("exec/worker.rs", "attempt_in_slot", 216),
     ("layout.rs", "layout", 178),
