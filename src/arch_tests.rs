@@ -904,7 +904,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("exec/ray.rs", "run", 418),
     ("exec/worker.rs", "attempt_in_slot", 216),
     ("process.rs", "supervise", 252),
-    ("report_html/timeline.rs", "timeline", 186),
     ("run/attempt.rs", "spawn", 165),
     ("run/mod.rs", "run", 456),
 ];
