@@ -903,7 +903,6 @@ const MAX_FUNCTION_LINES: usize = 150;
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("exec/ray.rs", "run", 418),
     ("exec/worker.rs", "attempt_in_slot", 216),
-    ("process.rs", "supervise", 252),
     ("run/attempt.rs", "spawn", 165),
     ("run/mod.rs", "run", 456),
 ];
