@@ -578,12 +578,21 @@ fn no_import_cycle_between_folders_but_the_known_ones() {
 #[test]
 fn no_import_circle_between_files_but_parent_and_child() {
     let files = file_graph(&sources());
-    let g = file_graph_without_parents_into_children(&files);
-    // Circles across folders are the folder test's (`KNOWN_CYCLES`).
-    let found: Vec<Vec<String>> = cycles(&g)
+    // Circles across folders are the folder test's (`KNOWN_CYCLES`): each
+    // folder's files are looked at with their imports of each other only,
+    // so a circle inside one is found even where others tie it to a
+    // known cycle across folders.
+    let g: Graph = file_graph_without_parents_into_children(&files)
         .into_iter()
-        .filter(|c| c.iter().all(|m| folder_of(m) == folder_of(&c[0])))
+        .map(|(a, edges)| {
+            let inside = edges
+                .into_iter()
+                .filter(|(b, _)| folder_of(b) == folder_of(&a))
+                .collect();
+            (a, inside)
+        })
         .collect();
+    let found = cycles(&g);
     let all: String = found.iter().map(|c| describe(&g, c)).collect();
     assert!(
         found.is_empty(),
