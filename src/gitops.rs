@@ -11,6 +11,7 @@ mod keep;
 mod land;
 mod landing;
 pub(crate) mod relay;
+mod reverted;
 mod sandbox;
 mod sign;
 mod slot;
@@ -20,8 +21,8 @@ mod worktree;
 pub(crate) use fixup::{FixupLabels, FixupStart};
 #[cfg(test)]
 use land::{update_checkout, Checkout};
-pub(crate) use land::{RevertCheck, Reverted};
 pub(crate) use landing::{CheckoutWatch, UserGit};
+pub(crate) use reverted::{RevertCheck, Reverted};
 pub(crate) use sign::SignError;
 use worktree::*;
 

@@ -104,27 +104,7 @@ pub(crate) fn layout(n: usize, edges: &[(usize, usize)], group: &[usize]) -> Lay
         }
     }
 
-    // Transitive reduction: a → b is implied when a is an ancestor of
-    // another of b's predecessors.
-    let mut anc: Vec<Bits> = vec![Bits::new(n); n];
-    let mut kept_preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &b in &order {
-        let mut through = Bits::new(n);
-        let mut own = Bits::new(n);
-        for &a in &preds[b] {
-            through.or(&anc[a]);
-            own.or(&anc[a]);
-            own.set(a);
-        }
-        kept_preds[b] = preds[b]
-            .iter()
-            .copied()
-            .filter(|&a| !through.has(a))
-            .collect();
-        anc[b] = own;
-    }
-    drop(anc);
-
+    let kept_preds = reduce(n, &order, &preds);
     let layers = depth.iter().max().map_or(0, |d| d + 1);
     let mut by_layer: Vec<Vec<usize>> = vec![Vec::new(); layers];
     let mut initial: Vec<usize> = (0..n).collect();
@@ -139,10 +119,58 @@ pub(crate) fn layout(n: usize, edges: &[(usize, usize)], group: &[usize]) -> Lay
         }
     }
 
-    // Crossing reduction: order each layer by the mean position of its
-    // neighbours in the layer before (down) or after (up).
+    order_layers(n, &mut by_layer, &kept_preds, &kept_succs, group);
+    let (row, tallest) = rows_of(n, &by_layer, &kept_preds);
+    let (junctions, drawn) = bundle(n, &kept_preds, &depth, &row);
+    Layout {
+        places: (0..n)
+            .map(|i| Place {
+                layer: depth[i],
+                row: row[i],
+            })
+            .collect(),
+        layers,
+        rows: tallest,
+        edges: drawn,
+        junctions,
+    }
+}
+
+/// Transitive reduction: a → b is implied when a is an ancestor of
+/// another of b's predecessors. Each node's predecessors kept.
+fn reduce(n: usize, order: &[usize], preds: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut anc: Vec<Bits> = vec![Bits::new(n); n];
+    let mut kept_preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for &b in order {
+        let mut through = Bits::new(n);
+        let mut own = Bits::new(n);
+        for &a in &preds[b] {
+            through.or(&anc[a]);
+            own.or(&anc[a]);
+            own.set(a);
+        }
+        kept_preds[b] = preds[b]
+            .iter()
+            .copied()
+            .filter(|&a| !through.has(a))
+            .collect();
+        anc[b] = own;
+    }
+    kept_preds
+}
+
+/// Crossing reduction: order each layer by the mean position of its
+/// neighbours in the layer before (down) or after (up).
+fn order_layers(
+    n: usize,
+    by_layer: &mut [Vec<usize>],
+    kept_preds: &[Vec<usize>],
+    kept_succs: &[Vec<usize>],
+    group: &[usize],
+) {
+    let layers = by_layer.len();
     let mut pos = vec![0.0f64; n];
-    let place = |by_layer: &Vec<Vec<usize>>, pos: &mut Vec<f64>| {
+    let place = |by_layer: &[Vec<usize>], pos: &mut Vec<f64>| {
         for layer in by_layer {
             let len = layer.len().max(1) as f64;
             for (k, &i) in layer.iter().enumerate() {
@@ -150,7 +178,7 @@ pub(crate) fn layout(n: usize, edges: &[(usize, usize)], group: &[usize]) -> Lay
             }
         }
     };
-    place(&by_layer, &mut pos);
+    place(by_layer, &mut pos);
     for sweep in 0..SWEEPS {
         let down = sweep % 2 == 0;
         let idx: Vec<usize> = if down {
@@ -183,12 +211,15 @@ pub(crate) fn layout(n: usize, edges: &[(usize, usize)], group: &[usize]) -> Lay
             }
         }
     }
+}
 
-    // Rows: each node as near the mean row of its predecessors as the
-    // order and one row of spacing allow, so chains run straight.
+/// Rows: each node as near the mean row of its predecessors as the order
+/// and one row of spacing allow, so chains run straight. Each node's row,
+/// and the rows the drawing needs.
+fn rows_of(n: usize, by_layer: &[Vec<usize>], kept_preds: &[Vec<usize>]) -> (Vec<f64>, f64) {
     let mut row = vec![0.0f64; n];
     let mut tallest: f64 = 0.0;
-    for layer in &by_layer {
+    for layer in by_layer {
         let mut next_free = 0.0f64;
         let wanted: Vec<f64> = layer
             .iter()
@@ -211,9 +242,18 @@ pub(crate) fn layout(n: usize, edges: &[(usize, usize)], group: &[usize]) -> Lay
         }
         tallest = tallest.max(next_free);
     }
+    (row, tallest)
+}
 
-    // Batch barriers: many nodes waiting for the same set of many nodes
-    // meet at one junction instead of |from| × |to| lines.
+/// Batch barriers: many nodes waiting for the same set of many nodes meet
+/// at one junction instead of |from| × |to| lines. The junctions, and the
+/// edges still drawn one by one.
+fn bundle(
+    n: usize,
+    kept_preds: &[Vec<usize>],
+    depth: &[usize],
+    row: &[f64],
+) -> (Vec<Junction>, Vec<(usize, usize)>) {
     let mut bundles: HashMap<Vec<usize>, Vec<usize>> = HashMap::new();
     for (b, ps) in kept_preds.iter().enumerate() {
         if ps.len() >= BUNDLE_MIN {
@@ -247,18 +287,7 @@ pub(crate) fn layout(n: usize, edges: &[(usize, usize)], group: &[usize]) -> Lay
             drawn.extend(ps.iter().map(|&a| (a, b)));
         }
     }
-    Layout {
-        places: (0..n)
-            .map(|i| Place {
-                layer: depth[i],
-                row: row[i],
-            })
-            .collect(),
-        layers,
-        rows: tallest,
-        edges: drawn,
-        junctions,
-    }
+    (junctions, drawn)
 }
 
 /// Crossings between consecutive layers of the drawn edges (a measure of

@@ -6,6 +6,7 @@
 
 mod captured;
 mod cgroup;
+mod command;
 mod gitprocs;
 pub(crate) mod memory;
 mod startable;
@@ -14,7 +15,6 @@ mod sweep;
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -32,6 +31,7 @@ use crate::redact::{Secrets, Stream};
 pub(crate) use captured::run_captured;
 pub(crate) use startable::{can_start, resolve_program, CannotStart};
 
+use command::{command_for, join_at_exec};
 pub(crate) use gitprocs::{ticks_now, Checkout as GitCheckout};
 use sweep::*;
 pub(crate) use sweep::{
@@ -486,46 +486,7 @@ async fn supervise(
     let start = Instant::now();
     let stdin_data = std::mem::take(&mut spec.stdin);
 
-    let mut cmd = match spec.seal.as_ref().and_then(|s| s.bwrap.as_ref()) {
-        Some((bwrap, prefix)) => {
-            // Found here, on ralph's side: a missing agent stays "not
-            // found" instead of becoming bwrap's exit 1.
-            // `spec.env` is laid over the seal's: it wins.
-            let path = spec
-                .env
-                .iter()
-                .chain(spec.seal.iter().flat_map(|s| s.env.iter()))
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            let program =
-                crate::sandbox::which(&spec.program, &path, &spec.cwd).ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::NotFound,
-                        format!("{} not found on PATH", spec.program),
-                    )
-                })?;
-            let mut c = Command::new(bwrap);
-            c.args(prefix).arg(program).args(&spec.args);
-            c
-        }
-        None => {
-            let mut c = Command::new(&spec.program);
-            c.args(&spec.args);
-            c
-        }
-    };
-    cmd.current_dir(&spec.cwd);
-    if let Some(seal) = &spec.seal {
-        cmd.env_clear();
-        cmd.envs(seal.env.iter().map(|(k, v)| (k, v)));
-    }
-    for key in &spec.env_remove {
-        cmd.env_remove(key);
-    }
-    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-    cmd.env(TOKEN_VAR, &spec.token);
-    cmd.process_group(0);
+    let mut cmd = command_for(&spec)?;
     let cgroup = cgroup::Cgroup::create(&spec.token);
     let limits = spec.seal.as_ref().map(|s| s.limits).unwrap_or_default();
     let limiter = cgroup::Limiter::create(&spec.token, limits, cgroup.as_ref());
@@ -534,29 +495,7 @@ async fn supervise(
         .filter_map(cgroup::Cgroup::procs_file)
         .collect();
     join.extend(limiter.procs_files());
-    let fds: Vec<i32> = join.iter().map(|f| f.as_raw_fd()).collect();
-    let rlimits = limiter.rlimits();
-    if !fds.is_empty() || !rlimits.is_empty() {
-        // SAFETY: between fork and exec only write(2) and setrlimit(2) run,
-        // both async-signal-safe (the vectors were made before the fork);
-        // the files outlive spawn(). "0" means "this process". A failed
-        // write leaves the child outside, and the token still works.
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &fds {
-                    libc::write(fd, b"0".as_ptr().cast(), 1);
-                }
-                for &(resource, value) in &rlimits {
-                    let lim = libc::rlimit {
-                        rlim_cur: value,
-                        rlim_max: value,
-                    };
-                    libc::setrlimit(resource, &lim);
-                }
-                Ok(())
-            });
-        }
-    }
+    join_at_exec(&mut cmd, &join, limiter.rlimits());
     cmd.stdin(if stdin_data.is_empty() {
         Stdio::null()
     } else {
@@ -587,24 +526,7 @@ async fn supervise(
         armed: true,
     };
 
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(BATCHES_IN_FLIGHT);
-    if let Some(out) = child.stdout.take() {
-        let redact = Stream::new(spec.redact.clone());
-        leftovers.tasks.push(spawn_reader(out, tx.clone(), redact));
-    }
-    if let Some(err) = child.stderr.take() {
-        let redact = Stream::new(spec.redact.clone());
-        leftovers.tasks.push(spawn_reader(err, tx.clone(), redact));
-    }
-    drop(tx);
-    if let Some(mut stdin) = child.stdin.take() {
-        // Its own task: a child that never reads stdin must not block us.
-        // EPIPE (the child exited or closed stdin) is not our concern.
-        leftovers.tasks.push(tokio::spawn(async move {
-            let _ = stdin.write_all(&stdin_data).await;
-            let _ = stdin.shutdown().await;
-        }));
-    }
+    let mut rx = spawn_io(&mut child, &spec.redact, stdin_data, &mut leftovers.tasks);
 
     let mut stopper = Stopper {
         pgid: pid,
@@ -673,9 +595,63 @@ async fn supervise(
     };
     children().remove(&pid);
 
-    // The group may outlive its leader; then everything in its cgroup, and
-    // whatever still carries the token.
-    let token = spec.token.clone();
+    let (swept, limit) = sweep_after(&mut leftovers, &spec.token, pid).await;
+    leftovers.armed = false;
+
+    drain(&mut rx, &mut log, on_line, output_open).await;
+    drop(leftovers);
+    if let Some(w) = log.as_mut() {
+        let _ = w.flush();
+    }
+
+    Ok(AttemptExit {
+        code: status.code(),
+        signal: status.signal(),
+        stopped: stopper.stopped,
+        duration: start.elapsed(),
+        swept,
+        limit,
+    })
+}
+
+/// The child's output, read by tasks of their own into the channel
+/// returned, and its stdin written by another (kept in `tasks`).
+fn spawn_io(
+    child: &mut tokio::process::Child,
+    redact: &Arc<Secrets>,
+    stdin_data: Vec<u8>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(BATCHES_IN_FLIGHT);
+    if let Some(out) = child.stdout.take() {
+        let redact = Stream::new(redact.clone());
+        tasks.push(spawn_reader(out, tx.clone(), redact));
+    }
+    if let Some(err) = child.stderr.take() {
+        let redact = Stream::new(redact.clone());
+        tasks.push(spawn_reader(err, tx.clone(), redact));
+    }
+    drop(tx);
+    if let Some(mut stdin) = child.stdin.take() {
+        // Its own task: a child that never reads stdin must not block us.
+        // EPIPE (the child exited or closed stdin) is not our concern.
+        tasks.push(tokio::spawn(async move {
+            let _ = stdin.write_all(&stdin_data).await;
+            let _ = stdin.shutdown().await;
+        }));
+    }
+    rx
+}
+
+/// After the leader exited: the group may outlive it, then everything in
+/// its cgroup, and whatever still carries the token. The processes swept,
+/// and the limit the attempt ran into, if any.
+async fn sweep_after(
+    leftovers: &mut Leftovers,
+    token: &str,
+    pid: i32,
+) -> (usize, Option<crate::sandbox::LimitHit>) {
+    let token = token.to_string();
     let cgroup = leftovers.cgroup.take();
     let limiter = leftovers.limiter.take();
     let (swept, limit) = tokio::task::spawn_blocking(move || {
@@ -695,33 +671,28 @@ async fn supervise(
     .await
     .unwrap_or((0, None));
     signal_group(pid, libc::SIGKILL);
-    leftovers.armed = false;
+    (swept, limit)
+}
 
+/// What the readers still send, for at most `DRAIN_TIMEOUT`.
+async fn drain(
+    rx: &mut mpsc::Receiver<Vec<u8>>,
+    log: &mut Option<BufWriter<File>>,
+    on_line: &mut (dyn FnMut(&str) -> bool + Send),
+    mut output_open: bool,
+) {
     let drain_until = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     while output_open {
         tokio::select! {
             batch = rx.recv() => match batch {
                 Some(batch) => {
-                    deliver(&batch, &mut log, on_line, rx.is_empty());
+                    deliver(&batch, log, on_line, rx.is_empty());
                 }
                 None => output_open = false,
             },
             () = tokio::time::sleep_until(drain_until) => break,
         }
     }
-    drop(leftovers);
-    if let Some(w) = log.as_mut() {
-        let _ = w.flush();
-    }
-
-    Ok(AttemptExit {
-        code: status.code(),
-        signal: status.signal(),
-        stopped: stopper.stopped,
-        duration: start.elapsed(),
-        swept,
-        limit,
-    })
 }
 
 async fn apply_control(

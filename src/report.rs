@@ -1,270 +1,36 @@
 //! What the user sees, as text: every line a run prints (`Message` and
-//! `render`), its summary, progress.txt lines, the totals line and the
-//! graph forms. Pure; `display` puts it on the terminal.
+//! `render`, here), the live display's totals, progress line and story
+//! rows (`rows.rs`), the run's summary and progress.txt lines
+//! (`summary.rs`), and the graph forms (`graph.rs`). Pure; `display` puts
+//! it on the terminal.
 
-use std::time::Duration;
-
-use crate::agent::event::Usage;
-use crate::schedule::Node;
-use crate::state::{Tally, Waste};
 use crate::timefmt::human_duration;
 
-/// Totals shown on the overall line.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Totals {
-    pub(crate) done: usize,
-    pub(crate) total: usize,
-    /// Agents at work.
-    pub(crate) running: usize,
-    /// Finished work in the merge queue (waiting or landing now).
-    pub(crate) landing: usize,
-    pub(crate) failed: usize,
-    pub(crate) blocked: usize,
-    pub(crate) usage: Usage,
-    pub(crate) cost_usd: f64,
-    /// Some attempt's cost is unknown: `cost_usd` is what was known.
-    pub(crate) cost_unknown: bool,
-    /// Seconds until new work may start again (a usage limit), if waiting.
-    pub(crate) paused_secs: Option<f64>,
-    /// The jobs allowed now and why, when fewer than asked (a usage limit
-    /// is near, memory).
-    pub(crate) jobs_now: Option<crate::schedule::Jobs>,
-    /// The merge queue, for the live display: (ID, title) of the story
-    /// landing now, then those waiting, in order.
-    /// What the merge queue validates now (its chain, in order).
-    pub(crate) landing_now: Vec<(String, String)>,
-    pub(crate) land_queue: Vec<(String, String)>,
-    /// Seconds until the run is through, as forecast from the project's
-    /// history (`None` without one).
-    pub(crate) eta_secs: Option<f64>,
-}
+mod graph;
+mod rows;
+mod summary;
 
-pub(crate) fn tokens(u: &Usage) -> u64 {
-    u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
-}
-
-/// `12.3k`, `1.2M`: token counts in a line or a table cell.
-pub(crate) fn short_count(n: u64) -> String {
-    if n >= 1_000_000 {
-        format!("{:.1}M", n as f64 / 1e6)
-    } else if n >= 1_000 {
-        format!("{:.1}k", n as f64 / 1e3)
-    } else {
-        n.to_string()
-    }
-}
-
-/// `3/8 done · 2 running · 1 landing · 1 failed · 0 blocked · 4m10s · 12.3k tokens · $0.42`
-/// (the live display uses `render_totals_fit`: indicatif ticks the time).
+pub(crate) use graph::{render_graph, GraphNode, GraphStyle, HELD};
+use rows::mb_text;
 #[cfg(test)]
-pub(crate) fn render_totals(t: &Totals, elapsed: Option<Duration>) -> String {
-    totals_parts(t, elapsed)
-        .into_iter()
-        .map(|(part, _)| part)
-        .collect::<Vec<_>>()
-        .join(" · ")
-}
+pub(crate) use rows::render_totals;
+pub(crate) use rows::{
+    render_activity, render_jobs, render_landing_phase, render_progress, render_running,
+    render_story_prefix, render_totals_fit, short_count, tokens, RowLayout, Totals, RIGHT_MARGIN,
+};
 
-/// The parts of the totals line, each with how much it matters (0 =
-/// always shown; higher numbers give way first when the line is narrow).
-fn totals_parts(t: &Totals, elapsed: Option<Duration>) -> Vec<(String, u8)> {
-    let mut parts = vec![
-        (format!("{}/{} done", t.done, t.total), 0),
-        (format!("{} running", t.running), 1),
-    ];
-    if t.landing > 0 {
-        parts.push((format!("{} landing", t.landing), 1));
-    }
-    parts.push((
-        format!("{} failed", t.failed),
-        if t.failed > 0 { 1 } else { 4 },
-    ));
-    parts.push((
-        format!("{} blocked", t.blocked),
-        if t.blocked > 0 { 2 } else { 4 },
-    ));
-    if let Some(e) = elapsed {
-        parts.push((human_duration(e.as_secs_f64()), 2));
-    }
-    parts.push((format!("{} tokens", short_count(tokens(&t.usage))), 3));
-    parts.push((crate::spend::money(t.cost_usd, t.cost_unknown, true), 2));
-    if let Some(eta) = t.eta_secs {
-        parts.push((format!("ETA ~{}", crate::forecast::human_secs(eta)), 2));
-    }
-    if let Some(p) = t.paused_secs {
-        parts.push((format!("usage limit: new work in {}", human_duration(p)), 0));
-    }
-    if let Some(j) = &t.jobs_now {
-        let why: Vec<String> = j.fewer.iter().map(fewer_text).collect();
-        parts.push((
-            format!("{} of {} jobs: {}", j.now, j.asked, why.join(", ")),
-            1,
-        ));
-    }
-    parts
-}
-
-/// `Jobs: 1 of 4: memory (1.5 GB free, 2.0 GB per agent)`, for `status`.
-pub(crate) fn render_jobs(j: &crate::schedule::Jobs) -> String {
-    let why: Vec<String> = j.fewer.iter().map(fewer_text).collect();
-    format!("Jobs: {} of {}: {}", j.now, j.asked, why.join(", "))
-}
-
-/// Megabytes as the user reads them: `900 MB`, `2.0 GB`.
-fn mb_text(mb: u64) -> String {
-    if mb >= 1024 {
-        format!("{:.1} GB", mb as f64 / 1024.0)
-    } else {
-        format!("{mb} MB")
-    }
-}
-
-fn fewer_text(f: &crate::schedule::Fewer) -> String {
-    use crate::schedule::Fewer;
-    match f {
-        Fewer::LimitNear => "usage limit near".to_string(),
-        Fewer::Memory {
-            available_mb,
-            per_agent_mb,
-        } => format!(
-            "memory ({} free, {} per agent)",
-            mb_text(*available_mb),
-            mb_text(*per_agent_mb)
-        ),
-    }
-}
-
-/// The totals line in at most `max` columns: the least important parts
-/// are left out first, and what still does not fit is cut.
-pub(crate) fn render_totals_fit(t: &Totals, max: usize) -> String {
-    let mut parts = totals_parts(t, None);
-    loop {
-        let line = parts
-            .iter()
-            .map(|(p, _)| p.as_str())
-            .collect::<Vec<_>>()
-            .join(" · ");
-        if crate::ui::width(&line) <= max {
-            return line;
-        }
-        match parts
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, rank))| *rank > 0)
-            .max_by_key(|(i, (_, rank))| (*rank, *i))
-        {
-            Some((i, _)) => {
-                parts.remove(i);
-            }
-            None => return crate::ui::truncate(&line, max),
-        }
-    }
-}
-
-/// The live display's progress line after its bar: stories landed of the
-/// run's total, the time since the run began, and when it should end at
-/// the pace of this run's landings so far (`landed_before`: done when it
-/// began; no estimate before one landed).
-pub(crate) fn render_progress(
-    landed_before: usize,
-    done: usize,
-    total: usize,
-    secs: f64,
-) -> String {
-    let landed_here = done.saturating_sub(landed_before);
-    let left = total.saturating_sub(done);
-    let eta = if left == 0 {
-        "ETA now".to_string()
-    } else if landed_here == 0 || secs <= 0.0 {
-        "ETA –".to_string()
-    } else {
-        let per_story = secs / landed_here as f64;
-        format!(
-            "ETA {}",
-            crate::timefmt::human_duration(per_story * left as f64)
-        )
-    };
-    format!(
-        "{done}/{total} landed · {} elapsed · {eta}",
-        crate::timefmt::human_duration(secs)
-    )
-}
-
-/// Column widths of a story row of the live display for a terminal `cols`
-/// wide: `  <id> <title> <elapsed>  <activity>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RowLayout {
-    pub(crate) id: usize,
-    pub(crate) title: usize,
-    pub(crate) activity: usize,
-}
-
-/// Columns kept free at the right: the terminal echoes `^C` after the
-/// last row, and a row that wraps then leaves a stale copy of the display
-/// behind (the display counts the lines it drew).
-pub(crate) const RIGHT_MARGIN: usize = 3;
-
-/// The elapsed time's column (`{elapsed:>5}`) and the spaces around it.
-const ELAPSED_COLS: usize = 1 + 5 + 2;
-
-impl RowLayout {
-    pub(crate) fn new(cols: usize, longest_id: usize, longest_title: usize) -> RowLayout {
-        let usable = cols.saturating_sub(RIGHT_MARGIN).max(40);
-        let id = longest_id.clamp(3, 12);
-        let rest = usable.saturating_sub(2 + id + 1 + ELAPSED_COLS);
-        let title = longest_title.clamp(8, 40).min(rest * 2 / 5).max(8);
-        RowLayout {
-            id,
-            title,
-            activity: rest.saturating_sub(title),
-        }
-    }
-}
-
-/// The fixed part of a story's row, before its elapsed time: indent, ID
-/// and title, fitted to `layout`.
-pub(crate) fn render_story_prefix(id: &str, title: &str, layout: RowLayout) -> String {
-    format!(
-        "  {} {}",
-        crate::ui::fit(id, layout.id),
-        crate::ui::fit(title, layout.title)
-    )
-}
-
-/// Where a story in the merge queue is, for its row.
-pub(crate) fn render_landing_phase(position: Option<usize>) -> String {
-    match position {
-        None => "landing: merging and validating".to_string(),
-        Some(0) => "waiting to land (next)".to_string(),
-        Some(n) => format!("waiting to land ({} ahead)", n),
-    }
-}
-
-/// The latest activity, one line, bounded (the display fits it further);
-/// paths inside ralph's worktrees relative to the worktree.
-pub(crate) fn render_activity(text: &str) -> String {
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    crate::paths::relative_to_worktree(first)
-        .chars()
-        .take(120)
-        .collect()
-}
-
-/// A running story's row after its elapsed time: the cluster node its
-/// attempt runs on once known (a local attempt has none), then its
-/// latest activity (`render_activity`'s).
-pub(crate) fn render_running(node: Option<&str>, activity: &str) -> String {
-    match (node, activity.is_empty()) {
-        (Some(n), true) => format!("on {n}"),
-        (Some(n), false) => format!("on {n} · {activity}"),
-        (None, true) => "starting".to_string(),
-        (None, false) => activity.to_string(),
-    }
-}
+// What the tests name unqualified (`use super::*`).
+pub(crate) use summary::{
+    progress_done, progress_fail, render_summary, render_waste, waste_json, RunSummary,
+};
+#[cfg(test)]
+use {
+    crate::agent::event::Usage,
+    crate::schedule::Node,
+    crate::state::{Tally, Waste},
+    rows::ELAPSED_COLS,
+    std::time::Duration,
+};
 
 /// A line a run prints about one of its events, as data; `render` is the
 /// only place its words are chosen.
@@ -470,24 +236,10 @@ pub(crate) fn render(m: &Message) -> String {
             title,
             attempt,
             max,
-            fixup: false,
+            fixup,
             model,
             logged,
-        } => format!(
-            "[run ] {id} {title} (attempt {attempt}/{max}{}){}",
-            logged.map_or(String::new(), |n| format!(", logged as attempt-{n}")),
-            on(model)
-        ),
-        Message::Started {
-            id,
-            title,
-            fixup: true,
-            model,
-            ..
-        } => format!(
-            "[fix ] {id} {title} (fix-up of its finished work){}",
-            on(model)
-        ),
+        } => started_line(id, title, *attempt, *max, *fixup, model, *logged),
         Message::Finished { id, secs } => {
             format!("[land] {id} finished in {}; landing", human_duration(*secs))
         }
@@ -508,13 +260,7 @@ pub(crate) fn render(m: &Message) -> String {
             reason,
             wait_secs,
             kept,
-        } => format!(
-            "[wait] {id}: {reason}; not counted as an attempt, trying again in {}{}",
-            human_duration(*wait_secs),
-            kept.as_ref()
-                .map(|r| format!("; its commits are kept at {r}"))
-                .unwrap_or_default()
-        ),
+        } => fault_line(id, reason, *wait_secs, kept.as_deref()),
         Message::LimitNear { jobs, secs } => format!(
             "[wait] the agent's usage limit is near: at most {} for {}",
             plural(*jobs, "job"),
@@ -525,13 +271,7 @@ pub(crate) fn render(m: &Message) -> String {
             asked,
             available_mb,
             per_agent_mb,
-        } => format!(
-            "[wait] {} of memory available, {} per agent (parallel.agent_memory_mb): \
-             at most {} of {asked} for now; the others start as memory frees up",
-            mb_text(*available_mb),
-            mb_text(*per_agent_mb),
-            plural(*jobs, "job"),
-        ),
+        } => memory_low_line(*jobs, *asked, *available_mb, *per_agent_mb),
         Message::ApiGivenUp {
             agent,
             fallback,
@@ -558,17 +298,7 @@ pub(crate) fn render(m: &Message) -> String {
             reason,
             log,
             kept,
-        } => {
-            let log = log
-                .as_ref()
-                .map(|l| format!(" (log: {l})"))
-                .unwrap_or_default();
-            let kept = kept
-                .as_ref()
-                .map(|r| format!("; its commits are kept at {r}"))
-                .unwrap_or_default();
-            format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
-        }
+        } => failed_line(id, *attempt, *max, reason, log.as_deref(), kept.as_deref()),
         Message::Splitting { id, title, model } => format!(
             "[split] {id} {title}: one run{} splits it into smaller stories",
             on(model)
@@ -581,14 +311,7 @@ pub(crate) fn render(m: &Message) -> String {
             first,
             more,
             then,
-        } => {
-            let more = if *more > 0 {
-                format!(" (and {more} more)")
-            } else {
-                String::new()
-            };
-            format!("[gate] {id}: {first}{more}; {then}")
-        }
+        } => gated_line(id, first, *more, then),
         Message::InReview { id, title } => format!(
             "[revw] {id} {title}: validated; waits for review on ralph/story-{id} \
              (`ralph review`, then `ralph land {id}` or `ralph reject {id}`)"
@@ -600,29 +323,7 @@ pub(crate) fn render(m: &Message) -> String {
             ids,
             run_first,
             failed,
-        } => {
-            let who = ids.join(", ");
-            let mut parts = Vec::new();
-            if !run_first.is_empty() {
-                parts.push(format!(
-                    "{who} {} for {}, not landed yet: {} first",
-                    if ids.len() == 1 { "waits" } else { "wait" },
-                    run_first.join(", "),
-                    if run_first.len() == 1 {
-                        "it runs"
-                    } else {
-                        "they run"
-                    }
-                ));
-            }
-            if let Some(first) = failed.first() {
-                parts.push(format!(
-                    "{} failed for good, so {who} cannot run (`ralph run -s {first}` retries it)",
-                    failed.join(", ")
-                ));
-            }
-            format!("[deps] {}", parts.join("; "))
-        }
+        } => dependencies_first_line(ids, run_first, failed),
         Message::Decomposed { id, children } => format!(
             "[split] {id} is replaced by {}; its dependents wait for all of them",
             children.join(", ")
@@ -642,25 +343,13 @@ pub(crate) fn render(m: &Message) -> String {
             tokens,
             cost_usd,
             commit,
-        } => format!(
-            "[done] {id} {title} ({}, {tokens} tokens, ${cost_usd:.2}) → {}",
-            human_duration(*secs),
-            &commit[..commit.len().min(10)]
-        ),
+        } => landed_line(id, title, *secs, *tokens, *cost_usd, commit),
         Message::Conflict {
             id,
             target,
             paths,
             fixup,
-        } => format!(
-            "[conf] {id} conflicts with {target} in {}; {}",
-            paths.join(", "),
-            if *fixup {
-                "its agent resolves it on the new tip"
-            } else {
-                "redoing it from the new tip"
-            }
-        ),
+        } => conflict_line(id, target, paths, *fixup),
         Message::ConflictGiveUp {
             id,
             conflicts,
@@ -679,255 +368,130 @@ pub(crate) fn render(m: &Message) -> String {
     }
 }
 
-/// What a run reports when it ends.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct RunSummary {
-    pub(crate) done: usize,
-    pub(crate) total: usize,
-    pub(crate) failed: Vec<String>,
-    pub(crate) blocked: Vec<String>,
-    pub(crate) pending: usize,
-    pub(crate) elapsed_secs: f64,
-    /// Lifetime totals: every run's attempts.
-    pub(crate) usage: Usage,
-    pub(crate) cost_usd: f64,
-    pub(crate) cost_unknown: bool,
-    /// This run's attempts only.
-    pub(crate) run_tokens: u64,
-    pub(crate) run_cost_usd: f64,
-    /// Some attempt of this run has an unknown cost (issue 25: never $0.00).
-    pub(crate) run_cost_unknown: bool,
-    /// `-n`/`loop.max_iterations`, when it stopped a run with work left.
-    pub(crate) limit_reached: Option<u64>,
-    /// Validated work waiting for a person (`landing.mode: review`).
-    pub(crate) in_review: Vec<String>,
-    /// Every selected story is done and nothing went wrong.
-    pub(crate) all_complete: bool,
-    /// Where the agent runs went.
-    pub(crate) waste: Waste,
-}
-
-/// The summary printed on stdout at the end of `ralph run`: this run's
-/// figures over the stories it selected, lifetime totals on their own line.
-pub(crate) fn render_summary(s: &RunSummary) -> String {
-    let mut out = format!(
-        "RUN SUMMARY: {}/{} done, {} failed, {} blocked, {} pending · {} · {} tokens · {}\n",
-        s.done,
-        s.total,
-        s.failed.len(),
-        s.blocked.len(),
-        s.pending,
-        human_duration(s.elapsed_secs),
-        s.run_tokens,
-        crate::spend::money(s.run_cost_usd, s.run_cost_unknown, true)
-    );
-    out.push_str(&format!(
-        "lifetime (all runs): {} tokens · {}\n",
-        tokens(&s.usage),
-        crate::spend::money(s.cost_usd, s.cost_unknown, true)
-    ));
-    // This run's, labelled: the lifetime figures are `ralph stats`'.
-    if let Some(line) = render_waste(&s.waste) {
-        out.push_str("this run's ");
-        out.push_str(&line);
-        out.push('\n');
-    }
-    if !s.failed.is_empty() {
-        out.push_str(&format!(
-            "failed: {} (see {}/<id>/; retry with `ralph run -s <id>`)\n",
-            s.failed.join(", "),
-            crate::paths::LOGS
-        ));
-    }
-    if !s.blocked.is_empty() {
-        out.push_str(&format!("blocked: {}\n", s.blocked.join(", ")));
-    }
-    if !s.in_review.is_empty() {
-        out.push_str(&format!(
-            "in review or in a pull request: {} (`ralph review` lists them)\n",
-            s.in_review.join(", ")
-        ));
-    }
-    if let Some(n) = s.limit_reached {
-        out.push_str(&format!("Reached iteration limit ({n})\n"));
-    } else if s.all_complete {
-        out.push_str("ALL STORIES COMPLETE\n");
-    }
-    out
-}
-
-/// `agent runs: 1.20 per landed story (12 for 10) · 10 first tries (…) ·
-/// 1 fix-up (2.1k tokens, $0.03) · 1 redo (…) · 1 failed (…)`;
-/// `None` before any agent ran.
-pub(crate) fn render_waste(w: &Waste) -> Option<String> {
-    let all = w.all();
-    if all.runs == 0 {
-        return None;
-    }
-    let per = match w.per_landed() {
-        Some((runs, _, _)) => format!("{runs:.2} per landed story ({} for {})", all.runs, w.landed),
-        None => format!("{} for no landed story", all.runs),
-    };
-    let part = |t: &Tally, one: &str, many: &str| {
-        let name = if t.runs == 1 { one } else { many };
-        if t.runs == 0 {
-            format!("0 {name}")
-        } else {
-            format!(
-                "{} {name} ({} tokens, ${:.2})",
-                t.runs,
-                short_count(t.tokens),
-                t.cost_usd
-            )
-        }
-    };
-    Some(format!(
-        "agent runs: {per} · {} · {} · {} · {}",
-        part(&w.first, "first try", "first tries"),
-        part(&w.fixup, "fix-up", "fix-ups"),
-        part(&w.redo, "redo", "redos"),
-        part(&w.failed, "failed", "failed"),
-    ))
-}
-
-/// `status --json`'s `agent_runs`: the tallies and the per-landed-story figures.
-pub(crate) fn waste_json(w: &Waste) -> serde_json::Value {
-    let per = w.per_landed().map(|(runs, tokens, cost)| {
-        serde_json::json!({ "runs": runs, "tokens": tokens, "cost_usd": cost })
-    });
-    serde_json::json!({
-        "landed": w.landed,
-        "per_landed_story": per,
-        "first": w.first,
-        "fixup": w.fixup,
-        "redo": w.redo,
-        "failed": w.failed,
-    })
-}
-
-/// `progress.txt` line of a landed story (Ralph v2's format).
-pub(crate) fn progress_done(id: &str, title: &str, unix: i64, tentative: bool) -> String {
-    format!(
-        "[DONE] Story {id} - {title} - {}{}",
-        crate::timefmt::progress_stamp(unix),
-        if tentative {
-            " (tentative: commits detected, validated)"
-        } else {
-            ""
-        }
-    )
-}
-
-/// `progress.txt` line of a failed attempt (Ralph v2's format).
-pub(crate) fn progress_fail(id: &str, reason: &str, unix: i64, attempt: u32, max: u32) -> String {
-    format!(
-        "[FAIL] Story {id} - {} - {} (attempt {attempt}/{max})",
-        reason.replace('|', "-"),
-        crate::timefmt::progress_stamp(unix)
-    )
-}
-
-/// One story of `ralph graph`.
-#[derive(Debug, Clone)]
-pub(crate) struct GraphNode<'a> {
-    pub(crate) id: &'a str,
-    pub(crate) title: &'a str,
-    pub(crate) node: Node,
-    /// Held by `ralph hold ID` (or `stop`): its status alone does not say
-    /// why it does not start.
-    pub(crate) held: bool,
-}
-
-/// The words that mark a held story in `stories` and `graph`.
-pub(crate) const HELD: &str = "held";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GraphStyle {
-    Dot,
-    Mermaid,
-    Text,
-}
-
-/// Renders the DAG; `edges` are `(waited for, waiting)` index pairs and
-/// `order` a topological order (used by the text form).
-pub(crate) fn render_graph(
-    nodes: &[GraphNode<'_>],
-    edges: &[(usize, usize)],
-    order: &[usize],
-    style: GraphStyle,
+/// `[run ] ID title (attempt n/max)` or `[fix ] ID title (fix-up ...)`,
+/// with the model ralph chose.
+fn started_line(
+    id: &str,
+    title: &str,
+    attempt: u32,
+    max: u32,
+    fixup: bool,
+    model: &Option<String>,
+    logged: Option<u32>,
 ) -> String {
-    let quote = |s: &str| s.replace('"', "'");
-    let mut out = String::new();
-    match style {
-        GraphStyle::Dot => {
-            out.push_str("digraph stories {\n  rankdir=LR;\n");
-            for n in nodes {
-                let color = match n.node {
-                    Node::Done => "palegreen",
-                    Node::Failed => "salmon",
-                    Node::Blocked => "lightgrey",
-                    Node::Running | Node::Landing => "lightblue",
-                    Node::Review => "khaki",
-                    Node::Pending | Node::Excluded => "white",
-                };
-                // A held story's box is dashed, and its label says so.
-                let (mark, style) = match n.held {
-                    true => (format!(" {HELD}"), "\"filled,dashed\""),
-                    false => (String::new(), "filled"),
-                };
-                out.push_str(&format!(
-                    "  \"{}\" [label=\"{}\\n{}\\n[{}]{mark}\", style={style}, fillcolor={color}];\n",
-                    n.id,
-                    n.id,
-                    quote(n.title),
-                    n.node.word()
-                ));
-            }
-            for &(a, b) in edges {
-                out.push_str(&format!("  \"{}\" -> \"{}\";\n", nodes[a].id, nodes[b].id));
-            }
-            out.push_str("}\n");
-        }
-        GraphStyle::Mermaid => {
-            out.push_str("graph LR\n");
-            for (i, n) in nodes.iter().enumerate() {
-                out.push_str(&format!(
-                    "  s{i}[\"{} {} ({}{})\"]\n",
-                    n.id,
-                    quote(n.title),
-                    n.node.word(),
-                    if n.held {
-                        format!(", {HELD}")
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
-            for &(a, b) in edges {
-                out.push_str(&format!("  s{a} --> s{b}\n"));
-            }
-        }
-        GraphStyle::Text => {
-            for &i in order {
-                let mut waits: Vec<&str> = edges
-                    .iter()
-                    .filter(|e| e.1 == i)
-                    .map(|e| nodes[e.0].id)
-                    .collect();
-                waits.sort_unstable();
-                let n = &nodes[i];
-                out.push_str(&format!("[{}] {} {}", n.node.word(), n.id, n.title));
-                if n.held {
-                    out.push_str(&format!(" ({HELD})"));
-                }
-                if !waits.is_empty() {
-                    out.push_str(&format!("  <- {}", waits.join(", ")));
-                }
-                out.push('\n');
-            }
-        }
+    if fixup {
+        return format!(
+            "[fix ] {id} {title} (fix-up of its finished work){}",
+            on(model)
+        );
     }
-    out
+    format!(
+        "[run ] {id} {title} (attempt {attempt}/{max}{}){}",
+        logged.map_or(String::new(), |n| format!(", logged as attempt-{n}")),
+        on(model)
+    )
+}
+
+/// `[done] ID title (time, tokens, cost) → commit`.
+fn landed_line(
+    id: &str,
+    title: &str,
+    secs: f64,
+    tokens: u64,
+    cost_usd: f64,
+    commit: &str,
+) -> String {
+    format!(
+        "[done] {id} {title} ({}, {tokens} tokens, ${cost_usd:.2}) → {}",
+        human_duration(secs),
+        &commit[..commit.len().min(10)]
+    )
+}
+
+/// `[conf] ID conflicts with TARGET in paths; what happens next`.
+fn conflict_line(id: &str, target: &str, paths: &[String], fixup: bool) -> String {
+    format!(
+        "[conf] {id} conflicts with {target} in {}; {}",
+        paths.join(", "),
+        if fixup {
+            "its agent resolves it on the new tip"
+        } else {
+            "redoing it from the new tip"
+        }
+    )
+}
+
+/// `[wait] ID: a fault; ...`: not the story's, tried again after a wait.
+fn fault_line(id: &str, reason: &str, wait_secs: f64, kept: Option<&str>) -> String {
+    format!(
+        "[wait] {id}: {reason}; not counted as an attempt, trying again in {}{}",
+        human_duration(wait_secs),
+        kept.map(|r| format!("; its commits are kept at {r}"))
+            .unwrap_or_default()
+    )
+}
+
+/// `[wait] 1.5 GB of memory available, ...`: fewer jobs for now.
+fn memory_low_line(jobs: usize, asked: usize, available_mb: u64, per_agent_mb: u64) -> String {
+    format!(
+        "[wait] {} of memory available, {} per agent (parallel.agent_memory_mb): \
+         at most {} of {asked} for now; the others start as memory frees up",
+        mb_text(available_mb),
+        mb_text(per_agent_mb),
+        plural(jobs, "job"),
+    )
+}
+
+/// `[fail] ID attempt n/max: reason (log: ...); its commits are kept at ...`.
+fn failed_line(
+    id: &str,
+    attempt: u32,
+    max: u32,
+    reason: &str,
+    log: Option<&str>,
+    kept: Option<&str>,
+) -> String {
+    let log = log.map(|l| format!(" (log: {l})")).unwrap_or_default();
+    let kept = kept
+        .map(|r| format!("; its commits are kept at {r}"))
+        .unwrap_or_default();
+    format!("[fail] {id} attempt {attempt}/{max}: {reason}{log}{kept}")
+}
+
+/// `[gate] ID: the first finding (and n more); what it leads to`.
+fn gated_line(id: &str, first: &str, more: usize, then: &str) -> String {
+    let more = if more > 0 {
+        format!(" (and {more} more)")
+    } else {
+        String::new()
+    };
+    format!("[gate] {id}: {first}{more}; {then}")
+}
+
+/// `[deps] ...`: what the stories asked for wait for, and what failed
+/// under them.
+fn dependencies_first_line(ids: &[String], run_first: &[String], failed: &[String]) -> String {
+    let who = ids.join(", ");
+    let mut parts = Vec::new();
+    if !run_first.is_empty() {
+        parts.push(format!(
+            "{who} {} for {}, not landed yet: {} first",
+            if ids.len() == 1 { "waits" } else { "wait" },
+            run_first.join(", "),
+            if run_first.len() == 1 {
+                "it runs"
+            } else {
+                "they run"
+            }
+        ));
+    }
+    if let Some(first) = failed.first() {
+        parts.push(format!(
+            "{} failed for good, so {who} cannot run (`ralph run -s {first}` retries it)",
+            failed.join(", ")
+        ));
+    }
+    format!("[deps] {}", parts.join("; "))
 }
 
 #[cfg(test)]

@@ -30,6 +30,31 @@ fn tick_step(pps: f64, px: f64) -> f64 {
         .unwrap_or(86400.0)
 }
 
+/// Where things go on the timeline: seconds to pixels, the rows.
+struct Scale {
+    t0: f64,
+    t1: f64,
+    /// Pixels per second.
+    pps: f64,
+    /// The row labels' column.
+    left: f64,
+    row_h: f64,
+    bar_h: f64,
+    /// The time axis' height, above the rows.
+    axis: f64,
+    /// The slots, a row each; the merge queue's row after them.
+    jobs: usize,
+    rows: usize,
+    width: f64,
+    height: f64,
+}
+
+impl Scale {
+    fn x(&self, t: f64) -> f64 {
+        self.left + (t - self.t0) * self.pps
+    }
+}
+
 pub(super) fn timeline(p: &PageInput, o: &mut String) {
     o.push_str("<h2>Timeline</h2>");
     let Some(run) = &p.run else {
@@ -37,35 +62,8 @@ pub(super) fn timeline(p: &PageInput, o: &mut String) {
         return;
     };
     let bars = bars(run);
-    let t0 = run.records.first().map(|r| r.t).unwrap_or(0.0);
-    let t1 = run
-        .records
-        .iter()
-        .rev()
-        .find(|r| !matches!(r.ev, Ev::Recovered { .. } | Ev::Unknown))
-        .map(|r| r.t)
-        .unwrap_or(t0);
-    let wall = (t1 - t0).max(1.0);
-    let jobs = run
-        .records
-        .iter()
-        .find_map(|r| match &r.ev {
-            Ev::RunStart { jobs, .. } => Some(*jobs),
-            _ => None,
-        })
-        .unwrap_or(1)
-        .max(bars.iter().map(|b| b.slot + 1).max().unwrap_or(1));
-    // Wide enough that most bars are visible; a long run scrolls.
-    let mut durs: Vec<f64> = bars.iter().map(|b| (b.end - b.start).max(0.1)).collect();
-    durs.sort_by(f64::total_cmp);
-    let d10 = durs.get(durs.len() / 10).copied().unwrap_or(wall);
-    let pps = (1000.0 / wall).max((3.0 / d10).min(40000.0 / wall));
-    let (left, row_h, bar_h) = (96.0, 22.0, 16.0);
-    let width = left + wall * pps + 20.0;
-    let rows = jobs + 1;
-    let axis = 20.0;
-    let height = axis + rows as f64 * row_h + 4.0;
-    let x = |t: f64| left + (t - t0) * pps;
+    let sc = scale(run, &bars);
+    let (width, height) = (sc.width, sc.height);
     let _ = write!(
         o,
         "<div class=\"legend\"><span><i class=\"v-done\" style=\"background:#2e9d57\"></i>done</span>\
@@ -85,13 +83,69 @@ pub(super) fn timeline(p: &PageInput, o: &mut String) {
          <div class=\"scroll\"><svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" \
          width=\"{width:.0}\" height=\"{height:.0}\">"
     );
-    // Time axis with local clock times.
+    time_axis(o, &sc, p.offset);
+    row_labels(o, &sc);
+    pause_bands(o, &sc, run);
+    attempt_bars(o, &sc, &bars);
+    merge_queue(o, &sc, run);
+    o.push_str("</svg></div>\n");
+}
+
+/// The scale the run's records and bars need: wide enough that most bars
+/// are visible (a long run scrolls), a row per slot and the merge queue.
+fn scale(run: &crate::runlog::RunData, bars: &[crate::stats::Bar]) -> Scale {
+    let t0 = run.records.first().map(|r| r.t).unwrap_or(0.0);
+    let t1 = run
+        .records
+        .iter()
+        .rev()
+        .find(|r| !matches!(r.ev, Ev::Recovered { .. } | Ev::Unknown))
+        .map(|r| r.t)
+        .unwrap_or(t0);
+    let wall = (t1 - t0).max(1.0);
+    let jobs = run
+        .records
+        .iter()
+        .find_map(|r| match &r.ev {
+            Ev::RunStart { jobs, .. } => Some(*jobs),
+            _ => None,
+        })
+        .unwrap_or(1)
+        .max(bars.iter().map(|b| b.slot + 1).max().unwrap_or(1));
+    let mut durs: Vec<f64> = bars.iter().map(|b| (b.end - b.start).max(0.1)).collect();
+    durs.sort_by(f64::total_cmp);
+    let d10 = durs.get(durs.len() / 10).copied().unwrap_or(wall);
+    let pps = (1000.0 / wall).max((3.0 / d10).min(40000.0 / wall));
+    let (left, row_h, bar_h) = (96.0, 22.0, 16.0);
+    let width = left + wall * pps + 20.0;
+    let rows = jobs + 1;
+    let axis = 20.0;
+    let height = axis + rows as f64 * row_h + 4.0;
+    Scale {
+        t0,
+        t1,
+        pps,
+        left,
+        row_h,
+        bar_h,
+        axis,
+        jobs,
+        rows,
+        width,
+        height,
+    }
+}
+
+/// The time axis, in local clock times, with a grid line at each tick.
+fn time_axis(o: &mut String, sc: &Scale, offset: i32) {
+    let (t0, t1, pps, axis, height) = (sc.t0, sc.t1, sc.pps, sc.axis, sc.height);
+    let x = |t: f64| sc.x(t);
     let step = tick_step(pps, 90.0);
-    let first = ((t0 + f64::from(p.offset)) / step).ceil() * step - f64::from(p.offset);
+    let first = ((t0 + f64::from(offset)) / step).ceil() * step - f64::from(offset);
     let mut t = first;
     while t <= t1 {
         let xx = x(t);
-        let iso = crate::timefmt::iso(t as i64 + i64::from(p.offset));
+        let iso = crate::timefmt::iso(t as i64 + i64::from(offset));
         let label = if step < 60.0 {
             &iso[11..19]
         } else {
@@ -105,6 +159,11 @@ pub(super) fn timeline(p: &PageInput, o: &mut String) {
         );
         t += step;
     }
+}
+
+/// Each row's label and the line under it.
+fn row_labels(o: &mut String, sc: &Scale) {
+    let (rows, jobs, row_h, axis, width) = (sc.rows, sc.jobs, sc.row_h, sc.axis, sc.width);
     for r in 0..rows {
         let y = axis + r as f64 * row_h;
         let label = if r < jobs {
@@ -121,6 +180,12 @@ pub(super) fn timeline(p: &PageInput, o: &mut String) {
             y + 15.0
         );
     }
+}
+
+/// Pauses, as bands over every row.
+fn pause_bands(o: &mut String, sc: &Scale, run: &crate::runlog::RunData) {
+    let (pps, axis, rows, row_h) = (sc.pps, sc.axis, sc.rows, sc.row_h);
+    let x = |t: f64| sc.x(t);
     for (s, e, why) in pauses(run) {
         let _ = write!(
             o,
@@ -138,7 +203,13 @@ pub(super) fn timeline(p: &PageInput, o: &mut String) {
             human_duration(e - s)
         );
     }
-    for b in &bars {
+}
+
+/// A bar per agent run, in its slot's row.
+fn attempt_bars(o: &mut String, sc: &Scale, bars: &[crate::stats::Bar]) {
+    let (pps, axis, row_h, bar_h) = (sc.pps, sc.axis, sc.row_h, sc.bar_h);
+    let x = |t: f64| sc.x(t);
+    for b in bars {
         let y = axis + b.slot as f64 * row_h + (row_h - bar_h) / 2.0;
         let w = ((b.end - b.start) * pps).max(1.0);
         let verdict = b
@@ -174,7 +245,12 @@ pub(super) fn timeline(p: &PageInput, o: &mut String) {
             );
         }
     }
-    // The merge queue: landings, conflicts, stops.
+}
+
+/// The merge queue's row: landings, conflicts; signals over every row.
+fn merge_queue(o: &mut String, sc: &Scale, run: &crate::runlog::RunData) {
+    let (pps, axis, height, jobs, row_h) = (sc.pps, sc.axis, sc.height, sc.jobs, sc.row_h);
+    let x = |t: f64| sc.x(t);
     let qy = axis + jobs as f64 * row_h;
     let mut landing: Option<(f64, String)> = None;
     for r in &run.records {
@@ -214,7 +290,6 @@ pub(super) fn timeline(p: &PageInput, o: &mut String) {
             _ => {}
         }
     }
-    o.push_str("</svg></div>\n");
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -210,9 +210,18 @@ pub(crate) fn reconcile(
     log: &TechLog,
 ) -> Result<Vec<String>> {
     let root = &project.root;
-    let mut reland = Vec::new();
-    // A split that landed before the run that made it could save the state
-    // (a crash in between): the backlog says what replaced the parent.
+    record_landed_splits(project, state, log);
+    mark_landed_done(project, git, target, state, log)?;
+    let reland = requeue_interrupted(project, git, target, state, log)?;
+    prune_worktrees(root, git, log)?;
+    number_attempts_after_kept_work(project, git, state);
+    store::remove_stale_temp_files(&paths::ralph_dir(root));
+    Ok(reland)
+}
+
+/// A split that landed before the run that made it could save the state
+/// (a crash in between): the backlog says what replaced the parent.
+fn record_landed_splits(project: &Project, state: &mut State, log: &TechLog) {
     let decomposed = state.decomposed();
     for parent in &project.backlog.skipped {
         let prefix = format!("{parent}.");
@@ -234,7 +243,18 @@ pub(crate) fn reconcile(
             state.set_decomposed(parent, &children);
         }
     }
-    // Landings a `ralph reset ID` set aside do not make a story done.
+}
+
+/// The stories whose merge is on the target are done (landings a `ralph
+/// reset ID` set aside do not count), each with its progress.txt line.
+fn mark_landed_done(
+    project: &Project,
+    git: &Git,
+    target: &str,
+    state: &mut State,
+    log: &TechLog,
+) -> Result<()> {
+    let root = &project.root;
     for (id, commit) in &state.counted_landings(git.story_landings(target)?) {
         let Some(i) = project.backlog.index_of(id) else {
             continue;
@@ -249,6 +269,22 @@ pub(crate) fn reconcile(
             let _ = store::append_progress(root, &line);
         }
     }
+    Ok(())
+}
+
+/// Running and landing stories go back to pending, or straight to the
+/// merge queue (returned) when their work is finished; what an interrupted
+/// attempt left, committed or not, is kept under refs its next prompt
+/// names.
+fn requeue_interrupted(
+    project: &Project,
+    git: &Git,
+    target: &str,
+    state: &mut State,
+    log: &TechLog,
+) -> Result<Vec<String>> {
+    let root = &project.root;
+    let mut reland = Vec::new();
     let landing: Vec<String> = state
         .stories
         .iter()
@@ -325,7 +361,12 @@ pub(crate) fn reconcile(
             state.add_to_note(&id, &prompt::interrupted_before(&kept));
         }
     }
-    // Worktrees whose directory vanished are pruned; live ones are reused.
+    Ok(reland)
+}
+
+/// Worktrees whose directory vanished are pruned (broken ones of ralph's
+/// removed); live ones are reused.
+fn prune_worktrees(root: &std::path::Path, git: &Git, log: &TechLog) -> Result<()> {
     for wt in git.list_worktrees()? {
         let ours = paths::is_ours(root, &wt.path);
         if ours {
@@ -353,9 +394,7 @@ pub(crate) fn reconcile(
             }
         }
     }
-    number_attempts_after_kept_work(project, git, state);
-    store::remove_stale_temp_files(&paths::ralph_dir(root));
-    Ok(reland)
+    Ok(())
 }
 
 /// Attempt numbers continue after the highest one any kept ref or attempt

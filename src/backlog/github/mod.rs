@@ -26,7 +26,7 @@ pub(crate) mod client;
 pub(crate) mod poll;
 pub(crate) mod source;
 
-pub(crate) use super::tracker::Update;
+pub(crate) use super::tracker::interface::Update;
 
 /// One issue as the snapshot keeps it: what the mapping needs, nothing more.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::client::{self, Client};
 use super::poll::{self, Fail, Http};
 use super::{ops_for, to_backlog, Op, Snapshot};
-use crate::backlog::tracker::{Read, Tracker, Update};
+use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::config::GitHubSettings;
 use crate::error::Problem;
 use crate::paths;

@@ -8,8 +8,8 @@ use crate::gates::{Finding, FindingKind};
 use crate::report::Message;
 use crate::state::{AttemptKind, Explained, FixupCause, GateDecision, GateRecord, Note};
 
-use super::outcome::kind_of;
-use crate::run::events::{Action, GateAsk, LandResult, Now, ReviewReport, ReviewVerdict};
+use super::failure::kind_of;
+use crate::run::events::{Action, GateAsk, LandResult, ReviewReport, ReviewVerdict};
 use crate::run::model::{Change, Landing, Model};
 use crate::runlog::Ev;
 
@@ -124,18 +124,18 @@ pub(crate) fn after_changes(rounds: u32, max_rounds: u32) -> GateDecision {
 }
 
 /// The review gate's reviewer answered on `landing`: its cost goes to the
-/// story, its verdict on record; approved work ends as its landing did,
-/// CHANGES goes back to the author (up to `max_rounds`), no answer or too
-/// many rounds wait for a person.
+/// story, its verdict on record; approved work ends as its landing did
+/// (returned, for the landing to carry on with), CHANGES goes back to the
+/// author (up to `max_rounds`), no answer or too many rounds wait for a
+/// person.
 pub(super) fn reviewed(
     model: &mut Model,
     landing: Landing,
     review: ReviewReport,
     then: Option<Box<LandResult>>,
     saved_ref: Option<String>,
-    now: Now,
     out: &mut Vec<Action>,
-) {
+) -> Option<LandResult> {
     let idx = landing.idx;
     let id = model.id(idx).to_string();
     model
@@ -173,8 +173,7 @@ pub(super) fn reviewed(
         r.reviews.push(said);
     }
     if let (ReviewVerdict::Approve, Some(then)) = (&review.verdict, then) {
-        super::landing::landing_finished(model, landing, *then, now, out);
-        return;
+        return Some(*then);
     }
     let max_rounds = model.policy.review.as_ref().map_or(1, |r| r.max_rounds);
     let decision = match &review.verdict {
@@ -238,6 +237,7 @@ pub(super) fn reviewed(
         }
     }
     out.push(Action::Save);
+    None
 }
 
 /// A landing the gates stopped: the decision, then its effects.

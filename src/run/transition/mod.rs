@@ -14,6 +14,7 @@
 
 pub(crate) mod batch;
 mod dispatch;
+mod failure;
 mod finish;
 pub(crate) mod gates;
 mod landing;

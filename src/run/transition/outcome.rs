@@ -6,8 +6,9 @@ use std::time::Duration;
 use crate::agent::{FaultKind, Verdict};
 use crate::prompt;
 use crate::report::{self, Message};
-use crate::state::{AttemptKind, AttemptRecord, Note, Outcome};
+use crate::state::{AttemptKind, AttemptRecord, Outcome};
 
+use super::failure::{count_failure, failed_for_good, redo_note};
 use super::landing::send_to_landing;
 use super::limits::{api_fault, halt, needs_person, pause_agent, pause_new_work};
 use crate::run::events::{Action, AttemptReport, Now};
@@ -40,6 +41,9 @@ pub(super) fn placed(model: &mut Model, idx: usize, attempt: u32, node: String) 
     ]
 }
 
+/// What an attempt's end decides, one function per verdict: first what
+/// every end does (the slot freed, the spend counted, the attempt
+/// recorded and kept in the story's history), then the verdict's own arm.
 pub(super) fn attempt_finished(
     model: &mut Model,
     r: AttemptReport,
@@ -47,7 +51,76 @@ pub(super) fn attempt_finished(
     out: &mut Vec<Action>,
 ) {
     let id = model.id(r.idx).to_string();
-    if let Some(rec) = model.state.stories.get_mut(&id) {
+    slot_freed(model, &r, &id, out);
+    spent(model, &r, &id, now, out);
+    // `ralph stop ID` killed it: a person's choice, not the story's failure.
+    let stopped_by_person =
+        model.stop_asked.remove(&r.idx) && matches!(r.verdict, Verdict::Interrupted);
+    let rec = attempt_record(&r, stopped_by_person);
+    out.push(Action::Record(record::attempt_end(&id, &rec)));
+    // What an attempt cut short by no fault of the story's (a stop, a
+    // usage limit, a fault such as its cluster node lost) had done, for
+    // the next prompt.
+    let stopped_early = matches!(
+        r.verdict,
+        Verdict::Interrupted | Verdict::RateLimited { .. } | Verdict::Fault { .. }
+    );
+    let kept: Vec<String> = r.saved_ref.iter().chain(&r.kept).cloned().collect();
+    if stopped_early && !kept.is_empty() {
+        model
+            .state
+            .add_to_note(&id, &prompt::interrupted_before(&kept));
+    }
+    // Every verdict keeps its attempt in the history first (no arm's
+    // choice reads it).
+    model.state.push_history(&id, rec);
+    match &r.verdict {
+        Verdict::Done | Verdict::Tentative => work_finished(model, &r, &id, out),
+        Verdict::Failed { reason, .. }
+            if r.resumed && r.session_id.is_none() && report::tokens(&r.usage) == 0 =>
+        {
+            session_lost(model, r.idx, &id, reason, out);
+        }
+        Verdict::Failed { reason, .. }
+            if r.kind == AttemptKind::Decompose && model.policy.split_by_hand.is_some() =>
+        {
+            split_failed(model, &r, &id, reason, out);
+        }
+        Verdict::Failed { reason, .. } => failed(model, &r, &id, reason, now, out),
+        Verdict::RateLimited { resets_at } => rate_limited(model, &r, &id, *resets_at, now, out),
+        Verdict::Interrupted if stopped_by_person => {
+            model.apply(r.idx, Change::Requeue);
+            out.push(Action::Save);
+            out.push(Action::Say(Message::Steered {
+                text: format!(
+                    "{id} stopped (no retry charged); it is held until `ralph release {id}`"
+                ),
+            }));
+        }
+        Verdict::Interrupted => {
+            model.apply(r.idx, Change::Requeue);
+            out.push(Action::Say(Message::Stopped { id: id.clone() }));
+        }
+        Verdict::Fault { reason, kind } => fault(model, &r, &id, reason, kind, now, out),
+        Verdict::RootRefusal => {
+            model.apply(r.idx, Change::Requeue);
+            needs_person(
+                model,
+                "Claude Code refuses --dangerously-skip-permissions when run as root. \
+                 Run ralph as a normal user, or set IS_SANDBOX=1 if this is a sandbox or container."
+                    .into(),
+                out,
+            );
+        }
+    }
+    out.push(Action::Save);
+}
+
+/// The attempt's slot is free, and the streaks its verdict ends are over:
+/// failures in a row (the breaker's), the story's faults, its agent's API
+/// failures.
+fn slot_freed(model: &mut Model, r: &AttemptReport, id: &str, out: &mut Vec<Action>) {
+    if let Some(rec) = model.state.stories.get_mut(id) {
         rec.running_on = None;
     }
     model.slots[r.slot] = None;
@@ -64,10 +137,15 @@ pub(super) fn attempt_finished(
     if !matches!(r.verdict, Verdict::Fault { .. } | Verdict::Interrupted) {
         model.api_faults.remove(r.agent.unwrap_or("claude"));
     }
-    out.push(Action::StoryFinished { id: id.clone() });
+    out.push(Action::StoryFinished { id: id.to_string() });
+}
+
+/// What the attempt spent (the story's, the run's), one job fewer for a
+/// while after a usage-limit warning, and its learnings to keep.
+fn spent(model: &mut Model, r: &AttemptReport, id: &str, now: Now, out: &mut Vec<Action>) {
     model
         .state
-        .add_usage(&id, r.usage, r.cost_usd, r.duration.as_secs_f64());
+        .add_usage(id, r.usage, r.cost_usd, r.duration.as_secs_f64());
     model.run_cost_usd += r.cost_usd;
     model.run_cost_unknown |= r.cost_unknown;
     if let Some(reset) = r.limit_warning {
@@ -86,18 +164,19 @@ pub(super) fn attempt_finished(
     model.run_tokens += report::tokens(&r.usage);
     if !r.learnings.is_empty() {
         out.push(Action::RecordLearnings {
-            id: id.clone(),
+            id: id.to_string(),
             learnings: r.learnings.clone(),
         });
     }
+}
+
+/// The attempt as the state's history keeps it.
+fn attempt_record(r: &AttemptReport, stopped_by_person: bool) -> AttemptRecord {
     let reason = match &r.verdict {
         Verdict::Failed { reason, .. } | Verdict::Fault { reason, .. } => Some(reason.clone()),
         _ => None,
     };
-    // `ralph stop ID` killed it: a person's choice, not the story's failure.
-    let stopped_by_person =
-        model.stop_asked.remove(&r.idx) && matches!(r.verdict, Verdict::Interrupted);
-    let rec = AttemptRecord {
+    AttemptRecord {
         number: r.attempt,
         kind: Some(r.kind),
         outcome: if stopped_by_person {
@@ -119,202 +198,190 @@ pub(super) fn attempt_finished(
         children: r.children.clone(),
         explained: r.explained.clone(),
         node: r.node.clone(),
-    };
-    out.push(Action::Record(record::attempt_end(&id, &rec)));
-    // What an attempt cut short by no fault of the story's (a stop, a
-    // usage limit, a fault such as its cluster node lost) had done, for
-    // the next prompt.
-    let stopped_early = matches!(
-        r.verdict,
-        Verdict::Interrupted | Verdict::RateLimited { .. } | Verdict::Fault { .. }
+    }
+}
+
+/// DONE: said, and on to the merge queue. The note stays until the
+/// landing decides: a fix-up whose result fails to land is redone, told
+/// what the fix-up was for.
+fn work_finished(model: &mut Model, r: &AttemptReport, id: &str, out: &mut Vec<Action>) {
+    if let Some((files, commit)) = &r.committed_for_agent {
+        out.push(Action::Say(Message::CommittedForAgent {
+            id: id.to_string(),
+            files: *files,
+            commit: commit.clone(),
+        }));
+    }
+    out.push(Action::Say(Message::Finished {
+        id: id.to_string(),
+        secs: r.duration.as_secs_f64(),
+    }));
+    send_to_landing(model, r.idx, r.attempt, Some(r.iteration), out);
+}
+
+/// A resumed agent that failed before it even reported its session: its
+/// CLI could not find the session (another machine, a cleared home). Not
+/// the fix-up's failure: it runs again in a new session.
+fn session_lost(model: &mut Model, idx: usize, id: &str, reason: &str, out: &mut Vec<Action>) {
+    model.apply(idx, Change::Requeue);
+    let fixup = model
+        .state
+        .stories
+        .get_mut(id)
+        .and_then(|s| s.note.as_mut())
+        .and_then(|n| n.fixup.as_mut());
+    if let Some(f) = fixup {
+        f.fresh_session = true;
+    }
+    out.push(Action::Log(format!(
+        "story {id}: the agent could not resume its session ({}); its fix-up runs in a new one",
+        reason.replace('\n', " ")
+    )));
+}
+
+/// `ralph decompose ID` asked for a split, not for the story's work: a
+/// refused split costs the story nothing and runs nothing else.
+fn split_failed(
+    model: &mut Model,
+    r: &AttemptReport,
+    id: &str,
+    reason: &str,
+    out: &mut Vec<Action>,
+) {
+    model.apply(r.idx, Change::SplitRefused);
+    let one_line = reason.replace('\n', " ");
+    out.push(Action::Log(format!(
+        "story {id}: the split asked for by hand failed: {one_line}"
+    )));
+    halt(
+        model,
+        Fatal::NeedsPerson(format!(
+            "story {id} was not split: {one_line} (the answer: {}). Its attempts and \
+             retries are as they were: run `ralph decompose {id}` again, or split it \
+             by hand",
+            r.log_rel
+        )),
     );
-    let kept: Vec<String> = r.saved_ref.iter().chain(&r.kept).cloned().collect();
-    if stopped_early && !kept.is_empty() {
-        model
-            .state
-            .add_to_note(&id, &prompt::interrupted_before(&kept));
-    }
-    match &r.verdict {
-        Verdict::Done | Verdict::Tentative => {
-            // The note stays until the landing decides: a fix-up whose
-            // result fails to land is redone, told what the fix-up was for.
-            model.state.push_history(&id, rec);
-            if let Some((files, commit)) = &r.committed_for_agent {
-                out.push(Action::Say(Message::CommittedForAgent {
-                    id: id.clone(),
-                    files: *files,
-                    commit: commit.clone(),
-                }));
-            }
-            out.push(Action::Say(Message::Finished {
-                id: id.clone(),
-                secs: r.duration.as_secs_f64(),
-            }));
-            send_to_landing(model, r.idx, r.attempt, Some(r.iteration), out);
-        }
-        // A resumed agent that failed before it even reported its session:
-        // its CLI could not find the session (another machine, a cleared
-        // home). Not the fix-up's failure: it runs again in a new session.
-        Verdict::Failed { reason, .. }
-            if r.resumed && r.session_id.is_none() && report::tokens(&r.usage) == 0 =>
-        {
-            model.state.push_history(&id, rec);
-            model.apply(r.idx, Change::Requeue);
-            let fixup = model
-                .state
-                .stories
-                .get_mut(&id)
-                .and_then(|s| s.note.as_mut())
-                .and_then(|n| n.fixup.as_mut());
-            if let Some(f) = fixup {
-                f.fresh_session = true;
-            }
-            out.push(Action::Log(format!(
-                "story {id}: the agent could not resume its session ({}); its fix-up runs in a new one",
-                reason.replace('\n', " ")
-            )));
-        }
-        // `ralph decompose ID` asked for a split, not for the story's work:
-        // a refused split costs the story nothing and runs nothing else.
-        Verdict::Failed { reason, .. }
-            if r.kind == AttemptKind::Decompose && model.policy.split_by_hand.is_some() =>
-        {
-            model.state.push_history(&id, rec);
-            model.apply(r.idx, Change::SplitRefused);
-            let one_line = reason.replace('\n', " ");
-            out.push(Action::Log(format!(
-                "story {id}: the split asked for by hand failed: {one_line}"
-            )));
-            halt(
-                model,
-                Fatal::NeedsPerson(format!(
-                    "story {id} was not split: {one_line} (the answer: {}). Its attempts and \
-                     retries are as they were: run `ralph decompose {id}` again, or split it \
-                     by hand",
-                    r.log_rel
-                )),
-            );
-            out.push(Action::Save);
-        }
-        Verdict::Failed { reason, .. } => {
-            model.state.push_history(&id, rec);
-            let note = redo_note(
-                model,
-                &id,
-                reason,
-                r.saved_ref.as_deref(),
-                r.kind == AttemptKind::Fixup,
-            );
-            let gone = count_failure(
-                model,
-                r.idx,
-                reason,
-                r.saved_ref.as_deref(),
-                Some(&r.log_rel),
-                note,
-                now,
-                out,
-            );
-            // The breaker takes back what one shared cause failed.
-            if !circuit_breaker(model, r.idx, reason, out) && gone {
-                failed_for_good(model, r.idx, out);
-            }
-        }
-        Verdict::RateLimited { resets_at } => {
-            model.state.push_history(&id, rec);
-            model.apply(r.idx, Change::Requeue);
-            let wait = match resets_at {
-                // A little past the reset, so the quota has really come back.
-                Some(t) => Duration::from_secs((*t as i64 - now.unix).max(0) as u64 + 2),
-                None => model.backoff,
-            };
-            model.backoff = (model.backoff * 2).min(Policy::MAX_BACKOFF);
-            let agent = r.agent.unwrap_or("claude").to_string();
-            if wait > model.policy.max_wait {
-                needs_person(
-                    model,
-                    format!(
-                        "the {agent} agent hit its usage limit, which resets in {}: longer than \
-                         limits.max_wait_hours ({}h), so ralph does not wait; run `ralph run` \
-                         after the reset, or raise limits.max_wait_hours",
-                        crate::timefmt::human_duration(wait.as_secs_f64()),
-                        model.policy.max_wait.as_secs() / 3600
-                    ),
-                    out,
-                );
-            } else {
-                pause_agent(model, agent, now.unix + wait.as_secs() as i64, out);
-                out.push(Action::Say(Message::RateLimited {
-                    id: id.clone(),
-                    wait_secs: wait.as_secs_f64(),
-                }));
-                out.push(Action::Log(format!("rate limited on {id}; pause {wait:?}")));
-            }
-        }
-        Verdict::Interrupted if stopped_by_person => {
-            model.state.push_history(&id, rec);
-            model.apply(r.idx, Change::Requeue);
-            out.push(Action::Save);
-            out.push(Action::Say(Message::Steered {
-                text: format!(
-                    "{id} stopped (no retry charged); it is held until `ralph release {id}`"
-                ),
-            }));
-        }
-        Verdict::Interrupted => {
-            model.state.push_history(&id, rec);
-            model.apply(r.idx, Change::Requeue);
-            out.push(Action::Say(Message::Stopped { id: id.clone() }));
-        }
-        Verdict::Fault { reason, kind } => {
-            model.state.push_history(&id, rec);
-            model.apply(r.idx, Change::Requeue);
-            // The API's faults are the agent's, bounded in time; the
-            // others are the story's slot or the machine's, bounded in count.
-            let n = if *kind == FaultKind::Api {
-                0
-            } else {
-                let n = model.faults.entry(r.idx).or_default();
-                *n += 1;
-                out.push(Action::Log(format!(
-                    "fault on {id} ({} in a row): {reason}",
-                    *n
-                )));
-                *n
-            };
-            match kind {
-                FaultKind::Api => {
-                    api_fault(model, &id, r.agent.unwrap_or("claude"), reason, now, out);
-                }
-                FaultKind::Transient if n < Policy::MAX_TRANSIENT_FAULTS => {
-                    let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
-                    pause_new_work(model, now.mono + wait, out);
-                    out.push(Action::Say(Message::Fault {
-                        id: id.clone(),
-                        reason: reason.clone(),
-                        wait_secs: wait.as_secs_f64(),
-                        kept: r.saved_ref.clone(),
-                    }));
-                }
-                FaultKind::Transient | FaultKind::NeedsPerson => {
-                    halt(model, Fatal::NeedsPerson(reason.clone()));
-                }
-                FaultKind::StopNow => needs_person(model, reason.clone(), out),
-            }
-        }
-        Verdict::RootRefusal => {
-            model.state.push_history(&id, rec);
-            model.apply(r.idx, Change::Requeue);
-            needs_person(
-                model,
-                "Claude Code refuses --dangerously-skip-permissions when run as root. \
-                 Run ralph as a normal user, or set IS_SANDBOX=1 if this is a sandbox or container."
-                    .into(),
-                out,
-            );
-        }
-    }
     out.push(Action::Save);
+}
+
+/// The story's failure: counted, a redo told of it, or a failure for good
+/// (unless the circuit breaker takes it back as a shared cause's).
+fn failed(
+    model: &mut Model,
+    r: &AttemptReport,
+    id: &str,
+    reason: &str,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let note = redo_note(
+        model,
+        id,
+        reason,
+        r.saved_ref.as_deref(),
+        r.kind == AttemptKind::Fixup,
+    );
+    let gone = count_failure(
+        model,
+        r.idx,
+        reason,
+        r.saved_ref.as_deref(),
+        Some(&r.log_rel),
+        note,
+        now,
+        out,
+    );
+    // The breaker takes back what one shared cause failed.
+    if !circuit_breaker(model, r.idx, reason, out) && gone {
+        failed_for_good(model, r.idx, out);
+    }
+}
+
+/// A usage limit: the story waits, its agent paused until the reset (or a
+/// back-off without one); a reset past `limits.max_wait_hours` asks for a
+/// person instead.
+fn rate_limited(
+    model: &mut Model,
+    r: &AttemptReport,
+    id: &str,
+    resets_at: Option<u64>,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    model.apply(r.idx, Change::Requeue);
+    let wait = match resets_at {
+        // A little past the reset, so the quota has really come back.
+        Some(t) => Duration::from_secs((t as i64 - now.unix).max(0) as u64 + 2),
+        None => model.backoff,
+    };
+    model.backoff = (model.backoff * 2).min(Policy::MAX_BACKOFF);
+    let agent = r.agent.unwrap_or("claude").to_string();
+    if wait > model.policy.max_wait {
+        needs_person(
+            model,
+            format!(
+                "the {agent} agent hit its usage limit, which resets in {}: longer than \
+                 limits.max_wait_hours ({}h), so ralph does not wait; run `ralph run` \
+                 after the reset, or raise limits.max_wait_hours",
+                crate::timefmt::human_duration(wait.as_secs_f64()),
+                model.policy.max_wait.as_secs() / 3600
+            ),
+            out,
+        );
+    } else {
+        pause_agent(model, agent, now.unix + wait.as_secs() as i64, out);
+        out.push(Action::Say(Message::RateLimited {
+            id: id.to_string(),
+            wait_secs: wait.as_secs_f64(),
+        }));
+        out.push(Action::Log(format!("rate limited on {id}; pause {wait:?}")));
+    }
+}
+
+/// A fault outside the story: the story waits; the API's faults are the
+/// agent's, bounded in time, the others the story's slot or the machine's,
+/// bounded in count (a pause that grows, then a person).
+fn fault(
+    model: &mut Model,
+    r: &AttemptReport,
+    id: &str,
+    reason: &str,
+    kind: &FaultKind,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    model.apply(r.idx, Change::Requeue);
+    let n = if *kind == FaultKind::Api {
+        0
+    } else {
+        let n = model.faults.entry(r.idx).or_default();
+        *n += 1;
+        out.push(Action::Log(format!(
+            "fault on {id} ({} in a row): {reason}",
+            *n
+        )));
+        *n
+    };
+    match kind {
+        FaultKind::Api => {
+            api_fault(model, id, r.agent.unwrap_or("claude"), reason, now, out);
+        }
+        FaultKind::Transient if n < Policy::MAX_TRANSIENT_FAULTS => {
+            let wait = Policy::FAULT_BACKOFF * 2u32.pow(n - 1);
+            pause_new_work(model, now.mono + wait, out);
+            out.push(Action::Say(Message::Fault {
+                id: id.to_string(),
+                reason: reason.to_string(),
+                wait_secs: wait.as_secs_f64(),
+                kept: r.saved_ref.clone(),
+            }));
+        }
+        FaultKind::Transient | FaultKind::NeedsPerson => {
+            halt(model, Fatal::NeedsPerson(reason.to_string()));
+        }
+        FaultKind::StopNow => needs_person(model, reason.to_string(), out),
+    }
 }
 
 /// The same failure in several attempts in a row, across stories, is not
@@ -368,143 +435,4 @@ fn circuit_breaker(model: &mut Model, idx: usize, reason: &str, out: &mut Vec<Ac
     out.push(Action::Log(format!("circuit breaker: {message}")));
     needs_person(model, message, out);
     true
-}
-
-/// The note of a fresh start after a failure: the failure, and when it was
-/// a fix-up's, what that fix-up was for (its work is still kept).
-pub(super) fn redo_note(
-    model: &Model,
-    id: &str,
-    reason: &str,
-    saved_ref: Option<&str>,
-    after_fixup: bool,
-) -> Note {
-    let mut text = prompt::failed_before(&reason.replace('\n', " "), saved_ref);
-    let before = model.state.note(id).filter(|n| n.fixup.is_some());
-    if let Some(before) = before.filter(|_| after_fixup) {
-        text = format!(
-            "{}\n\nA fix-up of that work failed too. {text}",
-            prompt::note_context(before, &model.policy.target)
-        );
-    }
-    Note {
-        text,
-        fixup: None,
-        redo: true,
-        decompose: false,
-    }
-}
-
-/// What the attempt whose work landed (or tried to) was.
-pub(super) fn kind_of(model: &Model, idx: usize, attempt: u32) -> AttemptKind {
-    model
-        .state
-        .attempt(model.id(idx), attempt)
-        .map(AttemptRecord::kind)
-        .unwrap_or_default()
-}
-
-/// Counts a failed attempt; when the story gets another, `note` is what
-/// that one is told. True when the story failed for good (and is not to
-/// be split).
-#[expect(clippy::too_many_arguments, reason = "one call site per cause")]
-pub(super) fn count_failure(
-    model: &mut Model,
-    idx: usize,
-    reason: &str,
-    saved_ref: Option<&str>,
-    log: Option<&str>,
-    note: Note,
-    now: Now,
-    out: &mut Vec<Action>,
-) -> bool {
-    let id = model.id(idx).to_string();
-    let max = model.policy.max_retries;
-    let applied = model.apply(idx, Change::Fail { reason });
-    let n = applied.count;
-    let one_line = reason.replace('\n', " ");
-    out.push(Action::Progress(report::progress_fail(
-        &id, &one_line, now.unix, n, max,
-    )));
-    out.push(Action::Say(Message::Failed {
-        id: id.clone(),
-        attempt: n,
-        max,
-        reason: one_line.clone(),
-        log: log.filter(|l| !l.is_empty()).map(str::to_string),
-        kept: saved_ref.map(str::to_string),
-    }));
-    out.push(Action::Log(format!(
-        "story {id} failed attempt {n}/{max}: {one_line}"
-    )));
-    if applied.failed_for_good && n < max && model.over_story_budget(&id) {
-        out.push(Action::Log(format!(
-            "story {id} has spent its budget.max_cost_per_story_usd: no retry"
-        )));
-    }
-    if applied.failed_for_good {
-        if let Some(note) = decomposition_note(model, &id) {
-            model.apply(idx, Change::Decompose { note: &note });
-            out.push(Action::Say(Message::Decomposing {
-                id: id.clone(),
-                max,
-            }));
-            out.push(Action::Log(format!(
-                "story {id} failed for good; its next run splits it into sub-stories"
-            )));
-            return false;
-        }
-        let blocked = applied.blocked.iter().map(|&b| model.id(b).to_string());
-        out.push(Action::Say(Message::FailedForGood {
-            id,
-            max,
-            blocked: blocked.collect(),
-        }));
-        true
-    } else {
-        model.state.set_note(&id, Some(note));
-        false
-    }
-}
-
-/// Records that story `idx` failed for good, with the error the state
-/// keeps for it.
-pub(super) fn failed_for_good(model: &Model, idx: usize, out: &mut Vec<Action>) {
-    let story = model.id(idx).to_string();
-    let reason = model
-        .state
-        .record(&story)
-        .and_then(|r| r.last_error.clone());
-    out.push(Action::Record(Ev::FailedForGood { story, reason }));
-}
-
-/// The note of a decomposition run when story `id`, failed for good, gets
-/// one (`decomposition.*`: enabled, not tried yet, not too deep): the
-/// failure history in words, for its prompt.
-fn decomposition_note(model: &Model, id: &str) -> Option<String> {
-    let max_depth = model.policy.decompose_depth?;
-    if model.state.decomposition_tried(id)
-        || crate::decompose::depth(id, &model.state.decomposed()) >= max_depth
-    {
-        return None;
-    }
-    let rec = model.state.record(id)?;
-    let lines: Vec<String> = rec
-        .history
-        .iter()
-        .filter(|h| h.outcome != Outcome::Fault)
-        .map(|h| {
-            format!(
-                "- attempt {} ({}): {}{}",
-                h.number,
-                h.kind().as_str(),
-                format!("{:?}", h.outcome).to_lowercase(),
-                h.reason
-                    .as_deref()
-                    .map(|r| format!(": {}", r.replace('\n', " ")))
-                    .unwrap_or_default()
-            )
-        })
-        .collect();
-    Some(lines.join("\n"))
 }

@@ -1,6 +1,9 @@
 //! The run's model: the saved state and the scheduler's view of it, changed
 //! only together through `apply`, plus what the run itself keeps in memory
 //! (slots, the landing queue, pauses, signals). Pure.
+//!
+//! `policy.rs` holds the run's fixed parameters (`Policy`); `touched.rs`
+//! what each story is predicted to touch, kept up as agents edit.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -10,116 +13,13 @@ use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
 use crate::schedule::{jobs_now, with_dependencies, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
-use crate::state::{AfterFailure, Note, State, Status};
+use crate::state::{AfterFailure, State, Status};
 use crate::status::story_node;
 
-/// The run's fixed parameters.
-#[derive(Debug, Clone)]
-pub(crate) struct Policy {
-    pub(crate) jobs: usize,
-    pub(crate) max_retries: u32,
-    /// Most attempts this run (`-n`, `loop.max_iterations`).
-    pub(crate) limit: Option<u64>,
-    pub(crate) target: String,
-    pub(crate) budget: Budget,
-    /// Longest usage-limit reset worth waiting for.
-    pub(crate) max_wait: Duration,
-    /// The run's agent, then its fallbacks, in order.
-    pub(crate) agents: Vec<Backend>,
-    /// The least time between two agent starts (`parallel.stagger_seconds`).
-    pub(crate) stagger: Duration,
-    /// A fix-up continues the agent's session where its CLI can
-    /// (`retry.resume_session`).
-    pub(crate) resume_session: bool,
-    /// A story that fails for good is decomposed once, down to this depth
-    /// (`decomposition.max_depth`); `None` when `decomposition.enabled` is off
-    /// or the run was asked for one story (`-s`).
-    pub(crate) decompose_depth: Option<usize>,
-    /// The most retries running at once (`parallel.retry_concurrency`).
-    pub(crate) retry_concurrency: usize,
-    /// The memory one agent needs, in MB (`parallel.agent_memory_mb`; 0 =
-    /// no check).
-    pub(crate) agent_memory_mb: u64,
-    /// Predict what each story touches and keep clashing stories apart
-    /// (`parallel.predict_files`); off, dispatch knows no files at all.
-    pub(crate) predict_files: bool,
-    /// `parallel.conflicts`: a clash on a declared file holds a story back
-    /// even with a slot free (`Wait`), or only reorders (`Risk`).
-    pub(crate) conflicts: crate::config::Conflicts,
-    /// The project's past attempts (`forecast`), when it has any: each
-    /// story's expected duration orders the critical path and gives the
-    /// ETA. Advice only: nothing waits or fails for it.
-    pub(crate) history: Option<std::sync::Arc<crate::forecast::History>>,
-    /// `ralph decompose ID`: the run is that story's split and nothing else.
-    pub(crate) split_by_hand: Option<SplitByHand>,
-    /// Which model each attempt runs on (issue 25).
-    pub(crate) models: Models,
-    /// `gates.tests`: what the test-integrity gate's findings lead to.
-    pub(crate) tests_gate: crate::config::TestsGate,
-    /// `gates.review.*`: the reviewer after validation, when on.
-    pub(crate) review: Option<crate::config::ReviewGate>,
-    /// `landing.speculate`: the deepest chain the merge queue builds (1 in
-    /// review and pr modes and with a reviewer: those land one at a time).
-    pub(crate) speculate: usize,
-    /// `landing.batch`: stories per candidate (1 where `speculate` is 1
-    /// for a person or a reviewer).
-    pub(crate) batch: usize,
-}
+mod policy;
+mod touched;
 
-/// The run's models: the ladder, `agent.model` (for the run's own agent)
-/// and `--model`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Models {
-    pub(crate) ladder: Vec<crate::agent::Rung>,
-    pub(crate) base: Option<String>,
-    pub(crate) pinned: Option<String>,
-}
-
-/// The story `ralph decompose ID` splits, as it was before the user asked:
-/// a refused split leaves it so (not charged, not run as an attempt).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SplitByHand {
-    pub(crate) id: String,
-    pub(crate) status: Status,
-    pub(crate) note: Option<Note>,
-}
-
-/// What a run may spend (`--max-cost`, `budget.*`); `None`s are no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Budget {
-    pub(crate) run_usd: Option<f64>,
-    pub(crate) total_usd: Option<f64>,
-    pub(crate) run_tokens: Option<u64>,
-    /// `budget.max_cost_per_story_usd`.
-    pub(crate) story_usd: Option<f64>,
-}
-
-impl Policy {
-    /// Conflicts after which a story needs a person: a story that keeps
-    /// colliding is not helped by more redos.
-    pub(crate) fn max_conflicts(&self) -> u32 {
-        self.max_retries + 2
-    }
-
-    /// First wait after a usage limit without a reset time.
-    pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(60);
-    /// Longest wait after repeated usage limits without a reset time.
-    pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1800);
-    /// First wait after a transient fault outside the story.
-    pub(crate) const FAULT_BACKOFF: Duration = Duration::from_secs(5);
-    /// Transient faults in a row after which a person is asked instead.
-    pub(crate) const MAX_TRANSIENT_FAULTS: u32 = 5;
-    /// Failed attempts in a row with one cause, over at least two stories,
-    /// that trip the circuit breaker.
-    pub(crate) const BREAKER_ATTEMPTS: usize = 3;
-    /// How long one job fewer runs after a limit warning without a reset.
-    pub(crate) const WARNING_WINDOW: Duration = Duration::from_secs(3600);
-    /// While memory holds new agents back, how often it is read again.
-    pub(crate) const MEMORY_RECHECK: Duration = Duration::from_secs(2);
-    /// Merge-queue turns a story may lose to a moving target (each turn is
-    /// five merge rounds) before the run asks for a quieter target.
-    pub(crate) const MAX_RACES: u32 = 10;
-}
+pub(crate) use policy::{Budget, Models, Policy, SplitByHand};
 
 /// Why the run stops starting work before the backlog is finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,9 +231,6 @@ pub(crate) struct Model {
     /// from `policy.history`; `None` without history.
     pub(crate) expected_secs: Option<Vec<f64>>,
 }
-
-/// The most paths `state.touched_paths` keeps for one story.
-const MAX_TOUCHED_KEPT: usize = 64;
 
 impl Model {
     /// At least `n` slots, every per-slot vector grown with them (`ralph
@@ -877,110 +774,6 @@ impl Model {
                     .count(),
             });
         jobs_now(self.policy.jobs, limit_near, running, memory)
-    }
-
-    /// Recomputes what story `idx` is predicted to touch: what its spec
-    /// declares and names, what it conflicted on and touched before, what
-    /// its worktree changed so far (nothing with `predict_files` off).
-    pub(crate) fn refresh_files(&mut self, idx: usize) {
-        if !self.policy.predict_files {
-            self.files[idx].clear();
-            return;
-        }
-        let mut seen = std::collections::HashSet::new();
-        let id = &self.stories[idx].id;
-        let files = self.stories[idx]
-            .files
-            .iter()
-            .chain(&self.stories[idx].named)
-            .chain(self.state.conflict_paths.get(id).into_iter().flatten())
-            .chain(self.state.touched_paths.get(id).into_iter().flatten())
-            .chain(self.touched.get(&idx).into_iter().flatten())
-            .filter(|p| seen.insert(p.as_str()))
-            .cloned()
-            .collect();
-        self.files[idx] = files;
-    }
-
-    /// Remembers (in the state, so across attempts and runs) that story
-    /// `idx` touched `paths`; at most `MAX_TOUCHED_KEPT` paths, the first
-    /// ones, so a generator's thousand files cannot swell `state.json`.
-    fn remember_touched(&mut self, idx: usize, paths: &[String]) {
-        let known = self
-            .state
-            .touched_paths
-            .entry(self.stories[idx].id.clone())
-            .or_default();
-        for p in paths {
-            if known.len() >= MAX_TOUCHED_KEPT {
-                break;
-            }
-            if !known.contains(p) {
-                known.push(p.clone());
-            }
-        }
-    }
-
-    /// The agent of running story `idx` is editing `path` (from its tool
-    /// calls, before any of it is on disk or committed).
-    pub(crate) fn editing(&mut self, idx: usize, path: String) {
-        if self.sched.nodes[idx] != Node::Running || !self.policy.predict_files {
-            return;
-        }
-        let paths = self.touched.entry(idx).or_default();
-        if paths.contains(&path) {
-            return;
-        }
-        paths.push(path.clone());
-        self.remember_touched(idx, &[path]);
-        self.refresh_files(idx);
-    }
-
-    /// Story `idx`'s landing conflicted on `paths`: remembered (in the
-    /// state, so across runs) for dispatch.
-    pub(crate) fn remember_conflict(&mut self, idx: usize, paths: &[String]) {
-        let known = self
-            .state
-            .conflict_paths
-            .entry(self.stories[idx].id.clone())
-            .or_default();
-        for p in paths {
-            if !known.contains(p) {
-                known.push(p.clone());
-            }
-        }
-        self.refresh_files(idx);
-    }
-
-    /// What the worktree of running story `idx` changed so far.
-    pub(crate) fn set_touched(&mut self, idx: usize, paths: Vec<String>) {
-        if self.sched.nodes[idx] == Node::Running {
-            self.remember_touched(idx, &paths);
-            // What the agent said it edits stays, even before it is on disk.
-            let edited: Vec<String> = self.touched.remove(&idx).unwrap_or_default();
-            let mut all = paths;
-            for p in edited {
-                if !all.contains(&p) {
-                    all.push(p);
-                }
-            }
-            self.touched.insert(idx, all);
-            self.refresh_files(idx);
-        }
-    }
-
-    /// True when what running stories touched could change the next
-    /// choice: something runs, more stories are ready than the slots free
-    /// once the event freed one (else every ready story starts whatever
-    /// clashes: a prediction never idles a slot), and a ready story has
-    /// predicted files to compare (with none, nothing can clash). The
-    /// reading is git work on every running worktree before the event:
-    /// skipped when it cannot matter.
-    pub(crate) fn wants_touched(&self) -> bool {
-        let running = self.slots.iter().filter(|s| s.is_some()).count();
-        let ready = self.sched.ready();
-        let free_after = self.policy.jobs.saturating_sub(running) + 1;
-        running > 0 && ready.len() > free_after && ready.iter().any(|&i| !self.files[i].is_empty())
     }
 
     /// Seconds until the run is through, as forecast from the project's
