@@ -350,55 +350,11 @@ impl Attempt<'_> {
     ) -> Result<Ran, Verdict> {
         let (ctx, id, n, backend) = (self.ctx, self.id, self.n, self.backend);
         let (events, verbose) = (&self.events, self.verbose);
-        let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
-        // An agent kept in the project runs from this worktree (issue 32).
-        let program = crate::executor::seal::program_in(&ctx.git.workdir, &program, &self.wt_path);
-        let mut agent_env = env_pairs(&[
-            ("RALPH_STORY", id),
-            ("RALPH_ATTEMPT", &n.to_string()),
-            ("RALPH_WORKTREE", &wt_s),
-            ("RALPH_BRANCH", &self.branch),
-            ("RALPH_PROJECT_DIR", &root_s),
-        ]);
-        agent_env.push(ceiling(&ctx.root));
-        let (program2, wt2, b2) = (program.clone(), self.wt_path.clone(), self.branch.clone());
-        let slot_name = crate::paths::slot_worktree(&ctx.root, self.req.slot).0;
-        let seal = blocking(ctx, move |c| {
-            c.seal
-                .for_agent(&c.git, backend, &program2, &slot_name, &wt2, &b2)
-        })
-        .await
-        .and_then(|r| r)
-        .map_err(|e| Verdict::Fault {
-            reason: format!("could not seal the attempt of story {id}: {e}"),
-            kind: FaultKind::Transient,
-        })?;
-        let splitting = self.splitting();
-        let spec = AttemptSpec {
-            program,
-            args,
-            cwd: self.wt_path.clone(),
-            env: agent_env,
-            // A tracker's token never reaches an agent, sealed or not.
-            env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
-            stdin: text.into_bytes(),
-            log_path: self.log_path.clone(),
-            timeout: if splitting {
-                Duration::from_secs(ctx.config.decomposition.timeout_secs)
-            } else {
-                ctx.timeout
-            },
-            idle: (ctx.config.loop_.idle_timeout_secs > 0)
-                .then(|| Duration::from_secs(ctx.config.loop_.idle_timeout_secs)),
-            grace: Duration::from_secs(ctx.config.loop_.grace_secs),
-            token: project::attempt_token(&ctx.tag, id, n),
-            seal,
-            redact: ctx.seal.secrets.clone(),
-        };
+        let spec = self.agent_spec(program, args, text).await?;
         let now = crate::timefmt::now_secs();
         let mut parser = OutputParser::for_backend(backend)
             .with_clock(now, crate::timefmt::local_offset_secs(now));
-        if splitting {
+        if self.splitting() {
             parser = parser.keeping_text(super::split::KEEP_TEXT);
         }
         let idx = self.req.idx;
@@ -428,16 +384,83 @@ impl Attempt<'_> {
         ctx.log.line(&format!("agent start story {id} attempt {n}"));
         let kept_spec = spec.clone();
         let exit = process::run_attempt(spec, on_line, self.control.clone()).await;
-        // A confined agent committed on its branch's stand-in: the real
-        // branch follows before anything looks at it.
+        self.collect_sandbox().await;
+        let summary = parser.finish();
+        self.fill_report(&summary, report);
+        let exit = exit.map_err(|e| self.start_failed(&e))?;
+        Ok(Ran {
+            exit,
+            summary,
+            spec: kept_spec,
+        })
+    }
+
+    /// The agent's command line, environment, limits and seal.
+    async fn agent_spec(
+        &self,
+        program: String,
+        args: Vec<String>,
+        text: String,
+    ) -> Result<AttemptSpec, Verdict> {
+        let (ctx, id, n, backend) = (self.ctx, self.id, self.n, self.backend);
+        let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
+        // An agent kept in the project runs from this worktree (issue 32).
+        let program = crate::executor::seal::program_in(&ctx.git.workdir, &program, &self.wt_path);
+        let mut agent_env = env_pairs(&[
+            ("RALPH_STORY", id),
+            ("RALPH_ATTEMPT", &n.to_string()),
+            ("RALPH_WORKTREE", &wt_s),
+            ("RALPH_BRANCH", &self.branch),
+            ("RALPH_PROJECT_DIR", &root_s),
+        ]);
+        agent_env.push(ceiling(&ctx.root));
+        let (program2, wt2, b2) = (program.clone(), self.wt_path.clone(), self.branch.clone());
+        let slot_name = crate::paths::slot_worktree(&ctx.root, self.req.slot).0;
+        let seal = blocking(ctx, move |c| {
+            c.seal
+                .for_agent(&c.git, backend, &program2, &slot_name, &wt2, &b2)
+        })
+        .await
+        .and_then(|r| r)
+        .map_err(|e| Verdict::Fault {
+            reason: format!("could not seal the attempt of story {id}: {e}"),
+            kind: FaultKind::Transient,
+        })?;
+        Ok(AttemptSpec {
+            program,
+            args,
+            cwd: self.wt_path.clone(),
+            env: agent_env,
+            // A tracker's token never reaches an agent, sealed or not.
+            env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
+            stdin: text.into_bytes(),
+            log_path: self.log_path.clone(),
+            timeout: if self.splitting() {
+                Duration::from_secs(ctx.config.decomposition.timeout_secs)
+            } else {
+                ctx.timeout
+            },
+            idle: (ctx.config.loop_.idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(ctx.config.loop_.idle_timeout_secs)),
+            grace: Duration::from_secs(ctx.config.loop_.grace_secs),
+            token: project::attempt_token(&ctx.tag, id, n),
+            seal,
+            redact: ctx.seal.secrets.clone(),
+        })
+    }
+
+    /// A confined agent committed on its branch's stand-in: the real branch
+    /// follows before anything looks at it. What the agent left in git's
+    /// files that ralph would not take as git's was undone first; each such
+    /// finding goes to ralph.log and the attempt's own log.
+    async fn collect_sandbox(&self) {
+        let (ctx, id, n) = (self.ctx, self.id, self.n);
         let slot_name = crate::paths::slot_worktree(&ctx.root, self.req.slot).0;
         match blocking(ctx, move |c| c.git.sandbox_refs_collect(&slot_name)).await {
             Ok(Err(e)) => ctx.log.line(&format!(
                 "story {id} attempt {n}: the sandbox's commits could not be brought onto its \
                  branch ({e}); they stay in .git/ralph-sandbox until the next run"
             )),
-            // What the agent left in git's files that ralph would not take
-            // as git's: each was undone before anything read the slot.
             Ok(Ok(c)) => {
                 for f in c.findings() {
                     ctx.log
@@ -458,7 +481,11 @@ impl Attempt<'_> {
             }
             Err(_) => {}
         }
-        let summary = parser.finish();
+    }
+
+    /// What the agent's output said it used and explained.
+    fn fill_report(&self, summary: &crate::agent::parser::Summary, report: &mut AttemptReport) {
+        let (ctx, id, backend) = (self.ctx, self.id, self.backend);
         report.duration = self.started.elapsed();
         report.usage = summary.usage;
         let cost = crate::pricing::attempt_cost(
@@ -484,7 +511,12 @@ impl Attempt<'_> {
             tests_changed: own(&summary.signals.tests_changed),
             drops: own(&summary.signals.drops),
         };
-        let exit = exit.map_err(|e| match e.kind() {
+    }
+
+    /// The fault of an agent that could not be started.
+    fn start_failed(&self, e: &std::io::Error) -> Verdict {
+        let (ctx, backend) = (self.ctx, self.backend);
+        match e.kind() {
             std::io::ErrorKind::NotFound => Verdict::Fault {
                 reason: format!(
                     "the {} agent's command '{}' not found: install it or set agent.command \
@@ -499,12 +531,7 @@ impl Attempt<'_> {
                 reason: format!("could not start the agent: {e}"),
                 kind: FaultKind::Transient,
             },
-        })?;
-        Ok(Ran {
-            exit,
-            summary,
-            spec: kept_spec,
-        })
+        }
     }
 
     /// What `verdict::decide` needs: what the agent left (kept under refs),
