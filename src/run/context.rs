@@ -17,9 +17,6 @@ pub(crate) struct RunContext {
     pub(crate) env: Arc<AttemptEnv>,
     /// The backlog is a prd.json (whose `passes` a landing sets).
     pub(crate) prd: bool,
-    /// Validated work stays on its branch for a person (`landing.mode:
-    /// review`), except in `ralph land`, which lands it.
-    pub(crate) review: bool,
     /// `landing.mode: pr`: the remote validated work is pushed to, and the
     /// `gh` that opens its pull request.
     pub(crate) pr: Option<PrLanding>,
@@ -56,14 +53,12 @@ impl RunContext {
     pub(crate) fn new(
         env: Arc<AttemptEnv>,
         prd: bool,
-        review: bool,
         pr: Option<PrLanding>,
         runlog: Option<crate::runlog::RunLog>,
     ) -> RunContext {
         RunContext {
             env,
             prd,
-            review,
             pr,
             runlog,
             landed: Default::default(),

@@ -484,9 +484,11 @@ impl<E: Executor> Dispatcher<E> {
                 attempt,
                 approved,
                 gates,
+                plan,
             } => {
                 let mut req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt, gates);
                 req.approved = approved;
+                req.plan = plan;
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
                 let handle = self.tasks.spawn(async move {
                     Event::LandingFinished(land::land(&ctx, &req, control).await)

@@ -208,6 +208,17 @@ pub(crate) struct LandAsk {
     pub(crate) gates: GateAsk,
 }
 
+/// Where validated work goes, as the transition decides it (issue 33: it
+/// was decided in the landing's I/O): onto the target, to a person
+/// (`landing.mode: review`), or into a pull request (`landing.mode: pr`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum LandPlan {
+    #[default]
+    Land,
+    Review,
+    PullRequest,
+}
+
 /// Which gates a landing runs, as the transition asks (issue 26).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct GateAsk {
@@ -262,6 +273,7 @@ pub(crate) enum Action {
         /// for review again.
         approved: bool,
         gates: GateAsk,
+        plan: LandPlan,
     },
     /// The merge queue's chain (`landing.speculate`): each story merged on
     /// the one before, validated side by side (`run/queue.rs`).

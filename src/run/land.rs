@@ -16,7 +16,7 @@ use crate::prompt;
 use crate::store;
 
 use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
-use super::events::{GateAsk, LandResult};
+use super::events::{GateAsk, LandPlan, LandResult};
 use super::landed::check_landed_work;
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
@@ -41,6 +41,8 @@ pub(crate) struct LandRequest {
     pub(crate) approved: bool,
     /// The gates to run before validation (the transition's `gates::ask`).
     pub(crate) gates: GateAsk,
+    /// Where the validated work goes (the transition's `landing::plan`).
+    pub(crate) plan: LandPlan,
 }
 
 impl LandRequest {
@@ -67,6 +69,7 @@ impl LandRequest {
             prd_rel,
             approved: false,
             gates,
+            plan: Default::default(),
         }
     }
 }
@@ -390,12 +393,17 @@ async fn land_rounds(
                 }
             }
         }
-        if ctx.review && !req.approved {
+        match (req.plan, &ctx.pr) {
             // The merge is only checked: the branch keeps the work.
-            return LandResult::InReview;
-        }
-        if let Some(pr) = &ctx.pr {
-            return open_pull_request(ctx, req, pr).await;
+            (LandPlan::Review, _) => return LandResult::InReview,
+            (LandPlan::PullRequest, Some(pr)) => return open_pull_request(ctx, req, pr).await,
+            (LandPlan::PullRequest, None) => {
+                return LandResult::Error(
+                    "internal error: a pull request was asked for without landing.mode pr"
+                        .to_string(),
+                )
+            }
+            (LandPlan::Land, _) => {}
         }
         let intent = LandingIntent {
             story: req.id.clone(),

@@ -129,7 +129,6 @@ fn context(
     let ctx = Arc::new(context::RunContext::new(
         env.clone(),
         matches!(checked.project.backlog.source, Source::Prd { .. }),
-        config.landing.review && !opts.land,
         checked.pr.clone(),
         runlog,
     ));
@@ -200,6 +199,10 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
         // A person or a reviewer looks at one merged tree at a time
         // (`queue::shape`).
         speculate: queue_shape.0,
+        landing_mode: model::LandingMode {
+            review: config.landing.review && !opts.land,
+            pr: checked.pr.is_some(),
+        },
         batch: queue_shape.1,
     }
 }

@@ -19,7 +19,7 @@ use crate::status::story_node;
 mod policy;
 mod touched;
 
-pub(crate) use policy::{Budget, Models, Policy, SplitByHand};
+pub(crate) use policy::{Budget, LandingMode, Models, Policy, SplitByHand};
 
 /// Why the run stops starting work before the backlog is finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -865,6 +865,7 @@ pub(crate) fn test_model(
         tests_gate: crate::config::TestsGate::Block,
         review: None,
         speculate: 1,
+        landing_mode: Default::default(),
         batch: 1,
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)

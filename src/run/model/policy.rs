@@ -56,6 +56,9 @@ pub(crate) struct Policy {
     /// `landing.speculate`: the deepest chain the merge queue builds (1 in
     /// review and pr modes and with a reviewer: those land one at a time).
     pub(crate) speculate: usize,
+    /// `landing.mode`: `review` (outside `ralph land`) keeps validated work
+    /// for a person, `pr` opens a pull request of it.
+    pub(crate) landing_mode: LandingMode,
     /// `landing.batch`: stories per candidate (1 where `speculate` is 1
     /// for a person or a reviewer).
     pub(crate) batch: usize,
@@ -114,4 +117,12 @@ impl Policy {
     /// Merge-queue turns a story may lose to a moving target (each turn is
     /// five merge rounds) before the run asks for a quieter target.
     pub(crate) const MAX_RACES: u32 = 10;
+}
+
+/// What `landing.mode` asks of validated work (`ralph land` lands what a
+/// person approved whatever the mode says).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LandingMode {
+    pub(crate) review: bool,
+    pub(crate) pr: bool,
 }

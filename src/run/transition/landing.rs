@@ -7,7 +7,7 @@ use crate::state::{AttemptKind, FixupCause, Note, Outcome};
 
 use super::failure::{count_failure, failed_for_good, kind_of, redo_note};
 use super::limits::halt;
-use crate::run::events::{Action, LandAsk, LandResult, Now};
+use crate::run::events::{Action, LandAsk, LandPlan, LandResult, Now};
 use crate::run::model::{Change, Fatal, Landing, Model, Policy};
 use crate::run::record;
 use crate::runlog::Ev;
@@ -74,6 +74,7 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
                 attempt: next.attempt,
                 approved: next.approved,
                 gates,
+                plan: plan(model.policy.landing_mode, next.approved),
             });
         }
         _ => out.push(Action::LandChain(
@@ -615,4 +616,17 @@ fn land_error(model: &mut Model, idx: usize, e: &str, out: &mut Vec<Action>) {
         )),
     );
     out.push(Action::Save);
+}
+
+/// Where a story's validated work goes: review mode keeps it on its
+/// branch for a person, unless a person approved it in this run; pr mode
+/// opens a pull request of it (approved or not); else it lands. Pure.
+pub(crate) fn plan(mode: crate::run::model::LandingMode, approved: bool) -> LandPlan {
+    if mode.review && !approved {
+        LandPlan::Review
+    } else if mode.pr {
+        LandPlan::PullRequest
+    } else {
+        LandPlan::Land
+    }
 }

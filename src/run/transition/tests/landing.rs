@@ -327,3 +327,34 @@ fn a_batch_takes_up_to_its_size_of_what_waits_with_a_window_of_one() {
     );
     assert_eq!(m.land_queue.len(), 1);
 }
+
+/// Issue 33 item 4: where validated work goes is the transition's
+/// decision, sent with the land request.
+#[test]
+fn the_landing_plan_is_decided_here_and_sent_with_the_request() {
+    use crate::run::events::LandPlan::*;
+    use crate::run::model::LandingMode;
+    use crate::run::transition::landing::plan;
+    let mode = |review, pr| LandingMode { review, pr };
+    let cases = [
+        (mode(false, false), false, Land),
+        (mode(true, false), false, Review),
+        (mode(true, false), true, Land),
+        (mode(false, true), false, PullRequest),
+        (mode(false, true), true, PullRequest),
+        (mode(true, true), false, Review),
+        (mode(true, true), true, PullRequest),
+    ];
+    for (m, approved, want) in cases {
+        assert_eq!(plan(m, approved), want, "{m:?} approved={approved}");
+    }
+    let mut m = model_with(&[("1.1", &[])], 1, 3, None);
+    m.policy.landing_mode = mode(true, false);
+    let req = begin(&mut m).remove(0);
+    let a = handle(&mut m, finished(&req, Verdict::Done), t0());
+    assert!(
+        a.iter()
+            .any(|x| matches!(x, Action::Land { plan: Review, .. })),
+        "{a:?}"
+    );
+}
