@@ -495,10 +495,11 @@ async fn attempt_in_slot(
     let backend = Backend::parse(&spec.agent)
         .ok_or_else(|| format!("agent {:?} is not one this ralph knows", spec.agent))?;
     let (command, args) = crate::agent::invocation(&project.config.agent, backend);
-    let Some(program) = process::resolve_program(&root, &command) else {
+    let Some(program) = super::agents::find_agent(&root, &command) else {
         return Ok(fault(
             format!(
-                "the {} agent's command '{command}' is not installed on node {}",
+                "the {} agent's command '{command}' is not installed (or not executable) on \
+                 node {}",
                 backend.name(),
                 hostname()
             ),
