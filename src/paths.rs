@@ -25,7 +25,7 @@
 //!     ├── landing.json          R  a landing's intent, until it is decided
 //!     ├── logs/<id>/            R  attempt-<n>.log (the agent's raw output),
 //!     │                            validation-<n>.log, postmortem-<n>.log,
-//!     │                            pull-request.md
+//!     │                            pull-request.md; logs/plan/plan-<stamp>.log
 //!     ├── worktrees/            R  slot-<n>/ (one per job), validate/ (the merge queue's)
 //!     ├── learnings/            R  what agents learned, by topic, and _index.json
 //!     ├── runs/                 R  <run-id>.jsonl, one record file per run
@@ -187,6 +187,14 @@ pub(crate) fn review_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
 /// `.ralph/logs/<id>/postmortem-<n>.log`: the timeout postmortem of attempt `n`.
 pub(crate) fn postmortem_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
     story_logs(root, id).join(format!("postmortem-{attempt}.log"))
+}
+
+/// `.ralph/logs/plan/plan-<stamp>.log`: the agent run of one `ralph plan`
+/// (`stamp`: its start, Unix seconds).
+pub(crate) fn plan_log(root: &Path, stamp: i64) -> PathBuf {
+    logs_dir(root)
+        .join("plan")
+        .join(format!("plan-{stamp}.log"))
 }
 
 /// `.ralph/logs/<id>/pull-request.md`: the body of a story's pull request.

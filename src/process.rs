@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 use crate::redact::{Secrets, Stream};
 pub(crate) use captured::run_captured;
-pub(crate) use startable::{can_start, resolve_program, CannotStart};
+pub(crate) use startable::{can_start, CannotStart};
 
 use command::{command_for, join_at_exec};
 pub(crate) use gitprocs::{ticks_now, Checkout as GitCheckout};

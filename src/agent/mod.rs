@@ -198,8 +198,10 @@ pub(crate) fn with_model(backend: Backend, args: &[String], model: &str) -> Opti
     Some(rest)
 }
 
-/// `post_story`'s `RALPH_RESULT` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `post_story`'s `RALPH_RESULT` values (also their names in a worker's
+/// report, `exec::worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum ResultKind {
     Done,
     Fail,
@@ -220,8 +222,11 @@ impl ResultKind {
     }
 }
 
-/// What the engine does with a finished attempt.
-#[derive(Debug, Clone, PartialEq)]
+/// What the engine does with a finished attempt. A worker's report carries
+/// it as `{"verdict": "failed", "reason": .., "kind": "timeout"}`: a name
+/// this ralph does not know is an error naming it, never a guess.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
 pub(crate) enum Verdict {
     /// DONE for this story: land it.
     Done,
@@ -241,7 +246,8 @@ pub(crate) enum Verdict {
 }
 
 /// What a fault outside the story needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum FaultKind {
     /// Likely to pass: wait a little and try again.
     Transient,

@@ -15,6 +15,8 @@ use crate::config::BacklogSource;
 use crate::dag::Dag;
 use crate::decompose;
 use crate::error::{RalphError, EXIT_OK, EXIT_STORIES_FAILED};
+use crate::executor::RunSeal;
+use crate::gitops::Git;
 use crate::plan::{self, Planned};
 use crate::process::{self, AttemptSpec};
 use crate::report::{self, GraphNode};
@@ -198,33 +200,43 @@ fn write_files(
 }
 
 /// One run of the configured agent on `prompt`, in an empty directory of
-/// its own (it is asked for text, not edits); its text and its length.
+/// its own (it is asked for text, not edits), found and sealed as a run's
+/// agents are (`sandbox.mode`); its text and its length.
 fn run_agent(
     root: &Path,
     config: &crate::config::Config,
     prompt: String,
 ) -> anyhow::Result<(String, usize)> {
     let backend = config.agent.name;
-    let (program, args) = crate::agent::invocation(&config.agent, backend);
+    let agents = crate::exec::agents::resolve(root, &config.agent, &[backend])?;
+    let (program, args) = agents[&backend].clone();
+    let (seal, _) = RunSeal::for_run(config, &agents)?;
+    let git = Git::open(root).map_err(|e| RalphError::usage(e.to_string()))?;
     let stamp = crate::timefmt::now_secs();
     let cwd = std::env::temp_dir().join(format!("ralph-plan-{}-{stamp}", std::process::id()));
     std::fs::create_dir_all(&cwd)?;
+    // Unsealed, a tracker's token is still no part of its output.
+    let redact = if seal.decision.seal {
+        seal.secrets.clone()
+    } else {
+        Arc::new(crate::redact::Secrets::new(
+            crate::sandbox::tracker_secret_values(&std::env::vars().collect::<Vec<_>>()),
+        ))
+    };
     let spec = AttemptSpec {
+        seal: seal.for_text_agent(&git, backend, &program, &cwd),
         program,
         args,
         cwd: cwd.clone(),
         env: Vec::new(),
         env_remove: crate::sandbox::agent_env_remove(backend.env_remove()),
         stdin: prompt.into_bytes(),
-        log_path: crate::paths::at(root, crate::paths::LOGS).join(format!("plan/plan-{stamp}.log")),
+        log_path: crate::paths::plan_log(root, stamp),
         timeout: Duration::from_secs(config.decomposition.timeout_secs),
         idle: None,
         grace: Duration::from_secs(config.loop_.grace_secs),
         token: process::unique_token("ralph-plan-"),
-        seal: None,
-        redact: Arc::new(crate::redact::Secrets::new(
-            crate::sandbox::tracker_secret_values(&std::env::vars().collect::<Vec<_>>()),
-        )),
+        redact,
     };
     let mut parser = OutputParser::for_backend(backend).keeping_text(decompose::MAX_REPLY_BYTES);
     let rt = tokio::runtime::Builder::new_multi_thread()

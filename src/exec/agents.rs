@@ -5,57 +5,97 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::agent::{self, Backend};
+use crate::backlog::Story;
 use crate::error::RalphError;
+use crate::executor::Agents;
 use crate::paths;
 use crate::project::Project;
 
-/// The executable and arguments of every backend the backlog may use (the
-/// run's, and any a story's frontmatter names), each found once: a missing
-/// one is a usage error before anything runs.
-pub(crate) fn resolve_agents(
-    project: &Project,
+/// Every backend the run may use, each once, in this order: the run's own
+/// (`default`), `agent.fallback`'s, the escalation ladder's (`agent.escalation`'s
+/// `agent` fields) and those a story's frontmatter names.
+pub(crate) fn backends_used(
+    settings: &agent::Settings,
+    stories: &[Story],
     default: Backend,
-) -> Result<HashMap<Backend, (String, Vec<String>)>, RalphError> {
-    let mut used: Vec<Backend> = vec![default];
-    used.extend(project.config.agent.fallback.iter().copied());
-    used.extend(
-        project
-            .config
-            .agent
-            .escalation
-            .iter()
-            .filter_map(|r| r.agent),
-    );
-    used.extend(project.backlog.stories.iter().filter_map(|s| s.agent));
-    let mut out = HashMap::new();
-    for b in used {
-        if out.contains_key(&b) {
-            continue;
+) -> Vec<Backend> {
+    let mut used: Vec<Backend> = Vec::new();
+    let all = std::iter::once(default)
+        .chain(settings.fallback.iter().copied())
+        .chain(settings.escalation.iter().filter_map(|r| r.agent))
+        .chain(stories.iter().filter_map(|s| s.agent));
+    for b in all {
+        if !used.contains(&b) {
+            used.push(b);
         }
-        let (command, args) = agent::invocation(&project.config.agent, b);
-        let Some(program) = crate::process::resolve_program(&project.root, &command) else {
-            let where_ = if command.contains('/') {
-                ""
-            } else {
-                " on PATH"
-            };
-            let install = match b {
-                Backend::Claude => "npm install -g @anthropic-ai/claude-code",
-                Backend::Codex => "npm install -g @openai/codex",
-                _ => "install it",
-            };
-            return Err(RalphError::usage(format!(
-                "the {} agent's command '{command}' was not found{where_}",
-                b.name()
-            ))
-            .with_hint(format!(
-                "{install}, or set agent.command (claude.command for Claude Code) in {}",
-                paths::CONFIG
-            )));
+    }
+    used
+}
+
+/// The executable and arguments of every backend the backlog may use
+/// (`backends_used`), each found once: a missing one is a usage error
+/// before anything runs.
+pub(crate) fn resolve_agents(project: &Project, default: Backend) -> Result<Agents, RalphError> {
+    let used = backends_used(&project.config.agent, &project.backlog.stories, default);
+    resolve(&project.root, &project.config.agent, &used)
+}
+
+/// `backends`' executables and arguments, found from the project `root`
+/// (`find_agent`); a missing one is a usage error saying how to install it.
+pub(crate) fn resolve(
+    root: &Path,
+    settings: &agent::Settings,
+    backends: &[Backend],
+) -> Result<Agents, RalphError> {
+    let mut out = HashMap::new();
+    for &b in backends {
+        let (command, args) = agent::invocation(settings, b);
+        let program = match find_agent(root, &command) {
+            Some(p) => p,
+            // There but not runnable: the start-up probe says why
+            // (`agents_can_start`), better than "not found".
+            None if command.contains('/') && root.join(&command).is_file() => {
+                root.join(&command).display().to_string()
+            }
+            None => {
+                let where_ = if command.contains('/') {
+                    ""
+                } else {
+                    " on PATH"
+                };
+                let install = match b {
+                    Backend::Claude => "npm install -g @anthropic-ai/claude-code",
+                    Backend::Codex => "npm install -g @openai/codex",
+                    _ => "install it",
+                };
+                return Err(RalphError::usage(format!(
+                    "the {} agent's command '{command}' was not found{where_}",
+                    b.name()
+                ))
+                .with_hint(format!(
+                    "{install}, or set agent.command (claude.command for Claude Code) in {}",
+                    paths::CONFIG
+                )));
+            }
         };
         out.insert(b, (program, args));
     }
     Ok(out)
+}
+
+/// An agent's `command` as its attempts run it, when it is there and
+/// runnable (`sandbox::which`, the one PATH lookup): a path with a `/`
+/// found from the project `root` (a project-local `bin/agent`, not from
+/// the worktree the child starts in), a bare name as it is once found on
+/// PATH (`execvp` finds it the same way).
+pub(crate) fn find_agent(root: &Path, command: &str) -> Option<String> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = crate::sandbox::which(command, &path, root)?;
+    Some(if command.contains('/') {
+        found.display().to_string()
+    } else {
+        command.to_string()
+    })
 }
 
 /// Each agent command the run may use (`agents`: the run's, the fallbacks',
@@ -66,7 +106,7 @@ pub(crate) fn resolve_agents(
 pub(crate) fn agents_can_start(
     project: &Project,
     git: &crate::gitops::Git,
-    agents: &HashMap<Backend, (String, Vec<String>)>,
+    agents: &Agents,
     seal: &crate::executor::RunSeal,
 ) -> Result<(), RalphError> {
     let mut used: Vec<(&Backend, &String)> = agents.iter().map(|(b, (p, _))| (b, p)).collect();

@@ -117,10 +117,12 @@ pub(crate) fn validate(project: &Project) -> Result<Vec<String>, RalphError> {
 
 /// The agents a run on a cluster may use, as configured: whether they are
 /// installed is each node's matter, checked by its worker.
+/// They are the same backends a local run resolves (`backends_used`: the
+/// escalation ladder's and the fallbacks' too): the run's seal redacts
+/// each one's secrets, and its policy knows them.
 pub(crate) fn agents_on_nodes(project: &Project, default: Backend) -> Agents {
-    std::iter::once(default)
-        .chain(project.config.agent.fallback.iter().copied())
-        .chain(project.backlog.stories.iter().filter_map(|s| s.agent))
+    agents::backends_used(&project.config.agent, &project.backlog.stories, default)
+        .into_iter()
         .map(|b| (b, crate::agent::invocation(&project.config.agent, b)))
         .collect()
 }
@@ -173,5 +175,47 @@ impl Executor for AnyExecutor {
         if let AnyExecutor::Ray(e) = self {
             e.end_of_run().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a Ray run's agents left out the escalation ladder's
+    /// backends, so the run's seal did not know (nor redact) their secrets.
+    #[test]
+    fn the_nodes_agents_are_every_backend_a_run_may_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            crate::paths::CONFIG,
+            r#"{ "agent": { "fallback": ["gemini"],
+                 "escalation": ["haiku", { "agent": "codex", "model": "gpt-5" }] } }"#,
+        );
+        write(crate::paths::QUEUE, "1.1 | One\n");
+        write(
+            "specs/epic-1/story-1.1-one.md",
+            "---\nid: \"1.1\"\ntitle: \"One\"\nagent: amp\n---\n# One\n",
+        );
+        let project = crate::project::load(root).unwrap();
+        let agents = agents_on_nodes(&project, Backend::Claude);
+        let mut names: Vec<&str> = agents.keys().map(|b| b.name()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["amp", "claude", "codex", "gemini"]);
+        assert_eq!(
+            agents::backends_used(
+                &project.config.agent,
+                &project.backlog.stories,
+                Backend::Amp
+            ),
+            [Backend::Amp, Backend::Gemini, Backend::Codex],
+            "each once, the run's own first"
+        );
     }
 }

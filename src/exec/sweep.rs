@@ -237,7 +237,7 @@ async fn retire(
     let logs = call(cluster, move |c| c.logs(&sid2))
         .await
         .unwrap_or_default();
-    if let Some(wire) = worker::report_in(&logs) {
+    if let Some(Ok(wire)) = worker::report_in(&logs) {
         let path = crate::paths::attempt_log_path(&ctx.root, id, orphan.attempt);
         if !path.exists() {
             if let Some(dir) = path.parent() {

@@ -21,8 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
-use crate::agent::event::Usage;
-use crate::agent::{Backend, FaultKind, ResultKind, Verdict};
+use crate::agent::{Backend, FaultKind, Verdict};
 use crate::control::Control;
 use crate::exec::local::LocalExecutor;
 use crate::executor::{AttemptEnv, AttemptReport, AttemptRequest, Executor};
@@ -106,110 +105,13 @@ impl WorkerSpec {
     }
 }
 
-/// `Verdict` as it crosses the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
-pub(crate) enum WireVerdict {
-    Done,
-    Tentative,
-    Failed { reason: String, kind: String },
-    RateLimited { resets_at: Option<u64> },
-    Interrupted,
-    RootRefusal,
-    Fault { reason: String, kind: String },
-}
-
-fn result_kind(s: &str) -> ResultKind {
-    match s {
-        "done" => ResultKind::Done,
-        "fail" => ResultKind::Fail,
-        "timeout" => ResultKind::Timeout,
-        "no_signal" => ResultKind::NoSignal,
-        _ => ResultKind::Error,
-    }
-}
-
-fn fault_kind_name(k: FaultKind) -> &'static str {
-    match k {
-        FaultKind::Transient => "transient",
-        FaultKind::NeedsPerson => "needs_person",
-        FaultKind::StopNow => "stop_now",
-        FaultKind::Api => "api",
-    }
-}
-
-fn fault_kind(s: &str) -> FaultKind {
-    match s {
-        "needs_person" => FaultKind::NeedsPerson,
-        "stop_now" => FaultKind::StopNow,
-        "api" => FaultKind::Api,
-        _ => FaultKind::Transient,
-    }
-}
-
-impl WireVerdict {
-    pub(crate) fn from_verdict(v: &Verdict) -> WireVerdict {
-        match v {
-            Verdict::Done => WireVerdict::Done,
-            Verdict::Tentative => WireVerdict::Tentative,
-            Verdict::Failed { reason, kind } => WireVerdict::Failed {
-                reason: reason.clone(),
-                kind: kind.as_str().to_string(),
-            },
-            Verdict::RateLimited { resets_at } => WireVerdict::RateLimited {
-                resets_at: *resets_at,
-            },
-            Verdict::Interrupted => WireVerdict::Interrupted,
-            Verdict::RootRefusal => WireVerdict::RootRefusal,
-            Verdict::Fault { reason, kind } => WireVerdict::Fault {
-                reason: reason.clone(),
-                kind: fault_kind_name(*kind).to_string(),
-            },
-        }
-    }
-
-    pub(crate) fn to_verdict(&self) -> Verdict {
-        match self {
-            WireVerdict::Done => Verdict::Done,
-            WireVerdict::Tentative => Verdict::Tentative,
-            WireVerdict::Failed { reason, kind } => Verdict::Failed {
-                reason: reason.clone(),
-                kind: result_kind(kind),
-            },
-            WireVerdict::RateLimited { resets_at } => Verdict::RateLimited {
-                resets_at: *resets_at,
-            },
-            WireVerdict::Interrupted => Verdict::Interrupted,
-            WireVerdict::RootRefusal => Verdict::RootRefusal,
-            WireVerdict::Fault { reason, kind } => Verdict::Fault {
-                reason: reason.clone(),
-                kind: fault_kind(kind),
-            },
-        }
-    }
-}
-
-/// What a worker answers: the attempt's report, where its work went on the
-/// relay, and its log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct WireReport {
-    pub(crate) verdict: WireVerdict,
-    pub(crate) usage: Usage,
-    pub(crate) cost_usd: f64,
-    #[serde(default)]
-    pub(crate) cost_unknown: bool,
-    pub(crate) duration_ms: u64,
-    pub(crate) learnings: Vec<String>,
-    pub(crate) saved_ref: Option<String>,
-    pub(crate) agent: Option<String>,
-    pub(crate) limit_warning: bool,
-    pub(crate) limit_reset: Option<u64>,
-    pub(crate) committed_for_agent: Option<(usize, Oid)>,
-    pub(crate) kind: AttemptKind,
-    pub(crate) session_id: Option<String>,
-    pub(crate) resumed: bool,
-    pub(crate) kept: Vec<String>,
-    pub(crate) children: Vec<String>,
+/// What a worker answers: the attempt's report itself (`AttemptReport`,
+/// serde's form of the real type: no copy of it to keep in step), where
+/// its work went on the relay, and its log. Coordinator and worker are the
+/// same ralph (see `AttemptReport`): no compatibility across versions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct WorkerReport {
+    pub(crate) report: AttemptReport,
     /// The story branch's tip, pushed to the relay's out ref.
     pub(crate) out: Option<Oid>,
     /// The node that ran it (`node_name`).
@@ -235,30 +137,12 @@ pub(crate) struct WireReport {
     pub(crate) progress: bool,
     /// The attempt's log.
     pub(crate) log: String,
-    /// The agent's TESTS_CHANGED / DROPS words (issue 26).
-    #[serde(default)]
-    pub(crate) explained: crate::state::Explained,
 }
 
-impl WireReport {
-    pub(crate) fn of(r: &AttemptReport, out: Option<Oid>, log: String) -> WireReport {
-        WireReport {
-            verdict: WireVerdict::from_verdict(&r.verdict),
-            usage: r.usage,
-            cost_usd: r.cost_usd,
-            cost_unknown: r.cost_unknown,
-            duration_ms: r.duration.as_millis() as u64,
-            learnings: r.learnings.clone(),
-            saved_ref: r.saved_ref.clone(),
-            agent: r.agent.map(str::to_string),
-            limit_warning: r.limit_warning.is_some(),
-            limit_reset: r.limit_warning.flatten(),
-            committed_for_agent: r.committed_for_agent.clone(),
-            kind: r.kind,
-            session_id: r.session_id.clone(),
-            resumed: r.resumed,
-            kept: r.kept.clone(),
-            children: r.children.clone(),
+impl WorkerReport {
+    pub(crate) fn of(report: AttemptReport, out: Option<Oid>, log: String) -> WorkerReport {
+        WorkerReport {
+            report,
             out,
             node: node_name(),
             slot: 0,
@@ -267,32 +151,19 @@ impl WireReport {
             span_ms: (0, 0),
             progress: false,
             log,
-            explained: r.explained.clone(),
         }
     }
 
-    /// The coordinator's report for `req` (its slot, number and log).
+    /// The coordinator's report for `req`: the worker's, with the
+    /// request's own numbers, model and log, and where it ran.
     pub(crate) fn into_report(self, req: &AttemptRequest, log_rel: String) -> AttemptReport {
-        let mut r = AttemptReport::empty(req, self.verdict.to_verdict(), log_rel);
-        r.usage = self.usage;
-        r.cost_usd = self.cost_usd;
-        r.cost_unknown = self.cost_unknown;
-        r.duration = Duration::from_millis(self.duration_ms);
-        r.learnings = self.learnings;
-        r.saved_ref = self.saved_ref;
-        r.agent = self
-            .agent
-            .as_deref()
-            .and_then(Backend::parse)
-            .map(Backend::name);
-        r.limit_warning = self.limit_warning.then_some(self.limit_reset);
-        r.committed_for_agent = self.committed_for_agent;
-        r.kind = self.kind;
-        r.session_id = self.session_id;
-        r.resumed = self.resumed;
-        r.kept = self.kept;
-        r.children = self.children;
-        r.explained = self.explained;
+        let mut r = self.report;
+        r.idx = req.idx;
+        r.slot = req.slot;
+        r.attempt = req.attempt;
+        r.iteration = req.iteration;
+        r.model = req.model.clone();
+        r.log_rel = log_rel;
         r.node = (!self.node.is_empty()).then(|| format!("{}/{}", self.node, self.slot));
         r
     }
@@ -310,12 +181,16 @@ pub(crate) fn activity_in(logs: &str) -> Option<&str> {
         .find_map(|l| l.strip_prefix(ACTIVITY_MARKER))
 }
 
-/// The report in a job's log: its last line carrying the marker.
-pub(crate) fn report_in(logs: &str) -> Option<WireReport> {
+/// The report in a job's log: its last line carrying the marker (`None`:
+/// no such line). One that does not read (a verdict or agent this ralph
+/// does not know, say) is an error saying why.
+pub(crate) fn report_in(logs: &str) -> Option<Result<WorkerReport, String>> {
     logs.lines()
         .rev()
         .find_map(|l| l.strip_prefix(REPORT_MARKER))
-        .and_then(|j| serde_json::from_str(j).ok())
+        .map(|j| {
+            serde_json::from_str(j).map_err(|e| format!("the worker's report does not read: {e}"))
+        })
 }
 
 pub(crate) fn epoch_ms() -> u64 {
@@ -436,37 +311,15 @@ pub(crate) fn attempt(spec_hex: &str) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn fault(reason: String, kind: FaultKind) -> WireReport {
-    WireReport {
-        verdict: WireVerdict::from_verdict(&Verdict::Fault { reason, kind }),
-        usage: Usage::default(),
-        cost_usd: 0.0,
-        cost_unknown: false,
-        duration_ms: 0,
-        learnings: Vec::new(),
-        saved_ref: None,
-        agent: None,
-        limit_warning: false,
-        limit_reset: None,
-        committed_for_agent: None,
-        kind: AttemptKind::First,
-        session_id: None,
-        resumed: false,
-        kept: Vec::new(),
-        children: Vec::new(),
-        out: None,
-        node: node_name(),
-        slot: 0,
-        base: Oid::new(),
-        phases: Vec::new(),
-        span_ms: (0, 0),
-        progress: false,
-        log: String::new(),
-        explained: Default::default(),
-    }
+fn fault(reason: String, kind: FaultKind) -> WorkerReport {
+    WorkerReport::of(
+        AttemptReport::nothing(Verdict::Fault { reason, kind }),
+        None,
+        String::new(),
+    )
 }
 
-async fn run(spec: &WorkerSpec) -> WireReport {
+async fn run(spec: &WorkerSpec) -> WorkerReport {
     if spec.version != version() {
         return fault(
             format!(
@@ -594,7 +447,7 @@ async fn attempt_in_slot(
     spec: &WorkerSpec,
     slot: usize,
     slot_dir: &Path,
-) -> Result<WireReport, String> {
+) -> Result<WorkerReport, String> {
     let mut phases = Phases::new();
     let repo = slot_dir.join("repo");
     std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
@@ -642,10 +495,11 @@ async fn attempt_in_slot(
     let backend = Backend::parse(&spec.agent)
         .ok_or_else(|| format!("agent {:?} is not one this ralph knows", spec.agent))?;
     let (command, args) = crate::agent::invocation(&project.config.agent, backend);
-    let Some(program) = process::resolve_program(&root, &command) else {
+    let Some(program) = super::agents::find_agent(&root, &command) else {
         return Ok(fault(
             format!(
-                "the {} agent's command '{command}' is not installed on node {}",
+                "the {} agent's command '{command}' is not installed (or not executable) on \
+                 node {}",
                 backend.name(),
                 hostname()
             ),
@@ -725,7 +579,7 @@ async fn attempt_in_slot(
     let log = std::fs::read(&log_path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let mut wire = WireReport::of(&report, out, log);
+    let mut wire = WorkerReport::of(report, out, log);
     wire.base = spec.base.clone();
     wire.phases = phases.done;
     wire.progress = pushed_progress.load(std::sync::atomic::Ordering::SeqCst);
@@ -826,6 +680,7 @@ async fn forward_signals(tx: watch::Sender<Control>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::ResultKind;
 
     fn spec() -> WorkerSpec {
         WorkerSpec {
@@ -862,28 +717,132 @@ mod tests {
         assert!(WorkerSpec::decode("zz").is_err());
     }
 
-    #[test]
-    fn every_verdict_crosses_the_wire() {
-        for v in [
+    /// Every verdict, with every result and fault kind.
+    fn every_verdict() -> Vec<Verdict> {
+        let mut all = vec![
             Verdict::Done,
             Verdict::Tentative,
-            Verdict::Failed {
-                reason: "r".into(),
-                kind: ResultKind::Timeout,
-            },
             Verdict::RateLimited { resets_at: Some(7) },
+            Verdict::RateLimited { resets_at: None },
             Verdict::Interrupted,
             Verdict::RootRefusal,
-            Verdict::Fault {
-                reason: "f".into(),
-                kind: FaultKind::StopNow,
-            },
+        ];
+        for kind in [
+            ResultKind::Done,
+            ResultKind::Fail,
+            ResultKind::Timeout,
+            ResultKind::Error,
+            ResultKind::NoSignal,
         ] {
-            let w = WireVerdict::from_verdict(&v);
-            let json = serde_json::to_string(&w).unwrap();
-            let back: WireVerdict = serde_json::from_str(&json).unwrap();
-            assert_eq!(back.to_verdict(), v, "{json}");
+            all.push(Verdict::Failed {
+                reason: "r".into(),
+                kind,
+            });
         }
+        for kind in [
+            FaultKind::Transient,
+            FaultKind::Api,
+            FaultKind::NeedsPerson,
+            FaultKind::StopNow,
+        ] {
+            all.push(Verdict::Fault {
+                reason: "f".into(),
+                kind,
+            });
+        }
+        all
+    }
+
+    /// A worker's whole report line, as the coordinator reads it.
+    fn crossed(w: &WorkerReport) -> Result<WorkerReport, String> {
+        let line = format!("{REPORT_MARKER}{}\n", serde_json::to_string(w).unwrap());
+        report_in(&line).expect("a marked line")
+    }
+
+    #[test]
+    fn every_verdict_crosses_the_wire() {
+        for v in every_verdict() {
+            let w = WorkerReport::of(AttemptReport::nothing(v.clone()), None, String::new());
+            let back = crossed(&w).unwrap();
+            assert_eq!(back.report.verdict, v);
+        }
+        // A result kind keeps its `RALPH_RESULT` name on the wire.
+        let json = serde_json::to_string(&Verdict::Failed {
+            reason: "r".into(),
+            kind: ResultKind::NoSignal,
+        })
+        .unwrap();
+        assert!(json.contains(r#""verdict":"failed""#), "{json}");
+        assert!(json.contains(r#""kind":"no_signal""#), "{json}");
+    }
+
+    #[test]
+    fn every_field_of_the_report_crosses_the_wire() {
+        let mut r = AttemptReport::nothing(Verdict::Done);
+        r.usage.input_tokens = 3;
+        r.cost_usd = 0.5;
+        r.cost_unknown = true;
+        r.duration = Duration::from_millis(1234);
+        r.learnings = vec!["l".into()];
+        r.saved_ref = Some("refs/ralph/x".into());
+        r.agent = Some("codex");
+        r.limit_warning = Some(None);
+        r.committed_for_agent = Some((2, "a".repeat(40)));
+        r.kind = AttemptKind::Redo;
+        r.session_id = Some("s".into());
+        r.resumed = true;
+        r.kept = vec!["refs/ralph/k".into()];
+        r.children = vec!["1.1.1".into()];
+        let mut w = WorkerReport::of(r.clone(), Some("b".repeat(40)), "log".into());
+        w.slot = 3;
+        let back = crossed(&w).unwrap();
+        let b = &back.report;
+        assert_eq!(
+            (b.usage, b.cost_usd, b.cost_unknown, b.duration),
+            (r.usage, r.cost_usd, r.cost_unknown, r.duration)
+        );
+        assert_eq!((&b.learnings, &b.saved_ref), (&r.learnings, &r.saved_ref));
+        assert_eq!((b.agent, b.limit_warning), (Some("codex"), Some(None)));
+        assert_eq!(b.committed_for_agent, r.committed_for_agent);
+        assert_eq!(
+            (b.kind, &b.session_id, b.resumed),
+            (r.kind, &r.session_id, true)
+        );
+        assert_eq!((&b.kept, &b.children), (&r.kept, &r.children));
+        assert_eq!(
+            (&back.out, back.slot, back.log.as_str()),
+            (&w.out, 3, "log")
+        );
+        // A warning without its reset is not "no warning".
+        w.report.limit_warning = None;
+        assert_eq!(crossed(&w).unwrap().report.limit_warning, None);
+        w.report.limit_warning = Some(Some(9));
+        assert_eq!(crossed(&w).unwrap().report.limit_warning, Some(Some(9)));
+    }
+
+    #[test]
+    fn an_unknown_kind_is_an_error_naming_it() {
+        let w = fault("x".into(), FaultKind::NeedsPerson);
+        let json = serde_json::to_string(&w).unwrap();
+        assert!(json.contains(r#""kind":"needs_person""#), "{json}");
+        for (known, unknown) in [
+            (r#""kind":"needs_person""#, r#""kind":"on_fire""#),
+            (r#""verdict":"fault""#, r#""verdict":"exploded""#),
+        ] {
+            let line = format!("{REPORT_MARKER}{}", json.replacen(known, unknown, 1));
+            let err = report_in(&line).unwrap().unwrap_err();
+            let name = unknown.split(':').nth(1).unwrap().trim_matches('"');
+            assert!(err.contains(&format!("`{name}`")), "{err}");
+        }
+        let mut w = WorkerReport::of(AttemptReport::nothing(Verdict::Done), None, String::new());
+        w.report.agent = Some("claude");
+        let json = serde_json::to_string(&w).unwrap();
+        let line = format!(
+            "{REPORT_MARKER}{}",
+            json.replacen(r#""agent":"claude""#, r#""agent":"hal""#, 1)
+        );
+        let err = report_in(&line).unwrap().unwrap_err();
+        assert!(err.contains("unknown agent `hal`"), "{err}");
     }
 
     #[test]
@@ -895,8 +854,10 @@ mod tests {
             "noise\n{REPORT_MARKER}{{\"old\":1}}\n{REPORT_MARKER}{}\n",
             serde_json::to_string(&w).unwrap()
         );
-        assert_eq!(report_in(&logs), Some(w));
-        assert_eq!(report_in("no report\n"), None);
+        let read = report_in(&logs).unwrap().unwrap();
+        assert_eq!(read.report.verdict, w.report.verdict);
+        assert_eq!(read.log, w.log);
+        assert!(report_in("no report\n").is_none());
         let logs = format!("{ACTIVITY_MARKER}Bash ls\n{ACTIVITY_MARKER}Edit a.rs\nother\n");
         assert_eq!(activity_in(&logs), Some("Edit a.rs"));
         assert_eq!(activity_in("none"), None);

@@ -1,7 +1,8 @@
 //! One attempt across the boundary: what the run asks for
 //! (`AttemptRequest`, as the transition decides it), what a running
 //! attempt says before its end (`AttemptEvent`) and what it comes back
-//! with (`AttemptReport`). Plain data.
+//! with (`AttemptReport`). Plain data; the report is also what a cluster
+//! node's worker sends back (`exec::worker`), as JSON.
 
 use std::time::Duration;
 
@@ -54,8 +55,12 @@ pub(crate) struct AttemptRequest {
     pub(crate) postmortem_model: Option<String>,
 }
 
-/// What one attempt came back with.
-#[derive(Debug, Clone)]
+/// What one attempt came back with. Its JSON is what a worker prints
+/// (`exec::worker::WorkerReport`): the coordinator and its workers are the
+/// same ralph (its own binary is shipped to the nodes, or one of the same
+/// version is required: `WorkerSpec::version`), so the format needs no
+/// compatibility across versions — only names neither side may guess at.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct AttemptReport {
     pub(crate) idx: usize,
     pub(crate) slot: usize,
@@ -68,6 +73,7 @@ pub(crate) struct AttemptReport {
     pub(crate) cost_unknown: bool,
     /// The model it ran on, when ralph chose one (`AttemptRequest::model`).
     pub(crate) model: Option<String>,
+    #[serde(rename = "duration_ms", with = "wire::millis")]
     pub(crate) duration: Duration,
     pub(crate) learnings: Vec<String>,
     pub(crate) saved_ref: Option<String>,
@@ -77,8 +83,10 @@ pub(crate) struct AttemptReport {
     /// after its landing, with this number.
     pub(crate) iteration: u64,
     /// The backend that ran (none when the attempt ended before its agent).
-    pub(crate) agent: Option<&'static str>,
+    #[serde(with = "wire::backend")]
+    pub(crate) agent: wire::BackendName,
     /// The agent warned its usage limit is near (with the window's reset).
+    #[serde(with = "wire::limit")]
     pub(crate) limit_warning: Option<Option<u64>>,
     /// The agent said DONE and left work uncommitted: ralph committed it
     /// on the story branch (how many files, the commit).
@@ -110,26 +118,116 @@ impl AttemptReport {
             idx: req.idx,
             slot: req.slot,
             attempt: req.attempt,
+            model: req.model.clone(),
+            log_rel,
+            iteration: req.iteration,
+            kind: req.kind,
+            ..AttemptReport::nothing(verdict)
+        }
+    }
+
+    /// A report of `verdict` alone, for no request in particular (a
+    /// worker's attempt that never began: the coordinator puts its
+    /// request's numbers in).
+    pub(crate) fn nothing(verdict: Verdict) -> AttemptReport {
+        AttemptReport {
+            idx: 0,
+            slot: 0,
+            attempt: 0,
             verdict,
             usage: Usage::default(),
             cost_usd: 0.0,
             cost_unknown: false,
-            model: req.model.clone(),
+            model: None,
             duration: Duration::ZERO,
             learnings: Vec::new(),
             saved_ref: None,
-            log_rel,
-            iteration: req.iteration,
+            log_rel: String::new(),
+            iteration: 0,
             agent: None,
             limit_warning: None,
             committed_for_agent: None,
-            kind: req.kind,
+            kind: AttemptKind::First,
             session_id: None,
             resumed: false,
             kept: Vec::new(),
             children: Vec::new(),
             explained: crate::state::Explained::default(),
             node: None,
+        }
+    }
+}
+
+/// How the report's fields that are no plain data cross the wire.
+mod wire {
+    /// A backend's name, spelled as an alias: serde's derive takes an
+    /// `Option<&str>` field for one it borrows from the input (which
+    /// `'static` cannot be); `backend` makes it the known name instead.
+    pub(crate) type BackendName = Option<&'static str>;
+
+    /// A `Duration` as whole milliseconds.
+    pub(super) mod millis {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+            u64::deserialize(d).map(Duration::from_millis)
+        }
+    }
+
+    /// The backend by its name; one this ralph does not know is an error
+    /// naming it.
+    pub(super) mod backend {
+        use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
+
+        use crate::agent::Backend;
+
+        pub(crate) fn serialize<S: Serializer>(
+            agent: &Option<&'static str>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            agent.serialize(s)
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<&'static str>, D::Error> {
+            Option::<String>::deserialize(d)?
+                .map(|name| {
+                    Backend::parse(&name)
+                        .map(Backend::name)
+                        .ok_or_else(|| D::Error::custom(format!("unknown agent `{name}`")))
+                })
+                .transpose()
+        }
+    }
+
+    /// A usage-limit warning, with or without its reset time: `null` for
+    /// none, `{"reset": null}` for one without.
+    pub(super) mod limit {
+        use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+        #[derive(Serialize, Deserialize)]
+        struct Warning {
+            reset: Option<u64>,
+        }
+
+        pub(crate) fn serialize<S: Serializer>(
+            w: &Option<Option<u64>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            w.map(|reset| Warning { reset }).serialize(s)
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Option<u64>>, D::Error> {
+            Ok(Option::<Warning>::deserialize(d)?.map(|w| w.reset))
         }
     }
 }

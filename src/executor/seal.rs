@@ -233,6 +233,34 @@ impl RunSeal {
     /// at the same path in both; `agents_can_start` made sure it is
     /// committed). `None` when nothing is sealed.
     pub(crate) fn for_probe(&self, git: &Git, backend: Backend, program: &str) -> Option<Seal> {
+        self.outside_slot(git, backend, program, &git.workdir, false)
+    }
+
+    /// The seal of an agent asked for text alone (`ralph plan`), run in
+    /// `work`, a scratch directory of its own: an attempt's environment
+    /// and, when the run confines, its mounts with `work` in the place of
+    /// the worktree (no git of its own; the repository's, read-only, as
+    /// every sealed child sees it). `None` when nothing is sealed.
+    pub(crate) fn for_text_agent(
+        &self,
+        git: &Git,
+        backend: Backend,
+        program: &str,
+        work: &Path,
+    ) -> Option<Seal> {
+        self.outside_slot(git, backend, program, work, true)
+    }
+
+    /// An agent's seal in `work`, a directory that is no slot's worktree
+    /// (read-only unless `writable`).
+    fn outside_slot(
+        &self,
+        git: &Git,
+        backend: Backend,
+        program: &str,
+        work: &Path,
+        writable: bool,
+    ) -> Option<Seal> {
         if !self.decision.seal {
             return None;
         }
@@ -244,7 +272,7 @@ impl RunSeal {
                 limits: self.settings.limits,
             });
         };
-        let mut layout = self.layout(git, &env, &git.workdir, "");
+        let mut layout = self.layout(git, &env, work, "");
         layout.git_rw = Vec::new();
         layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
         let path = env
@@ -258,7 +286,7 @@ impl RunSeal {
         let plan: Vec<mounts::Mount> = mounts::plan(&layout)
             .into_iter()
             .map(|m| match m {
-                mounts::Mount::Rw(p) if p == layout.work => mounts::Mount::Ro(p),
+                mounts::Mount::Rw(p) if p == layout.work && !writable => mounts::Mount::Ro(p),
                 m => m,
             })
             .collect();

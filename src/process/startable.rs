@@ -19,27 +19,6 @@ use std::process::{Command, Stdio};
 
 use super::{children, Seal};
 
-/// A program ralph runs (an agent, `gh`): a project-local one
-/// (`bin/agent`) is found from the project root, not from the worktree the
-/// child starts in; a bare name is looked up on PATH. `None` when it does
-/// not exist.
-pub(crate) fn resolve_program(root: &Path, program: &str) -> Option<String> {
-    if program.contains('/') {
-        let p = Path::new(program);
-        let p = if p.is_relative() {
-            root.join(p)
-        } else {
-            p.to_path_buf()
-        };
-        p.is_file().then(|| p.display().to_string())
-    } else {
-        let paths = std::env::var_os("PATH")?;
-        std::env::split_paths(&paths)
-            .any(|d| d.join(program).is_file())
-            .then(|| program.to_string())
-    }
-}
-
 /// The probe. `$1` is the program as the attempt's `execvp` gets it.
 const SCRIPT: &str = r#"set -f
 say() { printf 'ralph-probe: %s\n' "$*"; exit 0; }

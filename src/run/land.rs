@@ -320,6 +320,19 @@ async fn open_pull_request(
     }
 }
 
+/// Validated work the transition's plan sends elsewhere than the target:
+/// kept for a person (the merge was only checked), or a pull request.
+async fn not_landed(ctx: &Arc<RunContext>, req: &LandRequest) -> Option<LandResult> {
+    match (req.plan, &ctx.pr) {
+        (LandPlan::Land, _) => None,
+        (LandPlan::Review, _) => Some(LandResult::InReview),
+        (LandPlan::PullRequest, Some(pr)) => Some(open_pull_request(ctx, req, pr).await),
+        (LandPlan::PullRequest, None) => Some(LandResult::Error(
+            "internal error: a pull request was asked for without landing.mode pr".to_string(),
+        )),
+    }
+}
+
 async fn land_rounds(
     ctx: &Arc<RunContext>,
     req: &LandRequest,
@@ -393,17 +406,8 @@ async fn land_rounds(
                 }
             }
         }
-        match (req.plan, &ctx.pr) {
-            // The merge is only checked: the branch keeps the work.
-            (LandPlan::Review, _) => return LandResult::InReview,
-            (LandPlan::PullRequest, Some(pr)) => return open_pull_request(ctx, req, pr).await,
-            (LandPlan::PullRequest, None) => {
-                return LandResult::Error(
-                    "internal error: a pull request was asked for without landing.mode pr"
-                        .to_string(),
-                )
-            }
-            (LandPlan::Land, _) => {}
+        if let Some(elsewhere) = not_landed(ctx, req).await {
+            return elsewhere;
         }
         let intent = LandingIntent {
             story: req.id.clone(),

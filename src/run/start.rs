@@ -230,8 +230,11 @@ fn pr_landing(root: &Path, project: &Project) -> Result<Option<PrLanding>, Ralph
     let Some(remote) = &project.config.landing.pr_remote else {
         return Ok(None);
     };
-    let gh = process::resolve_program(root, "gh").ok_or_else(|| {
-        RalphError::usage(
+    let path = std::env::var("PATH").unwrap_or_default();
+    let gh = crate::sandbox::which("gh", &path, root)
+        .map(|_| "gh".to_string())
+        .ok_or_else(|| {
+            RalphError::usage(
             "landing.mode \"pr\" opens pull requests with the GitHub CLI, and `gh` is not on PATH",
         )
         .with_hint(format!(
@@ -239,7 +242,7 @@ fn pr_landing(root: &Path, project: &Project) -> Result<Option<PrLanding>, Ralph
              to \"merge\" or \"review\" in {}",
             paths::CONFIG
         ))
-    })?;
+        })?;
     Ok(Some(PrLanding {
         remote: remote.clone(),
         gh,

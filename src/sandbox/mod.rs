@@ -348,8 +348,10 @@ pub(crate) fn in_worktree(repo: &Path, program: &Path, work: &Path) -> Option<Pa
 
 // ---- readings of the machine (edge) ----
 
-/// `program` as `execvp` would find it along `path` (a `PATH` value);
-/// a name with a `/` is taken as it is.
+/// `program` as `execvp` would find it along `path` (a `PATH` value), but
+/// for empty entries, skipped (not read as `cwd`): a file with its execute
+/// bit; a name with a `/` is taken as it is, from `cwd`. ralph's one PATH lookup (agents, `gh`, bubblewrap, a sealed
+/// child's program).
 pub(crate) fn which(program: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
@@ -422,6 +424,37 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn which_finds_only_runnable_files_as_execvp_would() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (a, b) = (d.join("a"), d.join("b"));
+        for p in [&a, &b] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        let file = |p: &Path, mode: u32| {
+            std::fs::write(p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        // Found first in `a` but not runnable there: `b`'s.
+        file(&a.join("agent"), 0o644);
+        file(&b.join("agent"), 0o755);
+        std::fs::create_dir_all(a.join("dir")).unwrap();
+        let path = format!("::{}:{}", a.display(), b.display());
+        assert_eq!(which("agent", &path, d), Some(b.join("agent")));
+        assert_eq!(which("dir", &path, d), None, "a directory");
+        assert_eq!(which("nothing", &path, d), None);
+        // Empty PATH entries are skipped, not read as `cwd`.
+        file(&d.join("here"), 0o755);
+        assert_eq!(which("here", &path, d), None);
+        // A path with a `/`: from `cwd`, PATH not asked, the bit checked.
+        assert_eq!(which("a/agent", &path, d), None, "not executable");
+        assert_eq!(which("b/agent", "", d), Some(d.join("b/agent")));
+        let abs = b.join("agent").display().to_string();
+        assert_eq!(which(&abs, "", Path::new("/")), Some(b.join("agent")));
     }
 
     #[test]

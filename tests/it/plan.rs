@@ -170,3 +170,49 @@ fn with_the_github_source_a_plan_becomes_issues_that_depend_on_each_other() {
     let s = p.ralph_with(&["stories"], &[("GITHUB_TOKEN", "t0k3n-for-plan")]);
     assert!(s.stdout.contains("7 | Story b"), "{s:?}");
 }
+
+/// Regression: `ralph plan` ran its agent unsealed whatever
+/// `sandbox.mode` said. With `bwrap` it runs as an attempt's agent does:
+/// inside the sandbox (no file under `$HOME` to read) and with the
+/// allowlisted environment (no secret variable).
+#[test]
+fn the_plans_agent_runs_sealed_as_configured() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let p = Project::new();
+    p.write(
+        ".ralph/config.json",
+        &quiet_extras(r#"{ "sandbox": { "mode": "bwrap" } }"#),
+    );
+    p.write("PRD.md", PRD);
+    p.commit_all("config");
+    p.write_outside(&p.home.join(".ssh/id_rsa"), "planted-ssh-key-material");
+    // The reply is in the script: the sandbox hides the test's scratch.
+    let reply = format!("{}<ralph>PLAN_DONE: 1 story</ralph>", block("1.1", "1", ""));
+    p.agent(&format!(
+        r#"
+echo "key=$(cat "$HOME/.ssh/id_rsa" 2>/dev/null || echo hidden)"
+echo "planted=${{PLANTED_SECRET:-absent}}"
+while IFS= read -r line || [ -n "$line" ]; do say "$line"; done <<'REPLY'
+{reply}
+REPLY
+result "planned"
+"#
+    ));
+    let r = p.ralph_with(
+        &["plan", "PRD.md", "--dry-run"],
+        &[("PLANTED_SECRET", "planted-secret-value-9876543210")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("1.1"), "{r:?}");
+    let logs = p.root.join(".ralph/logs/plan");
+    let log: String = fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .map(|e| fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(log.contains("key=hidden"), "{log}");
+    assert!(log.contains("planted=absent"), "{log}");
+    assert!(!r.all().contains("planted-"), "{r:?}");
+}

@@ -26,7 +26,7 @@ use super::{
     submission_id, Cluster, EntryFn, Orphan, Relayed, ACTIVITY_EVERY, DEAD_MAN_SLACK, PIN,
     PIN_WAIT, POLL, STOP_KEEP,
 };
-use crate::exec::worker::{self, WireReport, WorkerSpec};
+use crate::exec::worker::{self, WorkerReport, WorkerSpec};
 
 /// One attempt's job, from the base pushed to the result fetched.
 pub(super) struct Job {
@@ -117,10 +117,16 @@ impl Job {
             .await
             .unwrap_or_default();
         phases.mark("logs");
-        let wire = worker::report_in(&logs);
+        // A report that does not read is no report (the job is lost), its
+        // error said with the verdict.
+        let (wire, unreadable) = match worker::report_in(&logs) {
+            Some(Ok(w)) => (Some(w), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
         let read = match &wire {
             Some(w) => Read::Report {
-                done: matches!(w.verdict.to_verdict(), Verdict::Done),
+                done: matches!(w.report.verdict, Verdict::Done),
             },
             None => Read::NoReport,
         };
@@ -135,7 +141,13 @@ impl Job {
                 let interrupted = judgement == Judgement::ReportInterrupted;
                 self.collected(&req, &plan, wire, times, interrupted).await
             }
-            (judgement, _) => self.unreported(&req, &plan, judgement, &ended).await,
+            (judgement, _) => {
+                let mut r = self.unreported(&req, &plan, judgement, &ended).await;
+                if let (Some(e), Verdict::Fault { reason, .. }) = (unreadable, &mut r.verdict) {
+                    *reason = format!("{reason}; {e}");
+                }
+                r
+            }
         }
     }
 
@@ -533,7 +545,7 @@ impl Job {
         &self,
         req: &AttemptRequest,
         plan: &Plan,
-        wire: WireReport,
+        wire: WorkerReport,
         mut times: Times,
         interrupted: bool,
     ) -> AttemptReport {
@@ -608,9 +620,13 @@ impl Job {
 
     /// Fetches the worker's refs from the relay, checks the work grew from
     /// `base`, sets the story branch, and clears the relay.
-    async fn collect(&self, plan: &Plan, base: &Oid, wire: &WireReport) -> Result<(), String> {
+    async fn collect(&self, plan: &Plan, base: &Oid, wire: &WorkerReport) -> Result<(), String> {
         let (id, n, refs) = (plan.id.as_str(), plan.n, &plan.refs);
-        let (out, kept, saved) = (wire.out.as_ref(), &wire.kept, wire.saved_ref.as_ref());
+        let (out, kept, saved) = (
+            wire.out.as_ref(),
+            &wire.report.kept,
+            wire.report.saved_ref.as_ref(),
+        );
         let (work_sent, progress) = (plan.work_sent, wire.progress);
         let ctx = &self.ctx;
         let pad = relay::landing_pad(&ctx.tag, id, n);
