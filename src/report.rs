@@ -26,7 +26,7 @@ pub(crate) use summary::{
 #[cfg(test)]
 use {
     crate::agent::event::Usage,
-    crate::schedule::Node,
+    crate::schedule::StoryState,
     crate::state::{Tally, Waste},
     rows::ELAPSED_COLS,
     std::time::Duration,
@@ -525,13 +525,13 @@ mod tests {
             .find(|l| l.starts_with("| `ralph stories` |"))
             .expect("README's command table has `ralph stories`");
         for node in [
-            Node::Done,
-            Node::Running,
-            Node::Landing,
-            Node::Review,
-            Node::Failed,
-            Node::Blocked,
-            Node::Pending,
+            StoryState::Done,
+            StoryState::Running,
+            StoryState::Landing,
+            StoryState::Review,
+            StoryState::Failed,
+            StoryState::Blocked,
+            StoryState::Pending,
         ] {
             let tag = format!("`[{}]`", node.word());
             assert!(line.contains(&tag), "README lacks {tag}: {line}");
@@ -928,12 +928,14 @@ mod tests {
         );
     }
 
-    /// `graph` says the words `status --json` says (`Node::word`), in
+    /// `graph` says the words `status --json` says (`StoryState::word`), in
     /// every form.
     #[test]
     fn graph_says_the_status_words() {
-        let ids: Vec<String> = (0..Node::ALL.len()).map(|i| format!("1.{i}")).collect();
-        let nodes: Vec<GraphNode> = Node::ALL
+        let ids: Vec<String> = (0..StoryState::ALL.len())
+            .map(|i| format!("1.{i}"))
+            .collect();
+        let nodes: Vec<GraphNode> = StoryState::ALL
             .iter()
             .zip(&ids)
             .map(|(n, id)| GraphNode {
@@ -946,7 +948,7 @@ mod tests {
         let order: Vec<usize> = (0..nodes.len()).collect();
         for style in [GraphStyle::Text, GraphStyle::Dot, GraphStyle::Mermaid] {
             let out = render_graph(&nodes, &[], &order, style);
-            for (n, id) in Node::ALL.iter().zip(&ids) {
+            for (n, id) in StoryState::ALL.iter().zip(&ids) {
                 let line = out.lines().find(|l| l.contains(id.as_str())).unwrap();
                 let want = match style {
                     GraphStyle::Mermaid => format!("({})", n.word()),
@@ -963,13 +965,13 @@ mod tests {
             GraphNode {
                 id: "1.1",
                 title: "A \"q\"",
-                node: Node::Done,
+                node: StoryState::Done,
                 held: false,
             },
             GraphNode {
                 id: "1.2",
                 title: "B",
-                node: Node::Pending,
+                node: StoryState::Pending,
                 held: false,
             },
         ];
@@ -995,13 +997,13 @@ mod tests {
             GraphNode {
                 id: "1.1",
                 title: "A",
-                node: Node::Pending,
+                node: StoryState::Pending,
                 held: true,
             },
             GraphNode {
                 id: "1.2",
                 title: "B",
-                node: Node::Pending,
+                node: StoryState::Pending,
                 held: false,
             },
         ];

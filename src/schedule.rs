@@ -9,8 +9,10 @@ use crate::backlog::files::{overlap, Rank};
 use crate::backlog::Story;
 use crate::dag::Dag;
 
+/// Where a story stands in the run (issue 33: once `Node`, a name a
+/// cluster's machines have too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Node {
+pub(crate) enum StoryState {
     /// Selected and not started (or sent back to the queue).
     Pending,
     Running,
@@ -28,18 +30,18 @@ pub(crate) enum Node {
     Review,
 }
 
-impl Node {
+impl StoryState {
     /// Every status, in the order lists show them.
     #[cfg(test)]
-    pub(crate) const ALL: [Node; 8] = [
-        Node::Done,
-        Node::Running,
-        Node::Landing,
-        Node::Review,
-        Node::Failed,
-        Node::Blocked,
-        Node::Pending,
-        Node::Excluded,
+    pub(crate) const ALL: [StoryState; 8] = [
+        StoryState::Done,
+        StoryState::Running,
+        StoryState::Landing,
+        StoryState::Review,
+        StoryState::Failed,
+        StoryState::Blocked,
+        StoryState::Pending,
+        StoryState::Excluded,
     ];
 
     /// The word for the status: what `graph`, `status --json`, the report
@@ -48,20 +50,20 @@ impl Node {
     /// still pending as far as anyone looking is concerned.
     pub(crate) fn word(self) -> &'static str {
         match self {
-            Node::Done => "done",
-            Node::Running => "running",
-            Node::Landing => "landing",
-            Node::Review => "review",
-            Node::Failed => "failed",
-            Node::Blocked => "blocked",
-            Node::Pending | Node::Excluded => "pending",
+            StoryState::Done => "done",
+            StoryState::Running => "running",
+            StoryState::Landing => "landing",
+            StoryState::Review => "review",
+            StoryState::Failed => "failed",
+            StoryState::Blocked => "blocked",
+            StoryState::Pending | StoryState::Excluded => "pending",
         }
     }
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct Scheduler {
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) nodes: Vec<StoryState>,
     waits: Vec<Vec<usize>>,
     dependents: Vec<Vec<usize>>,
     /// Higher starts first (the heaviest chain downstream).
@@ -115,7 +117,7 @@ impl Scheduler {
     pub(crate) fn for_stories(
         dag: &Dag,
         stories: &[Story],
-        nodes: Vec<Node>,
+        nodes: Vec<StoryState>,
         parallel: bool,
         expected: Option<&[f64]>,
     ) -> Scheduler {
@@ -139,7 +141,7 @@ impl Scheduler {
     /// `weights`: `None` for file order (sequential mode), otherwise the
     /// per-story weights whose heaviest downstream chain sets priority.
     /// Callers outside this file use `for_stories`, the one constructor.
-    fn new(dag: &Dag, initial: Vec<Node>, weights: Option<&[u64]>) -> Scheduler {
+    fn new(dag: &Dag, initial: Vec<StoryState>, weights: Option<&[u64]>) -> Scheduler {
         let n = dag.len();
         let waits = (0..n).map(|i| dag.waits_for(i)).collect();
         let dependents = (0..n).map(|i| dag.dependents(i)).collect();
@@ -155,7 +157,7 @@ impl Scheduler {
             rank: vec![0; n],
         };
         for i in 0..n {
-            if s.nodes[i] == Node::Failed {
+            if s.nodes[i] == StoryState::Failed {
                 s.block_downstream(i);
             }
         }
@@ -184,11 +186,11 @@ impl Scheduler {
     }
 
     fn satisfied(&self, i: usize) -> bool {
-        matches!(self.nodes[i], Node::Done | Node::Excluded)
+        matches!(self.nodes[i], StoryState::Done | StoryState::Excluded)
     }
 
     pub(crate) fn is_ready(&self, i: usize) -> bool {
-        self.nodes[i] == Node::Pending && self.waits[i].iter().all(|&w| self.satisfied(w))
+        self.nodes[i] == StoryState::Pending && self.waits[i].iter().all(|&w| self.satisfied(w))
     }
 
     /// Ready stories, best first.
@@ -205,13 +207,13 @@ impl Scheduler {
     pub(crate) fn imminent(&self) -> Vec<usize> {
         (0..self.nodes.len())
             .filter(|&i| {
-                self.nodes[i] == Node::Pending
+                self.nodes[i] == StoryState::Pending
                     && self.waits[i]
                         .iter()
-                        .any(|&w| self.nodes[w] == Node::Landing)
+                        .any(|&w| self.nodes[w] == StoryState::Landing)
                     && self.waits[i]
                         .iter()
-                        .all(|&w| self.satisfied(w) || self.nodes[w] == Node::Landing)
+                        .all(|&w| self.satisfied(w) || self.nodes[w] == StoryState::Landing)
             })
             .collect()
     }
@@ -278,7 +280,7 @@ impl Scheduler {
             !mine.is_empty() && (overlap(mine, declared(j)) || overlap(mine, files(j)))
         };
         let in_flight: Vec<usize> = (0..self.nodes.len())
-            .filter(|&j| matches!(self.nodes[j], Node::Running | Node::Landing))
+            .filter(|&j| matches!(self.nodes[j], StoryState::Running | StoryState::Landing))
             .filter(|&j| !files(j).is_empty() || !declared(j).is_empty())
             .collect();
         let mut chosen: Vec<(usize, bool)> = Vec::with_capacity(free);
@@ -341,13 +343,13 @@ impl Scheduler {
         self.ready().into_iter().next()
     }
 
-    pub(crate) fn set(&mut self, i: usize, node: Node) {
+    pub(crate) fn set(&mut self, i: usize, node: StoryState) {
         self.nodes[i] = node;
     }
 
     /// Marks `i` failed for good; returns the stories this newly blocks.
     pub(crate) fn fail(&mut self, i: usize) -> Vec<usize> {
-        self.nodes[i] = Node::Failed;
+        self.nodes[i] = StoryState::Failed;
         self.block_downstream(i)
     }
 
@@ -355,8 +357,8 @@ impl Scheduler {
         let mut out = Vec::new();
         let mut stack = self.dependents[i].clone();
         while let Some(d) = stack.pop() {
-            if self.nodes[d] == Node::Pending {
-                self.nodes[d] = Node::Blocked;
+            if self.nodes[d] == StoryState::Pending {
+                self.nodes[d] = StoryState::Blocked;
                 out.push(d);
                 stack.extend(self.dependents[d].iter().copied());
             }
@@ -368,22 +370,22 @@ impl Scheduler {
     /// Gives a failed story back to the queue; what only it blocked is
     /// unblocked.
     pub(crate) fn unfail(&mut self, i: usize) {
-        if self.nodes[i] == Node::Failed {
-            self.nodes[i] = Node::Pending;
+        if self.nodes[i] == StoryState::Failed {
+            self.nodes[i] = StoryState::Pending;
         }
         for n in self.nodes.iter_mut() {
-            if *n == Node::Blocked {
-                *n = Node::Pending;
+            if *n == StoryState::Blocked {
+                *n = StoryState::Pending;
             }
         }
         for j in 0..self.nodes.len() {
-            if self.nodes[j] == Node::Failed {
+            if self.nodes[j] == StoryState::Failed {
                 self.block_downstream(j);
             }
         }
     }
 
-    pub(crate) fn count(&self, node: Node) -> usize {
+    pub(crate) fn count(&self, node: StoryState) -> usize {
         self.nodes.iter().filter(|&&n| n == node).count()
     }
 }
@@ -406,16 +408,16 @@ pub(crate) struct Selection {
 /// states at the start. A dependency that failed for good is selected, so
 /// it blocks what waits for it, but what it waits for is not pulled in (it
 /// will not run); a done one ends the walk.
-pub(crate) fn with_dependencies(dag: &Dag, asked: &[bool], nodes: &[Node]) -> Selection {
+pub(crate) fn with_dependencies(dag: &Dag, asked: &[bool], nodes: &[StoryState]) -> Selection {
     let n = asked.len();
     let mut chosen = asked.to_vec();
     let mut stack: Vec<usize> = (0..n).filter(|&i| asked[i]).collect();
     while let Some(i) = stack.pop() {
-        if matches!(nodes[i], Node::Done | Node::Failed) {
+        if matches!(nodes[i], StoryState::Done | StoryState::Failed) {
             continue;
         }
         for w in dag.waits_for(i) {
-            if !chosen[w] && nodes[w] != Node::Done {
+            if !chosen[w] && nodes[w] != StoryState::Done {
                 chosen[w] = true;
                 stack.push(w);
             }
@@ -427,7 +429,7 @@ pub(crate) fn with_dependencies(dag: &Dag, asked: &[bool], nodes: &[Node]) -> Se
         .filter(|&i| chosen[i] && !asked[i])
         .collect();
     let needing = (0..n)
-        .filter(|&i| asked[i] && nodes[i] != Node::Done)
+        .filter(|&i| asked[i] && nodes[i] != StoryState::Done)
         .filter(|&i| dag.waits_for(i).iter().any(|w| added.contains(w)))
         .collect();
     Selection {
@@ -603,14 +605,14 @@ mod tests {
     #[test]
     fn a_selected_story_brings_its_missing_dependencies_in_dag_order() {
         let d = chain_dag();
-        let pending = vec![Node::Pending; 6];
+        let pending = vec![StoryState::Pending; 6];
         let s = with_dependencies(&d, &asked(6, &[2]), &pending);
         assert_eq!(s.chosen, [true, true, true, false, false, false]);
         assert_eq!(s.added, [0, 1]);
         assert_eq!(s.needing, [2]);
         // What is done is not run again, and ends the walk.
         let mut nodes = pending.clone();
-        nodes[1] = Node::Done;
+        nodes[1] = StoryState::Done;
         let s = with_dependencies(&d, &asked(6, &[2]), &nodes);
         assert_eq!(s.chosen, [false, false, true, false, false, false]);
         assert!(s.added.is_empty() && s.needing.is_empty());
@@ -623,8 +625,8 @@ mod tests {
     #[test]
     fn a_failed_dependency_is_selected_to_block_but_its_own_are_not() {
         let d = chain_dag();
-        let mut nodes = vec![Node::Pending; 6];
-        nodes[4] = Node::Failed;
+        let mut nodes = vec![StoryState::Pending; 6];
+        nodes[4] = StoryState::Failed;
         let s = with_dependencies(&d, &asked(6, &[5]), &nodes);
         assert_eq!(s.chosen, asked(6, &[4, 5]), "d is not run for a failed f");
         assert_eq!(s.added, [4]);
@@ -633,13 +635,13 @@ mod tests {
             &d,
             (0..6)
                 .map(|i| match (s.chosen[i], nodes[i]) {
-                    (false, _) => Node::Excluded,
+                    (false, _) => StoryState::Excluded,
                     (true, n) => n,
                 })
                 .collect(),
             None,
         );
-        assert_eq!(sched.nodes[5], Node::Blocked);
+        assert_eq!(sched.nodes[5], StoryState::Blocked);
         assert!(sched.ready().is_empty());
     }
 
@@ -650,45 +652,45 @@ mod tests {
             .iter()
             .map(|e| estimation_weight(*e))
             .collect();
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 5], Some(&w));
         assert_eq!(s.ready(), vec![0]);
-        s.set(0, Node::Done);
+        s.set(0, StoryState::Done);
         // c heads the heaviest chain (large + e), so it starts first.
         assert_eq!(s.ready(), vec![2, 1]);
-        s.set(2, Node::Running);
-        s.set(1, Node::Running);
+        s.set(2, StoryState::Running);
+        s.set(1, StoryState::Running);
         assert_eq!(s.next(), None);
-        s.set(1, Node::Done);
+        s.set(1, StoryState::Done);
         assert_eq!(s.ready(), vec![3]);
     }
 
     #[test]
     fn sequential_mode_is_file_order() {
         let d = dag();
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], None);
-        s.set(0, Node::Done);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 5], None);
+        s.set(0, StoryState::Done);
         assert_eq!(s.ready(), vec![1, 2]);
     }
 
     #[test]
     fn a_failure_blocks_exactly_its_descendants() {
         let d = dag();
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], None);
-        s.set(0, Node::Done);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 5], None);
+        s.set(0, StoryState::Done);
         assert_eq!(s.fail(2), vec![4]);
-        assert_eq!(s.nodes[3], Node::Pending);
-        s.set(1, Node::Done);
+        assert_eq!(s.nodes[3], StoryState::Pending);
+        s.set(1, StoryState::Done);
         assert_eq!(s.next(), Some(3));
-        s.set(3, Node::Done);
+        s.set(3, StoryState::Done);
         assert_eq!(s.next(), None);
-        assert_eq!(s.count(Node::Blocked), 1);
+        assert_eq!(s.count(StoryState::Blocked), 1);
     }
 
     #[test]
     fn excluded_stories_count_as_satisfied() {
         let d = dag();
-        let mut nodes = vec![Node::Excluded; 5];
-        nodes[3] = Node::Pending;
+        let mut nodes = vec![StoryState::Excluded; 5];
+        nodes[3] = StoryState::Pending;
         let s = Scheduler::new(&d, nodes, None);
         assert_eq!(s.ready(), vec![3]);
     }
@@ -711,7 +713,12 @@ mod tests {
             .collect();
         let mut s = Scheduler::new(
             &d,
-            vec![Node::Done, Node::Landing, Node::Pending, Node::Pending],
+            vec![
+                StoryState::Done,
+                StoryState::Landing,
+                StoryState::Pending,
+                StoryState::Pending,
+            ],
             Some(&w),
         );
         assert_eq!(s.imminent(), vec![2]);
@@ -719,7 +726,7 @@ mod tests {
         assert_eq!(s.pick(1), Vec::<usize>::new());
         // Two free slots: d starts, one stays for c.
         assert_eq!(s.pick(2), vec![3]);
-        s.set(1, Node::Done);
+        s.set(1, StoryState::Done);
         assert_eq!(s.pick(1), vec![2]);
     }
 
@@ -758,15 +765,16 @@ mod tests {
         let w = vec![2; 4];
         // s0 low, s1 medium, s2 high, s3 low.
         let ranks = vec![3, 2, 1, 3];
-        let s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w)).with_ranks(ranks.clone());
+        let s =
+            Scheduler::new(&d, vec![StoryState::Pending; 4], Some(&w)).with_ranks(ranks.clone());
         assert_eq!(s.ready(), vec![2, 1, 0, 3]);
         assert_eq!(s.pick(2), vec![2, 1]);
         // A heavier chain still comes first, whatever its priority.
         let w = vec![2, 2, 2, 5];
-        let s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w)).with_ranks(ranks);
+        let s = Scheduler::new(&d, vec![StoryState::Pending; 4], Some(&w)).with_ranks(ranks);
         assert_eq!(s.ready(), vec![3, 2, 1, 0]);
         // Sequential mode gives no ranks: file order.
-        let s = Scheduler::new(&d, vec![Node::Pending; 4], None);
+        let s = Scheduler::new(&d, vec![StoryState::Pending; 4], None);
         assert_eq!(s.ready(), vec![0, 1, 2, 3]);
     }
 
@@ -790,7 +798,7 @@ mod tests {
         let files = files_of(&[&["a.txt"], &["a.txt"], &["b.txt"], &["b.txt"], &[]]);
         let stories = declaring(&stories, &files);
         let w = vec![2; 5];
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 5], Some(&w));
         let wait = |free| {
             let b = Bounds {
                 declared: Some(&stories),
@@ -800,15 +808,15 @@ mod tests {
         };
         // Nothing in flight: one of each pair, and the free story.
         assert_eq!(wait(4)(&s), vec![0, 2, 4]);
-        s.set(0, Node::Running);
-        s.set(2, Node::Landing);
-        s.set(4, Node::Running);
+        s.set(0, StoryState::Running);
+        s.set(2, StoryState::Landing);
+        s.set(4, StoryState::Running);
         // Two slots free, only the partners of in-flight work ready: they
         // wait (`wait`), or start (`risk`: today's deferral only reorders).
         assert_eq!(wait(2)(&s), Vec::<usize>::new());
         assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![1, 3]);
         // Once its partner landed, a story starts.
-        s.set(0, Node::Done);
+        s.set(0, StoryState::Done);
         assert_eq!(wait(2)(&s), vec![1]);
         // A file the in-flight story only names in prose, or is editing
         // (its predicted files), holds back a story that declares it too;
@@ -820,16 +828,16 @@ mod tests {
             &stories,
             &files_of(&[&[], &["a.txt"], &["c.txt"], &[], &[]]),
         );
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
-        s.set(0, Node::Running);
-        s.set(3, Node::Running);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 5], Some(&w));
+        s.set(0, StoryState::Running);
+        s.set(3, StoryState::Running);
         let b = Bounds {
             declared: Some(&declared),
             ..bounds(9, &never, &predicted)
         };
         assert_eq!(s.choose(3, b), vec![4]);
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 5], Some(&w));
-        s.set(2, Node::Running);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 5], Some(&w));
+        s.set(2, StoryState::Running);
         assert_eq!(s.choose(1, b), vec![0]);
         assert_eq!(s.choose(3, b), vec![0, 4, 3]);
     }
@@ -843,8 +851,8 @@ mod tests {
         // s1's chain is far longer than s2's: with `risk` it would start
         // beside s0 (see the test below); with `wait` it does not.
         let w = vec![10, 20, 8];
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 3], Some(&w));
-        s.set(0, Node::Running);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 3], Some(&w));
+        s.set(0, StoryState::Running);
         let b = Bounds {
             declared: Some(&stories),
             ..bounds(9, &never, &files)
@@ -861,14 +869,14 @@ mod tests {
         // s1 clashes with running s0. Chains: s1 10, s2 and s3 8 (within a
         // third of s1: they may pass it).
         let w = vec![10, 10, 8, 8];
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w));
-        s.set(0, Node::Running);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 4], Some(&w));
+        s.set(0, StoryState::Running);
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![2]);
         assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![2, 3]);
         // s1's chain is far longer than s2's: it starts, clash or not.
         let w = vec![10, 20, 8, 8];
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], Some(&w));
-        s.set(0, Node::Running);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 4], Some(&w));
+        s.set(0, StoryState::Running);
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
         assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![1, 2]);
     }
@@ -884,7 +892,7 @@ mod tests {
         ];
         let backlog = Backlog::one_batch(stories.clone());
         let d = Dag::build(&backlog).unwrap();
-        let pending = vec![Node::Pending; 4];
+        let pending = vec![StoryState::Pending; 4];
         // By story count (equal estimations) the chain is the longest.
         let s = Scheduler::for_stories(&d, &stories, pending.clone(), true, None);
         assert_eq!(s.ready(), vec![0, 3]);
@@ -904,7 +912,7 @@ mod tests {
     #[test]
     fn retries_beyond_the_bound_leave_their_slots_to_first_attempts() {
         let (d, _) = flat(5);
-        let s = Scheduler::new(&d, vec![Node::Pending; 5], None);
+        let s = Scheduler::new(&d, vec![StoryState::Pending; 5], None);
         let retry = |i: usize| i < 3;
         let none = vec![Vec::new(); 5];
         assert_eq!(s.choose(4, bounds(1, &retry, &none)), vec![0, 3, 4]);
@@ -924,24 +932,34 @@ mod tests {
         let (d, _) = flat(4);
         let files = files_of(&[&["FEATURES.md"], &["FEATURES.md", "b.rs"], &[], &["data/"]]);
         let never = |_: usize| false;
-        let mut s = Scheduler::new(&d, vec![Node::Pending; 4], None);
+        let mut s = Scheduler::new(&d, vec![StoryState::Pending; 4], None);
         // Two free slots: s0, then s1 clashes with it; s2 takes the slot.
         assert_eq!(s.choose(2, bounds(9, &never, &files)), vec![0, 2]);
-        s.set(0, Node::Running);
-        s.set(2, Node::Running);
+        s.set(0, StoryState::Running);
+        s.set(2, StoryState::Running);
         // s0 runs: s1 waits behind s3.
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![3]);
         // Nothing else ready: a slot never idles for a prediction.
-        s.set(3, Node::Running);
+        s.set(3, StoryState::Running);
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
         // Landing work is still in flight; done work is on the target.
-        s.set(0, Node::Landing);
-        let only_s1 = vec![Node::Landing, Node::Pending, Node::Pending, Node::Done];
+        s.set(0, StoryState::Landing);
+        let only_s1 = vec![
+            StoryState::Landing,
+            StoryState::Pending,
+            StoryState::Pending,
+            StoryState::Done,
+        ];
         let s = Scheduler::new(&d, only_s1, None);
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![2]);
         let s = Scheduler::new(
             &d,
-            vec![Node::Done, Node::Pending, Node::Pending, Node::Done],
+            vec![
+                StoryState::Done,
+                StoryState::Pending,
+                StoryState::Pending,
+                StoryState::Done,
+            ],
             None,
         );
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
@@ -949,7 +967,12 @@ mod tests {
         let files = files_of(&[&["data/seed.json"], &[], &[], &["data/"]]);
         let s = Scheduler::new(
             &d,
-            vec![Node::Running, Node::Pending, Node::Done, Node::Pending],
+            vec![
+                StoryState::Running,
+                StoryState::Pending,
+                StoryState::Done,
+                StoryState::Pending,
+            ],
             None,
         );
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
@@ -972,13 +995,17 @@ mod tests {
         let never = |_: usize| false;
         let s = Scheduler::new(
             &d,
-            vec![Node::Landing, Node::Pending, Node::Pending],
+            vec![
+                StoryState::Landing,
+                StoryState::Pending,
+                StoryState::Pending,
+            ],
             Some(&w),
         );
         // b keeps the one free slot for when a lands, as without files.
         assert_eq!(s.choose(1, bounds(9, &never, &files)), Vec::<usize>::new());
         let mut s = s;
-        s.set(0, Node::Done);
+        s.set(0, StoryState::Done);
         assert_eq!(s.choose(1, bounds(9, &never, &files)), vec![1]);
     }
 

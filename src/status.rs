@@ -1,28 +1,30 @@
 //! Each story's status as ralph shows it outside a run — `stories`,
 //! `status` (text and `--json`), `graph` and the HTML report all read it
 //! from here, so they cannot disagree. The words themselves are
-//! `Node::word` (and `Node::label`, the four-column tags of `stories`).
+//! `StoryState::word` (and `StoryState::label`, the four-column tags of `stories`).
 //! Pure.
 
 use std::collections::BTreeMap;
 
 use crate::backlog::Story;
 use crate::project::Project;
-use crate::schedule::{Node, Scheduler};
+use crate::schedule::{Scheduler, StoryState};
 use crate::state::{AttemptKind, State, Status};
 use crate::stats::Figures;
 
 /// A story's node as the state describes it (prd.json's `passes: true`
 /// counts as done for a story ralph has no record of).
-pub(crate) fn story_node(state: &State, story: &Story) -> Node {
+pub(crate) fn story_node(state: &State, story: &Story) -> StoryState {
     match state.status(&story.id) {
-        Status::Done => Node::Done,
-        Status::Failed => Node::Failed,
-        Status::Running => Node::Running,
-        Status::Landing => Node::Landing,
-        Status::Review | Status::InPr => Node::Review,
-        Status::Pending if story.prd_passes && state.record(&story.id).is_none() => Node::Done,
-        Status::Pending => Node::Pending,
+        Status::Done => StoryState::Done,
+        Status::Failed => StoryState::Failed,
+        Status::Running => StoryState::Running,
+        Status::Landing => StoryState::Landing,
+        Status::Review | Status::InPr => StoryState::Review,
+        Status::Pending if story.prd_passes && state.record(&story.id).is_none() => {
+            StoryState::Done
+        }
+        Status::Pending => StoryState::Pending,
     }
 }
 
@@ -40,7 +42,7 @@ pub(crate) fn view(project: &Project, state: &State) -> Scheduler {
 pub(crate) struct StoryRow {
     pub(crate) id: String,
     pub(crate) title: String,
-    /// `Node::word`.
+    /// `StoryState::word`.
     pub(crate) status: &'static str,
     pub(crate) estimation: Option<String>,
     /// Agent runs on record, and the same by kind.
@@ -151,7 +153,7 @@ mod tests {
     /// (`stories`), so it is made on purpose or not at all.
     #[test]
     fn the_status_vocabulary() {
-        let table: String = Node::ALL
+        let table: String = StoryState::ALL
             .iter()
             .map(|n| format!("{n:?}: {:?}\n", n.word()))
             .collect();
@@ -171,8 +173,8 @@ mod tests {
     /// `stories`' are (a pending story has nothing to say).
     #[test]
     fn every_status_tag_has_a_tone() {
-        for n in Node::ALL {
-            if matches!(n, Node::Pending | Node::Excluded) {
+        for n in StoryState::ALL {
+            if matches!(n, StoryState::Pending | StoryState::Excluded) {
                 continue;
             }
             let line = format!("[{}] 1.1 title", n.word());
@@ -187,8 +189,8 @@ mod tests {
             ..Story::bare("1.1", "")
         };
         let mut state = State::default();
-        assert_eq!(story_node(&state, &story), Node::Done);
+        assert_eq!(story_node(&state, &story), StoryState::Done);
         state.start_attempt("1.1");
-        assert_eq!(story_node(&state, &story), Node::Running);
+        assert_eq!(story_node(&state, &story), StoryState::Running);
     }
 }

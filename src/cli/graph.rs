@@ -7,7 +7,7 @@ use super::args::GraphFormat;
 use super::load;
 use crate::error::EXIT_OK;
 use crate::report::{self, GraphNode};
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 use crate::ui;
 
 pub(super) fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
@@ -28,7 +28,7 @@ pub(super) fn cmd_stories(root: &Path) -> anyhow::Result<i32> {
 /// `fail`/`blkd` where they say `failed`/`blocked`; `[done]` is as in v2),
 /// and for a story `ralph hold` holds, the mark that says why it does not
 /// start (after the title).
-fn story_line(node: Node, id: &str, title: &str, held: bool) -> String {
+fn story_line(node: StoryState, id: &str, title: &str, held: bool) -> String {
     let mut line = format!("[{}] {id} | {title}", node.word());
     if held {
         line.push_str(&format!(" ({})", report::HELD));
@@ -81,19 +81,19 @@ mod tests {
     #[test]
     fn a_held_story_line_says_so_after_its_title() {
         assert_eq!(
-            story_line(Node::Pending, "1.2", "Parser", true),
+            story_line(StoryState::Pending, "1.2", "Parser", true),
             "[pending] 1.2 | Parser (held)"
         );
         assert_eq!(
-            story_line(Node::Running, "1.3", "Lexer", true),
+            story_line(StoryState::Running, "1.3", "Lexer", true),
             "[running] 1.3 | Lexer (held)"
         );
         assert_eq!(
-            story_line(Node::Done, "1.1", "Seed", false),
+            story_line(StoryState::Done, "1.1", "Seed", false),
             "[done] 1.1 | Seed"
         );
         assert_eq!(
-            story_line(Node::Blocked, "1.4", "Emit", false),
+            story_line(StoryState::Blocked, "1.4", "Emit", false),
             "[blocked] 1.4 | Emit"
         );
     }

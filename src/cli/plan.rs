@@ -20,7 +20,7 @@ use crate::gitops::Git;
 use crate::plan::{self, Planned};
 use crate::process::{self, AttemptSpec};
 use crate::report::{self, GraphNode};
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 
 pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> anyhow::Result<i32> {
     let config = crate::config::load(root).map_err(RalphError::BadInput)?;
@@ -160,7 +160,7 @@ fn show(backlog: &crate::backlog::Backlog, dag: &Dag, planned: &[Planned]) {
         .map(|s| GraphNode {
             id: &s.id,
             title: &s.title,
-            node: Node::Pending,
+            node: StoryState::Pending,
             held: false,
         })
         .collect();

@@ -7,7 +7,7 @@ use crate::error::{RalphError, EXIT_OK};
 use crate::project::Project;
 use crate::report;
 use crate::run;
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 use crate::state::State;
 use crate::stats;
 use crate::store::{self, RunLock};
@@ -51,7 +51,7 @@ fn status_once(
     }
     let sched = crate::status::view(&project, &state);
     let live = RunLock::is_held(root);
-    let ids = |n: Node| -> Vec<String> {
+    let ids = |n: StoryState| -> Vec<String> {
         project
             .backlog
             .stories
@@ -63,9 +63,9 @@ fn status_once(
     };
     let (usage, cost) = state.total_usage();
     let total = project.backlog.stories.len();
-    let done = ids(Node::Done);
-    let mut running = ids(Node::Running);
-    running.extend(ids(Node::Landing));
+    let done = ids(StoryState::Done);
+    let mut running = ids(StoryState::Running);
+    running.extend(ids(StoryState::Landing));
     if !live {
         // Without a live run these are leftovers of a crash; the next run resumes them.
         running.clear();
@@ -75,8 +75,8 @@ fn status_once(
         .iter()
         .filter_map(|id| Some((id.as_str(), state.record(id)?.running_on.as_deref()?)))
         .collect();
-    let failed = ids(Node::Failed);
-    let blocked = ids(Node::Blocked);
+    let failed = ids(StoryState::Failed);
+    let blocked = ids(StoryState::Blocked);
     // A held story is not next, whatever its rank.
     let next = sched
         .ready()
@@ -417,13 +417,13 @@ fn eta_now(
     let now = crate::timefmt::now_secs() as f64;
     let left: Vec<Left> = (0..stories.len())
         .map(|i| match sched.nodes[i] {
-            Node::Pending => Left::Waiting,
-            Node::Running => Left::Running {
+            StoryState::Pending => Left::Waiting,
+            StoryState::Running => Left::Running {
                 elapsed: attempts
                     .get(&stories[i].id)
                     .map_or(0.0, |(t, _)| (now - t).max(0.0)),
             },
-            Node::Landing => Left::Running {
+            StoryState::Landing => Left::Running {
                 elapsed: expected[i],
             },
             _ => Left::Nothing,

@@ -1,14 +1,14 @@
 //! `ralph graph`'s forms of the DAG: DOT, Mermaid and text, each story
 //! with its status word (and `held` when a person holds it).
 
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 
 /// One story of `ralph graph`.
 #[derive(Debug, Clone)]
 pub(crate) struct GraphNode<'a> {
     pub(crate) id: &'a str,
     pub(crate) title: &'a str,
-    pub(crate) node: Node,
+    pub(crate) node: StoryState,
     /// Held by `ralph hold ID` (or `stop`): its status alone does not say
     /// why it does not start.
     pub(crate) held: bool,
@@ -39,12 +39,12 @@ pub(crate) fn render_graph(
             out.push_str("digraph stories {\n  rankdir=LR;\n");
             for n in nodes {
                 let color = match n.node {
-                    Node::Done => "palegreen",
-                    Node::Failed => "salmon",
-                    Node::Blocked => "lightgrey",
-                    Node::Running | Node::Landing => "lightblue",
-                    Node::Review => "khaki",
-                    Node::Pending | Node::Excluded => "white",
+                    StoryState::Done => "palegreen",
+                    StoryState::Failed => "salmon",
+                    StoryState::Blocked => "lightgrey",
+                    StoryState::Running | StoryState::Landing => "lightblue",
+                    StoryState::Review => "khaki",
+                    StoryState::Pending | StoryState::Excluded => "white",
                 };
                 // A held story's box is dashed, and its label says so.
                 let (mark, style) = match n.held {

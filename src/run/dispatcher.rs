@@ -15,7 +15,7 @@ use crate::agent::{ResultKind, Verdict};
 use crate::control::Control;
 use crate::display::Reporter;
 use crate::learnings;
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 use crate::steer::{Command, Reply};
 use crate::store;
 use crate::timefmt;
@@ -558,7 +558,7 @@ impl<E: Executor> Dispatcher<E> {
         if m.policy.jobs < 2 || m.stopping() || m.fatal.is_some() || m.limit_reached() {
             return;
         }
-        let retire = m.count(Node::Pending) == 0;
+        let retire = m.count(StoryState::Pending) == 0;
         let free: Vec<usize> = (0..m.slots.len())
             .filter(|&slot| m.slots[slot].is_none())
             .collect();

@@ -22,7 +22,7 @@ pub(super) fn dry_run(
         .map(|i| only.is_none_or(|o| o == i) && i >= first)
         .collect();
     // The run's selection: what was asked and what it waits for.
-    let nodes: Vec<crate::schedule::Node> =
+    let nodes: Vec<crate::schedule::StoryState> =
         b.stories.iter().map(|s| story_node(&state, s)).collect();
     let selection = crate::schedule::with_dependencies(&project.dag, &asked, &nodes);
     let order: Vec<usize> = project

@@ -98,10 +98,15 @@ pub(crate) fn run<C: ExecutorChoice>(root: &Path, opts: RunOptions, choice: &C) 
 /// What an attempt of this run may start: a crashed run's job of any other
 /// story is stopped at once (issue 35).
 fn claimable(model: &model::Model) -> std::collections::HashSet<String> {
-    use crate::schedule::Node;
+    use crate::schedule::StoryState;
     (0..model.chosen.len())
         .filter(|&i| model.chosen[i])
-        .filter(|&i| !matches!(model.sched().nodes[i], Node::Done | Node::Excluded))
+        .filter(|&i| {
+            !matches!(
+                model.sched().nodes[i],
+                StoryState::Done | StoryState::Excluded
+            )
+        })
         .map(|i| model.id(i).to_string())
         .collect()
 }

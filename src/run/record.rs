@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::report;
 use crate::runlog::{Ev, PauseWhy};
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 use crate::state::AttemptRecord;
 
 use super::events::{AttemptRequest, LandResult};
@@ -189,7 +189,7 @@ pub(crate) struct Figures {
 impl Figures {
     pub(crate) fn of(model: &Model) -> Figures {
         let (_, lifetime) = model.state.total_usage();
-        let chosen = |node: Node| -> Vec<String> {
+        let chosen = |node: StoryState| -> Vec<String> {
             (0..model.stories.len())
                 .filter(|&i| model.chosen[i] && model.sched().nodes[i] == node)
                 .map(|i| model.id(i).to_string())
@@ -198,8 +198,8 @@ impl Figures {
         Figures {
             done: model.done_selected(),
             total: model.selected(),
-            failed: chosen(Node::Failed),
-            blocked: chosen(Node::Blocked),
+            failed: chosen(StoryState::Failed),
+            blocked: chosen(StoryState::Blocked),
             run_cost_usd: model.run_cost_usd,
             run_tokens: model.run_tokens,
             lifetime_cost_usd: lifetime,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::backlog::tracker::{Read, Tracker, Update};
 use crate::backlog::{Backlog, Story};
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 
 use super::events::Event;
 use super::model::Model;
@@ -61,7 +61,7 @@ const LAST_WRITES_STOPPING: Duration = Duration::from_secs(2);
 /// True when `now` (the tracker's backlog) holds work the run does not
 /// know of: a new story, dependencies that changed, a story the run would
 /// still start that the tracker says is done. Pure.
-pub(crate) fn backlog_changed(stories: &[Story], nodes: &[Node], now: &Backlog) -> bool {
+pub(crate) fn backlog_changed(stories: &[Story], nodes: &[StoryState], now: &Backlog) -> bool {
     let known: HashMap<&str, usize> = stories
         .iter()
         .enumerate()
@@ -74,7 +74,7 @@ pub(crate) fn backlog_changed(stories: &[Story], nodes: &[Node], now: &Backlog) 
             let mut is = s.depends_on.clone();
             was.sort();
             is.sort();
-            was != is || (s.prd_passes && nodes.get(i) == Some(&Node::Pending))
+            was != is || (s.prd_passes && nodes.get(i) == Some(&StoryState::Pending))
         }
     })
 }
@@ -82,16 +82,16 @@ pub(crate) fn backlog_changed(stories: &[Story], nodes: &[Node], now: &Backlog) 
 /// What to tell the tracker of a story the run sees as `node`, given what
 /// it was told last (`None`: nothing new to say). Pure.
 pub(crate) fn update_for(
-    node: Node,
+    node: StoryState,
     told: Option<&Update>,
     landed_commit: Option<&str>,
     target: &str,
 ) -> Option<Update> {
     let now = match node {
-        Node::Running | Node::Landing => Update::Running,
-        Node::Failed => Update::Failed,
-        Node::Review => Update::Review,
-        Node::Done => match landed_commit {
+        StoryState::Running | StoryState::Landing => Update::Running,
+        StoryState::Failed => Update::Failed,
+        StoryState::Review => Update::Review,
+        StoryState::Done => match landed_commit {
             Some(c) => Update::Landed {
                 commit: c.to_string(),
                 target: target.to_string(),
@@ -99,7 +99,7 @@ pub(crate) fn update_for(
             // Done before this run (closed already, or landed earlier).
             None => return None,
         },
-        Node::Pending | Node::Blocked | Node::Excluded => match told {
+        StoryState::Pending | StoryState::Blocked | StoryState::Excluded => match told {
             None | Some(Update::Pending) => return None,
             Some(_) => Update::Pending,
         },
@@ -126,7 +126,7 @@ impl TrackerSync {
             .stories
             .iter()
             .zip(&model.sched().nodes)
-            .filter(|(_, n)| **n == Node::Done)
+            .filter(|(_, n)| **n == StoryState::Done)
             .map(|(s, _)| {
                 let landed = Update::Landed {
                     commit: String::new(),
@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn new_issues_and_changed_dependencies_are_new_work_and_nothing_else_is() {
         let run = vec![story("1", &[], false), story("2", &["1"], false)];
-        let nodes = [Node::Done, Node::Pending];
+        let nodes = [StoryState::Done, StoryState::Pending];
         let same = backlog(vec![story("1", &[], true), story("2", &["1"], false)]);
         assert!(
             !backlog_changed(&run, &nodes, &same),
@@ -345,22 +345,22 @@ mod tests {
     #[test]
     fn each_status_is_told_once_and_a_landing_for_good() {
         let t = "main";
-        assert_eq!(update_for(Node::Pending, None, None, t), None);
+        assert_eq!(update_for(StoryState::Pending, None, None, t), None);
         assert_eq!(
-            update_for(Node::Running, None, None, t),
+            update_for(StoryState::Running, None, None, t),
             Some(Update::Running)
         );
         assert_eq!(
-            update_for(Node::Landing, Some(&Update::Running), None, t),
+            update_for(StoryState::Landing, Some(&Update::Running), None, t),
             None
         );
         assert_eq!(
-            update_for(Node::Pending, Some(&Update::Running), None, t),
+            update_for(StoryState::Pending, Some(&Update::Running), None, t),
             Some(Update::Pending),
             "a retry takes the running label off"
         );
         assert_eq!(
-            update_for(Node::Failed, Some(&Update::Running), None, t),
+            update_for(StoryState::Failed, Some(&Update::Running), None, t),
             Some(Update::Failed)
         );
         let landed = Update::Landed {
@@ -368,12 +368,15 @@ mod tests {
             target: t.into(),
         };
         assert_eq!(
-            update_for(Node::Done, Some(&Update::Running), Some("abc"), t),
+            update_for(StoryState::Done, Some(&Update::Running), Some("abc"), t),
             Some(landed.clone())
         );
-        assert_eq!(update_for(Node::Done, Some(&landed), Some("abc"), t), None);
         assert_eq!(
-            update_for(Node::Done, None, None, t),
+            update_for(StoryState::Done, Some(&landed), Some("abc"), t),
+            None
+        );
+        assert_eq!(
+            update_for(StoryState::Done, None, None, t),
             None,
             "done before the run"
         );
@@ -445,11 +448,11 @@ mod tests {
         );
         let lines = std::cell::RefCell::new(Vec::new());
         let log = |l: &str| lines.borrow_mut().push(l.to_string());
-        m.set_node(0, Node::Running);
+        m.set_node(0, StoryState::Running);
         sync.tell(&m, false, &log);
         // The first answer is in the channel, not yet taken by the run.
         assert!(!flushes.recv().unwrap());
-        m.set_node(1, Node::Running);
+        m.set_node(1, StoryState::Running);
         // The last flush goes on only once the run waits for it.
         let opener = std::thread::spawn(move || release.send(()).unwrap());
         sync.tell(&m, true, &log);

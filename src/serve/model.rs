@@ -18,7 +18,7 @@ pub(crate) const ACTIVITY_LINES: usize = 8;
 pub(crate) struct StoryView {
     pub(crate) id: String,
     pub(crate) title: String,
-    /// `Node::word`.
+    /// `StoryState::word`.
     pub(crate) status: &'static str,
 }
 

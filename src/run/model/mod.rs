@@ -12,7 +12,9 @@ use super::events::Now;
 use crate::agent::Backend;
 use crate::backlog::Story;
 use crate::dag::Dag;
-use crate::schedule::{jobs_now, with_dependencies, Jobs, Memory, Node, Scheduler, AGENT_WARMUP};
+use crate::schedule::{
+    jobs_now, with_dependencies, Jobs, Memory, Scheduler, StoryState, AGENT_WARMUP,
+};
 use crate::state::{AfterFailure, State, Status};
 use crate::status::story_node;
 
@@ -281,24 +283,24 @@ impl Model {
                 needing: Vec::new(),
             }
         } else {
-            let at_start: Vec<Node> = stories.iter().map(|s| story_node(&state, s)).collect();
+            let at_start: Vec<StoryState> = stories.iter().map(|s| story_node(&state, s)).collect();
             with_dependencies(dag, &chosen, &at_start)
         };
         let chosen = selection.chosen;
-        let nodes: Vec<Node> = stories
+        let nodes: Vec<StoryState> = stories
             .iter()
             .enumerate()
             .map(|(i, s)| match story_node(&state, s) {
-                Node::Done => {
+                StoryState::Done => {
                     // prd.json's `passes` joins the state's completed list.
                     state.mark_done(&s.id, None);
-                    Node::Done
+                    StoryState::Done
                 }
-                _ if !chosen[i] => Node::Excluded,
-                Node::Failed if only == Some(i) => {
+                _ if !chosen[i] => StoryState::Excluded,
+                StoryState::Failed if only == Some(i) => {
                     // An explicit `-s` gives a failed story a fresh budget.
                     state.reset_attempts(&s.id);
-                    Node::Pending
+                    StoryState::Pending
                 }
                 node => node,
             })
@@ -387,12 +389,12 @@ impl Model {
     }
 
     #[cfg(test)]
-    pub(crate) fn node(&self, idx: usize) -> Node {
+    pub(crate) fn node(&self, idx: usize) -> StoryState {
         self.sched.nodes[idx]
     }
 
     #[cfg(test)]
-    pub(crate) fn set_node(&mut self, idx: usize, node: Node) {
+    pub(crate) fn set_node(&mut self, idx: usize, node: StoryState) {
         self.sched.set(idx, node);
     }
 
@@ -408,15 +410,15 @@ impl Model {
         match change {
             Change::Start => {
                 out.attempt = self.state.start_attempt(&id);
-                self.sched.set(idx, Node::Running);
+                self.sched.set(idx, StoryState::Running);
             }
             Change::BeginLanding => {
                 self.state.begin_landing(&id);
-                self.sched.set(idx, Node::Landing);
+                self.sched.set(idx, StoryState::Landing);
             }
             Change::Requeue => {
                 self.state.requeue(&id);
-                self.sched.set(idx, Node::Pending);
+                self.sched.set(idx, StoryState::Pending);
             }
             Change::Fail { reason } => {
                 // Past `budget.max_cost_per_story_usd` this failure is its
@@ -430,7 +432,7 @@ impl Model {
                     .fail_attempt(&id, reason, max.min(self.policy.max_retries));
                 out.count = self.state.record(&id).map(|r| r.attempts).unwrap_or(0);
                 match after {
-                    AfterFailure::Retry => self.sched.set(idx, Node::Pending),
+                    AfterFailure::Retry => self.sched.set(idx, StoryState::Pending),
                     AfterFailure::FailedForGood => {
                         out.failed_for_good = true;
                         out.blocked = self.sched.fail(idx);
@@ -439,7 +441,7 @@ impl Model {
             }
             Change::Conflict { note } => {
                 out.count = self.state.conflict(&id, note);
-                self.sched.set(idx, Node::Pending);
+                self.sched.set(idx, StoryState::Pending);
             }
             Change::GiveUp => {
                 self.state.give_up(&id);
@@ -448,7 +450,7 @@ impl Model {
             }
             Change::Landed { commit } => {
                 self.state.mark_done(&id, Some(commit));
-                self.sched.set(idx, Node::Done);
+                self.sched.set(idx, StoryState::Done);
                 // Its files are on the target now: nothing left to keep apart.
                 self.state.conflict_paths.remove(&id);
                 self.state.touched_paths.remove(&id);
@@ -456,7 +458,7 @@ impl Model {
                 self.files[idx].clear();
             }
             Change::LandingInterrupted => {
-                self.sched.set(idx, Node::Pending);
+                self.sched.set(idx, StoryState::Pending);
             }
             Change::Refund => {
                 self.state.refund_attempt(&id);
@@ -464,15 +466,15 @@ impl Model {
             }
             Change::InPr { url } => {
                 self.state.send_to_pr(&id, url);
-                self.sched.set(idx, Node::Review);
+                self.sched.set(idx, StoryState::Review);
             }
             Change::InReview => {
                 self.state.send_to_review(&id);
-                self.sched.set(idx, Node::Review);
+                self.sched.set(idx, StoryState::Review);
             }
             Change::Rejected { why } => {
                 self.state.reject(&id, why);
-                self.sched.set(idx, Node::Pending);
+                self.sched.set(idx, StoryState::Pending);
             }
             Change::Decompose { note } => {
                 self.state.begin_decomposition(&id, note.to_string());
@@ -483,7 +485,7 @@ impl Model {
                 let (status, note) = before.map_or((Status::Pending, None), |b| (b.status, b.note));
                 self.state.restore(&id, status, note);
                 match story_node(&self.state, &self.stories[idx]) {
-                    Node::Failed => out.blocked = self.sched.fail(idx),
+                    StoryState::Failed => out.blocked = self.sched.fail(idx),
                     node => self.sched.set(idx, node),
                 }
             }
@@ -537,8 +539,8 @@ impl Model {
         let node = self.sched.nodes[idx];
         let expected = story_node(&self.state, &self.stories[idx]);
         node == expected
-            || node == Node::Excluded
-            || (node == Node::Blocked && expected == Node::Pending)
+            || node == StoryState::Excluded
+            || (node == StoryState::Blocked && expected == StoryState::Pending)
     }
 
     /// A person holds story `idx` (`ralph hold ID`).
@@ -571,8 +573,8 @@ impl Model {
         }
         let held_waiting = self.holds_here
             && (0..self.stories.len())
-                .any(|i| self.is_held(i) && self.sched.nodes[i] == Node::Pending);
-        let review_waiting = self.waits_for_review && self.count(Node::Review) > 0;
+                .any(|i| self.is_held(i) && self.sched.nodes[i] == StoryState::Pending);
+        let review_waiting = self.waits_for_review && self.count(StoryState::Review) > 0;
         self.state.paused || held_waiting || review_waiting
     }
 
@@ -583,13 +585,13 @@ impl Model {
             what.push("`ralph resume` (paused)".to_string());
         }
         let held: Vec<&str> = (0..self.stories.len())
-            .filter(|&i| self.is_held(i) && self.sched.nodes[i] == Node::Pending)
+            .filter(|&i| self.is_held(i) && self.sched.nodes[i] == StoryState::Pending)
             .map(|i| self.id(i))
             .collect();
         if self.holds_here && !held.is_empty() {
             what.push(format!("`ralph release ID` (held: {})", held.join(", ")));
         }
-        let review = self.ids_with(Node::Review);
+        let review = self.ids_with(StoryState::Review);
         if self.waits_for_review && !review.is_empty() {
             what.push(format!(
                 "`ralph land ID` (in review: {})",
@@ -609,7 +611,7 @@ impl Model {
             .is_some_and(|l| self.attempts_this_run >= l)
     }
 
-    pub(crate) fn count(&self, node: Node) -> usize {
+    pub(crate) fn count(&self, node: StoryState) -> usize {
         self.sched.count(node)
     }
 
@@ -619,7 +621,7 @@ impl Model {
             .nodes
             .iter()
             .zip(&self.chosen)
-            .filter(|(n, c)| **c && **n != Node::Excluded)
+            .filter(|(n, c)| **c && **n != StoryState::Excluded)
             .count()
     }
 
@@ -629,11 +631,11 @@ impl Model {
             .nodes
             .iter()
             .zip(&self.chosen)
-            .filter(|(n, c)| **c && **n == Node::Done)
+            .filter(|(n, c)| **c && **n == StoryState::Done)
             .count()
     }
 
-    pub(crate) fn ids_with(&self, node: Node) -> Vec<String> {
+    pub(crate) fn ids_with(&self, node: StoryState) -> Vec<String> {
         (0..self.stories.len())
             .filter(|&i| self.sched.nodes[i] == node)
             .map(|i| self.stories[i].id.clone())
@@ -790,14 +792,14 @@ impl Model {
             .collect();
         let left: Vec<Left> = (0..self.stories.len())
             .map(|i| match self.sched.nodes[i] {
-                Node::Pending => Left::Waiting,
-                Node::Running => Left::Running {
+                StoryState::Pending => Left::Waiting,
+                StoryState::Running => Left::Running {
                     elapsed: started.get(&i).map_or(0.0, |t| {
                         now.mono.saturating_duration_since(*t).as_secs_f64()
                     }),
                 },
                 // Its agent is through: what is left is its landing.
-                Node::Landing => Left::Running {
+                StoryState::Landing => Left::Running {
                     elapsed: expected[i],
                 },
                 _ => Left::Nothing,

@@ -4,7 +4,7 @@
 //! and what its agent edits now.
 
 use super::Model;
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 
 /// The most paths `state.touched_paths` keeps for one story.
 const MAX_TOUCHED_KEPT: usize = 64;
@@ -55,7 +55,7 @@ impl Model {
     /// The agent of running story `idx` is editing `path` (from its tool
     /// calls, before any of it is on disk or committed).
     pub(crate) fn editing(&mut self, idx: usize, path: String) {
-        if self.sched.nodes[idx] != Node::Running || !self.policy.predict_files {
+        if self.sched.nodes[idx] != StoryState::Running || !self.policy.predict_files {
             return;
         }
         let paths = self.touched.entry(idx).or_default();
@@ -85,7 +85,7 @@ impl Model {
 
     /// What the worktree of running story `idx` changed so far.
     pub(crate) fn set_touched(&mut self, idx: usize, paths: Vec<String>) {
-        if self.sched.nodes[idx] == Node::Running {
+        if self.sched.nodes[idx] == StoryState::Running {
             self.remember_touched(idx, &paths);
             // What the agent said it edits stays, even before it is on disk.
             let edited: Vec<String> = self.touched.remove(&idx).unwrap_or_default();

@@ -5,7 +5,7 @@ use crate::agent::{self, Backend};
 use crate::config::Conflicts;
 use crate::report::Message;
 use crate::runlog::{Ev, PauseWhy};
-use crate::schedule::{Bounds, Fewer, Jobs, Node};
+use crate::schedule::{Bounds, Fewer, Jobs, StoryState};
 use crate::state::AttemptKind;
 
 use super::finish::{budget_ahead, budget_spent};
@@ -40,7 +40,7 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     // One job is the sequential loop: the next story starts from a tip
     // that holds the previous one, so it waits for its landing, and its
     // iteration begins after the previous one's post hooks ended.
-    if model.policy.jobs == 1 && (model.count(Node::Landing) > 0 || model.hooks_running > 0) {
+    if model.policy.jobs == 1 && (model.count(StoryState::Landing) > 0 || model.hooks_running > 0) {
         return;
     }
     // Near a usage limit one job fewer, and no more than memory holds

@@ -2,7 +2,7 @@
 //! the spent budget, and `finish` (the summary and the exit code).
 
 use crate::report::{RunSummary, Totals};
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 
 use super::limits::api_stop_message;
 use crate::pricing::{expected_cost, Past};
@@ -24,10 +24,10 @@ pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
     Totals {
         done: model.done_selected(),
         total: model.selected(),
-        running: model.count(Node::Running),
-        landing: model.count(Node::Landing),
-        failed: model.count(Node::Failed),
-        blocked: model.count(Node::Blocked),
+        running: model.count(StoryState::Running),
+        landing: model.count(StoryState::Landing),
+        failed: model.count(StoryState::Failed),
+        blocked: model.count(StoryState::Blocked),
         usage,
         cost_usd: cost,
         cost_unknown: model
@@ -64,9 +64,9 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
     let mut summary = RunSummary {
         done: t.done,
         total: t.total,
-        failed: model.ids_with(Node::Failed),
-        blocked: model.ids_with(Node::Blocked),
-        pending: model.count(Node::Pending),
+        failed: model.ids_with(StoryState::Failed),
+        blocked: model.ids_with(StoryState::Blocked),
+        pending: model.count(StoryState::Pending),
         elapsed_secs,
         usage: t.usage,
         cost_usd: t.cost_usd,
@@ -75,7 +75,7 @@ pub(crate) fn finish(model: &Model, elapsed_secs: f64) -> (RunSummary, Option<St
         run_cost_usd: model.run_cost_usd,
         run_cost_unknown: model.run_cost_unknown,
         limit_reached: None,
-        in_review: model.ids_with(Node::Review),
+        in_review: model.ids_with(StoryState::Review),
         all_complete: false,
         waste: model.state.waste().since(&model.waste_at_start),
     };

@@ -26,7 +26,7 @@ mod steer;
 use crate::control::Control;
 use crate::report::Message;
 use crate::runlog::{Ev, PauseWhy};
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 
 use super::events::{Action, Event, Now};
 use super::model::{Fatal, Model};
@@ -65,7 +65,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                     list.iter().map(|&i| model.id(i).to_string()).collect()
                 };
                 // (Those a failed one blocks go unnamed: they will not run.)
-                let with = |node: Node| -> Vec<usize> {
+                let with = |node: StoryState| -> Vec<usize> {
                     let nodes = &model.sched().nodes;
                     model
                         .pulled_in
@@ -74,7 +74,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                         .filter(|&i| nodes[i] == node)
                         .collect()
                 };
-                let (run_first, failed) = (with(Node::Pending), with(Node::Failed));
+                let (run_first, failed) = (with(StoryState::Pending), with(StoryState::Failed));
                 if !run_first.is_empty() || !failed.is_empty() {
                     out.push(Action::Say(Message::DependenciesFirst {
                         ids: ids(&model.needing),

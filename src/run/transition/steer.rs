@@ -6,7 +6,7 @@
 
 use crate::report::Message;
 use crate::runlog::Ev;
-use crate::schedule::Node;
+use crate::schedule::StoryState;
 use crate::state::Status;
 use crate::steer::{Command, Reply};
 
@@ -78,8 +78,8 @@ fn decide(model: &mut Model, cmd: &Command, out: &mut Vec<Action>) -> (Reply, bo
         }
         Command::Drain => {
             model.draining = true;
-            let running = model.count(Node::Running);
-            let landing = model.count(Node::Landing);
+            let running = model.count(StoryState::Running);
+            let landing = model.count(StoryState::Landing);
             (
                 Reply::done(format!(
                     "draining: no new attempt starts; the run ends once {running} running and \
@@ -149,7 +149,7 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
             )
         }
         Command::Hold { .. } => {
-            if node == Node::Done {
+            if node == StoryState::Done {
                 return (Reply::story_done(&id, "there is nothing to hold"), false);
             }
             // Asked during this run: the run waits for its release.
@@ -186,7 +186,7 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
             if text.trim().is_empty() {
                 return (Reply::empty_note(&id), false);
             }
-            if node == Node::Done {
+            if node == StoryState::Done {
                 return (Reply::story_done(&id, "no attempt will read a note"), false);
             }
             model.state.add_user_note(&id, text);
@@ -250,8 +250,8 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
 
 /// `land` and `reject` act only on a story waiting for review: the refusal
 /// for any other.
-fn unless_in_review(model: &Model, id: &str, node: Node) -> Option<(Reply, bool)> {
-    (model.state.status(id) != Status::Review || node != Node::Review).then(|| {
+fn unless_in_review(model: &Model, id: &str, node: StoryState) -> Option<(Reply, bool)> {
+    (model.state.status(id) != Status::Review || node != StoryState::Review).then(|| {
         (
             Reply::refused(
                 format!("story {id} is not waiting for review"),

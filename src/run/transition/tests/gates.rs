@@ -126,7 +126,7 @@ fn a_gate_that_could_not_read_git_sends_the_story_to_review() {
     handle(&mut m, finished(&req, Verdict::Done), t0());
     let a = land(&mut m, 0, gated(&[FindingKind::GateError]), t0());
     assert!(starts(&a).is_empty(), "no fix-up: {a:?}");
-    assert_eq!(m.node(0), crate::schedule::Node::Review, "{a:?}");
+    assert_eq!(m.node(0), crate::schedule::StoryState::Review, "{a:?}");
 }
 
 #[test]

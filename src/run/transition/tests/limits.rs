@@ -197,7 +197,7 @@ fn the_same_failure_across_stories_trips_the_breaker_and_charges_nobody() {
     let bad = || failed("Exit code 1: unknown model 'gpt-9'\nmore detail");
     // a fails for good (max_retries 1) and blocks b; c fails too.
     let a = handle(&mut m, finished(&first[0], bad()), t0());
-    assert_eq!(m.node(1), Node::Blocked);
+    assert_eq!(m.node(1), StoryState::Blocked);
     let next = starts(&a);
     handle(&mut m, finished(&first[1], bad()), t0());
     assert!(!is_over(&m));
@@ -208,7 +208,7 @@ fn the_same_failure_across_stories_trips_the_breaker_and_charges_nobody() {
         assert_eq!(m.state.status(id), Status::Pending, "{id}");
         assert_eq!(m.state.record(id).map_or(0, |r| r.attempts), 0, "{id}");
     }
-    assert_eq!(m.node(1), Node::Pending, "b is no longer blocked");
+    assert_eq!(m.node(1), StoryState::Pending, "b is no longer blocked");
     let (_, error, code) = finish(&m, 1.0);
     assert_eq!(code, EXIT_STORIES_FAILED);
     assert!(error.unwrap().contains("unknown model 'gpt-9'"));

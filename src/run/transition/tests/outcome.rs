@@ -14,7 +14,7 @@ fn a_started_attempt_is_saved_before_it_is_started() {
         .unwrap();
     assert!(save < start, "{actions:?}");
     assert_eq!(m.state.status("1.1"), Status::Running);
-    assert_eq!(m.node(0), Node::Running);
+    assert_eq!(m.node(0), StoryState::Running);
 }
 
 #[test]
@@ -80,8 +80,8 @@ fn a_story_that_fails_for_good_blocks_its_dependents_only() {
         })
         .unwrap();
     assert_eq!(blocked, vec!["b", "c"]);
-    assert_eq!(m.node(1), Node::Blocked);
-    assert_eq!(m.node(3), Node::Running);
+    assert_eq!(m.node(1), StoryState::Blocked);
+    assert_eq!(m.node(3), StoryState::Running);
 }
 
 #[test]

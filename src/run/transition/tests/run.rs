@@ -223,7 +223,7 @@ fn retries_run_one_at_a_time_while_first_attempts_fill_the_slots() {
         assert!(m.slots.iter().flatten().count() >= running.len().min(1));
     }
     assert!(is_over(&m));
-    assert_eq!(m.count(Node::Done), 6);
+    assert_eq!(m.count(StoryState::Done), 6);
     // Two at once when asked.
     let mut m = model_with(&stories[..3], 3, 3, None);
     m.policy.retry_concurrency = 2;
