@@ -9,7 +9,6 @@ pub(crate) mod cluster;
 pub(crate) mod local;
 pub(crate) mod package;
 pub(crate) mod ray;
-mod sweep;
 pub(crate) mod worker;
 
 use std::collections::HashSet;

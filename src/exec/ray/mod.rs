@@ -24,6 +24,7 @@
 mod board;
 pub(crate) mod check;
 mod job;
+mod retire;
 mod watch;
 
 use std::collections::{HashMap, HashSet};

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use crate::executor::AttemptEnv;
 use crate::gitops::{relay, Oid};
 
-use super::cluster::{Cluster, Orphan};
-use super::ray::{call, git, lock, stop_wait, Board, Listing, RayExecutor, POLL, STOP_KEEP};
-use super::worker;
+use super::super::cluster::{Cluster, Orphan};
+use super::super::worker;
+use super::{call, git, lock, stop_wait, Board, Listing, RayExecutor, POLL, STOP_KEEP};
 
 impl RayExecutor {
     /// Starts stopping the jobs of a crashed run that no attempt of this
