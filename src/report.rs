@@ -524,15 +524,7 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("| `ralph stories` |"))
             .expect("README's command table has `ralph stories`");
-        for node in [
-            StoryState::Done,
-            StoryState::Running,
-            StoryState::Landing,
-            StoryState::Review,
-            StoryState::Failed,
-            StoryState::Blocked,
-            StoryState::Pending,
-        ] {
+        for node in StoryState::ALL {
             let tag = format!("`[{}]`", node.word());
             assert!(line.contains(&tag), "README lacks {tag}: {line}");
         }

@@ -202,14 +202,7 @@ impl RunSeal {
         };
         let mut layout = self.layout(git, &env, work, slot);
         layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_str())
-            .unwrap_or_default();
-        if let Some(found) = sandbox::which(program, path, work) {
-            layout.tools.extend(sandbox::gather_exe_tree(&found));
-        }
+        with_tools(&mut layout, &env, program, work);
         let refs = git
             .sandbox_prepare(slot, &layout.work, Some(branch))
             .map_err(|e| format!("cannot prepare the sandbox's refs: {e}"))?;
@@ -275,14 +268,8 @@ impl RunSeal {
         let mut layout = self.layout(git, &env, work, "");
         layout.git_rw = Vec::new();
         layout.state = sandbox::existing_under(&layout.home, backend.state_paths());
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_str())
-            .unwrap_or_default();
-        if let Some(found) = sandbox::which(program, path, &layout.work) {
-            layout.tools.extend(sandbox::gather_exe_tree(&found));
-        }
+        let cwd = layout.work.clone();
+        with_tools(&mut layout, &env, program, &cwd);
         let plan: Vec<mounts::Mount> = mounts::plan(&layout)
             .into_iter()
             .map(|m| match m {
@@ -349,4 +336,17 @@ pub(crate) fn program_in(repo: &Path, program: &str, work: &Path) -> String {
         .find_map(|r| sandbox::in_worktree(&r, p, work))
         .filter(|w| w.is_file())
         .map_or_else(|| program.to_string(), |w| w.display().to_string())
+}
+
+/// The agent's program, found along the sealed environment's PATH from
+/// `cwd`, and what it runs on, made visible inside the sandbox.
+fn with_tools(layout: &mut mounts::Layout, env: &[(String, String)], program: &str, cwd: &Path) {
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    if let Some(found) = sandbox::which(program, path, cwd) {
+        layout.tools.extend(sandbox::gather_exe_tree(&found));
+    }
 }
