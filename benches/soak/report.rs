@@ -508,6 +508,56 @@ impl Report {
                 seen.join(" · ")
             );
         }
+        // What ralph said about its stops and stalls.
+        let secs = |l: &str| -> Option<f64> {
+            let ts = l.strip_prefix('[')?.get(11..23)?;
+            let h: f64 = ts.get(0..2)?.parse().ok()?;
+            let m: f64 = ts.get(3..5)?.parse().ok()?;
+            let s: f64 = ts.get(6..12)?.parse().ok()?;
+            Some(h * 3600.0 + m * 60.0 + s)
+        };
+        let lines: Vec<&str> = log.lines().collect();
+        let (mut drains, mut idle, mut longest) = (0, 0.0f64, 0.0f64);
+        for (k, l) in lines.iter().enumerate() {
+            if !l.contains("new work is taken in once the running stories are done") {
+                continue;
+            }
+            drains += 1;
+            let Some(t) = secs(l) else { continue };
+            if let Some(t2) = lines[k + 1..]
+                .iter()
+                .find(|n| n.contains("] start story "))
+                .and_then(|n| secs(n))
+            {
+                idle += t2 - t;
+                longest = longest.max(t2 - t);
+            }
+        }
+        let _ = writeln!(o, "\n`backlog: … changed; new work is taken in once the running stories are done` (no story started meanwhile): {drains} times in ralph.log, {idle:.0} s in all until the next start, the longest {longest:.0} s");
+        let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+        for e in fs::read_dir(&i.sh.state).into_iter().flatten().flatten() {
+            if !e.file_name().to_string_lossy().ends_with(".tail") {
+                continue;
+            }
+            let text =
+                String::from_utf8_lossy(&fs::read(e.path()).unwrap_or_default()).into_owned();
+            for l in text.split(['\n', '\r']) {
+                if let Some(m) = l.trim_start().strip_prefix("error: ") {
+                    let m: String = m.chars().take(90).collect();
+                    let m = m
+                        .split(|c: char| c.is_ascii_digit())
+                        .collect::<Vec<_>>()
+                        .join("N");
+                    *errors.entry(m).or_default() += 1;
+                }
+            }
+        }
+        if !errors.is_empty() {
+            let _ = writeln!(o, "\nralph's `error:` lines at its exits (digits as N):\n");
+            for (m, n) in &errors {
+                let _ = writeln!(o, "- {n}× {m}…");
+            }
+        }
         let on: Vec<String> = i.restarts.iter().map(|r| r.on.to_string()).collect();
         let selfexits: Vec<String> = i
             .restarts
