@@ -373,18 +373,32 @@ impl Report {
             wt_dirs.len(),
             list(&wt_dirs, 10)
         );
+        // Kept refs are by design (nothing lost): a failed attempt's work,
+        // an interrupted one's uncommitted files. Anything else is a leak.
+        let kept = ref_kinds.remove("refs/ralph/attempts").unwrap_or_default();
+        let uncommitted = kept.iter().filter(|r| r.ends_with("-uncommitted")).count();
+        let of_broken = kept
+            .iter()
+            .filter(|r| !r.ends_with("-uncommitted"))
+            .filter(|r| {
+                r.split('/')
+                    .nth(3)
+                    .and_then(|id| id.parse::<u64>().ok())
+                    .is_some_and(|id| i.scripted.get(&id) == Some(&Script::Broken))
+            })
+            .count();
+        let others: Vec<String> = kept
+            .iter()
+            .filter(|r| !r.ends_with("-uncommitted"))
+            .cloned()
+            .collect();
         let _ = writeln!(
             o,
-            "- refs besides main: {}",
-            if ref_kinds.is_empty() {
-                "none".to_string()
-            } else {
-                ref_kinds
-                    .iter()
-                    .map(|(k, v)| format!("{k}: {} ({})", v.len(), list(v, 4)))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            }
+            "- refs besides main, not by design: {}; kept by design: {} under refs/ralph/attempts ({uncommitted} an interrupted attempt's uncommitted work, {of_broken} the first attempt of a story scripted to fail validation, {} other: {})",
+            if ref_kinds.is_empty() { "none".to_string() } else { ref_kinds.iter().map(|(k, v)| format!("{k}: {} ({})", v.len(), list(v, 4))).collect::<Vec<_>>().join("; ") },
+            kept.len(),
+            kept.len() - uncommitted - of_broken,
+            list(&others, 6)
         );
         let _ = writeln!(
             o,

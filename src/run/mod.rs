@@ -562,13 +562,16 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
         d.live = server.is_some().then_some(l);
     }
     let mut looped = rt.block_on(d.run(reland));
-    // A decomposition landed: its sub-stories are in the backlog on disk.
-    // The same run goes on over the backlog as it is now.
+    // A decomposition landed (its sub-stories are in the backlog on disk)
+    // or the tracker has new work: the same run goes on over the backlog
+    // as it is now.
     // (`ralph decompose ID` stops once its split landed.)
     while looped.is_ok() && d.model.reload_pending && opts.decompose.is_none() {
         match project::load(root) {
             Ok(now_on_disk) => {
-                log.line("reloading the backlog: a decomposition landed");
+                log.line(
+                    "reloading the backlog: a decomposition landed or the tracker has new work",
+                );
                 let now = events::Now {
                     mono: Instant::now(),
                     unix: crate::timefmt::now_secs(),
@@ -584,7 +587,7 @@ pub(crate) fn run(root: &Path, opts: RunOptions) -> Result<i32> {
             Err(problems) => {
                 let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
                 looped = Err(anyhow::anyhow!(
-                    "the backlog does not load after a decomposition landed: {}",
+                    "the backlog does not load after a decomposition landed or the tracker changed: {}",
                     shown.join("; ")
                 ));
             }
