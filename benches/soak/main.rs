@@ -49,6 +49,8 @@ pub struct Params {
     pub short: bool,
     /// The share of the slots' time agents are planned to take.
     pub busy: f64,
+    /// The fault classes injected (`--only a,b`; default all of them).
+    pub only: Vec<&'static str>,
 }
 
 fn params() -> Params {
@@ -86,6 +88,7 @@ fn params() -> Params {
         "--drain",
         "--disk-mb",
         "--busy",
+        "--only",
     ];
     for (i, a) in args.iter().enumerate() {
         let is_value = i > 0 && known[2..].contains(&args[i - 1].as_str());
@@ -105,6 +108,25 @@ fn params() -> Params {
         keep: args.iter().any(|a| a == "--keep") || std::env::var_os("RALPH_SOAK_KEEP").is_some(),
         short,
         busy: get("busy", 0.8, 0.8),
+        only: {
+            let v = args
+                .iter()
+                .position(|a| a == "--only")
+                .and_then(|i| args.get(i + 1).cloned())
+                .or_else(|| std::env::var("RALPH_SOAK_ONLY").ok());
+            let wanted: Vec<String> =
+                v.map_or_else(Vec::new, |v| v.split(',').map(str::to_string).collect());
+            for w in &wanted {
+                if !faults::CLASSES.contains(&w.as_str()) {
+                    eprintln!("--only {w:?}: one of {}", faults::CLASSES.join(", "));
+                    std::process::exit(2);
+                }
+            }
+            faults::CLASSES
+                .into_iter()
+                .filter(|c| wanted.is_empty() || wanted.iter().any(|w| w == c))
+                .collect()
+        },
     }
 }
 
@@ -366,6 +388,7 @@ fn main() {
         }
     };
     let period = p.fault_period;
+    let only = p.only.clone();
     let scheduler = std::thread::spawn(move || {
         let mut running = Vec::new();
         let mut k = 0;
@@ -374,7 +397,7 @@ fn main() {
             if sh.done.load(Ordering::Relaxed) {
                 break;
             }
-            let class = faults::CLASSES[k % faults::CLASSES.len()];
+            let class = only[k % only.len()];
             k += 1;
             let len = lengths;
             running.push(std::thread::spawn(move || faults::inject(sh, class, &len)));

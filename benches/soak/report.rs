@@ -631,6 +631,38 @@ impl Report {
                 .len(),
             i.samples.len()
         );
+        // Each ralph process on its own: RSS and descriptors at its first
+        // and last sample (a leak grows within a process, whatever the
+        // restarts hide).
+        let mut per_pid: BTreeMap<i32, (f64, &Sample, &Sample)> = BTreeMap::new();
+        for s in i.samples {
+            per_pid
+                .entry(s.pid)
+                .and_modify(|e| e.2 = s)
+                .or_insert((s.t, s, s));
+        }
+        let longest: Vec<String> = {
+            let mut v: Vec<&(f64, &Sample, &Sample)> = per_pid.values().collect();
+            v.sort_by(|a, b| (b.2.t - b.1.t).partial_cmp(&(a.2.t - a.1.t)).unwrap());
+            v.iter()
+                .take(5)
+                .map(|(_, a, b)| {
+                    format!(
+                        "{:.0} s: {:.1} → {:.1} MB, {} → {} fds",
+                        b.t - a.t,
+                        a.rss_kb as f64 / 1024.0,
+                        b.rss_kb as f64 / 1024.0,
+                        a.fds,
+                        b.fds
+                    )
+                })
+                .collect()
+        };
+        let _ = writeln!(
+            o,
+            "\nthe longest-lived ralph processes, first → last sample: {}",
+            longest.join("; ")
+        );
         let csv: String = i
             .samples
             .iter()
