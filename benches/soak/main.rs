@@ -587,10 +587,14 @@ fn run_loop(
 /// SIGTERM, then up to 60 s for ralph to end (SIGKILL after that).
 fn stop(sh: &Shared, ralph: &mut Ralph, how: &str) -> Restart {
     let t = sh.now();
+    let unread = sh.stalled.load(Ordering::SeqCst);
     faults::signal(ralph.child.id() as i32, libc::SIGTERM);
     let st = faults::wait_exit(ralph, 60.0);
     let exit_secs = st.map(|_| sh.now() - t);
     let mut how = how.to_string();
+    if unread {
+        how += " (its output not read)";
+    }
     let code = match st {
         Some(s) => s.code(),
         None => {

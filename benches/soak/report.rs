@@ -455,7 +455,15 @@ impl Report {
             list(
                 &terms
                     .iter()
-                    .map(|r| r.exit_secs.map_or("never".into(), |s| format!("{s:.1}")))
+                    .map(|r| {
+                        let unread = if r.how.contains("not read") {
+                            " (output unread)"
+                        } else {
+                            ""
+                        };
+                        r.exit_secs
+                            .map_or("never".into(), |s| format!("{s:.1}{unread}"))
+                    })
                     .collect::<Vec<_>>(),
                 12
             )
