@@ -480,8 +480,9 @@ pub fn wait_exit(r: &mut Ralph, secs: f64) -> Option<std::process::ExitStatus> {
     }
 }
 
-/// RSS (KB), open descriptors and threads of `pid`.
-pub fn sample(pid: i32) -> Option<(u64, usize, u64)> {
+/// RSS (KB), open descriptors, threads and the anonymous part of the RSS
+/// (KB; the rest is mapped files: libgit2's packs and index, the binary).
+pub fn sample(pid: i32) -> Option<(u64, usize, u64, u64)> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |k: &str| {
         status
@@ -491,5 +492,10 @@ pub fn sample(pid: i32) -> Option<(u64, usize, u64)> {
             .and_then(|v| v.parse::<u64>().ok())
     };
     let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
-    Some((field("VmRSS:")?, fds, field("Threads:").unwrap_or(0)))
+    Some((
+        field("VmRSS:")?,
+        fds,
+        field("Threads:").unwrap_or(0),
+        field("RssAnon:").unwrap_or(0),
+    ))
 }

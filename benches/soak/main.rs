@@ -355,13 +355,14 @@ fn main() {
         while !sh.done.load(Ordering::Relaxed) {
             let pid = sh.ralph_pid.load(Ordering::SeqCst);
             if pid > 0 {
-                if let Some((rss, fds, threads)) = faults::sample(pid) {
+                if let Some((rss, fds, threads, anon)) = faults::sample(pid) {
                     samples.lock().unwrap().push(report::Sample {
                         t: sh.now(),
                         pid,
                         rss_kb: rss,
                         fds,
                         threads,
+                        anon_kb: anon,
                     });
                 }
             }

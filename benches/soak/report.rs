@@ -20,6 +20,7 @@ pub struct Sample {
     pub rss_kb: u64,
     pub fds: usize,
     pub threads: u64,
+    pub anon_kb: u64,
 }
 
 pub struct Inputs<'a> {
@@ -656,10 +657,12 @@ impl Report {
                 .take(5)
                 .map(|(_, a, b)| {
                     format!(
-                        "{:.0} s: {:.1} → {:.1} MB, {} → {} fds",
+                        "{:.0} s: {:.1} → {:.1} MB (anonymous {:.1} → {:.1}), {} → {} fds",
                         b.t - a.t,
                         a.rss_kb as f64 / 1024.0,
                         b.rss_kb as f64 / 1024.0,
+                        a.anon_kb as f64 / 1024.0,
+                        b.anon_kb as f64 / 1024.0,
                         a.fds,
                         b.fds
                     )
@@ -676,14 +679,14 @@ impl Report {
             .iter()
             .map(|s| {
                 format!(
-                    "{:.1},{},{},{},{}\n",
-                    s.t, s.pid, s.rss_kb, s.fds, s.threads
+                    "{:.1},{},{},{},{},{}\n",
+                    s.t, s.pid, s.rss_kb, s.fds, s.threads, s.anon_kb
                 )
             })
             .collect();
         let _ = fs::write(
             i.sh.state.join("samples.csv"),
-            format!("t,pid,rss_kb,fds,threads\n{csv}"),
+            format!("t,pid,rss_kb,fds,threads,anon_kb\n{csv}"),
         );
         Report { out: o }
     }
