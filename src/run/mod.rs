@@ -355,8 +355,9 @@ fn run_loop<E: Executor>(
         d.live = server.is_some().then_some(l);
     }
     let mut looped = rt.block_on(d.run(reland));
-    // A decomposition landed: its sub-stories are in the backlog on disk.
-    // The same run goes on over the backlog as it is now.
+    // A decomposition landed (its sub-stories are in the backlog on disk)
+    // or the tracker has new work: the same run goes on over the backlog
+    // as it is now.
     // (`ralph decompose ID` stops once its split landed.)
     while looped.is_ok() && d.model.reload_pending && opts.decompose.is_none() {
         looped = reload(root, &checked.git, &mut d, &log);
@@ -394,11 +395,11 @@ fn reload<E: Executor>(
     let now_on_disk = project::load(root).map_err(|problems| {
         let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         anyhow::anyhow!(
-            "the backlog does not load after a decomposition landed: {}",
+            "the backlog does not load after a decomposition landed or the tracker changed: {}",
             shown.join("; ")
         )
     })?;
-    log.line("reloading the backlog: a decomposition landed");
+    log.line("reloading the backlog: a decomposition landed or the tracker has new work");
     let prefix = git.rel_path(root).filter(|p| !p.is_empty());
     let stories = from_repo_root(&now_on_disk.backlog.stories, prefix.as_deref());
     d.model.reload(stories, &now_on_disk.dag, now());

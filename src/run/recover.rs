@@ -216,6 +216,9 @@ pub(crate) fn reconcile(
     prune_worktrees(root, git, log)?;
     number_attempts_after_kept_work(project, git, state);
     store::remove_stale_temp_files(&paths::ralph_dir(root));
+    // The tracker's snapshot and queue are written the same way, a pid in
+    // each temp file's name: one a killed run left is never taken again.
+    store::remove_stale_temp_files(&paths::at(root, paths::TRACKER));
     Ok(reland)
 }
 

@@ -357,3 +357,25 @@ fn work_kept_for_review_is_labelled_for_review_and_stays_open() {
     );
     assert!(!i.labels.contains(&"ralph:running".to_string()), "{i:?}");
 }
+
+#[test]
+fn a_temp_file_a_killed_run_left_in_the_tracker_dir_is_removed_by_the_next_run() {
+    // A run killed (or out of disk space) while writing the tracker's
+    // snapshot or queue leaves `.tracker.tmp-<pid>`: a pid of its own each
+    // time, so they piled up run after run (found by benches/soak).
+    let (p, _server) = project(backlog());
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    let stale = p.root.join(".ralph/tracker/.tracker.tmp-4242");
+    fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    fs::write(&stale, "{\"half\": ").unwrap();
+    let r = run(&p, &["run", "-s", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!stale.exists(), "the stale temp file is still there");
+    let left: Vec<String> = fs::read_dir(p.root.join(".ralph/tracker"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert_eq!(left, [] as [String; 0]);
+}

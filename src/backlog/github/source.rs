@@ -314,8 +314,12 @@ fn write_durably(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(".tracker.tmp-{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        // A full disk: the half-written copy would stay for good.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
