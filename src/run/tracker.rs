@@ -342,7 +342,11 @@ mod tests {
         assert!(backlog_changed(&run, &nodes, &edited));
         let landed_with_dependencies = backlog(vec![story("1", &[], true), story("2", &[], true)]);
         assert!(
-            !backlog_changed(&run, &[StoryState::Done, StoryState::Done], &landed_with_dependencies),
+            !backlog_changed(
+                &run,
+                &[StoryState::Done, StoryState::Done],
+                &landed_with_dependencies
+            ),
             "a story with dependencies landed and closed: the read has no links for it"
         );
         let done_elsewhere = backlog(vec![story("1", &[], true), story("2", &["1"], true)]);

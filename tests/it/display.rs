@@ -571,3 +571,49 @@ fn a_hang_up_leaves_the_run_going() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(p.completed().len(), 4);
 }
+
+/// Issue 35: a second Ctrl-C means "stop now" even while the terminal is
+/// not read (its writes would stall) and the agents ignore SIGTERM: the
+/// first Ctrl-C waits out their grace (600 s here), the second kills them
+/// and ralph exits, well inside that grace.
+#[test]
+fn a_second_ctrl_c_on_a_terminal_that_is_not_read_ends_the_run_at_once() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n",
+        r#"{"loop": {"max_retries": 1, "grace_seconds": 600}, "parallel": {"enabled": true, "max_concurrent": 2}}"#,
+    );
+    p.commit_all("backlog");
+    p.agent(
+        r#"trap 'touch "$SCRATCH/got-term-$ID"' TERM
+echo $$ >> "$SCRATCH/pids"
+awk 'BEGIN { pad = sprintf("%200s", ""); for (i = 0; i < 5000; i++) printf "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"line %d%s\"}]}}\n", i, pad }'
+touch "$SCRATCH/started-$ID"
+while true; do sleep 0.05; done"#,
+    );
+    let mut run = PtyRun::start_reading(
+        live_command(&p, &["run", "--parallel", "-j", "2", "-v"]),
+        false,
+    );
+    for id in ["1.1", "1.2"] {
+        wait_until("the agents", Duration::from_secs(120), || {
+            p.scratch.join(format!("started-{id}")).exists()
+        });
+    }
+    let pid = run.child.id() as i32;
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    wait_until(
+        "SIGTERM reaching the agents",
+        Duration::from_secs(60),
+        || p.scratch.join("got-term-1.1").exists() && p.scratch.join("got-term-1.2").exists(),
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    // Far less than the 600 s grace: only the second Ctrl-C can end it.
+    let status = wait_for_exit(&mut run.child, "ralph to exit", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130));
+    drop(run);
+    for agent in pids_in(&p.scratch.join("pids")) {
+        assert!(!alive(agent), "agent {agent} survived");
+    }
+}
