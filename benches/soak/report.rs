@@ -477,7 +477,7 @@ impl Report {
         let log = fs::read_to_string(root.join("ralph.log")).unwrap_or_default();
         let timed_out: BTreeSet<u64> = log
             .lines()
-            .filter(|l| l.contains("timed out"))
+            .filter(|l| l.contains("Timeout after") || l.contains("timed out"))
             .filter_map(|l| {
                 l.split_once("] story ")?
                     .1
