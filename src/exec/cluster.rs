@@ -132,21 +132,11 @@ impl Cluster {
                     .header("Content-Type", kind)
                     .body(bytes.to_vec())
                     .map_err(|e| fail(e.to_string()))?;
-                let req = self
-                    .agent
-                    .configure_request(req)
-                    .timeout_global(Some(timeout))
-                    .build();
-                self.agent.run(req)
+                run_within(&self.agent, req, timeout)
             }
             None => {
                 let req = req.body(()).map_err(|e| fail(e.to_string()))?;
-                let req = self
-                    .agent
-                    .configure_request(req)
-                    .timeout_global(Some(timeout))
-                    .build();
-                self.agent.run(req)
+                run_within(&self.agent, req, timeout)
             }
         };
         let mut resp = result.map_err(|e| fail(e.to_string()))?;
@@ -485,6 +475,20 @@ pub(crate) fn job_spec(
         spec["runtime_env"]["working_dir"] = json!(uri);
     }
     spec
+}
+
+/// `req` sent with its own time limit (an upload gets longer than a poll).
+fn run_within<B: ureq::AsSendBody>(
+    agent: &ureq::Agent,
+    req: ureq::http::Request<B>,
+    timeout: Duration,
+) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    agent.run(
+        agent
+            .configure_request(req)
+            .timeout_global(Some(timeout))
+            .build(),
+    )
 }
 
 #[cfg(test)]
