@@ -144,9 +144,33 @@ pub(crate) fn queued() -> bool {
     QUEUED.get().is_some()
 }
 
+/// stdout's queue. When stdout and stderr reach the same file (a terminal,
+/// one pipe, `&> log`) they share stderr's queue and writer: two writers
+/// would each keep their own order but not the order between them, and the
+/// live display's last frame (stderr) clears the lines above the cursor, so
+/// a summary (stdout) written before it was partly erased and the frame
+/// left standing above it.
 pub(crate) fn stdout() -> &'static Sink {
-    static S: OnceLock<Sink> = OnceLock::new();
-    S.get_or_init(|| Sink::new(libc::STDOUT_FILENO))
+    static OWN: OnceLock<Sink> = OnceLock::new();
+    static SHARED: OnceLock<bool> = OnceLock::new();
+    if *SHARED.get_or_init(|| same_file(libc::STDOUT_FILENO, libc::STDERR_FILENO)) {
+        return stderr();
+    }
+    OWN.get_or_init(|| Sink::new(libc::STDOUT_FILENO))
+}
+
+/// Whether two descriptors are open on the same file (device and inode);
+/// false when either cannot be read.
+fn same_file(a: libc::c_int, b: libc::c_int) -> bool {
+    let stat = |fd| {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat fills the struct it is given, which is read only
+        // when it says it did.
+        (unsafe { libc::fstat(fd, st.as_mut_ptr()) } == 0)
+            .then(|| unsafe { st.assume_init() })
+            .map(|st| (st.st_dev, st.st_ino))
+    };
+    matches!((stat(a), stat(b)), (Some(x), Some(y)) if x == y)
 }
 
 pub(crate) fn stderr() -> &'static Sink {
@@ -397,6 +421,26 @@ mod tests {
         };
         assert!(!q.push(b"x\n".to_vec(), 1, 10, false));
         assert!(q.items.is_empty());
+    }
+
+    #[test]
+    fn descriptors_on_one_pipe_are_the_same_file_and_two_pipes_are_not() {
+        let pipe = || {
+            let mut fds = [0; 2];
+            // SAFETY: pipe fills the two descriptors it is given.
+            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+            fds
+        };
+        let (one, two) = (pipe(), pipe());
+        // SAFETY: dup of a descriptor this test owns.
+        let copy = unsafe { libc::dup(one[1]) };
+        assert!(same_file(one[1], copy));
+        assert!(!same_file(one[1], two[1]));
+        assert!(!same_file(one[1], -1));
+        for fd in one.into_iter().chain(two).chain([copy]) {
+            // SAFETY: closes descriptors this test opened.
+            unsafe { libc::close(fd) };
+        }
     }
 
     #[test]

@@ -359,6 +359,15 @@ fn the_live_display_fits_80_columns() {
         !shown.contains(" running · "),
         "the display was not cleared:\n{shown}"
     );
+    // In the order written: stdout's summary after stderr's event lines.
+    let rows: Vec<&str> = shown.lines().collect();
+    let last_done = rows.iter().rposition(|l| l.starts_with("[done]"));
+    let summary = rows.iter().position(|l| l.starts_with("RUN SUMMARY"));
+    assert!(last_done.is_some() && summary.is_some(), "{shown}");
+    assert!(
+        last_done < summary,
+        "the summary overtook event lines:\n{shown}"
+    );
     assert_eq!(p.completed(), vec!["1.1", "1.2", "1.3"]);
 }
 
