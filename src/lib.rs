@@ -23,6 +23,7 @@ mod gitops;
 mod ladder;
 mod layout;
 mod learnings;
+mod allocator;
 mod paths;
 mod plan;
 mod postmortem;

@@ -187,6 +187,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
         matches!(&cmd, Command::Run(a) if !a.dry_run) || matches!(&cmd, Command::Decompose { .. });
     if runs_agents {
         crate::display::queue_from_now();
+        crate::allocator::few_arenas();
     } else {
         // `ralph graph | head` and `ralph run -d | head` end quietly like
         // any filter. Not a real run: it writes to agents' stdin and must

@@ -273,9 +273,10 @@ pub(crate) fn probe_cgroups(prefix: &str) -> Option<PathBuf> {
 }
 
 /// True when some live process has `path` open, or is a `git` process whose
-/// working directory is inside `repo_dir`: a lock file is only stale when
-/// neither holds (git writes no owner into its lock files).
-pub(crate) fn lock_may_be_held(path: &Path, repo_dir: &Path) -> bool {
+/// working directory is inside `repo_dir` but not under `apart` (ralph's
+/// own worktrees, whose gits use indexes of their own): a lock file is only
+/// stale when neither holds (git writes no owner into its lock files).
+pub(crate) fn lock_may_be_held(path: &Path, repo_dir: &Path, apart: Option<&Path>) -> bool {
     let me = std::process::id().to_string();
     let Ok(rd) = fs::read_dir("/proc") else {
         return true;
@@ -300,7 +301,9 @@ pub(crate) fn lock_may_be_held(path: &Path, repo_dir: &Path) -> bool {
             }
         }
         let is_git = fs::read_to_string(base.join("comm")).is_ok_and(|c| c.trim() == "git");
-        if is_git && fs::read_link(base.join("cwd")).is_ok_and(|cwd| cwd.starts_with(repo_dir)) {
+        let near =
+            |cwd: PathBuf| cwd.starts_with(repo_dir) && !apart.is_some_and(|a| cwd.starts_with(a));
+        if is_git && fs::read_link(base.join("cwd")).is_ok_and(near) {
             return true;
         }
     }

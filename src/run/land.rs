@@ -17,6 +17,7 @@ use crate::store;
 
 use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
 use super::events::{GateAsk, LandPlan, LandResult};
+use super::intent::LandingIntent;
 use super::landed::check_landed_work;
 
 /// Rounds of merge → validate → compare-and-swap before giving up on a
@@ -74,31 +75,6 @@ impl LandRequest {
     }
 }
 
-/// What `.ralph/landing.json` records while the main checkout may be
-/// half-updated: enough for the next start to undo it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct LandingIntent {
-    pub(crate) story: String,
-    /// The target's tip the landing started from.
-    pub(crate) base: Oid,
-    /// The merge commit being landed.
-    pub(crate) commit: Oid,
-}
-
-impl LandingIntent {
-    /// Writes `.ralph/landing.json`; the error says which file.
-    pub(super) fn write(&self, root: &std::path::Path) -> Result<(), String> {
-        let text = serde_json::to_string(self).expect("the intent serialises");
-        store::write_atomic(&crate::paths::landing_intent_path(root), text.as_bytes())
-            .map_err(|e| format!("cannot write {} before landing: {e}", crate::paths::LANDING))
-    }
-
-    pub(crate) fn read(root: &std::path::Path) -> Option<LandingIntent> {
-        let text = std::fs::read_to_string(crate::paths::landing_intent_path(root)).ok()?;
-        serde_json::from_str(&text).ok()
-    }
-}
-
 /// Lands one story; never panics the caller.
 pub(crate) async fn land(
     ctx: &Arc<RunContext>,
@@ -115,6 +91,7 @@ pub(crate) async fn land(
         let _ = blocking(ctx, move |c| {
             after_landing(c, &req);
             check_landed_work(c);
+            crate::allocator::give_back();
         })
         .await;
     }
@@ -137,6 +114,7 @@ pub(super) async fn after_chain(ctx: &Arc<RunContext>, reqs: Vec<LandRequest>) {
             after_landing(c, req);
         }
         check_landed_work(c);
+        crate::allocator::give_back();
     })
     .await;
 }
@@ -419,33 +397,7 @@ async fn land_rounds(
         if let Err(e) = intent.write(&ctx.root) {
             return LandResult::Error(e);
         }
-        let mut busy = 0;
-        let landed = loop {
-            let landed = land_once(ctx, &base, &commit, &req.id).await;
-            // The user's git holds a lock of the main checkout (a commit in
-            // progress, say): not the story's failure. `land` waited a while
-            // already; wait on, a bounded number of times, unless the run stops.
-            match &landed {
-                Ok(Ok(LandOutcome::Busy { lock, holder }))
-                    if *control.borrow() == Control::Run && busy < LAND_BUSY_ROUNDS =>
-                {
-                    busy += 1;
-                    match holder {
-                        Some(h) => ctx.log.line(&format!(
-                            "landing {}: {h} in the main checkout may write back an index read \
-                             before the landing; waiting",
-                            req.id
-                        )),
-                        None => ctx.log.line(&format!(
-                            "landing {}: {} is held by another git process; waiting",
-                            req.id,
-                            lock.display()
-                        )),
-                    }
-                }
-                _ => break landed,
-            }
-        };
+        let landed = land_waiting(ctx, &base, &commit, &req.id, &control).await;
         let _ = std::fs::remove_file(crate::paths::landing_intent_path(&ctx.root));
         match landed {
             Ok(Ok(outcome @ (LandOutcome::Landed | LandOutcome::LandedOnTop { .. }))) => {
@@ -475,6 +427,50 @@ async fn land_rounds(
         }
     }
     LandResult::Raced
+}
+
+/// `land_once`, again while someone else's git holds a lock of the main
+/// checkout (a commit in progress, say): not the story's failure. Each try
+/// waited a while already; this waits on a bounded number of times, unless
+/// the run stops, and removes a lock that turns out stale at once.
+pub(super) async fn land_waiting(
+    ctx: &Arc<RunContext>,
+    base: &Oid,
+    tip: &Oid,
+    id: &str,
+    control: &watch::Receiver<Control>,
+) -> Result<crate::gitops::Result<LandOutcome>, String> {
+    let mut busy = 0;
+    loop {
+        let landed = land_once(ctx, base, tip, id).await;
+        let Ok(Ok(LandOutcome::Busy { lock, holder })) = &landed else {
+            return landed;
+        };
+        if *control.borrow() != Control::Run || busy >= LAND_BUSY_ROUNDS {
+            return landed;
+        }
+        busy += 1;
+        let stray = lock.clone();
+        let removed = holder.is_none()
+            && blocking(ctx, move |c| {
+                super::recover::remove_stale_lock_now(&c.root, &c.git, &stray, &c.log)
+            })
+            .await
+            .unwrap_or(false);
+        if removed {
+            continue;
+        }
+        match holder {
+            Some(h) => ctx.log.line(&format!(
+                "landing {id}: {h} in the main checkout may write back an index read \
+                 before the landing; waiting"
+            )),
+            None => ctx.log.line(&format!(
+                "landing {id}: {} is held by another git process; waiting",
+                lock.display()
+            )),
+        }
+    }
 }
 
 /// The story's merge with its spec's `status: done` edit, onto the

@@ -19,6 +19,7 @@ pub(crate) mod context;
 mod dispatcher;
 mod dry_run;
 pub(crate) mod events;
+mod intent;
 mod land;
 mod landed;
 mod live;

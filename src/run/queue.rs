@@ -29,7 +29,8 @@ use crate::project::{self, KeptRef};
 
 use super::context::{blocking, RunContext};
 use super::events::LandResult;
-use super::land::{self, LandRequest, LandingIntent};
+use super::intent::LandingIntent;
+use super::land::{self, LandRequest};
 use super::transition::batch::{self, Cand, Verdict};
 
 /// One merge of the chain: story `pos` of the request merged on `base`.
@@ -463,23 +464,7 @@ async fn cas(
     if let Err(e) = intent.write(&ctx.root) {
         return Cas::Stop(LandResult::Error(e));
     }
-    let mut busy = 0;
-    let landed = loop {
-        let landed = land::land_once(ctx, &base, &top, &first.id).await;
-        match &landed {
-            Ok(Ok(LandOutcome::Busy { lock, .. }))
-                if *control.borrow() == Control::Run && busy < land::LAND_BUSY_ROUNDS =>
-            {
-                busy += 1;
-                ctx.log.line(&format!(
-                    "landing {}: {} is held by another git process; waiting",
-                    first.id,
-                    lock.display()
-                ));
-            }
-            _ => break landed,
-        }
-    };
+    let landed = land::land_waiting(ctx, &base, &top, &first.id, control).await;
     let _ = std::fs::remove_file(crate::paths::landing_intent_path(&ctx.root));
     match landed {
         Ok(Ok(LandOutcome::Landed)) => {

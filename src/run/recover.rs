@@ -19,7 +19,7 @@ use crate::state::{Fixup, FixupCause, State, Status};
 use crate::store::{self, RunLock, TechLog};
 use crate::{report, timefmt};
 
-use super::land::LandingIntent;
+use super::intent::LandingIntent;
 
 /// How long a lock whose recorded holder is dead may stay held: a child the
 /// dead run forked keeps the lock's file open until its exec closes it.
@@ -78,7 +78,7 @@ pub(crate) fn take_run_lock(root: &Path, doing: &str) -> Result<RunLock> {
 /// test); a lock that may be in use is left alone and logged.
 pub(crate) fn remove_stale_git_locks(git: &Git, log: &TechLog) {
     for lock in git.lock_files() {
-        if process::lock_may_be_held(&lock, &git.workdir) {
+        if process::lock_may_be_held(&lock, &git.workdir, None) {
             log.line(&format!("{} may be in use; left alone", lock.display()));
             continue;
         }
@@ -86,6 +86,26 @@ pub(crate) fn remove_stale_git_locks(git: &Git, log: &TechLog) {
             log.line(&format!("removed stale {}", lock.display()));
         }
     }
+}
+
+/// During a run, a lock the landing waited on in vain is removed when no
+/// process has it open and no git works in the main checkout: the agents'
+/// gits under `.ralph/worktrees/` do not count (a worktree has an index of
+/// its own), so a user's crashed `git` no longer stops the run until the
+/// next start. True when it was removed.
+pub(crate) fn remove_stale_lock_now(root: &Path, git: &Git, lock: &Path, log: &TechLog) -> bool {
+    let ours = paths::worktrees_dir(root);
+    if process::lock_may_be_held(lock, &git.workdir, Some(&ours)) {
+        return false;
+    }
+    let removed = std::fs::remove_file(lock).is_ok();
+    if removed {
+        log.line(&format!(
+            "removed stale {}: no process has it open and no git works in the main checkout",
+            lock.display()
+        ));
+    }
+    removed
 }
 
 /// First half of startup recovery: stop agents a killed run left behind,

@@ -372,6 +372,60 @@ fn a_user_holding_the_index_lock_makes_the_landing_wait_not_fail() {
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
 }
 
+/// A user's git that died leaves `index.lock` behind in the middle of a run
+/// (issue 35, the soak's stray lock). While agents run git in their
+/// worktrees, those gits once counted as possible holders, so the landing
+/// waited them out and stopped the run for a person. Their worktrees have
+/// indexes of their own: the lock is stale, removed, and the run lands.
+#[test]
+fn a_stray_index_lock_is_removed_while_agents_run_git_in_their_worktrees() {
+    let p = Project::with_backlog("# [batch:1]\n1.1 | A\n1.2 | B\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    // 1.2's `git commit` stays open in its worktree (its editor waits).
+    let editor = p.scratch.join("editor.sh");
+    fs::write(
+        &editor,
+        "#!/bin/sh\ntouch \"$SCRATCH/in-git\"\n\
+         while [ ! -e \"$SCRATCH/release\" ]; do sleep 0.05; done\n\
+         echo 'feat(story-1.2): B' > \"$1\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p.agent(
+        r#"case "$ID" in
+1.2) mkdir -p src; echo B > src/1.2.txt; git add src
+     GIT_EDITOR="$SCRATCH/editor.sh" git commit -q; done_ ;;
+*) while [ ! -e "$SCRATCH/in-git" ]; do sleep 0.05; done
+   : > "$(git rev-parse --path-format=absolute --git-common-dir)/index.lock"
+   commit_file "src/$ID.txt"; done_ ;;
+esac"#,
+    );
+    let mut ralph = spawn_run(&p);
+    let mut exited = None;
+    wait_until(
+        "1.1 to land or ralph to stop",
+        Duration::from_secs(60),
+        || {
+            exited = ralph.try_wait().unwrap();
+            exited.is_some()
+                || (p.root.join(".ralph/state.json").exists()
+                    && p.completed().contains(&"1.1".to_string()))
+        },
+    );
+    fs::write(p.scratch.join("release"), "").unwrap();
+    let code = wait_exit(&mut ralph, "ralph to finish");
+    let err = fs::read_to_string(p.scratch.join("ralph.err")).unwrap_or_default();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p.completed(), ["1.1", "1.2"]);
+    assert!(!p.root.join(".git/index.lock").exists());
+    assert!(
+        p.read("ralph.log").contains("removed stale"),
+        "{}",
+        p.read("ralph.log")
+    );
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+}
+
 /// git's fsmonitor hook (protocol 2), which `git commit` runs while it
 /// reads the index, before it takes `index.lock`: the first call says so
 /// (`$SCRATCH/read`) and holds the commit there until ralph says it waits
