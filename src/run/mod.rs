@@ -30,6 +30,7 @@ mod record;
 mod recover;
 mod start;
 mod tracker;
+pub(crate) mod tracker_journal;
 mod transition;
 
 use std::path::Path;
@@ -343,7 +344,9 @@ fn run_loop<E: Executor>(
             config.backlog.poll_every(),
             checked.target.clone(),
             &d.model,
+            root,
             wake,
+            &|l| log.line(l),
         )
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
