@@ -349,8 +349,9 @@ fn status_text(
                 .map(|(id, u)| crate::run::tracker_journal::describe(id, u))
                 .collect();
             o.push_line(format!(
-                "Tracker: {} status changes for {} not yet queued (queued by the next run): {}",
+                "Tracker: {} status change{} for {} not yet queued (queued by the next run): {}",
                 told.len(),
+                if told.len() == 1 { "" } else { "s" },
                 tracker.describe(),
                 told.join(" · ")
             ));

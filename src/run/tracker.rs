@@ -163,9 +163,11 @@ pub(crate) struct AtStart<'a> {
 /// handed on again), else it is told again (a landing whose issue was
 /// left open must not count as told); a story the tracker says is done,
 /// or done with no merge commit to tell, has nothing to say; any other
-/// story what the journal last holds for it, else the status the tracker
-/// shows for it (labels a killed run left come off once the story moves
-/// on). Pure.
+/// story counts as told running when the journal last holds that for it,
+/// or (nothing journaled) the tracker shows it: nothing runs when a run
+/// starts, so that is what a killed run left, and the run's first word on
+/// the story takes it off. Other statuses count as untold, as before the
+/// journal (a story this run leaves out keeps its failed label). Pure.
 pub(crate) fn told_at_start(
     stories: &[AtStart<'_>],
     journal: &[(String, Update)],
@@ -185,10 +187,8 @@ pub(crate) fn told_at_start(
             }
             (StoryState::Done, c) => Some(landed(c.unwrap_or_default())),
             _ => match last.get(s.id) {
-                Some(u) => Some((*u).clone()),
-                None => [Update::Running, Update::Failed, Update::Review]
-                    .into_iter()
-                    .find(|u| has(s.id, u)),
+                Some(u) => (**u == Update::Running).then_some(Update::Running),
+                None => has(s.id, &Update::Running).then_some(Update::Running),
             },
         }
     };
@@ -249,9 +249,10 @@ impl TrackerSync {
             None
         } else {
             log(&format!(
-                "{}: {} status changes an earlier run journaled are queued again",
+                "{}: {} status change{} an earlier run journaled queued again",
                 tracker.describe(),
-                replay.len()
+                replay.len(),
+                if replay.len() == 1 { "" } else { "s" }
             ));
             let (seq, written) = journal.hand(&replay);
             if let Err(e) = written {
@@ -759,13 +760,22 @@ mod tests {
             at("7", StoryState::Failed, false, None),
             // Waiting, nothing anywhere.
             at("8", StoryState::Pending, false, None),
+            // Left out of this run; the tracker shows it running.
+            at("9", StoryState::Excluded, false, None),
+            // Left out of this run; it failed in the killed one (the
+            // tracker's last read still shows it running).
+            at("10", StoryState::Excluded, false, None),
         ];
         let journal = vec![
             ("3".to_string(), landed("c")),
             ("6".to_string(), Update::Running),
+            ("10".to_string(), Update::Running),
+            ("10".to_string(), Update::Failed),
         ];
         let has = |id: &str, u: &Update| {
-            (id == "2" && *u == landed("b")) || (id == "7" && *u == Update::Failed)
+            (id == "2" && *u == landed("b"))
+                || (id == "7" && *u == Update::Failed)
+                || (["9", "10"].contains(&id) && *u == Update::Running)
         };
         let told = told_at_start(&stories, &journal, "main", &has);
         assert_eq!(told.get("1"), None, "an open issue's landing is told again");
@@ -774,14 +784,21 @@ mod tests {
         assert_eq!(told.get("4"), Some(&landed("")));
         assert_eq!(told.get("5"), Some(&landed("")));
         assert_eq!(told.get("6"), Some(&Update::Running));
-        assert_eq!(told.get("7"), Some(&Update::Failed));
+        assert_eq!(told.get("7"), None, "as before the journal");
         assert_eq!(told.get("8"), None);
-        // What the run then tells: the lost landing, and story 6 back to
-        // waiting (its running label comes off); nothing else.
+        assert_eq!(told.get("9"), Some(&Update::Running));
+        assert_eq!(told.get("10"), None, "the journal is newer than the read");
+        // What the run then tells: the lost landing, and stories 6 and 9
+        // back to waiting (their running labels come off); story 10 keeps
+        // its failed label.
         let tells = |id: &str, node, commit| update_for(node, told.get(id), commit, "main");
         assert_eq!(tells("1", StoryState::Done, Some("a")), Some(landed("a")));
         assert_eq!(tells("2", StoryState::Done, Some("b")), None);
         assert_eq!(tells("6", StoryState::Pending, None), Some(Update::Pending));
-        assert_eq!(tells("7", StoryState::Failed, None), None);
+        assert_eq!(
+            tells("9", StoryState::Excluded, None),
+            Some(Update::Pending)
+        );
+        assert_eq!(tells("10", StoryState::Excluded, None), None);
     }
 }

@@ -385,9 +385,9 @@ fn a_temp_file_a_killed_run_left_in_the_tracker_dir_is_removed_by_the_next_run()
 /// stuck in a request that never came back, a run that ended (or was
 /// killed) lost it: the issue stayed open with nothing queued, and the
 /// next run counted the done story as told. Here the close of #1 hangs,
-/// #2 lands behind it, and ralph is killed once state.json has #2 done.
-#[test]
-fn a_landing_told_while_the_tracker_hangs_is_made_by_the_next_run_after_a_kill() {
+/// #2 lands behind it, and ralph is killed once state.json has #2 done
+/// (and, with `journaled`, the run's journal has #2's landing).
+fn killed_behind_a_hung_close(journaled: bool) -> (Project, Server) {
     let api = Api {
         issues: [
             (1, issue(1, "The first.", &["ralph"])),
@@ -420,11 +420,13 @@ done_
         server.log().contains(&format!("{close_1} (hung)"))
     });
     fs::write(p.scratch.join("go"), "").unwrap();
+    let journal = p.root.join(".ralph/tracker/journal.json");
     wait_until("story 2 done in state.json", limit, || {
-        fs::read_to_string(p.root.join(".ralph/state.json"))
+        let done = fs::read_to_string(p.root.join(".ralph/state.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .is_some_and(|s| s["stories"]["2"]["status"] == "done")
+            .is_some_and(|s| s["stories"]["2"]["status"] == "done");
+        done && (!journaled || fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"Landed\"")))
     });
     // SAFETY: a signal to the child this test started.
     unsafe {
@@ -432,9 +434,13 @@ done_
     }
     let _ = child.wait();
     assert!(server.issue(2).open, "nothing reached #2 before the kill");
-    // The tracker answers again: the next run makes every write.
+    (p, server)
+}
+
+/// The next run, with the tracker answering again, makes every write.
+fn next_run_closes_both(p: &Project, server: &Server) {
     fs::remove_file(p.scratch.join("hang")).unwrap();
-    let r = run(&p, &["run"]);
+    let r = run(p, &["run"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.story("2")["status"], "done", "{r:?}");
     for n in [2, 1] {
@@ -448,7 +454,7 @@ done_
             "#{n} keeps no status label: {i:?}"
         );
     }
-    // #2's landing was journaled, never queued: it is told once. (#1's
+    // #2's landing was never queued before: it is told once. (#1's
     // comment was made before its close hung, but the queue is saved at
     // the flush's end: the kill left it queued, so it is made again.)
     assert_eq!(server.issue(2).comments.len(), 1, "{:?}", server.issue(2));
@@ -463,4 +469,25 @@ done_
         !p.root.join(".ralph/tracker/journal.json").exists(),
         "every journaled update was queued and made"
     );
+}
+
+#[test]
+fn a_landing_told_while_the_tracker_hangs_is_made_by_the_next_run_after_a_kill() {
+    let (p, server) = killed_behind_a_hung_close(true);
+    let st = run(&p, &["status"]);
+    assert!(
+        st.stdout.contains("not yet queued") && st.stdout.contains("story 2: landed on main"),
+        "{st:?}"
+    );
+    next_run_closes_both(&p, &server);
+}
+
+/// Killed after state.json had the landing and before the journal did:
+/// the next run tells a landed story whose issue is open with no close
+/// queued, rather than count it as told.
+#[test]
+fn a_landing_neither_queued_nor_journaled_is_told_by_the_next_run() {
+    let (p, server) = killed_behind_a_hung_close(false);
+    let _ = fs::remove_file(p.root.join(".ralph/tracker/journal.json"));
+    next_run_closes_both(&p, &server);
 }
