@@ -10,6 +10,7 @@ fn issue(n: u64, body: &str, labels: &[&str], state: &str) -> Issue {
         updated_at: "2026-01-01T00:00:00Z".into(),
         blocked_by_count: None,
         sub_issue_count: None,
+        reopened: false,
     }
 }
 
@@ -194,6 +195,14 @@ fn a_status_is_settled_when_made_as_last_read_or_queued() {
         "labels right, yet open"
     );
     assert!(settled(&land, &[], Some(&closed)), "made");
+    let reopened = Issue {
+        reopened: true,
+        ..open_bare.clone()
+    };
+    assert!(
+        settled(&land, &[], Some(&reopened)),
+        "made, and a person opened it again: not closed again"
+    );
     assert!(
         !settled(&land, &[], None),
         "not in the last read: nothing says it was made"
