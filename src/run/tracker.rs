@@ -336,9 +336,9 @@ impl TrackerSync {
     }
 
     /// Tells the tracker what changed since it was last told (journaled,
-    /// then queued on disk by its thread and written when it can be). `last`: the run
-    /// is ending, so this waits, boundedly, for a read under way (it may
-    /// hold new work) and for the last writes. New work found meanwhile
+    /// then queued on disk by its thread and written when it can be).
+    /// `last`: the run is ending, so this waits, boundedly, for a read
+    /// under way (it may hold new work) and for the last writes. New work found meanwhile
     /// comes back as the event for the transition, as from `poll`.
     pub(crate) fn tell(&mut self, model: &Model, last: bool, log: &dyn Fn(&str)) -> Option<Event> {
         let mut updates = Vec::new();
