@@ -31,7 +31,8 @@
 //!     ├── runs/                 R  <run-id>.jsonl, one record file per run
 //!     ├── run.sock              R  the running run's steering socket (0600)
 //!     ├── tracker/              R  an issue tracker backlog's snapshot.json (the
-//!     │                            last read, with ETags) and pending.json (writes queued)
+//!     │                            last read, with ETags), pending.json (writes queued)
+//!     │                            and journal.json (status changes not yet queued)
 //!     └── report.html           R  `ralph report`'s page
 //! ```
 //!
@@ -131,6 +132,12 @@ pub(crate) fn tracker_snapshot(root: &Path) -> PathBuf {
 /// `.ralph/tracker/pending.json`: writes to the tracker not yet made.
 pub(crate) fn tracker_pending(root: &Path) -> PathBuf {
     at(root, TRACKER).join("pending.json")
+}
+
+/// `.ralph/tracker/journal.json`: status changes a run told the tracker's
+/// thread that it has not yet queued (`run/tracker_journal.rs`).
+pub(crate) fn tracker_journal(root: &Path) -> PathBuf {
+    at(root, TRACKER).join("journal.json")
 }
 
 /// `.ralph/state.json`.

@@ -294,13 +294,20 @@ impl Report {
                 .collect();
             let calls = api.log.len();
             let hung = api.log.iter().filter(|l| l.ends_with("(hung)")).count();
-            let pending =
-                fs::read_to_string(root.join(".ralph/tracker/pending.json")).unwrap_or_default();
+            let left = |name: &str| {
+                let text =
+                    fs::read_to_string(root.join(".ralph/tracker").join(name)).unwrap_or_default();
+                if text.trim().is_empty() || text.trim() == "[]" {
+                    "none".to_string()
+                } else {
+                    format!("{} bytes", text.len())
+                }
+            };
             let _ = writeln!(
                 o,
-                "- tracker: issues still open {} {}; comments per issue {:?}; status labels left {} {}; requests {calls} ({hung} hung); writes still queued: {}",
+                "- tracker: issues still open {} {}; comments per issue {:?}; status labels left {} {}; requests {calls} ({hung} hung); writes still queued: {}; status changes journaled, not yet queued: {}",
                 open.len(), list(&open, 20), comments, labelled.len(), list(&labelled, 10),
-                if pending.trim().is_empty() || pending.trim() == "[]" { "none".to_string() } else { format!("{} bytes", pending.len()) }
+                left("pending.json"), left("journal.json")
             );
         }
 

@@ -337,6 +337,25 @@ fn status_text(
                 pending.join(" · ")
             ));
         }
+        // Handed to the tracker's thread by a run that ended (or was
+        // killed) before the thread queued them.
+        let journaled = crate::run::tracker_journal::read(&project.root).unwrap_or_else(|e| {
+            o.push_line(format!("Tracker: {e}"));
+            Vec::new()
+        });
+        if !journaled.is_empty() {
+            let told: Vec<String> = journaled
+                .iter()
+                .map(|(id, u)| crate::run::tracker_journal::describe(id, u))
+                .collect();
+            o.push_line(format!(
+                "Tracker: {} status change{} for {} not yet queued (queued by the next run): {}",
+                told.len(),
+                if told.len() == 1 { "" } else { "s" },
+                tracker.describe(),
+                told.join(" · ")
+            ));
+        }
     }
     match next {
         Some(n) => o.push_line(format!("Next: Story {n}")),

@@ -31,6 +31,7 @@ mod record;
 mod recover;
 mod start;
 mod tracker;
+pub(crate) mod tracker_journal;
 mod transition;
 
 use std::path::Path;
@@ -344,7 +345,9 @@ fn run_loop<E: Executor>(
             config.backlog.poll_every(),
             checked.target.clone(),
             &d.model,
+            root,
             wake,
+            &|l| log.line(l),
         )
     });
     let rt = tokio::runtime::Builder::new_multi_thread()

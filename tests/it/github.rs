@@ -379,3 +379,115 @@ fn a_temp_file_a_killed_run_left_in_the_tracker_dir_is_removed_by_the_next_run()
         .collect();
     assert_eq!(left, [] as [String; 0]);
 }
+
+/// Issue 35, finding 8 (the soak, BENCHMARKS.md §23): a landing was told
+/// to the tracker's thread through a channel only, so with that thread
+/// stuck in a request that never came back, a run that ended (or was
+/// killed) lost it: the issue stayed open with nothing queued, and the
+/// next run counted the done story as told. Here the close of #1 hangs,
+/// #2 lands behind it, and ralph is killed once state.json has #2 done
+/// (and, with `journaled`, the run's journal has #2's landing).
+fn killed_behind_a_hung_close(journaled: bool) -> (Project, Server) {
+    let api = Api {
+        issues: [
+            (1, issue(1, "The first.", &["ralph"])),
+            (2, issue(2, "Depends on #1", &["ralph"])),
+        ]
+        .into(),
+        ..Api::default()
+    };
+    let (p, server) = project(api);
+    // Story 2 starts only once the tracker's thread is stuck on #1's close.
+    p.agent(
+        r#"if [ "$ID" = 2 ]; then
+  while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done
+fi
+commit_file "src/$ID.txt"
+done_
+"#,
+    );
+    let close_1 = "PATCH /repos/o/r/issues/1";
+    fs::write(p.scratch.join("hang"), close_1).unwrap();
+    let mut child = p
+        .command(&["run"])
+        .env("GITHUB_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let limit = std::time::Duration::from_secs(120);
+    wait_until("the close of #1 to hang", limit, || {
+        server.log().contains(&format!("{close_1} (hung)"))
+    });
+    fs::write(p.scratch.join("go"), "").unwrap();
+    let journal = p.root.join(".ralph/tracker/journal.json");
+    wait_until("story 2 done in state.json", limit, || {
+        let done = fs::read_to_string(p.root.join(".ralph/state.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|s| s["stories"]["2"]["status"] == "done");
+        done && (!journaled || fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"Landed\"")))
+    });
+    // SAFETY: a signal to the child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    let _ = child.wait();
+    assert!(server.issue(2).open, "nothing reached #2 before the kill");
+    (p, server)
+}
+
+/// The next run, with the tracker answering again, makes every write.
+fn next_run_closes_both(p: &Project, server: &Server) {
+    fs::remove_file(p.scratch.join("hang")).unwrap();
+    let r = run(p, &["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.story("2")["status"], "done", "{r:?}");
+    for n in [2, 1] {
+        let i = server.issue(n);
+        assert!(
+            !i.open,
+            "#{n} closed once the tracker answered: {i:?}\n{r:?}"
+        );
+        assert!(
+            !i.labels.iter().any(|l| l.starts_with("ralph:")),
+            "#{n} keeps no status label: {i:?}"
+        );
+    }
+    // #2's landing was never queued before: it is told once. (#1's
+    // comment was made before its close hung, but the queue is saved at
+    // the flush's end: the kill left it queued, so it is made again.)
+    assert_eq!(server.issue(2).comments.len(), 1, "{:?}", server.issue(2));
+    assert!(!server.issue(1).comments.is_empty());
+    let log = server.log();
+    assert!(
+        log.iter().any(|l| l == "PATCH /repos/o/r/issues/2"),
+        "#2's close was asked: {log:?}"
+    );
+    assert_eq!(p.read(".ralph/tracker/pending.json").trim(), "[]");
+    assert!(
+        !p.root.join(".ralph/tracker/journal.json").exists(),
+        "every journaled update was queued and made"
+    );
+}
+
+#[test]
+fn a_landing_told_while_the_tracker_hangs_is_made_by_the_next_run_after_a_kill() {
+    let (p, server) = killed_behind_a_hung_close(true);
+    let st = run(&p, &["status"]);
+    assert!(
+        st.stdout.contains("not yet queued") && st.stdout.contains("story 2: landed on main"),
+        "{st:?}"
+    );
+    next_run_closes_both(&p, &server);
+}
+
+/// Killed after state.json had the landing and before the journal did:
+/// the next run tells a landed story whose issue is open with no close
+/// queued, rather than count it as told.
+#[test]
+fn a_landing_neither_queued_nor_journaled_is_told_by_the_next_run() {
+    let (p, server) = killed_behind_a_hung_close(false);
+    let _ = fs::remove_file(p.root.join(".ralph/tracker/journal.json"));
+    next_run_closes_both(&p, &server);
+}

@@ -2,8 +2,8 @@
 //! "blocked by" dependencies, sub-issues, comments, closing, ETags (`304`),
 //! and switches a test or a fake agent flips through files: `down` (every
 //! answer a 502), `hang` (every request taken and never answered, until
-//! the switch goes), `add-issue` (a new labelled issue appears once), and a
-//! rate limit the test arms. std only; never listens on another address.
+//! the switch goes; only those it names when it names some), `add-issue`
+//! (a new labelled issue appears once), and a rate limit the test arms. std only; never listens on another address.
 //! Shared with benches/figures.rs (`#[path]`).
 
 #![allow(dead_code)]
@@ -126,7 +126,7 @@ fn serve(stream: TcpStream, api: &Mutex<Api>, switches: &std::path::Path) {
             return;
         }
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        if switches.join("hang").exists() {
+        if hangs(switches, &method, &target) {
             // A tracker that takes the request and never answers: the
             // request is logged, then the connection is held, unanswered,
             // until the switch goes (bounded, so no thread outlives a test
@@ -164,6 +164,19 @@ fn serve(stream: TcpStream, api: &Mutex<Api>, switches: &std::path::Path) {
         if stream.write_all(resp.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// The `hang` switch: every request while it is empty, else only those
+/// whose `METHOD target` starts with what it holds (one write hung, the
+/// rest answered).
+fn hangs(switches: &std::path::Path, method: &str, target: &str) -> bool {
+    match std::fs::read_to_string(switches.join("hang")) {
+        Ok(only) => {
+            let only = only.trim();
+            only.is_empty() || format!("{method} {target}").starts_with(only)
+        }
+        Err(_) => false,
     }
 }
 

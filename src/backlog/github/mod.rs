@@ -47,6 +47,10 @@ pub(crate) struct Issue {
     /// The issue's sub-issue count, when the API says it (`None`: ask).
     #[serde(default)]
     pub(crate) sub_issue_count: Option<u64>,
+    /// Closed once and opened again (`state_reason: reopened`): by a
+    /// person, since ralph never reopens one.
+    #[serde(default)]
+    pub(crate) reopened: bool,
 }
 
 /// What an issue's dependency and sub-issue lists were when last read,
@@ -372,6 +376,36 @@ pub(crate) fn ops_for(issue: u64, update: &Update, pr: bool) -> Vec<Op> {
             ops
         }
     }
+}
+
+/// Whether the writes `ops` (one issue's, from `ops_for`) need no making:
+/// each is queued in `pending` or made already as `issue` was last read
+/// (`None`: not in that read). What is queued wins over the read: label
+/// writes queued for the issue are the labels it will have (`enqueue`
+/// replaces them whole), so a label write not among them is undone. A
+/// comment is made before its close from the same queue, in order: a close
+/// still queued, or made, says the comment before it was made. An issue a
+/// person opened again after its close counts as closed: ralph does not
+/// close it again. Pure.
+pub(crate) fn settled(ops: &[Op], pending: &[Op], issue: Option<&Issue>) -> bool {
+    let Some(number) = ops.first().map(Op::issue) else {
+        return true;
+    };
+    let closed = issue.is_some_and(|i| i.state == "closed" || i.reopened);
+    let labels_queued = pending.iter().any(|o| o.is_label() && o.issue() == number);
+    let close_queued = pending.contains(&Op::Close { issue: number });
+    let has_label = |l: &String| issue.is_some_and(|i| i.labels.contains(l));
+    ops.iter().all(|op| {
+        pending.contains(op)
+            || match op {
+                Op::AddLabel { label, .. } => !labels_queued && has_label(label),
+                Op::RemoveLabel { label, .. } => {
+                    !labels_queued && issue.is_some() && !has_label(label)
+                }
+                Op::Comment { .. } => close_queued || closed,
+                Op::Close { .. } => closed,
+            }
+    })
 }
 
 /// Queues `ops` behind `pending`: label writes of an issue still queued

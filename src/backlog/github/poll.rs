@@ -146,6 +146,7 @@ pub(crate) fn issue_from(v: &Value) -> Option<Issue> {
         sub_issue_count: v
             .pointer("/sub_issues_summary/total")
             .and_then(Value::as_u64),
+        reopened: v.get("state_reason").and_then(Value::as_str) == Some("reopened"),
     })
 }
 
@@ -422,7 +423,8 @@ mod tests {
 
     #[test]
     fn a_poll_of_an_unchanged_list_is_one_conditional_request() {
-        let issues = r#"[{"number": 1, "title": "A", "state": "open", "labels": [{"name": "ralph"}],
+        let issues = r#"[{"number": 1, "title": "A", "state": "open", "state_reason": "reopened",
+            "labels": [{"name": "ralph"}],
             "updated_at": "t1", "issue_dependencies_summary": {"blocked_by": 1},
             "sub_issues_summary": {"total": 0}},
             {"number": 2, "title": "PR", "pull_request": {}, "state": "open"}]"#;
@@ -446,6 +448,10 @@ mod tests {
         let first = poll(&mut http, "http://api", &empty, 0).unwrap();
         assert_eq!(first.issues().count(), 1, "a pull request is no issue");
         assert_eq!(first.links[&1].blocked_by, [7]);
+        assert!(
+            first.issues().all(|i| i.reopened),
+            "opened again by a person"
+        );
         assert_eq!(http.asked.len(), 2, "{:?}", http.asked);
         assert!(http.asked[0].1.contains("labels=ralph&state=all"));
         let again = poll(&mut http, "http://api", &first, 0).unwrap();

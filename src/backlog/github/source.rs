@@ -251,14 +251,24 @@ impl Tracker for GitHub {
         }
     }
 
-    fn tell(&mut self, id: &str, update: Update) {
+    fn tell(&mut self, id: &str, update: Update) -> Result<(), String> {
         let Ok(issue) = id.parse::<u64>() else {
-            return;
+            return Ok(());
         };
         super::enqueue(&mut self.pending, ops_for(issue, &update, self.pr));
         // The queue is on disk before anything is asked: a write cut short
         // by a crash is made by the next run.
-        let _ = self.save_pending();
+        self.save_pending()
+            .map_err(|e| format!("cannot write {}: {e}", self.pending_path.display()))
+    }
+
+    fn has(&self, id: &str, update: &Update) -> bool {
+        // Not an issue number: nothing this tracker would ever write.
+        let Ok(number) = id.parse::<u64>() else {
+            return true;
+        };
+        let issue = self.snapshot.issues().find(|i| i.number == number);
+        super::settled(&ops_for(number, update, self.pr), &self.pending, issue)
     }
 
     fn flush(&mut self, now: i64, last: bool) -> Vec<String> {

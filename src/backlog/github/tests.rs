@@ -10,6 +10,7 @@ fn issue(n: u64, body: &str, labels: &[&str], state: &str) -> Issue {
         updated_at: "2026-01-01T00:00:00Z".into(),
         blocked_by_count: None,
         sub_issue_count: None,
+        reopened: false,
     }
 }
 
@@ -126,12 +127,16 @@ fn a_dependency_on_an_unlabelled_issue_is_a_problem_naming_both() {
     );
 }
 
+fn landed_on_main(commit: &str) -> Update {
+    Update::Landed {
+        commit: commit.into(),
+        target: "main".into(),
+    }
+}
+
 #[test]
 fn a_landing_comments_and_closes_unless_a_pull_request_does() {
-    let landed = Update::Landed {
-        commit: "abc123".into(),
-        target: "main".into(),
-    };
+    let landed = landed_on_main("abc123");
     let ops = ops_for(7, &landed, false);
     assert!(ops.contains(&Op::Close { issue: 7 }));
     assert!(ops
@@ -172,4 +177,61 @@ fn a_newer_status_supersedes_queued_labels_but_never_a_comment() {
         issue: 2,
         label: RUNNING.into()
     }));
+}
+
+/// What a journal replays and what counts as told at a run's start rest
+/// on this (issue 35, finding 8): a landing is settled once its close is
+/// made or queued, never by a label or comment alone.
+#[test]
+fn a_status_is_settled_when_made_as_last_read_or_queued() {
+    let landed = landed_on_main("abc");
+    let land = ops_for(5, &landed, false);
+    let open = issue(5, "", &["ralph", RUNNING], "open");
+    let open_bare = issue(5, "", &["ralph"], "open");
+    let closed = issue(5, "", &["ralph"], "closed");
+    assert!(!settled(&land, &[], Some(&open)), "open, nothing queued");
+    assert!(
+        !settled(&land, &[], Some(&open_bare)),
+        "labels right, yet open"
+    );
+    assert!(settled(&land, &[], Some(&closed)), "made");
+    let reopened = Issue {
+        reopened: true,
+        ..open_bare.clone()
+    };
+    assert!(
+        settled(&land, &[], Some(&reopened)),
+        "made, and a person opened it again: not closed again"
+    );
+    assert!(
+        !settled(&land, &[], None),
+        "not in the last read: nothing says it was made"
+    );
+    let mut q = Vec::new();
+    enqueue(&mut q, land.clone());
+    assert!(settled(&land, &q, Some(&open)), "queued whole");
+    // The labels and the comment were made, the close was not.
+    let close_left = vec![Op::Close { issue: 5 }];
+    assert!(settled(&land, &close_left, Some(&open_bare)));
+    // Newer label writes queued undo the landing's: not settled.
+    let mut newer = q.clone();
+    enqueue(&mut newer, ops_for(5, &Update::Running, false));
+    assert!(!settled(
+        &ops_for(5, &Update::Pending, false),
+        &newer,
+        Some(&open_bare)
+    ));
+    // Labels as the issue shows them, with none queued for it.
+    let running = ops_for(5, &Update::Running, false);
+    assert!(settled(&running, &[], Some(&open)));
+    assert!(!settled(&running, &[], Some(&open_bare)));
+    let other = ops_for(6, &Update::Failed, false);
+    assert!(
+        settled(&running, &other, Some(&open)),
+        "another issue's writes say nothing of this one"
+    );
+    // With pull requests a landing only takes the status labels off.
+    let pr = ops_for(5, &landed, true);
+    assert!(settled(&pr, &[], Some(&open_bare)));
+    assert!(!settled(&pr, &[], Some(&open)));
 }

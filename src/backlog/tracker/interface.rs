@@ -40,8 +40,12 @@ pub(crate) trait Tracker: Send {
     fn read(&mut self, now: i64) -> Read;
     /// The backlog as the last snapshot has it; asks nothing.
     fn snapshot(&self) -> Read;
-    /// Queues `update` of story `id` (persisted before this returns).
-    fn tell(&mut self, id: &str, update: Update);
+    /// Queues `update` of story `id`, persisted before this returns (`Err`:
+    /// the queue could not be written, the update is not durably queued).
+    fn tell(&mut self, id: &str, update: Update) -> Result<(), String>;
+    /// Whether `update` of story `id` needs no telling: made already, as
+    /// the last read has it, or queued. Asks nothing.
+    fn has(&self, id: &str, update: &Update) -> bool;
     /// Makes the queued writes that can be made now; returns lines for the
     /// log (a write dropped, why the rest waits). `last`: the run ends, so
     /// an unreachable tracker is asked once more (a rate limit still holds).
