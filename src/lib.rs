@@ -5,6 +5,7 @@
 #![warn(unreachable_pub)]
 
 mod agent;
+mod allocator;
 #[cfg(test)]
 mod arch_tests;
 mod backlog;
@@ -23,7 +24,7 @@ mod gitops;
 mod ladder;
 mod layout;
 mod learnings;
-mod allocator;
+mod mcp;
 mod paths;
 mod plan;
 mod postmortem;

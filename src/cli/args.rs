@@ -135,6 +135,8 @@ pub(super) enum Command {
     },
     /// The learnings agents recorded, each with the file it is in
     Learnings,
+    /// Serve this project to MCP clients (editors, assistants) on stdio
+    Mcp,
     /// Split one story into sub-stories now (one agent run), landing them
     /// in its place; `decomposition.*` in the config
     Decompose {

@@ -206,6 +206,11 @@ const PER_COMMAND: &[(&str, Option<&str>, &str)] = &[
     ),
     ("jobs", Some("ralph jobs 2                    at most two agents from now on"), STEER_CODES),
     ("learnings", Some("ralph learnings"), READ_CODES),
+    (
+        "mcp",
+        Some("claude mcp add ralph -- ralph -C ~/code/app mcp   Claude Code's tools for this project\n  ralph mcp                        serves until its stdin closes"),
+        "Exit codes:\n  0    the client closed stdin\n  2    not in a ralph project\n  4    ralph itself failed: nothing is lost",
+    ),
     ("decompose", Some("ralph decompose 2.3             split story 2.3 now"), EXIT_CODES_HELP),
     (
         "plan",

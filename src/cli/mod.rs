@@ -222,6 +222,7 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             steer::cmd_steer(root, crate::steer::Command::Jobs { n: n as usize })
         }
         Command::Learnings => info::cmd_learnings(root),
+        Command::Mcp => crate::mcp::serve(root),
         Command::Plan { file, yes, dry_run } => plan::cmd_plan(root, &file, yes, dry_run),
         Command::Decompose { id } => run_cmd::cmd_decompose(id, root),
         Command::Version => {

@@ -21,6 +21,7 @@ mod github;
 mod insight;
 mod landing;
 mod malformed;
+mod mcp;
 mod models;
 mod newcomer;
 mod parallel;

@@ -30,10 +30,10 @@ echo "end $ID $N" >> "$SCRATCH/events"
 done_
 "#;
 
-const LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 
 /// Stories `(id, depends_on)` in one batch, the slow agent, committed.
-fn project(stories: &[(&str, &[&str])], config: &str) -> Project {
+pub(crate) fn project(stories: &[(&str, &[&str])], config: &str) -> Project {
     let queue: String = std::iter::once("# [batch:1]\n".to_string())
         .chain(stories.iter().map(|(id, _)| format!("{id} | Story {id}\n")))
         .collect();
@@ -61,7 +61,7 @@ fn status_of(p: &Project, id: &str) -> String {
         .unwrap_or_default()
 }
 
-fn go(p: &Project, id: &str) {
+pub(crate) fn go(p: &Project, id: &str) {
     fs::write(p.scratch.join(format!("go-{id}")), "").unwrap();
 }
 
@@ -72,14 +72,14 @@ fn events(p: &Project) -> Vec<String> {
         .collect()
 }
 
-fn started(p: &Project, id: &str) -> usize {
+pub(crate) fn started(p: &Project, id: &str) -> usize {
     events(p)
         .iter()
         .filter(|l| l.starts_with(&format!("start {id} ")))
         .count()
 }
 
-fn wait_started(p: &Project, id: &str, n: usize) {
+pub(crate) fn wait_started(p: &Project, id: &str, n: usize) {
     wait_until(&format!("{id} started {n} times"), LIMIT, || {
         started(p, id) >= n
     });
@@ -90,7 +90,7 @@ fn steer(p: &Project, args: &[&str]) -> RunResult {
     p.ralph(args)
 }
 
-fn attempt_starts(p: &Project) -> Vec<String> {
+pub(crate) fn attempt_starts(p: &Project) -> Vec<String> {
     run_records(p)
         .iter()
         .filter(|r| r["ev"] == "attempt_start")
@@ -98,7 +98,7 @@ fn attempt_starts(p: &Project) -> Vec<String> {
         .collect()
 }
 
-fn socket(p: &Project) -> std::path::PathBuf {
+pub(crate) fn socket(p: &Project) -> std::path::PathBuf {
     p.root.join(".ralph/run.sock")
 }
 
@@ -113,7 +113,7 @@ fn finish(p: &Project, mut run: Child) -> i32 {
     code
 }
 
-fn stderr_of(p: &Project) -> String {
+pub(crate) fn stderr_of(p: &Project) -> String {
     p.scratch_text("ralph.stderr")
 }
 
