@@ -416,6 +416,11 @@ fn main() {
         faults::remount(&mnt, p.disk_mb << 20);
     }
     let ended = sh.now();
+    // The morning: the faults are over and the tracker answers; one more
+    // `ralph run` (every story done) delivers what the night's runs left
+    // queued or journaled. The tracker's figures below are after it, so a
+    // write that was lost (not merely late) shows as an issue left open.
+    morning_run(&bin, p.jobs, &root, &mnt, &state);
 
     let rep = report::Report::gather(report::Inputs {
         p: &p,
@@ -475,6 +480,35 @@ fn ralph_cmd(bin: &Path, jobs: usize, root: &Path, mnt: &Path) -> Command {
         .env_remove("CLAUDECODE")
         .env_remove("CI");
     c
+}
+
+/// `ralph run` once more after the night, bounded at 3 minutes; says how
+/// it ended. Its output goes to `morning.log` beside the report.
+fn morning_run(bin: &Path, jobs: usize, root: &Path, mnt: &Path, state: &Path) {
+    let log = fs::File::create(state.join("morning.log")).unwrap();
+    let started = Instant::now();
+    let mut child = ralph_cmd(bin, jobs, root, mnt)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("ralph starts");
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break Some(st);
+        }
+        if started.elapsed() > Duration::from_secs(180) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    eprintln!(
+        "morning run (the tracker answering): {} in {:.1} s",
+        status.map_or("killed after 180 s".to_string(), |s| s.to_string()),
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// Runs ralph until every story landed (or the deadline), killing it with
