@@ -5,8 +5,10 @@
 #![warn(unreachable_pub)]
 
 mod agent;
+mod allocator;
 #[cfg(test)]
 mod arch_tests;
+mod atomic;
 mod backlog;
 pub mod cli;
 mod config;
@@ -23,7 +25,6 @@ mod gitops;
 mod ladder;
 mod layout;
 mod learnings;
-mod allocator;
 mod paths;
 mod plan;
 mod postmortem;
