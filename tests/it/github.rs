@@ -425,6 +425,25 @@ done_
     assert!(!server.issue(1).open, "{:?}", server.issue(1));
 }
 
+/// With no snapshot yet, the run cannot start from one: it reads the
+/// tracker first, and one that cannot be read is an error saying so,
+/// before any agent starts.
+#[test]
+fn a_run_with_no_snapshot_reads_the_tracker_first_and_says_when_it_cannot() {
+    let (p, _server) = project(backlog());
+    p.agent("touch \"$SCRATCH/started-$ID\"\ncommit_file \"src/$ID.txt\"\ndone_\n");
+    fs::write(p.scratch.join("down"), "").unwrap();
+    let r = run(&p, &["run", "-s", "1"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("could not be read, with no snapshot to fall back on")
+            && r.stderr.contains("backlog.github.repo"),
+        "{r:?}"
+    );
+    assert!(!p.scratch.join("started-1").exists(), "an agent started");
+}
+
 /// Issue 35, finding 8 (the soak, BENCHMARKS.md §23): a landing was told
 /// to the tracker's thread through a channel only, so with that thread
 /// stuck in a request that never came back, a run that ended (or was
