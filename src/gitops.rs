@@ -10,6 +10,7 @@ mod fixup;
 mod keep;
 mod land;
 mod landing;
+mod lost;
 pub(crate) mod relay;
 mod reverted;
 mod sandbox;
@@ -37,8 +38,10 @@ pub(crate) enum GitError {
          clone it (`git clone {path} <dir>`) and run ralph there"
     )]
     Bare { path: PathBuf },
+    /// Not a `source`: the message says it all (with one, `{:#}` printed
+    /// it twice: "git: no error: no error").
     #[error("git: {0}")]
-    Git(#[from] git2::Error),
+    Git(git2::Error),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -47,6 +50,14 @@ pub(crate) enum GitError {
     /// the user's setup, not git or the story (`SignError::hint`).
     #[error("{0}")]
     Sign(SignError),
+}
+
+/// Every libgit2 error becomes one here (`?`), right after the call that
+/// failed: one that lost its reason gets a message saying what it may be.
+impl From<git2::Error> for GitError {
+    fn from(e: git2::Error) -> GitError {
+        GitError::Git(lost::with_reason(e))
+    }
 }
 
 pub(crate) type Result<T> = std::result::Result<T, GitError>;
@@ -649,7 +660,7 @@ pub(super) fn open_error(path: &Path, e: git2::Error) -> GitError {
             e.message()
         ));
     }
-    GitError::Git(e)
+    GitError::from(e)
 }
 
 pub(super) fn parse_oid(s: &str) -> Result<git2::Oid> {

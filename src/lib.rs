@@ -8,6 +8,7 @@ mod agent;
 mod allocator;
 #[cfg(test)]
 mod arch_tests;
+mod atomic;
 mod backlog;
 pub mod cli;
 mod config;

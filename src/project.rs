@@ -29,13 +29,36 @@ pub(crate) struct Project {
 /// be read and the last snapshot stands; `Err`: nothing to fall back on.
 /// Without a tracker (or with a config `load` will refuse), nothing.
 pub(crate) fn refresh_tracker(root: &Path) -> Result<Option<String>, Vec<Problem>> {
+    refresh_tracker_within(root, None).map(|(stale, _)| stale)
+}
+
+/// `refresh_tracker` for the run's start: with a snapshot to go on from,
+/// waits at most `backlog::tracker::START_WAIT`; `true` when the read was
+/// left going on in the background (the run then polls at once).
+pub(crate) fn refresh_tracker_at_start(
+    root: &Path,
+) -> Result<(Option<String>, bool), Vec<Problem>> {
+    refresh_tracker_within(root, Some(backlog::tracker::START_WAIT))
+}
+
+fn refresh_tracker_within(
+    root: &Path,
+    wait: Option<std::time::Duration>,
+) -> Result<(Option<String>, bool), Vec<Problem>> {
     let Ok(config) = crate::config::load(root) else {
-        return Ok(None);
+        return Ok((None, false));
     };
-    match backlog::tracker::refresh(root, &config) {
-        None => Ok(None),
-        Some(read) if read.backlog.is_none() => Err(read.problems),
-        Some(read) => Ok(read.stale),
+    let read = match wait {
+        Some(wait) => backlog::tracker::refresh_within(root, &config, wait),
+        None => backlog::tracker::refresh(root, &config).map(|read| backlog::tracker::StartRead {
+            read,
+            reading_on: false,
+        }),
+    };
+    match read {
+        None => Ok((None, false)),
+        Some(s) if s.read.backlog.is_none() => Err(s.read.problems),
+        Some(s) => Ok((s.read.stale, s.reading_on)),
     }
 }
 

@@ -13,39 +13,7 @@ use crate::state::{State, StateError};
 
 use crate::paths::{self, lock as lock_path, ralph_dir, state as state_path};
 
-/// Marks `write_atomic`'s temp files: `.<name>.tmp-<pid>`.
-const TMP_MARK: &str = ".tmp-";
-
-/// Removes the temp files of atomic writes in `dir` that a kill interrupted.
-pub(crate) fn remove_stale_temp_files(dir: &Path) {
-    let Ok(rd) = fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with('.') && n.contains(TMP_MARK) {
-            let _ = fs::remove_file(e.path());
-        }
-    }
-}
-
-/// Writes `data` to `path` so that a crash leaves either the old or the new
-/// content: temp file in the same directory, fsync, rename, fsync of the dir.
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}{TMP_MARK}{}", std::process::id()));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()?;
-    Ok(())
-}
+pub(crate) use crate::atomic::{remove_stale_temp_files, write_atomic};
 
 /// Loads the state: the file (upgraded), else a bootstrap from `progress.txt`,
 /// else empty. A file that is not valid JSON is a problem for the user.

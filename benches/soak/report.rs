@@ -292,7 +292,12 @@ impl Report {
                 .filter(|x| x.labels.iter().any(|l| l.starts_with("ralph:")))
                 .map(|x| x.number)
                 .collect();
-            let calls = api.log.len();
+            // A request ralph gave up on is logged twice: as hung, then given up.
+            let calls = api
+                .log
+                .iter()
+                .filter(|l| !l.ends_with("(given up)"))
+                .count();
             let hung = api.log.iter().filter(|l| l.ends_with("(hung)")).count();
             let left = |name: &str| {
                 let text =

@@ -340,7 +340,7 @@ fn run_loop<E: Executor>(
     let wake = d.waker();
     let config = &checked.project.config;
     d.tracker = crate::backlog::tracker::open(root, config).map(|t| {
-        tracker::TrackerSync::new(
+        let mut sync = tracker::TrackerSync::new(
             t,
             config.backlog.poll_every(),
             checked.target.clone(),
@@ -348,7 +348,11 @@ fn run_loop<E: Executor>(
             root,
             wake,
             &|l| log.line(l),
-        )
+        );
+        if checked.tracker_reading_on {
+            sync.poll_soon();
+        }
+        sync
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

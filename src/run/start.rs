@@ -93,6 +93,9 @@ pub(super) struct Checked {
     /// Where the web view is served (`--serve`, `serve.addr`).
     pub(super) serve_at: Option<std::net::SocketAddr>,
     pub(super) pr: Option<PrLanding>,
+    /// The tracker did not answer the start's read in time: the run starts
+    /// from its snapshot and asks it again at once, from its own thread.
+    pub(super) tracker_reading_on: bool,
 }
 
 /// What the start-up leaves the run: its lock (held to the end), its log
@@ -115,7 +118,9 @@ pub(super) fn check_inputs<C: ExecutorChoice>(
     opts: &RunOptions,
     choice: &C,
 ) -> Result<Checked> {
-    if let Some(why) = project::refresh_tracker(root).map_err(RalphError::BadInput)? {
+    let (stale, tracker_reading_on) =
+        project::refresh_tracker_at_start(root).map_err(RalphError::BadInput)?;
+    if let Some(why) = stale {
         crate::display::err(&format!(
             "warning: the run starts from the tracker's last snapshot: {why}"
         ));
@@ -171,6 +176,7 @@ pub(super) fn check_inputs<C: ExecutorChoice>(
         backends,
         serve_at,
         pr,
+        tracker_reading_on,
     })
 }
 

@@ -286,6 +286,12 @@ impl TrackerSync {
         }
     }
 
+    /// The next `poll` asks the tracker, whenever it was last read: the
+    /// run's start went on without its read (`tracker::START_WAIT`).
+    pub(crate) fn poll_soon(&mut self) {
+        self.last_poll = None;
+    }
+
     /// Takes in a read that came back, then asks for the next when one is
     /// due. Never waits. New work comes back as the event the run feeds to
     /// its transition (the model changes there only).

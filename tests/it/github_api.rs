@@ -2,7 +2,8 @@
 //! "blocked by" dependencies, sub-issues, comments, closing, ETags (`304`),
 //! and switches a test or a fake agent flips through files: `down` (every
 //! answer a 502), `hang` (every request taken and never answered, until
-//! the switch goes; only those it names when it names some), `add-issue`
+//! the switch goes; only those it names when it names some; a request the
+//! client gives up on is logged `(given up)`), `add-issue`
 //! (a new labelled issue appears once), and a rate limit the test arms. std only; never listens on another address.
 //! Shared with benches/figures.rs (`#[path]`).
 
@@ -130,16 +131,31 @@ fn serve(stream: TcpStream, api: &Mutex<Api>, switches: &std::path::Path) {
             // A tracker that takes the request and never answers: the
             // request is logged, then the connection is held, unanswered,
             // until the switch goes (bounded, so no thread outlives a test
-            // by long).
-            api.lock()
-                .unwrap()
-                .log
-                .push(format!("{method} {target} (hung)"));
+            // by long). A client that gives up (its time limit, its exit)
+            // is logged as it closes: `(given up)`.
+            let log = |what: &str| {
+                let line = format!("{method} {target} ({what})");
+                api.lock().unwrap().log.push(line);
+            };
+            log("hung");
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(50)));
+            let mut probe = [0u8; 1];
             for _ in 0..2400 {
                 if !switches.join("hang").exists() {
                     break;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                match stream.read(&mut probe) {
+                    Ok(0) => return log("given up"),
+                    Err(e)
+                        if !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        return log("given up")
+                    }
+                    _ => {}
+                }
             }
             return;
         }

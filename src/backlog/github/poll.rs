@@ -276,12 +276,16 @@ pub(crate) fn poll(
 /// leave the queue) and why it stopped early. A write the tracker refuses
 /// for good (a 404 or 422: the issue or label is gone) is dropped and
 /// named in the returned list, so one bad write never holds the rest.
+/// `left` is called after each write that leaves the queue with how many
+/// have: the caller saves the queue then, so a flush cut short by a kill
+/// repeats at most the write in flight (a comment made twice otherwise).
 pub(crate) fn flush(
     http: &mut dyn Http,
     api: &str,
     repo: &str,
     pending: &[Op],
     now: i64,
+    left: &mut dyn FnMut(usize),
 ) -> (usize, Vec<String>, Option<Fail>) {
     let mut dropped = Vec::new();
     for (done, op) in pending.iter().enumerate() {
@@ -326,6 +330,7 @@ pub(crate) fn flush(
             }
             Err(e) => return (done, dropped, Some(e)),
         }
+        left(done + 1);
     }
     (pending.len(), dropped, None)
 }
@@ -484,7 +489,15 @@ mod tests {
             Op::Close { issue: 1 },
             Op::Close { issue: 2 },
         ];
-        let (done, dropped, fail) = flush(&mut http, "http://api", "o/r", &ops, 0);
+        let mut saved = Vec::new();
+        let (done, dropped, fail) = flush(&mut http, "http://api", "o/r", &ops, 0, &mut |n| {
+            saved.push(n)
+        });
+        assert_eq!(
+            saved,
+            [1, 2],
+            "the queue is saved after each write that left it"
+        );
         assert_eq!(
             done, 2,
             "the 422 is dropped, the 404 of a removal is fine, the 502 stops"

@@ -79,13 +79,12 @@ impl GitHub {
     }
 
     fn save_pending(&self) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(&self.pending).unwrap_or_default();
-        write_durably(&self.pending_path, text.as_bytes())
+        save_queue(&self.pending_path, &self.pending)
     }
 
     fn save_snapshot(&self) {
         if let Ok(text) = serde_json::to_string(&self.snapshot) {
-            let _ = write_durably(&self.snapshot_path, text.as_bytes());
+            let _ = crate::atomic::write_atomic(&self.snapshot_path, text.as_bytes());
         }
     }
 
@@ -275,13 +274,22 @@ impl Tracker for GitHub {
         if self.pending.is_empty() || now < self.limited_until || (now < self.retry_at && !last) {
             return Vec::new();
         }
+        let ops = std::mem::take(&mut self.pending);
+        let path = &self.pending_path;
+        let mut unsaved = None;
         let (done, dropped, fail) = poll::flush(
             self.http.as_mut(),
             &self.settings.api_url,
             &self.settings.repo,
-            &self.pending,
+            &ops,
             now,
+            &mut |made| {
+                if let Err(e) = save_queue(path, &ops[made..]) {
+                    unsaved.get_or_insert(format!("cannot write {}: {e}", path.display()));
+                }
+            },
         );
+        self.pending = ops;
         self.pending.drain(..done);
         let mut lines: Vec<String> = dropped
             .into_iter()
@@ -296,9 +304,7 @@ impl Tracker for GitHub {
             ));
             self.failed(&fail, now);
         }
-        if let Err(e) = self.save_pending() {
-            lines.push(format!("cannot write {}: {e}", self.pending_path.display()));
-        }
+        lines.extend(unsaved);
         lines
     }
 
@@ -316,20 +322,9 @@ impl Http for Offline {
     }
 }
 
-/// Temp file, fsync, rename: a queue cut short by a crash is the old one
-/// or the new one, never half of one. (`store` has the same, but
-/// `backlog/` sits below it in the module graph.)
-fn write_durably(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".tracker.tmp-{}", std::process::id()));
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        // A full disk: the half-written copy would stay for good.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+/// The write queue on disk, through the run's atomic writer: a queue cut
+/// short by a crash is the old one or the new one, never half of one.
+fn save_queue(path: &Path, ops: &[Op]) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(ops).unwrap_or_default();
+    crate::atomic::write_atomic(path, text.as_bytes())
 }

@@ -12,6 +12,7 @@
 //! implements without importing this choice of them.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::config::{BacklogSource, Config};
 
@@ -24,16 +25,80 @@ pub(crate) use interface::{Read, Tracker, Update};
 /// wait on the network (issue 33: `status` took 20.9 s with a tracker that
 /// hung).
 pub(crate) fn snapshot(root: &Path, config: &Config) -> Option<Read> {
+    offline(root, config).map(|t| t.snapshot())
+}
+
+/// The tracker as its snapshot on disk has it, asking nothing (not even
+/// for the token).
+fn offline(root: &Path, config: &Config) -> Option<Box<dyn Tracker>> {
+    make(root, config, false)
+}
+
+fn make(root: &Path, config: &Config, online: bool) -> Option<Box<dyn Tracker>> {
+    use super::github::source::GitHub;
     match &config.backlog {
         BacklogSource::Files => None,
-        BacklogSource::GitHub(settings) => Some(
-            super::github::source::GitHub::offline(
-                root,
-                settings.clone(),
-                config.landing.pr_remote.is_some(),
-            )
-            .snapshot(),
-        ),
+        BacklogSource::GitHub(settings) => {
+            let (settings, pr) = (settings.clone(), config.landing.pr_remote.is_some());
+            Some(Box::new(if online {
+                GitHub::open(root, settings, pr)
+            } else {
+                GitHub::offline(root, settings, pr)
+            }))
+        }
+    }
+}
+
+/// How long the run's start waits for the tracker when a snapshot can
+/// stand in for it (issue 35, item 3: a tracker that took connections and
+/// never answered held every run's start for the client's 20 s).
+pub(crate) const START_WAIT: Duration = Duration::from_secs(2);
+
+/// What the run's start got of the tracker (`refresh_within`).
+pub(crate) struct StartRead {
+    pub(crate) read: Read,
+    /// Not answered in time: the read goes on in the background (it keeps
+    /// the snapshot when it comes back) and the run starts from the last
+    /// snapshot, to poll the tracker at once from its own thread.
+    pub(crate) reading_on: bool,
+}
+
+/// `refresh`, waiting at most `wait` when there is a snapshot to go on
+/// from; without one the backlog must be read first, however long that
+/// takes (the client's own limits bound it). `None` without a tracker.
+pub(crate) fn refresh_within(root: &Path, config: &Config, wait: Duration) -> Option<StartRead> {
+    let last = offline(root, config)?;
+    let now = |read| StartRead {
+        read,
+        reading_on: false,
+    };
+    let before = last.snapshot();
+    if before.backlog.is_none() {
+        return refresh(root, config).map(now);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (at, with) = (root.to_path_buf(), config.clone());
+    let spawned = std::thread::Builder::new()
+        .name("ralph-tracker-start".into())
+        .spawn(move || {
+            let _ = tx.send(refresh(&at, &with));
+        });
+    if spawned.is_err() {
+        return refresh(root, config).map(now);
+    }
+    match rx.recv_timeout(wait) {
+        Ok(read) => read.map(now),
+        Err(_) => Some(StartRead {
+            read: Read {
+                stale: Some(format!(
+                    "{} did not answer within {} s (the read goes on in the background)",
+                    last.describe(),
+                    wait.as_secs()
+                )),
+                ..before
+            },
+            reading_on: true,
+        }),
     }
 }
 
@@ -47,12 +112,5 @@ pub(crate) fn refresh(root: &Path, config: &Config) -> Option<Read> {
 
 /// The tracker the config names, if the backlog is in one.
 pub(crate) fn open(root: &Path, config: &Config) -> Option<Box<dyn Tracker>> {
-    match &config.backlog {
-        BacklogSource::Files => None,
-        BacklogSource::GitHub(settings) => Some(Box::new(super::github::source::GitHub::open(
-            root,
-            settings.clone(),
-            config.landing.pr_remote.is_some(),
-        ))),
-    }
+    make(root, config, true)
 }
