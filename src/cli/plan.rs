@@ -24,6 +24,14 @@ use crate::schedule::StoryState;
 
 pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> anyhow::Result<i32> {
     let config = crate::config::load(root).map_err(RalphError::BadInput)?;
+    if let BacklogSource::Linear(l) = &config.backlog {
+        return Err(RalphError::usage(format!(
+            "`ralph plan` does not write Linear issues yet (backlog.source \"linear\", team {})",
+            l.team
+        ))
+        .with_hint("write the issues in Linear with the label backlog.linear.label, or plan into files (backlog.source \"files\") and move them")
+        .into());
+    }
     let prd = std::fs::read_to_string(file).map_err(|e| {
         RalphError::usage(format!("cannot read {}: {e}", file.display()))
             .with_hint("name a Markdown file holding the product requirements")
@@ -60,7 +68,7 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
     };
     let github = match &config.backlog {
         BacklogSource::GitHub(g) => Some(g.clone()),
-        BacklogSource::Files => None,
+        BacklogSource::Files | BacklogSource::Linear(_) => None,
     };
     let mut specs = Vec::new();
     if github.is_none() {

@@ -26,8 +26,9 @@ pub(crate) use landing::Landing;
 pub(crate) use notify::{shown, Notify, Webhook, WebhookEvent, WebhookFormat};
 use reader::Reader;
 pub(crate) use sections::{
-    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Learnings, Limits, Loop,
-    Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
+    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Learnings, Limits,
+    LinearSettings, Loop, Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation,
+    ValidationCommand,
 };
 use warnings::key_warnings;
 
@@ -131,6 +132,11 @@ pub(crate) fn defaults() -> Value {
             "github": {
                 "label": "ralph",
                 "api_url": "https://api.github.com",
+                "poll_seconds": 60
+            },
+            "linear": {
+                "label": "ralph",
+                "api_url": "https://api.linear.app/graphql",
                 "poll_seconds": 60
             }
         },

@@ -800,6 +800,22 @@ pub(crate) enum BacklogSource {
     Files,
     /// GitHub Issues (`backlog.source: "github"`).
     GitHub(GitHubSettings),
+    /// Linear issues (`backlog.source: "linear"`, issue 37).
+    Linear(LinearSettings),
+}
+
+/// `backlog.linear.*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LinearSettings {
+    /// The team's key (`ENG`).
+    pub(crate) team: String,
+    /// The label that makes an issue a story (default `ralph`), by name
+    /// within the team.
+    pub(crate) label: String,
+    /// The GraphQL endpoint.
+    pub(crate) api_url: String,
+    /// Least seconds between two polls of the tracker during a run.
+    pub(crate) poll_secs: u64,
 }
 
 /// `backlog.github.*`.
@@ -820,6 +836,7 @@ impl BacklogSource {
     pub(crate) fn poll_every(&self) -> std::time::Duration {
         match self {
             BacklogSource::GitHub(g) => std::time::Duration::from_secs(g.poll_secs),
+            BacklogSource::Linear(l) => std::time::Duration::from_secs(l.poll_secs),
             BacklogSource::Files => std::time::Duration::MAX,
         }
     }
@@ -840,8 +857,35 @@ pub(super) fn backlog(r: &mut Reader) -> BacklogSource {
         0,
         "a whole number of seconds",
     );
+    let linear = linear_settings(r);
     match source.as_str() {
         "files" => BacklogSource::Files,
+        "linear" => {
+            let team = &linear.team;
+            if team.is_empty()
+                || !team
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            {
+                r.problem(
+                    "backlog.linear.team",
+                    format!(
+                        "backlog.linear.team must be the team's key (as `ENG` in ENG-12) with \
+                         backlog.source \"linear\", got {team:?}"
+                    ),
+                );
+            }
+            if !(linear.api_url.starts_with("https://") || linear.api_url.starts_with("http://")) {
+                r.problem(
+                    "backlog.linear.api_url",
+                    format!(
+                        "backlog.linear.api_url must be an http(s) URL, got {:?}",
+                        linear.api_url
+                    ),
+                );
+            }
+            BacklogSource::Linear(linear)
+        }
         "github" => {
             let parts: Vec<&str> = repo.split('/').collect();
             let well_formed = parts.len() == 2
@@ -877,10 +921,27 @@ pub(super) fn backlog(r: &mut Reader) -> BacklogSource {
                 "backlog.source",
                 format!(
                     "backlog.source {other:?} is not one ralph has: \"files\" (stories.txt \
-                     and specs, or prd.json) or \"github\" (GitHub Issues)"
+                     and specs, or prd.json), \"github\" (GitHub Issues) or \"linear\" (Linear)"
                 ),
             );
             BacklogSource::Files
         }
+    }
+}
+
+/// `backlog.linear.*`, read whatever the source.
+fn linear_settings(r: &mut Reader) -> LinearSettings {
+    LinearSettings {
+        team: r.string("backlog.linear.team", true).trim().to_string(),
+        label: r.string("backlog.linear.label", false),
+        api_url: r
+            .string("backlog.linear.api_url", false)
+            .trim_end_matches('/')
+            .to_string(),
+        poll_secs: r.uint(
+            "backlog.linear.poll_seconds",
+            0,
+            "a whole number of seconds",
+        ),
     }
 }

@@ -1,6 +1,6 @@
 //! A backlog kept in an issue tracker, behind one interface (issue 27):
-//! GitHub Issues today (`github/`); Linear or Jira would be one more
-//! implementation of `Tracker` and one more arm in `open`.
+//! GitHub Issues (`github/`) and Linear (`linear/`); another tracker is
+//! one more implementation of `Tracker` and one more arm in `open`.
 //!
 //! The files backlog (`stories.txt` and specs, or `prd.json`) needs none of
 //! this: it is read by `load` and marked done by `mark_done`, in the
@@ -15,7 +15,9 @@ use std::path::Path;
 
 use crate::config::{BacklogSource, Config};
 
+pub(crate) mod disk;
 pub(crate) mod interface;
+pub(crate) mod story;
 
 pub(crate) use interface::{Read, Tracker, Update};
 
@@ -34,6 +36,9 @@ pub(crate) fn snapshot(root: &Path, config: &Config) -> Option<Read> {
             )
             .snapshot(),
         ),
+        BacklogSource::Linear(settings) => {
+            Some(super::linear::source::Linear::offline(root, settings.clone()).snapshot())
+        }
     }
 }
 
@@ -53,6 +58,10 @@ pub(crate) fn open(root: &Path, config: &Config) -> Option<Box<dyn Tracker>> {
             root,
             settings.clone(),
             config.landing.pr_remote.is_some(),
+        ))),
+        BacklogSource::Linear(settings) => Some(Box::new(super::linear::source::Linear::open(
+            root,
+            settings.clone(),
         ))),
     }
 }
