@@ -56,7 +56,12 @@ fn backlog() -> Api {
     // ENG-4 is the parent of ENG-6; ENG-9 (done) blocks ENG-10.
     issues[3].children = vec!["ENG-6".into()];
     issues[6].blocks = vec!["ENG-10".into()];
+    // Added while the run runs, blocked by ENG-3.
+    let mut added = issue(8, "s-todo", &["ralph"]);
+    issues[2].blocks.push("ENG-8".into());
+    added.title = "Added mid-run".into();
     Api {
+        to_add: Some(added),
         issues: issues
             .into_iter()
             .map(|i| (i.identifier.clone(), i))
@@ -100,6 +105,7 @@ fn a_run_lands_linear_issues_in_dependency_order_and_moves_and_comments_them() {
         r#"
 env > "$SCRATCH/env-$ID"
 case "$ID" in
+  ENG-1) touch "$SCRATCH/add-issue" ;;
   ENG-3) touch "$SCRATCH/down" ;;
   ENG-6) rm -f "$SCRATCH/down" ;;
   ENG-7) result "<ralph>FAIL ENG-7: cannot</ralph>"; exit 0 ;;
@@ -122,6 +128,10 @@ done_
     );
     assert!(pos("ENG-6") < pos("ENG-4"), "a parent waits: {order:?}");
     pos("ENG-10");
+    assert!(
+        pos("ENG-3") < pos("ENG-8"),
+        "the issue added mid-run ran: {order:?}"
+    );
     for not in ["ENG-7", "ENG-9", "ENG-11", "ENG-12"] {
         assert!(!order.contains(&not.to_string()), "{not}: {order:?}");
     }
@@ -130,7 +140,9 @@ done_
         &p.root,
         &["log", "--first-parent", "--format=%H %s", "main"],
     );
-    for id in ["ENG-1", "ENG-2", "ENG-3", "ENG-4", "ENG-6", "ENG-10"] {
+    for id in [
+        "ENG-1", "ENG-2", "ENG-3", "ENG-4", "ENG-6", "ENG-8", "ENG-10",
+    ] {
         let i = server.issue(id);
         let sha = log
             .lines()

@@ -4,7 +4,7 @@
 //! are told apart by their operation name (`RalphIssues`, `RalphMove`, ...)
 //! and read through their variables; the query text is not parsed. The
 //! issue list comes two to a page, so every read pages. A switch file
-//! `down` makes every answer a 502. std only; never listens elsewhere.
+//! `down` makes every answer a 502; `add-issue` adds `Api::to_add` once. std only; never listens elsewhere.
 
 #![allow(dead_code)]
 
@@ -65,6 +65,8 @@ pub struct Api {
     pub log: Vec<String>,
     /// The `Authorization` header a request must carry, exactly.
     pub key: String,
+    /// Issue added when the `add-issue` switch file appears.
+    pub to_add: Option<Issue>,
 }
 
 pub struct Server {
@@ -178,6 +180,11 @@ fn answer(api: &Mutex<Api>, switches: &Path, auth: Option<String>, body: &Value)
     }
     if auth.as_deref() != Some(api.key.as_str()) {
         return error("Authentication required", "AUTHENTICATION_ERROR");
+    }
+    if switches.join("add-issue").exists() {
+        if let Some(i) = api.to_add.take() {
+            api.issues.insert(i.identifier.clone(), i);
+        }
     }
     let data = |v: Value| (200, json!({ "data": v }).to_string());
     // Writes name an issue by Linear's ID (`id-ENG-1`).
