@@ -228,6 +228,47 @@ fn answer(api: &Mutex<Api>, switches: &Path, auth: Option<String>, body: &Value)
             api.labels.push((name, id.clone()));
             data(json!({"issueLabelCreate": {"success": true, "issueLabel": {"id": id}}}))
         }
+        "RalphCreateIssue" => {
+            if var("team") != "team-eng" {
+                return error("no such team", "INVALID_INPUT");
+            }
+            let n = api
+                .issues
+                .keys()
+                .filter_map(|k| k.rsplit_once('-').and_then(|(_, n)| n.parse::<u64>().ok()))
+                .max()
+                .unwrap_or(0)
+                + 1;
+            let mut i = issue(n, "s-todo", &[]);
+            i.title = var("title");
+            i.description = var("description");
+            for l in vars["labels"].as_array().into_iter().flatten() {
+                match api
+                    .labels
+                    .iter()
+                    .find(|(_, id)| Some(id.as_str()) == l.as_str())
+                {
+                    Some((name, _)) => i.labels.push(name.clone()),
+                    None => return error("no such label", "INVALID_INPUT"),
+                }
+            }
+            let identifier = i.identifier.clone();
+            api.issues.insert(identifier.clone(), i);
+            data(json!({"issueCreate": {"success": true,
+                "issue": {"id": format!("id-{identifier}"), "identifier": identifier}}}))
+        }
+        "RalphBlocks" => {
+            let blocked = var("blocked").trim_start_matches("id-").to_string();
+            let blocker = var("blocker").trim_start_matches("id-").to_string();
+            if !api.issues.contains_key(&blocked) {
+                return error("no such issue", "INVALID_INPUT");
+            }
+            let Some(b) = api.issues.get_mut(&blocker) else {
+                return error("no such issue", "INVALID_INPUT");
+            };
+            b.blocks.push(blocked);
+            data(json!({"issueRelationCreate": {"success": true}}))
+        }
         "RalphMove" | "RalphComment" | "RalphAddLabel" | "RalphRemoveLabel" => {
             let label_name = api
                 .labels

@@ -35,6 +35,12 @@ const REMOVE_LABEL: &str = "mutation RalphRemoveLabel($id: String!, $label: Stri
 const CREATE_LABEL: &str = "mutation RalphCreateLabel($team: String!, $name: String!) {
   issueLabelCreate(input: {teamId: $team, name: $name}) { success issueLabel { id } } }";
 
+const CREATE_ISSUE: &str = "mutation RalphCreateIssue($team: String!, $title: String!, $description: String!, $labels: [String!]!) {
+  issueCreate(input: {teamId: $team, title: $title, description: $description, labelIds: $labels}) {
+    success issue { id identifier } } }";
+const BLOCKS: &str = "mutation RalphBlocks($blocker: String!, $blocked: String!) {
+  issueRelationCreate(input: {issueId: $blocker, relatedIssueId: $blocked, type: blocks}) { success } }";
+
 /// What a GraphQL answer means: its `data`, or which failure. Linear says
 /// a rate limit and a refused key in `errors` (`RATELIMITED`,
 /// `AUTHENTICATION_ERROR`), with HTTP 400 or even 200.
@@ -223,6 +229,64 @@ pub(crate) fn poll(
     })
 }
 
+/// The ID of the team's label `name`, made in the team when it has none.
+pub(crate) fn label_id(
+    http: &mut dyn Http,
+    api: &str,
+    team: &mut Team,
+    name: &str,
+    now: i64,
+) -> Result<String, Fail> {
+    if let Some(l) = team.label_id(name) {
+        return Ok(l.to_string());
+    }
+    let vars = json!({ "team": team.id, "name": name });
+    let data = call(http, api, "RalphCreateLabel", CREATE_LABEL, vars, now)?;
+    let made = data
+        .pointer("/issueLabelCreate/issueLabel/id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Fail::Refused(422, format!("label {name} was not created")))?
+        .to_string();
+    team.labels.push((name.to_string(), made.clone()));
+    Ok(made)
+}
+
+/// Opens an issue in the team with the label `label` (its ID); its ID and
+/// identifier.
+pub(crate) fn create_issue(
+    http: &mut dyn Http,
+    api: &str,
+    team: &Team,
+    new: (&str, &str),
+    label: &str,
+    now: i64,
+) -> Result<(String, String), Fail> {
+    let (title, description) = new;
+    let vars = json!({ "team": team.id, "title": title, "description": description,
+        "labels": [label] });
+    let data = call(http, api, "RalphCreateIssue", CREATE_ISSUE, vars, now)?;
+    let field = |k: &str| {
+        data.pointer(&format!("/issueCreate/issue/{k}"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    field("id")
+        .zip(field("identifier"))
+        .ok_or_else(|| Fail::Refused(422, "the answer names no issue".into()))
+}
+
+/// `blocker` blocks `blocked` (Linear's IDs).
+pub(crate) fn relate(
+    http: &mut dyn Http,
+    api: &str,
+    blocker: &str,
+    blocked: &str,
+    now: i64,
+) -> Result<(), Fail> {
+    let vars = json!({ "blocker": blocker, "blocked": blocked });
+    call(http, api, "RalphBlocks", BLOCKS, vars, now).map(drop)
+}
+
 /// Makes one write. `team` gains a label ralph creates.
 fn write(http: &mut dyn Http, api: &str, team: &mut Team, op: &Op, now: i64) -> Result<(), Fail> {
     let gone = |what: String| Fail::Refused(422, what);
@@ -239,20 +303,7 @@ fn write(http: &mut dyn Http, api: &str, team: &mut Team, op: &Op, now: i64) -> 
             call(http, api, "RalphComment", COMMENT, vars, now).map(drop)
         }
         Op::Label { id, label, .. } => {
-            let label_id = match team.label_id(label) {
-                Some(l) => l.to_string(),
-                None => {
-                    let vars = json!({ "team": team.id, "name": label });
-                    let data = call(http, api, "RalphCreateLabel", CREATE_LABEL, vars, now)?;
-                    let made = data
-                        .pointer("/issueLabelCreate/issueLabel/id")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| gone(format!("label {label} was not created")))?
-                        .to_string();
-                    team.labels.push((label.clone(), made.clone()));
-                    made
-                }
-            };
+            let label_id = label_id(http, api, team, label, now)?;
             let vars = json!({ "id": id, "label": label_id });
             call(http, api, "RalphAddLabel", ADD_LABEL, vars, now).map(drop)
         }

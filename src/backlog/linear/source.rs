@@ -2,12 +2,14 @@
 //! (`.ralph/tracker/`, the same files as GitHub's: one backlog a project),
 //! the client, and the back-off after a failure.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::client::{self, Client, KEY_VAR};
 use super::poll;
 use super::{apply, ops_for, settled, to_backlog, Op, Snapshot};
 use crate::backlog::github::poll::{Fail, Http, Req, Resp};
+use crate::backlog::github::source::NewIssue;
 use crate::backlog::tracker::disk::{read_json, write_durably};
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::config::LinearSettings;
@@ -115,6 +117,67 @@ impl Linear {
             }
         }
     }
+}
+
+impl Linear {
+    /// `ralph plan` on this source: one issue per planned story, labelled,
+    /// each made after those it depends on, which then block it (a
+    /// `blocks` relation per dependency; batches say nothing more). The
+    /// planned IDs and the identifiers they became; an error stops at the
+    /// first failure (the issues made before it stay, listed by the next
+    /// read).
+    pub(crate) fn create_issues(
+        &mut self,
+        planned: &[NewIssue],
+        known: &HashSet<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let now = crate::timefmt::now_secs();
+        if let Some(why) = self.poll(now) {
+            return Err(why);
+        }
+        let api = self.settings.api_url.clone();
+        let http = self.http.as_mut();
+        let mut team = self.snapshot.team_info.clone().unwrap_or_default();
+        let label = poll::label_id(http, &api, &mut team, &self.settings.label, now)
+            .map_err(|f| f.describe())?;
+        // Planned ID → (Linear's ID, identifier).
+        let mut made: Vec<(String, String, String)> = Vec::new();
+        for i in creation_order(planned, known)? {
+            let p = &planned[i];
+            let (id, identifier) =
+                poll::create_issue(http, &api, &team, (&p.title, p.body.trim()), &label, now)
+                    .map_err(|f| f.describe())?;
+            for d in &p.depends_on {
+                let blocker = made
+                    .iter()
+                    .find(|(planned, ..)| planned == d)
+                    .map(|(_, id, _)| id.as_str())
+                    .or_else(|| self.snapshot.issue(d).map(|i| i.id.as_str()));
+                if let Some(blocker) = blocker {
+                    poll::relate(http, &api, blocker, &id, now).map_err(|f| f.describe())?;
+                }
+            }
+            made.push((p.id.clone(), id, identifier));
+        }
+        Ok(made.into_iter().map(|(p, _, ident)| (p, ident)).collect())
+    }
+}
+
+/// The order `planned` can be made in: each one after what it depends on
+/// among them (what `known` holds exists already).
+fn creation_order(planned: &[NewIssue], known: &HashSet<String>) -> Result<Vec<usize>, String> {
+    let mut order: Vec<usize> = Vec::new();
+    while order.len() < planned.len() {
+        let ready = (0..planned.len()).find(|i| {
+            !order.contains(i)
+                && planned[*i]
+                    .depends_on
+                    .iter()
+                    .all(|d| known.contains(d) || order.iter().any(|o| planned[*o].id == *d))
+        });
+        order.push(ready.ok_or("the plan's dependencies form a cycle")?);
+    }
+    Ok(order)
 }
 
 impl Tracker for Linear {
