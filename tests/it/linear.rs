@@ -241,8 +241,9 @@ fn a_blocker_or_child_without_the_label_fails_validation_naming_both() {
     let mut api = backlog();
     api.issues.get_mut("ENG-11").unwrap().blocks = vec!["ENG-3".into()];
     api.issues.get_mut("ENG-10").unwrap().children = vec!["ENG-11".into()];
-    let (p, _server) = project(api);
-    let v = run(&p, &["validate"]);
+    let (p, server) = project(api);
+    p.agent("done_");
+    let v = run(&p, &["validate", "--online"]);
     assert_eq!(v.code, 2, "{v:?}");
     let all = v.all();
     assert!(
@@ -252,6 +253,18 @@ fn a_blocker_or_child_without_the_label_fails_validation_naming_both() {
     assert!(
         all.contains("ENG-10") && all.contains("ENG-11 is its sub-issue"),
         "{v:?}"
+    );
+    // Reads never write to Linear, and only `--online` asks it.
+    let asked = server.log().len();
+    for cmd in [&["validate"][..], &["stories"], &["graph"], &["status"]] {
+        run(&p, cmd);
+    }
+    assert_eq!(server.log().len(), asked, "{:?}", server.log());
+    run(&p, &["validate", "--online"]);
+    assert!(
+        server.log().iter().all(|l| l == "RalphIssues"),
+        "{:?}",
+        server.log()
     );
 }
 

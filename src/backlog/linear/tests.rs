@@ -109,3 +109,72 @@ fn what_is_queued_or_made_needs_no_telling() {
     assert_eq!(i.labels, ["ralph", FAILED]);
     assert_eq!(i.state, "started");
 }
+
+/// A scripted `Http`: answers from `answers` in turn (the last one again
+/// once they run out) and counts what it was asked.
+struct Script {
+    answers: Vec<(u16, String)>,
+    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl crate::backlog::github::poll::Http for Script {
+    fn request(
+        &mut self,
+        _req: crate::backlog::github::poll::Req<'_>,
+    ) -> Result<crate::backlog::github::poll::Resp, String> {
+        let n = self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let (status, body) = self.answers[n.min(self.answers.len() - 1)].clone();
+        Ok(crate::backlog::github::poll::Resp {
+            status,
+            body,
+            ..Default::default()
+        })
+    }
+}
+
+#[test]
+fn a_rate_limit_keeps_the_snapshot_and_asks_nothing_before_its_reset() {
+    use crate::backlog::tracker::Tracker;
+    let dir = tempfile::tempdir().unwrap();
+    let page = serde_json::json!({"data": {
+        "teams": {"nodes": [{"id": "t", "states": {"nodes": []}, "labels": {"nodes": []}}]},
+        "issues": {"nodes": [{"id": "u1", "identifier": "ENG-1", "title": "A",
+            "state": {"type": "unstarted"}, "labels": {"nodes": [{"name": "ralph"}]}}],
+            "pageInfo": {"hasNextPage": false}}}});
+    let limited = r#"{"errors": [{"message": "Rate limit exceeded", "extensions": {"code": "RATELIMITED"}}]}"#;
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let settings = crate::config::LinearSettings {
+        team: "ENG".into(),
+        label: "ralph".into(),
+        api_url: "http://linear".into(),
+        poll_secs: 0,
+    };
+    let mut linear = source::Linear::with_http(
+        dir.path(),
+        settings,
+        Box::new(Script {
+            answers: vec![(200, page.to_string()), (400, limited.into())],
+            asked: asked.clone(),
+        }),
+    );
+    let first = linear.read(1000);
+    assert!(first.stale.is_none() && first.problems.is_empty());
+    assert_eq!(first.backlog.unwrap().stories[0].id, "ENG-1");
+    let second = linear.read(1001);
+    assert!(second.stale.unwrap().contains("rate limited"));
+    assert_eq!(
+        second.backlog.unwrap().stories.len(),
+        1,
+        "the snapshot stands"
+    );
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let third = linear.read(1030);
+    assert!(third.stale.is_some());
+    assert_eq!(
+        asked.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "nothing asked before the reset (60 s without a header)"
+    );
+    linear.read(1062);
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
