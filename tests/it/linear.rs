@@ -200,8 +200,23 @@ done_
             f.display()
         );
     }
+    assert!(!p.read("ralph.log").contains(KEY));
     let st = run(&p, &["status"]);
     assert!(!st.stdout.contains("writes to Linear"), "{st:?}");
+    // The failed story by its identifier: its log, then a retry that
+    // lands, which takes the label off again.
+    let l = run(&p, &["log", "ENG-7"]);
+    assert_eq!(l.code, 0, "{l:?}");
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    let r = run(&p, &["run", "-s", "ENG-7"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let retried = server.issue("ENG-7");
+    assert!(
+        !retried.labels.contains(&"ralph:failed".to_string()),
+        "{retried:?}"
+    );
+    assert_eq!(retried.moves, ["s-doing", "s-done"], "{retried:?}");
+    assert_eq!(retried.comments.len(), 2, "{retried:?}");
 }
 
 #[test]
