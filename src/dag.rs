@@ -371,6 +371,7 @@ fn story_file(backlog: &Backlog, i: usize) -> PathBuf {
             repo,
             backlog.stories[i].id.parse().unwrap_or_default(),
         )),
+        (Source::Linear { .. }, None) => PathBuf::from(format!("Linear {}", backlog.stories[i].id)),
     }
 }
 

@@ -18,7 +18,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("specs", "Where each story's spec is"),
     (
         "backlog",
-        "Where the stories are kept: files or GitHub Issues",
+        "Where the stories are kept: files, GitHub Issues or Linear",
     ),
     ("loop", "Attempts: how many, how long"),
     ("validation", "What a story must pass to land"),

@@ -14,6 +14,7 @@ use crate::paths;
 pub(crate) mod files;
 mod frontmatter;
 pub(crate) mod github;
+pub(crate) mod linear;
 pub(crate) mod mark_done;
 mod prd;
 mod queue;
@@ -35,6 +36,16 @@ pub(crate) enum Source {
     Prd { branch: Option<String> },
     /// GitHub Issues of `repo` (`owner/name`), through `tracker`.
     GitHub { repo: String },
+    /// Linear issues of team `team` (its key), through `tracker`.
+    Linear { team: String },
+}
+
+impl Source {
+    /// Whether the stories are an issue tracker's (split, closed and
+    /// planned there, not by ralph).
+    pub(crate) fn is_tracker(&self) -> bool {
+        matches!(self, Source::GitHub { .. } | Source::Linear { .. })
+    }
 }
 
 /// A section of `stories.txt`: the unbatched head, or one `# [batch:N]` section.
@@ -185,7 +196,7 @@ impl Backlog {
             Source::StoriesTxt => QUEUE_FILE,
             Source::Prd { .. } => PRD_FILE,
             // No file: the config names the tracker (and is committed).
-            Source::GitHub { .. } => paths::CONFIG,
+            Source::GitHub { .. } | Source::Linear { .. } => paths::CONFIG,
         }
     }
 
@@ -211,6 +222,7 @@ impl Backlog {
         }
         let file = match &self.source {
             Source::GitHub { repo } => format!("GitHub {repo}"),
+            Source::Linear { team } => format!("Linear team {team}"),
             _ => self.source_file().to_string(),
         };
         let skipped = match self.skipped.len() {
@@ -227,6 +239,9 @@ impl Backlog {
             ),
             Source::GitHub { ref repo } => format!(
                 "label issues of {repo} with backlog.github.label (or `ralph plan PRD.md`), then run again"
+            ),
+            Source::Linear { ref team } => format!(
+                "label issues of Linear team {team} with backlog.linear.label, then run again"
             ),
         };
         Some((

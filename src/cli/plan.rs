@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::agent::parser::OutputParser;
 use crate::backlog::github::source::{GitHub, NewIssue};
+use crate::backlog::linear::source::Linear;
 use crate::config::BacklogSource;
 use crate::dag::Dag;
 use crate::decompose;
@@ -58,12 +59,8 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
         Ok(p) => p,
         Err(why) => return refused(why),
     };
-    let github = match &config.backlog {
-        BacklogSource::GitHub(g) => Some(g.clone()),
-        BacklogSource::Files => None,
-    };
     let mut specs = Vec::new();
-    if github.is_none() {
+    if config.backlog == BacklogSource::Files {
         for p in &planned {
             let path = match plan::spec_path(&config.specs.pattern, p) {
                 Ok(path) => path,
@@ -112,43 +109,60 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
             return Ok(EXIT_OK);
         }
     }
-    match github {
-        None => write_files(root, &config, &planned, &specs)?,
-        Some(g) => {
+    let issues = || -> Vec<NewIssue> {
+        planned
+            .iter()
+            .map(|p| NewIssue {
+                id: p.story.id.clone(),
+                title: p.story.title.clone(),
+                body: crate::backlog::split_frontmatter(&p.story.text)
+                    .map_or(p.story.text.as_str(), |(_, b)| b)
+                    .to_string(),
+                depends_on: p.story.depends_on.clone(),
+                batch: p.batch.clone(),
+            })
+            .collect()
+    };
+    let hint = "the issues made before it stay; `ralph validate --online` reads them";
+    match &config.backlog {
+        BacklogSource::Files => {
+            write_files(root, &config, &planned, &specs)?;
+            return Ok(EXIT_OK);
+        }
+        BacklogSource::GitHub(g) => {
             let mut tracker = GitHub::open(root, g.clone(), false);
-            let issues: Vec<NewIssue> = planned
-                .iter()
-                .map(|p| NewIssue {
-                    id: p.story.id.clone(),
-                    title: p.story.title.clone(),
-                    body: crate::backlog::split_frontmatter(&p.story.text)
-                        .map_or(p.story.text.as_str(), |(_, b)| b)
-                        .to_string(),
-                    depends_on: p.story.depends_on.clone(),
-                    batch: p.batch.clone(),
-                })
-                .collect();
             let made = tracker
-                .create_issues(&issues, &known, &g.label)
+                .create_issues(&issues(), &known, &g.label)
                 .map_err(|e| {
                     RalphError::usage(format!("creating the issues on GitHub {}: {e}", g.repo))
-                        .with_hint(
-                            "the issues made before it stay; `ralph validate --online` reads them",
-                        )
+                        .with_hint(hint)
                 })?;
             for (id, n) in made {
                 println!("story {id} → issue #{n}");
             }
-            // The snapshot every read goes by takes the new issues in.
-            if let Ok(Some(why)) | Err(why) = crate::project::refresh_tracker(root).map_err(|p| {
-                p.iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            }) {
-                eprintln!("warning: the tracker's snapshot is not updated yet: {why}; `ralph validate --online` reads it");
+        }
+        BacklogSource::Linear(l) => {
+            let mut tracker = Linear::open(root, l.clone());
+            let made = tracker.create_issues(&issues(), &known).map_err(|e| {
+                RalphError::usage(format!(
+                    "creating the issues in Linear team {}: {e}",
+                    l.team
+                ))
+                .with_hint(hint)
+            })?;
+            for (id, identifier) in made {
+                println!("story {id} → issue {identifier}");
             }
         }
+    }
+    // The snapshot every read goes by takes the new issues in.
+    if let Ok(Some(why)) | Err(why) = crate::project::refresh_tracker(root).map_err(|p| {
+        p.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }) {
+        eprintln!("warning: the tracker's snapshot is not updated yet: {why}; `ralph validate --online` reads it");
     }
     Ok(EXIT_OK)
 }

@@ -359,8 +359,9 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "backlog.source",
         Kind::Str,
         "Where the stories are kept: `files` (`.ralph/stories.txt` and spec files, or \
-         `prd.json`) or `github` (the open issues of `backlog.github.repo` with \
-         `backlog.github.label`; see docs/backlog.md, Backlogs).",
+         `prd.json`), `github` (the open issues of `backlog.github.repo` with \
+         `backlog.github.label`) or `linear` (the issues of team `backlog.linear.team` with \
+         `backlog.linear.label`); see docs/backlog.md, Backlogs.",
     ),
     key_or(
         "backlog.github.repo",
@@ -384,6 +385,30 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "backlog.github.poll_seconds",
         Kind::Uint { min: 0 },
         "Least seconds between two reads of the tracker during a run: issues added or edited \
+         meanwhile are picked up before the next story starts.",
+    ),
+    key_or(
+        "backlog.linear.team",
+        Kind::Str,
+        "none (required with `backlog.source: linear`)",
+        "The key of the Linear team whose issues are the backlog (`ENG`, as in ENG-12; with \
+         `backlog.source: linear`). The API key comes from `LINEAR_API_KEY`; it is never \
+         written and never given to agents or hooks.",
+    ),
+    key(
+        "backlog.linear.label",
+        Kind::Str,
+        "The label (by name, within the team) that makes a Linear issue a story.",
+    ),
+    key(
+        "backlog.linear.api_url",
+        Kind::Str,
+        "Linear's GraphQL endpoint.",
+    ),
+    key(
+        "backlog.linear.poll_seconds",
+        Kind::Uint { min: 0 },
+        "Least seconds between two reads of Linear during a run: issues added or edited \
          meanwhile are picked up before the next story starts.",
     ),
     key(

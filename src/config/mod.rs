@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::error::Problem;
 
+mod backlog;
 mod executor;
 mod gates;
 pub(crate) mod keys;
@@ -20,14 +21,15 @@ mod reader;
 mod sections;
 mod warnings;
 
+pub(crate) use backlog::{BacklogSource, GitHubSettings, LinearSettings};
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 pub(crate) use landing::Landing;
 pub(crate) use notify::{shown, Notify, Webhook, WebhookEvent, WebhookFormat};
 use reader::Reader;
 pub(crate) use sections::{
-    BacklogSource, Budget, Commit, Decomposition, GitHubSettings, Hooks, Learnings, Limits, Loop,
-    Parallel, Postmortem, Retry, Runs, Serve, Specs, Validation, ValidationCommand,
+    Budget, Commit, Decomposition, Hooks, Learnings, Limits, Loop, Parallel, Postmortem, Retry,
+    Runs, Serve, Specs, Validation, ValidationCommand,
 };
 use warnings::key_warnings;
 
@@ -131,6 +133,11 @@ pub(crate) fn defaults() -> Value {
             "github": {
                 "label": "ralph",
                 "api_url": "https://api.github.com",
+                "poll_seconds": 60
+            },
+            "linear": {
+                "label": "ralph",
+                "api_url": "https://api.linear.app/graphql",
                 "poll_seconds": 60
             }
         },
@@ -353,7 +360,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let serve = sections::serve(&mut r);
     let sandbox = sections::sandbox(&mut r);
     let executor = executor::executor(&mut r);
-    let backlog = sections::backlog(&mut r);
+    let backlog = backlog::backlog(&mut r);
     let pricing = sections::pricing(&mut r);
     let gates = gates::gates(&mut r);
     let notify = notify::notify(&mut r);

@@ -180,7 +180,7 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
         // A tracker's stories are split in the tracker (sub-issues).
         decompose_depth: (config.decomposition.enabled
             && opts.story.is_none()
-            && !matches!(project.backlog.source, Source::GitHub { .. }))
+            && !project.backlog.source.is_tracker())
         .then_some(config.decomposition.max_depth),
         retry_concurrency: config.parallel.retry_concurrency,
         agent_memory_mb: config.parallel.agent_memory_mb,

@@ -61,7 +61,7 @@ fn new_token() -> std::io::Result<String> {
 }
 
 /// What nothing served may show: every secret-looking variable any agent
-/// backend could receive, and what `sandbox.redact` names (whatever the
+/// backend could receive, a tracker's token, and what `sandbox.redact` names (whatever the
 /// run's sandbox mode: a page can be opened from elsewhere).
 pub(crate) fn secrets(config: &Config) -> Arc<Secrets> {
     let host: Vec<(String, String)> = std::env::vars_os()
@@ -71,11 +71,10 @@ pub(crate) fn secrets(config: &Config) -> Arc<Secrets> {
         .iter()
         .flat_map(|b| b.env_names().iter().copied())
         .collect();
-    Arc::new(Secrets::new(crate::sandbox::secret_values(
-        &host,
-        &names,
-        &config.sandbox,
-    )))
+    let mut values = crate::sandbox::secret_values(&host, &names, &config.sandbox);
+    // A tracker's token or key (`LINEAR_API_KEY`, `GITHUB_TOKEN`) too.
+    values.extend(crate::sandbox::tracker_secret_values(&host));
+    Arc::new(Secrets::new(values))
 }
 
 /// Binds `addr` and serves the page on the current runtime until it

@@ -5,6 +5,7 @@ mod clis;
 mod fakeapi;
 mod github_api;
 mod harness;
+mod linear_api;
 #[path = "../../src/testenv.rs"]
 mod testenv;
 
@@ -20,6 +21,7 @@ mod gates;
 mod github;
 mod insight;
 mod landing;
+mod linear;
 mod malformed;
 mod mcp;
 mod models;

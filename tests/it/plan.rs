@@ -171,6 +171,53 @@ fn with_the_github_source_a_plan_becomes_issues_that_depend_on_each_other() {
     assert!(s.stdout.contains("7 | Story b"), "{s:?}");
 }
 
+#[test]
+fn with_the_linear_source_a_plan_becomes_labelled_issues_that_block_each_other() {
+    use crate::linear_api::{issue, Api, Server};
+    let reply = format!(
+        "{}{}<ralph>PLAN_DONE: 2 stories</ralph>",
+        block("b", "2", "\"a\", \"ENG-5\""),
+        block("a", "1", ""),
+    );
+    let p = project(&reply);
+    let key = "lin_api_for_plan";
+    let server = Server::start(
+        Api {
+            key: key.into(),
+            issues: [("ENG-5".to_string(), issue(5, "s-todo", &["ralph"]))].into(),
+            labels: vec![("bug".into(), "label-bug".into())],
+            ..Api::default()
+        },
+        p.scratch.clone(),
+    );
+    p.write(
+        ".ralph/config.json",
+        &quiet_extras(&format!(
+            r#"{{ "backlog": {{ "source": "linear", "linear": {{ "team": "ENG", "api_url": "{}" }} }} }}"#,
+            server.url
+        )),
+    );
+    let r = p.ralph_with(&["plan", "PRD.md", "--yes"], &[("LINEAR_API_KEY", key)]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // `a` first (b waits for it): ENG-6, then ENG-7.
+    assert!(
+        r.stdout.contains("story a → issue ENG-6") && r.stdout.contains("story b → issue ENG-7"),
+        "{r:?}"
+    );
+    let b = server.issue("ENG-7");
+    assert_eq!(b.title, "Story b");
+    assert_eq!(b.labels, ["ralph"], "the label was made in the team");
+    assert!(!b.description.contains("depends_on"), "{b:?}");
+    assert_eq!(server.issue("ENG-6").blocks, ["ENG-7"]);
+    assert_eq!(server.issue("ENG-5").blocks, ["ENG-7"]);
+    let s = p.ralph_with(&["graph"], &[("LINEAR_API_KEY", key)]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let s = p.ralph_with(&["stories"], &[("LINEAR_API_KEY", key)]);
+    assert!(s.stdout.contains("ENG-7 | Story b"), "{s:?}");
+    let v = p.ralph_with(&["validate"], &[("LINEAR_API_KEY", key)]);
+    assert_eq!(v.code, 0, "{v:?}");
+}
+
 /// Regression: `ralph plan` ran its agent unsealed whatever
 /// `sandbox.mode` said. With `bwrap` it runs as an attempt's agent does:
 /// inside the sandbox (no file under `$HOME` to read) and with the

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{files, Backlog, Section, Source, Story};
+use super::{Backlog, Section, Source};
 use crate::error::Problem;
 
 pub(crate) mod client;
@@ -123,42 +123,9 @@ pub(crate) fn depends_lines(body: &str) -> Vec<u64> {
     out
 }
 
-/// `key: value` pairs of the body's first fenced ```` ```ralph ```` block
-/// (the frontmatter an issue has no room for).
-pub(crate) fn fenced_keys(body: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut inside = false;
-    for line in body.lines() {
-        let t = line.trim();
-        if !inside {
-            if t.starts_with("```") && t.trim_start_matches('`').trim() == "ralph" {
-                inside = true;
-            }
-            continue;
-        }
-        if t.starts_with("```") {
-            break;
-        }
-        if let Some((k, v)) = t.split_once(':') {
-            out.insert(
-                k.trim().to_ascii_lowercase(),
-                v.trim().trim_matches('"').to_string(),
-            );
-        }
-    }
-    out
-}
-
-/// The spec an agent gets for an issue.
-pub(crate) fn spec_of(issue: &Issue) -> String {
-    let mut out = format!("# Story {}: {}\n", issue.number, issue.title.trim());
-    if !issue.body.trim().is_empty() {
-        out.push('\n');
-        out.push_str(issue.body.trim());
-        out.push('\n');
-    }
-    out
-}
+#[cfg(test)]
+use super::tracker::story::fenced_keys;
+use super::tracker::story::{story_of, Item};
 
 /// Where a problem of issue `n` is reported.
 pub(crate) fn issue_place(repo: &str, n: u64) -> String {
@@ -232,54 +199,18 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
                 ));
             }
         }
-        let keys = fenced_keys(&issue.body);
-        let agent = match keys.get("agent") {
-            None => None,
-            Some(name) => match crate::agent::Backend::parse(name) {
-                Some(b) => Some(b),
-                None => {
-                    problems.push(Problem::new(
-                        &place,
-                        None,
-                        format!(
-                            "story {}: unknown agent {name:?} in the ralph block; one of: {}",
-                            issue.number,
-                            crate::agent::Backend::names()
-                        ),
-                    ));
-                    None
-                }
+        stories.push(story_of(
+            Item {
+                id: &issue.number.to_string(),
+                title: &issue.title,
+                body: &issue.body,
+                done: issue.state == "closed",
+                section,
+                depends_on,
+                place: &place,
             },
-        };
-        let estimation = keys
-            .get("effort")
-            .or(keys.get("estimation"))
-            .map(|e| e.to_ascii_lowercase());
-        stories.push(Story {
-            id: issue.number.to_string(),
-            title: issue.title.trim().to_string(),
-            line: 0,
-            section,
-            spec_path: None,
-            depends_on,
-            estimation,
-            agent,
-            allow_empty_done: keys.get("allow_empty_done").is_some_and(|v| v == "true"),
-            prd_passes: issue.state == "closed",
-            prd_spec: Some(spec_of(issue)),
-            priority: files::priority_rank(keys.get("priority").map(String::as_str)),
-            files: files::spec_files(&issue.body),
-            named: files::named_paths(&issue.body),
-            allow_test_changes: keys.get("allow_test_changes").is_some_and(|v| v == "true"),
-            spec_bytes: spec_of(issue).len(),
-            // `model:` and `effort:` of the ralph block, as a spec's
-            // frontmatter gives them (an effort that is no rung starts
-            // on the first).
-            model: super::ModelChoice {
-                model: keys.get("model").map(|m| m.trim().to_string()),
-                effort: keys.get("effort").and_then(|e| super::Effort::parse(e)),
-            },
-        });
+            &mut problems,
+        ));
     }
     // Batches run in order; within a section, issue numbers.
     let mut order: Vec<usize> = (0..stories.len()).collect();

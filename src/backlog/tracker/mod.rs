@@ -1,6 +1,6 @@
 //! A backlog kept in an issue tracker, behind one interface (issue 27):
-//! GitHub Issues today (`github/`); Linear or Jira would be one more
-//! implementation of `Tracker` and one more arm in `open`.
+//! GitHub Issues (`github/`) and Linear (`linear/`); another tracker is
+//! one more implementation of `Tracker` and one more arm in `open`.
 //!
 //! The files backlog (`stories.txt` and specs, or `prd.json`) needs none of
 //! this: it is read by `load` and marked done by `mark_done`, in the
@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use crate::config::{BacklogSource, Config};
 
+pub(crate) mod disk;
 pub(crate) mod interface;
+pub(crate) mod story;
 
 pub(crate) use interface::{Read, Tracker, Update};
 
@@ -44,6 +46,14 @@ fn make(root: &Path, config: &Config, online: bool) -> Option<Box<dyn Tracker>> 
                 GitHub::open(root, settings, pr)
             } else {
                 GitHub::offline(root, settings, pr)
+            }))
+        }
+        BacklogSource::Linear(settings) => {
+            use super::linear::source::Linear;
+            Some(Box::new(if online {
+                Linear::open(root, settings.clone())
+            } else {
+                Linear::offline(root, settings.clone())
             }))
         }
     }

@@ -1,0 +1,110 @@
+//! What every tracker's issue becomes as a story: the spec an agent gets
+//! and the keys of a fenced ```` ```ralph ```` block (the frontmatter an
+//! issue has no room for). Shared by GitHub and Linear.
+
+use std::collections::BTreeMap;
+
+use crate::backlog::{files, Effort, ModelChoice, Story};
+use crate::error::Problem;
+
+/// `key: value` pairs of the body's first fenced ```` ```ralph ```` block.
+pub(crate) fn fenced_keys(body: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut inside = false;
+    for line in body.lines() {
+        let t = line.trim();
+        if !inside {
+            if t.starts_with("```") && t.trim_start_matches('`').trim() == "ralph" {
+                inside = true;
+            }
+            continue;
+        }
+        if t.starts_with("```") {
+            break;
+        }
+        if let Some((k, v)) = t.split_once(':') {
+            out.insert(
+                k.trim().to_ascii_lowercase(),
+                v.trim().trim_matches('"').to_string(),
+            );
+        }
+    }
+    out
+}
+
+/// The spec an agent gets for an issue: `# Story ID: title` and the body.
+pub(crate) fn spec_of(id: &str, title: &str, body: &str) -> String {
+    let mut out = format!("# Story {id}: {}\n", title.trim());
+    if !body.trim().is_empty() {
+        out.push('\n');
+        out.push_str(body.trim());
+        out.push('\n');
+    }
+    out
+}
+
+/// One issue as the mapping sees it, whichever tracker it is in.
+pub(crate) struct Item<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) body: &'a str,
+    pub(crate) done: bool,
+    pub(crate) section: usize,
+    pub(crate) depends_on: Vec<String>,
+    /// Where its problems are reported (`o/r#3`, `Linear ENG-12`).
+    pub(crate) place: &'a str,
+}
+
+/// The story of `item`; a problem of its ralph block is pushed to
+/// `problems` and the story stands without what was wrong.
+pub(crate) fn story_of(item: Item<'_>, problems: &mut Vec<Problem>) -> Story {
+    let keys = fenced_keys(item.body);
+    let agent = match keys.get("agent") {
+        None => None,
+        Some(name) => match crate::agent::Backend::parse(name) {
+            Some(b) => Some(b),
+            None => {
+                problems.push(Problem::new(
+                    item.place,
+                    None,
+                    format!(
+                        "story {}: unknown agent {name:?} in the ralph block; one of: {}",
+                        item.id,
+                        crate::agent::Backend::names()
+                    ),
+                ));
+                None
+            }
+        },
+    };
+    let estimation = keys
+        .get("effort")
+        .or(keys.get("estimation"))
+        .map(|e| e.to_ascii_lowercase());
+    let spec = spec_of(item.id, item.title, item.body);
+    Story {
+        id: item.id.to_string(),
+        title: item.title.trim().to_string(),
+        line: 0,
+        section: item.section,
+        spec_path: None,
+        depends_on: item.depends_on,
+        estimation,
+        agent,
+        allow_empty_done: keys.get("allow_empty_done").is_some_and(|v| v == "true"),
+        prd_passes: item.done,
+        spec_bytes: spec.len(),
+        prd_spec: Some(spec),
+        priority: files::priority_rank(keys.get("priority").map(String::as_str)),
+        files: files::spec_files(item.body),
+        named: files::named_paths(item.body),
+        allow_test_changes: keys.get("allow_test_changes").is_some_and(|v| v == "true"),
+        // `model:` and `effort:` of the ralph block, as a spec's
+        // frontmatter gives them (an effort that is no rung starts
+        // on the first).
+        model: ModelChoice {
+            model: keys.get("model").map(|m| m.trim().to_string()),
+            effort: keys.get("effort").and_then(|e| Effort::parse(e)),
+        },
+    }
+}

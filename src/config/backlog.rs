@@ -1,0 +1,157 @@
+//! `backlog.*`: where the stories are kept (issue 27): files, GitHub
+//! Issues or Linear (issue 37), and each tracker's settings.
+
+use super::reader::Reader;
+
+/// `backlog.*`: where the stories are kept (issue 27).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BacklogSource {
+    /// `.ralph/stories.txt` with spec files, or `prd.json` (the default).
+    Files,
+    /// GitHub Issues (`backlog.source: "github"`).
+    GitHub(GitHubSettings),
+    /// Linear issues (`backlog.source: "linear"`, issue 37).
+    Linear(LinearSettings),
+}
+
+/// `backlog.linear.*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LinearSettings {
+    /// The team's key (`ENG`).
+    pub(crate) team: String,
+    /// The label that makes an issue a story (default `ralph`), by name
+    /// within the team.
+    pub(crate) label: String,
+    /// The GraphQL endpoint.
+    pub(crate) api_url: String,
+    /// Least seconds between two polls of the tracker during a run.
+    pub(crate) poll_secs: u64,
+}
+
+/// `backlog.github.*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GitHubSettings {
+    /// `owner/name`.
+    pub(crate) repo: String,
+    /// The label that makes an issue a story (default `ralph`).
+    pub(crate) label: String,
+    /// The REST API's root, without a trailing `/` (GitHub Enterprise, tests).
+    pub(crate) api_url: String,
+    /// Least seconds between two polls of the tracker during a run.
+    pub(crate) poll_secs: u64,
+}
+
+impl BacklogSource {
+    /// Least time between two reads of a tracker during a run.
+    pub(crate) fn poll_every(&self) -> std::time::Duration {
+        match self {
+            BacklogSource::GitHub(g) => std::time::Duration::from_secs(g.poll_secs),
+            BacklogSource::Linear(l) => std::time::Duration::from_secs(l.poll_secs),
+            BacklogSource::Files => std::time::Duration::MAX,
+        }
+    }
+}
+
+pub(super) fn backlog(r: &mut Reader) -> BacklogSource {
+    let source = r.string("backlog.source", false);
+    // Every key is read whatever the source, so a wrong value is named
+    // even before the source is switched to it.
+    let repo = r.string("backlog.github.repo", true);
+    let label = r.string("backlog.github.label", false);
+    let api_url = r
+        .string("backlog.github.api_url", false)
+        .trim_end_matches('/')
+        .to_string();
+    let poll_secs = r.uint(
+        "backlog.github.poll_seconds",
+        0,
+        "a whole number of seconds",
+    );
+    let linear = linear_settings(r);
+    match source.as_str() {
+        "files" => BacklogSource::Files,
+        "linear" => {
+            let team = &linear.team;
+            if team.is_empty()
+                || !team
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            {
+                r.problem(
+                    "backlog.linear.team",
+                    format!(
+                        "backlog.linear.team must be the team's key (as `ENG` in ENG-12) with \
+                         backlog.source \"linear\", got {team:?}"
+                    ),
+                );
+            }
+            if !(linear.api_url.starts_with("https://") || linear.api_url.starts_with("http://")) {
+                r.problem(
+                    "backlog.linear.api_url",
+                    format!(
+                        "backlog.linear.api_url must be an http(s) URL, got {:?}",
+                        linear.api_url
+                    ),
+                );
+            }
+            BacklogSource::Linear(linear)
+        }
+        "github" => {
+            let parts: Vec<&str> = repo.split('/').collect();
+            let well_formed = parts.len() == 2
+                && parts.iter().all(|p| {
+                    !p.is_empty()
+                        && p.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                });
+            if !well_formed {
+                r.problem(
+                    "backlog.github.repo",
+                    format!(
+                        "backlog.github.repo must be \"owner/name\" with backlog.source \"github\", \
+                         got {repo:?}"
+                    ),
+                );
+            }
+            if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
+                r.problem(
+                    "backlog.github.api_url",
+                    format!("backlog.github.api_url must be an http(s) URL, got {api_url:?}"),
+                );
+            }
+            BacklogSource::GitHub(GitHubSettings {
+                repo,
+                label,
+                api_url,
+                poll_secs,
+            })
+        }
+        other => {
+            r.problem(
+                "backlog.source",
+                format!(
+                    "backlog.source {other:?} is not one ralph has: \"files\" (stories.txt \
+                     and specs, or prd.json), \"github\" (GitHub Issues) or \"linear\" (Linear)"
+                ),
+            );
+            BacklogSource::Files
+        }
+    }
+}
+
+/// `backlog.linear.*`, read whatever the source.
+fn linear_settings(r: &mut Reader) -> LinearSettings {
+    LinearSettings {
+        team: r.string("backlog.linear.team", true).trim().to_string(),
+        label: r.string("backlog.linear.label", false),
+        api_url: r
+            .string("backlog.linear.api_url", false)
+            .trim_end_matches('/')
+            .to_string(),
+        poll_secs: r.uint(
+            "backlog.linear.poll_seconds",
+            0,
+            "a whole number of seconds",
+        ),
+    }
+}
