@@ -148,6 +148,19 @@ pub(crate) fn story_branch(id: &str) -> String {
     format!("{STORY_BRANCH_PREFIX}{id}")
 }
 
+/// What a racing candidate's git names are made of (issue 36): its branch
+/// (`story_branch` of it), its attempt's refs and its process token. A
+/// story ID has no `@`, so it is no other story's.
+pub(crate) fn candidate_key(id: &str, k: u32) -> String {
+    format!("{id}@c{k}")
+}
+
+/// Where the work of candidate `k` of attempt `n` at story `id` is kept
+/// when it did not win (issue 36).
+pub(crate) fn candidate_ref(id: &str, n: u32, k: u32) -> String {
+    format!("{KEPT_REFS}candidates/{id}/{n}/{k}")
+}
+
 /// Prefix of every ref that keeps work (attempts, conflicts).
 pub(crate) const KEPT_REFS: &str = "refs/ralph/";
 

@@ -343,6 +343,23 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          agent's earlier session where its CLI can resume one (Claude Code, Codex).",
     ),
     key(
+        "attempts.best_of",
+        Kind::Uint { min: 1 },
+        "How many candidates race for each attempt at a story (best of N): each its own \
+         agent in its own worktree, counting against `-j`; the first whose work passes \
+         validation and the gates lands, the others are stopped and their work kept under \
+         `refs/ralph/candidates/<story>/<attempt>/<k>`. A story's `best_of:` and `ralph run \
+         --best-of N` override it. 1 is one agent at a time. See docs/cost.md.",
+    ),
+    key_or(
+        "attempts.candidates",
+        Kind::Strings,
+        "`[]` (the story's own agent and model)",
+        "Who each racing candidate runs as: `\"agent\"` or `\"agent:model\"` entries, such \
+         as `[\"claude:sonnet\", \"codex:gpt-5\", \"claude:opus\"]`; candidate k takes entry \
+         (k-1) mod the list's length. Ignored when `best_of` is 1.",
+    ),
+    key(
         "parallel.retry_concurrency",
         Kind::Uint { min: 1 },
         "Most retries (attempts after a failed attempt or a conflict, fix-ups included) \

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::error::Problem;
 
+mod attempts;
 mod executor;
 mod gates;
 pub(crate) mod keys;
@@ -20,6 +21,7 @@ mod reader;
 mod sections;
 mod warnings;
 
+pub(crate) use attempts::{Attempts, CandidateSpec};
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 pub(crate) use landing::Landing;
@@ -74,6 +76,8 @@ pub(crate) struct Config {
     pub(crate) learnings: Learnings,
     pub(crate) parallel: Parallel,
     pub(crate) retry: Retry,
+    /// `attempts.*`: best of N (issue 36).
+    pub(crate) attempts: Attempts,
     pub(crate) landing: Landing,
     pub(crate) decomposition: Decomposition,
     pub(crate) postmortem: Postmortem,
@@ -154,6 +158,9 @@ pub(crate) fn defaults() -> Value {
         },
         "retry": {
             "resume_session": true
+        },
+        "attempts": {
+            "best_of": 1
         },
         "commit": {
             "format": "feat(story-{{id}}): {{title}}",
@@ -345,6 +352,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let learnings = sections::learnings(&mut r);
     let parallel = sections::parallel(&mut r);
     let retry = sections::retry(&mut r);
+    let attempts = attempts::attempts(&mut r);
     let landing = landing::landing(&mut r);
     let decomposition = sections::decomposition(&mut r);
     let postmortem = sections::postmortem(&mut r);
@@ -382,6 +390,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         learnings,
         parallel,
         retry,
+        attempts,
         landing,
         decomposition,
         postmortem,

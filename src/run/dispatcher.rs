@@ -516,7 +516,7 @@ impl<E: Executor> Dispatcher<E> {
             } => {
                 let ctx = self.ctx.clone();
                 let handle = self.tasks.spawn(async move {
-                    crate::executor::post_hooks(&ctx, &id, result, iteration).await;
+                    crate::executor::post_hooks(&ctx, &id, result, iteration, None).await;
                     Event::HooksDone
                 });
                 self.owners.insert(handle.id(), Task::Hooks);
@@ -529,6 +529,25 @@ impl<E: Executor> Dispatcher<E> {
             Action::Reply { req, reply } => {
                 if let Some(to) = self.replies.remove(&req) {
                     let _ = to.send(reply);
+                }
+            }
+            Action::AdoptCandidate { id, k } => self.adopt_candidate(&id, k),
+            Action::KeepCandidate { id, attempt, k } => {
+                let branch = crate::project::story_branch(&crate::project::candidate_key(&id, k));
+                let kept = crate::project::candidate_ref(&id, attempt, k);
+                match self
+                    .ctx
+                    .git
+                    .keep_candidate(&branch, &self.ctx.target, &kept)
+                {
+                    Ok(true) => self.ctx.log.line(&format!(
+                        "story {id} attempt {attempt}: candidate {k}'s work kept at {kept}"
+                    )),
+                    Ok(false) => {}
+                    Err(e) => self.ctx.log.line(&format!(
+                        "story {id} attempt {attempt}: candidate {k}'s work could not be kept \
+                         at {kept} ({e}); it stays on {branch}"
+                    )),
                 }
             }
             Action::StopAttempt { slot } => {
@@ -548,6 +567,19 @@ impl<E: Executor> Dispatcher<E> {
 }
 
 impl<E: Executor> Dispatcher<E> {
+    /// The story branch takes racing candidate `k`'s work (issue 36), which
+    /// the merge queue then lands as the story's. Should that fail, the
+    /// landing finds the story branch without it and fails: the race goes on.
+    fn adopt_candidate(&self, id: &str, k: u32) {
+        let from = crate::project::story_branch(&crate::project::candidate_key(id, k));
+        let to = format!("refs/heads/{}", crate::project::story_branch(id));
+        if let Err(e) = self.ctx.git.save_ref(&from, &to) {
+            self.ctx.log.line(&format!(
+                "story {id}: candidate {k}'s work could not become the story branch's ({e})"
+            ));
+        }
+    }
+
     /// Free slots made ready for their next story while agents run, or
     /// removed once no story waits to start (issue 21): the executor's,
     /// when it has slots on this machine. With one job nothing runs beside

@@ -301,6 +301,19 @@ pub(crate) enum Action {
     StopAttempt {
         slot: usize,
     },
+    /// Best of N (issue 36): the story's branch takes racing candidate
+    /// `k`'s work, which goes to the merge queue as the story's.
+    AdoptCandidate {
+        id: String,
+        k: u32,
+    },
+    /// Keep what candidate `k` of attempt `attempt` committed, when it did
+    /// not win, at `project::candidate_ref`.
+    KeepCandidate {
+        id: String,
+        attempt: u32,
+        k: u32,
+    },
 }
 
 /// The clock as the transition sees it: read once per event by the caller.

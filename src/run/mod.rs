@@ -209,6 +209,11 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
             pr: checked.pr.is_some(),
         },
         batch: queue_shape.1,
+        best_of: model::BestOf {
+            cli: opts.best_of,
+            config: config.attempts.best_of,
+            candidates: config.attempts.candidates.clone(),
+        },
     }
 }
 

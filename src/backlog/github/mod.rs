@@ -274,6 +274,7 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
             model: super::ModelChoice {
                 model: keys.get("model").map(|m| m.trim().to_string()),
                 effort: keys.get("effort").and_then(|e| super::Effort::parse(e)),
+                best_of: keys.get("best_of").and_then(|n| super::parse_best_of(n)),
             },
         });
     }

@@ -183,6 +183,27 @@ pub(super) fn landing_finished(
     if split_refused(model, landing, &result, out) {
         return;
     }
+    // A racing candidate's landing is the race's to judge (`handle` gives
+    // it to `race::landing_ended` once this event is through).
+    if model
+        .racing
+        .get(&landing.idx)
+        .is_some_and(|r| r.validating().is_some())
+    {
+        model.race_landings.push((landing, result));
+        return;
+    }
+    landing_result(model, landing, result, now, out);
+}
+
+/// A landing's own arm, one function per result.
+pub(super) fn landing_result(
+    model: &mut Model,
+    landing: Landing,
+    result: LandResult,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
     let idx = landing.idx;
     match result {
         LandResult::Landed { commit } => landed(model, landing, &commit, now, out),

@@ -1,0 +1,191 @@
+//! Best of N (issue 36): a race's start, its candidates' ends, the merge
+//! queue judging them one at a time, the winner, a lost race.
+
+use super::*;
+use crate::run::model::CandState;
+
+/// Story a raced by `n` candidates (its `best_of:`), b run alone, with
+/// `jobs` slots.
+fn racing(n: u32, jobs: usize) -> Model {
+    let mut m = model_with(&[("a", &[]), ("b", &[])], jobs, 3, None);
+    m.stories[0].model.best_of = Some(n);
+    m
+}
+
+/// The requests of story a's candidates.
+fn of_a(reqs: Vec<AttemptRequest>) -> Vec<AttemptRequest> {
+    reqs.into_iter().filter(|r| r.idx == 0).collect()
+}
+
+fn candidates(reqs: &[AttemptRequest]) -> Vec<(usize, Option<u32>)> {
+    reqs.iter().map(|r| (r.idx, r.candidate)).collect()
+}
+
+fn kept(actions: &[Action]) -> Vec<u32> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::KeepCandidate { k, .. } => Some(*k),
+            _ => None,
+        })
+        .collect()
+}
+
+fn stopped(actions: &[Action]) -> Vec<usize> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StopAttempt { slot } => Some(*slot),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ends(actions: &[Action]) -> Vec<(u32, String, bool)> {
+    records(actions)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ev::CandidateEnd {
+                candidate,
+                outcome,
+                winner,
+                ..
+            } => Some((candidate, outcome, winner)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn best_of_one_starts_one_attempt_as_ever() {
+    let mut m = racing(1, 4);
+    let reqs = begin(&mut m);
+    assert_eq!(candidates(&reqs), vec![(0, None), (1, None)]);
+    assert!(m.racing.is_empty());
+    // The config's, over which a story's `best_of:` and `--best-of` win.
+    let mut m = racing(1, 4);
+    m.policy.best_of.config = 2;
+    m.policy.best_of.cli = Some(3);
+    let reqs = begin(&mut m);
+    assert_eq!(reqs.iter().filter(|r| r.candidate.is_some()).count(), 4);
+}
+
+#[test]
+fn candidates_take_the_slots_there_are_and_the_rest_wait() {
+    let mut m = racing(3, 2);
+    let reqs = begin(&mut m);
+    // Two slots: two candidates of the first story; the other story and
+    // the third candidate wait.
+    assert_eq!(candidates(&reqs), vec![(0, Some(1)), (0, Some(2))]);
+    assert!(reqs.iter().all(|r| r.attempt == 1));
+    let a = handle(&mut m, finished(&reqs[0], failed("tests broke")), t0());
+    assert_eq!(candidates(&starts(&a)), vec![(0, Some(3))]);
+    assert_eq!(m.state.record("a").unwrap().attempts, 0, "not charged yet");
+    let rows = &m.state.record("a").unwrap().candidates;
+    let states: Vec<&str> = rows.iter().map(|r| r.state.as_str()).collect();
+    assert_eq!(states, ["failed", "running", "running"]);
+}
+
+#[test]
+fn the_first_to_land_wins_and_the_others_are_stopped_and_kept() {
+    let mut m = racing(3, 4);
+    let reqs = begin(&mut m);
+    assert_eq!(reqs.len(), 4, "one slot left for the other story: {reqs:?}");
+    let reqs = of_a(reqs);
+    let a = handle(&mut m, finished(&reqs[0], failed("tests broke")), t0());
+    assert_eq!(kept(&a), vec![1], "a failed candidate's work is kept");
+    let a = handle(&mut m, finished(&reqs[2], Verdict::Done), t0());
+    assert!(a.contains(&Action::AdoptCandidate {
+        id: "a".into(),
+        k: 3
+    }));
+    assert_eq!(lands(&a), vec![0]);
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(stopped(&a), vec![reqs[1].slot], "candidate 2 is stopped");
+    assert_eq!(m.state.record("a").unwrap().status, Status::Done);
+    assert_eq!(
+        ends(&a),
+        vec![(3, "won".to_string(), true)],
+        "candidate 2 ends when its report is in"
+    );
+    let a = handle(&mut m, finished(&reqs[1], Verdict::Interrupted), t0());
+    assert_eq!(ends(&a), vec![(2, "stopped".to_string(), false)]);
+    assert_eq!(kept(&a), vec![2]);
+    assert!(m.racing.is_empty(), "the race is over");
+    let rec = m.state.record("a").unwrap();
+    assert_eq!(rec.attempts, 0, "no failure charged");
+    assert_eq!(rec.history.len(), 1, "one attempt on record");
+    assert!(rec.candidates.is_empty());
+}
+
+#[test]
+fn a_candidate_whose_work_fails_validation_lets_the_next_done_one_land() {
+    let mut m = racing(2, 4);
+    let reqs = of_a(begin(&mut m));
+    handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    let a = handle(&mut m, finished(&reqs[1], Verdict::Done), t0());
+    assert!(lands(&a).is_empty(), "one candidate in the queue at a time");
+    let a = land(&mut m, 0, validation_failed(1), t0());
+    assert!(a.contains(&Action::AdoptCandidate {
+        id: "a".into(),
+        k: 2
+    }));
+    let race = &m.racing[&0];
+    assert_eq!(race.get(1).unwrap().state, CandState::Failed);
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(ends(&a), vec![(2, "won".to_string(), true)]);
+    assert!(m.racing.is_empty());
+    assert_eq!(m.state.record("a").unwrap().status, Status::Done);
+}
+
+#[test]
+fn no_candidate_passing_is_one_failed_attempt_told_every_failure() {
+    let mut m = racing(2, 2);
+    let reqs = of_a(begin(&mut m));
+    handle(&mut m, finished(&reqs[0], failed("tests broke")), t0());
+    let a = handle(&mut m, finished(&reqs[1], Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![0]);
+    let a = land(&mut m, 0, validation_failed(1), t0());
+    let rec = m.state.record("a").unwrap();
+    assert_eq!(rec.attempts, 1, "one failed attempt");
+    assert_eq!(rec.history.len(), 1);
+    let note = rec.note.as_ref().unwrap().text.clone();
+    assert!(note.contains("candidate 1 (claude): tests broke"), "{note}");
+    assert!(
+        note.contains("candidate 2 (claude): its work failed validation"),
+        "{note}"
+    );
+    // The retry races again, told of both: b took one of the two slots,
+    // so one candidate starts and the other waits for a slot.
+    let again = of_a(starts(&a));
+    assert_eq!(candidates(&again), vec![(0, Some(1))]);
+    assert_eq!(m.racing[&0].next_waiting(), Some(2));
+    assert!(again
+        .iter()
+        .all(|r| r.attempt == 2 && r.kind == AttemptKind::Redo));
+    let told = again[0].note.as_ref().unwrap().text.clone();
+    assert!(told.contains("candidate 1 (claude): tests broke"), "{told}");
+}
+
+#[test]
+fn candidates_run_as_attempts_candidates_says() {
+    let mut m = racing(3, 4);
+    m.policy.best_of.candidates = ["claude:fast", "codex:gpt-5"]
+        .iter()
+        .map(|e| crate::config::CandidateSpec::parse(e).unwrap())
+        .collect();
+    let reqs = of_a(begin(&mut m));
+    let who: Vec<(Backend, Option<&str>)> = reqs
+        .iter()
+        .filter(|r| r.candidate.is_some())
+        .map(|r| (r.agent, r.model.as_deref()))
+        .collect();
+    assert_eq!(
+        who,
+        vec![
+            (Backend::Claude, Some("fast")),
+            (Backend::Codex, Some("gpt-5")),
+            (Backend::Claude, Some("fast"))
+        ]
+    );
+}
