@@ -209,10 +209,18 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
             pr: checked.pr.is_some(),
         },
         batch: queue_shape.1,
-        best_of: model::BestOf {
-            cli: opts.best_of,
-            config: config.attempts.best_of,
-            candidates: config.attempts.candidates.clone(),
+        // Candidates race on this machine only: a cluster's attempts run
+        // one at a time (issue 36 leaves Ray for later).
+        best_of: match config.executor {
+            crate::config::Executor::Local => model::BestOf {
+                cli: opts.best_of,
+                config: config.attempts.best_of,
+                candidates: config.attempts.candidates.clone(),
+            },
+            _ => model::BestOf {
+                cli: Some(1),
+                ..Default::default()
+            },
         },
     }
 }

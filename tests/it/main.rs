@@ -8,6 +8,7 @@ mod harness;
 #[path = "../../src/testenv.rs"]
 mod testenv;
 
+mod best_of;
 mod cli;
 mod compat;
 mod core;

@@ -1,0 +1,214 @@
+//! Best of N (issue 36): candidates racing for one attempt at a story,
+//! each a real agent process in its own worktree, told apart by the model
+//! ralph gives it (`attempts.candidates`): the first whose work passes
+//! validation on the target's tip lands, the others are stopped (their
+//! whole process tree) and their work kept; no candidate passing is one
+//! failed attempt.
+
+use crate::harness::*;
+
+/// Validation on the merged tree: `ok.txt` must be there. A tree without
+/// it leaves a mark, so an agent can wait for that failure.
+const CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+  "attempts": { "best_of": 3,
+    "candidates": ["claude:failfast", "claude:slow", "claude:fast"] },
+  "validation": { "commands": [ { "name": "has-ok", "required": true,
+    "cmd": "if [ -f ok.txt ]; then exit 0; fi; touch \"$SCRATCH/validation-failed\"; exit 1" } ] } }"#;
+
+/// What every candidate does first: it says which it is, then behaves by
+/// the model it was given.
+const BY_MODEL: &str = r#"
+M=""; prev=""
+for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
+echo "$M $RALPH_CANDIDATE $RALPH_ATTEMPT" >> "$SCRATCH/candidates"
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$M-$N"
+case "$M" in
+failfast)
+  # Done at once, with work that fails validation.
+  commit_file "src/failfast.txt"; done_ ;;
+slow)
+  # Commits, then waits for a file no one makes: only a stop ends it. Its
+  # child and its token show whether its whole tree was stopped.
+  commit_file "src/slow.txt"
+  echo "$RALPH_ATTEMPT_TOKEN" > "$SCRATCH/slow.token"
+  sleep 1000 & echo $! > "$SCRATCH/slow.pids"; echo $$ >> "$SCRATCH/slow.pids"
+  while [ ! -f "$SCRATCH/never" ]; do sleep 0.05; done
+  done_ ;;
+fast)
+  # Passes, once the fast failure was judged and the test saw the race.
+  while [ ! -f "$SCRATCH/validation-failed" ] || [ ! -f "$SCRATCH/go-fast" ]; do sleep 0.05; done
+  echo ok > ok.txt; commit_file "src/fast.txt"; git add ok.txt; git commit -qm "feat(story-$ID): ok"
+  done_ ;;
+esac
+"#;
+
+/// Processes whose environment holds `token` (what `process` stops by).
+fn holding(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let needle = format!("RALPH_ATTEMPT_TOKEN={token}");
+        if env.split(|b| *b == 0).any(|v| v == needle.as_bytes())
+            && alive(e.file_name().to_string_lossy().parse().unwrap_or(-1))
+        {
+            found.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
+}
+
+fn candidate_ends(p: &Project) -> Vec<(u64, String, bool)> {
+    let mut ends: Vec<(u64, String, bool)> = run_records(p)
+        .iter()
+        .filter(|r| r["ev"] == "candidate_end")
+        .map(|r| {
+            (
+                r["candidate"].as_u64().unwrap(),
+                r["outcome"].as_str().unwrap().to_string(),
+                r["winner"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    ends.sort();
+    ends
+}
+
+#[test]
+fn first_lands_the_fast_passing_candidate_and_stops_the_slow_one() {
+    let p = Project::with_backlog("1.1 | Hard\n", CONFIG);
+    p.commit_all("backlog");
+    p.agent(BY_MODEL);
+    let mut child = p
+        .command(&["run", "-j", "3"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // While they race, `status --json` shows the story's candidates.
+    let mut seen = serde_json::Value::Null;
+    wait_until(
+        "the race in status --json",
+        std::time::Duration::from_secs(60),
+        || {
+            let s = p.ralph(&["status", "--json"]);
+            let v: serde_json::Value = serde_json::from_str(&s.stdout).unwrap_or_default();
+            seen = v["stories"][0]["candidates"].clone();
+            seen.as_array().is_some_and(|c| {
+                c.len() == 3 && c[0]["state"] == "failed" && c[1]["state"] == "running"
+            })
+        },
+    );
+    assert_eq!(seen[1]["agent"], "claude");
+    assert_eq!(seen[1]["model"], "slow");
+    assert_eq!(seen[1]["k"], 2);
+    std::fs::write(p.scratch.join("go-fast"), "").unwrap();
+    let status = wait_for_exit(&mut child, "the run", std::time::Duration::from_secs(120));
+    assert!(status.success(), "{status:?}\n{}", p.read("ralph.log"));
+
+    // The fast passing candidate's work landed.
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(p.file_on_main("ok.txt").as_deref(), Some("ok\n"));
+    assert_eq!(p.file_on_main("src/slow.txt"), None);
+    // Every candidate of attempt 1 knew which it was.
+    let mut who: Vec<String> = p
+        .scratch_text("candidates")
+        .lines()
+        .map(String::from)
+        .collect();
+    who.sort();
+    assert_eq!(who, ["failfast 1 1", "fast 3 1", "slow 2 1"]);
+    // The slow one was stopped, its whole tree gone.
+    let token = p.scratch_text("slow.token").trim().to_string();
+    assert!(!token.is_empty());
+    assert_eq!(holding(&token), Vec::<String>::new(), "left running");
+    for pid in pids_in(&p.scratch.join("slow.pids")) {
+        assert!(!alive(pid), "slow candidate's process {pid} is alive");
+    }
+    // No retry charged: one attempt, not a failed one.
+    let story = p.story("1.1");
+    assert_eq!(story["attempts"], 0, "{story}");
+    assert_eq!(story["history"].as_array().unwrap().len(), 1, "{story}");
+    // Every candidate that committed and did not win is kept.
+    assert_eq!(
+        p.refs("refs/ralph/candidates/"),
+        [
+            "refs/ralph/candidates/1.1/1/1",
+            "refs/ralph/candidates/1.1/1/2"
+        ]
+    );
+    let kept = git(
+        &p.root,
+        &["show", "refs/ralph/candidates/1.1/1/2:src/slow.txt"],
+    );
+    assert_eq!(kept, "1.1\n");
+    assert_eq!(
+        candidate_ends(&p),
+        [
+            (1, "failed".to_string(), false),
+            (2, "stopped".to_string(), false),
+            (3, "won".to_string(), true)
+        ]
+    );
+    let starts = run_records(&p)
+        .iter()
+        .filter(|r| r["ev"] == "candidate_start")
+        .count();
+    assert_eq!(starts, 3);
+}
+
+#[test]
+fn no_candidate_passing_counts_one_failed_attempt_and_the_retry_is_told_why() {
+    let config = r#"{ "loop": { "max_retries": 3, "grace_seconds": 1 },
+      "attempts": { "best_of": 2, "candidates": ["claude:a", "claude:b"] },
+      "validation": { "commands": [ { "name": "has-ok", "required": true,
+        "cmd": "test -f ok.txt" } ] } }"#;
+    let p = Project::with_backlog("1.1 | Hard\n", config);
+    p.commit_all("backlog");
+    p.agent(
+        r#"
+M=""; prev=""
+for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$M-$N"
+if [ "$N" = 1 ]; then
+  if [ "$M" = a ]; then result "stuck <ralph>FAIL $ID: cannot find the parser</ralph>"; exit 0; fi
+  commit_file "src/b.txt"; done_; exit 0
+fi
+echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): ok"; done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    let story = p.story("1.1");
+    assert_eq!(story["attempts"], 1, "exactly one failed attempt: {story}");
+    assert_eq!(story["history"].as_array().unwrap().len(), 2, "{story}");
+    // The second attempt's candidates were told both failures.
+    for m in ["a", "b"] {
+        let prompt = p.scratch_text(&format!("prompt-{m}-2"));
+        assert!(prompt.contains("cannot find the parser"), "{prompt}");
+        assert!(prompt.contains("failed validation has-ok"), "{prompt}");
+    }
+    // b committed in the first race and did not win: kept.
+    assert!(p
+        .refs("refs/ralph/candidates/")
+        .contains(&"refs/ralph/candidates/1.1/1/2".to_string()));
+}
+
+#[test]
+fn best_of_on_the_command_line_wins_over_the_config() {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+      "attempts": { "best_of": 3 } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    p.agent(
+        r#"echo "${RALPH_CANDIDATE:-none}" >> "$SCRATCH/candidates"
+commit_file "src/$ID.txt"; done_"#,
+    );
+    let r = p.ralph(&["run", "--best-of", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // One agent, as without racing: no candidate, no candidate records.
+    assert_eq!(p.scratch_text("candidates"), "none\n");
+    assert!(run_records(&p).iter().all(|r| r["ev"] != "candidate_start"));
+}
