@@ -162,6 +162,8 @@ fn first_lands_the_fast_passing_candidate_and_stops_the_slow_one() {
 fn no_candidate_passing_counts_one_failed_attempt_and_the_retry_is_told_why() {
     let config = r#"{ "loop": { "max_retries": 3, "grace_seconds": 1 },
       "attempts": { "best_of": 2, "candidates": ["claude:a", "claude:b"] },
+      "hooks": { "pre_iteration": "echo \"pre $RALPH_CANDIDATE\" >> \"$SCRATCH/hooks\"",
+        "post_story": "echo \"post $RALPH_CANDIDATE\" >> \"$SCRATCH/hooks\"" },
       "validation": { "commands": [ { "name": "has-ok", "required": true,
         "cmd": "test -f ok.txt" } ] } }"#;
     let p = Project::with_backlog("1.1 | Hard\n", config);
@@ -190,6 +192,13 @@ echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): ok"; done_
         assert!(prompt.contains("cannot find the parser"), "{prompt}");
         assert!(prompt.contains("failed validation has-ok"), "{prompt}");
     }
+    // Every candidate's hooks knew which it was, whatever its end.
+    let mut hooks: Vec<String> = p.scratch_text("hooks").lines().map(String::from).collect();
+    hooks.sort();
+    assert_eq!(
+        hooks,
+        ["post 1", "post 1", "post 2", "post 2", "pre 1", "pre 1", "pre 2", "pre 2"]
+    );
     // b committed in the first race and did not win: kept.
     assert!(p
         .refs("refs/ralph/candidates/")

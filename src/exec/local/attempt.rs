@@ -126,7 +126,7 @@ pub(super) async fn run_attempt(
         "pre_iteration",
         &ctx.config.hooks.pre_iteration,
         ctx.root.clone(),
-        env_pairs(&[("RALPH_ITERATION", &iter_s)]),
+        a.with_candidate(env_pairs(&[("RALPH_ITERATION", &iter_s)])),
         HOOK_TIMEOUT,
     )
     .await;
@@ -137,7 +137,10 @@ pub(super) async fn run_attempt(
     }
     // Finished work is not done until it lands: its post hooks run after
     // the landing, with the landing's outcome (`land::land`).
-    if verdict::post_hooks_now(&report.verdict) {
+    // A racing candidate's are its own, at its end: its work may never
+    // land (another's does), and its hooks still end what pre_iteration
+    // began.
+    if verdict::post_hooks_now(&report.verdict) || req.candidate.is_some() {
         let result = report.verdict.kind().as_str();
         post_hooks(&ctx, a.id, result, req.iteration, req.candidate).await;
     }

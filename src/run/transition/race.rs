@@ -114,10 +114,6 @@ pub(super) fn start_waiting(
         if started >= free {
             break;
         }
-        // The budget looks ahead for candidates as for attempts.
-        if budget_ahead(model).is_some() && model.slots.iter().any(Option::is_some) {
-            break;
-        }
         started += fill(model, idx, free - started, now, out);
     }
     if started > 0 {
@@ -136,6 +132,11 @@ fn fill(model: &mut Model, idx: usize, free: usize, now: Now, out: &mut Vec<Acti
         let Some(slot) = model.slots.iter().position(Option::is_none) else {
             break;
         };
+        // The budget looks ahead for each candidate as for an attempt: it
+        // is overshot by one candidate's expected cost at most.
+        if budget_ahead(model).is_some() && model.slots.iter().any(Option::is_some) {
+            break;
+        }
         start_candidate(model, idx, k, slot, now, out);
         started += 1;
     }
