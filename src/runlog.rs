@@ -112,6 +112,15 @@ pub(crate) enum Ev {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cost_unknown: bool,
     },
+    /// `attempts.pick: judge` chose the candidate whose work lands, and
+    /// why (`by`: `ranking`).
+    CandidatePick {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        by: String,
+        reason: String,
+    },
     /// Where a running attempt runs, once the coordinator knows (a
     /// cluster node and worker slot); local attempts have none.
     AttemptPlaced {

@@ -13,6 +13,19 @@ pub(crate) struct Attempts {
     /// `attempts.candidates`: who candidate k runs as, entry (k−1) mod len;
     /// empty, every candidate runs as the story's own agent and model.
     pub(crate) candidates: Vec<CandidateSpec>,
+    /// `attempts.pick` (default `first`): which passing candidate lands.
+    pub(crate) pick: Pick,
+}
+
+/// `attempts.pick`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Pick {
+    /// The first candidate whose work lands; the others are stopped.
+    #[default]
+    First,
+    /// Every candidate finishes; among those whose work passes, the fixed
+    /// ranking picks: the smallest diff, then the earliest finish.
+    Judge,
 }
 
 /// One entry of `attempts.candidates`: `"agent"` or `"agent:model"`.
@@ -69,9 +82,25 @@ pub(super) fn attempts(r: &mut Reader) -> Attempts {
             ),
         }
     }
+    let pick = match r.string("attempts.pick", false).as_str() {
+        "first" => Pick::First,
+        "judge" => Pick::Judge,
+        other => {
+            r.problem(
+                "attempts.pick",
+                format!(
+                    "attempts.pick {other:?} is not one ralph has: \"first\" (the first \
+                     candidate whose work lands) or \"judge\" (every candidate finishes, the \
+                     best passing one lands)"
+                ),
+            );
+            Pick::First
+        }
+    };
     Attempts {
         best_of: best_of.min(u32::MAX as u64) as u32,
         candidates,
+        pick,
     }
 }
 
@@ -132,5 +161,10 @@ mod tests {
         let problems =
             read(serde_json::json!({"attempts": {"candidates": ["wizard:x"]}})).unwrap_err();
         assert!(problems[0].to_string().contains("attempts.candidates"));
+        assert_eq!(read(serde_json::json!({})).unwrap().pick, Pick::First);
+        let judge = read(serde_json::json!({"attempts": {"pick": "judge"}})).unwrap();
+        assert_eq!(judge.pick, Pick::Judge);
+        let problems = read(serde_json::json!({"attempts": {"pick": "best"}})).unwrap_err();
+        assert!(problems[0].to_string().contains("attempts.pick"));
     }
 }

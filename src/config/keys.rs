@@ -360,6 +360,14 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          (k-1) mod the list's length. Ignored when `best_of` is 1.",
     ),
     key(
+        "attempts.pick",
+        Kind::Str,
+        "Which racing candidate lands: `first` (the first whose work passes validation and \
+         the gates on the target's tip; the others are stopped) or `judge` (every candidate \
+         finishes; among those whose work passes, the smallest diff, then the earliest \
+         finish). See docs/cost.md.",
+    ),
+    key(
         "parallel.retry_concurrency",
         Kind::Uint { min: 1 },
         "Most retries (attempts after a failed attempt or a conflict, fix-ups included) \

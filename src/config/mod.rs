@@ -21,7 +21,7 @@ mod reader;
 mod sections;
 mod warnings;
 
-pub(crate) use attempts::{Attempts, CandidateSpec};
+pub(crate) use attempts::{Attempts, CandidateSpec, Pick};
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 pub(crate) use landing::Landing;
@@ -160,7 +160,8 @@ pub(crate) fn defaults() -> Value {
             "resume_session": true
         },
         "attempts": {
-            "best_of": 1
+            "best_of": 1,
+            "pick": "first"
         },
         "commit": {
             "format": "feat(story-{{id}}): {{title}}",

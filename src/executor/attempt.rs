@@ -114,6 +114,10 @@ pub(crate) struct AttemptReport {
     /// The racing candidate it was (`AttemptRequest::candidate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) candidate: Option<u32>,
+    /// A finished candidate's diff against where it left the target: lines
+    /// added and removed (`attempts.pick: judge` ranks by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) diff_lines: Option<u64>,
 }
 
 impl AttemptReport {
@@ -162,6 +166,7 @@ impl AttemptReport {
             explained: crate::state::Explained::default(),
             node: None,
             candidate: None,
+            diff_lines: None,
         }
     }
 }

@@ -216,6 +216,7 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
                 cli: opts.best_of,
                 config: config.attempts.best_of,
                 candidates: config.attempts.candidates.clone(),
+                pick: config.attempts.pick,
             },
             _ => model::BestOf {
                 cli: Some(1),

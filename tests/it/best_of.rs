@@ -15,11 +15,20 @@ const CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
   "validation": { "commands": [ { "name": "has-ok", "required": true,
     "cmd": "if [ -f ok.txt ]; then exit 0; fi; touch \"$SCRATCH/validation-failed\"; exit 1" } ] } }"#;
 
+/// The model ralph gave the fake agent, as `$M`.
+const MODEL: &str = r#"
+M=""; prev=""
+for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
+"#;
+
+/// Installs `body` as the fake agent, `$M` its model.
+fn agent_by_model(p: &Project, body: &str) {
+    p.agent(&format!("{MODEL}{body}"));
+}
+
 /// What every candidate does first: it says which it is, then behaves by
 /// the model it was given.
 const BY_MODEL: &str = r#"
-M=""; prev=""
-for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
 echo "$M $RALPH_CANDIDATE $RALPH_ATTEMPT" >> "$SCRATCH/candidates"
 cp "$PROMPT_FILE" "$SCRATCH/prompt-$M-$N"
 case "$M" in
@@ -79,7 +88,7 @@ fn candidate_ends(p: &Project) -> Vec<(u64, String, bool)> {
 fn first_lands_the_fast_passing_candidate_and_stops_the_slow_one() {
     let p = Project::with_backlog("1.1 | Hard\n", CONFIG);
     p.commit_all("backlog");
-    p.agent(BY_MODEL);
+    agent_by_model(&p, BY_MODEL);
     let mut child = p
         .command(&["run", "-j", "3"])
         .stdout(std::process::Stdio::null())
@@ -168,10 +177,9 @@ fn no_candidate_passing_counts_one_failed_attempt_and_the_retry_is_told_why() {
         "cmd": "test -f ok.txt" } ] } }"#;
     let p = Project::with_backlog("1.1 | Hard\n", config);
     p.commit_all("backlog");
-    p.agent(
+    agent_by_model(
+        &p,
         r#"
-M=""; prev=""
-for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
 cp "$PROMPT_FILE" "$SCRATCH/prompt-$M-$N"
 if [ "$N" = 1 ]; then
   if [ "$M" = a ]; then result "stuck <ralph>FAIL $ID: cannot find the parser</ralph>"; exit 0; fi
@@ -220,4 +228,55 @@ commit_file "src/$ID.txt"; done_"#,
     // One agent, as without racing: no candidate, no candidate records.
     assert_eq!(p.scratch_text("candidates"), "none\n");
     assert!(run_records(&p).iter().all(|r| r["ev"] != "candidate_start"));
+}
+
+#[test]
+fn judge_without_a_judge_agent_lands_the_smallest_passing_diff() {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+      "attempts": { "best_of": 3, "pick": "judge",
+        "candidates": ["claude:big", "claude:small", "claude:broken"] },
+      "validation": { "commands": [ { "name": "has-ok", "required": true,
+        "cmd": "test -f ok.txt" } ] } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    agent_by_model(
+        &p,
+        r#"
+case "$M" in
+big) seq 1 40 > big.txt; echo ok > ok.txt; git add big.txt ok.txt; git commit -qm "feat(story-$ID): big" ;;
+small) echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): small" ;;
+broken) commit_file "src/broken.txt" ;;
+esac
+done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "3"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    // The smallest passing diff landed; the bigger passing one is kept.
+    assert_eq!(p.file_on_main("ok.txt").as_deref(), Some("ok\n"));
+    assert_eq!(p.file_on_main("big.txt"), None);
+    assert_eq!(
+        candidate_ends(&p),
+        [
+            (1, "passed".to_string(), false),
+            (2, "won".to_string(), true),
+            (3, "failed".to_string(), false)
+        ]
+    );
+    let pick: Vec<serde_json::Value> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "candidate_pick")
+        .collect();
+    assert_eq!(pick.len(), 1);
+    assert_eq!(pick[0]["candidate"], 2);
+    assert_eq!(pick[0]["by"], "ranking");
+    assert_eq!(
+        p.refs("refs/ralph/candidates/"),
+        [
+            "refs/ralph/candidates/1.1/1/1",
+            "refs/ralph/candidates/1.1/1/3"
+        ]
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0);
 }

@@ -164,6 +164,15 @@ impl Attempt<'_> {
             let who = (self.backend, pm_model);
             postmortem::postmortem(ctx, story, n, spec, who, control, report).await;
         }
+        if self.req.candidate.is_some()
+            && matches!(report.verdict, Verdict::Done | Verdict::Tentative)
+        {
+            let b2 = self.branch.clone();
+            let stat = blocking(ctx, move |c| c.git.diffstat(&b2, &c.target)).await;
+            if let Ok(Ok(Some((_, added, removed)))) = stat {
+                report.diff_lines = Some((added + removed) as u64);
+            }
+        }
         if due.save_ref {
             let r = project::kept_ref(KeptRef::Attempt, &self.gid, n);
             let (b2, r2) = (self.branch.clone(), r.clone());

@@ -121,6 +121,9 @@ pub(crate) struct Landing {
     /// The test gate's findings were recorded and let be (`gates.tests:
     /// warn`): this landing does not check them again.
     pub(crate) tests_let_be: bool,
+    /// A racing candidate's work judged, not landed (`attempts.pick:
+    /// judge`): validated on the target's tip and kept on its branch.
+    pub(crate) trial: bool,
 }
 
 /// What `apply` found out while changing a story.

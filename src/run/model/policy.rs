@@ -74,6 +74,7 @@ pub(crate) struct BestOf {
     pub(crate) cli: Option<u32>,
     pub(crate) config: u32,
     pub(crate) candidates: Vec<crate::config::CandidateSpec>,
+    pub(crate) pick: crate::config::Pick,
 }
 
 /// The run's models: the ladder, `agent.model` (for the run's own agent)

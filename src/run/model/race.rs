@@ -50,6 +50,9 @@ pub(crate) enum CandState {
     Done,
     /// Its work is in the merge queue.
     Validating,
+    /// Its work passed validation and the gates on the target's tip
+    /// without landing (`attempts.pick: judge`): it waits for the pick.
+    Passed,
     /// It did not pass (its agent failed, or its work failed validation,
     /// the gates or the merge).
     Failed,
@@ -67,6 +70,7 @@ impl CandState {
             CandState::Running => "running",
             CandState::Done => "done",
             CandState::Validating => "validating",
+            CandState::Passed => "passed",
             CandState::Failed => "failed",
             CandState::Stopped => "stopped",
             CandState::Won => "won",
@@ -99,6 +103,10 @@ pub(crate) struct Candidate {
     /// What it spent (its CLI's figure; `cost_unknown`: a floor).
     pub(crate) cost_usd: f64,
     pub(crate) cost_unknown: bool,
+    /// Lines its work adds and removes (`AttemptReport::diff_lines`).
+    pub(crate) diff_lines: Option<u64>,
+    /// The gates' findings let be on its work (`gates.tests: warn`).
+    pub(crate) findings: usize,
 }
 
 /// The candidates racing for one attempt at a story.
@@ -139,6 +147,8 @@ impl Race {
                 finished: 0,
                 cost_usd: 0.0,
                 cost_unknown: false,
+                diff_lines: None,
+                findings: 0,
             })
             .collect();
         Race {
@@ -194,6 +204,52 @@ impl Race {
             .filter(|c| c.state == CandState::Done)
             .min_by_key(|c| c.finished)
             .map(|c| c.k)
+    }
+
+    /// `attempts.pick: judge`: once no candidate runs, waits or waits to
+    /// be judged, the passing one the fixed ranking puts first: fewest gate
+    /// findings, then the smallest diff, then the earliest finish.
+    pub(crate) fn ranked_first(&self) -> Option<u32> {
+        let open = self.cands.iter().any(|c| {
+            matches!(
+                c.state,
+                CandState::Waiting | CandState::Running | CandState::Done | CandState::Validating
+            )
+        });
+        if open || self.won().is_some() {
+            return None;
+        }
+        self.cands
+            .iter()
+            .filter(|c| c.state == CandState::Passed)
+            .min_by_key(|c| (c.findings, c.diff_lines.unwrap_or(u64::MAX), c.finished))
+            .map(|c| c.k)
+    }
+
+    /// Why the ranking put candidate `k` first, for the run records.
+    pub(crate) fn ranking_reason(&self, k: u32) -> String {
+        let passed: Vec<&Candidate> = self
+            .cands
+            .iter()
+            .filter(|c| c.state == CandState::Passed || c.k == k)
+            .collect();
+        let each: Vec<String> = passed
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {} finding(s), {} line(s) changed, finished #{}",
+                    c.k,
+                    c.findings,
+                    c.diff_lines.map_or("?".to_string(), |n| n.to_string()),
+                    c.finished
+                )
+            })
+            .collect();
+        format!(
+            "ranking (fewest findings, smallest diff, earliest finish) of {} passing: {}",
+            passed.len(),
+            each.join("; ")
+        )
     }
 
     /// No candidate can still pass: none waits, runs, is done or in the
@@ -343,6 +399,29 @@ mod tests {
         assert_eq!(r.next_for_queue(), None);
         let r = race(&[(Done, true, 3), (Won, true, 2)]);
         assert_eq!(r.next_for_queue(), None);
+    }
+
+    #[test]
+    fn the_ranking_takes_fewest_findings_then_the_smallest_diff_then_the_first_finished() {
+        use CandState::*;
+        let mut r = race(&[(Passed, true, 1), (Passed, true, 2), (Failed, true, 3)]);
+        r.cands[0].diff_lines = Some(40);
+        r.cands[1].diff_lines = Some(12);
+        r.cands[2].diff_lines = Some(1);
+        assert_eq!(r.ranked_first(), Some(2), "the smallest passing diff");
+        r.cands[1].findings = 1;
+        assert_eq!(r.ranked_first(), Some(1), "fewer findings first");
+        r.cands[1].findings = 0;
+        r.cands[0].diff_lines = Some(12);
+        assert_eq!(
+            r.ranked_first(),
+            Some(1),
+            "the same diff: the earlier finish"
+        );
+        let r = race(&[(Passed, true, 1), (Running, false, 0)]);
+        assert_eq!(r.ranked_first(), None, "not while one still runs");
+        let r = race(&[(Failed, true, 1), (Stopped, true, 2)]);
+        assert_eq!(r.ranked_first(), None);
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(super) fn send_to_landing(
         since: None,
         approved: false,
         tests_let_be: false,
+        trial: false,
     });
 }
 
@@ -52,6 +53,10 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     let n = super::batch::take(model.window, model.policy.batch, model.land_queue.len());
     let mut asks = Vec::with_capacity(n);
     for _ in 0..n {
+        // A racing candidate's trial is validated alone (`LandPlan::Review`).
+        if model.land_queue.front().is_some_and(|l| l.trial) && !asks.is_empty() {
+            break;
+        }
         let Some(mut next) = model.land_queue.pop_front() else {
             break;
         };
@@ -62,6 +67,9 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             attempt: next.attempt,
         }));
         asks.push((next, super::gates::ask(model, &next)));
+        if next.trial {
+            break;
+        }
     }
     match asks.len() {
         0 => {}
@@ -74,7 +82,10 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
                 attempt: next.attempt,
                 approved: next.approved,
                 gates,
-                plan: plan(model.policy.landing_mode, next.approved),
+                plan: match next.trial {
+                    true => LandPlan::Review,
+                    false => plan(model.policy.landing_mode, next.approved),
+                },
             });
         }
         _ => out.push(Action::LandChain(

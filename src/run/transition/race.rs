@@ -13,6 +13,7 @@
 //! twice. The price: a later candidate waits for an earlier one's landing.
 
 use crate::agent::{ResultKind, Verdict};
+use crate::config::Pick;
 use crate::report::Message;
 use crate::runlog::Ev;
 use crate::state::AttemptKind;
@@ -224,6 +225,7 @@ pub(super) fn candidate_finished(
     c.log_rel = Some(r.log_rel.clone());
     c.cost_usd = r.cost_usd;
     c.cost_unknown = r.cost_unknown;
+    c.diff_lines = r.diff_lines;
     // A candidate stopped because another won stays stopped, whatever its
     // agent said as it went.
     if c.state == CandState::Running {
@@ -257,6 +259,7 @@ fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     let Some(race) = model.racing.get_mut(&idx) else {
         return;
     };
+    let judge = model.policy.best_of.pick == Pick::Judge;
     if let Some(k) = race.next_for_queue() {
         let attempt = race.attempt;
         let Some(c) = race.get_mut(k) else { return };
@@ -264,15 +267,23 @@ fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
         let label = who(c.agent, c.model.as_deref());
         out.push(Action::Log(format!(
             "story {id} attempt {attempt}: candidate {k} ({label}) said DONE; its work goes \
-             to the merge queue"
+             to the merge queue{}",
+            if judge { " to be judged" } else { "" }
         )));
         out.push(Action::AdoptCandidate { id: id.clone(), k });
-        out.push(Action::Say(Message::Finished {
-            id: id.clone(),
-            secs: race.secs,
-        }));
+        if !judge {
+            out.push(Action::Say(Message::Finished {
+                id: id.clone(),
+                secs: race.secs,
+            }));
+        }
         // A candidate's post hooks are the attempt's: they ran with its end.
         send_to_landing(model, idx, attempt, None, out);
+        if let Some(l) = model.land_queue.back_mut().filter(|_| judge) {
+            l.trial = true;
+        }
+    } else if let Some(k) = race.ranked_first().filter(|_| judge) {
+        picked(model, idx, k, out);
     }
     settle(model, idx, out);
     let Some(race) = model.racing.get(&idx) else {
@@ -284,6 +295,33 @@ fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
         race_won(model, idx, out);
     }
     sync_rows(model, idx);
+}
+
+/// `attempts.pick: judge` chose candidate `k` by the ranking: said and
+/// recorded, and its work goes to the merge queue to land.
+fn picked(model: &mut Model, idx: usize, k: u32, out: &mut Vec<Action>) {
+    let id = model.id(idx).to_string();
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    let (attempt, secs) = (race.attempt, race.secs);
+    let reason = race.ranking_reason(k);
+    if let Some(c) = race.get_mut(k) {
+        c.state = CandState::Validating;
+    }
+    out.push(Action::Log(format!(
+        "story {id} attempt {attempt}: candidate {k} picked by the {reason}"
+    )));
+    out.push(Action::Record(Ev::CandidatePick {
+        story: id.clone(),
+        attempt,
+        candidate: k,
+        by: "ranking".into(),
+        reason,
+    }));
+    out.push(Action::AdoptCandidate { id: id.clone(), k });
+    out.push(Action::Say(Message::Finished { id, secs }));
+    send_to_landing(model, idx, attempt, None, out);
 }
 
 /// Records each candidate whose fate is decided and keeps the work of
@@ -300,7 +338,8 @@ fn settle(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
             c.state,
             CandState::Failed | CandState::Stopped | CandState::Won
         );
-        if !(done || (decided && c.state == CandState::Done)) {
+        let unneeded = matches!(c.state, CandState::Done | CandState::Passed);
+        if !(done || (decided && unneeded)) {
             continue;
         }
         c.settled = true;
@@ -347,6 +386,26 @@ pub(super) fn landing_ended(
         return false;
     };
     let why = match result {
+        // Judged, not landed: it waits for the pick.
+        LandResult::InReview if landing.trial => {
+            if let Some(c) = race.get_mut(k) {
+                c.state = CandState::Passed;
+            }
+            model.apply(idx, Change::RaceOn);
+            advance(model, idx, now, out);
+            out.push(Action::Save);
+            return true;
+        }
+        // `gates.tests: warn`: the findings are recorded and the work
+        // goes on as the gate decides; the ranking counts them.
+        LandResult::Gated { findings, .. }
+            if model.policy.tests_gate == crate::config::TestsGate::Warn =>
+        {
+            if let Some(c) = race.get_mut(k) {
+                c.findings = findings.len();
+            }
+            return false;
+        }
         LandResult::Landed { .. } | LandResult::InReview | LandResult::InPr { .. } => {
             won(model, idx, k, out);
             return false;

@@ -189,3 +189,67 @@ fn candidates_run_as_attempts_candidates_says() {
         ]
     );
 }
+
+fn plans(actions: &[Action]) -> Vec<crate::run::events::LandPlan> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Land { plan, .. } => Some(*plan),
+            _ => None,
+        })
+        .collect()
+}
+
+fn done_with_diff(req: &AttemptRequest, lines: u64) -> Event {
+    let Event::AttemptFinished(mut r) = finished(req, Verdict::Done) else {
+        unreachable!()
+    };
+    r.diff_lines = Some(lines);
+    Event::AttemptFinished(r)
+}
+
+#[test]
+fn judge_validates_every_done_candidate_then_lands_the_smallest_passing_diff() {
+    use crate::run::events::LandPlan;
+    let mut m = racing(3, 4);
+    m.policy.best_of.pick = crate::config::Pick::Judge;
+    let reqs = of_a(begin(&mut m));
+    let a = handle(&mut m, done_with_diff(&reqs[0], 40), t0());
+    assert_eq!(plans(&a), vec![LandPlan::Review], "judged, not landed");
+    handle(&mut m, done_with_diff(&reqs[1], 12), t0());
+    let a = land(&mut m, 0, LandResult::InReview, t0());
+    assert_eq!(plans(&a), vec![LandPlan::Review], "the next one judged");
+    assert!(stopped(&a).is_empty(), "nobody is stopped while judging");
+    assert_eq!(m.racing[&0].get(1).unwrap().state, CandState::Passed);
+    let a = land(&mut m, 0, LandResult::InReview, t0());
+    assert!(plans(&a).is_empty(), "candidate 3 still runs");
+    let a = handle(&mut m, finished(&reqs[2], failed("gave up")), t0());
+    // Every candidate is in: the ranking picks 2 (12 lines), which lands.
+    assert!(a.contains(&Action::AdoptCandidate {
+        id: "a".into(),
+        k: 2
+    }));
+    assert_eq!(plans(&a), vec![LandPlan::Land]);
+    let pick = records(&a)
+        .into_iter()
+        .find_map(|e| match e {
+            Ev::CandidatePick {
+                candidate, reason, ..
+            } => Some((candidate, reason)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(pick.0, 2);
+    assert!(pick.1.contains("2: 0 finding(s), 12 line(s)"), "{}", pick.1);
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(
+        ends(&a),
+        vec![
+            (1, "passed".to_string(), false),
+            (2, "won".to_string(), true)
+        ]
+    );
+    assert_eq!(kept(&a), vec![1]);
+    assert!(m.racing.is_empty());
+    assert_eq!(m.state.record("a").unwrap().status, Status::Done);
+}
