@@ -20,6 +20,7 @@ mod executor;
 mod forecast;
 mod gates;
 mod gitops;
+mod judge;
 mod ladder;
 mod layout;
 mod learnings;

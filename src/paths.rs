@@ -184,6 +184,12 @@ pub(crate) fn review_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
     story_logs(root, id).join(format!("review-{attempt}.log"))
 }
 
+/// `.ralph/logs/<id>/judge-<n>.log`: the judge of attempt `n`'s racing
+/// candidates (issue 36).
+pub(crate) fn judge_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
+    story_logs(root, id).join(format!("judge-{attempt}.log"))
+}
+
 /// `.ralph/logs/<id>/postmortem-<n>.log`: the timeout postmortem of attempt `n`.
 pub(crate) fn postmortem_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
     story_logs(root, id).join(format!("postmortem-{attempt}.log"))

@@ -15,6 +15,9 @@ pub(crate) struct Attempts {
     pub(crate) candidates: Vec<CandidateSpec>,
     /// `attempts.pick` (default `first`): which passing candidate lands.
     pub(crate) pick: Pick,
+    /// `attempts.judge.agent` / `.model`: the agent that picks among the
+    /// passing candidates under `pick: judge`; `None`, the fixed ranking.
+    pub(crate) judge: Option<CandidateSpec>,
 }
 
 /// `attempts.pick`.
@@ -97,10 +100,39 @@ pub(super) fn attempts(r: &mut Reader) -> Attempts {
             Pick::First
         }
     };
+    let judge = judge(r);
     Attempts {
         best_of: best_of.min(u32::MAX as u64) as u32,
         candidates,
         pick,
+        judge,
+    }
+}
+
+/// `attempts.judge.agent` and `.model`, read as a candidate entry is.
+fn judge(r: &mut Reader) -> Option<CandidateSpec> {
+    let model = r
+        .get("attempts.judge.model")
+        .is_some()
+        .then(|| r.string("attempts.judge.model", false))
+        .filter(|m| !m.trim().is_empty());
+    let agent = r
+        .get("attempts.judge.agent")
+        .is_some()
+        .then(|| r.string("attempts.judge.agent", false))?;
+    let entry = match &model {
+        Some(m) => format!("{}:{m}", agent.trim()),
+        None => agent.trim().to_string(),
+    };
+    match CandidateSpec::parse(&entry) {
+        Ok(j) => Some(j),
+        Err(why) => {
+            r.problem(
+                "attempts.judge.agent",
+                format!("attempts.judge.agent/model {entry:?} {why}"),
+            );
+            None
+        }
     }
 }
 
@@ -166,5 +198,13 @@ mod tests {
         assert_eq!(judge.pick, Pick::Judge);
         let problems = read(serde_json::json!({"attempts": {"pick": "best"}})).unwrap_err();
         assert!(problems[0].to_string().contains("attempts.pick"));
+        let j =
+            read(serde_json::json!({"attempts": {"judge": {"agent": "claude", "model": "opus"}}}))
+                .unwrap()
+                .judge;
+        assert_eq!(j, CandidateSpec::parse("claude:opus").ok());
+        let problems =
+            read(serde_json::json!({"attempts": {"judge": {"agent": "oracle"}}})).unwrap_err();
+        assert!(problems[0].to_string().contains("attempts.judge.agent"));
     }
 }

@@ -367,6 +367,21 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          finishes; among those whose work passes, the smallest diff, then the earliest \
          finish). See docs/cost.md.",
     ),
+    key_or(
+        "attempts.judge.agent",
+        Kind::Agent,
+        "none (the fixed ranking)",
+        "Under `attempts.pick: judge`, the agent that picks among the passing candidates: \
+         it runs sealed with `RALPH_JUDGE=1`, is shown each one's diff (cut short) and \
+         validation, and answers `<ralph>PICK k</ralph>`; its cost is the story's. A failed \
+         judge or no valid PICK falls back to the ranking.",
+    ),
+    key_or(
+        "attempts.judge.model",
+        Kind::Str,
+        "the CLI's own",
+        "The model the judge runs on, in its CLI's own flag.",
+    ),
     key(
         "parallel.retry_concurrency",
         Kind::Uint { min: 1 },

@@ -36,7 +36,8 @@ pub(crate) fn backends_used(
 /// candidates' too (`attempts.candidates`, issue 36).
 pub(crate) fn used_by(project: &Project, default: Backend) -> Vec<Backend> {
     let mut used = backends_used(&project.config.agent, &project.backlog.stories, default);
-    for c in &project.config.attempts.candidates {
+    let attempts = &project.config.attempts;
+    for c in attempts.candidates.iter().chain(&attempts.judge) {
         if !used.contains(&c.agent) {
             used.push(c.agent);
         }

@@ -36,6 +36,8 @@ enum Task {
     Attempt(Box<AttemptRequest>),
     Landing,
     Hooks,
+    /// Best of N's judge of story `.0`'s attempt `.1`.
+    Judge(usize, u32),
 }
 
 pub(crate) struct Dispatcher<E: Executor> {
@@ -393,6 +395,18 @@ impl<E: Executor> Dispatcher<E> {
                 self.ctx.log.line(&format!("post hooks: {e}"));
                 Event::HooksDone
             }
+            // A judge that died gave no pick: the ranking decides.
+            (Err(e), Some(Task::Judge(idx, attempt))) => {
+                Event::Judged(super::events::JudgeReport {
+                    idx,
+                    attempt,
+                    pick: None,
+                    reason: format!("internal error in the judge: {e}"),
+                    usage: Default::default(),
+                    cost_usd: 0.0,
+                    cost_unknown: true,
+                })
+            }
             // Every task is registered as it is spawned.
             (Err(_), None) => return None,
         })
@@ -532,6 +546,15 @@ impl<E: Executor> Dispatcher<E> {
                 }
             }
             Action::AdoptCandidate { id, k } => self.adopt_candidate(&id, k),
+            Action::Judge(ask) => {
+                let story = self.model.stories[ask.idx].clone();
+                let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
+                let owner = Task::Judge(ask.idx, ask.attempt);
+                let handle = self.tasks.spawn(async move {
+                    Event::Judged(super::judge::run_judge(&ctx, &story, &ask, control).await)
+                });
+                self.owners.insert(handle.id(), owner);
+            }
             Action::KeepCandidate { id, attempt, k } => {
                 let branch = crate::project::story_branch(&crate::project::candidate_key(&id, k));
                 let kept = crate::project::candidate_ref(&id, attempt, k);

@@ -19,6 +19,7 @@ pub(crate) mod context;
 mod dispatcher;
 mod dry_run;
 pub(crate) mod events;
+mod judge;
 mod land;
 mod landed;
 mod live;
@@ -217,6 +218,7 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
                 config: config.attempts.best_of,
                 candidates: config.attempts.candidates.clone(),
                 pick: config.attempts.pick,
+                judge: config.attempts.judge.clone(),
             },
             _ => model::BestOf {
                 cli: Some(1),

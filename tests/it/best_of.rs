@@ -280,3 +280,80 @@ done_
     );
     assert_eq!(p.story("1.1")["attempts"], 0);
 }
+
+/// Two candidates that both pass (`one` a small change, `two` a bigger
+/// one) and a judge (the same fake CLI, told apart by `RALPH_JUDGE`) that
+/// answers what `$SCRATCH/judge-answer` says.
+fn judged(answer: &str) -> Project {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+      "attempts": { "best_of": 2, "pick": "judge",
+        "candidates": ["claude:one", "claude:two"],
+        "judge": { "agent": "claude", "model": "wise" } },
+      "validation": { "commands": [ { "name": "has-ok", "required": true,
+        "cmd": "test -f ok.txt" } ] } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    std::fs::write(p.scratch.join("judge-answer"), answer).unwrap();
+    agent_by_model(
+        &p,
+        r#"
+if [ "$RALPH_JUDGE" = 1 ]; then
+  cp "$PROMPT_FILE" "$SCRATCH/judge-prompt"; echo "$M" > "$SCRATCH/judge-model"
+  result "$(cat "$SCRATCH/judge-answer")"; exit 0
+fi
+case "$M" in
+one) echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): one" ;;
+two) seq 1 30 > two.txt; echo ok > ok.txt; git add two.txt ok.txt; git commit -qm "feat(story-$ID): two" ;;
+esac
+done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    p
+}
+
+fn the_pick(p: &Project) -> serde_json::Value {
+    let picks: Vec<serde_json::Value> = run_records(p)
+        .into_iter()
+        .filter(|r| r["ev"] == "candidate_pick")
+        .collect();
+    assert_eq!(picks.len(), 1, "{picks:?}");
+    picks[0].clone()
+}
+
+#[test]
+fn a_judge_agents_pick_is_obeyed() {
+    let p = judged("two does it properly <ralph>PICK 2</ralph>");
+    let pick = the_pick(&p);
+    assert_eq!(
+        (pick["candidate"].as_u64(), pick["by"].as_str()),
+        (Some(2), Some("judge"))
+    );
+    let reason = pick["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("two does it properly"), "{pick}");
+    // The bigger change landed, as the judge said; it saw both diffs on its model.
+    assert_eq!(
+        p.file_on_main("two.txt").map(|t| t.lines().count()),
+        Some(30)
+    );
+    let prompt = p.scratch_text("judge-prompt");
+    assert!(prompt.contains("## Candidate 1 (claude:one)"), "{prompt}");
+    assert!(prompt.contains("+++ b/two.txt"), "{prompt}");
+    assert_eq!(p.scratch_text("judge-model").trim(), "wise");
+    // Its cost is the story's: two candidates and the judge.
+    let cost = p.story("1.1")["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.03).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn a_judge_reply_without_a_valid_pick_falls_back_to_the_ranking() {
+    let p = judged("they are both fine <ralph>PICK 9</ralph>");
+    let pick = the_pick(&p);
+    assert_eq!(
+        (pick["candidate"].as_u64(), pick["by"].as_str()),
+        (Some(1), Some("ranking"))
+    );
+    assert_eq!(p.file_on_main("two.txt"), None);
+}

@@ -875,6 +875,7 @@ impl Model {
             || !self.landing.is_empty()
             || !self.land_queue.is_empty()
             || self.hooks_running > 0
+            || self.racing.values().any(|r| r.judging)
     }
 }
 

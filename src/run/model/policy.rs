@@ -75,6 +75,7 @@ pub(crate) struct BestOf {
     pub(crate) config: u32,
     pub(crate) candidates: Vec<crate::config::CandidateSpec>,
     pub(crate) pick: crate::config::Pick,
+    pub(crate) judge: Option<crate::config::CandidateSpec>,
 }
 
 /// The run's models: the ladder, `agent.model` (for the run's own agent)

@@ -121,6 +121,10 @@ pub(crate) struct Race {
     /// record once the race is over.
     pub(crate) usage: crate::agent::event::Usage,
     pub(crate) secs: f64,
+    /// Its judge agent runs (`attempts.judge.agent`), and what judges
+    /// cost it so far.
+    pub(crate) judging: bool,
+    pub(crate) judge_cost: (f64, bool),
 }
 
 impl Race {
@@ -158,6 +162,8 @@ impl Race {
             cands,
             usage: Default::default(),
             secs: 0.0,
+            judging: false,
+            judge_cost: (0.0, false),
         }
     }
 
@@ -275,10 +281,20 @@ impl Race {
         self.cands.iter().filter(|c| c.ended).count() as u32
     }
 
-    /// Every candidate's cost, and whether one was unknown.
+    /// Every candidate's cost and its judge's, and whether one was unknown.
     pub(crate) fn cost(&self) -> (f64, bool) {
-        let usd = self.cands.iter().map(|c| c.cost_usd).sum();
-        (usd, self.cands.iter().any(|c| c.cost_unknown))
+        let usd: f64 = self.cands.iter().map(|c| c.cost_usd).sum();
+        let unknown = self.cands.iter().any(|c| c.cost_unknown);
+        (usd + self.judge_cost.0, unknown || self.judge_cost.1)
+    }
+
+    /// The candidates that passed and wait for the pick.
+    pub(crate) fn passing(&self) -> Vec<u32> {
+        self.cands
+            .iter()
+            .filter(|c| c.state == CandState::Passed)
+            .map(|c| c.k)
+            .collect()
     }
 
     /// The candidates as `state.json` shows them (`status --json`).

@@ -143,6 +143,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             chain_finished(model, vec![result], now, &mut out);
         }
         Event::ChainFinished(results) => chain_finished(model, results, now, &mut out),
+        Event::Judged(report) => race::judged(model, report, &mut out),
         Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
         Event::Signal(sig) => on_signal(model, sig, &mut out),
         Event::Timer => on_timer(model, now, &mut out),

@@ -20,7 +20,9 @@ use crate::state::AttemptKind;
 
 use super::finish::budget_ahead;
 use super::landing::send_to_landing;
-use crate::run::events::{Action, AttemptReport, AttemptRequest, LandResult, Now};
+use crate::run::events::{
+    Action, AttemptReport, AttemptRequest, JudgeAsk, JudgeReport, LandResult, Now,
+};
 use crate::run::model::race::{candidate_agent, who};
 use crate::run::model::{CandState, Change, Landing, Model, Race};
 use crate::run::record;
@@ -283,7 +285,36 @@ fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
             l.trial = true;
         }
     } else if let Some(k) = race.ranked_first().filter(|_| judge) {
-        picked(model, idx, k, out);
+        match model.policy.best_of.judge.clone() {
+            Some(j) if !race.judging => {
+                race.judging = true;
+                let passing = race
+                    .cands
+                    .iter()
+                    .filter(|c| c.state == CandState::Passed)
+                    .map(|c| (c.k, who(c.agent, c.model.as_deref()), c.findings))
+                    .collect();
+                out.push(Action::Log(format!(
+                    "story {id} attempt {}: the judge ({}) picks among candidates {:?}",
+                    race.attempt,
+                    who(j.agent, j.model.as_deref()),
+                    race.passing()
+                )));
+                out.push(Action::Judge(JudgeAsk {
+                    idx,
+                    attempt: race.attempt,
+                    agent: j.agent,
+                    model: j.model,
+                    passing,
+                }));
+            }
+            // Its judge is still out.
+            Some(_) => {}
+            None => {
+                let reason = race.ranking_reason(k);
+                picked(model, idx, (k, "ranking"), reason, out);
+            }
+        }
     }
     settle(model, idx, out);
     let Some(race) = model.racing.get(&idx) else {
@@ -297,26 +328,71 @@ fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     sync_rows(model, idx);
 }
 
-/// `attempts.pick: judge` chose candidate `k` by the ranking: said and
-/// recorded, and its work goes to the merge queue to land.
-fn picked(model: &mut Model, idx: usize, k: u32, out: &mut Vec<Action>) {
+/// Best of N's judge answered: its cost is the story's, and its valid
+/// pick lands; a failed judge or one without a valid PICK leaves the pick
+/// to the ranking.
+pub(super) fn judged(model: &mut Model, rep: JudgeReport, out: &mut Vec<Action>) {
+    let (idx, id) = (rep.idx, model.id(rep.idx).to_string());
+    model.state.add_usage(&id, rep.usage, rep.cost_usd, 0.0);
+    model.run_cost_usd += rep.cost_usd;
+    model.run_cost_unknown |= rep.cost_unknown;
+    model.run_tokens += crate::report::tokens(&rep.usage);
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    if race.attempt != rep.attempt || !race.judging {
+        return;
+    }
+    race.judging = false;
+    race.usage += rep.usage;
+    race.judge_cost = (
+        race.judge_cost.0 + rep.cost_usd,
+        race.judge_cost.1 || rep.cost_unknown,
+    );
+    let pick = crate::judge::valid_pick(rep.pick, &race.passing());
+    let (k, by, reason) = match (pick, race.ranked_first()) {
+        (Some(k), _) => (k, "judge", rep.reason),
+        (None, Some(k)) => {
+            let said = rep.reason.lines().next().unwrap_or("").to_string();
+            let why = match rep.pick {
+                Some(p) => format!("the judge picked {p}, no passing candidate"),
+                None => format!("the judge gave no PICK ({said})"),
+            };
+            (k, "ranking", format!("{why}; {}", race.ranking_reason(k)))
+        }
+        (None, None) => return,
+    };
+    picked(model, idx, (k, by), reason, out);
+    out.push(Action::Save);
+}
+
+/// `attempts.pick: judge` chose candidate `k` (`by` the judge or the
+/// ranking, for `reason`): said and recorded, and its work goes to the
+/// merge queue to land.
+fn picked(
+    model: &mut Model,
+    idx: usize,
+    (k, by): (u32, &str),
+    reason: String,
+    out: &mut Vec<Action>,
+) {
     let id = model.id(idx).to_string();
     let Some(race) = model.racing.get_mut(&idx) else {
         return;
     };
     let (attempt, secs) = (race.attempt, race.secs);
-    let reason = race.ranking_reason(k);
     if let Some(c) = race.get_mut(k) {
         c.state = CandState::Validating;
     }
     out.push(Action::Log(format!(
-        "story {id} attempt {attempt}: candidate {k} picked by the {reason}"
+        "story {id} attempt {attempt}: candidate {k} picked by the {by}: {}",
+        reason.lines().next().unwrap_or("")
     )));
     out.push(Action::Record(Ev::CandidatePick {
         story: id.clone(),
         attempt,
         candidate: k,
-        by: "ranking".into(),
+        by: by.into(),
         reason,
     }));
     out.push(Action::AdoptCandidate { id: id.clone(), k });

@@ -253,3 +253,78 @@ fn judge_validates_every_done_candidate_then_lands_the_smallest_passing_diff() {
     assert!(m.racing.is_empty());
     assert_eq!(m.state.record("a").unwrap().status, Status::Done);
 }
+
+fn judge_asks(actions: &[Action]) -> Vec<crate::run::events::JudgeAsk> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Judge(ask) => Some(ask.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Story a raced by two candidates, both passed, its judge asked.
+fn judged_race() -> (Model, crate::run::events::JudgeAsk) {
+    let mut m = racing(2, 4);
+    m.policy.best_of.pick = crate::config::Pick::Judge;
+    m.policy.best_of.judge = crate::config::CandidateSpec::parse("claude:opus").ok();
+    let reqs = of_a(begin(&mut m));
+    handle(&mut m, done_with_diff(&reqs[0], 5), t0());
+    handle(&mut m, done_with_diff(&reqs[1], 50), t0());
+    land(&mut m, 0, LandResult::InReview, t0());
+    let a = land(&mut m, 0, LandResult::InReview, t0());
+    assert!(
+        plans(&a).is_empty(),
+        "nothing lands before the judge answers"
+    );
+    let mut asks = judge_asks(&a);
+    assert_eq!(asks.len(), 1);
+    assert!(m.busy(), "the run waits for its judge");
+    (m, asks.remove(0))
+}
+
+fn answer(ask: &crate::run::events::JudgeAsk, pick: Option<u32>) -> Event {
+    Event::Judged(crate::run::events::JudgeReport {
+        idx: ask.idx,
+        attempt: ask.attempt,
+        pick,
+        reason: "2 is clearer".into(),
+        usage: Default::default(),
+        cost_usd: 0.25,
+        cost_unknown: false,
+    })
+}
+
+fn pick_of(actions: &[Action]) -> Option<(u32, String)> {
+    records(actions).into_iter().find_map(|e| match e {
+        Ev::CandidatePick { candidate, by, .. } => Some((candidate, by)),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_judges_valid_pick_lands_and_costs_the_story() {
+    let (mut m, ask) = judged_race();
+    assert_eq!(ask.agent, Backend::Claude);
+    assert_eq!(ask.model.as_deref(), Some("opus"));
+    let passing: Vec<u32> = ask.passing.iter().map(|p| p.0).collect();
+    assert_eq!(passing, vec![1, 2]);
+    let a = handle(&mut m, answer(&ask, Some(2)), t0());
+    assert_eq!(pick_of(&a), Some((2, "judge".to_string())));
+    assert!(a.contains(&Action::AdoptCandidate {
+        id: "a".into(),
+        k: 2
+    }));
+    assert_eq!(m.state.record("a").unwrap().cost_usd, 0.25);
+}
+
+#[test]
+fn a_judge_without_a_valid_pick_leaves_it_to_the_ranking() {
+    for pick in [None, Some(7)] {
+        let (mut m, ask) = judged_race();
+        let a = handle(&mut m, answer(&ask, pick), t0());
+        // Candidate 1 has the smaller diff.
+        assert_eq!(pick_of(&a), Some((1, "ranking".to_string())), "{pick:?}");
+    }
+}
