@@ -163,6 +163,12 @@ pub(crate) fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
     story_logs(root, id).join(format!("attempt-{attempt}.log"))
 }
 
+/// `.ralph/logs/<id>/attempt-<n>-c<k>.log`: the raw output of racing
+/// candidate `k` of attempt `n` (best of N, issue 36).
+pub(crate) fn candidate_log_path(root: &Path, id: &str, attempt: u32, k: u32) -> PathBuf {
+    story_logs(root, id).join(format!("attempt-{attempt}-c{k}.log"))
+}
+
 /// The attempt number an attempt log's file name carries (`attempt-<n>.log`).
 pub(crate) fn attempt_log_number(file_name: &str) -> Option<u32> {
     file_name

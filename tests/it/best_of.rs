@@ -160,6 +160,17 @@ fn first_lands_the_fast_passing_candidate_and_stops_the_slow_one() {
             (3, "won".to_string(), true)
         ]
     );
+    // The stopped one's CLI reported no cost: unknown, never $0.
+    let slow_end = run_records(&p)
+        .into_iter()
+        .find(|r| r["ev"] == "candidate_end" && r["candidate"] == 2)
+        .unwrap();
+    assert_eq!(slow_end["cost_unknown"], true, "{slow_end}");
+    // Each candidate's log is the story's, named by its candidate.
+    for k in 1..=3 {
+        let log = p.root.join(format!(".ralph/logs/1.1/attempt-1-c{k}.log"));
+        assert!(log.is_file(), "{}", log.display());
+    }
     let starts = run_records(&p)
         .iter()
         .filter(|r| r["ev"] == "candidate_start")

@@ -103,7 +103,10 @@ pub(super) async fn run_attempt(
         n: req.attempt,
         branch: project::story_branch(&gid),
         wt_path: crate::paths::slot_worktree(&ctx.root, req.slot).1,
-        log_path: crate::paths::attempt_log_path(&ctx.root, &gid, req.attempt),
+        log_path: match req.candidate {
+            Some(k) => crate::paths::candidate_log_path(&ctx.root, &story.id, req.attempt, k),
+            None => crate::paths::attempt_log_path(&ctx.root, &story.id, req.attempt),
+        },
         gid,
         backend: req.agent,
         started: Instant::now(),

@@ -240,6 +240,16 @@ pub(super) fn candidate_finished(
             }
         };
     }
+    // A candidate stopped before its CLI reported a cost spent an unknown
+    // amount, never a made-up $0.
+    let unreported = r.cost_usd == 0.0 && crate::report::tokens(&r.usage) == 0;
+    if let Some(c) = race
+        .get_mut(k)
+        .filter(|c| c.state == CandState::Stopped && unreported)
+    {
+        c.cost_unknown = true;
+        model.run_cost_unknown = true;
+    }
     let running = race.cands.iter().any(|c| c.state == CandState::Running);
     out.push(Action::Log(format!(
         "story {id} attempt {} candidate {k} ended: {}",
