@@ -152,7 +152,12 @@ pub(crate) fn story_branch(id: &str) -> String {
 /// (`story_branch` of it), its attempt's refs and its process token. A
 /// story ID has no `@`, so it is no other story's.
 pub(crate) fn candidate_key(id: &str, k: u32) -> String {
-    format!("{id}@c{k}")
+    format!("{}{k}", candidate_key_prefix(id))
+}
+
+/// What every racing candidate's key of story `id` begins with.
+pub(crate) fn candidate_key_prefix(id: &str) -> String {
+    format!("{id}@c")
 }
 
 /// Where the work of candidate `k` of attempt `n` at story `id` is kept

@@ -51,6 +51,16 @@ fast)
 esac
 "#;
 
+/// Story 1.1 alone, committed, with these `attempts` settings.
+fn one_story(attempts: &str) -> Project {
+    let config = format!(
+        r#"{{ "loop": {{ "max_retries": 2, "grace_seconds": 1 }}, "attempts": {attempts} }}"#
+    );
+    let p = Project::with_backlog("1.1 | A\n", &config);
+    p.commit_all("backlog");
+    p
+}
+
 /// Processes whose environment holds `token` (what `process` stops by).
 fn holding(token: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -226,10 +236,7 @@ echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): ok"; done_
 
 #[test]
 fn best_of_on_the_command_line_wins_over_the_config() {
-    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
-      "attempts": { "best_of": 3 } }"#;
-    let p = Project::with_backlog("1.1 | A\n", config);
-    p.commit_all("backlog");
+    let p = one_story(r#"{ "best_of": 3 }"#);
     p.agent(
         r#"echo "${RALPH_CANDIDATE:-none}" >> "$SCRATCH/candidates"
 commit_file "src/$ID.txt"; done_"#,
@@ -367,4 +374,41 @@ fn a_judge_reply_without_a_valid_pick_falls_back_to_the_ranking() {
         (Some(1), Some("ranking"))
     );
     assert_eq!(p.file_on_main("two.txt"), None);
+}
+
+#[test]
+fn a_race_killed_mid_way_keeps_every_candidates_work_for_the_next_run() {
+    let p = one_story(r#"{ "best_of": 2 }"#);
+    // Each candidate commits, leaves a file uncommitted, then works on.
+    p.agent(
+        r#"
+K="$RALPH_CANDIDATE"
+commit_file "src/c$K.txt"; echo wip > "wip-$K.txt"
+touch "$SCRATCH/ready-$K"
+while [ ! -f "$SCRATCH/never" ]; do sleep 0.05; done
+"#,
+    );
+    let mut child = crate::crash::spawn(&p, &["run", "-j", "2"]);
+    wait_until(
+        "both candidates at work",
+        std::time::Duration::from_secs(60),
+        || p.scratch.join("ready-1").exists() && p.scratch.join("ready-2").exists(),
+    );
+    crate::crash::kill_session(child.id() as i32);
+    crate::crash::wait_exit(&mut child, "the killed run");
+    // The next run finds the race's leftovers first, then lands the story.
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph(&["run", "-j", "2", "--best-of", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    let refs = p.refs("refs/ralph/");
+    for k in [1, 2] {
+        let kept = format!("refs/ralph/candidates/1.1/1/{k}");
+        assert!(refs.contains(&kept), "{refs:?}");
+        let committed = git(&p.root, &["show", &format!("{kept}:src/c{k}.txt")]);
+        assert_eq!(committed, "1.1\n");
+        let unc = format!("refs/ralph/attempts/1.1@c{k}/1-uncommitted");
+        let wip = git(&p.root, &["show", &format!("{unc}:wip-{k}.txt")]);
+        assert_eq!(wip, "wip\n");
+    }
 }
