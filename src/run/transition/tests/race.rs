@@ -328,3 +328,61 @@ fn a_judge_without_a_valid_pick_leaves_it_to_the_ranking() {
         assert_eq!(pick_of(&a), Some((1, "ranking".to_string())), "{pick:?}");
     }
 }
+
+/// Carries out what the run asks for in a table test of a budget: new
+/// starts join `running`, landings land, a stopped candidate ends having
+/// spent $1 as every other.
+fn drive(m: &mut Model, actions: Vec<Action>, running: &mut Vec<AttemptRequest>) {
+    running.extend(starts(&actions));
+    for a in &actions {
+        if let Action::StopAttempt { slot } = a {
+            if let Some(i) = running.iter().position(|r| r.slot == *slot) {
+                let req = running.remove(i);
+                let mut r = AttemptReport::empty(&req, Verdict::Interrupted, String::new());
+                r.cost_usd = 1.0;
+                let next = handle(m, Event::AttemptFinished(Box::new(r)), t0());
+                drive(m, next, running);
+            }
+        }
+    }
+    for i in lands(&actions) {
+        let next = land(m, i, landed_as(i), t0());
+        drive(m, next, running);
+    }
+}
+
+#[test]
+fn the_budget_is_overshot_by_one_candidates_cost_at_most() {
+    // Six stories raced by three candidates each, $1 a candidate, $4.5 to
+    // spend, four jobs.
+    let mut m = model_with(&INDEPENDENT, 4, 3, None);
+    for s in &mut m.stories {
+        s.model.best_of = Some(3);
+    }
+    m.policy.budget.run_usd = Some(4.5);
+    let mut running = Vec::new();
+    let first = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    drive(&mut m, first, &mut running);
+    assert_eq!(running.len(), 4, "nothing known yet: the first wave starts");
+    while !running.is_empty() {
+        let req = running.remove(0);
+        let mut r = AttemptReport::empty(&req, Verdict::Done, String::new());
+        r.cost_usd = 1.0;
+        let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+        drive(&mut m, a, &mut running);
+        assert!(
+            m.run_cost_usd <= 4.5 + 1.0 + running.len() as f64,
+            "spent {} with {} running",
+            m.run_cost_usd,
+            running.len()
+        );
+    }
+    // Once a candidate's cost was known, nothing started past the budget
+    // but one candidate.
+    assert!(m.run_cost_usd <= 4.5 + 1.0, "{}", m.run_cost_usd);
+    assert!(
+        m.run_cost_usd >= 4.5,
+        "it spent its budget: {}",
+        m.run_cost_usd
+    );
+}
