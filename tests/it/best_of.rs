@@ -241,6 +241,12 @@ fn best_of_on_the_command_line_wins_over_the_config() {
         r#"echo "${RALPH_CANDIDATE:-none}" >> "$SCRATCH/candidates"
 commit_file "src/$ID.txt"; done_"#,
     );
+    // The dry run says which stories race.
+    let d = p.ralph(&["run", "-d"]);
+    assert!(d.stdout.contains("1.1 A  (best of 3)"), "{d:?}");
+    assert!(d.stdout.contains("best of N: 1 story race"), "{d:?}");
+    let d = p.ralph(&["run", "-d", "--best-of", "1"]);
+    assert!(!d.stdout.contains("best of"), "{d:?}");
     let r = p.ralph(&["run", "--best-of", "1"]);
     assert_eq!(r.code, 0, "{r:?}");
     // One agent, as without racing: no candidate, no candidate records.
