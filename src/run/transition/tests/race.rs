@@ -386,3 +386,27 @@ fn the_budget_is_overshot_by_one_candidates_cost_at_most() {
         m.run_cost_usd
     );
 }
+
+#[test]
+fn stopping_a_racing_story_stops_every_candidate_and_charges_nothing() {
+    let mut m = racing(2, 4);
+    let reqs = of_a(begin(&mut m));
+    let a = handle(
+        &mut m,
+        Event::Steer {
+            req: 1,
+            cmd: crate::steer::Command::Stop { id: "a".into() },
+        },
+        t0(),
+    );
+    let mut slots = stopped(&a);
+    slots.sort_unstable();
+    assert_eq!(slots, vec![reqs[0].slot, reqs[1].slot]);
+    handle(&mut m, finished(&reqs[0], Verdict::Interrupted), t0());
+    handle(&mut m, finished(&reqs[1], Verdict::Interrupted), t0());
+    let rec = m.state.record("a").unwrap();
+    assert_eq!(rec.attempts, 0, "not charged");
+    assert_eq!(rec.status, Status::Pending);
+    assert!(m.racing.is_empty());
+    assert!(m.is_held(0), "held until released");
+}
