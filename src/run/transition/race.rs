@@ -68,10 +68,11 @@ pub(super) fn start_race(
         model: own.1.clone(),
         logged: (attempt != counted).then_some(attempt),
     }));
+    // Its row says it races; each candidate's model is in its records.
     out.push(Action::StoryStarted {
         id: id.clone(),
         title,
-        model: own.1.clone(),
+        model: Some(format!("best of {n}")),
     });
     out.push(Action::Log(format!(
         "start story {id} attempt {attempt} ({}) as a race of {n} candidates",
