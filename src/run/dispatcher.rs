@@ -594,8 +594,34 @@ impl<E: Executor> Dispatcher<E> {
     /// the merge queue then lands as the story's. Should that fail, the
     /// landing finds the story branch without it and fails: the race goes on.
     fn adopt_candidate(&self, id: &str, k: u32) {
-        let from = crate::project::story_branch(&crate::project::candidate_key(id, k));
-        let to = format!("refs/heads/{}", crate::project::story_branch(id));
+        use crate::project::{self, KeptRef};
+        let from = project::story_branch(&project::candidate_key(id, k));
+        let branch = project::story_branch(id);
+        // Commits on the story branch no ref keeps (an earlier run's) are
+        // kept before it moves, as a slot's preparation keeps them.
+        let git = &self.ctx.git;
+        let unsaved = git
+            .branch_tip(&self.ctx.target)
+            .ok()
+            .flatten()
+            .is_some_and(|tip| {
+                git.commits_ahead(&branch, &tip).unwrap_or(0) > 0
+                    && !git
+                        .tip_saved_under(&branch, project::KEPT_REFS)
+                        .unwrap_or(true)
+            });
+        if unsaved {
+            let stamp = crate::timefmt::now_secs().max(0) as u32;
+            let kept = project::kept_ref(KeptRef::Saved, id, stamp);
+            if let Err(e) = git.save_ref(&branch, &kept) {
+                self.ctx.log.line(&format!(
+                    "story {id}: its branch's commits could not be kept ({e}); candidate {k}'s \
+                     work does not take its place"
+                ));
+                return;
+            }
+        }
+        let to = format!("refs/heads/{branch}");
         if let Err(e) = self.ctx.git.save_ref(&from, &to) {
             self.ctx.log.line(&format!(
                 "story {id}: candidate {k}'s work could not become the story branch's ({e})"
