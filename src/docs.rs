@@ -32,6 +32,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("hooks", "Shell commands around each attempt"),
     ("notify", "Webhooks: chat and JSON posts about the run"),
     ("retry", "Fix-ups: finished work handed back to its agent"),
+    ("attempts", "Best of N: candidates racing for one attempt"),
     ("decomposition", "Splitting a story that keeps failing"),
     ("postmortem", "A lesson after a timeout"),
     ("runs", "Run records"),

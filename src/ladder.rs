@@ -175,6 +175,7 @@ mod tests {
         ModelChoice {
             model: model.map(str::to_string),
             effort,
+            best_of: None,
         }
     }
 

@@ -22,6 +22,7 @@ mod executor;
 mod forecast;
 mod gates;
 mod gitops;
+mod judge;
 mod ladder;
 mod layout;
 mod learnings;

@@ -170,6 +170,12 @@ pub(crate) fn attempt_log_path(root: &Path, id: &str, attempt: u32) -> PathBuf {
     story_logs(root, id).join(format!("attempt-{attempt}.log"))
 }
 
+/// `.ralph/logs/<id>/attempt-<n>-c<k>.log`: the raw output of racing
+/// candidate `k` of attempt `n` (best of N, issue 36).
+pub(crate) fn candidate_log_path(root: &Path, id: &str, attempt: u32, k: u32) -> PathBuf {
+    story_logs(root, id).join(format!("attempt-{attempt}-c{k}.log"))
+}
+
 /// The attempt number an attempt log's file name carries (`attempt-<n>.log`).
 pub(crate) fn attempt_log_number(file_name: &str) -> Option<u32> {
     file_name
@@ -189,6 +195,12 @@ pub(crate) fn validation_log_path(root: &Path, id: &str, attempt: u32) -> PathBu
 /// landing of attempt `n`'s work (issue 26).
 pub(crate) fn review_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
     story_logs(root, id).join(format!("review-{attempt}.log"))
+}
+
+/// `.ralph/logs/<id>/judge-<n>.log`: the judge of attempt `n`'s racing
+/// candidates (issue 36).
+pub(crate) fn judge_log(root: &Path, id: &str, attempt: u32) -> PathBuf {
+    story_logs(root, id).join(format!("judge-{attempt}.log"))
 }
 
 /// `.ralph/logs/<id>/postmortem-<n>.log`: the timeout postmortem of attempt `n`.

@@ -171,6 +171,24 @@ pub(crate) fn story_branch(id: &str) -> String {
     format!("{STORY_BRANCH_PREFIX}{id}")
 }
 
+/// What a racing candidate's git names are made of (issue 36): its branch
+/// (`story_branch` of it), its attempt's refs and its process token. A
+/// story ID has no `@`, so it is no other story's.
+pub(crate) fn candidate_key(id: &str, k: u32) -> String {
+    format!("{}{k}", candidate_key_prefix(id))
+}
+
+/// What every racing candidate's key of story `id` begins with.
+pub(crate) fn candidate_key_prefix(id: &str) -> String {
+    format!("{id}@c")
+}
+
+/// Where the work of candidate `k` of attempt `n` at story `id` is kept
+/// when it did not win (issue 36).
+pub(crate) fn candidate_ref(id: &str, n: u32, k: u32) -> String {
+    format!("{KEPT_REFS}candidates/{id}/{n}/{k}")
+}
+
 /// Prefix of every ref that keeps work (attempts, conflicts).
 pub(crate) const KEPT_REFS: &str = "refs/ralph/";
 

@@ -88,6 +88,39 @@ pub(crate) enum Ev {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         est: Option<String>,
     },
+    /// A racing candidate of an attempt started (best of N, issue 36).
+    CandidateStart {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        slot: usize,
+        agent: String,
+        model: Option<String>,
+    },
+    /// A racing candidate's end: its outcome (`CandState::word`), its
+    /// spend (its CLI's, else unknown: never a made-up $0) and whether its
+    /// work landed.
+    CandidateEnd {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        agent: String,
+        model: Option<String>,
+        outcome: String,
+        winner: bool,
+        cost_usd: f64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cost_unknown: bool,
+    },
+    /// `attempts.pick: judge` chose the candidate whose work lands, and
+    /// why (`by`: `ranking`).
+    CandidatePick {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        by: String,
+        reason: String,
+    },
     /// Where a running attempt runs, once the coordinator knows (a
     /// cluster node and worker slot); local attempts have none.
     AttemptPlaced {

@@ -28,6 +28,13 @@ pub(crate) struct Bucket {
     pub(crate) input_tokens: u64,
     /// Of which the cache served.
     pub(crate) cached_tokens: u64,
+    /// Races its candidates won (best of N, issue 36).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) wins: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Bucket {
@@ -129,6 +136,17 @@ pub(crate) fn costs<'a>(events: impl IntoIterator<Item = &'a Ev>) -> Costs {
                 c.unknown += usize::from(*cost_unknown);
                 *per_story.entry(story.clone()).or_default() += cost_usd;
             }
+            // A race's winner (best of N): a win for its model and backend.
+            Ev::CandidateEnd {
+                agent,
+                model,
+                winner: true,
+                ..
+            } => {
+                let m = model.clone().unwrap_or_else(|| CLI_DEFAULT.to_string());
+                c.per_model.entry(m).or_default().wins += 1;
+                c.per_backend.entry(agent.clone()).or_default().wins += 1;
+            }
             Ev::Landed { story, attempt, .. } if landed.insert(story.clone()) => {
                 if let Some((m, b)) = ran_on.get(&(story.clone(), *attempt)) {
                     c.per_model.entry(m.clone()).or_default().landed += 1;
@@ -185,6 +203,13 @@ pub(crate) fn bucket_text(m: &BTreeMap<String, Bucket>) -> String {
                 if let Some(p) = b.per_landed() {
                     s.push_str(&format!(" (${p:.2} each)"));
                 }
+            }
+            if b.wins > 0 {
+                s.push_str(&format!(
+                    ", won {} race{}",
+                    b.wins,
+                    if b.wins == 1 { "" } else { "s" }
+                ));
             }
             if let Some(share) = b.cache_share() {
                 s.push_str(&format!(", cached {:.0}% of input", share * 100.0));
@@ -293,5 +318,37 @@ mod tests {
         );
         assert!(!text.contains("$0.00"), "{text}");
         assert_eq!(money(1.0, true, true), "$1.00 + unknown");
+    }
+
+    #[test]
+    fn a_races_winner_is_a_win_for_its_model_and_backend() {
+        let cand_end = |k: u32, model: &str, winner: bool| Ev::CandidateEnd {
+            story: "1".into(),
+            attempt: 1,
+            candidate: k,
+            agent: "claude".into(),
+            model: Some(model.into()),
+            outcome: if winner { "won" } else { "stopped" }.into(),
+            winner,
+            cost_usd: 0.1,
+            cost_unknown: false,
+        };
+        let evs = vec![
+            start("2", 1, Some("haiku")),
+            end("2", 1, Some("haiku"), 0.1, false),
+            cand_end(1, "haiku", false),
+            cand_end(2, "opus", true),
+        ];
+        let c = costs(&evs);
+        assert_eq!(c.per_model["opus"].wins, 1);
+        assert_eq!(c.per_model["haiku"].wins, 0);
+        assert_eq!(c.per_backend["claude"].wins, 1);
+        let json = serde_json::to_value(&c.per_model).unwrap();
+        assert_eq!(json["opus"]["wins"], 1);
+        assert!(
+            json["haiku"].get("wins").is_none(),
+            "no wins, no field: {json}"
+        );
+        assert!(bucket_text(&c.per_model).contains("won 1 race"));
     }
 }

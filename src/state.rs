@@ -5,8 +5,10 @@
 //! per-story records are ours. `attempts` counts only *failed* attempts (the
 //! retry budget); an attempt interrupted by a crash or Ctrl-C is not counted.
 
+mod candidates;
 mod gate;
 mod waste;
+pub(crate) use candidates::CandidateRow;
 pub(crate) use gate::{Explained, GateDecision, GateRecord};
 pub(crate) use waste::{Tally, Waste};
 
@@ -304,6 +306,9 @@ pub(crate) struct StoryRecord {
     /// `no_answer: <why>` (for `status --json` and the report).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) reviews: Vec<String>,
+    /// Its racing candidates while a race runs (issue 36).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) candidates: Vec<CandidateRow>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -698,6 +703,11 @@ impl State {
         r.status = Status::Pending;
         r.last_error = Some(note.to_string());
         r.conflicts
+    }
+
+    /// A racing candidate's landing failed while others race on (issue 36).
+    pub(crate) fn race_on(&mut self, id: &str) {
+        self.rec(id).status = Status::Running;
     }
 
     pub(crate) fn begin_landing(&mut self, id: &str) {

@@ -78,6 +78,10 @@ pub(crate) struct StoryRow {
     /// one runs, its own once known (none before).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) node: Option<String>,
+    /// A running story's racing candidates: `{k, agent, model, state}`
+    /// (best of N, issue 36).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) candidates: Vec<crate::state::CandidateRow>,
 }
 
 /// Every story of the backlog with its status and record; attempts by
@@ -135,6 +139,10 @@ pub(crate) fn story_rows(
                     .clone()
                     .filter(|g| g.decision != crate::state::GateDecision::Fixup),
                 reviews: rec.reviews.clone(),
+                candidates: match rec.status {
+                    Status::Running | Status::Landing => rec.candidates.clone(),
+                    _ => Vec::new(),
+                },
                 node: match rec.status {
                     Status::Running => rec.running_on.clone(),
                     _ => rec.history.last().and_then(|h| h.node.clone()),

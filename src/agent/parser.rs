@@ -30,6 +30,9 @@ pub(crate) struct Signals {
     /// A reviewer's answer (issue 26): the ID of `<ralph>APPROVE id</ralph>`,
     /// or (id, review) of `<ralph>CHANGES id: review</ralph>`; the last wins.
     pub(crate) review: Option<ReviewTag>,
+    /// A best-of-N judge's answer (issue 36): the candidate of the last
+    /// `<ralph>PICK k</ralph>`.
+    pub(crate) pick: Option<u32>,
 }
 
 /// A reviewer's verdict tag.
@@ -138,6 +141,8 @@ static TESTS_CHANGED_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static DROPS_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>DROPS\s+({ID})\s*:([^<]*)</ralph>")).unwrap());
+static PICK_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"<ralph>PICK\s+(\d{1,9})\s*</ralph>").unwrap());
 static APPROVE_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"<ralph>APPROVE\s+({ID})\s*</ralph>")).unwrap());
 static CHANGES_RE: LazyLock<Regex> = LazyLock::new(|| {
@@ -195,6 +200,7 @@ struct TagScan {
     tests_changed: Option<(String, String)>,
     drops: Option<(String, String)>,
     review: Option<ReviewTag>,
+    pick: Option<u32>,
 }
 
 impl TagScan {
@@ -214,6 +220,9 @@ impl TagScan {
         }
         if let Some(c) = DROPS_RE.captures_iter(text).last() {
             self.drops = Some((c[1].to_string(), clean_reason(&c[2])));
+        }
+        if let Some(c) = PICK_RE.captures_iter(text).last() {
+            self.pick = c[1].parse().ok();
         }
         // Within one text the later tag wins, as across texts.
         let approve = APPROVE_RE.captures_iter(text).last();
@@ -267,6 +276,7 @@ impl TagScan {
             tests_changed: self.tests_changed.clone(),
             drops: self.drops.clone(),
             review: self.review.clone(),
+            pick: self.pick,
         }
     }
 }
@@ -664,6 +674,15 @@ pub(crate) fn scan_text(text: &str) -> Signals {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_judge_picks_with_the_last_pick_tag() {
+        assert_eq!(scan_text("no answer").pick, None);
+        assert_eq!(scan_text("<ralph>PICK 2</ralph>").pick, Some(2));
+        let s = scan_text("first <ralph>PICK 1</ralph>, no: <ralph>PICK 3</ralph>");
+        assert_eq!(s.pick, Some(3));
+        assert_eq!(scan_text("<ralph>PICK two</ralph>").pick, None);
+    }
 
     #[test]
     fn tests_changed_and_drops_tags_carry_the_id_and_the_reason() {

@@ -127,6 +127,7 @@ pub(crate) fn parse_frontmatter(text: &str, file: &Path) -> Result<Frontmatter, 
         priority: field("priority"),
         model: field("model").filter(|m| !m.trim().is_empty()),
         effort: field("effort"),
+        best_of: field("best_of"),
     };
     for key in ["allow_empty_done", "allow_test_changes"] {
         let flag = match map.get(key) {

@@ -109,6 +109,9 @@ pub(crate) struct ModelChoice {
     pub(crate) model: Option<String>,
     /// `effort: low|medium|high`.
     pub(crate) effort: Option<Effort>,
+    /// `best_of: N` (issue 36): how many candidates race for each of its
+    /// attempts, over `attempts.best_of`; `--best-of` wins over it.
+    pub(crate) best_of: Option<u32>,
 }
 
 /// How hard a story says it is: the rung of the ladder it starts on.
@@ -287,6 +290,8 @@ pub(crate) struct Frontmatter {
     /// `model:` and `effort:` (checked when the story is built).
     pub(crate) model: Option<String>,
     pub(crate) effort: Option<String>,
+    /// `best_of:` as written (checked when the story is built).
+    pub(crate) best_of: Option<String>,
 }
 
 /// Checks a story ID against SPEC 3.4; `Err` carries the reason.
@@ -525,9 +530,17 @@ fn story_of(
             entry.id
         )
     })?;
+    let best_of = frontmatter_word(&spec, fm.best_of.as_deref(), parse_best_of, |word| {
+        format!(
+            "story {}: best_of {word:?} in the frontmatter is not a whole number of at least 1; \
+             write best_of: 3, say, or remove it",
+            entry.id
+        )
+    })?;
     let model = ModelChoice {
         model: fm.model.map(|m| m.trim().to_string()),
         effort,
+        best_of,
     };
     let title = if !entry.title.is_empty() {
         entry.title.clone()
@@ -555,6 +568,11 @@ fn story_of(
         named,
         spec_bytes,
     })
+}
+
+/// A story's `best_of`: a whole number of at least 1.
+pub(crate) fn parse_best_of(word: &str) -> Option<u32> {
+    word.trim().parse().ok().filter(|&n| n >= 1)
 }
 
 /// A frontmatter word read with `parse`: none when the spec does not give
@@ -882,6 +900,7 @@ mod tests {
                 priority: Some("high".into()),
                 model: None,
                 effort: None,
+                best_of: None,
             }
         );
         assert_eq!(
@@ -1025,6 +1044,32 @@ mod tests {
             std::fs::write(p, text).unwrap();
         }
         dir
+    }
+
+    #[test]
+    fn best_of_in_the_frontmatter_is_a_whole_number_of_at_least_one() {
+        let dir = project(&[
+            (".ralph/stories.txt", "1.1\n1.2\n"),
+            ("specs/epic-1/story-1.1-a.md", "---\nbest_of: 3\n---\n"),
+            ("specs/epic-1/story-1.2-b.md", "no frontmatter\n"),
+        ]);
+        let b = load(dir.path(), &config()).unwrap();
+        let got: Vec<Option<u32>> = b.stories.iter().map(|s| s.model.best_of).collect();
+        assert_eq!(got, [Some(3), None]);
+        for bad in ["0", "two", "-1"] {
+            let dir = project(&[
+                (".ralph/stories.txt", "1.1\n"),
+                (
+                    "specs/epic-1/story-1.1-a.md",
+                    &format!("---\nbest_of: {bad}\n---\n"),
+                ),
+            ]);
+            let problems = load(dir.path(), &config()).unwrap_err();
+            assert!(
+                problems[0].to_string().contains("best_of"),
+                "{bad}: {problems:?}"
+            );
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
             continue;
         }
         let (files, model_name, effort) = prd_hints(s, &mut bad);
+        let best_of = prd_best_of(s, &mut bad);
         let title = if f.title.is_empty() {
             id.clone()
         } else {
@@ -50,6 +51,7 @@ pub(super) fn load_prd(text: &str) -> Result<Backlog, Vec<Problem>> {
                 model: super::ModelChoice {
                     model: model_name,
                     effort,
+                    best_of,
                 },
                 prd_spec: Some(prd_spec.clone()),
                 priority: files::DEFAULT_RANK,
@@ -297,6 +299,22 @@ fn prd_fields(
         passes,
         depends_on,
     }
+}
+
+/// The entry's `bestOf` (`best_of` in a spec's frontmatter): a whole
+/// number of at least 1.
+fn prd_best_of(
+    s: &serde_json::Map<String, serde_json::Value>,
+    bad: &mut dyn FnMut(String),
+) -> Option<u32> {
+    let v = s.get("bestOf").filter(|v| !v.is_null())?;
+    let n = v.as_u64().filter(|&n| (1..=u32::MAX as u64).contains(&n));
+    if n.is_none() {
+        bad(format!(
+            "\"bestOf\" must be a whole number of at least 1, got {v}"
+        ));
+    }
+    n.map(|n| n as u32)
 }
 
 /// What the entry says beyond its text: the files it expects to touch

@@ -309,6 +309,11 @@ pub(super) struct RunArgs {
     /// [default: a story's model:, agent.escalation, agent.model]
     #[arg(long = "model", value_name = "NAME")]
     pub(super) model: Option<String>,
+    /// Candidates racing for each attempt, each its own agent in its own
+    /// worktree; the first whose work passes lands, the others are stopped
+    /// [default: a story's best_of:, attempts.best_of, 1]
+    #[arg(long = "best-of", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) best_of: Option<u32>,
     /// Accepted for Ralph v2 scripts: ralph never waits on a prompt
     #[arg(long = "no-interactive")]
     pub(super) no_interactive: bool,

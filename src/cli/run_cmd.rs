@@ -21,6 +21,7 @@ pub(super) fn cmd_run(a: RunArgs, root: &Path) -> anyhow::Result<i32> {
         agent: a.agent,
         max_cost: a.max_cost,
         model: a.model,
+        best_of: a.best_of,
         no_dashboard: a.no_dashboard,
         hup_stops: a.hup == super::args::HupArg::Stop,
         serve: a.serve,

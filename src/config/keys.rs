@@ -343,6 +343,46 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          agent's earlier session where its CLI can resume one (Claude Code, Codex).",
     ),
     key(
+        "attempts.best_of",
+        Kind::Uint { min: 1 },
+        "How many candidates race for each attempt at a story (best of N): each its own \
+         agent in its own worktree, counting against `-j`; the first whose work passes \
+         validation and the gates lands, the others are stopped and their work kept under \
+         `refs/ralph/candidates/<story>/<attempt>/<k>`. A story's `best_of:` and `ralph run \
+         --best-of N` override it. 1 is one agent at a time. See docs/cost.md.",
+    ),
+    key_or(
+        "attempts.candidates",
+        Kind::Strings,
+        "`[]` (the story's own agent and model)",
+        "Who each racing candidate runs as: `\"agent\"` or `\"agent:model\"` entries, such \
+         as `[\"claude:sonnet\", \"codex:gpt-5\", \"claude:opus\"]`; candidate k takes entry \
+         (k-1) mod the list's length. Ignored when `best_of` is 1.",
+    ),
+    key(
+        "attempts.pick",
+        Kind::Str,
+        "Which racing candidate lands: `first` (the first whose work passes validation and \
+         the gates on the target's tip; the others are stopped) or `judge` (every candidate \
+         finishes; among those whose work passes, the smallest diff, then the earliest \
+         finish). See docs/cost.md.",
+    ),
+    key_or(
+        "attempts.judge.agent",
+        Kind::Agent,
+        "none (the fixed ranking)",
+        "Under `attempts.pick: judge`, the agent that picks among the passing candidates: \
+         it runs sealed with `RALPH_JUDGE=1`, is shown each one's diff (cut short) and \
+         validation, and answers `<ralph>PICK k</ralph>`; its cost is the story's. A failed \
+         judge or no valid PICK falls back to the ranking.",
+    ),
+    key_or(
+        "attempts.judge.model",
+        Kind::Str,
+        "the CLI's own",
+        "The model the judge runs on, in its CLI's own flag.",
+    ),
+    key(
         "parallel.retry_concurrency",
         Kind::Uint { min: 1 },
         "Most retries (attempts after a failed attempt or a conflict, fix-ups included) \

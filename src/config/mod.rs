@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::error::Problem;
 
+mod attempts;
 mod backlog;
 mod executor;
 mod gates;
@@ -21,6 +22,7 @@ mod reader;
 mod sections;
 mod warnings;
 
+pub(crate) use attempts::{Attempts, CandidateSpec, Pick};
 pub(crate) use backlog::{BacklogSource, GitHubSettings, LinearSettings};
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
@@ -76,6 +78,8 @@ pub(crate) struct Config {
     pub(crate) learnings: Learnings,
     pub(crate) parallel: Parallel,
     pub(crate) retry: Retry,
+    /// `attempts.*`: best of N (issue 36).
+    pub(crate) attempts: Attempts,
     pub(crate) landing: Landing,
     pub(crate) decomposition: Decomposition,
     pub(crate) postmortem: Postmortem,
@@ -161,6 +165,10 @@ pub(crate) fn defaults() -> Value {
         },
         "retry": {
             "resume_session": true
+        },
+        "attempts": {
+            "best_of": 1,
+            "pick": "first"
         },
         "commit": {
             "format": "feat(story-{{id}}): {{title}}",
@@ -352,6 +360,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
     let learnings = sections::learnings(&mut r);
     let parallel = sections::parallel(&mut r);
     let retry = sections::retry(&mut r);
+    let attempts = attempts::attempts(&mut r);
     let landing = landing::landing(&mut r);
     let decomposition = sections::decomposition(&mut r);
     let postmortem = sections::postmortem(&mut r);
@@ -389,6 +398,7 @@ fn build(raw: Value, file: &Path, text: Option<&str>) -> Result<Config, Vec<Prob
         learnings,
         parallel,
         retry,
+        attempts,
         landing,
         decomposition,
         postmortem,

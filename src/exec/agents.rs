@@ -32,11 +32,24 @@ pub(crate) fn backends_used(
     used
 }
 
+/// Every backend `project`'s run may use (`backends_used`), racing
+/// candidates' too (`attempts.candidates`, issue 36).
+pub(crate) fn used_by(project: &Project, default: Backend) -> Vec<Backend> {
+    let mut used = backends_used(&project.config.agent, &project.backlog.stories, default);
+    let attempts = &project.config.attempts;
+    for c in attempts.candidates.iter().chain(&attempts.judge) {
+        if !used.contains(&c.agent) {
+            used.push(c.agent);
+        }
+    }
+    used
+}
+
 /// The executable and arguments of every backend the backlog may use
 /// (`backends_used`), each found once: a missing one is a usage error
 /// before anything runs.
 pub(crate) fn resolve_agents(project: &Project, default: Backend) -> Result<Agents, RalphError> {
-    let used = backends_used(&project.config.agent, &project.backlog.stories, default);
+    let used = used_by(project, default);
     resolve(&project.root, &project.config.agent, &used)
 }
 

@@ -120,7 +120,7 @@ pub(crate) fn validate(project: &Project) -> Result<Vec<String>, RalphError> {
 /// escalation ladder's and the fallbacks' too): the run's seal redacts
 /// each one's secrets, and its policy knows them.
 pub(crate) fn agents_on_nodes(project: &Project, default: Backend) -> Agents {
-    agents::backends_used(&project.config.agent, &project.backlog.stories, default)
+    agents::used_by(project, default)
         .into_iter()
         .map(|b| (b, crate::agent::invocation(&project.config.agent, b)))
         .collect()

@@ -539,6 +539,8 @@ async fn attempt_in_slot(
         agent: backend,
         model: spec.model.clone(),
         postmortem_model: spec.postmortem_model.clone(),
+        // Candidates race on this machine only (issue 36).
+        candidate: None,
     };
     ctx.log.line(&format!(
         "worker slot {slot}: story {} attempt {} from {}",

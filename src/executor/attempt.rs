@@ -53,6 +53,9 @@ pub(crate) struct AttemptRequest {
     pub(crate) model: Option<String>,
     /// The model a timeout's postmortem runs on: the ladder's top rung.
     pub(crate) postmortem_model: Option<String>,
+    /// Best of N (issue 36): which racing candidate this is (1-based); its
+    /// branch, refs, log and token are its own (`project::candidate_key`).
+    pub(crate) candidate: Option<u32>,
 }
 
 /// What one attempt came back with. Its JSON is what a worker prints
@@ -108,6 +111,13 @@ pub(crate) struct AttemptReport {
     pub(crate) explained: crate::state::Explained,
     /// Where it ran on a cluster (`<node>/<worker slot>`); `None` here.
     pub(crate) node: Option<String>,
+    /// The racing candidate it was (`AttemptRequest::candidate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) candidate: Option<u32>,
+    /// A finished candidate's diff against where it left the target: lines
+    /// added and removed (`attempts.pick: judge` ranks by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) diff_lines: Option<u64>,
 }
 
 impl AttemptReport {
@@ -122,6 +132,7 @@ impl AttemptReport {
             log_rel,
             iteration: req.iteration,
             kind: req.kind,
+            candidate: req.candidate,
             ..AttemptReport::nothing(verdict)
         }
     }
@@ -154,6 +165,8 @@ impl AttemptReport {
             children: Vec::new(),
             explained: crate::state::Explained::default(),
             node: None,
+            candidate: None,
+            diff_lines: None,
         }
     }
 }

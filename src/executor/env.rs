@@ -191,14 +191,28 @@ pub(crate) async fn run_hook(
 
 /// `post_story` with the story's outcome as `RALPH_RESULT`, then
 /// `post_iteration`: the end of an iteration that began with `pre_iteration`.
-pub(crate) async fn post_hooks(ctx: &AttemptEnv, id: &str, result: &str, iteration: u64) {
+pub(crate) async fn post_hooks(
+    ctx: &AttemptEnv,
+    id: &str,
+    result: &str,
+    iteration: u64,
+    candidate: Option<u32>,
+) {
     let hooks = &ctx.config.hooks;
+    // A racing candidate's hooks know which one it was (issue 36).
+    let k = candidate.map(|k| k.to_string());
+    let with_k = |mut env: Vec<(String, String)>| {
+        if let Some(k) = &k {
+            env.push(("RALPH_CANDIDATE".to_string(), k.clone()));
+        }
+        env
+    };
     let _ = run_hook(
         ctx,
         "post_story",
         &hooks.post_story,
         ctx.root.clone(),
-        env_pairs(&[("RALPH_STORY", id), ("RALPH_RESULT", result)]),
+        with_k(env_pairs(&[("RALPH_STORY", id), ("RALPH_RESULT", result)])),
         HOOK_TIMEOUT,
     )
     .await;
@@ -207,7 +221,7 @@ pub(crate) async fn post_hooks(ctx: &AttemptEnv, id: &str, result: &str, iterati
         "post_iteration",
         &hooks.post_iteration,
         ctx.root.clone(),
-        env_pairs(&[("RALPH_ITERATION", &iteration.to_string())]),
+        with_k(env_pairs(&[("RALPH_ITERATION", &iteration.to_string())])),
         HOOK_TIMEOUT,
     )
     .await;

@@ -62,6 +62,18 @@ impl Git {
 }
 
 impl Git {
+    /// What `branch` changes against where it left `target` (their merge
+    /// base), as `patch_text` prints it: a racing candidate's work as its
+    /// judge reads it (issue 36). Empty without the branch.
+    pub(crate) fn branch_patch(&self, branch: &str, target: &str, max: usize) -> Result<String> {
+        let repo = self.repo()?;
+        let (Some(b), Some(t)) = (tip(&repo, branch)?, tip(&repo, target)?) else {
+            return Ok(String::new());
+        };
+        let base = repo.merge_base(b, t)?.to_string();
+        self.patch_text(&base, &b.to_string(), max)
+    }
+
     /// The unified diff from `old` to `new` (commits), as `git diff` prints
     /// it, cut at `max` bytes on a line boundary (a review reads it).
     pub(crate) fn patch_text(&self, old: &Oid, new: &Oid, max: usize) -> Result<String> {

@@ -4,6 +4,20 @@
 use super::*;
 
 impl Git {
+    /// Best of N (issue 36): keeps the commits of a racing candidate's
+    /// `branch` that `target` does not have at `refname`. `false` when it
+    /// committed nothing of its own (nothing to keep).
+    pub(crate) fn keep_candidate(&self, branch: &str, target: &str, refname: &str) -> Result<bool> {
+        let Some(base) = self.branch_tip(target)? else {
+            return Ok(false);
+        };
+        if self.commits_ahead(branch, &base)? == 0 {
+            return Ok(false);
+        }
+        self.save_ref(branch, refname)?;
+        Ok(true)
+    }
+
     /// Points `refname` (a full ref such as `refs/ralph/attempts/1.2/1`) at
     /// the tip of `branch`, overwriting it.
     pub(crate) fn save_ref(&self, branch: &str, refname: &str) -> Result<()> {

@@ -36,6 +36,8 @@ enum Task {
     Attempt(Box<AttemptRequest>),
     Landing,
     Hooks,
+    /// Best of N's judge of story `.0`'s attempt `.1`.
+    Judge(usize, u32),
 }
 
 pub(crate) struct Dispatcher<E: Executor> {
@@ -393,6 +395,18 @@ impl<E: Executor> Dispatcher<E> {
                 self.ctx.log.line(&format!("post hooks: {e}"));
                 Event::HooksDone
             }
+            // A judge that died gave no pick: the ranking decides.
+            (Err(e), Some(Task::Judge(idx, attempt))) => {
+                Event::Judged(super::events::JudgeReport {
+                    idx,
+                    attempt,
+                    pick: None,
+                    reason: format!("internal error in the judge: {e}"),
+                    usage: Default::default(),
+                    cost_usd: 0.0,
+                    cost_unknown: true,
+                })
+            }
             // Every task is registered as it is spawned.
             (Err(_), None) => return None,
         })
@@ -516,7 +530,7 @@ impl<E: Executor> Dispatcher<E> {
             } => {
                 let ctx = self.ctx.clone();
                 let handle = self.tasks.spawn(async move {
-                    crate::executor::post_hooks(&ctx, &id, result, iteration).await;
+                    crate::executor::post_hooks(&ctx, &id, result, iteration, None).await;
                     Event::HooksDone
                 });
                 self.owners.insert(handle.id(), Task::Hooks);
@@ -529,6 +543,34 @@ impl<E: Executor> Dispatcher<E> {
             Action::Reply { req, reply } => {
                 if let Some(to) = self.replies.remove(&req) {
                     let _ = to.send(reply);
+                }
+            }
+            Action::AdoptCandidate { id, k } => self.adopt_candidate(&id, k),
+            Action::Judge(ask) => {
+                let story = self.model.stories[ask.idx].clone();
+                let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
+                let owner = Task::Judge(ask.idx, ask.attempt);
+                let handle = self.tasks.spawn(async move {
+                    Event::Judged(super::judge::run_judge(&ctx, &story, &ask, control).await)
+                });
+                self.owners.insert(handle.id(), owner);
+            }
+            Action::KeepCandidate { id, attempt, k } => {
+                let branch = crate::project::story_branch(&crate::project::candidate_key(&id, k));
+                let kept = crate::project::candidate_ref(&id, attempt, k);
+                match self
+                    .ctx
+                    .git
+                    .keep_candidate(&branch, &self.ctx.target, &kept)
+                {
+                    Ok(true) => self.ctx.log.line(&format!(
+                        "story {id} attempt {attempt}: candidate {k}'s work kept at {kept}"
+                    )),
+                    Ok(false) => {}
+                    Err(e) => self.ctx.log.line(&format!(
+                        "story {id} attempt {attempt}: candidate {k}'s work could not be kept \
+                         at {kept} ({e}); it stays on {branch}"
+                    )),
                 }
             }
             Action::StopAttempt { slot } => {
@@ -548,6 +590,45 @@ impl<E: Executor> Dispatcher<E> {
 }
 
 impl<E: Executor> Dispatcher<E> {
+    /// The story branch takes racing candidate `k`'s work (issue 36), which
+    /// the merge queue then lands as the story's. Should that fail, the
+    /// landing finds the story branch without it and fails: the race goes on.
+    fn adopt_candidate(&self, id: &str, k: u32) {
+        use crate::project::{self, KeptRef};
+        let from = project::story_branch(&project::candidate_key(id, k));
+        let branch = project::story_branch(id);
+        // Commits on the story branch no ref keeps (an earlier run's) are
+        // kept before it moves, as a slot's preparation keeps them.
+        let git = &self.ctx.git;
+        let unsaved = git
+            .branch_tip(&self.ctx.target)
+            .ok()
+            .flatten()
+            .is_some_and(|tip| {
+                git.commits_ahead(&branch, &tip).unwrap_or(0) > 0
+                    && !git
+                        .tip_saved_under(&branch, project::KEPT_REFS)
+                        .unwrap_or(true)
+            });
+        if unsaved {
+            let stamp = crate::timefmt::now_secs().max(0) as u32;
+            let kept = project::kept_ref(KeptRef::Saved, id, stamp);
+            if let Err(e) = git.save_ref(&branch, &kept) {
+                self.ctx.log.line(&format!(
+                    "story {id}: its branch's commits could not be kept ({e}); candidate {k}'s \
+                     work does not take its place"
+                ));
+                return;
+            }
+        }
+        let to = format!("refs/heads/{branch}");
+        if let Err(e) = self.ctx.git.save_ref(&from, &to) {
+            self.ctx.log.line(&format!(
+                "story {id}: candidate {k}'s work could not become the story branch's ({e})"
+            ));
+        }
+    }
+
     /// Free slots made ready for their next story while agents run, or
     /// removed once no story waits to start (issue 21): the executor's,
     /// when it has slots on this machine. With one job nothing runs beside

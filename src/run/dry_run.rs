@@ -46,6 +46,15 @@ pub(super) fn dry_run(
         crate::report::counted(order.len(), "story", "stories")
     );
     let all_learnings = crate::learnings::load(&project.root);
+    // Best of N (issue 36): candidates race on this machine only.
+    let c = &project.config;
+    let best_of = |s: &crate::backlog::Story| match c.executor {
+        crate::config::Executor::Local => {
+            super::model::race::best_of(opts.best_of, s.model.best_of, c.attempts.best_of)
+        }
+        _ => 1,
+    };
+    let mut raced = 0;
     for i in order {
         let s = &b.stories[i];
         if state.is_done(&s.id) {
@@ -63,7 +72,14 @@ pub(super) fn dry_run(
         } else {
             format!("  (after {})", waits.join(", "))
         };
-        println!("  [    ] {} {}{after}", s.id, s.title);
+        let n = best_of(s);
+        let race = if n > 1 {
+            raced += 1;
+            format!("  (best of {n})")
+        } else {
+            String::new()
+        };
+        println!("  [    ] {} {}{after}{race}", s.id, s.title);
         let text =
             crate::executor::build_prompt(&project.root, &project.config, s, &all_learnings, None)
                 .unwrap_or_else(|e| format!("(cannot read the spec: {e})"));
@@ -93,7 +109,17 @@ pub(super) fn dry_run(
         "[DRY RUN] {}",
         crate::forecast::render(forecast.as_ref(), jobs)
     );
-    let c = &project.config;
+    if raced > 0 {
+        println!(
+            "[DRY RUN] best of N: {} race candidates for each attempt (attempts.pick: {}); \
+             a race costs up to N attempts, which the forecast above does not count",
+            crate::report::counted(raced, "story", "stories"),
+            match c.attempts.pick {
+                crate::config::Pick::First => "first",
+                crate::config::Pick::Judge => "judge",
+            }
+        );
+    }
     let required = c.validation.commands.iter().filter(|v| v.required).count();
     println!(
         "[DRY RUN] {}",

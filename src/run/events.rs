@@ -70,6 +70,8 @@ pub(crate) enum Event {
     ChainFinished(Vec<LandResult>),
     /// A story's post hooks ran.
     HooksDone,
+    /// Best of N's judge answered (issue 36).
+    Judged(JudgeReport),
     Signal(OsSignal),
     /// The usage-limit pause may be over.
     Timer,
@@ -168,6 +170,31 @@ pub(crate) enum LandResult {
         then: Option<Box<LandResult>>,
         saved_ref: Option<String>,
     },
+}
+
+/// Best of N's judge to run (issue 36): who judges, and the passing
+/// candidates (`k`, `agent[:model]`, gate findings).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct JudgeAsk {
+    pub(crate) idx: usize,
+    pub(crate) attempt: u32,
+    pub(crate) agent: crate::agent::Backend,
+    pub(crate) model: Option<String>,
+    pub(crate) passing: Vec<(u32, String, usize)>,
+}
+
+/// What the judge answered and cost.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct JudgeReport {
+    pub(crate) idx: usize,
+    pub(crate) attempt: u32,
+    /// The candidate of its `<ralph>PICK k</ralph>`, as it said it.
+    pub(crate) pick: Option<u32>,
+    /// Its own words (cut short), or why it gave none.
+    pub(crate) reason: String,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    pub(crate) cost_unknown: bool,
 }
 
 /// What the review gate's reviewer said and cost.
@@ -300,6 +327,21 @@ pub(crate) enum Action {
     /// `ralph stop ID` asked.
     StopAttempt {
         slot: usize,
+    },
+    /// Best of N (issue 36): the story's branch takes racing candidate
+    /// `k`'s work, which goes to the merge queue as the story's.
+    AdoptCandidate {
+        id: String,
+        k: u32,
+    },
+    /// Run best of N's judge agent over the passing candidates (issue 36).
+    Judge(JudgeAsk),
+    /// Keep what candidate `k` of attempt `attempt` committed, when it did
+    /// not win, at `project::candidate_ref`.
+    KeepCandidate {
+        id: String,
+        attempt: u32,
+        k: u32,
     },
 }
 

@@ -20,6 +20,7 @@ mod dispatcher;
 mod dry_run;
 pub(crate) mod events;
 mod intent;
+mod judge;
 mod land;
 mod landed;
 mod live;
@@ -211,6 +212,21 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
             pr: checked.pr.is_some(),
         },
         batch: queue_shape.1,
+        // Candidates race on this machine only: a cluster's attempts run
+        // one at a time (issue 36 leaves Ray for later).
+        best_of: match config.executor {
+            crate::config::Executor::Local => model::BestOf {
+                cli: opts.best_of,
+                config: config.attempts.best_of,
+                candidates: config.attempts.candidates.clone(),
+                pick: config.attempts.pick,
+                judge: config.attempts.judge.clone(),
+            },
+            _ => model::BestOf {
+                cli: Some(1),
+                ..Default::default()
+            },
+        },
     }
 }
 

@@ -343,6 +343,13 @@ fn requeue_interrupted(
                 }
             }
         }
+        kept.extend(keep_interrupted_candidates(
+            git,
+            (&slots, target),
+            &id,
+            n,
+            log,
+        ));
         if git.commits_ahead(&branch, &target_tip).unwrap_or(0) == 0 {
             if !kept.is_empty() {
                 state.add_to_note(&id, &prompt::interrupted_before(&kept));
@@ -490,4 +497,51 @@ pub(crate) fn cleanup_worktrees(root: &Path, git: &Git, target: &str, in_review:
             let _ = git.delete_branch(&b);
         }
     }
+}
+
+/// A race (best of N, issue 36) the run died in: what each candidate of
+/// story `id`'s attempt `n` left uncommitted in its slot, and its commits,
+/// kept (`-uncommitted` under its key, `project::candidate_ref`); the refs.
+fn keep_interrupted_candidates(
+    git: &Git,
+    (slots, target): (&[(String, std::path::PathBuf)], &str),
+    id: &str,
+    n: u32,
+    log: &TechLog,
+) -> Vec<String> {
+    let prefix = project::story_branch(&project::candidate_key_prefix(id));
+    let mut kept = Vec::new();
+    let branches = git.branches_with_prefix(&prefix).unwrap_or_default();
+    for branch in branches {
+        let Some(k) = branch
+            .strip_prefix(&prefix)
+            .and_then(|k| k.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let key = project::candidate_key(id, k);
+        if let Some((_, path)) = slots.iter().find(|(b, _)| *b == branch) {
+            let unc = project::kept_ref(KeptRef::Uncommitted, &key, n);
+            if let Ok(Some(_)) = git.save_uncommitted(path, &unc) {
+                kept.push(unc);
+            }
+        }
+        let r = project::candidate_ref(id, n, k);
+        if git
+            .tip_saved_under(&branch, project::KEPT_REFS)
+            .unwrap_or(false)
+        {
+            continue;
+        }
+        if let Ok(true) = git.keep_candidate(&branch, target, &r) {
+            kept.push(r);
+        }
+    }
+    if !kept.is_empty() {
+        log.line(&format!(
+            "reconcile: story {id}: its interrupted race's candidates kept at {}",
+            kept.join(", ")
+        ));
+    }
+    kept
 }

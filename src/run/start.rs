@@ -42,6 +42,9 @@ pub(crate) struct RunOptions {
     pub(crate) max_cost: Option<f64>,
     /// `--model NAME`: every attempt of the run on it (the ladder off).
     pub(crate) model: Option<String>,
+    /// `--best-of N`: candidates racing per attempt (over the stories'
+    /// `best_of:` and `attempts.best_of`; issue 36).
+    pub(crate) best_of: Option<u32>,
     /// `--no-dashboard`: plain lines even on a terminal.
     pub(crate) no_dashboard: bool,
     /// `--serve [ADDR]`: the live web view (`Some(None)`: the flag alone).

@@ -9,6 +9,7 @@ mod linear_api;
 #[path = "../../src/testenv.rs"]
 mod testenv;
 
+mod best_of;
 mod cli;
 mod compat;
 mod core;

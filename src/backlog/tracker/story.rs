@@ -105,6 +105,9 @@ pub(crate) fn story_of(item: Item<'_>, problems: &mut Vec<Problem>) -> Story {
         model: ModelChoice {
             model: keys.get("model").map(|m| m.trim().to_string()),
             effort: keys.get("effort").and_then(|e| Effort::parse(e)),
+            best_of: keys
+                .get("best_of")
+                .and_then(|n| crate::backlog::parse_best_of(n)),
         },
     }
 }

@@ -44,6 +44,9 @@ struct Attempt<'a> {
     req: &'a AttemptRequest,
     story: &'a Story,
     id: &'a str,
+    /// What its git names and token are made of: the story's ID, or a
+    /// racing candidate's key (`project::candidate_key`, issue 36).
+    gid: String,
     n: u32,
     branch: String,
     wt_path: PathBuf,
@@ -88,15 +91,23 @@ pub(super) async fn run_attempt(
     events: mpsc::UnboundedSender<AttemptEvent>,
     verbose: bool,
 ) -> AttemptReport {
+    let gid = match req.candidate {
+        Some(k) => project::candidate_key(&story.id, k),
+        None => story.id.clone(),
+    };
     let a = Attempt {
         ctx: &ctx,
         req: &req,
         story: &story,
         id: &story.id,
         n: req.attempt,
-        branch: project::story_branch(&story.id),
+        branch: project::story_branch(&gid),
         wt_path: crate::paths::slot_worktree(&ctx.root, req.slot).1,
-        log_path: crate::paths::attempt_log_path(&ctx.root, &story.id, req.attempt),
+        log_path: match req.candidate {
+            Some(k) => crate::paths::candidate_log_path(&ctx.root, &story.id, req.attempt, k),
+            None => crate::paths::attempt_log_path(&ctx.root, &story.id, req.attempt),
+        },
+        gid,
         backend: req.agent,
         started: Instant::now(),
         control,
@@ -118,7 +129,7 @@ pub(super) async fn run_attempt(
         "pre_iteration",
         &ctx.config.hooks.pre_iteration,
         ctx.root.clone(),
-        env_pairs(&[("RALPH_ITERATION", &iter_s)]),
+        a.with_candidate(env_pairs(&[("RALPH_ITERATION", &iter_s)])),
         HOOK_TIMEOUT,
     )
     .await;
@@ -129,8 +140,12 @@ pub(super) async fn run_attempt(
     }
     // Finished work is not done until it lands: its post hooks run after
     // the landing, with the landing's outcome (`land::land`).
-    if verdict::post_hooks_now(&report.verdict) {
-        post_hooks(&ctx, a.id, report.verdict.kind().as_str(), req.iteration).await;
+    // A racing candidate's are its own, at its end: its work may never
+    // land (another's does), and its hooks still end what pre_iteration
+    // began.
+    if verdict::post_hooks_now(&report.verdict) || req.candidate.is_some() {
+        let result = report.verdict.kind().as_str();
+        post_hooks(&ctx, a.id, result, req.iteration, req.candidate).await;
     }
     report
 }
@@ -152,8 +167,17 @@ impl Attempt<'_> {
             let who = (self.backend, pm_model);
             postmortem::postmortem(ctx, story, n, spec, who, control, report).await;
         }
+        if self.req.candidate.is_some()
+            && matches!(report.verdict, Verdict::Done | Verdict::Tentative)
+        {
+            let b2 = self.branch.clone();
+            let stat = blocking(ctx, move |c| c.git.diffstat(&b2, &c.target)).await;
+            if let Ok(Ok(Some((_, added, removed)))) = stat {
+                report.diff_lines = Some((added + removed) as u64);
+            }
+        }
         if due.save_ref {
-            let r = project::kept_ref(KeptRef::Attempt, self.id, n);
+            let r = project::kept_ref(KeptRef::Attempt, &self.gid, n);
             let (b2, r2) = (self.branch.clone(), r.clone());
             if let Ok(Ok(())) = blocking(ctx, move |c| c.git.save_ref(&b2, &r2)).await {
                 report.saved_ref = Some(r);
@@ -167,7 +191,7 @@ impl Attempt<'_> {
     /// gone, say), the attempt is a fresh redo from a slot prepared again.
     async fn ready(&self, report: &mut AttemptReport) -> Result<Ready, Verdict> {
         let (ctx, id, n, slot) = (self.ctx, self.id, self.n, self.req.slot);
-        let id2 = id.to_string();
+        let id2 = self.gid.clone();
         let tip = match blocking(ctx, move |c| slot::prepare_or_rebuild(c, &id2, slot)).await {
             Ok(Ok(b)) => b,
             // The slot could not be made even from scratch: the machine's
@@ -194,7 +218,7 @@ impl Attempt<'_> {
                 "story {id} attempt {n}: its fix-up could not be set up ({e}); it starts over"
             ));
             report.kind = AttemptKind::Redo;
-            let id2 = id.to_string();
+            let id2 = self.gid.clone();
             let again = blocking(ctx, move |c| {
                 slot::prepare_or_rebuild(c, &id2, slot).map_err(|e| e.to_string())
             })
@@ -234,12 +258,12 @@ impl Attempt<'_> {
             "pre_worktree",
             &hooks.pre_worktree,
             self.wt_path.clone(),
-            env_pairs(&[
+            self.with_candidate(env_pairs(&[
                 ("RALPH_STORY", id),
                 ("RALPH_WORKTREE", &wt_s),
                 ("RALPH_BRANCH", &self.branch),
                 ("RALPH_PROJECT_DIR", &root_s),
-            ]),
+            ])),
             Duration::from_secs(hooks.pre_worktree_timeout),
         )
         .await
@@ -251,7 +275,10 @@ impl Attempt<'_> {
             "pre_story",
             &hooks.pre_story,
             ctx.root.clone(),
-            env_pairs(&[("RALPH_STORY", id), ("RALPH_SPEC", &self.spec_s())]),
+            self.with_candidate(env_pairs(&[
+                ("RALPH_STORY", id),
+                ("RALPH_SPEC", &self.spec_s()),
+            ])),
             HOOK_TIMEOUT,
         )
         .await;
@@ -406,13 +433,13 @@ impl Attempt<'_> {
         let (root_s, wt_s) = (ctx.root.display().to_string(), self.wt_path_s());
         // An agent kept in the project runs from this worktree (issue 32).
         let program = crate::executor::seal::program_in(&ctx.git.workdir, &program, &self.wt_path);
-        let mut agent_env = env_pairs(&[
+        let mut agent_env = self.with_candidate(env_pairs(&[
             ("RALPH_STORY", id),
             ("RALPH_ATTEMPT", &n.to_string()),
             ("RALPH_WORKTREE", &wt_s),
             ("RALPH_BRANCH", &self.branch),
             ("RALPH_PROJECT_DIR", &root_s),
-        ]);
+        ]));
         agent_env.push(ceiling(&ctx.root));
         let (program2, wt2, b2) = (program.clone(), self.wt_path.clone(), self.branch.clone());
         let slot_name = crate::paths::slot_worktree(&ctx.root, self.req.slot).0;
@@ -443,7 +470,7 @@ impl Attempt<'_> {
             idle: (ctx.config.loop_.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(ctx.config.loop_.idle_timeout_secs)),
             grace: Duration::from_secs(ctx.config.loop_.grace_secs),
-            token: project::attempt_token(&ctx.tag, id, n),
+            token: project::attempt_token(&ctx.tag, &self.gid, n),
             seal,
             redact: ctx.seal.secrets.clone(),
         })
@@ -540,7 +567,7 @@ impl Attempt<'_> {
     /// committed, a fix-up's markers read.
     async fn gather(&self, ready: &Ready, ran: &Ran, report: &mut AttemptReport) -> AttemptFacts {
         let (ctx, id, n, summary) = (self.ctx, self.id, self.n, &ran.summary);
-        let (id2, wt2, b2) = (id.to_string(), self.wt_path.clone(), self.branch.clone());
+        let (id2, wt2, b2) = (self.gid.clone(), self.wt_path.clone(), self.branch.clone());
         let (base2, tip2) = (ready.base.clone(), ready.tip.clone());
         let (commits, moved, kept) = blocking(ctx, move |c| {
             let kept = slot::keep_what_the_agent_left(c, &id2, n, &wt2, &base2);
@@ -551,7 +578,7 @@ impl Attempt<'_> {
         .unwrap_or((0, None, Vec::new()));
         report.kept = kept;
         let mut facts = AttemptFacts {
-            story: id.to_string(),
+            story: self.gid.clone(),
             attempt: n,
             agent: self.backend.name(),
             classified: agent::classify(
@@ -590,7 +617,8 @@ impl Attempt<'_> {
         }
         if verdict::wants_done_check(&facts) {
             let (slot, base) = (self.req.slot, &ready.base);
-            let done = slot::commit_done_work(ctx, self.story, n, slot, base, report);
+            let branch = self.branch.clone();
+            let done = slot::commit_done_work(ctx, self.story, (n, slot, branch), base, report);
             facts.done = Some(done.await);
         }
         // Leftovers of a resolved merge that ralph committed count.
@@ -602,6 +630,14 @@ impl Attempt<'_> {
                 .unwrap_or_default();
         }
         facts
+    }
+
+    /// `env` with `RALPH_CANDIDATE` for a racing candidate (issue 36).
+    fn with_candidate(&self, mut env: Vec<(String, String)>) -> Vec<(String, String)> {
+        if let Some(k) = self.req.candidate {
+            env.push(("RALPH_CANDIDATE".to_string(), k.to_string()));
+        }
+        env
     }
 
     fn splitting(&self) -> bool {

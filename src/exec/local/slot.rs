@@ -120,17 +120,17 @@ pub(super) fn keep_what_the_agent_left(
 pub(super) async fn commit_done_work(
     ctx: &Arc<AttemptEnv>,
     story: &Story,
-    n: u32,
-    slot: usize,
+    (n, slot, branch): (u32, usize, String),
     base: &Oid,
     report: &mut AttemptReport,
 ) -> Result<DoneCheck, String> {
     let id = story.id.clone();
     let message = prompt::commit_message(&ctx.config.commit.format, &id, &story.title);
     let base2 = base.clone();
+    let branch2 = branch.clone();
     let checked = blocking(ctx, move |c| {
         let (name, path) = crate::paths::slot_worktree(&c.root, slot);
-        let branch = project::story_branch(&id);
+        let branch = branch2;
         // Every process of the attempt is gone: a lock left in the slot is stale.
         c.git.clear_worktree_locks(&name)?;
         let root_rel = c.git.rel_path(&c.root).unwrap_or_default();
@@ -141,7 +141,6 @@ pub(super) async fn commit_done_work(
     })
     .await;
     let id = &story.id;
-    let branch = project::story_branch(id);
     let (left, empty) = match checked.and_then(|r| r.map_err(|e| e.to_string())) {
         Ok(r) => r,
         Err(e) => {

@@ -19,9 +19,11 @@ use crate::state::{AfterFailure, State, Status};
 use crate::status::story_node;
 
 mod policy;
+pub(crate) mod race;
 mod touched;
 
-pub(crate) use policy::{Budget, LandingMode, Models, Policy, SplitByHand};
+pub(crate) use policy::{BestOf, Budget, LandingMode, Models, Policy, SplitByHand};
+pub(crate) use race::{CandState, Race};
 
 /// Why the run stops starting work before the backlog is finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +62,9 @@ pub(crate) enum Change<'a> {
     /// Back to the queue without counting (interrupted, rate-limited,
     /// blocked checkout).
     Requeue,
+    /// A racing candidate's work did not land: the race goes on, the story
+    /// running again (issue 36).
+    RaceOn,
     /// A failed attempt, counted against the retry budget.
     Fail {
         reason: &'a str,
@@ -116,6 +121,9 @@ pub(crate) struct Landing {
     /// The test gate's findings were recorded and let be (`gates.tests:
     /// warn`): this landing does not check them again.
     pub(crate) tests_let_be: bool,
+    /// A racing candidate's work judged, not landed (`attempts.pick:
+    /// judge`): validated on the target's tip and kept on its branch.
+    pub(crate) trial: bool,
 }
 
 /// What `apply` found out while changing a story.
@@ -232,6 +240,12 @@ pub(crate) struct Model {
     /// Each story's expected duration in seconds (attempts and landing),
     /// from `policy.history`; `None` without history.
     pub(crate) expected_secs: Option<Vec<f64>>,
+    /// Best of N (issue 36): the candidates racing for a story's attempt,
+    /// by story, until every candidate's report is in.
+    pub(crate) racing: HashMap<usize, Race>,
+    /// Landings of racing candidates, for the race to judge once the
+    /// event that ended them is through (`transition::race`).
+    pub(crate) race_landings: Vec<(Landing, super::events::LandResult)>,
 }
 
 impl Model {
@@ -369,6 +383,8 @@ impl Model {
             waits_for_review: false,
             said_waiting: false,
             expected_secs,
+            racing: HashMap::new(),
+            race_landings: Vec::new(),
         };
         let named: Vec<Vec<String>> = model.stories.iter().map(|s| s.named.clone()).collect();
         for (s, kept) in model
@@ -415,6 +431,10 @@ impl Model {
             Change::BeginLanding => {
                 self.state.begin_landing(&id);
                 self.sched.set(idx, StoryState::Landing);
+            }
+            Change::RaceOn => {
+                self.state.race_on(&id);
+                self.sched.set(idx, StoryState::Running);
             }
             Change::Requeue => {
                 self.state.requeue(&id);
@@ -730,6 +750,30 @@ impl Model {
         Some((agent, choice.model.filter(|_| agent == meant)))
     }
 
+    /// The next attempt at story `idx` begins: counted for this run; its
+    /// kind, and what its prompt is told (the story's note, with what a
+    /// person said for it taken in: the next attempt is not told again).
+    pub(crate) fn begin_attempt(
+        &mut self,
+        idx: usize,
+    ) -> (crate::state::AttemptKind, Option<crate::state::Note>) {
+        self.attempts_this_run += 1;
+        let id = self.id(idx).to_string();
+        let kind = self.state.next_kind(&id);
+        let mut note = self.state.note(&id).cloned();
+        if let Some(said) = self.state.take_user_note(&id) {
+            let n = note.get_or_insert_with(Default::default);
+            n.text = crate::prompt::with_user_note(&n.text, &said);
+        }
+        (kind, note)
+    }
+
+    /// How many candidates race for an attempt at story `idx` (issue 36).
+    pub(crate) fn best_of(&self, idx: usize) -> u32 {
+        let b = &self.policy.best_of;
+        race::best_of(b.cli, self.stories[idx].model.best_of, b.config)
+    }
+
     /// Something the run waits for before it can go on: a pause, an
     /// agent's usage limit, or the next staggered start.
     pub(crate) fn waiting(&self) -> bool {
@@ -831,6 +875,7 @@ impl Model {
             || !self.landing.is_empty()
             || !self.land_queue.is_empty()
             || self.hooks_running > 0
+            || self.racing.values().any(|r| r.judging)
     }
 }
 
@@ -869,6 +914,7 @@ pub(crate) fn test_model(
         speculate: 1,
         landing_mode: Default::default(),
         batch: 1,
+        best_of: Default::default(),
     };
     Model::new(stories, &dag, State::default(), policy, None, 0, now)
 }

@@ -62,6 +62,20 @@ pub(crate) struct Policy {
     /// `landing.batch`: stories per candidate (1 where `speculate` is 1
     /// for a person or a reviewer).
     pub(crate) batch: usize,
+    /// Best of N (issue 36): `--best-of`, `attempts.best_of`,
+    /// `attempts.candidates`.
+    pub(crate) best_of: BestOf,
+}
+
+/// How many candidates race for an attempt, and who they run as
+/// (`race::best_of`, `race::candidate_agent`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct BestOf {
+    pub(crate) cli: Option<u32>,
+    pub(crate) config: u32,
+    pub(crate) candidates: Vec<crate::config::CandidateSpec>,
+    pub(crate) pick: crate::config::Pick,
+    pub(crate) judge: Option<crate::config::CandidateSpec>,
 }
 
 /// The run's models: the ladder, `agent.model` (for the run's own agent)
@@ -93,6 +107,17 @@ pub(crate) struct Budget {
 }
 
 impl Policy {
+    /// The top rung's model for a timeout's postmortem, when `agent` runs it.
+    pub(crate) fn postmortem_model(&self, agent: Backend) -> Option<String> {
+        let m = &self.models;
+        if let Some(pinned) = &m.pinned {
+            return Some(pinned.clone());
+        }
+        let top = crate::ladder::top(&m.ladder, m.base.as_deref());
+        let meant = top.agent.or(self.agents.first().copied());
+        top.model.filter(|_| meant == Some(agent))
+    }
+
     /// Conflicts after which a story needs a person: a story that keeps
     /// colliding is not helped by more redos.
     pub(crate) fn max_conflicts(&self) -> u32 {

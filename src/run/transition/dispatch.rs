@@ -48,7 +48,9 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     let jobs = model.jobs_now(now);
     note_jobs(model, &jobs, now, out);
     let busy = model.slots.iter().filter(|s| s.is_some()).count();
+    // Candidates of a running race take free slots before new stories.
     let free = jobs.now.saturating_sub(busy);
+    let free = free - super::race::start_waiting(model, free, now, out);
     // Retries run one at a time (`parallel.retry_concurrency`): a shared
     // cause (a broken target, a flaky service) fails them all at once
     // otherwise, and first attempts keep the other slots busy.
@@ -113,6 +115,12 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         let Some(slot) = slot_for(model, idx, agent) else {
             return;
         };
+        if super::race::races(model, idx) {
+            let busy = model.slots.iter().filter(|s| s.is_some()).count();
+            let room = jobs.now.saturating_sub(busy);
+            super::race::start_race(model, idx, (agent, chosen), room, now, out);
+            continue;
+        }
         model.slot_started[slot] = Some(now.mono);
         start(model, idx, slot, agent, chosen, out);
     }
@@ -200,15 +208,8 @@ fn start(
     chosen: Option<String>,
     out: &mut Vec<Action>,
 ) {
-    model.attempts_this_run += 1;
+    let (kind, note) = model.begin_attempt(idx);
     let id = model.id(idx).to_string();
-    let kind = model.state.next_kind(&id);
-    let mut note = model.state.note(&id).cloned();
-    if let Some(said) = model.state.take_user_note(&id) {
-        // Taken into this attempt's prompt: the next one is not told again.
-        let n = note.get_or_insert_with(Default::default);
-        n.text = crate::prompt::with_user_note(&n.text, &said);
-    }
     let resume = match kind {
         AttemptKind::Fixup => session_to_resume(model, idx, slot, agent),
         _ => None,
@@ -269,20 +270,10 @@ fn start(
         resume,
         resume_on,
         agent,
-        postmortem_model: postmortem_model(model, agent),
+        postmortem_model: model.policy.postmortem_model(agent),
         model: chosen,
+        candidate: None,
     };
     out.push(Action::Record(record::attempt_start(model, &req)));
     out.push(Action::StartAttempt(req));
-}
-
-/// The top rung's model for a timeout's postmortem, when `agent` runs it.
-fn postmortem_model(model: &Model, agent: Backend) -> Option<String> {
-    let m = &model.policy.models;
-    if let Some(pinned) = &m.pinned {
-        return Some(pinned.clone());
-    }
-    let top = crate::ladder::top(&m.ladder, m.base.as_deref());
-    let meant = top.agent.or(model.policy.agents.first().copied());
-    top.model.filter(|_| meant == Some(agent))
 }

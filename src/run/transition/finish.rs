@@ -153,6 +153,19 @@ pub(super) fn budget_ahead(model: &Model) -> Option<String> {
             model: h.model.as_deref(),
             cost_usd: h.cost_usd,
         })
+        // A racing candidate that ended is known before its race's record
+        // (best of N, issue 36).
+        .chain(
+            model
+                .racing
+                .values()
+                .flat_map(|r| &r.cands)
+                .filter(|c| c.ended)
+                .map(|c| Past {
+                    model: c.model.as_deref(),
+                    cost_usd: c.cost_usd,
+                }),
+        )
         .collect();
     let mut ahead = 0.0;
     for (slot, idx) in model.slots.iter().enumerate() {

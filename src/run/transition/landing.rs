@@ -28,6 +28,7 @@ pub(super) fn send_to_landing(
         since: None,
         approved: false,
         tests_let_be: false,
+        trial: false,
     });
 }
 
@@ -52,6 +53,10 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     let n = super::batch::take(model.window, model.policy.batch, model.land_queue.len());
     let mut asks = Vec::with_capacity(n);
     for _ in 0..n {
+        // A racing candidate's trial is validated alone (`LandPlan::Review`).
+        if model.land_queue.front().is_some_and(|l| l.trial) && !asks.is_empty() {
+            break;
+        }
         let Some(mut next) = model.land_queue.pop_front() else {
             break;
         };
@@ -62,6 +67,9 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             attempt: next.attempt,
         }));
         asks.push((next, super::gates::ask(model, &next)));
+        if next.trial {
+            break;
+        }
     }
     match asks.len() {
         0 => {}
@@ -74,7 +82,10 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
                 attempt: next.attempt,
                 approved: next.approved,
                 gates,
-                plan: plan(model.policy.landing_mode, next.approved),
+                plan: match next.trial {
+                    true => LandPlan::Review,
+                    false => plan(model.policy.landing_mode, next.approved),
+                },
             });
         }
         _ => out.push(Action::LandChain(
@@ -183,6 +194,27 @@ pub(super) fn landing_finished(
     if split_refused(model, landing, &result, out) {
         return;
     }
+    // A racing candidate's landing is the race's to judge (`handle` gives
+    // it to `race::landing_ended` once this event is through).
+    if model
+        .racing
+        .get(&landing.idx)
+        .is_some_and(|r| r.validating().is_some())
+    {
+        model.race_landings.push((landing, result));
+        return;
+    }
+    landing_result(model, landing, result, now, out);
+}
+
+/// A landing's own arm, one function per result.
+pub(super) fn landing_result(
+    model: &mut Model,
+    landing: Landing,
+    result: LandResult,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
     let idx = landing.idx;
     match result {
         LandResult::Landed { commit } => landed(model, landing, &commit, now, out),

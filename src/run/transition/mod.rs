@@ -21,6 +21,7 @@ mod landing;
 mod limits;
 mod outcome;
 pub(crate) mod queue;
+mod race;
 mod steer;
 
 use crate::control::Control;
@@ -129,6 +130,10 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             }
             return Vec::new();
         }
+        // A racing candidate's end is the race's (issue 36).
+        Event::AttemptFinished(r) if r.candidate.is_some() && model.racing.contains_key(&r.idx) => {
+            race::candidate_finished(model, *r, now, &mut out)
+        }
         Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
         Event::LandingFinished(result) => {
             debug_assert!(
@@ -138,6 +143,7 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
             chain_finished(model, vec![result], now, &mut out);
         }
         Event::ChainFinished(results) => chain_finished(model, results, now, &mut out),
+        Event::Judged(report) => race::judged(model, report, &mut out),
         Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
         Event::Signal(sig) => on_signal(model, sig, &mut out),
         Event::Timer => on_timer(model, now, &mut out),
@@ -156,6 +162,12 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 )));
                 out.push(Action::Control(Control::Stop));
             }
+        }
+    }
+    // The landings of racing candidates, left for the race to judge.
+    for (landing, result) in std::mem::take(&mut model.race_landings) {
+        if !race::landing_ended(model, landing, &result, now, &mut out) {
+            landing::landing_result(model, landing, result, now, &mut out);
         }
     }
     next_landing(model, now, &mut out);

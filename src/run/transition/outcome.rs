@@ -53,6 +53,14 @@ pub(super) fn attempt_finished(
     let id = model.id(r.idx).to_string();
     slot_freed(model, &r, &id, out);
     spent(model, &r, &id, now, out);
+    attempt_ended(model, r, now, out);
+}
+
+/// What an attempt's end decides once its slot is free and its spend
+/// counted: its record, its place in the story's history, its verdict's
+/// arm. A race's end comes here as one attempt (`race::race_lost`).
+pub(super) fn attempt_ended(model: &mut Model, r: AttemptReport, now: Now, out: &mut Vec<Action>) {
+    let id = model.id(r.idx).to_string();
     // `ralph stop ID` killed it: a person's choice, not the story's failure.
     let stopped_by_person =
         model.stop_asked.remove(&r.idx) && matches!(r.verdict, Verdict::Interrupted);
@@ -119,7 +127,7 @@ pub(super) fn attempt_finished(
 /// The attempt's slot is free, and the streaks its verdict ends are over:
 /// failures in a row (the breaker's), the story's faults, its agent's API
 /// failures.
-fn slot_freed(model: &mut Model, r: &AttemptReport, id: &str, out: &mut Vec<Action>) {
+pub(super) fn slot_freed(model: &mut Model, r: &AttemptReport, id: &str, out: &mut Vec<Action>) {
     if let Some(rec) = model.state.stories.get_mut(id) {
         rec.running_on = None;
     }
@@ -142,7 +150,13 @@ fn slot_freed(model: &mut Model, r: &AttemptReport, id: &str, out: &mut Vec<Acti
 
 /// What the attempt spent (the story's, the run's), one job fewer for a
 /// while after a usage-limit warning, and its learnings to keep.
-fn spent(model: &mut Model, r: &AttemptReport, id: &str, now: Now, out: &mut Vec<Action>) {
+pub(super) fn spent(
+    model: &mut Model,
+    r: &AttemptReport,
+    id: &str,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
     model
         .state
         .add_usage(id, r.usage, r.cost_usd, r.duration.as_secs_f64());
@@ -171,7 +185,7 @@ fn spent(model: &mut Model, r: &AttemptReport, id: &str, now: Now, out: &mut Vec
 }
 
 /// The attempt as the state's history keeps it.
-fn attempt_record(r: &AttemptReport, stopped_by_person: bool) -> AttemptRecord {
+pub(super) fn attempt_record(r: &AttemptReport, stopped_by_person: bool) -> AttemptRecord {
     let reason = match &r.verdict {
         Verdict::Failed { reason, .. } | Verdict::Fault { reason, .. } => Some(reason.clone()),
         _ => None,

@@ -140,6 +140,12 @@ fn on_story(model: &mut Model, idx: usize, cmd: &Command, out: &mut Vec<Action>)
             model.state.held.insert(id.clone());
             model.holds_here = true;
             out.push(Action::StopAttempt { slot });
+            // A race's every candidate (best of N).
+            for other in (0..model.slots.len()).filter(|&s| s != slot) {
+                if model.slots[other] == Some(idx) {
+                    out.push(Action::StopAttempt { slot: other });
+                }
+            }
             (
                 Reply::done(format!(
                     "stopping {id}: its agent is stopped, no retry is charged, and the story \

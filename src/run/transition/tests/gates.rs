@@ -196,6 +196,7 @@ fn a_gate_fix_up_that_restores_nothing_waits_for_a_person() {
         since: None,
         approved: false,
         tests_let_be: false,
+        trial: false,
     };
     assert_eq!(
         crate::run::transition::gates::ask(&m, &at(held)),

@@ -227,5 +227,6 @@ mod landing;
 mod limits;
 mod models;
 mod outcome;
+mod race;
 mod run;
 mod steer;

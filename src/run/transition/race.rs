@@ -1,0 +1,652 @@
+//! Best of N (issue 36): an attempt raced by several candidates, each in
+//! its own slot. Started here (`start_race`, `start_waiting`), ended here
+//! (`candidate_finished`), and judged by the merge queue: a candidate that
+//! said DONE goes to it as the story's work (`Action::AdoptCandidate`),
+//! one at a time in the order they finished; the first to land wins
+//! (`landing_ended`), the others are stopped, not charged, their work kept
+//! (`Action::KeepCandidate`). No candidate landing is one failed attempt,
+//! its note naming every candidate's failure (`race_lost`).
+//!
+//! Why the merge queue judges: "passes" is the merged tree's required
+//! validation and the integrity gate, which is exactly what a landing
+//! runs; a second check before the queue would validate the same tree
+//! twice. The price: a later candidate waits for an earlier one's landing.
+
+use crate::agent::{ResultKind, Verdict};
+use crate::config::Pick;
+use crate::report::Message;
+use crate::runlog::Ev;
+use crate::state::AttemptKind;
+
+use super::finish::budget_ahead;
+use super::landing::send_to_landing;
+use crate::run::events::{
+    Action, AttemptReport, AttemptRequest, JudgeAsk, JudgeReport, LandResult, Now,
+};
+use crate::run::model::race::{candidate_agent, who};
+use crate::run::model::{CandState, Change, Landing, Model, Race};
+use crate::run::record;
+
+/// Story `idx`'s next attempt races: a first try or a redo with `best_of`
+/// above 1 (a fix-up continues one candidate's work, so it runs alone).
+pub(super) fn races(model: &Model, idx: usize) -> bool {
+    model.best_of(idx) > 1
+        && matches!(
+            model.state.next_kind(model.id(idx)),
+            AttemptKind::First | AttemptKind::Redo
+        )
+}
+
+/// Starts story `idx`'s attempt as a race of `best_of` candidates, then as
+/// many of them as there are `free` slots for (at least one: the caller
+/// found a slot); the rest start as slots free (`start_waiting`).
+/// `own` is the story's own agent and model.
+pub(super) fn start_race(
+    model: &mut Model,
+    idx: usize,
+    own: (crate::agent::Backend, Option<String>),
+    free: usize,
+    now: Now,
+    out: &mut Vec<Action>,
+) -> usize {
+    let (kind, note) = model.begin_attempt(idx);
+    let id = model.id(idx).to_string();
+    let attempt = model.apply(idx, Change::Start).attempt;
+    let n = model.best_of(idx);
+    let list = &model.policy.best_of.candidates;
+    let who_runs = (1..=n)
+        .map(|k| candidate_agent(k, list, own.clone()))
+        .collect();
+    let title = model.stories[idx].title.clone();
+    let counted = model.state.record(&id).map(|r| r.attempts).unwrap_or(0) + 1;
+    out.push(Action::Say(Message::Started {
+        id: id.clone(),
+        title: title.clone(),
+        attempt: counted,
+        max: model.policy.max_retries,
+        fixup: false,
+        model: own.1.clone(),
+        logged: (attempt != counted).then_some(attempt),
+    }));
+    // Its row says it races; each candidate's model is in its records.
+    out.push(Action::StoryStarted {
+        id: id.clone(),
+        title,
+        model: Some(format!("best of {n}")),
+    });
+    out.push(Action::Log(format!(
+        "start story {id} attempt {attempt} ({}) as a race of {n} candidates",
+        kind.as_str()
+    )));
+    // The attempt's own record says who the story runs as; each candidate
+    // has its `candidate_start`.
+    let head = AttemptRequest {
+        idx,
+        slot: model.slots.iter().position(Option::is_none).unwrap_or(0),
+        attempt,
+        iteration: model.attempts_this_run,
+        kind,
+        note: note.clone(),
+        resume: None,
+        resume_on: None,
+        agent: own.0,
+        model: own.1.clone(),
+        postmortem_model: None,
+        candidate: None,
+    };
+    out.push(Action::Record(record::attempt_start(model, &head)));
+    model
+        .racing
+        .insert(idx, Race::new(attempt, kind, note, who_runs));
+    let started = fill(model, idx, free.max(1), now, out);
+    out.push(Action::Save);
+    started
+}
+
+/// Starts waiting candidates of running races while there are `free`
+/// slots; returns how many started.
+pub(super) fn start_waiting(
+    model: &mut Model,
+    free: usize,
+    now: Now,
+    out: &mut Vec<Action>,
+) -> usize {
+    let mut racing: Vec<usize> = model.racing.keys().copied().collect();
+    racing.sort_unstable();
+    let mut started = 0;
+    for idx in racing {
+        if started >= free {
+            break;
+        }
+        started += fill(model, idx, free - started, now, out);
+    }
+    if started > 0 {
+        out.push(Action::Save);
+    }
+    started
+}
+
+/// Starts up to `free` of race `idx`'s waiting candidates.
+fn fill(model: &mut Model, idx: usize, free: usize, now: Now, out: &mut Vec<Action>) -> usize {
+    let mut started = 0;
+    while started < free {
+        let Some(k) = model.racing.get(&idx).and_then(Race::next_waiting) else {
+            break;
+        };
+        let Some(slot) = model.slots.iter().position(Option::is_none) else {
+            break;
+        };
+        // The budget looks ahead for each candidate as for an attempt: it
+        // is overshot by one candidate's expected cost at most.
+        if budget_ahead(model).is_some() && model.slots.iter().any(Option::is_some) {
+            break;
+        }
+        start_candidate(model, idx, k, slot, now, out);
+        started += 1;
+    }
+    sync_rows(model, idx);
+    started
+}
+
+fn start_candidate(
+    model: &mut Model,
+    idx: usize,
+    k: u32,
+    slot: usize,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let id = model.id(idx).to_string();
+    let iteration = model.attempts_this_run;
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    let (attempt, kind, note) = (race.attempt, race.kind, race.note.clone());
+    let Some(c) = race.get_mut(k) else { return };
+    c.state = CandState::Running;
+    c.slot = Some(slot);
+    c.iteration = iteration;
+    let (agent, chosen) = (c.agent, c.model.clone());
+    model.slots[slot] = Some(idx);
+    model.slot_started[slot] = Some(now.mono);
+    model.slot_model[slot] = chosen.clone();
+    out.push(Action::Log(format!(
+        "start story {id} attempt {attempt} candidate {k} ({}) in slot {slot}",
+        who(agent, chosen.as_deref())
+    )));
+    out.push(Action::Record(Ev::CandidateStart {
+        story: id,
+        attempt,
+        candidate: k,
+        slot,
+        agent: agent.name().to_string(),
+        model: chosen.clone(),
+    }));
+    out.push(Action::StartAttempt(AttemptRequest {
+        idx,
+        slot,
+        attempt,
+        iteration,
+        kind,
+        note,
+        resume: None,
+        resume_on: None,
+        agent,
+        postmortem_model: model.policy.postmortem_model(agent),
+        model: chosen,
+        candidate: Some(k),
+    }));
+}
+
+/// A candidate's report: its slot freed, its spend the story's, its state
+/// from its verdict; then the race goes on (`advance`).
+pub(super) fn candidate_finished(
+    model: &mut Model,
+    r: AttemptReport,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    let (idx, id) = (r.idx, model.id(r.idx).to_string());
+    let Some(k) = r.candidate else { return };
+    model.slots[r.slot] = None;
+    model.slot_started[r.slot] = None;
+    model.slot_model[r.slot] = None;
+    if let Some(rec) = model.state.stories.get_mut(&id) {
+        rec.running_on = None;
+    }
+    super::outcome::spent(model, &r, &id, now, out);
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    race.usage += r.usage;
+    race.secs = race.secs.max(r.duration.as_secs_f64());
+    let finished = race.ended_count() + 1;
+    let Some(c) = race.get_mut(k) else { return };
+    c.ended = true;
+    c.slot = None;
+    c.finished = finished;
+    c.log_rel = Some(r.log_rel.clone());
+    c.cost_usd = r.cost_usd;
+    c.cost_unknown = r.cost_unknown;
+    c.diff_lines = r.diff_lines;
+    // A candidate stopped because another won stays stopped, whatever its
+    // agent said as it went.
+    if c.state == CandState::Running {
+        (c.state, c.why) = match &r.verdict {
+            Verdict::Done | Verdict::Tentative => (CandState::Done, None),
+            Verdict::Failed { reason, .. } => (CandState::Failed, Some(reason.clone())),
+            Verdict::RootRefusal => (CandState::Failed, Some("its CLI refused to run".into())),
+            Verdict::Interrupted | Verdict::RateLimited { .. } | Verdict::Fault { .. } => {
+                (CandState::Stopped, None)
+            }
+        };
+    }
+    // A candidate stopped before its CLI reported a cost spent an unknown
+    // amount, never a made-up $0.
+    let unreported = r.cost_usd == 0.0 && crate::report::tokens(&r.usage) == 0;
+    if let Some(c) = race
+        .get_mut(k)
+        .filter(|c| c.state == CandState::Stopped && unreported)
+    {
+        c.cost_unknown = true;
+        model.run_cost_unknown = true;
+    }
+    let running = race.cands.iter().any(|c| c.state == CandState::Running);
+    out.push(Action::Log(format!(
+        "story {id} attempt {} candidate {k} ended: {}",
+        race.attempt,
+        race.get(k).map_or("?", |c| c.state.word())
+    )));
+    if !running {
+        out.push(Action::StoryFinished { id: id.clone() });
+    }
+    advance(model, idx, now, out);
+    out.push(Action::Save);
+}
+
+/// The race after a change: the next DONE candidate to the merge queue,
+/// the race lost once none can pass, every decided candidate settled, and
+/// the race forgotten once decided and every report is in.
+fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
+    let id = model.id(idx).to_string();
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    let judge = model.policy.best_of.pick == Pick::Judge;
+    if let Some(k) = race.next_for_queue() {
+        let attempt = race.attempt;
+        let Some(c) = race.get_mut(k) else { return };
+        c.state = CandState::Validating;
+        let label = who(c.agent, c.model.as_deref());
+        out.push(Action::Log(format!(
+            "story {id} attempt {attempt}: candidate {k} ({label}) said DONE; its work goes \
+             to the merge queue{}",
+            if judge { " to be judged" } else { "" }
+        )));
+        out.push(Action::AdoptCandidate { id: id.clone(), k });
+        if !judge {
+            out.push(Action::Say(Message::Finished {
+                id: id.clone(),
+                secs: race.secs,
+            }));
+        }
+        // A candidate's post hooks are the attempt's: they ran with its end.
+        send_to_landing(model, idx, attempt, None, out);
+        if let Some(l) = model.land_queue.back_mut().filter(|_| judge) {
+            l.trial = true;
+        }
+    } else if let Some(k) = race.ranked_first().filter(|_| judge) {
+        match model.policy.best_of.judge.clone() {
+            Some(j) if !race.judging => {
+                race.judging = true;
+                let passing = race
+                    .cands
+                    .iter()
+                    .filter(|c| c.state == CandState::Passed)
+                    .map(|c| (c.k, who(c.agent, c.model.as_deref()), c.findings))
+                    .collect();
+                out.push(Action::Log(format!(
+                    "story {id} attempt {}: the judge ({}) picks among candidates {:?}",
+                    race.attempt,
+                    who(j.agent, j.model.as_deref()),
+                    race.passing()
+                )));
+                out.push(Action::Judge(JudgeAsk {
+                    idx,
+                    attempt: race.attempt,
+                    agent: j.agent,
+                    model: j.model,
+                    passing,
+                }));
+            }
+            // Its judge is still out.
+            Some(_) => {}
+            None => {
+                let reason = race.ranking_reason(k);
+                picked(model, idx, (k, "ranking"), reason, out);
+            }
+        }
+    }
+    settle(model, idx, out);
+    let Some(race) = model.racing.get(&idx) else {
+        return;
+    };
+    if race.lost() {
+        race_lost(model, idx, now, out);
+    } else if race.won().is_some() && race.all_ended() {
+        race_won(model, idx, out);
+    }
+    sync_rows(model, idx);
+}
+
+/// Best of N's judge answered: its cost is the story's, and its valid
+/// pick lands; a failed judge or one without a valid PICK leaves the pick
+/// to the ranking.
+pub(super) fn judged(model: &mut Model, rep: JudgeReport, out: &mut Vec<Action>) {
+    let (idx, id) = (rep.idx, model.id(rep.idx).to_string());
+    model.state.add_usage(&id, rep.usage, rep.cost_usd, 0.0);
+    model.run_cost_usd += rep.cost_usd;
+    model.run_cost_unknown |= rep.cost_unknown;
+    model.run_tokens += crate::report::tokens(&rep.usage);
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    if race.attempt != rep.attempt || !race.judging {
+        return;
+    }
+    race.judging = false;
+    race.usage += rep.usage;
+    race.judge_cost = (
+        race.judge_cost.0 + rep.cost_usd,
+        race.judge_cost.1 || rep.cost_unknown,
+    );
+    let pick = crate::judge::valid_pick(rep.pick, &race.passing());
+    let (k, by, reason) = match (pick, race.ranked_first()) {
+        (Some(k), _) => (k, "judge", rep.reason),
+        (None, Some(k)) => {
+            let said = rep.reason.lines().next().unwrap_or("").to_string();
+            let why = match rep.pick {
+                Some(p) => format!("the judge picked {p}, no passing candidate"),
+                None => format!("the judge gave no PICK ({said})"),
+            };
+            (k, "ranking", format!("{why}; {}", race.ranking_reason(k)))
+        }
+        (None, None) => return,
+    };
+    picked(model, idx, (k, by), reason, out);
+    out.push(Action::Save);
+}
+
+/// `attempts.pick: judge` chose candidate `k` (`by` the judge or the
+/// ranking, for `reason`): said and recorded, and its work goes to the
+/// merge queue to land.
+fn picked(
+    model: &mut Model,
+    idx: usize,
+    (k, by): (u32, &str),
+    reason: String,
+    out: &mut Vec<Action>,
+) {
+    let id = model.id(idx).to_string();
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    let (attempt, secs) = (race.attempt, race.secs);
+    if let Some(c) = race.get_mut(k) {
+        c.state = CandState::Validating;
+    }
+    out.push(Action::Log(format!(
+        "story {id} attempt {attempt}: candidate {k} picked by the {by}: {}",
+        reason.lines().next().unwrap_or("")
+    )));
+    out.push(Action::Record(Ev::CandidatePick {
+        story: id.clone(),
+        attempt,
+        candidate: k,
+        by: by.into(),
+        reason,
+    }));
+    out.push(Action::AdoptCandidate { id: id.clone(), k });
+    out.push(Action::Say(Message::Finished { id, secs }));
+    send_to_landing(model, idx, attempt, None, out);
+}
+
+/// Records each candidate whose fate is decided and keeps the work of
+/// those that did not win.
+fn settle(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
+    let id = model.id(idx).to_string();
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    let decided = race.won().is_some();
+    let attempt = race.attempt;
+    for c in race.cands.iter_mut().filter(|c| c.ended && !c.settled) {
+        let done = matches!(
+            c.state,
+            CandState::Failed | CandState::Stopped | CandState::Won
+        );
+        let unneeded = matches!(c.state, CandState::Done | CandState::Passed);
+        if !(done || (decided && unneeded)) {
+            continue;
+        }
+        c.settled = true;
+        let winner = c.state == CandState::Won;
+        out.push(Action::Record(Ev::CandidateEnd {
+            story: id.clone(),
+            attempt,
+            candidate: c.k,
+            agent: c.agent.name().to_string(),
+            model: c.model.clone(),
+            outcome: c.state.word().to_string(),
+            winner,
+            cost_usd: c.cost_usd,
+            cost_unknown: c.cost_unknown,
+        }));
+        if !winner {
+            out.push(Action::KeepCandidate {
+                id: id.clone(),
+                attempt,
+                k: c.k,
+            });
+        }
+    }
+}
+
+/// A landing of a racing story ended. Landed (or kept for review or a
+/// pull request): its candidate won, the others are stopped. Its work
+/// failed validation, the gates or the merge: that candidate failed and
+/// the race goes on, the story running again — true then, and the
+/// landing's own arms are skipped (no fix-up inside a race). Any other end
+/// (a lost turn, Ctrl-C) is the landing's as for any story.
+pub(super) fn landing_ended(
+    model: &mut Model,
+    landing: Landing,
+    result: &LandResult,
+    now: Now,
+    out: &mut Vec<Action>,
+) -> bool {
+    let idx = landing.idx;
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return false;
+    };
+    let Some(k) = race.validating() else {
+        return false;
+    };
+    let why = match result {
+        // Judged, not landed: it waits for the pick.
+        LandResult::InReview if landing.trial => {
+            if let Some(c) = race.get_mut(k) {
+                c.state = CandState::Passed;
+            }
+            model.apply(idx, Change::RaceOn);
+            advance(model, idx, now, out);
+            out.push(Action::Save);
+            return true;
+        }
+        // `gates.tests: warn`: the findings are recorded and the work
+        // goes on as the gate decides; the ranking counts them.
+        LandResult::Gated { findings, .. }
+            if model.policy.tests_gate == crate::config::TestsGate::Warn =>
+        {
+            if let Some(c) = race.get_mut(k) {
+                c.findings = findings.len();
+            }
+            return false;
+        }
+        LandResult::Landed { .. } | LandResult::InReview | LandResult::InPr { .. } => {
+            won(model, idx, k, out);
+            return false;
+        }
+        LandResult::ValidationFailed { name, cmd, .. } => {
+            format!("its work failed validation {name} ({cmd}) on the target's tip")
+        }
+        LandResult::Conflict { paths, .. } => {
+            format!(
+                "its work conflicted with the target on {}",
+                paths.join(", ")
+            )
+        }
+        LandResult::Gated { findings, .. } => format!(
+            "the integrity gate found {}",
+            findings
+                .iter()
+                .map(crate::gates::Finding::line_text)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        LandResult::Reviewed { review, .. } => {
+            format!(
+                "the reviewer did not approve it ({})",
+                review.verdict.name()
+            )
+        }
+        LandResult::Error(e) => format!("its landing failed: {e}"),
+        _ => return false,
+    };
+    if let Some(c) = race.get_mut(k) {
+        c.state = CandState::Failed;
+        c.why = Some(why);
+    }
+    model.apply(idx, Change::RaceOn);
+    advance(model, idx, now, out);
+    out.push(Action::Save);
+    true
+}
+
+/// Candidate `k` won: every other running one is stopped (its process
+/// tree, by its slot's control), one not started yet never starts.
+fn won(model: &mut Model, idx: usize, k: u32, out: &mut Vec<Action>) {
+    let id = model.id(idx).to_string();
+    let Some(race) = model.racing.get_mut(&idx) else {
+        return;
+    };
+    for c in race.cands.iter_mut() {
+        if c.k == k {
+            c.state = CandState::Won;
+            continue;
+        }
+        match c.state {
+            CandState::Running => {
+                c.state = CandState::Stopped;
+                if let Some(slot) = c.slot {
+                    out.push(Action::StopAttempt { slot });
+                }
+            }
+            CandState::Waiting => {
+                c.state = CandState::Stopped;
+                c.ended = true;
+            }
+            _ => {}
+        }
+    }
+    out.push(Action::Log(format!(
+        "story {id} attempt {}: candidate {k} won; the others are stopped",
+        race.attempt
+    )));
+    settle(model, idx, out);
+    if model.racing.get(&idx).is_some_and(Race::all_ended) {
+        race_won(model, idx, out);
+    }
+    sync_rows(model, idx);
+}
+
+/// The race is over with a winner and every report in: the attempt's
+/// record (its history and `attempt_end`) as one attempt's, then the race
+/// forgotten.
+fn race_won(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
+    let Some(race) = model.racing.remove(&idx) else {
+        return;
+    };
+    let r = summary_report(model, idx, &race, Verdict::Done);
+    let id = model.id(idx).to_string();
+    let rec = super::outcome::attempt_record(&r, false);
+    out.push(Action::Record(record::attempt_end(&id, &rec)));
+    model.state.push_history(&id, rec);
+    sync_rows(model, idx);
+    out.push(Action::Save);
+}
+
+/// No candidate can pass: one failed attempt, told every candidate's
+/// failure (or, every candidate stopped by the run, none charged).
+fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
+    let Some(race) = model.racing.remove(&idx) else {
+        return;
+    };
+    let verdict = if race.any_failed() {
+        Verdict::Failed {
+            reason: format!(
+                "no candidate of {} passed:\n{}",
+                race.cands.len(),
+                race.failures()
+            ),
+            kind: ResultKind::Error,
+        }
+    } else {
+        Verdict::Interrupted
+    };
+    let r = summary_report(model, idx, &race, verdict);
+    sync_rows(model, idx);
+    super::outcome::attempt_ended(model, r, now, out);
+}
+
+/// The race as one attempt's report, for the records and the history:
+/// every candidate's usage and cost, the longest run, the winner's (else
+/// the last failed candidate's) agent, model and log.
+fn summary_report(model: &Model, idx: usize, race: &Race, verdict: Verdict) -> AttemptReport {
+    let face = race
+        .cands
+        .iter()
+        .find(|c| c.state == CandState::Won)
+        .or_else(|| {
+            race.cands
+                .iter()
+                .filter(|c| c.ended)
+                .max_by_key(|c| c.finished)
+        });
+    let (cost_usd, cost_unknown) = race.cost();
+    AttemptReport {
+        idx,
+        attempt: race.attempt,
+        verdict,
+        usage: race.usage,
+        cost_usd,
+        cost_unknown,
+        model: face.and_then(|c| c.model.clone()),
+        duration: std::time::Duration::from_secs_f64(race.secs),
+        log_rel: face.and_then(|c| c.log_rel.clone()).unwrap_or_default(),
+        iteration: face.map_or(model.attempts_this_run, |c| c.iteration),
+        agent: face.map(|c| c.agent.name()),
+        kind: race.kind,
+        ..AttemptReport::nothing(Verdict::Interrupted)
+    }
+}
+
+/// `state.json`'s rows of story `idx`'s candidates (`status --json`): the
+/// race's while it runs, none after.
+fn sync_rows(model: &mut Model, idx: usize) {
+    let id = model.id(idx).to_string();
+    let rows = model.racing.get(&idx).map(Race::rows).unwrap_or_default();
+    if let Some(rec) = model.state.stories.get_mut(&id) {
+        rec.candidates = rows;
+    }
+}

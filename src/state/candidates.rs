@@ -1,0 +1,15 @@
+//! A running story's racing candidates as `state.json` keeps them (best of
+//! N, issue 36), for `status --json`: written by the run, cleared when
+//! the race is over.
+
+use serde::{Deserialize, Serialize};
+
+/// One candidate: `{k, agent, model, state}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CandidateRow {
+    pub(crate) k: u32,
+    pub(crate) agent: String,
+    pub(crate) model: Option<String>,
+    /// `waiting`, `running`, `done`, `validating`, `failed`, `stopped`, `won`.
+    pub(crate) state: String,
+}

@@ -1,0 +1,420 @@
+//! Best of N (issue 36): candidates racing for one attempt at a story,
+//! each a real agent process in its own worktree, told apart by the model
+//! ralph gives it (`attempts.candidates`): the first whose work passes
+//! validation on the target's tip lands, the others are stopped (their
+//! whole process tree) and their work kept; no candidate passing is one
+//! failed attempt.
+
+use crate::harness::*;
+
+/// Validation on the merged tree: `ok.txt` must be there. A tree without
+/// it leaves a mark, so an agent can wait for that failure.
+const CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+  "attempts": { "best_of": 3,
+    "candidates": ["claude:failfast", "claude:slow", "claude:fast"] },
+  "validation": { "commands": [ { "name": "has-ok", "required": true,
+    "cmd": "if [ -f ok.txt ]; then exit 0; fi; touch \"$SCRATCH/validation-failed\"; exit 1" } ] } }"#;
+
+/// The model ralph gave the fake agent, as `$M`.
+const MODEL: &str = r#"
+M=""; prev=""
+for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
+"#;
+
+/// Installs `body` as the fake agent, `$M` its model.
+fn agent_by_model(p: &Project, body: &str) {
+    p.agent(&format!("{MODEL}{body}"));
+}
+
+/// What every candidate does first: it says which it is, then behaves by
+/// the model it was given.
+const BY_MODEL: &str = r#"
+echo "$M $RALPH_CANDIDATE $RALPH_ATTEMPT" >> "$SCRATCH/candidates"
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$M-$N"
+case "$M" in
+failfast)
+  # Done at once, with work that fails validation.
+  commit_file "src/failfast.txt"; done_ ;;
+slow)
+  # Commits, then waits for a file no one makes: only a stop ends it. Its
+  # child and its token show whether its whole tree was stopped.
+  commit_file "src/slow.txt"
+  echo "$RALPH_ATTEMPT_TOKEN" > "$SCRATCH/slow.token"
+  sleep 1000 & echo $! > "$SCRATCH/slow.pids"; echo $$ >> "$SCRATCH/slow.pids"
+  while [ ! -f "$SCRATCH/never" ]; do sleep 0.05; done
+  done_ ;;
+fast)
+  # Passes, once the fast failure was judged and the test saw the race.
+  while [ ! -f "$SCRATCH/validation-failed" ] || [ ! -f "$SCRATCH/go-fast" ]; do sleep 0.05; done
+  echo ok > ok.txt; commit_file "src/fast.txt"; git add ok.txt; git commit -qm "feat(story-$ID): ok"
+  done_ ;;
+esac
+"#;
+
+/// Story 1.1 alone, committed, with these `attempts` settings.
+fn one_story(attempts: &str) -> Project {
+    let config = format!(
+        r#"{{ "loop": {{ "max_retries": 2, "grace_seconds": 1 }}, "attempts": {attempts} }}"#
+    );
+    let p = Project::with_backlog("1.1 | A\n", &config);
+    p.commit_all("backlog");
+    p
+}
+
+/// Processes whose environment holds `token` (what `process` stops by).
+fn holding(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let needle = format!("RALPH_ATTEMPT_TOKEN={token}");
+        if env.split(|b| *b == 0).any(|v| v == needle.as_bytes())
+            && alive(e.file_name().to_string_lossy().parse().unwrap_or(-1))
+        {
+            found.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
+}
+
+fn candidate_ends(p: &Project) -> Vec<(u64, String, bool)> {
+    let mut ends: Vec<(u64, String, bool)> = run_records(p)
+        .iter()
+        .filter(|r| r["ev"] == "candidate_end")
+        .map(|r| {
+            (
+                r["candidate"].as_u64().unwrap(),
+                r["outcome"].as_str().unwrap().to_string(),
+                r["winner"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    ends.sort();
+    ends
+}
+
+#[test]
+fn first_lands_the_fast_passing_candidate_and_stops_the_slow_one() {
+    let p = Project::with_backlog("1.1 | Hard\n", CONFIG);
+    p.commit_all("backlog");
+    agent_by_model(&p, BY_MODEL);
+    let mut child = p
+        .command(&["run", "-j", "3"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // While they race, `status --json` shows the story's candidates.
+    let mut seen = serde_json::Value::Null;
+    wait_until(
+        "the race in status --json",
+        std::time::Duration::from_secs(60),
+        || {
+            let s = p.ralph(&["status", "--json"]);
+            let v: serde_json::Value = serde_json::from_str(&s.stdout).unwrap_or_default();
+            seen = v["stories"][0]["candidates"].clone();
+            seen.as_array().is_some_and(|c| {
+                c.len() == 3 && c[0]["state"] == "failed" && c[1]["state"] == "running"
+            })
+        },
+    );
+    assert_eq!(seen[1]["agent"], "claude");
+    assert_eq!(seen[1]["model"], "slow");
+    assert_eq!(seen[1]["k"], 2);
+    std::fs::write(p.scratch.join("go-fast"), "").unwrap();
+    let status = wait_for_exit(&mut child, "the run", std::time::Duration::from_secs(120));
+    assert!(status.success(), "{status:?}\n{}", p.read("ralph.log"));
+
+    // The fast passing candidate's work landed.
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(p.file_on_main("ok.txt").as_deref(), Some("ok\n"));
+    assert_eq!(p.file_on_main("src/slow.txt"), None);
+    // Every candidate of attempt 1 knew which it was.
+    let mut who: Vec<String> = p
+        .scratch_text("candidates")
+        .lines()
+        .map(String::from)
+        .collect();
+    who.sort();
+    assert_eq!(who, ["failfast 1 1", "fast 3 1", "slow 2 1"]);
+    // The slow one was stopped, its whole tree gone.
+    let token = p.scratch_text("slow.token").trim().to_string();
+    assert!(!token.is_empty());
+    assert_eq!(holding(&token), Vec::<String>::new(), "left running");
+    for pid in pids_in(&p.scratch.join("slow.pids")) {
+        assert!(!alive(pid), "slow candidate's process {pid} is alive");
+    }
+    // No retry charged: one attempt, not a failed one.
+    let story = p.story("1.1");
+    assert_eq!(story["attempts"], 0, "{story}");
+    assert_eq!(story["history"].as_array().unwrap().len(), 1, "{story}");
+    // Every candidate that committed and did not win is kept.
+    assert_eq!(
+        p.refs("refs/ralph/candidates/"),
+        [
+            "refs/ralph/candidates/1.1/1/1",
+            "refs/ralph/candidates/1.1/1/2"
+        ]
+    );
+    let kept = git(
+        &p.root,
+        &["show", "refs/ralph/candidates/1.1/1/2:src/slow.txt"],
+    );
+    assert_eq!(kept, "1.1\n");
+    assert_eq!(
+        candidate_ends(&p),
+        [
+            (1, "failed".to_string(), false),
+            (2, "stopped".to_string(), false),
+            (3, "won".to_string(), true)
+        ]
+    );
+    // The stopped one's CLI reported no cost: unknown, never $0.
+    let slow_end = run_records(&p)
+        .into_iter()
+        .find(|r| r["ev"] == "candidate_end" && r["candidate"] == 2)
+        .unwrap();
+    assert_eq!(slow_end["cost_unknown"], true, "{slow_end}");
+    // Each candidate's log is the story's, named by its candidate.
+    for k in 1..=3 {
+        let log = p.root.join(format!(".ralph/logs/1.1/attempt-1-c{k}.log"));
+        assert!(log.is_file(), "{}", log.display());
+    }
+    let starts = run_records(&p)
+        .iter()
+        .filter(|r| r["ev"] == "candidate_start")
+        .count();
+    assert_eq!(starts, 3);
+}
+
+#[test]
+fn no_candidate_passing_counts_one_failed_attempt_and_the_retry_is_told_why() {
+    let config = r#"{ "loop": { "max_retries": 3, "grace_seconds": 1 },
+      "attempts": { "best_of": 2, "candidates": ["claude:a", "claude:b"] },
+      "hooks": { "pre_iteration": "echo \"pre $RALPH_CANDIDATE\" >> \"$SCRATCH/hooks\"",
+        "post_story": "echo \"post $RALPH_CANDIDATE\" >> \"$SCRATCH/hooks\"" },
+      "validation": { "commands": [ { "name": "has-ok", "required": true,
+        "cmd": "test -f ok.txt" } ] } }"#;
+    let p = Project::with_backlog("1.1 | Hard\n", config);
+    p.commit_all("backlog");
+    agent_by_model(
+        &p,
+        r#"
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$M-$N"
+if [ "$N" = 1 ]; then
+  if [ "$M" = a ]; then result "stuck <ralph>FAIL $ID: cannot find the parser</ralph>"; exit 0; fi
+  commit_file "src/b.txt"; done_; exit 0
+fi
+echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): ok"; done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    let story = p.story("1.1");
+    assert_eq!(story["attempts"], 1, "exactly one failed attempt: {story}");
+    assert_eq!(story["history"].as_array().unwrap().len(), 2, "{story}");
+    // The second attempt's candidates were told both failures.
+    for m in ["a", "b"] {
+        let prompt = p.scratch_text(&format!("prompt-{m}-2"));
+        assert!(prompt.contains("cannot find the parser"), "{prompt}");
+        assert!(prompt.contains("failed validation has-ok"), "{prompt}");
+    }
+    // Every candidate's hooks knew which it was, whatever its end.
+    let mut hooks: Vec<String> = p.scratch_text("hooks").lines().map(String::from).collect();
+    hooks.sort();
+    assert_eq!(
+        hooks,
+        ["post 1", "post 1", "post 2", "post 2", "pre 1", "pre 1", "pre 2", "pre 2"]
+    );
+    // b committed in the first race and did not win: kept.
+    assert!(p
+        .refs("refs/ralph/candidates/")
+        .contains(&"refs/ralph/candidates/1.1/1/2".to_string()));
+}
+
+#[test]
+fn best_of_on_the_command_line_wins_over_the_config() {
+    let p = one_story(r#"{ "best_of": 3 }"#);
+    p.agent(
+        r#"echo "${RALPH_CANDIDATE:-none}" >> "$SCRATCH/candidates"
+commit_file "src/$ID.txt"; done_"#,
+    );
+    // The dry run says which stories race.
+    let d = p.ralph(&["run", "-d"]);
+    assert!(d.stdout.contains("1.1 A  (best of 3)"), "{d:?}");
+    assert!(d.stdout.contains("best of N: 1 story race"), "{d:?}");
+    let d = p.ralph(&["run", "-d", "--best-of", "1"]);
+    assert!(!d.stdout.contains("best of"), "{d:?}");
+    let r = p.ralph(&["run", "--best-of", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // One agent, as without racing: no candidate, no candidate records.
+    assert_eq!(p.scratch_text("candidates"), "none\n");
+    assert!(run_records(&p).iter().all(|r| r["ev"] != "candidate_start"));
+}
+
+#[test]
+fn judge_without_a_judge_agent_lands_the_smallest_passing_diff() {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+      "attempts": { "best_of": 3, "pick": "judge",
+        "candidates": ["claude:big", "claude:small", "claude:broken"] },
+      "validation": { "commands": [ { "name": "has-ok", "required": true,
+        "cmd": "test -f ok.txt" } ] } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    agent_by_model(
+        &p,
+        r#"
+case "$M" in
+big) seq 1 40 > big.txt; echo ok > ok.txt; git add big.txt ok.txt; git commit -qm "feat(story-$ID): big" ;;
+small) echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): small" ;;
+broken) commit_file "src/broken.txt" ;;
+esac
+done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "3"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    // The smallest passing diff landed; the bigger passing one is kept.
+    assert_eq!(p.file_on_main("ok.txt").as_deref(), Some("ok\n"));
+    assert_eq!(p.file_on_main("big.txt"), None);
+    assert_eq!(
+        candidate_ends(&p),
+        [
+            (1, "passed".to_string(), false),
+            (2, "won".to_string(), true),
+            (3, "failed".to_string(), false)
+        ]
+    );
+    let pick: Vec<serde_json::Value> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "candidate_pick")
+        .collect();
+    assert_eq!(pick.len(), 1);
+    assert_eq!(pick[0]["candidate"], 2);
+    assert_eq!(pick[0]["by"], "ranking");
+    assert_eq!(
+        p.refs("refs/ralph/candidates/"),
+        [
+            "refs/ralph/candidates/1.1/1/1",
+            "refs/ralph/candidates/1.1/1/3"
+        ]
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0);
+}
+
+/// Two candidates that both pass (`one` a small change, `two` a bigger
+/// one) and a judge (the same fake CLI, told apart by `RALPH_JUDGE`) that
+/// answers what `$SCRATCH/judge-answer` says.
+fn judged(answer: &str) -> Project {
+    let config = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+      "attempts": { "best_of": 2, "pick": "judge",
+        "candidates": ["claude:one", "claude:two"],
+        "judge": { "agent": "claude", "model": "wise" } },
+      "validation": { "commands": [ { "name": "has-ok", "required": true,
+        "cmd": "test -f ok.txt" } ] } }"#;
+    let p = Project::with_backlog("1.1 | A\n", config);
+    p.commit_all("backlog");
+    std::fs::write(p.scratch.join("judge-answer"), answer).unwrap();
+    agent_by_model(
+        &p,
+        r#"
+if [ "$RALPH_JUDGE" = 1 ]; then
+  cp "$PROMPT_FILE" "$SCRATCH/judge-prompt"; echo "$M" > "$SCRATCH/judge-model"
+  result "$(cat "$SCRATCH/judge-answer")"; exit 0
+fi
+case "$M" in
+one) echo ok > ok.txt; git add ok.txt; git commit -qm "feat(story-$ID): one" ;;
+two) seq 1 30 > two.txt; echo ok > ok.txt; git add two.txt ok.txt; git commit -qm "feat(story-$ID): two" ;;
+esac
+done_
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    p
+}
+
+fn the_pick(p: &Project) -> serde_json::Value {
+    let picks: Vec<serde_json::Value> = run_records(p)
+        .into_iter()
+        .filter(|r| r["ev"] == "candidate_pick")
+        .collect();
+    assert_eq!(picks.len(), 1, "{picks:?}");
+    picks[0].clone()
+}
+
+#[test]
+fn a_judge_agents_pick_is_obeyed() {
+    let p = judged("two does it properly <ralph>PICK 2</ralph>");
+    let pick = the_pick(&p);
+    assert_eq!(
+        (pick["candidate"].as_u64(), pick["by"].as_str()),
+        (Some(2), Some("judge"))
+    );
+    let reason = pick["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("two does it properly"), "{pick}");
+    // The bigger change landed, as the judge said; it saw both diffs on its model.
+    assert_eq!(
+        p.file_on_main("two.txt").map(|t| t.lines().count()),
+        Some(30)
+    );
+    let prompt = p.scratch_text("judge-prompt");
+    assert!(prompt.contains("## Candidate 1 (claude:one)"), "{prompt}");
+    assert!(prompt.contains("+++ b/two.txt"), "{prompt}");
+    assert_eq!(p.scratch_text("judge-model").trim(), "wise");
+    // Its cost is the story's: two candidates and the judge.
+    let cost = p.story("1.1")["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.03).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn a_judge_reply_without_a_valid_pick_falls_back_to_the_ranking() {
+    let p = judged("they are both fine <ralph>PICK 9</ralph>");
+    let pick = the_pick(&p);
+    assert_eq!(
+        (pick["candidate"].as_u64(), pick["by"].as_str()),
+        (Some(1), Some("ranking"))
+    );
+    assert_eq!(p.file_on_main("two.txt"), None);
+}
+
+#[test]
+fn a_race_killed_mid_way_keeps_every_candidates_work_for_the_next_run() {
+    let p = one_story(r#"{ "best_of": 2 }"#);
+    // Each candidate commits, leaves a file uncommitted, then works on.
+    p.agent(
+        r#"
+K="$RALPH_CANDIDATE"
+commit_file "src/c$K.txt"; echo wip > "wip-$K.txt"
+touch "$SCRATCH/ready-$K"
+while [ ! -f "$SCRATCH/never" ]; do sleep 0.05; done
+"#,
+    );
+    let mut child = crate::crash::spawn(&p, &["run", "-j", "2"]);
+    wait_until(
+        "both candidates at work",
+        std::time::Duration::from_secs(60),
+        || p.scratch.join("ready-1").exists() && p.scratch.join("ready-2").exists(),
+    );
+    crate::crash::kill_session(child.id() as i32);
+    crate::crash::wait_exit(&mut child, "the killed run");
+    // The next run finds the race's leftovers first, then lands the story.
+    p.agent(r#"commit_file "src/$ID.txt"; done_"#);
+    let r = p.ralph(&["run", "-j", "2", "--best-of", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed(), ["1.1"]);
+    let refs = p.refs("refs/ralph/");
+    for k in [1, 2] {
+        let kept = format!("refs/ralph/candidates/1.1/1/{k}");
+        assert!(refs.contains(&kept), "{refs:?}");
+        let committed = git(&p.root, &["show", &format!("{kept}:src/c{k}.txt")]);
+        assert_eq!(committed, "1.1\n");
+        let unc = format!("refs/ralph/attempts/1.1@c{k}/1-uncommitted");
+        let wip = git(&p.root, &["show", &format!("{unc}:wip-{k}.txt")]);
+        assert_eq!(wip, "wip\n");
+    }
+}
