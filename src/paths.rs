@@ -32,7 +32,8 @@
 //!     ├── run.sock              R  the running run's steering socket (0600)
 //!     ├── tracker/              R  an issue tracker backlog's snapshot.json (the
 //!     │                            last read, with ETags), pending.json (writes queued)
-//!     │                            and journal.json (status changes not yet queued)
+//!     │                            journal.json (status changes not yet queued)
+//!     │                            and made.json (writes made since the last read)
 //!     └── report.html           R  `ralph report`'s page
 //! ```
 //!
@@ -132,6 +133,12 @@ pub(crate) fn tracker_snapshot(root: &Path) -> PathBuf {
 /// `.ralph/tracker/pending.json`: writes to the tracker not yet made.
 pub(crate) fn tracker_pending(root: &Path) -> PathBuf {
     at(root, TRACKER).join("pending.json")
+}
+
+/// `.ralph/tracker/made.json`: writes made since the snapshot was last read,
+/// which the snapshot does not show yet.
+pub(crate) fn tracker_made(root: &Path) -> PathBuf {
+    at(root, TRACKER).join("made.json")
 }
 
 /// `.ralph/tracker/journal.json`: status changes a run told the tracker's

@@ -550,3 +550,32 @@ fn a_landing_neither_queued_nor_journaled_is_told_by_the_next_run() {
     let _ = fs::remove_file(p.root.join(".ralph/tracker/journal.json"));
     next_run_closes_both(&p, &server);
 }
+
+/// A run lands #1 (comment and close made) and ends before it reads the
+/// tracker again, so its snapshot still has #1 open. The next run starts
+/// with the tracker down: the landing was made, not lost, and is not told
+/// again, so #1 gets one comment, not two, once the tracker is back.
+#[test]
+fn a_landing_made_is_not_told_again_by_a_run_that_cannot_read_the_tracker() {
+    let (p, server) = project(Api {
+        issues: [(1, issue(1, "The only one.", &["ralph"]))].into(),
+        ..Api::default()
+    });
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    let r = run(&p, &["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!server.issue(1).open, "{r:?}");
+    assert_eq!(server.issue(1).comments.len(), 1);
+    fs::write(p.scratch.join("down"), "").unwrap();
+    let r = run(&p, &["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    fs::remove_file(p.scratch.join("down")).unwrap();
+    let r = run(&p, &["run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let i = server.issue(1);
+    assert_eq!(i.comments.len(), 1, "told again: {:?}", i.comments);
+    assert!(
+        !p.root.join(".ralph/tracker/made.json").exists(),
+        "a read shows what was made"
+    );
+}

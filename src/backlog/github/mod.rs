@@ -339,6 +339,21 @@ pub(crate) fn settled(ops: &[Op], pending: &[Op], issue: Option<&Issue>) -> bool
     })
 }
 
+/// `issue` as it is once `op` was made: what a read after the write would
+/// show (a comment changes nothing a status depends on).
+pub(crate) fn apply(issue: &mut Issue, op: &Op) {
+    match op {
+        Op::AddLabel { label, .. } => {
+            if !issue.labels.contains(label) {
+                issue.labels.push(label.clone());
+            }
+        }
+        Op::RemoveLabel { label, .. } => issue.labels.retain(|l| l != label),
+        Op::Close { .. } => issue.state = "closed".into(),
+        Op::Comment { .. } => {}
+    }
+}
+
 /// Queues `ops` behind `pending`: label writes of an issue still queued
 /// are superseded by newer ones (only the latest status is worth saying);
 /// comments and closes are never dropped.

@@ -20,6 +20,12 @@ pub(crate) struct GitHub {
     /// Read from the snapshot file (false: never read yet, no fallback).
     have_snapshot: bool,
     pending: Vec<Op>,
+    /// Writes made since the snapshot was read (`made.json`): the snapshot
+    /// does not show them, and a start that cannot read the tracker would
+    /// otherwise take a landing whose close was made for one never told,
+    /// and comment on it again.
+    made: Vec<Op>,
+    made_path: PathBuf,
     /// Landing through pull requests: their body closes the issue.
     pr: bool,
     /// Rate limited: nothing is asked before this (Unix seconds).
@@ -64,9 +70,16 @@ impl GitHub {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default();
+        let made_path = paths::tracker_made(root);
+        let made = std::fs::read_to_string(&made_path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
         GitHub {
             snapshot_path,
             pending_path,
+            made,
+            made_path,
             limited_until: snapshot.not_before.unwrap_or(0),
             retry_at: 0,
             settings,
@@ -193,6 +206,11 @@ impl Tracker for GitHub {
                 Ok(snap) => {
                     self.snapshot = snap;
                     self.have_snapshot = true;
+                    // The read shows every write this tracker made before it.
+                    if !self.made.is_empty() {
+                        self.made.clear();
+                        let _ = std::fs::remove_file(&self.made_path);
+                    }
                     self.limited_until = 0;
                     self.retry_at = 0;
                     self.save_snapshot();
@@ -266,8 +284,17 @@ impl Tracker for GitHub {
         let Ok(number) = id.parse::<u64>() else {
             return true;
         };
-        let issue = self.snapshot.issues().find(|i| i.number == number);
-        super::settled(&ops_for(number, update, self.pr), &self.pending, issue)
+        let mut issue = self.snapshot.issues().find(|i| i.number == number).cloned();
+        if let Some(i) = issue.as_mut() {
+            for op in self.made.iter().filter(|o| o.issue() == number) {
+                super::apply(i, op);
+            }
+        }
+        super::settled(
+            &ops_for(number, update, self.pr),
+            &self.pending,
+            issue.as_ref(),
+        )
     }
 
     fn flush(&mut self, now: i64, last: bool) -> Vec<String> {
@@ -275,7 +302,9 @@ impl Tracker for GitHub {
             return Vec::new();
         }
         let ops = std::mem::take(&mut self.pending);
-        let path = &self.pending_path;
+        let (path, made_path) = (&self.pending_path, &self.made_path);
+        let before = self.made.len();
+        let made_list = &mut self.made;
         let mut unsaved = None;
         let (done, dropped, fail) = poll::flush(
             self.http.as_mut(),
@@ -284,7 +313,13 @@ impl Tracker for GitHub {
             &ops,
             now,
             &mut |made| {
-                if let Err(e) = save_queue(path, &ops[made..]) {
+                // What was made is kept before it leaves the queue: a kill
+                // in between makes it again rather than forget it was made.
+                made_list.truncate(before);
+                made_list.extend_from_slice(&ops[..made]);
+                let saved =
+                    save_queue(made_path, made_list).and_then(|()| save_queue(path, &ops[made..]));
+                if let Err(e) = saved {
                     unsaved.get_or_insert(format!("cannot write {}: {e}", path.display()));
                 }
             },
