@@ -8,7 +8,6 @@ use super::poll::{self, Fail, Http};
 use super::{ops_for, to_backlog, Op, Snapshot};
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::config::GitHubSettings;
-use crate::error::Problem;
 use crate::paths;
 
 pub(crate) struct GitHub {
@@ -224,19 +223,11 @@ impl Tracker for GitHub {
         };
         if !self.have_snapshot {
             let why = stale.unwrap_or_default();
-            return Read {
-                backlog: None,
-                problems: vec![Problem::new(
-                    paths::CONFIG,
-                    None,
-                    format!(
+            return Read::none(format!(
                         "the backlog is on {} and could not be read, with no snapshot to fall back on: {why}; \
                          check backlog.github.repo and .api_url, and the token (GITHUB_TOKEN or `gh auth login`)",
                         self.describe()
-                    ),
-                )],
-                stale: None,
-            };
+                    ));
         }
         Read {
             stale,
@@ -246,19 +237,11 @@ impl Tracker for GitHub {
 
     fn snapshot(&self) -> Read {
         if !self.have_snapshot {
-            return Read {
-                backlog: None,
-                problems: vec![Problem::new(
-                    paths::CONFIG,
-                    None,
-                    format!(
-                        "the backlog is on {} and no snapshot of it was taken yet; \
+            return Read::none(format!(
+                "the backlog is on {} and no snapshot of it was taken yet; \
                          `ralph validate --online` (or `ralph run`) reads it",
-                        self.describe()
-                    ),
-                )],
-                stale: None,
-            };
+                self.describe()
+            ));
         }
         let (backlog, problems) = to_backlog(&self.snapshot);
         Read {

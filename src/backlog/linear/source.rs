@@ -14,7 +14,6 @@ use crate::backlog::github::source::NewIssue;
 use crate::backlog::tracker::disk::read_json;
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::config::LinearSettings;
-use crate::error::Problem;
 use crate::paths;
 
 pub(crate) struct Linear {
@@ -198,19 +197,11 @@ impl Tracker for Linear {
         };
         if !self.have_snapshot {
             let why = stale.unwrap_or_default();
-            return Read {
-                backlog: None,
-                problems: vec![Problem::new(
-                    paths::CONFIG,
-                    None,
-                    format!(
+            return Read::none(format!(
                         "the backlog is on {} and could not be read, with no snapshot to fall back on: {why}; \
                          check backlog.linear.team and .api_url, and the key in {KEY_VAR}",
                         self.describe()
-                    ),
-                )],
-                stale: None,
-            };
+                    ));
         }
         Read {
             stale,
@@ -220,19 +211,11 @@ impl Tracker for Linear {
 
     fn snapshot(&self) -> Read {
         if !self.have_snapshot {
-            return Read {
-                backlog: None,
-                problems: vec![Problem::new(
-                    paths::CONFIG,
-                    None,
-                    format!(
-                        "the backlog is on {} and no snapshot of it was taken yet; \
+            return Read::none(format!(
+                "the backlog is on {} and no snapshot of it was taken yet; \
                          `ralph validate --online` (or `ralph run`) reads it, with {KEY_VAR} set",
-                        self.describe()
-                    ),
-                )],
-                stale: None,
-            };
+                self.describe()
+            ));
         }
         let (backlog, problems) = to_backlog(&self.snapshot);
         Read {

@@ -32,6 +32,18 @@ pub(crate) struct Read {
     pub(crate) stale: Option<String>,
 }
 
+impl Read {
+    /// No backlog at all: `why` (naming the tracker and what to do) is the
+    /// one problem, said against the config.
+    pub(crate) fn none(why: String) -> Read {
+        Read {
+            backlog: None,
+            problems: vec![Problem::new(crate::paths::CONFIG, None, why)],
+            stale: None,
+        }
+    }
+}
+
 pub(crate) trait Tracker: Send {
     /// `GitHub owner/name`, for messages.
     fn describe(&self) -> String;
