@@ -140,7 +140,10 @@ impl Http for Client {
         if status == 401 {
             return Ok(said(
                 401,
-                &format!("{} were refused by Jira: check them", auth.vars()),
+                &format!(
+                    "Jira refused the credentials of {}: check them",
+                    auth.vars()
+                ),
             ));
         }
         Ok(Resp {
