@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::tracker::story::{story_of, Item};
+use super::tracker::story::{depends_of, key_order, story_of, Item};
 use super::{Backlog, Section, Source};
 use crate::error::Problem;
 
@@ -86,14 +86,6 @@ pub(crate) fn issue_place(key: &str) -> String {
     format!("Jira {key}")
 }
 
-/// `SHOP-12` sorts as (SHOP, 12).
-fn order_key(key: &str) -> (String, u64) {
-    match key.rsplit_once('-') {
-        Some((p, n)) => (p.to_string(), n.parse().unwrap_or(u64::MAX)),
-        None => (key.to_string(), u64::MAX),
-    }
-}
-
 /// The backlog the snapshot describes: the labelled issues (done ones
 /// count as done), by number. Every problem is collected; an issue with
 /// one still stands, without what was wrong.
@@ -104,7 +96,7 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
         .iter()
         .filter(|i| i.labels.iter().any(|l| l == &snap.label))
         .collect();
-    issues.sort_by_key(|i| order_key(&i.key));
+    issues.sort_by_key(|i| key_order(&i.key));
     issues.dedup_by(|a, b| a.key == b.key);
     let known: BTreeSet<&str> = issues.iter().map(|i| i.key.as_str()).collect();
     let mut stories = Vec::with_capacity(issues.len());
@@ -118,33 +110,24 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
                 .filter(|o| o.blocks.iter().any(|b| b == me))
                 .map(|o| o.key.as_str()),
         );
-        let mut depends: Vec<(&str, &str)> = Vec::new();
-        for (other, why) in blockers.map(|b| (b, "blocks it")).chain(
-            issue
-                .subtasks
-                .iter()
-                .map(|c| (c.as_str(), "is its subtask")),
-        ) {
-            if other != me && !depends.iter().any(|(d, _)| *d == other) {
-                depends.push((other, why));
-            }
-        }
-        let mut depends_on = Vec::new();
-        for (other, why) in depends {
-            if known.contains(other) {
-                depends_on.push(other.to_string());
-            } else {
-                problems.push(Problem::new(
-                    issue_place(me),
-                    None,
-                    format!(
-                        "story {me}: {other} {why}, and {other} is not an issue of project {} \
-                         labelled {:?}; add the label to {other} or remove the link",
-                        snap.project, snap.label
-                    ),
-                ));
-            }
-        }
+        let outside = format!(
+            "an issue of project {} labelled {:?}",
+            snap.project, snap.label
+        );
+        let depends_on = depends_of(
+            me,
+            blockers.map(|b| (b, "blocks it")).chain(
+                issue
+                    .subtasks
+                    .iter()
+                    .map(|c| (c.as_str(), "is its subtask")),
+            ),
+            &known,
+            &outside,
+            "link",
+            &issue_place(me),
+            &mut problems,
+        );
         stories.push(story_of(
             Item {
                 id: me,

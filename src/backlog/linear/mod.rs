@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::tracker::story::{story_of, Item};
+use super::tracker::story::{depends_of, key_order, story_of, Item};
 use super::{Backlog, Section, Source};
 use crate::error::Problem;
 
@@ -121,14 +121,6 @@ pub(crate) fn issue_place(identifier: &str) -> String {
     format!("Linear {identifier}")
 }
 
-/// `ENG-12` sorts as (ENG, 12).
-fn order_key(identifier: &str) -> (String, u64) {
-    match identifier.rsplit_once('-') {
-        Some((team, n)) => (team.to_string(), n.parse().unwrap_or(u64::MAX)),
-        None => (identifier.to_string(), u64::MAX),
-    }
-}
-
 /// The backlog the snapshot describes: the labelled issues (done ones
 /// count as done), by number. Every problem is collected; an issue with
 /// one still stands, without what was wrong.
@@ -139,7 +131,7 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
         .iter()
         .filter(|i| i.labels.iter().any(|l| l == &snap.label))
         .collect();
-    issues.sort_by_key(|i| order_key(&i.identifier));
+    issues.sort_by_key(|i| key_order(&i.identifier));
     issues.dedup_by(|a, b| a.identifier == b.identifier);
     let known: BTreeSet<&str> = issues.iter().map(|i| i.identifier.as_str()).collect();
     let mut stories = Vec::with_capacity(issues.len());
@@ -153,33 +145,21 @@ pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
                 .filter(|o| o.blocks.iter().any(|b| b == me))
                 .map(|o| o.identifier.as_str()),
         );
-        let mut depends: Vec<(&str, &str)> = Vec::new();
-        for (other, why) in blockers.map(|b| (b, "blocks it")).chain(
-            issue
-                .children
-                .iter()
-                .map(|c| (c.as_str(), "is its sub-issue")),
-        ) {
-            if other != me && !depends.iter().any(|(d, _)| *d == other) {
-                depends.push((other, why));
-            }
-        }
-        let mut depends_on = Vec::new();
-        for (other, why) in depends {
-            if known.contains(other) {
-                depends_on.push(other.to_string());
-            } else {
-                problems.push(Problem::new(
-                    issue_place(me),
-                    None,
-                    format!(
-                        "story {me}: {other} {why}, and {other} is not an issue of team {} \
-                         labelled {:?}; add the label to {other} or remove the relation",
-                        snap.team, snap.label
-                    ),
-                ));
-            }
-        }
+        let outside = format!("an issue of team {} labelled {:?}", snap.team, snap.label);
+        let depends_on = depends_of(
+            me,
+            blockers.map(|b| (b, "blocks it")).chain(
+                issue
+                    .children
+                    .iter()
+                    .map(|c| (c.as_str(), "is its sub-issue")),
+            ),
+            &known,
+            &outside,
+            "relation",
+            &issue_place(me),
+            &mut problems,
+        );
         stories.push(story_of(
             Item {
                 id: me,

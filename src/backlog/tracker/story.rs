@@ -111,3 +111,50 @@ pub(crate) fn story_of(item: Item<'_>, problems: &mut Vec<Problem>) -> Story {
         },
     }
 }
+
+/// `ENG-12` (`SHOP-7`) sorts as (ENG, 12): a tracker's issues in number
+/// order within their team or project.
+pub(crate) fn key_order(key: &str) -> (String, u64) {
+    match key.rsplit_once('-') {
+        Some((team, n)) => (team.to_string(), n.parse().unwrap_or(u64::MAX)),
+        None => (key.to_string(), u64::MAX),
+    }
+}
+
+/// What story `me` waits for: each `(other, why)` of `edges` once (its
+/// blockers, then its children), those among `known` (the labelled
+/// issues) kept; any other is a problem naming both, at `place`, with
+/// `outside` saying what `other` is not ("an issue of team ENG labelled
+/// \"ralph\"") and `link` what ties them ("relation").
+pub(crate) fn depends_of<'a>(
+    me: &str,
+    edges: impl Iterator<Item = (&'a str, &'a str)>,
+    known: &std::collections::BTreeSet<&str>,
+    outside: &str,
+    link: &str,
+    place: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<String> {
+    let mut depends: Vec<(&str, &str)> = Vec::new();
+    for (other, why) in edges {
+        if other != me && !depends.iter().any(|(d, _)| *d == other) {
+            depends.push((other, why));
+        }
+    }
+    let mut depends_on = Vec::new();
+    for (other, why) in depends {
+        if known.contains(other) {
+            depends_on.push(other.to_string());
+        } else {
+            problems.push(Problem::new(
+                place,
+                None,
+                format!(
+                    "story {me}: {other} {why}, and {other} is not {outside}; add the label to \
+                     {other} or remove the {link}"
+                ),
+            ));
+        }
+    }
+    depends_on
+}
