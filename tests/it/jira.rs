@@ -182,7 +182,7 @@ done_
     let log = server.log();
     assert!(
         log.iter()
-            .any(|l| l == r#"search project = SHOP AND labels = "ralph" AND (issuetype != Epic)"#),
+            .any(|l| l == r#"search project = "SHOP" AND labels = "ralph" AND (issuetype != Epic)"#),
         "{log:?}"
     );
     let fields = server.api.lock().unwrap().fields.clone();

@@ -238,7 +238,7 @@ fn answer(api: &mut Api, switches: &Path, req: &Request) -> (u16, Value) {
 /// issues; the page token is the index of the page's first issue.
 fn search(api: &mut Api, body: &Value) -> (u16, Value) {
     let jql = body["jql"].as_str().unwrap_or_default();
-    let Some(rest) = jql.strip_prefix(&format!("project = {PROJECT} AND labels = \"")) else {
+    let Some(rest) = jql.strip_prefix(&format!("project = \"{PROJECT}\" AND labels = \"")) else {
         return errors(400, "The value does not exist for the field 'project'.");
     };
     let label = rest.split('"').next().unwrap_or_default();

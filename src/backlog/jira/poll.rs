@@ -23,8 +23,9 @@ const FIELDS: &[&str] = &[
 /// The JQL of the backlog: the project's issues with the label, and the
 /// user's own JQL ANDed.
 pub(crate) fn jql(project: &str, label: &str, more: &str) -> String {
-    let quoted = label.replace('\\', "\\\\").replace('"', "\\\"");
-    let mut q = format!("project = {project} AND labels = \"{quoted}\"");
+    let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+    // Quoted, so a key or label that is a JQL word stays a value.
+    let mut q = format!("project = {} AND labels = {}", quote(project), quote(label));
     if !more.trim().is_empty() {
         q.push_str(&format!(" AND ({})", more.trim()));
     }
@@ -345,11 +346,11 @@ mod tests {
     fn the_query_ands_the_users_jql() {
         assert_eq!(
             jql("SHOP", "ralph", ""),
-            r#"project = SHOP AND labels = "ralph""#
+            r#"project = "SHOP" AND labels = "ralph""#
         );
         assert_eq!(
             jql("SHOP", "a\"b", " sprint in openSprints() "),
-            r#"project = SHOP AND labels = "a\"b" AND (sprint in openSprints())"#
+            r#"project = "SHOP" AND labels = "a\"b" AND (sprint in openSprints())"#
         );
     }
 
