@@ -31,6 +31,9 @@ pub(crate) struct JiraSettings {
     pub(crate) done_transition: String,
     /// Least seconds between two polls of the tracker during a run.
     pub(crate) poll_secs: u64,
+    /// The REST API's version: 3 (Jira Cloud, ADF) or 2 (Data Center,
+    /// which has no v3; plain-text comments).
+    pub(crate) api_version: u64,
 }
 
 /// `backlog.linear.*`.
@@ -109,6 +112,15 @@ pub(super) fn backlog(r: &mut Reader) -> BacklogSource {
                         "backlog.jira.url must be the Jira site's http(s) URL (as \
                          `https://example.atlassian.net`) with backlog.source \"jira\", got {:?}",
                         jira.url
+                    ),
+                );
+            }
+            if !matches!(jira.api_version, 2 | 3) {
+                r.problem(
+                    "backlog.jira.api_version",
+                    format!(
+                        "backlog.jira.api_version must be 3 (Jira Cloud) or 2 (Jira Data Center), got {}",
+                        jira.api_version
                     ),
                 );
             }
@@ -221,7 +233,8 @@ fn jira_settings(r: &mut Reader) -> JiraSettings {
             .to_string(),
         project: r.string("backlog.jira.project", true).trim().to_string(),
         label: r.string("backlog.jira.label", false),
-        jql: r.string("backlog.jira.jql", false).trim().to_string(),
+        jql: r.string("backlog.jira.jql", true).trim().to_string(),
+        api_version: r.uint("backlog.jira.api_version", 2, "2 or 3"),
         done_transition: r
             .string("backlog.jira.done_transition", false)
             .trim()

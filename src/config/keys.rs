@@ -483,6 +483,12 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          by ID).",
     ),
     key(
+        "backlog.jira.api_version",
+        Kind::Uint { min: 2 },
+        "The REST API's version: 3 (Jira Cloud: `/rest/api/3/search/jql`, comments in ADF) or 2 \
+         (Jira Data Center, which serves no v3: `/rest/api/2/search`, plain-text comments).",
+    ),
+    key(
         "backlog.jira.poll_seconds",
         Kind::Uint { min: 0 },
         "Least seconds between two reads of Jira during a run: issues added or edited \

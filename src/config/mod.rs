@@ -148,6 +148,7 @@ pub(crate) fn defaults() -> Value {
                 "label": "ralph",
                 "jql": "",
                 "done_transition": "Done",
+                "api_version": 3,
                 "poll_seconds": 60
             }
         },

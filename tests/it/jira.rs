@@ -29,6 +29,7 @@ fn basic() -> String {
 }
 
 fn project(api: Api, auth: &str) -> (Project, Server) {
+    let version = if api.data_center { 2 } else { 3 };
     let p = Project::new();
     let server = Server::start(
         Api {
@@ -43,7 +44,8 @@ fn project(api: Api, auth: &str) -> (Project, Server) {
             r#"{{ "loop": {{ "max_retries": 1, "grace_seconds": 1 }},
   "hooks": {{ "pre_story": "env > \"$SCRATCH/hook-env-$RALPH_STORY\"" }},
   "backlog": {{ "source": "jira",
-    "jira": {{ "url": "{}/", "project": "SHOP", "jql": "issuetype != Epic", "poll_seconds": 0 }} }} }}"#,
+    "jira": {{ "url": "{}/", "project": "SHOP", "jql": "issuetype != Epic", "poll_seconds": 0,
+      "api_version": {version} }} }} }}"#,
             server.url
         )),
     );
@@ -65,15 +67,17 @@ fn backlog() -> Api {
         issue(6, "Done", &["ralph"]),
         issue(7, "To Do", &["bug"]),
     ];
-    // SHOP-2 is blocked by SHOP-1; SHOP-3 is the parent of SHOP-4; SHOP-5
-    // (which fails) only relates to SHOP-2, which does not wait for it.
+    // SHOP-2 is blocked by SHOP-1, SHOP-4 by SHOP-2; SHOP-3 is the parent
+    // of SHOP-4; SHOP-5 (which fails) only relates to SHOP-2, which does
+    // not wait for it.
     issues[1].blocked_by = vec!["SHOP-1".into()];
+    issues[3].blocked_by = vec!["SHOP-2".into()];
     issues[2].subtasks = vec!["SHOP-4".into()];
     issues[1].related = vec!["SHOP-5".into()];
-    // Added while the run runs, blocked by SHOP-2.
+    // Added while the run runs, blocked by SHOP-3.
     let mut added = issue(8, "To Do", &["ralph"]);
     added.summary = "Added mid-run".into();
-    added.blocked_by = vec!["SHOP-2".into()];
+    added.blocked_by = vec!["SHOP-3".into()];
     Api {
         to_add: Some(added),
         issues: issues.into_iter().map(|i| (i.key.clone(), i)).collect(),
@@ -106,15 +110,16 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_run_lands_jira_issues_in_dependency_order_and_transitions_and_comments_them() {
     let (p, server) = project(backlog(), &basic());
-    // SHOP-2's agent takes the API down (every answer a 502) and SHOP-8's
-    // (which waits for SHOP-2) brings it back: the writes queued meanwhile
-    // are made later, in order.
+    // SHOP-1's agent has an issue added (read before SHOP-2 lands); SHOP-4's
+    // takes the API down (every answer a 502) and SHOP-8's (which waits for
+    // SHOP-3, which waits for SHOP-4) brings it back: the writes queued
+    // meanwhile are made later, in order.
     p.agent(
         r#"
 env > "$SCRATCH/env-$ID"
 case "$ID" in
   SHOP-1) touch "$SCRATCH/add-issue" ;;
-  SHOP-2) touch "$SCRATCH/down" ;;
+  SHOP-4) touch "$SCRATCH/down" ;;
   SHOP-8) rm -f "$SCRATCH/down" ;;
   SHOP-5) result "<ralph>FAIL SHOP-5: cannot</ralph>"; exit 0 ;;
 esac
@@ -133,10 +138,13 @@ done_
             .position(|x| x == id)
             .unwrap_or_else(|| panic!("{id} did not land: {order:?}\n{r:?}"))
     };
-    assert!(pos("SHOP-1") < pos("SHOP-2"), "{order:?}");
+    assert!(
+        pos("SHOP-1") < pos("SHOP-2") && pos("SHOP-2") < pos("SHOP-4"),
+        "{order:?}"
+    );
     assert!(pos("SHOP-4") < pos("SHOP-3"), "a parent waits: {order:?}");
     assert!(
-        pos("SHOP-2") < pos("SHOP-8"),
+        pos("SHOP-3") < pos("SHOP-8"),
         "the issue added mid-run ran: {order:?}"
     );
     for not in ["SHOP-5", "SHOP-6", "SHOP-7"] {
@@ -227,9 +235,11 @@ done_
 }
 
 #[test]
-fn jira_token_alone_is_sent_as_bearer_and_writes_wait_while_jira_is_down() {
+fn on_data_center_jira_token_alone_is_sent_as_bearer_and_writes_wait_while_jira_is_down() {
     let mut api = backlog();
     api.issues.retain(|k, _| k == "SHOP-1");
+    // Data Center: REST v2 only, plain-text comments.
+    api.data_center = true;
     let (p, server) = project(api, &format!("Bearer {PAT}"));
     p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
     let env = [("JIRA_TOKEN", PAT)];
@@ -257,6 +267,10 @@ fn jira_token_alone_is_sent_as_bearer_and_writes_wait_while_jira_is_down() {
     let i = server.issue("SHOP-1");
     assert_eq!(i.moves, ["In Progress", "Done"], "{i:?}\n{r:?}");
     assert_eq!(i.comments.len(), 1, "{i:?}");
+    assert!(
+        i.comments[0].starts_with("Landed by ralph on main as "),
+        "{i:?}"
+    );
     assert_eq!(p.read(".ralph/tracker/pending.json").trim(), "[]");
 }
 

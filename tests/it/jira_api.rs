@@ -3,7 +3,9 @@
 //! `nextPageToken`, issues with `Blocks` (and `Relates`) links and
 //! subtasks, transitions listed and posted by ID, comments (ADF only),
 //! labels added and removed through `update`. A request without the
-//! expected `Authorization` is answered 401. A switch file `down` makes
+//! expected `Authorization` is answered 401. With `Api::data_center` it is
+//! Jira Data Center's REST v2 instead (no v3: `POST /rest/api/2/search`
+//! paged by `startAt`, comments as plain text). A switch file `down` makes
 //! every answer a 502; `add-issue` adds `Api::to_add` once.
 
 #![allow(dead_code)]
@@ -65,6 +67,8 @@ pub struct Api {
     pub to_add: Option<Issue>,
     /// The `fields` each search asked for.
     pub fields: Vec<String>,
+    /// Serves REST v2 (Data Center) rather than v3 (Cloud).
+    pub data_center: bool,
 }
 
 pub struct Server {
@@ -148,9 +152,15 @@ fn text_of(v: &Value) -> String {
 
 fn answer(api: &mut Api, switches: &Path, req: &Request) -> (u16, Value) {
     let path = req.path.split('?').next().unwrap_or_default().to_string();
-    let about = match path.strip_prefix("/rest/api/3/issue/") {
+    let (root, search_at) = if api.data_center {
+        ("/rest/api/2", "/rest/api/2/search")
+    } else {
+        ("/rest/api/3", "/rest/api/3/search/jql")
+    };
+    let issue_at = format!("{root}/issue/");
+    let about = match path.strip_prefix(&issue_at) {
         Some(rest) => format!("{} {rest}", req.method),
-        None if path == "/rest/api/3/search/jql" => {
+        None if path == search_at => {
             format!("search {}", req.body["jql"].as_str().unwrap_or_default())
         }
         None => format!("{} {path}", req.method),
@@ -167,10 +177,10 @@ fn answer(api: &mut Api, switches: &Path, req: &Request) -> (u16, Value) {
             api.issues.insert(i.key.clone(), i);
         }
     }
-    if path == "/rest/api/3/search/jql" && req.method == "POST" {
+    if path == search_at && req.method == "POST" {
         return search(api, &req.body);
     }
-    let Some(rest) = path.strip_prefix("/rest/api/3/issue/") else {
+    let Some(rest) = path.strip_prefix(&issue_at) else {
         return errors(404, "no such resource");
     };
     let (key, what) = rest.split_once('/').unwrap_or((rest, ""));
@@ -205,10 +215,11 @@ fn answer(api: &mut Api, switches: &Path, req: &Request) -> (u16, Value) {
         }
         ("POST", "comment") => {
             let body = &req.body["body"];
-            if body["type"] != "doc" {
-                return errors(400, "Comment body is not valid: ADF expected.");
+            match (api_v2(&req.path), body.as_str()) {
+                (true, Some(text)) => i.comments.push(text.to_string()),
+                (false, None) if body["type"] == "doc" => i.comments.push(text_of(body)),
+                _ => return errors(400, "Comment body is not valid for this API version."),
             }
-            i.comments.push(text_of(body));
             (201, json!({"id": "1"}))
         }
         ("PUT", "") => {
@@ -253,21 +264,36 @@ fn search(api: &mut Api, body: &Value) -> (u16, Value) {
         .values()
         .filter(|i| i.labels.iter().any(|l| l == label))
         .collect();
-    let from: usize = body["nextPageToken"]
-        .as_str()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
+    let from: usize = if api.data_center {
+        body["startAt"].as_u64().unwrap_or(0) as usize
+    } else {
+        body["nextPageToken"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0)
+    };
     let page: Vec<Value> = all
         .iter()
         .skip(from)
         .take(2)
         .map(|i| issue_json(api, i))
         .collect();
+    if api.data_center {
+        let total = all.len();
+        return (
+            200,
+            json!({ "issues": page, "startAt": from, "total": total }),
+        );
+    }
     let mut out = json!({ "issues": page, "isLast": all.len() <= from + 2 });
     if all.len() > from + 2 {
         out["nextPageToken"] = json!((from + 2).to_string());
     }
     (200, out)
+}
+
+fn api_v2(path: &str) -> bool {
+    path.starts_with("/rest/api/2/")
 }
 
 fn issue_json(api: &Api, i: &Issue) -> Value {
@@ -294,13 +320,19 @@ fn issue_json(api: &Api, i: &Issue) -> Value {
         .values()
         .find(|p| p.subtasks.contains(&i.key))
         .map(|p| json!({"key": p.key}));
+    // Data Center's v2 has the description as text, v3 as ADF.
+    let description = if api.data_center {
+        json!(i.description)
+    } else {
+        json!({"type": "doc", "version": 1, "content": [
+            {"type": "paragraph", "content": [{"type": "text", "text": i.description}]}]})
+    };
     json!({
         "id": format!("100{}", i.key.rsplit('-').next().unwrap_or("0")),
         "key": i.key,
         "fields": {
             "summary": i.summary,
-            "description": {"type": "doc", "version": 1, "content": [
-                {"type": "paragraph", "content": [{"type": "text", "text": i.description}]}]},
+            "description": description,
             "status": status_json(&i.status),
             "labels": i.labels,
             "issuelinks": links,

@@ -3,12 +3,38 @@
 //!
 //! The read is `POST /rest/api/3/search/jql` (the old `/search` is being
 //! retired), paged by `nextPageToken`, asking only the fields the mapping
-//! needs: a backlog of up to 100 issues is one request a poll.
+//! needs: a backlog of up to 100 issues is one request a poll. Jira Data
+//! Center serves no v3: with `Rest::V2` the read is `POST
+//! /rest/api/2/search` paged by `startAt`, and comments are plain text.
 
 use serde_json::{json, Value};
 
 use super::{Issue, Op, Snapshot, Target, IN_PROGRESS};
 use crate::backlog::github::poll::{classify, Fail, Http, Req, Resp};
+
+/// Which REST API the site serves (`backlog.jira.api_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rest {
+    /// Jira Cloud.
+    V3,
+    /// Jira Data Center.
+    V2,
+}
+
+impl Rest {
+    pub(crate) fn of(version: u64) -> Rest {
+        if version == 2 {
+            Rest::V2
+        } else {
+            Rest::V3
+        }
+    }
+
+    fn root(self, url: &str) -> String {
+        let n = if self == Rest::V2 { 2 } else { 3 };
+        format!("{url}/rest/api/{n}")
+    }
+}
 
 const FIELDS: &[&str] = &[
     "summary",
@@ -213,33 +239,43 @@ pub(crate) fn issue_from(v: &Value) -> Option<Issue> {
 /// stays `old`.
 pub(crate) fn poll(
     http: &mut dyn Http,
-    url: &str,
+    (url, rest): (&str, Rest),
     more: &str,
     old: &Snapshot,
     now: i64,
 ) -> Result<Snapshot, Fail> {
-    let search = format!("{url}/rest/api/3/search/jql");
+    let search = match rest {
+        Rest::V3 => format!("{}/search/jql", rest.root(url)),
+        Rest::V2 => format!("{}/search", rest.root(url)),
+    };
     let query = jql(&old.project, &old.label, more);
     let mut issues = Vec::new();
     let mut token: Option<String> = None;
     for _ in 0..1000 {
         let mut body = json!({ "jql": query, "fields": FIELDS, "maxResults": 100 });
-        if let Some(t) = &token {
-            body["nextPageToken"] = json!(t);
+        match (rest, &token) {
+            (Rest::V3, Some(t)) => body["nextPageToken"] = json!(t),
+            (Rest::V2, _) => body["startAt"] = json!(issues.len()),
+            (Rest::V3, None) => {}
         }
         let page = call(http, "POST", &search, Some(body), now)?;
-        issues.extend(
-            page.get("issues")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(issue_from),
-        );
-        token = page
-            .get("nextPageToken")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        if token.is_none() || page.get("isLast") == Some(&Value::Bool(true)) {
+        let listed = page.get("issues").and_then(Value::as_array);
+        let got = listed.map_or(0, Vec::len);
+        issues.extend(listed.into_iter().flatten().filter_map(issue_from));
+        let last = match rest {
+            Rest::V3 => {
+                token = page
+                    .get("nextPageToken")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                token.is_none() || page.get("isLast") == Some(&Value::Bool(true))
+            }
+            Rest::V2 => {
+                let total = page.get("total").and_then(Value::as_u64).unwrap_or(0);
+                got == 0 || issues.len() as u64 >= total
+            }
+        };
+        if last {
             break;
         }
     }
@@ -277,8 +313,8 @@ pub(crate) fn pick(transitions: &Value, to: &Target) -> Option<String> {
 }
 
 /// Makes one write.
-fn write(http: &mut dyn Http, url: &str, op: &Op, now: i64) -> Result<(), Fail> {
-    let at = format!("{url}/rest/api/3/issue/{}", op.issue());
+fn write(http: &mut dyn Http, (url, rest): (&str, Rest), op: &Op, now: i64) -> Result<(), Fail> {
+    let at = format!("{}/issue/{}", rest.root(url), op.issue());
     match op {
         Op::Transition { to, issue } => {
             let listed = call(http, "GET", &format!("{at}/transitions"), None, now)?;
@@ -299,7 +335,10 @@ fn write(http: &mut dyn Http, url: &str, op: &Op, now: i64) -> Result<(), Fail> 
             }
         }
         Op::Remark { body, .. } => {
-            let body = json!({ "body": adf_of(body) });
+            let body = match rest {
+                Rest::V3 => json!({ "body": adf_of(body) }),
+                Rest::V2 => json!({ "body": body }),
+            };
             call(http, "POST", &format!("{at}/comment"), Some(body), now).map(drop)
         }
         Op::Label { label, .. } | Op::Unlabel { label, .. } => {
@@ -320,14 +359,14 @@ fn write(http: &mut dyn Http, url: &str, op: &Op, now: i64) -> Result<(), Fail> 
 /// they pass.
 pub(crate) fn flush(
     http: &mut dyn Http,
-    url: &str,
+    site: (&str, Rest),
     pending: &[Op],
     now: i64,
     mut made: impl FnMut(&Op),
 ) -> (usize, Vec<String>, Option<Fail>) {
     let mut dropped = Vec::new();
     for (done, op) in pending.iter().enumerate() {
-        match write(http, url, op, now) {
+        match write(http, site, op, now) {
             Ok(()) => made(op),
             Err(Fail::Refused(code @ (400 | 404 | 422), msg)) => {
                 dropped.push(format!("{} (HTTP {code}: {msg})", op.describe()));

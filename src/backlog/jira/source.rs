@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::client::{self, Client, API_TOKEN_VAR, EMAIL_VAR, TOKEN_VAR};
-use super::poll;
+use super::poll::{self, Rest};
 use super::{apply, ops_for, settled, to_backlog, Op, Snapshot};
 use crate::backlog::github::poll::Http;
 use crate::backlog::tracker::edge::Offline;
@@ -61,7 +61,8 @@ impl Jira {
     /// Reads Jira now; `Some(why)` when it could not.
     fn poll(&mut self, now: i64) -> Option<String> {
         let s = &self.settings;
-        match poll::poll(self.http.as_mut(), &s.url, &s.jql, &self.kept.snapshot, now) {
+        let site = (s.url.as_str(), Rest::of(s.api_version));
+        match poll::poll(self.http.as_mut(), site, &s.jql, &self.kept.snapshot, now) {
             Ok(snap) => {
                 self.kept.read_ok(snap);
                 None
@@ -142,7 +143,7 @@ impl Tracker for Jira {
         let mut made: Vec<Op> = Vec::new();
         let (done, dropped, fail) = poll::flush(
             self.http.as_mut(),
-            &self.settings.url,
+            (&self.settings.url, Rest::of(self.settings.api_version)),
             &self.kept.pending,
             now,
             |op| made.push(op.clone()),
