@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::agent::parser::OutputParser;
 use crate::backlog::github::source::{GitHub, NewIssue};
+use crate::backlog::jira::source::Jira;
 use crate::backlog::linear::source::Linear;
 use crate::config::BacklogSource;
 use crate::dag::Dag;
@@ -25,10 +26,6 @@ use crate::schedule::StoryState;
 
 pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> anyhow::Result<i32> {
     let config = crate::config::load(root).map_err(RalphError::BadInput)?;
-    // Refused before an agent plans: its plan could not be written.
-    if let (BacklogSource::Jira(j), false) = (&config.backlog, dry_run) {
-        return Err(no_jira_plan(&j.project).into());
-    }
     let prd = std::fs::read_to_string(file).map_err(|e| {
         RalphError::usage(format!("cannot read {}: {e}", file.display()))
             .with_hint("name a Markdown file holding the product requirements")
@@ -158,7 +155,19 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
                 println!("story {id} → issue {identifier}");
             }
         }
-        BacklogSource::Jira(j) => return Err(no_jira_plan(&j.project).into()),
+        BacklogSource::Jira(j) => {
+            let mut tracker = Jira::open(root, j.clone());
+            let made = tracker.create_issues(&issues(), &known).map_err(|e| {
+                RalphError::usage(format!(
+                    "creating the issues in Jira project {}: {e}",
+                    j.project
+                ))
+                .with_hint(hint)
+            })?;
+            for (id, key) in made {
+                println!("story {id} → issue {key}");
+            }
+        }
     }
     // The snapshot every read goes by takes the new issues in.
     if let Ok(Some(why)) | Err(why) = crate::project::refresh_tracker(root).map_err(|p| {
@@ -170,16 +179,6 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
         eprintln!("warning: the tracker's snapshot is not updated yet: {why}; `ralph validate --online` reads it");
     }
     Ok(EXIT_OK)
-}
-
-fn no_jira_plan(project: &str) -> RalphError {
-    RalphError::usage(format!(
-        "`ralph plan` cannot write issues to Jira project {project} yet"
-    ))
-    .with_hint(
-        "create the issues in Jira with the label backlog.jira.label (and Blocks links for \
-         dependencies), or run `ralph plan --dry-run` to see the plan",
-    )
 }
 
 fn show(backlog: &crate::backlog::Backlog, dag: &Dag, planned: &[Planned]) {

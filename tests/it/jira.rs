@@ -318,19 +318,3 @@ fn missing_or_refused_credentials_are_named() {
     );
     assert!(!v.all().contains("wrong-pat"), "{v:?}");
 }
-
-#[test]
-fn plan_refuses_a_jira_backlog_before_any_agent_plans() {
-    let (p, server) = project(backlog(), &basic());
-    p.write("PRD.md", "# Shop\n\nA shop.\n");
-    p.agent("touch \"$SCRATCH/planned\"\ndone_\n");
-    let r = p.ralph_with(&["plan", "PRD.md", "--yes"], &basic_env());
-    assert_ne!(r.code, 0, "{r:?}");
-    assert!(
-        r.all()
-            .contains("`ralph plan` cannot write issues to Jira project SHOP"),
-        "{r:?}"
-    );
-    assert!(!p.scratch.join("planned").exists(), "no agent planned");
-    assert!(server.log().is_empty(), "{:?}", server.log());
-}

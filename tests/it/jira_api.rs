@@ -180,6 +180,28 @@ fn answer(api: &mut Api, switches: &Path, req: &Request) -> (u16, Value) {
     if path == search_at && req.method == "POST" {
         return search(api, &req.body);
     }
+    if path == format!("{root}/issue") && req.method == "POST" {
+        return create(api, &req.body["fields"]);
+    }
+    if path == format!("{root}/issueLink") && req.method == "POST" {
+        let key = |side: &str| {
+            req.body[side]["key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (blocker, blocked) = (key("outwardIssue"), key("inwardIssue"));
+        if req.body.pointer("/type/name") != Some(&json!("Blocks"))
+            || !api.issues.contains_key(&blocker)
+        {
+            return errors(404, "No issue link type or issue of that name.");
+        }
+        let Some(b) = api.issues.get_mut(&blocked) else {
+            return errors(404, "Issue does not exist.");
+        };
+        b.blocked_by.push(blocker);
+        return (201, Value::Null);
+    }
     let Some(rest) = path.strip_prefix(&issue_at) else {
         return errors(404, "no such resource");
     };
@@ -290,6 +312,34 @@ fn search(api: &mut Api, body: &Value) -> (u16, Value) {
         out["nextPageToken"] = json!((from + 2).to_string());
     }
     (200, out)
+}
+
+/// A new issue from `fields`: a Task of the project, keyed after the
+/// highest number.
+fn create(api: &mut Api, fields: &Value) -> (u16, Value) {
+    if fields.pointer("/project/key") != Some(&json!(PROJECT))
+        || fields.pointer("/issuetype/name") != Some(&json!("Task"))
+    {
+        return errors(400, "project or issue type is not valid");
+    }
+    let description = match &fields["description"] {
+        Value::String(s) if api.data_center => s.clone(),
+        d if !api.data_center && d["type"] == "doc" => text_of(d),
+        _ => return errors(400, "description is not valid for this API version"),
+    };
+    let n = crate::linear_api::next_number(api.issues.keys());
+    let mut i = issue(n, "To Do", &[]);
+    i.summary = fields["summary"].as_str().unwrap_or_default().to_string();
+    i.description = description;
+    i.labels = fields["labels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.as_str().map(str::to_string))
+        .collect();
+    let key = i.key.clone();
+    api.issues.insert(key.clone(), i);
+    (201, json!({ "id": format!("100{n}"), "key": key }))
 }
 
 fn api_v2(path: &str) -> bool {

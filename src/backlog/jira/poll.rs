@@ -312,6 +312,61 @@ pub(crate) fn pick(transitions: &Value, to: &Target) -> Option<String> {
         })
 }
 
+/// Opens an issue of type Task in `project` with the label `label`; its
+/// key.
+pub(crate) fn create_issue(
+    http: &mut dyn Http,
+    (url, rest): (&str, Rest),
+    (project, label): (&str, &str),
+    (summary, description): (&str, &str),
+    now: i64,
+) -> Result<String, Fail> {
+    let description = match rest {
+        Rest::V3 => adf_of(description),
+        Rest::V2 => json!(description),
+    };
+    let body = json!({ "fields": {
+        "project": { "key": project },
+        "summary": summary,
+        "description": description,
+        "labels": [label],
+        "issuetype": { "name": "Task" },
+    }});
+    let made = call(
+        http,
+        "POST",
+        &format!("{}/issue", rest.root(url)),
+        Some(body),
+        now,
+    )?;
+    made.get("key")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| Fail::Refused(422, "the answer names no issue".into()))
+}
+
+/// `blocker` blocks `blocked`: a `Blocks` link from (outward) the blocker
+/// to (inward) the blocked one, which then reads it as `inwardIssue:
+/// blocker`.
+pub(crate) fn link(
+    http: &mut dyn Http,
+    (url, rest): (&str, Rest),
+    blocker: &str,
+    blocked: &str,
+    now: i64,
+) -> Result<(), Fail> {
+    let body = json!({ "type": { "name": "Blocks" },
+        "outwardIssue": { "key": blocker }, "inwardIssue": { "key": blocked } });
+    call(
+        http,
+        "POST",
+        &format!("{}/issueLink", rest.root(url)),
+        Some(body),
+        now,
+    )
+    .map(drop)
+}
+
 /// Makes one write.
 fn write(http: &mut dyn Http, (url, rest): (&str, Rest), op: &Op, now: i64) -> Result<(), Fail> {
     let at = format!("{}/issue/{}", rest.root(url), op.issue());

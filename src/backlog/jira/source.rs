@@ -2,15 +2,18 @@
 //! (`.ralph/tracker/`, `tracker::kept`), the client, and the back-off
 //! after a failure.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::client::{self, Client, API_TOKEN_VAR, EMAIL_VAR, TOKEN_VAR};
 use super::poll::{self, Rest};
 use super::{apply, ops_for, settled, to_backlog, Op, Snapshot};
 use crate::backlog::github::poll::Http;
+use crate::backlog::github::source::NewIssue;
 use crate::backlog::tracker::edge::Offline;
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::backlog::tracker::kept::{unread, Kept, Snap};
+use crate::backlog::tracker::story::make_planned;
 use crate::config::JiraSettings;
 
 impl Snap for Snapshot {
@@ -72,6 +75,43 @@ impl Jira {
                 Some(format!("{}: {}", self.describe(), fail.describe()))
             }
         }
+    }
+}
+
+impl Jira {
+    /// `ralph plan` on this source: one labelled Task per planned story,
+    /// each made after those it depends on, which then block it (a
+    /// `Blocks` link per dependency). The planned IDs and the keys they
+    /// became; an error stops at the first failure (the issues made before
+    /// it stay, listed by the next read).
+    pub(crate) fn create_issues(
+        &mut self,
+        planned: &[NewIssue],
+        known: &HashSet<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let now = crate::timefmt::now_secs();
+        if let Some(why) = self.poll(now) {
+            return Err(why);
+        }
+        let s = &self.settings;
+        let site = (s.url.as_str(), Rest::of(s.api_version));
+        let http = self.http.as_mut();
+        let snapshot = &self.kept.snapshot;
+        make_planned(
+            http,
+            (planned, known),
+            |http, p| {
+                let new = (p.title.as_str(), p.body.trim());
+                let key = poll::create_issue(http, site, (&s.project, &s.label), new, now)
+                    .map_err(|f| f.describe())?;
+                // The key is what the API names it by too.
+                Ok((key.clone(), key))
+            },
+            |http, blocker, blocked| {
+                poll::link(http, site, blocker, blocked, now).map_err(|f| f.describe())
+            },
+            |d| snapshot.issue(d).map(|i| i.key.clone()),
+        )
     }
 }
 

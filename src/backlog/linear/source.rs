@@ -13,6 +13,7 @@ use crate::backlog::github::source::NewIssue;
 use crate::backlog::tracker::edge::Offline;
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::backlog::tracker::kept::{unread, Kept, Snap};
+use crate::backlog::tracker::story::make_planned;
 use crate::config::LinearSettings;
 
 impl Snap for Snapshot {
@@ -102,44 +103,20 @@ impl Linear {
         let mut team = self.kept.snapshot.team_info.clone().unwrap_or_default();
         let label = poll::label_id(http, &api, &mut team, &self.settings.label, now)
             .map_err(|f| f.describe())?;
-        // Planned ID → (Linear's ID, identifier).
-        let mut made: Vec<(String, String, String)> = Vec::new();
-        for i in creation_order(planned, known)? {
-            let p = &planned[i];
-            let (id, identifier) =
+        let snapshot = &self.kept.snapshot;
+        make_planned(
+            http,
+            (planned, known),
+            |http, p| {
                 poll::create_issue(http, &api, &team, (&p.title, p.body.trim()), &label, now)
-                    .map_err(|f| f.describe())?;
-            for d in &p.depends_on {
-                let blocker = made
-                    .iter()
-                    .find(|(planned, ..)| planned == d)
-                    .map(|(_, id, _)| id.as_str())
-                    .or_else(|| self.kept.snapshot.issue(d).map(|i| i.id.as_str()));
-                if let Some(blocker) = blocker {
-                    poll::relate(http, &api, blocker, &id, now).map_err(|f| f.describe())?;
-                }
-            }
-            made.push((p.id.clone(), id, identifier));
-        }
-        Ok(made.into_iter().map(|(p, _, ident)| (p, ident)).collect())
+                    .map_err(|f| f.describe())
+            },
+            |http, blocker, blocked| {
+                poll::relate(http, &api, blocker, blocked, now).map_err(|f| f.describe())
+            },
+            |d| snapshot.issue(d).map(|i| i.id.clone()),
+        )
     }
-}
-
-/// The order `planned` can be made in: each one after what it depends on
-/// among them (what `known` holds exists already).
-fn creation_order(planned: &[NewIssue], known: &HashSet<String>) -> Result<Vec<usize>, String> {
-    let mut order: Vec<usize> = Vec::new();
-    while order.len() < planned.len() {
-        let ready = (0..planned.len()).find(|i| {
-            !order.contains(i)
-                && planned[*i]
-                    .depends_on
-                    .iter()
-                    .all(|d| known.contains(d) || order.iter().any(|o| planned[*o].id == *d))
-        });
-        order.push(ready.ok_or("the plan's dependencies form a cycle")?);
-    }
-    Ok(order)
 }
 
 impl Tracker for Linear {

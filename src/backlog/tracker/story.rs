@@ -158,3 +158,62 @@ pub(crate) fn depends_of<'a>(
     }
     depends_on
 }
+
+/// The order `planned` can be made in: each one after what it depends on
+/// among them (what `known` holds exists already).
+fn creation_order(
+    planned: &[crate::backlog::github::source::NewIssue],
+    known: &std::collections::HashSet<String>,
+) -> Result<Vec<usize>, String> {
+    let mut order: Vec<usize> = Vec::new();
+    while order.len() < planned.len() {
+        let ready = (0..planned.len()).find(|i| {
+            !order.contains(i)
+                && planned[*i]
+                    .depends_on
+                    .iter()
+                    .all(|d| known.contains(d) || order.iter().any(|o| planned[*o].id == *d))
+        });
+        order.push(ready.ok_or("the plan's dependencies form a cycle")?);
+    }
+    Ok(order)
+}
+
+/// `ralph plan` on a tracker: makes `planned` in `creation_order`, through
+/// `at` (the tracker's client): `create` opens one issue (its ID for the
+/// API, and the ID people see), `link(blocker, blocked)` (API IDs) makes
+/// one wait for the other, `existing` is the API ID of an issue already
+/// there. The planned IDs and the IDs people see; the first failure stops
+/// it (the issues made before stay).
+pub(crate) fn make_planned<C: ?Sized>(
+    at: &mut C,
+    (planned, known): (
+        &[crate::backlog::github::source::NewIssue],
+        &std::collections::HashSet<String>,
+    ),
+    create: impl Fn(
+        &mut C,
+        &crate::backlog::github::source::NewIssue,
+    ) -> Result<(String, String), String>,
+    link: impl Fn(&mut C, &str, &str) -> Result<(), String>,
+    existing: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, String> {
+    // Planned ID → (API ID, ID people see).
+    let mut made: Vec<(String, String, String)> = Vec::new();
+    for i in creation_order(planned, known)? {
+        let p = &planned[i];
+        let (id, shown) = create(at, p)?;
+        for d in &p.depends_on {
+            let blocker = made
+                .iter()
+                .find(|(planned, ..)| planned == d)
+                .map(|(_, id, _)| id.clone())
+                .or_else(|| existing(d));
+            if let Some(blocker) = blocker {
+                link(at, &blocker, &id)?;
+            }
+        }
+        made.push((p.id.clone(), id, shown));
+    }
+    Ok(made.into_iter().map(|(p, _, shown)| (p, shown)).collect())
+}
