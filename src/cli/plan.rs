@@ -124,16 +124,38 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
             })
             .collect()
     };
+    if let BacklogSource::Files = &config.backlog {
+        write_files(root, &config, &planned, &specs)?;
+        return Ok(EXIT_OK);
+    }
+    to_tracker(root, &config.backlog, &issues(), &known)?;
+    // The snapshot every read goes by takes the new issues in.
+    if let Ok(Some(why)) | Err(why) = crate::project::refresh_tracker(root).map_err(|p| {
+        p.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }) {
+        eprintln!("warning: the tracker's snapshot is not updated yet: {why}; `ralph validate --online` reads it");
+    }
+    Ok(EXIT_OK)
+}
+
+/// Writes the plan's `issues` to the tracker `backlog` names, printing
+/// what each story became.
+fn to_tracker(
+    root: &Path,
+    backlog: &BacklogSource,
+    issues: &[NewIssue],
+    known: &HashSet<String>,
+) -> Result<(), RalphError> {
     let hint = "the issues made before it stay; `ralph validate --online` reads them";
-    match &config.backlog {
-        BacklogSource::Files => {
-            write_files(root, &config, &planned, &specs)?;
-            return Ok(EXIT_OK);
-        }
+    match backlog {
+        BacklogSource::Files => {}
         BacklogSource::GitHub(g) => {
             let mut tracker = GitHub::open(root, g.clone(), false);
             let made = tracker
-                .create_issues(&issues(), &known, &g.label)
+                .create_issues(issues, known, &g.label)
                 .map_err(|e| {
                     RalphError::usage(format!("creating the issues on GitHub {}: {e}", g.repo))
                         .with_hint(hint)
@@ -144,7 +166,7 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
         }
         BacklogSource::Linear(l) => {
             let mut tracker = Linear::open(root, l.clone());
-            let made = tracker.create_issues(&issues(), &known).map_err(|e| {
+            let made = tracker.create_issues(issues, known).map_err(|e| {
                 RalphError::usage(format!(
                     "creating the issues in Linear team {}: {e}",
                     l.team
@@ -157,7 +179,7 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
         }
         BacklogSource::Jira(j) => {
             let mut tracker = Jira::open(root, j.clone());
-            let made = tracker.create_issues(&issues(), &known).map_err(|e| {
+            let made = tracker.create_issues(issues, known).map_err(|e| {
                 RalphError::usage(format!(
                     "creating the issues in Jira project {}: {e}",
                     j.project
@@ -169,16 +191,7 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
             }
         }
     }
-    // The snapshot every read goes by takes the new issues in.
-    if let Ok(Some(why)) | Err(why) = crate::project::refresh_tracker(root).map_err(|p| {
-        p.iter()
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
-    }) {
-        eprintln!("warning: the tracker's snapshot is not updated yet: {why}; `ralph validate --online` reads it");
-    }
-    Ok(EXIT_OK)
+    Ok(())
 }
 
 fn show(backlog: &crate::backlog::Backlog, dag: &Dag, planned: &[Planned]) {

@@ -9,11 +9,10 @@ use super::client::{self, Client, API_TOKEN_VAR, EMAIL_VAR, TOKEN_VAR};
 use super::poll::{self, Rest};
 use super::{apply, ops_for, settled, to_backlog, Op, Snapshot};
 use crate::backlog::github::poll::Http;
-use crate::backlog::github::source::NewIssue;
 use crate::backlog::tracker::edge::Offline;
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::backlog::tracker::kept::{unread, Kept, Snap};
-use crate::backlog::tracker::story::make_planned;
+use crate::backlog::tracker::story::{make_planned, NewIssue};
 use crate::config::JiraSettings;
 
 impl Snap for Snapshot {

@@ -9,11 +9,10 @@ use super::client::{self, Client, KEY_VAR};
 use super::poll;
 use super::{apply, ops_for, settled, to_backlog, Op, Snapshot};
 use crate::backlog::github::poll::Http;
-use crate::backlog::github::source::NewIssue;
 use crate::backlog::tracker::edge::Offline;
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
 use crate::backlog::tracker::kept::{unread, Kept, Snap};
-use crate::backlog::tracker::story::make_planned;
+use crate::backlog::tracker::story::{make_planned, NewIssue};
 use crate::config::LinearSettings;
 
 impl Snap for Snapshot {

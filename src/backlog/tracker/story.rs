@@ -112,6 +112,16 @@ pub(crate) fn story_of(item: Item<'_>, problems: &mut Vec<Problem>) -> Story {
     }
 }
 
+/// A story `ralph plan` makes an issue of, in any tracker.
+pub(crate) struct NewIssue {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    /// The spec without its frontmatter.
+    pub(crate) body: String,
+    pub(crate) depends_on: Vec<String>,
+    pub(crate) batch: Option<String>,
+}
+
 /// `ENG-12` (`SHOP-7`) sorts as (ENG, 12): a tracker's issues in number
 /// order within their team or project.
 pub(crate) fn key_order(key: &str) -> (String, u64) {
@@ -162,7 +172,7 @@ pub(crate) fn depends_of<'a>(
 /// The order `planned` can be made in: each one after what it depends on
 /// among them (what `known` holds exists already).
 fn creation_order(
-    planned: &[crate::backlog::github::source::NewIssue],
+    planned: &[NewIssue],
     known: &std::collections::HashSet<String>,
 ) -> Result<Vec<usize>, String> {
     let mut order: Vec<usize> = Vec::new();
@@ -187,14 +197,8 @@ fn creation_order(
 /// it (the issues made before stay).
 pub(crate) fn make_planned<C: ?Sized>(
     at: &mut C,
-    (planned, known): (
-        &[crate::backlog::github::source::NewIssue],
-        &std::collections::HashSet<String>,
-    ),
-    create: impl Fn(
-        &mut C,
-        &crate::backlog::github::source::NewIssue,
-    ) -> Result<(String, String), String>,
+    (planned, known): (&[NewIssue], &std::collections::HashSet<String>),
+    create: impl Fn(&mut C, &NewIssue) -> Result<(String, String), String>,
     link: impl Fn(&mut C, &str, &str) -> Result<(), String>,
     existing: impl Fn(&str) -> Option<String>,
 ) -> Result<Vec<(String, String)>, String> {
