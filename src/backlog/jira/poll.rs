@@ -500,5 +500,12 @@ mod tests {
         assert!(
             matches!(answer(&resp, 0), Err(Fail::Refused(400, m)) if m.contains("does not exist"))
         );
+        // Jira Cloud's rate limit: a 429 with Retry-After is waited out.
+        let limited = Resp {
+            status: 429,
+            retry_after: Some(30),
+            ..Resp::default()
+        };
+        assert_eq!(answer(&limited, 100), Err(Fail::Limited { until: 130 }));
     }
 }
