@@ -242,3 +242,52 @@ fn jira_settings(r: &mut Reader) -> JiraSettings {
         poll_secs: r.uint("backlog.jira.poll_seconds", 0, "a whole number of seconds"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::super::build;
+    use super::*;
+
+    #[test]
+    fn jira_settings_are_read_with_their_defaults_and_their_problems_named() {
+        let config = build(
+            json!({"backlog": {"source": "jira",
+                "jira": {"url": "https://x.atlassian.net/", "project": "SHOP"}}}),
+            Path::new("config.json"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            config.backlog,
+            BacklogSource::Jira(JiraSettings {
+                url: "https://x.atlassian.net".into(),
+                project: "SHOP".into(),
+                label: "ralph".into(),
+                jql: String::new(),
+                done_transition: "Done".into(),
+                poll_secs: 60,
+                api_version: 3,
+            })
+        );
+        let problems = build(
+            json!({"backlog": {"source": "jira",
+                "jira": {"url": "x.atlassian.net", "api_version": 4, "done_transition": " "}}}),
+            Path::new("config.json"),
+            None,
+        )
+        .unwrap_err();
+        let all = format!("{problems:?}");
+        for key in [
+            "backlog.jira.url must be",
+            "backlog.jira.project must be",
+            "backlog.jira.api_version must be 3",
+            "backlog.jira.done_transition must name",
+        ] {
+            assert!(all.contains(key), "{key}: {all}");
+        }
+    }
+}
