@@ -5,6 +5,7 @@ use std::fs;
 
 use crate::harness::*;
 use crate::jira_api::{issue, Api, Server};
+use crate::linear::{landed, walk};
 
 const EMAIL: &str = "dev@example.com";
 const API_TOKEN: &str = "ATATT3xFfGF0jiraApiToken0123";
@@ -83,28 +84,6 @@ fn backlog() -> Api {
         issues: issues.into_iter().map(|i| (i.key.clone(), i)).collect(),
         ..Api::default()
     }
-}
-
-/// Landing order of the stories, from the merge subjects on main.
-fn landed(p: &Project) -> Vec<String> {
-    p.main_subjects()
-        .iter()
-        .filter_map(|s| s.strip_prefix("merge: story "))
-        .map(|s| s.split_whitespace().next().unwrap_or_default().to_string())
-        .collect()
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = e.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[test]

@@ -16,12 +16,10 @@
 //! | `agent`, `estimation`, `priority` | `agent:`, `effort:`, `priority:` in a fenced ```` ```ralph ```` block of the description |
 //! | done | the status category is `done` |
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
-use super::tracker::story::{depends_of, key_order, story_of, Item};
-use super::{Backlog, Section, Source};
+use super::tracker::story::{backlog_of, Node, Terms};
+use super::{Backlog, Source};
 use crate::error::Problem;
 
 pub(crate) mod client;
@@ -90,69 +88,35 @@ pub(crate) fn issue_place(key: &str) -> String {
 /// count as done), by number. Every problem is collected; an issue with
 /// one still stands, without what was wrong.
 pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
-    let mut problems = Vec::new();
-    let mut issues: Vec<&Issue> = snap
+    // The waiting issue's inward side and the blocker's outward side.
+    let nodes: Vec<Node> = snap
         .issues
         .iter()
-        .filter(|i| i.labels.iter().any(|l| l == &snap.label))
+        .map(|i| Node {
+            id: &i.key,
+            title: &i.summary,
+            body: &i.description,
+            done: i.done(),
+            labels: &i.labels,
+            blocked_by: &i.blocked_by,
+            blocks: &i.blocks,
+            children: &i.subtasks,
+        })
         .collect();
-    issues.sort_by_key(|i| key_order(&i.key));
-    issues.dedup_by(|a, b| a.key == b.key);
-    let known: BTreeSet<&str> = issues.iter().map(|i| i.key.as_str()).collect();
-    let mut stories = Vec::with_capacity(issues.len());
-    for issue in &issues {
-        let me = issue.key.as_str();
-        // Both ends of a link say it: the waiting issue's inward side and
-        // the blocker's outward side.
-        let blockers = issue.blocked_by.iter().map(String::as_str).chain(
-            issues
-                .iter()
-                .filter(|o| o.blocks.iter().any(|b| b == me))
-                .map(|o| o.key.as_str()),
-        );
-        let outside = format!(
+    let terms = Terms {
+        label: &snap.label,
+        outside: format!(
             "an issue of project {} labelled {:?}",
             snap.project, snap.label
-        );
-        let depends_on = depends_of(
-            me,
-            blockers.map(|b| (b, "blocks it")).chain(
-                issue
-                    .subtasks
-                    .iter()
-                    .map(|c| (c.as_str(), "is its subtask")),
-            ),
-            &known,
-            &outside,
-            "link",
-            &issue_place(me),
-            &mut problems,
-        );
-        stories.push(story_of(
-            Item {
-                id: me,
-                title: &issue.summary,
-                body: &issue.description,
-                done: issue.done(),
-                section: 0,
-                depends_on,
-                place: &issue_place(me),
-            },
-            &mut problems,
-        ));
-    }
-    let backlog = Backlog {
+        ),
+        link: "link",
+        child: "is its subtask",
+        place: issue_place,
         source: Source::Jira {
             project: snap.project.clone(),
         },
-        stories,
-        sections: vec![Section {
-            label: None,
-            chain: false,
-        }],
-        skipped: Vec::new(),
     };
-    (backlog, problems)
+    backlog_of(&nodes, terms)
 }
 
 /// Where a transition goes.

@@ -15,12 +15,10 @@
 //! | `agent`, `estimation`, `priority` | `agent:`, `effort:`, `priority:` in a fenced ```` ```ralph ```` block of the description |
 //! | done | the state's type is `completed` or `canceled` |
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
-use super::tracker::story::{depends_of, key_order, story_of, Item};
-use super::{Backlog, Section, Source};
+use super::tracker::story::{backlog_of, Node, Terms};
+use super::{Backlog, Source};
 use crate::error::Problem;
 
 pub(crate) mod client;
@@ -125,66 +123,32 @@ pub(crate) fn issue_place(identifier: &str) -> String {
 /// count as done), by number. Every problem is collected; an issue with
 /// one still stands, without what was wrong.
 pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
-    let mut problems = Vec::new();
-    let mut issues: Vec<&Issue> = snap
+    // The blocker's relations and the blocked one's inverse relations.
+    let nodes: Vec<Node> = snap
         .issues
         .iter()
-        .filter(|i| i.labels.iter().any(|l| l == &snap.label))
+        .map(|i| Node {
+            id: &i.identifier,
+            title: &i.title,
+            body: &i.description,
+            done: i.done(),
+            labels: &i.labels,
+            blocked_by: &i.blocked_by,
+            blocks: &i.blocks,
+            children: &i.children,
+        })
         .collect();
-    issues.sort_by_key(|i| key_order(&i.identifier));
-    issues.dedup_by(|a, b| a.identifier == b.identifier);
-    let known: BTreeSet<&str> = issues.iter().map(|i| i.identifier.as_str()).collect();
-    let mut stories = Vec::with_capacity(issues.len());
-    for issue in &issues {
-        let me = issue.identifier.as_str();
-        // Both sides of a `blocks` relation say it: the blocker's
-        // relations and the blocked one's inverse relations.
-        let blockers = issue.blocked_by.iter().map(String::as_str).chain(
-            issues
-                .iter()
-                .filter(|o| o.blocks.iter().any(|b| b == me))
-                .map(|o| o.identifier.as_str()),
-        );
-        let outside = format!("an issue of team {} labelled {:?}", snap.team, snap.label);
-        let depends_on = depends_of(
-            me,
-            blockers.map(|b| (b, "blocks it")).chain(
-                issue
-                    .children
-                    .iter()
-                    .map(|c| (c.as_str(), "is its sub-issue")),
-            ),
-            &known,
-            &outside,
-            "relation",
-            &issue_place(me),
-            &mut problems,
-        );
-        stories.push(story_of(
-            Item {
-                id: me,
-                title: &issue.title,
-                body: &issue.description,
-                done: issue.done(),
-                section: 0,
-                depends_on,
-                place: &issue_place(me),
-            },
-            &mut problems,
-        ));
-    }
-    let backlog = Backlog {
+    let terms = Terms {
+        label: &snap.label,
+        outside: format!("an issue of team {} labelled {:?}", snap.team, snap.label),
+        link: "relation",
+        child: "is its sub-issue",
+        place: issue_place,
         source: Source::Linear {
             team: snap.team.clone(),
         },
-        stories,
-        sections: vec![Section {
-            label: None,
-            chain: false,
-        }],
-        skipped: Vec::new(),
     };
-    (backlog, problems)
+    backlog_of(&nodes, terms)
 }
 
 /// One GraphQL write, as queued in `.ralph/tracker/pending.json`. `issue`

@@ -1,4 +1,4 @@
-//! What the HTTPS edges of the Linear and Jira trackers share: the `ureq`
+//! What the HTTPS edges of the trackers share: the `ureq`
 //! agent with its time limits, a numeric header, and the `Http` of a
 //! tracker opened offline (which asks nothing).
 
