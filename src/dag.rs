@@ -372,6 +372,7 @@ fn story_file(backlog: &Backlog, i: usize) -> PathBuf {
             backlog.stories[i].id.parse().unwrap_or_default(),
         )),
         (Source::Linear { .. }, None) => PathBuf::from(format!("Linear {}", backlog.stories[i].id)),
+        (Source::Jira { .. }, None) => PathBuf::from(format!("Jira {}", backlog.stories[i].id)),
     }
 }
 

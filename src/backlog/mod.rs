@@ -14,6 +14,7 @@ use crate::paths;
 pub(crate) mod files;
 mod frontmatter;
 pub(crate) mod github;
+pub(crate) mod jira;
 pub(crate) mod linear;
 pub(crate) mod mark_done;
 mod prd;
@@ -38,13 +39,18 @@ pub(crate) enum Source {
     GitHub { repo: String },
     /// Linear issues of team `team` (its key), through `tracker`.
     Linear { team: String },
+    /// Jira issues of project `project` (its key), through `tracker`.
+    Jira { project: String },
 }
 
 impl Source {
     /// Whether the stories are an issue tracker's (split, closed and
     /// planned there, not by ralph).
     pub(crate) fn is_tracker(&self) -> bool {
-        matches!(self, Source::GitHub { .. } | Source::Linear { .. })
+        matches!(
+            self,
+            Source::GitHub { .. } | Source::Linear { .. } | Source::Jira { .. }
+        )
     }
 }
 
@@ -199,7 +205,7 @@ impl Backlog {
             Source::StoriesTxt => QUEUE_FILE,
             Source::Prd { .. } => PRD_FILE,
             // No file: the config names the tracker (and is committed).
-            Source::GitHub { .. } | Source::Linear { .. } => paths::CONFIG,
+            Source::GitHub { .. } | Source::Linear { .. } | Source::Jira { .. } => paths::CONFIG,
         }
     }
 
@@ -226,6 +232,7 @@ impl Backlog {
         let file = match &self.source {
             Source::GitHub { repo } => format!("GitHub {repo}"),
             Source::Linear { team } => format!("Linear team {team}"),
+            Source::Jira { project } => format!("Jira project {project}"),
             _ => self.source_file().to_string(),
         };
         let skipped = match self.skipped.len() {
@@ -245,6 +252,9 @@ impl Backlog {
             ),
             Source::Linear { ref team } => format!(
                 "label issues of Linear team {team} with backlog.linear.label, then run again"
+            ),
+            Source::Jira { ref project } => format!(
+                "label issues of Jira project {project} with backlog.jira.label, then run again"
             ),
         };
         Some((

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::agent::parser::OutputParser;
 use crate::backlog::github::source::{GitHub, NewIssue};
+use crate::backlog::jira::source::Jira;
 use crate::backlog::linear::source::Linear;
 use crate::config::BacklogSource;
 use crate::dag::Dag;
@@ -123,38 +124,11 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
             })
             .collect()
     };
-    let hint = "the issues made before it stay; `ralph validate --online` reads them";
-    match &config.backlog {
-        BacklogSource::Files => {
-            write_files(root, &config, &planned, &specs)?;
-            return Ok(EXIT_OK);
-        }
-        BacklogSource::GitHub(g) => {
-            let mut tracker = GitHub::open(root, g.clone(), false);
-            let made = tracker
-                .create_issues(&issues(), &known, &g.label)
-                .map_err(|e| {
-                    RalphError::usage(format!("creating the issues on GitHub {}: {e}", g.repo))
-                        .with_hint(hint)
-                })?;
-            for (id, n) in made {
-                println!("story {id} → issue #{n}");
-            }
-        }
-        BacklogSource::Linear(l) => {
-            let mut tracker = Linear::open(root, l.clone());
-            let made = tracker.create_issues(&issues(), &known).map_err(|e| {
-                RalphError::usage(format!(
-                    "creating the issues in Linear team {}: {e}",
-                    l.team
-                ))
-                .with_hint(hint)
-            })?;
-            for (id, identifier) in made {
-                println!("story {id} → issue {identifier}");
-            }
-        }
+    if let BacklogSource::Files = &config.backlog {
+        write_files(root, &config, &planned, &specs)?;
+        return Ok(EXIT_OK);
     }
+    to_tracker(root, &config.backlog, &issues(), &known)?;
     // The snapshot every read goes by takes the new issues in.
     if let Ok(Some(why)) | Err(why) = crate::project::refresh_tracker(root).map_err(|p| {
         p.iter()
@@ -165,6 +139,59 @@ pub(super) fn cmd_plan(root: &Path, file: &Path, yes: bool, dry_run: bool) -> an
         eprintln!("warning: the tracker's snapshot is not updated yet: {why}; `ralph validate --online` reads it");
     }
     Ok(EXIT_OK)
+}
+
+/// Writes the plan's `issues` to the tracker `backlog` names, printing
+/// what each story became.
+fn to_tracker(
+    root: &Path,
+    backlog: &BacklogSource,
+    issues: &[NewIssue],
+    known: &HashSet<String>,
+) -> Result<(), RalphError> {
+    let hint = "the issues made before it stay; `ralph validate --online` reads them";
+    match backlog {
+        BacklogSource::Files => {}
+        BacklogSource::GitHub(g) => {
+            let mut tracker = GitHub::open(root, g.clone(), false);
+            let made = tracker
+                .create_issues(issues, known, &g.label)
+                .map_err(|e| {
+                    RalphError::usage(format!("creating the issues on GitHub {}: {e}", g.repo))
+                        .with_hint(hint)
+                })?;
+            for (id, n) in made {
+                println!("story {id} → issue #{n}");
+            }
+        }
+        BacklogSource::Linear(l) => {
+            let mut tracker = Linear::open(root, l.clone());
+            let made = tracker.create_issues(issues, known).map_err(|e| {
+                RalphError::usage(format!(
+                    "creating the issues in Linear team {}: {e}",
+                    l.team
+                ))
+                .with_hint(hint)
+            })?;
+            for (id, identifier) in made {
+                println!("story {id} → issue {identifier}");
+            }
+        }
+        BacklogSource::Jira(j) => {
+            let mut tracker = Jira::open(root, j.clone());
+            let made = tracker.create_issues(issues, known).map_err(|e| {
+                RalphError::usage(format!(
+                    "creating the issues in Jira project {}: {e}",
+                    j.project
+                ))
+                .with_hint(hint)
+            })?;
+            for (id, key) in made {
+                println!("story {id} → issue {key}");
+            }
+        }
+    }
+    Ok(())
 }
 
 fn show(backlog: &crate::backlog::Backlog, dag: &Dag, planned: &[Planned]) {

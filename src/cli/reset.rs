@@ -125,7 +125,10 @@ fn undo_landing(
         .and_then(|p| git.rel_path(&root.join(p)));
     let prd_rel = match project.backlog.source {
         Source::Prd { .. } => git.rel_path(&root.join("prd.json")),
-        Source::StoriesTxt | Source::GitHub { .. } | Source::Linear { .. } => None,
+        Source::StoriesTxt
+        | Source::GitHub { .. }
+        | Source::Linear { .. }
+        | Source::Jira { .. } => None,
     };
     let paths: Vec<String> = spec_rel.iter().chain(&prd_rel).cloned().collect();
     let edit = mark_done::reset_edit(

@@ -400,8 +400,9 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         Kind::Str,
         "Where the stories are kept: `files` (`.ralph/stories.txt` and spec files, or \
          `prd.json`), `github` (the open issues of `backlog.github.repo` with \
-         `backlog.github.label`) or `linear` (the issues of team `backlog.linear.team` with \
-         `backlog.linear.label`); see docs/backlog.md, Backlogs.",
+         `backlog.github.label`), `linear` (the issues of team `backlog.linear.team` with \
+         `backlog.linear.label`) or `jira` (the issues of project `backlog.jira.project` with \
+         `backlog.jira.label`); see docs/backlog.md, Backlogs.",
     ),
     key_or(
         "backlog.github.repo",
@@ -449,6 +450,48 @@ pub(crate) const KEYS: &[KeyDoc] = &[
         "backlog.linear.poll_seconds",
         Kind::Uint { min: 0 },
         "Least seconds between two reads of Linear during a run: issues added or edited \
+         meanwhile are picked up before the next story starts.",
+    ),
+    key_or(
+        "backlog.jira.url",
+        Kind::Str,
+        "none (required with `backlog.source: jira`)",
+        "The Jira site's root (`https://example.atlassian.net`), with `backlog.source: jira`. \
+         Auth: `JIRA_EMAIL` and `JIRA_API_TOKEN` (basic; they win when `JIRA_TOKEN` is set \
+         too) or `JIRA_TOKEN` alone (bearer); never written and never given to agents or hooks.",
+    ),
+    key_or(
+        "backlog.jira.project",
+        Kind::Str,
+        "none (required with `backlog.source: jira`)",
+        "The key of the Jira project whose issues are the backlog (`SHOP`, as in SHOP-7).",
+    ),
+    key(
+        "backlog.jira.label",
+        Kind::Str,
+        "The label that makes a Jira issue a story.",
+    ),
+    key(
+        "backlog.jira.jql",
+        Kind::Str,
+        "More JQL, ANDed to `project = KEY AND labels = \"LABEL\"` (empty: none).",
+    ),
+    key(
+        "backlog.jira.done_transition",
+        Kind::Str,
+        "The name of the transition a landed story's issue takes (looked up by name, posted \
+         by ID).",
+    ),
+    key(
+        "backlog.jira.api_version",
+        Kind::Uint { min: 2 },
+        "The REST API's version: 3 (Jira Cloud: `/rest/api/3/search/jql`, comments in ADF) or 2 \
+         (Jira Data Center, which serves no v3: `/rest/api/2/search`, plain-text comments).",
+    ),
+    key(
+        "backlog.jira.poll_seconds",
+        Kind::Uint { min: 0 },
+        "Least seconds between two reads of Jira during a run: issues added or edited \
          meanwhile are picked up before the next story starts.",
     ),
     key(

@@ -23,7 +23,7 @@ mod sections;
 mod warnings;
 
 pub(crate) use attempts::{Attempts, CandidateSpec, Pick};
-pub(crate) use backlog::{BacklogSource, GitHubSettings, LinearSettings};
+pub(crate) use backlog::{BacklogSource, GitHubSettings, JiraSettings, LinearSettings};
 pub(crate) use executor::{Executor, RaySettings};
 pub(crate) use gates::{Gates, ReviewGate, TestsGate};
 pub(crate) use landing::Landing;
@@ -142,6 +142,13 @@ pub(crate) fn defaults() -> Value {
             "linear": {
                 "label": "ralph",
                 "api_url": "https://api.linear.app/graphql",
+                "poll_seconds": 60
+            },
+            "jira": {
+                "label": "ralph",
+                "jql": "",
+                "done_transition": "Done",
+                "api_version": 3,
                 "poll_seconds": 60
             }
         },

@@ -209,7 +209,14 @@ pub(crate) fn secret_values(
 /// The variables holding an issue tracker's token (issue 27): never on
 /// the allowlist, and their values redacted wherever a child's output
 /// shows them (an agent that runs `gh auth token` itself, say).
-pub(crate) const TRACKER_SECRETS: &[&str] = &["GITHUB_TOKEN", "GH_TOKEN", "LINEAR_API_KEY"];
+pub(crate) const TRACKER_SECRETS: &[&str] = &[
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "LINEAR_API_KEY",
+    "JIRA_EMAIL",
+    "JIRA_API_TOKEN",
+    "JIRA_TOKEN",
+];
 
 /// What an agent's environment loses before it starts, sealed or not: the
 /// variables its backend must not inherit, and a tracker's token (every

@@ -75,7 +75,7 @@ fn backlog() -> Api {
 }
 
 /// Landing order of the stories, from the merge subjects on main.
-fn landed(p: &Project) -> Vec<String> {
+pub(crate) fn landed(p: &Project) -> Vec<String> {
     p.main_subjects()
         .iter()
         .filter_map(|s| s.strip_prefix("merge: story "))
@@ -83,7 +83,7 @@ fn landed(p: &Project) -> Vec<String> {
         .collect()
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = e.path();

@@ -112,6 +112,15 @@ pub fn issue(n: u64, state: &str, labels: &[&str]) -> Issue {
     }
 }
 
+/// The number after the highest of `keys` (`ENG-3`, `SHOP-7`): a new
+/// issue's, in the Linear and Jira servers alike.
+pub fn next_number<'a>(keys: impl Iterator<Item = &'a String>) -> u64 {
+    keys.filter_map(|k| k.rsplit_once('-').and_then(|(_, n)| n.parse::<u64>().ok()))
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
 fn serve(stream: TcpStream, api: &Mutex<Api>, switches: &Path) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut stream = stream;
@@ -232,13 +241,7 @@ fn answer(api: &Mutex<Api>, switches: &Path, auth: Option<String>, body: &Value)
             if var("team") != "team-eng" {
                 return error("no such team", "INVALID_INPUT");
             }
-            let n = api
-                .issues
-                .keys()
-                .filter_map(|k| k.rsplit_once('-').and_then(|(_, n)| n.parse::<u64>().ok()))
-                .max()
-                .unwrap_or(0)
-                + 1;
+            let n = next_number(api.issues.keys());
             let mut i = issue(n, "s-todo", &[]);
             i.title = var("title");
             i.description = var("description");

@@ -5,6 +5,7 @@ mod clis;
 mod fakeapi;
 mod github_api;
 mod harness;
+mod jira_api;
 mod linear_api;
 #[path = "../../src/testenv.rs"]
 mod testenv;
@@ -21,6 +22,7 @@ mod forecast;
 mod gates;
 mod github;
 mod insight;
+mod jira;
 mod landing;
 mod linear;
 mod malformed;

@@ -218,6 +218,53 @@ fn with_the_linear_source_a_plan_becomes_labelled_issues_that_block_each_other()
     assert_eq!(v.code, 0, "{v:?}");
 }
 
+#[test]
+fn with_the_jira_source_a_plan_becomes_labelled_tasks_linked_by_blocks() {
+    use crate::jira_api::{issue, Api, Server};
+    let reply = format!(
+        "{}{}<ralph>PLAN_DONE: 2 stories</ralph>",
+        block("b", "2", "\"a\", \"SHOP-5\""),
+        block("a", "1", ""),
+    );
+    let p = project(&reply);
+    let env = [("JIRA_TOKEN", "pat-for-plan")];
+    let server = Server::start(
+        Api {
+            auth: "Bearer pat-for-plan".into(),
+            issues: [("SHOP-5".to_string(), issue(5, "To Do", &["ralph"]))].into(),
+            ..Api::default()
+        },
+        p.scratch.clone(),
+    );
+    p.write(
+        ".ralph/config.json",
+        &quiet_extras(&format!(
+            r#"{{ "backlog": {{ "source": "jira", "jira": {{ "url": "{}", "project": "SHOP" }} }} }}"#,
+            server.url
+        )),
+    );
+    let r = p.ralph_with(&["plan", "PRD.md", "--yes"], &env);
+    assert_eq!(r.code, 0, "{r:?}");
+    // `a` first (b waits for it): SHOP-6, then SHOP-7.
+    assert!(
+        r.stdout.contains("story a → issue SHOP-6") && r.stdout.contains("story b → issue SHOP-7"),
+        "{r:?}"
+    );
+    let b = server.issue("SHOP-7");
+    assert_eq!(b.summary, "Story b");
+    assert_eq!(b.labels, ["ralph"]);
+    assert!(b.description.contains("Acceptance Criteria"), "{b:?}");
+    assert!(!b.description.contains("depends_on"), "{b:?}");
+    // Read back, the links make b wait for a and SHOP-5.
+    assert_eq!(b.blocked_by, ["SHOP-6", "SHOP-5"]);
+    let s = p.ralph_with(&["graph"], &env);
+    assert_eq!(s.code, 0, "{s:?}");
+    let s = p.ralph_with(&["stories"], &env);
+    assert!(s.stdout.contains("SHOP-7 | Story b"), "{s:?}");
+    let v = p.ralph_with(&["validate"], &env);
+    assert_eq!(v.code, 0, "{v:?}");
+}
+
 /// Regression: `ralph plan` ran its agent unsealed whatever
 /// `sandbox.mode` said. With `bwrap` it runs as an attempt's agent does:
 /// inside the sandbox (no file under `$HOME` to read) and with the

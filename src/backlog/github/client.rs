@@ -35,14 +35,8 @@ pub(crate) fn token() -> Option<String> {
 
 impl Client {
     pub(crate) fn new(token: Option<String>) -> Client {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(5)))
-            .timeout_global(Some(Duration::from_secs(20)))
-            .user_agent(concat!("ralph/", env!("CARGO_PKG_VERSION")))
-            .build();
         Client {
-            agent: ureq::Agent::new_with_config(config),
+            agent: crate::backlog::tracker::edge::agent(),
             token,
         }
     }

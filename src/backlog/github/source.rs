@@ -114,15 +114,7 @@ impl GitHub {
     }
 }
 
-/// A story `ralph plan` makes an issue of.
-pub(crate) struct NewIssue {
-    pub(crate) id: String,
-    pub(crate) title: String,
-    /// The spec without its frontmatter.
-    pub(crate) body: String,
-    pub(crate) depends_on: Vec<String>,
-    pub(crate) batch: Option<String>,
-}
+pub(crate) use crate::backlog::tracker::story::NewIssue;
 
 impl GitHub {
     /// `ralph plan` on this source: one issue per planned story, in an

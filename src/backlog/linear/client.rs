@@ -6,9 +6,8 @@
 //! written or put in an error message, and agents and hooks never see it
 //! (`sandbox::TRACKER_SECRETS` names `LINEAR_API_KEY`).
 
-use std::time::Duration;
-
 use crate::backlog::github::poll::{Http, Req, Resp};
+use crate::backlog::tracker::edge::{agent, header};
 
 pub(crate) const KEY_VAR: &str = "LINEAR_API_KEY";
 
@@ -27,24 +26,11 @@ pub(crate) fn key() -> Option<String> {
 
 impl Client {
     pub(crate) fn new(key: Option<String>) -> Client {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(5)))
-            .timeout_global(Some(Duration::from_secs(20)))
-            .user_agent(concat!("ralph/", env!("CARGO_PKG_VERSION")))
-            .build();
         Client {
-            agent: ureq::Agent::new_with_config(config),
+            agent: agent(),
             key,
         }
     }
-}
-
-fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<i64> {
-    resp.headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
 }
 
 impl Http for Client {

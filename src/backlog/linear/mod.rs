@@ -15,12 +15,10 @@
 //! | `agent`, `estimation`, `priority` | `agent:`, `effort:`, `priority:` in a fenced ```` ```ralph ```` block of the description |
 //! | done | the state's type is `completed` or `canceled` |
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
-use super::tracker::story::{story_of, Item};
-use super::{Backlog, Section, Source};
+use super::tracker::story::{backlog_of, Node, Terms};
+use super::{Backlog, Source};
 use crate::error::Problem;
 
 pub(crate) mod client;
@@ -121,90 +119,36 @@ pub(crate) fn issue_place(identifier: &str) -> String {
     format!("Linear {identifier}")
 }
 
-/// `ENG-12` sorts as (ENG, 12).
-fn order_key(identifier: &str) -> (String, u64) {
-    match identifier.rsplit_once('-') {
-        Some((team, n)) => (team.to_string(), n.parse().unwrap_or(u64::MAX)),
-        None => (identifier.to_string(), u64::MAX),
-    }
-}
-
 /// The backlog the snapshot describes: the labelled issues (done ones
 /// count as done), by number. Every problem is collected; an issue with
 /// one still stands, without what was wrong.
 pub(crate) fn to_backlog(snap: &Snapshot) -> (Backlog, Vec<Problem>) {
-    let mut problems = Vec::new();
-    let mut issues: Vec<&Issue> = snap
+    // The blocker's relations and the blocked one's inverse relations.
+    let nodes: Vec<Node> = snap
         .issues
         .iter()
-        .filter(|i| i.labels.iter().any(|l| l == &snap.label))
+        .map(|i| Node {
+            id: &i.identifier,
+            title: &i.title,
+            body: &i.description,
+            done: i.done(),
+            labels: &i.labels,
+            blocked_by: &i.blocked_by,
+            blocks: &i.blocks,
+            children: &i.children,
+        })
         .collect();
-    issues.sort_by_key(|i| order_key(&i.identifier));
-    issues.dedup_by(|a, b| a.identifier == b.identifier);
-    let known: BTreeSet<&str> = issues.iter().map(|i| i.identifier.as_str()).collect();
-    let mut stories = Vec::with_capacity(issues.len());
-    for issue in &issues {
-        let me = issue.identifier.as_str();
-        // Both sides of a `blocks` relation say it: the blocker's
-        // relations and the blocked one's inverse relations.
-        let blockers = issue.blocked_by.iter().map(String::as_str).chain(
-            issues
-                .iter()
-                .filter(|o| o.blocks.iter().any(|b| b == me))
-                .map(|o| o.identifier.as_str()),
-        );
-        let mut depends: Vec<(&str, &str)> = Vec::new();
-        for (other, why) in blockers.map(|b| (b, "blocks it")).chain(
-            issue
-                .children
-                .iter()
-                .map(|c| (c.as_str(), "is its sub-issue")),
-        ) {
-            if other != me && !depends.iter().any(|(d, _)| *d == other) {
-                depends.push((other, why));
-            }
-        }
-        let mut depends_on = Vec::new();
-        for (other, why) in depends {
-            if known.contains(other) {
-                depends_on.push(other.to_string());
-            } else {
-                problems.push(Problem::new(
-                    issue_place(me),
-                    None,
-                    format!(
-                        "story {me}: {other} {why}, and {other} is not an issue of team {} \
-                         labelled {:?}; add the label to {other} or remove the relation",
-                        snap.team, snap.label
-                    ),
-                ));
-            }
-        }
-        stories.push(story_of(
-            Item {
-                id: me,
-                title: &issue.title,
-                body: &issue.description,
-                done: issue.done(),
-                section: 0,
-                depends_on,
-                place: &issue_place(me),
-            },
-            &mut problems,
-        ));
-    }
-    let backlog = Backlog {
+    let terms = Terms {
+        label: &snap.label,
+        outside: format!("an issue of team {} labelled {:?}", snap.team, snap.label),
+        link: "relation",
+        child: "is its sub-issue",
+        place: issue_place,
         source: Source::Linear {
             team: snap.team.clone(),
         },
-        stories,
-        sections: vec![Section {
-            label: None,
-            chain: false,
-        }],
-        skipped: Vec::new(),
     };
-    (backlog, problems)
+    backlog_of(&nodes, terms)
 }
 
 /// One GraphQL write, as queued in `.ralph/tracker/pending.json`. `issue`

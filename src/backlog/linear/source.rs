@@ -3,32 +3,28 @@
 //! the client, and the back-off after a failure.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::client::{self, Client, KEY_VAR};
 use super::poll;
 use super::{apply, ops_for, settled, to_backlog, Op, Snapshot};
-use crate::atomic::write_atomic;
-use crate::backlog::github::poll::{Fail, Http, Req, Resp};
-use crate::backlog::github::source::NewIssue;
-use crate::backlog::tracker::disk::read_json;
+use crate::backlog::github::poll::Http;
+use crate::backlog::tracker::edge::Offline;
 use crate::backlog::tracker::interface::{Read, Tracker, Update};
+use crate::backlog::tracker::kept::{unread, Kept, Snap};
+use crate::backlog::tracker::story::{make_planned, NewIssue};
 use crate::config::LinearSettings;
-use crate::paths;
+
+impl Snap for Snapshot {
+    fn not_before(&mut self) -> &mut Option<i64> {
+        &mut self.not_before
+    }
+}
 
 pub(crate) struct Linear {
-    snapshot_path: PathBuf,
-    pending_path: PathBuf,
     settings: LinearSettings,
     http: Box<dyn Http + Send>,
-    snapshot: Snapshot,
-    /// Read from the snapshot file or the API (false: no fallback yet).
-    have_snapshot: bool,
-    pending: Vec<Op>,
-    /// Rate limited: nothing is asked before this (Unix seconds).
-    limited_until: i64,
-    /// Unreachable: not asked again before this, but for a last flush.
-    retry_at: i64,
+    kept: Kept<Snapshot, Op>,
 }
 
 impl Linear {
@@ -47,51 +43,21 @@ impl Linear {
         settings: LinearSettings,
         http: Box<dyn Http + Send>,
     ) -> Linear {
-        let snapshot_path = paths::tracker_snapshot(root);
-        let pending_path = paths::tracker_pending(root);
-        // A snapshot of another team or label (or tracker) is no fallback.
-        let read = read_json::<Snapshot>(&snapshot_path)
-            .filter(|s| s.team == settings.team && s.label == settings.label);
-        let have_snapshot = read.is_some();
-        let snapshot = read.unwrap_or_else(|| Snapshot {
+        let fresh = Snapshot {
             team: settings.team.clone(),
             label: settings.label.clone(),
             ..Snapshot::default()
-        });
+        };
+        // A snapshot of another team or label (or tracker) is no fallback.
+        let kept = Kept::load(
+            root,
+            |s: &Snapshot| s.team == settings.team && s.label == settings.label,
+            fresh,
+        );
         Linear {
-            snapshot_path,
-            limited_until: snapshot.not_before.unwrap_or(0),
-            pending: read_json(&pending_path).unwrap_or_default(),
-            pending_path,
-            retry_at: 0,
             settings,
             http,
-            snapshot,
-            have_snapshot,
-        }
-    }
-
-    fn save_pending(&self) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(&self.pending).unwrap_or_default();
-        write_atomic(&self.pending_path, text.as_bytes())
-    }
-
-    fn save_snapshot(&self) {
-        if let Ok(text) = serde_json::to_string(&self.snapshot) {
-            let _ = write_atomic(&self.snapshot_path, text.as_bytes());
-        }
-    }
-
-    /// A failure's back-off: a rate limit until its reset, anything else a
-    /// short while.
-    fn failed(&mut self, fail: &Fail, now: i64) {
-        match fail {
-            Fail::Limited { until } => {
-                self.limited_until = *until;
-                self.snapshot.not_before = Some(*until);
-                self.save_snapshot();
-            }
-            Fail::Unreachable(_) | Fail::Refused(..) => self.retry_at = now + 5,
+            kept,
         }
     }
 
@@ -100,19 +66,15 @@ impl Linear {
         match poll::poll(
             self.http.as_mut(),
             &self.settings.api_url,
-            &self.snapshot,
+            &self.kept.snapshot,
             now,
         ) {
             Ok(snap) => {
-                self.snapshot = snap;
-                self.have_snapshot = true;
-                self.limited_until = 0;
-                self.retry_at = 0;
-                self.save_snapshot();
+                self.kept.read_ok(snap);
                 None
             }
             Err(fail) => {
-                self.failed(&fail, now);
+                self.kept.failed(&fail, now);
                 Some(format!("{}: {}", self.describe(), fail.describe()))
             }
         }
@@ -137,47 +99,23 @@ impl Linear {
         }
         let api = self.settings.api_url.clone();
         let http = self.http.as_mut();
-        let mut team = self.snapshot.team_info.clone().unwrap_or_default();
+        let mut team = self.kept.snapshot.team_info.clone().unwrap_or_default();
         let label = poll::label_id(http, &api, &mut team, &self.settings.label, now)
             .map_err(|f| f.describe())?;
-        // Planned ID → (Linear's ID, identifier).
-        let mut made: Vec<(String, String, String)> = Vec::new();
-        for i in creation_order(planned, known)? {
-            let p = &planned[i];
-            let (id, identifier) =
+        let snapshot = &self.kept.snapshot;
+        make_planned(
+            http,
+            (planned, known),
+            |http, p| {
                 poll::create_issue(http, &api, &team, (&p.title, p.body.trim()), &label, now)
-                    .map_err(|f| f.describe())?;
-            for d in &p.depends_on {
-                let blocker = made
-                    .iter()
-                    .find(|(planned, ..)| planned == d)
-                    .map(|(_, id, _)| id.as_str())
-                    .or_else(|| self.snapshot.issue(d).map(|i| i.id.as_str()));
-                if let Some(blocker) = blocker {
-                    poll::relate(http, &api, blocker, &id, now).map_err(|f| f.describe())?;
-                }
-            }
-            made.push((p.id.clone(), id, identifier));
-        }
-        Ok(made.into_iter().map(|(p, _, ident)| (p, ident)).collect())
+                    .map_err(|f| f.describe())
+            },
+            |http, blocker, blocked| {
+                poll::relate(http, &api, blocker, blocked, now).map_err(|f| f.describe())
+            },
+            |d| snapshot.issue(d).map(|i| i.id.clone()),
+        )
     }
-}
-
-/// The order `planned` can be made in: each one after what it depends on
-/// among them (what `known` holds exists already).
-fn creation_order(planned: &[NewIssue], known: &HashSet<String>) -> Result<Vec<usize>, String> {
-    let mut order: Vec<usize> = Vec::new();
-    while order.len() < planned.len() {
-        let ready = (0..planned.len()).find(|i| {
-            !order.contains(i)
-                && planned[*i]
-                    .depends_on
-                    .iter()
-                    .all(|d| known.contains(d) || order.iter().any(|o| planned[*o].id == *d))
-        });
-        order.push(ready.ok_or("the plan's dependencies form a cycle")?);
-    }
-    Ok(order)
 }
 
 impl Tracker for Linear {
@@ -186,22 +124,18 @@ impl Tracker for Linear {
     }
 
     fn read(&mut self, now: i64) -> Read {
-        let wait = self.limited_until.max(self.retry_at);
-        let stale = if now < wait {
-            Some(format!(
-                "{} is not asked before {wait} (Unix time): rate limited or unreachable",
-                self.describe(),
-            ))
-        } else {
-            self.poll(now)
+        let stale = match self.kept.waits(now, &self.describe()) {
+            Some(why) => Some(why),
+            None => self.poll(now),
         };
-        if !self.have_snapshot {
-            let why = stale.unwrap_or_default();
-            return Read::none(format!(
-                        "the backlog is on {} and could not be read, with no snapshot to fall back on: {why}; \
-                         check backlog.linear.team and .api_url, and the key in {KEY_VAR}",
-                        self.describe()
-                    ));
+        if !self.kept.have_snapshot {
+            let check = format!("backlog.linear.team and .api_url, and the key in {KEY_VAR}");
+            return unread(
+                &self.describe(),
+                Some(stale.unwrap_or_default()),
+                &check,
+                KEY_VAR,
+            );
         }
         Read {
             stale,
@@ -210,14 +144,10 @@ impl Tracker for Linear {
     }
 
     fn snapshot(&self) -> Read {
-        if !self.have_snapshot {
-            return Read::none(format!(
-                "the backlog is on {} and no snapshot of it was taken yet; \
-                         `ralph validate --online` (or `ralph run`) reads it, with {KEY_VAR} set",
-                self.describe()
-            ));
+        if !self.kept.have_snapshot {
+            return unread(&self.describe(), None, "", KEY_VAR);
         }
-        let (backlog, problems) = to_backlog(&self.snapshot);
+        let (backlog, problems) = to_backlog(&self.kept.snapshot);
         Read {
             backlog: Some(backlog),
             problems,
@@ -227,56 +157,50 @@ impl Tracker for Linear {
 
     fn tell(&mut self, id: &str, update: Update) -> Result<(), String> {
         // Not an issue of the last read: nothing this tracker would write.
-        let Some(issue) = self.snapshot.issue(id) else {
+        let Some(issue) = self.kept.snapshot.issue(id) else {
             return Ok(());
         };
         let ops = ops_for(id, &issue.id, &update);
-        let done = settled(&ops, &self.pending, Some(issue));
-        self.pending.extend(
-            ops.into_iter()
-                .zip(done)
-                .filter(|(_, done)| !done)
-                .map(|(op, _)| op),
-        );
-        // The queue is on disk before anything is asked: a write cut short
-        // by a crash is made by the next run.
-        self.save_pending()
-            .map_err(|e| format!("cannot write {}: {e}", self.pending_path.display()))
+        let done = settled(&ops, &self.kept.pending, Some(issue));
+        self.kept.queue(ops, done)
     }
 
     fn has(&self, id: &str, update: &Update) -> bool {
-        let Some(issue) = self.snapshot.issue(id) else {
+        let Some(issue) = self.kept.snapshot.issue(id) else {
             return true;
         };
-        settled(&ops_for(id, &issue.id, update), &self.pending, Some(issue))
-            .into_iter()
-            .all(|s| s)
+        settled(
+            &ops_for(id, &issue.id, update),
+            &self.kept.pending,
+            Some(issue),
+        )
+        .into_iter()
+        .all(|s| s)
     }
 
     fn flush(&mut self, now: i64, last: bool) -> Vec<String> {
-        if self.pending.is_empty() || now < self.limited_until || (now < self.retry_at && !last) {
+        if !self.kept.may_flush(now, last) {
             return Vec::new();
         }
-        let mut lines = Vec::new();
         // The writes need the team's states and labels: a read gives them.
-        if self.snapshot.team_info.is_none() {
+        if self.kept.snapshot.team_info.is_none() {
             if let Some(why) = self.poll(now) {
-                lines.push(format!("{} writes wait ({why})", self.pending.len()));
-                return lines;
+                return vec![format!("{} writes wait ({why})", self.kept.pending.len())];
             }
         }
-        let mut team = self.snapshot.team_info.clone().unwrap_or_default();
+        let mut team = self.kept.snapshot.team_info.clone().unwrap_or_default();
         let mut made: Vec<Op> = Vec::new();
         let (done, dropped, fail) = poll::flush(
             self.http.as_mut(),
             &self.settings.api_url,
             &mut team,
-            &self.pending,
+            &self.kept.pending,
             now,
             |op| made.push(op.clone()),
         );
         for op in &made {
             if let Some(i) = self
+                .kept
                 .snapshot
                 .issues
                 .iter_mut()
@@ -285,39 +209,12 @@ impl Tracker for Linear {
                 apply(op, i);
             }
         }
-        self.snapshot.team_info = Some(team);
-        self.save_snapshot();
-        self.pending.drain(..done);
-        lines.extend(
-            dropped
-                .into_iter()
-                .map(|d| format!("{}: a write was refused and dropped: {d}", self.describe())),
-        );
-        if let Some(fail) = fail {
-            lines.push(format!(
-                "{}: {} writes wait ({})",
-                self.describe(),
-                self.pending.len(),
-                fail.describe()
-            ));
-            self.failed(&fail, now);
-        }
-        if let Err(e) = self.save_pending() {
-            lines.push(format!("cannot write {}: {e}", self.pending_path.display()));
-        }
-        lines
+        self.kept.snapshot.team_info = Some(team);
+        let describe = self.describe();
+        self.kept.flushed(done, dropped, fail, now, &describe)
     }
 
     fn pending(&self) -> Vec<String> {
-        self.pending.iter().map(Op::describe).collect()
-    }
-}
-
-/// The client of `Linear::offline`: asks nothing.
-struct Offline;
-
-impl Http for Offline {
-    fn request(&mut self, _req: Req<'_>) -> Result<Resp, String> {
-        Err("not asked: this command reads the snapshot only".into())
+        self.kept.pending.iter().map(Op::describe).collect()
     }
 }

@@ -17,7 +17,9 @@ use std::time::Duration;
 use crate::config::{BacklogSource, Config};
 
 pub(crate) mod disk;
+pub(crate) mod edge;
 pub(crate) mod interface;
+pub(crate) mod kept;
 pub(crate) mod story;
 
 pub(crate) use interface::{Read, Tracker, Update};
@@ -54,6 +56,14 @@ fn make(root: &Path, config: &Config, online: bool) -> Option<Box<dyn Tracker>> 
                 Linear::open(root, settings.clone())
             } else {
                 Linear::offline(root, settings.clone())
+            }))
+        }
+        BacklogSource::Jira(settings) => {
+            use super::jira::source::Jira;
+            Some(Box::new(if online {
+                Jira::open(root, settings.clone())
+            } else {
+                Jira::offline(root, settings.clone())
             }))
         }
     }

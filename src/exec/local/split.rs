@@ -181,7 +181,7 @@ fn write(
         // The run does not split a tracker's stories (`decompose_depth` is
         // off for one); a split asked by hand is refused here, before
         // anything is written.
-        Source::GitHub { .. } | Source::Linear { .. } => {
+        Source::GitHub { .. } | Source::Linear { .. } | Source::Jira { .. } => {
             return Err(
                 "a story of an issue tracker is split in the tracker (sub-issues), not by ralph"
                     .to_string(),
