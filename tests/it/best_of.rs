@@ -244,7 +244,7 @@ commit_file "src/$ID.txt"; done_"#,
     // The dry run says which stories race.
     let d = p.ralph(&["run", "-d"]);
     assert!(d.stdout.contains("1.1 A  (best of 3)"), "{d:?}");
-    assert!(d.stdout.contains("best of N: 1 story race"), "{d:?}");
+    assert!(d.stdout.contains("best of 3: ×3 for 1 story"), "{d:?}");
     let d = p.ralph(&["run", "-d", "--best-of", "1"]);
     assert!(!d.stdout.contains("best of"), "{d:?}");
     let r = p.ralph(&["run", "--best-of", "1"]);
@@ -417,4 +417,37 @@ while [ ! -f "$SCRATCH/never" ]; do sleep 0.05; done
         let wip = git(&p.root, &["show", &format!("{unc}:wip-{k}.txt")]);
         assert_eq!(wip, "wip\n");
     }
+}
+
+#[test]
+fn a_dry_run_counts_a_race_at_n_attempts_in_the_forecast() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n1.4 | D\n",
+        r#"{ "parallel": { "agent_memory_mb": 0 } }"#,
+    );
+    p.commit_all("backlog");
+    // Each attempt reports $0.01 (the harness's `result`).
+    p.agent("commit_file \"src/$ID.rs\"\ndone_\n");
+    for id in ["1.1", "1.2"] {
+        let r = p.ralph(&["run", "-s", id]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let forecast = |args: &[&str]| {
+        let d = p.ralph(args);
+        assert_eq!(d.code, 0, "{d:?}");
+        d.stdout
+    };
+    let plain = forecast(&["run", "-d", "-j", "2"]);
+    assert!(plain.contains("cost $0.02, wall time"), "{plain}");
+    assert!(!plain.contains("best of"), "{plain}");
+    // Raced by three, the two stories left cost three attempts each.
+    let raced = forecast(&["run", "-d", "-j", "6", "--best-of", "3"]);
+    assert!(
+        raced.contains("cost $0.06 (best of 3: ×3 for 2 stories), wall time"),
+        "{raced}"
+    );
+    assert!(
+        raced.contains("[DRY RUN] best of 3: ×3 for 2 stories: candidates race"),
+        "{raced}"
+    );
 }
