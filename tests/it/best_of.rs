@@ -451,3 +451,41 @@ fn a_dry_run_counts_a_race_at_n_attempts_in_the_forecast() {
         "{raced}"
     );
 }
+
+#[test]
+fn stats_tells_the_spend_of_stories_that_raced_from_the_others() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n",
+        r#"{ "parallel": { "agent_memory_mb": 0 } }"#,
+    );
+    p.commit_all("backlog");
+    // Every run reports $0.01 (the harness's `result`). Candidate 2
+    // answers FAIL at once; candidate 1 waits for that answer, then
+    // passes: the race costs $0.02, the story run alone $0.01.
+    p.agent(
+        r#"
+if [ "${RALPH_CANDIDATE:-0}" = 2 ]; then
+  result "no <ralph>FAIL $ID: not this one</ralph>"; touch "$SCRATCH/two-answered"; exit 0
+fi
+for _ in $(seq 600); do [ "${RALPH_CANDIDATE:-0}" = 1 ] && [ ! -f "$SCRATCH/two-answered" ] || break; sleep 0.05; done
+commit_file "src/$ID.rs"; done_
+"#,
+    );
+    // Two slots: candidate 1 waits for candidate 2, which must start.
+    let r = p.ralph(&["run", "-s", "1.1", "-j", "2", "--best-of", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = p.ralph(&["run", "-s", "1.2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let s = p.ralph(&["stats"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(
+        s.stdout
+            .contains("spend per landed story that raced $0.02 (1 story), alone $0.01 (1 story)"),
+        "{s:?}"
+    );
+    // `stats --json` has them under the lifetime figures' costs.
+    let j: serde_json::Value = serde_json::from_str(&p.ralph(&["stats", "--json"]).stdout).unwrap();
+    let racing = &j["lifetime"]["costs"]["racing"];
+    assert_eq!(racing["raced"]["stories"], 1, "{j}");
+    assert_eq!(racing["alone"]["stories"], 1, "{j}");
+}
