@@ -121,10 +121,9 @@ pub(crate) fn multiplier(races: &[(u32, usize)]) -> String {
     races
         .iter()
         .map(|&(n, k)| {
-            format!(
-                "best of {n}: ×{n} for {}",
-                crate::report::counted(k, "story", "stories")
-            )
+            // Not `report::counted`: `report` reads forecasts.
+            let stories = if k == 1 { "story" } else { "stories" };
+            format!("best of {n}: ×{n} for {k} {stories}")
         })
         .collect::<Vec<_>>()
         .join(", ")
