@@ -3,7 +3,7 @@
 //! `cargo bench --bench figures [-- FIGURE...] [--quick] [--write]`
 //!
 //! FIGURE is one of `rss`, `validate`, `makespan`, `makespan-ref`, `overhead`,
-//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates`, `landing`, `conflicts-declared` (default: all). `RALPH_BENCH_BIN` measures another
+//! `latency`, `conflicts`, `report`, `sandbox`, `tracker-poll`, `serve`, `ladder`, `predict-makespan`, `forecast`, `gates`, `landing`, `conflicts-declared`, `best-of` (default: all). `RALPH_BENCH_BIN` measures another
 //! ralph binary than the one cargo built (a copy of an older build, say). `conflicts` also measures the binary named by
 //! `RALPH_BENCH_BASELINE`, when set (an older ralph, for before/after). `--quick` takes fewer samples (a smoke run, not for the
 //! record). `--write` replaces the tables between the `<!-- bench:NAME -->`
@@ -29,7 +29,10 @@ use tempfile::TempDir;
 #[path = "../tests/it/github_api.rs"]
 mod github_api;
 
-const FIGURES: [&str; 20] = [
+#[path = "figures/best_of.rs"]
+mod best_of;
+
+const FIGURES: [&str; 21] = [
     "rss",
     "rss-agents",
     "validate",
@@ -50,6 +53,7 @@ const FIGURES: [&str; 20] = [
     "queue-batch",
     "landing",
     "conflicts-declared",
+    "best-of",
 ];
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -107,6 +111,7 @@ fn main() {
             "queue-batch" => fig_queue_batch(&bin, quick),
             "landing" => fig_landing(&bin, quick),
             "conflicts-declared" => fig_conflicts_declared(&bin, quick),
+            "best-of" => best_of::fig_best_of(&bin, quick),
             _ => unreachable!(),
         };
         fig.notes.push(format!(

@@ -89,6 +89,9 @@ pub(crate) struct Planned {
     pub(crate) spec_bytes: usize,
     /// Indices of the planned stories it waits for (others count as done).
     pub(crate) waits: Vec<usize>,
+    /// How many candidates race for each of its attempts (best of N,
+    /// issue 36): its cost counts N times.
+    pub(crate) best_of: u32,
 }
 
 /// The forecast of a run.
@@ -99,6 +102,31 @@ pub(crate) struct Forecast {
     pub(crate) stories: usize,
     pub(crate) cost_usd: Span,
     pub(crate) wall_secs: Span,
+    /// The races counted in the cost: (N, how many stories race N
+    /// candidates), N above 1, by N (`multiplier`).
+    pub(crate) races: Vec<(u32, usize)>,
+}
+
+/// The races of `stories`, as `Forecast::races` has them.
+pub(crate) fn races(stories: &[Planned]) -> Vec<(u32, usize)> {
+    let mut by_n: std::collections::BTreeMap<u32, usize> = Default::default();
+    for s in stories.iter().filter(|s| s.best_of > 1) {
+        *by_n.entry(s.best_of).or_default() += 1;
+    }
+    by_n.into_iter().collect()
+}
+
+/// "best of 3: ×3 for 2 stories", one part per N; empty without races.
+pub(crate) fn multiplier(races: &[(u32, usize)]) -> String {
+    races
+        .iter()
+        .map(|&(n, k)| {
+            // Not `report::counted`: `report` reads forecasts.
+            let stories = if k == 1 { "story" } else { "stories" };
+            format!("best of {n}: ×{n} for {k} {stories}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl History {
@@ -255,6 +283,7 @@ pub(crate) fn plan(
                 .iter()
                 .filter_map(|w| index.get(w).copied())
                 .collect(),
+            best_of: 1,
         })
         .collect()
 }
@@ -294,7 +323,9 @@ pub(crate) fn forecast(
         let (t, c) = history
             .attempt(s.spec_bytes, agent, None)
             .unwrap_or((Span::ZERO, Span::ZERO));
-        cost = cost.add(c.scale(per));
+        // Every candidate of a race is an attempt's spend; its wall time
+        // is one attempt's (they run at once, each in its own slot).
+        cost = cost.add(c.scale(per * f64::from(s.best_of.max(1))));
         secs.push(t.scale(per).add(Span {
             low: land,
             mid: land,
@@ -315,6 +346,7 @@ pub(crate) fn forecast(
             mid: wall(|s| s.mid),
             high: wall(|s| s.high),
         },
+        races: races(stories),
     })
 }
 
@@ -499,8 +531,14 @@ pub(crate) fn render(f: Option<&Forecast>, jobs: usize) -> String {
             format!("{} ({} – {})", fmt(s.mid), fmt(s.low), fmt(s.high))
         }
     };
+    let races = if f.races.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", multiplier(&f.races))
+    };
     format!(
-        "Forecast for {} stor{} at -j {jobs}: cost {}, wall time {}; based on {} past attempt{}",
+        "Forecast for {} stor{} at -j {jobs}: cost {}{races}, wall time {}; based on {} past \
+         attempt{}",
         f.stories,
         if f.stories == 1 { "y" } else { "ies" },
         range(f.cost_usd, &|c| format!("${c:.2}")),
@@ -528,6 +566,7 @@ mod tests {
 
     fn planned(bytes: usize, waits: &[usize]) -> Planned {
         Planned {
+            best_of: 1,
             spec_bytes: bytes,
             waits: waits.to_vec(),
         }
@@ -645,6 +684,28 @@ mod tests {
         assert!(text.contains("2 stories at -j 2"), "{text}");
         assert!(text.contains("based on 6 past attempts"), "{text}");
         assert!(text.contains("$1.32"), "{text}");
+    }
+
+    #[test]
+    fn a_racing_story_costs_n_attempts_in_one_attempt_s_time() {
+        let h = History {
+            attempts: vec![past("a", 600, 10.0, 0.10), past("b", 600, 10.0, 0.10)],
+            landings: vec![1.0, 1.0],
+        };
+        let mut raced = planned(600, &[]);
+        raced.best_of = 3;
+        let alone = forecast(&h, &[planned(600, &[]), planned(600, &[])], 2, None).unwrap();
+        let f = forecast(&h, &[raced, planned(600, &[])], 2, None).unwrap();
+        assert!((f.cost_usd.mid - 0.40).abs() < 1e-9, "{f:?}");
+        assert!((alone.cost_usd.mid - 0.20).abs() < 1e-9, "{alone:?}");
+        assert_eq!(f.wall_secs, alone.wall_secs);
+        assert_eq!(f.races, vec![(3, 1)]);
+        let text = render(Some(&f), 2);
+        assert!(
+            text.contains("cost $0.40 (best of 3: ×3 for 1 story), wall time"),
+            "{text}"
+        );
+        assert!(!render(Some(&alone), 2).contains("best of"));
     }
 
     #[test]

@@ -71,6 +71,30 @@ pub(crate) struct Costs {
     pub(crate) unlanded_cost_usd: f64,
     /// Attempts whose cost is unknown.
     pub(crate) unknown: usize,
+    /// The landed stories that raced (best of N, issue 36) and those that
+    /// did not, apart; `None` when none raced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) racing: Option<Racing>,
+}
+
+/// Spend per landed story with racing and without.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct Racing {
+    pub(crate) raced: Landed,
+    pub(crate) alone: Landed,
+}
+
+/// Landed stories and what they cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct Landed {
+    pub(crate) stories: usize,
+    pub(crate) cost_usd: f64,
+}
+
+impl Landed {
+    pub(crate) fn per_story(&self) -> Option<f64> {
+        (self.stories > 0).then(|| self.cost_usd / self.stories as f64)
+    }
 }
 
 impl Costs {
@@ -93,8 +117,12 @@ pub(crate) fn costs<'a>(events: impl IntoIterator<Item = &'a Ev>) -> Costs {
     let mut ran_on: HashMap<(String, u32), (String, String)> = HashMap::new();
     let mut per_story: BTreeMap<String, f64> = BTreeMap::new();
     let mut landed: BTreeSet<String> = BTreeSet::new();
+    let mut raced: BTreeSet<String> = BTreeSet::new();
     for ev in events {
         match ev {
+            Ev::CandidateStart { story, .. } => {
+                raced.insert(story.clone());
+            }
             Ev::AttemptStart {
                 story,
                 attempt,
@@ -167,6 +195,16 @@ pub(crate) fn costs<'a>(events: impl IntoIterator<Item = &'a Ev>) -> Costs {
                 .is_some_and(|s| s.starts_with(&prefix));
         if landed_it {
             c.landed_cost_usd += cost;
+            if !raced.is_empty() {
+                let r = c.racing.get_or_insert_with(Racing::default);
+                let group = if raced.contains(&story) {
+                    &mut r.raced
+                } else {
+                    &mut r.alone
+                };
+                group.stories += 1;
+                group.cost_usd += cost;
+            }
         } else {
             c.unlanded_cost_usd += cost;
         }
@@ -269,6 +307,43 @@ mod tests {
             commit: "c".into(),
             secs: 1.0,
         }
+    }
+
+    #[test]
+    fn landed_stories_that_raced_are_counted_apart_from_the_others() {
+        let candidate = |story: &str| Ev::CandidateStart {
+            story: story.into(),
+            attempt: 1,
+            candidate: 1,
+            slot: 0,
+            agent: "claude".into(),
+            model: None,
+        };
+        let alone = vec![
+            start("1", 1, None),
+            end("1", 1, None, 0.1, false),
+            landed("1", 1),
+        ];
+        assert_eq!(costs(&alone).racing, None, "nothing raced: nothing apart");
+        let mut evs = alone;
+        evs.extend([
+            start("2", 1, None),
+            candidate("2"),
+            end("2", 1, None, 0.3, false),
+            landed("2", 1),
+            start("3", 1, None),
+            candidate("3"),
+            end("3", 1, None, 0.5, false),
+            landed("3", 1),
+            // Raced and never landed: in neither.
+            start("4", 1, None),
+            candidate("4"),
+            end("4", 1, None, 0.9, false),
+        ]);
+        let r = costs(&evs).racing.unwrap();
+        assert_eq!((r.raced.stories, r.alone.stories), (2, 1));
+        assert!((r.raced.per_story().unwrap() - 0.4).abs() < 1e-9, "{r:?}");
+        assert!((r.alone.per_story().unwrap() - 0.1).abs() < 1e-9, "{r:?}");
     }
 
     #[test]

@@ -650,6 +650,20 @@ fn figures_text(f: &Figures, out: &mut String) {
             .unwrap_or_default();
         out.push_str(&format!("  spend per landed story {per}{never}\n"));
     }
+    if let Some(r) = &c.racing {
+        let group = |g: &crate::spend::Landed| match g.per_story() {
+            Some(p) => format!(
+                "${p:.2} ({})",
+                crate::report::counted(g.stories, "story", "stories")
+            ),
+            None => "– (none)".to_string(),
+        };
+        out.push_str(&format!(
+            "  spend per landed story that raced {}, alone {}\n",
+            group(&r.raced),
+            group(&r.alone)
+        ));
+    }
     if !c.per_model.is_empty() {
         out.push_str(&format!(
             "  by model: {}\n",

@@ -54,7 +54,6 @@ pub(super) fn dry_run(
         }
         _ => 1,
     };
-    let mut raced = 0;
     for i in order {
         let s = &b.stories[i];
         if state.is_done(&s.id) {
@@ -74,7 +73,6 @@ pub(super) fn dry_run(
         };
         let n = best_of(s);
         let race = if n > 1 {
-            raced += 1;
             format!("  (best of {n})")
         } else {
             String::new()
@@ -102,18 +100,23 @@ pub(super) fn dry_run(
         .collect();
     let jobs = jobs_of(opts, &project.config);
     let history = crate::forecast::History::load(&project.root, &b.stories);
-    let planned = crate::forecast::plan(&project.dag, &b.stories, &to_run);
+    let mut planned = crate::forecast::plan(&project.dag, &b.stories, &to_run);
+    let running = (0..b.stories.len()).filter(|&i| to_run[i]);
+    for (p, i) in planned.iter_mut().zip(running) {
+        p.best_of = best_of(&b.stories[i]);
+    }
     let agent = backends.first().map(|b| b.name());
     let forecast = crate::forecast::forecast(&history, &planned, jobs, agent);
     println!(
         "[DRY RUN] {}",
         crate::forecast::render(forecast.as_ref(), jobs)
     );
-    if raced > 0 {
+    let races = crate::forecast::races(&planned);
+    if !races.is_empty() {
         println!(
-            "[DRY RUN] best of N: {} race candidates for each attempt (attempts.pick: {}); \
-             a race costs up to N attempts, which the forecast above does not count",
-            crate::report::counted(raced, "story", "stories"),
+            "[DRY RUN] {}: candidates race for each attempt (attempts.pick: {}); a race \
+             costs up to N attempts, as the forecast counts it",
+            crate::forecast::multiplier(&races),
             match c.attempts.pick {
                 crate::config::Pick::First => "first",
                 crate::config::Pick::Judge => "judge",

@@ -244,7 +244,7 @@ commit_file "src/$ID.txt"; done_"#,
     // The dry run says which stories race.
     let d = p.ralph(&["run", "-d"]);
     assert!(d.stdout.contains("1.1 A  (best of 3)"), "{d:?}");
-    assert!(d.stdout.contains("best of N: 1 story race"), "{d:?}");
+    assert!(d.stdout.contains("best of 3: ×3 for 1 story"), "{d:?}");
     let d = p.ralph(&["run", "-d", "--best-of", "1"]);
     assert!(!d.stdout.contains("best of"), "{d:?}");
     let r = p.ralph(&["run", "--best-of", "1"]);
@@ -417,4 +417,75 @@ while [ ! -f "$SCRATCH/never" ]; do sleep 0.05; done
         let wip = git(&p.root, &["show", &format!("{unc}:wip-{k}.txt")]);
         assert_eq!(wip, "wip\n");
     }
+}
+
+#[test]
+fn a_dry_run_counts_a_race_at_n_attempts_in_the_forecast() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n1.4 | D\n",
+        r#"{ "parallel": { "agent_memory_mb": 0 } }"#,
+    );
+    p.commit_all("backlog");
+    // Each attempt reports $0.01 (the harness's `result`).
+    p.agent("commit_file \"src/$ID.rs\"\ndone_\n");
+    for id in ["1.1", "1.2"] {
+        let r = p.ralph(&["run", "-s", id]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let forecast = |args: &[&str]| {
+        let d = p.ralph(args);
+        assert_eq!(d.code, 0, "{d:?}");
+        d.stdout
+    };
+    let plain = forecast(&["run", "-d", "-j", "2"]);
+    assert!(plain.contains("cost $0.02, wall time"), "{plain}");
+    assert!(!plain.contains("best of"), "{plain}");
+    // Raced by three, the two stories left cost three attempts each.
+    let raced = forecast(&["run", "-d", "-j", "6", "--best-of", "3"]);
+    assert!(
+        raced.contains("cost $0.06 (best of 3: ×3 for 2 stories), wall time"),
+        "{raced}"
+    );
+    assert!(
+        raced.contains("[DRY RUN] best of 3: ×3 for 2 stories: candidates race"),
+        "{raced}"
+    );
+}
+
+#[test]
+fn stats_tells_the_spend_of_stories_that_raced_from_the_others() {
+    let p = Project::with_backlog(
+        "# [batch:1]\n1.1 | A\n1.2 | B\n",
+        r#"{ "parallel": { "agent_memory_mb": 0 } }"#,
+    );
+    p.commit_all("backlog");
+    // Every run reports $0.01 (the harness's `result`). Candidate 2
+    // answers FAIL at once; candidate 1 waits for that answer, then
+    // passes: the race costs $0.02, the story run alone $0.01.
+    p.agent(
+        r#"
+if [ "${RALPH_CANDIDATE:-0}" = 2 ]; then
+  result "no <ralph>FAIL $ID: not this one</ralph>"; touch "$SCRATCH/two-answered"; exit 0
+fi
+for _ in $(seq 600); do [ "${RALPH_CANDIDATE:-0}" = 1 ] && [ ! -f "$SCRATCH/two-answered" ] || break; sleep 0.05; done
+commit_file "src/$ID.rs"; done_
+"#,
+    );
+    // Two slots: candidate 1 waits for candidate 2, which must start.
+    let r = p.ralph(&["run", "-s", "1.1", "-j", "2", "--best-of", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = p.ralph(&["run", "-s", "1.2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let s = p.ralph(&["stats"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(
+        s.stdout
+            .contains("spend per landed story that raced $0.02 (1 story), alone $0.01 (1 story)"),
+        "{s:?}"
+    );
+    // `stats --json` has them under the lifetime figures' costs.
+    let j: serde_json::Value = serde_json::from_str(&p.ralph(&["stats", "--json"]).stdout).unwrap();
+    let racing = &j["lifetime"]["costs"]["racing"];
+    assert_eq!(racing["raced"]["stories"], 1, "{j}");
+    assert_eq!(racing["alone"]["stories"], 1, "{j}");
 }

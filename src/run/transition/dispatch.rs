@@ -8,7 +8,7 @@ use crate::runlog::{Ev, PauseWhy};
 use crate::schedule::{Bounds, Fewer, Jobs, StoryState};
 use crate::state::AttemptKind;
 
-use super::finish::{budget_ahead, budget_spent};
+use super::finish::{budget_ahead_for, budget_spent};
 use super::limits::halt;
 use crate::run::events::{Action, AttemptRequest, Now};
 use crate::run::model::{Change, Fatal, Model, Policy};
@@ -101,8 +101,20 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
             continue;
         };
         // The budget looks ahead: what the running attempts are expected
-        // to cost counts as spent, so it is overshot by one attempt at most.
-        if budget_ahead(model).is_some() && model.slots.iter().any(Option::is_some) {
+        // to cost counts as spent, so it is overshot by one attempt at most;
+        // a race reserves what all its candidates are expected to cost.
+        let races = super::race::races(model, idx);
+        let starting: Vec<Option<String>> = if races {
+            super::race::runners(model, idx, (agent, chosen.clone()))
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if budget_ahead_for(model, &starting, None).is_some()
+            && model.slots.iter().any(Option::is_some)
+        {
             return;
         }
         // Starts are spaced: the next waits for its turn.
@@ -115,7 +127,7 @@ pub(super) fn dispatch(model: &mut Model, now: Now, out: &mut Vec<Action>) {
         let Some(slot) = slot_for(model, idx, agent) else {
             return;
         };
-        if super::race::races(model, idx) {
+        if races {
             let busy = model.slots.iter().filter(|s| s.is_some()).count();
             let room = jobs.now.saturating_sub(busy);
             super::race::start_race(model, idx, (agent, chosen), room, now, out);

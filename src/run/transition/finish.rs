@@ -7,7 +7,7 @@ use crate::schedule::StoryState;
 use super::limits::api_stop_message;
 use crate::pricing::{expected_cost, Past};
 use crate::run::events::Now;
-use crate::run::model::{Fatal, Model};
+use crate::run::model::{CandState, Fatal, Model};
 
 pub(crate) fn totals(model: &Model, now: Option<Now>) -> Totals {
     let (usage, cost) = model.state.total_usage();
@@ -139,7 +139,19 @@ pub(super) fn budget_spent(model: &Model) -> Option<String> {
 /// should start beside them, so once one attempt has finished to go by, a
 /// budget is overshot by one attempt at most. Before any has, nothing is
 /// known to count and the first attempts start as without a budget.
-pub(super) fn budget_ahead(model: &Model) -> Option<String> {
+///
+/// Best of N (issue 36): `starting`, the models of a race's candidates
+/// about to start, are reserved together: a race starts only when the
+/// budget has room for all N, so two races never share what only one can
+/// spend and leave their candidates waiting. The candidates still waiting
+/// in running races stay reserved, but those of race `own`: its own
+/// candidates start one by one, each as an attempt would, so it is
+/// overshot by one candidate at most.
+pub(super) fn budget_ahead_for(
+    model: &Model,
+    starting: &[Option<String>],
+    own: Option<usize>,
+) -> Option<String> {
     let b = model.policy.budget;
     if b.run_usd.is_none() && b.total_usd.is_none() {
         return None;
@@ -167,19 +179,30 @@ pub(super) fn budget_ahead(model: &Model) -> Option<String> {
                 }),
         )
         .collect();
+    let expected = |m: Option<&str>| expected_cost(&past, m).unwrap_or(0.0);
     let mut ahead = 0.0;
     for (slot, idx) in model.slots.iter().enumerate() {
         if idx.is_none() {
             continue;
         }
-        ahead += expected_cost(&past, model.slot_model[slot].as_deref()).unwrap_or(0.0);
+        ahead += expected(model.slot_model[slot].as_deref());
     }
+    let reserved: f64 = model
+        .racing
+        .iter()
+        .filter(|(idx, _)| Some(**idx) != own)
+        .flat_map(|(_, r)| &r.cands)
+        .filter(|c| c.state == CandState::Waiting)
+        .map(|c| expected(c.model.as_deref()))
+        .sum();
+    let new: f64 = starting.iter().map(|m| expected(m.as_deref())).sum();
+    let ahead = ahead + reserved + new;
     let (_, total) = model.state.total_usage();
     let over = |spent: f64, max: Option<f64>| max.is_some_and(|m| spent + ahead >= m);
     (over(model.run_cost_usd, b.run_usd) || over(total, b.total_usd)).then(|| {
         format!(
-            "budget: ${:.2} spent and ${ahead:.2} expected of the running attempts; the next \
-             attempt waits for them",
+            "budget: ${:.2} spent and ${ahead:.2} expected of the running attempts and the \
+             candidates reserved; the next attempt waits for them",
             model.run_cost_usd
         )
     })

@@ -18,7 +18,7 @@ use crate::report::Message;
 use crate::runlog::Ev;
 use crate::state::AttemptKind;
 
-use super::finish::budget_ahead;
+use super::finish::budget_ahead_for;
 use super::landing::send_to_landing;
 use crate::run::events::{
     Action, AttemptReport, AttemptRequest, JudgeAsk, JudgeReport, LandResult, Now,
@@ -37,6 +37,19 @@ pub(super) fn races(model: &Model, idx: usize) -> bool {
         )
 }
 
+/// Who story `idx`'s candidates run as, candidate 1 first; `own` is the
+/// story's own agent and model.
+pub(super) fn runners(
+    model: &Model,
+    idx: usize,
+    own: (crate::agent::Backend, Option<String>),
+) -> Vec<(crate::agent::Backend, Option<String>)> {
+    let list = &model.policy.best_of.candidates;
+    (1..=model.best_of(idx))
+        .map(|k| candidate_agent(k, list, own.clone()))
+        .collect()
+}
+
 /// Starts story `idx`'s attempt as a race of `best_of` candidates, then as
 /// many of them as there are `free` slots for (at least one: the caller
 /// found a slot); the rest start as slots free (`start_waiting`).
@@ -53,10 +66,7 @@ pub(super) fn start_race(
     let id = model.id(idx).to_string();
     let attempt = model.apply(idx, Change::Start).attempt;
     let n = model.best_of(idx);
-    let list = &model.policy.best_of.candidates;
-    let who_runs = (1..=n)
-        .map(|k| candidate_agent(k, list, own.clone()))
-        .collect();
+    let who_runs = runners(model, idx, own.clone());
     let title = model.stories[idx].title.clone();
     let counted = model.state.record(&id).map(|r| r.attempts).unwrap_or(0) + 1;
     out.push(Action::Say(Message::Started {
@@ -137,8 +147,11 @@ fn fill(model: &mut Model, idx: usize, free: usize, now: Now, out: &mut Vec<Acti
             break;
         };
         // The budget looks ahead for each candidate as for an attempt: it
-        // is overshot by one candidate's expected cost at most.
-        if budget_ahead(model).is_some() && model.slots.iter().any(Option::is_some) {
+        // is overshot by one candidate's expected cost at most. The race's
+        // own waiting candidates were reserved when it started.
+        if budget_ahead_for(model, &[], Some(idx)).is_some()
+            && model.slots.iter().any(Option::is_some)
+        {
             break;
         }
         start_candidate(model, idx, k, slot, now, out);

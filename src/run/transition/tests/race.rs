@@ -410,3 +410,46 @@ fn stopping_a_racing_story_stops_every_candidate_and_charges_nothing() {
     assert!(m.racing.is_empty());
     assert!(m.is_held(0), "held until released");
 }
+
+#[test]
+fn a_race_starts_only_when_the_budget_holds_all_its_candidates() {
+    // x costs $1 and lands; then a and b, each raced by three candidates,
+    // are ready with seven free slots and $5.5 to spend: a's three ($3
+    // expected) fit beside the $1 spent, b's three more would not. Without
+    // the reservation b's race started too, two of its candidates running
+    // and the third left waiting for budget.
+    let mut m = model_with(&[("x", &[]), ("a", &["x"]), ("b", &["x"])], 7, 3, None);
+    for s in &mut m.stories[1..] {
+        s.model.best_of = Some(3);
+    }
+    m.policy.budget.run_usd = Some(5.5);
+    let x = begin(&mut m);
+    assert_eq!(candidates(&x), vec![(0, None)]);
+    let mut r = AttemptReport::empty(&x[0], Verdict::Done, String::new());
+    r.cost_usd = 1.0;
+    let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+    assert!(starts(&a).is_empty(), "x lands first");
+    let a = land(&mut m, 0, landed_as(0), t0());
+    let started = starts(&a);
+    assert_eq!(
+        candidates(&started),
+        vec![(1, Some(1)), (1, Some(2)), (1, Some(3))],
+        "a's race starts whole, b waits"
+    );
+    assert!(!m.racing.contains_key(&2));
+    // With nothing else running, b's race starts as an attempt would, its
+    // candidates one by one while the budget holds.
+    let mut running = started;
+    while !running.is_empty() {
+        let req = running.remove(0);
+        let mut r = AttemptReport::empty(&req, Verdict::Done, String::new());
+        r.cost_usd = 1.0;
+        let a = handle(&mut m, Event::AttemptFinished(Box::new(r)), t0());
+        drive(&mut m, a, &mut running);
+        assert!(
+            m.run_cost_usd <= 5.5 + 1.0,
+            "overshot by more than one candidate: {}",
+            m.run_cost_usd
+        );
+    }
+}
