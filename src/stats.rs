@@ -191,6 +191,19 @@ pub(crate) struct RunStats {
 pub(crate) struct Stats {
     pub(crate) runs: Vec<RunStats>,
     pub(crate) lifetime: Figures,
+    /// Each model's attempts, landings, spend and race wins over every run
+    /// (`by_model.<model>.wins`, issue 36's format): the lifetime's
+    /// `costs.per_model`, with `wins` always said.
+    pub(crate) by_model: BTreeMap<String, ModelFigures>,
+}
+
+/// A model's figures in `stats --json`'s `by_model`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct ModelFigures {
+    pub(crate) attempts: usize,
+    pub(crate) landed: usize,
+    pub(crate) cost_usd: f64,
+    pub(crate) wins: usize,
 }
 
 /// The epic of a story ID: up to its first `.` (as `specs.pattern`).
@@ -571,9 +584,25 @@ pub(crate) fn stats(runs: &[RunData], which: &Which) -> Stats {
         Which::Run(id) => runs.iter().filter(|r| &r.id == id).collect(),
         Which::All => all.clone(),
     };
+    let lifetime = figures(&all);
+    let by_model = lifetime
+        .costs
+        .per_model
+        .iter()
+        .map(|(m, b)| {
+            let f = ModelFigures {
+                attempts: b.attempts,
+                landed: b.landed,
+                cost_usd: b.cost_usd,
+                wins: b.wins,
+            };
+            (m.clone(), f)
+        })
+        .collect();
     Stats {
         runs: shown.into_iter().map(run_stats).collect(),
-        lifetime: figures(&all),
+        lifetime,
+        by_model,
     }
 }
 

@@ -488,4 +488,10 @@ commit_file "src/$ID.rs"; done_
     let racing = &j["lifetime"]["costs"]["racing"];
     assert_eq!(racing["raced"]["stories"], 1, "{j}");
     assert_eq!(racing["alone"]["stories"], 1, "{j}");
+    // And each model's race wins at `by_model.<model>.wins` (issue 36's
+    // format), said for every model: one race, won once.
+    let by_model = j["by_model"].as_object().expect("by_model");
+    assert!(by_model.values().all(|m| m["wins"].is_u64()), "{j}");
+    let wins: u64 = by_model.values().map(|m| m["wins"].as_u64().unwrap()).sum();
+    assert_eq!(wins, 1, "{j}");
 }
