@@ -682,15 +682,21 @@ fn the_node_of_a_running_attempt_shows_while_it_runs() {
     wait_until("the agent to run", Duration::from_secs(120), || {
         scratch.path().join("node-1.1").exists()
     });
-    let ran_on = std::fs::read_to_string(scratch.path().join("node-1.1")).unwrap();
     // While it runs: `status --json` says where, as does the story's row.
+    // Read together with the node the agent says it runs on, each time: the
+    // agent's `echo … > node-1.1` makes the file before it writes the name,
+    // and a read in between (seen in CI under load) found it empty.
     let mut st = serde_json::Value::Null;
+    let mut ran_on = String::new();
     wait_until(
-        "status --json to name the running attempt's node",
+        "status --json to name the node the attempt runs on",
         Duration::from_secs(60),
         || {
             st = status_json();
-            st["running_on"]["1.1"].is_string()
+            ran_on = std::fs::read_to_string(scratch.path().join("node-1.1")).unwrap_or_default();
+            st["running_on"]["1.1"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(&format!("{}/", ran_on.trim())))
         },
     );
     let node = st["running_on"]["1.1"].as_str().unwrap().to_string();
