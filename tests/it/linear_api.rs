@@ -4,17 +4,18 @@
 //! are told apart by their operation name (`RalphIssues`, `RalphMove`, ...)
 //! and read through their variables; the query text is not parsed. The
 //! issue list comes two to a page, so every read pages. A switch file
-//! `down` makes every answer a 502; `add-issue` adds `Api::to_add` once. std only; never listens elsewhere.
+//! `down` makes every answer a 502; `add-issue` adds `Api::to_add` once. Served
+//! by `fakeapi`'s server on 127.0.0.1.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
+
+use crate::fakeapi::{FakeApi, Reply};
 
 pub const TEAM: &str = "ENG";
 
@@ -72,23 +73,28 @@ pub struct Api {
 pub struct Server {
     pub url: String,
     pub api: Arc<Mutex<Api>>,
+    _server: FakeApi,
 }
 
 impl Server {
-    /// Serves `api` on an ephemeral loopback port; `switches` holds `down`.
+    /// Serves `api` on an ephemeral loopback port (`fakeapi`'s server);
+    /// `switches` holds `down`.
     pub fn start(api: Api, switches: PathBuf) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        let url = format!("http://{}/graphql", listener.local_addr().unwrap());
         let api = Arc::new(Mutex::new(api));
         let shared = api.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let api = shared.clone();
-                let switches = switches.clone();
-                std::thread::spawn(move || serve(stream, &api, &switches));
+        let server = FakeApi::start(move |req| {
+            let auth = req.header("authorization").map(str::to_string);
+            let (status, out) = answer(&shared, &switches, auth, &req.body);
+            Reply {
+                body: out.into_bytes(),
+                ..Reply::json(status, Value::Null)
             }
         });
-        Server { url, api }
+        Server {
+            url: format!("{}/graphql", server.url()),
+            api,
+            _server: server,
+        }
     }
 
     pub fn issue(&self, identifier: &str) -> Issue {
@@ -119,48 +125,6 @@ pub fn next_number<'a>(keys: impl Iterator<Item = &'a String>) -> u64 {
         .max()
         .unwrap_or(0)
         + 1
-}
-
-fn serve(stream: TcpStream, api: &Mutex<Api>, switches: &Path) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut stream = stream;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut headers = Vec::new();
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-            }
-        }
-        let header = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        let len: usize = header("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0; len];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let (status, out) = answer(api, switches, header("authorization"), &body);
-        let resp = format!(
-            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{out}",
-            out.len()
-        );
-        if stream.write_all(resp.as_bytes()).is_err() {
-            return;
-        }
-    }
 }
 
 fn error(message: &str, code: &str) -> (u16, String) {
