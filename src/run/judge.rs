@@ -126,11 +126,11 @@ async fn judged(
 
 /// The story's spec and each passing candidate's validation and diff.
 async fn prompt_for(ctx: &Arc<RunContext>, story: &Story, ask: &JudgeAsk) -> String {
-    let spec = story
-        .spec_path
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(ctx.root.join(p)).ok())
-        .or_else(|| story.prd_spec.clone())
+    // The text every attempt's prompt gets; a title line when it is empty
+    // or unreadable.
+    let spec = crate::backlog::spec_text(&ctx.root, story)
+        .ok()
+        .filter(|s| !s.is_empty())
         .unwrap_or_else(|| format!("# Story {}: {}\n", story.id, story.title));
     let per = judge::DIFF_BYTES / ask.passing.len().max(1);
     let mut diffs = Vec::new();
