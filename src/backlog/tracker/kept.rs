@@ -11,7 +11,6 @@ use super::disk::read_json;
 use super::interface::Read;
 use crate::atomic::write_atomic;
 use crate::backlog::github::poll::Fail;
-use crate::error::Problem;
 use crate::paths;
 
 /// A tracker's snapshot: it carries the rate limit's end across runs.
@@ -159,9 +158,5 @@ pub(crate) fn unread(describe: &str, why: Option<String>, check: &str, creds: &s
              `ralph validate --online` (or `ralph run`) reads it, with {creds} set"
         ),
     };
-    Read {
-        backlog: None,
-        problems: vec![Problem::new(paths::CONFIG, None, message)],
-        stale: None,
-    }
+    Read::none(message)
 }
