@@ -121,6 +121,16 @@ pub(crate) enum Ev {
         by: String,
         reason: String,
     },
+    /// A race was lost (issue 36): the candidate whose work came closest
+    /// (`Race::closest`), kept at `work`, which the next race's candidate 1
+    /// fixes up, and why it was that one.
+    CandidateClosest {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        work: String,
+        reason: String,
+    },
     /// Where a running attempt runs, once the coordinator knows (a
     /// cluster node and worker slot); local attempts have none.
     AttemptPlaced {

@@ -16,12 +16,12 @@ use crate::agent::{ResultKind, Verdict};
 use crate::config::Pick;
 use crate::report::Message;
 use crate::runlog::Ev;
-use crate::state::AttemptKind;
+use crate::state::{AttemptKind, Fixup, FixupCause, Note};
 
 use super::finish::budget_ahead_for;
 use super::landing::send_to_landing;
 use crate::run::events::{
-    Action, AttemptReport, AttemptRequest, JudgeAsk, JudgeReport, LandResult, Now,
+    Action, AttemptReport, AttemptRequest, JudgeAsk, JudgeReport, LandResult, Now, ReviewVerdict,
 };
 use crate::run::model::race::{candidate_agent, who};
 use crate::run::model::{CandState, Change, Landing, Model, Race};
@@ -174,7 +174,7 @@ fn start_candidate(
     let Some(race) = model.racing.get_mut(&idx) else {
         return;
     };
-    let (attempt, kind, note) = (race.attempt, race.kind, race.note.clone());
+    let (attempt, (kind, note)) = (race.attempt, candidate_task(race, k));
     let Some(c) = race.get_mut(k) else { return };
     c.state = CandState::Running;
     c.slot = Some(slot);
@@ -183,8 +183,13 @@ fn start_candidate(
     model.slots[slot] = Some(idx);
     model.slot_started[slot] = Some(now.mono);
     model.slot_model[slot] = chosen.clone();
+    let fixing = note
+        .as_ref()
+        .and_then(|n| n.fixup.as_ref())
+        .map(|f| format!(", fixing up {}", f.work))
+        .unwrap_or_default();
     out.push(Action::Log(format!(
-        "start story {id} attempt {attempt} candidate {k} ({}) in slot {slot}",
+        "start story {id} attempt {attempt} candidate {k} ({}) in slot {slot}{fixing}",
         who(agent, chosen.as_deref())
     )));
     out.push(Action::Record(Ev::CandidateStart {
@@ -209,6 +214,33 @@ fn start_candidate(
         model: chosen,
         candidate: Some(k),
     }));
+}
+
+/// What candidate `k` of `race` runs as, and is told. After a lost race
+/// whose work came closest somewhere (`Note::closest`), candidate 1 is a
+/// fix-up of that work (its failure's output in the fix-up prompt, the
+/// race's note after it); every other candidate starts over, told the
+/// race's note.
+fn candidate_task(race: &Race, k: u32) -> (AttemptKind, Option<Note>) {
+    let Some(note) = race.note.clone() else {
+        return (race.kind, None);
+    };
+    let closest = note.closest.clone();
+    let fresh = Note {
+        closest: None,
+        ..note
+    };
+    match closest {
+        Some(work) if k == 1 => (
+            AttemptKind::Fixup,
+            Some(Note {
+                fixup: Some(*work),
+                redo: false,
+                ..fresh
+            }),
+        ),
+        _ => (race.kind, Some(fresh)),
+    }
 }
 
 /// A candidate's report: its slot freed, its spend the story's, its state
@@ -242,6 +274,7 @@ pub(super) fn candidate_finished(
     c.cost_usd = r.cost_usd;
     c.cost_unknown = r.cost_unknown;
     c.diff_lines = r.diff_lines;
+    c.fixup = r.kind == AttemptKind::Fixup;
     // A candidate stopped because another won stays stopped, whatever its
     // agent said as it went.
     if c.state == CandState::Running {
@@ -510,40 +543,79 @@ pub(super) fn landing_ended(
             won(model, idx, k, out);
             return false;
         }
-        LandResult::ValidationFailed { name, cmd, .. } => {
-            format!("its work failed validation {name} ({cmd}) on the target's tip")
-        }
-        LandResult::Conflict { paths, .. } => {
-            format!(
-                "its work conflicted with the target on {}",
-                paths.join(", ")
-            )
-        }
-        LandResult::Gated { findings, .. } => format!(
-            "the integrity gate found {}",
-            findings
-                .iter()
-                .map(crate::gates::Finding::line_text)
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
-        LandResult::Reviewed { review, .. } => {
-            format!(
-                "the reviewer did not approve it ({})",
-                review.verdict.name()
-            )
-        }
-        LandResult::Error(e) => format!("its landing failed: {e}"),
-        _ => return false,
+        _ => match turned_down(result) {
+            Some(why) => why,
+            None => return false,
+        },
     };
     if let Some(c) = race.get_mut(k) {
         c.state = CandState::Failed;
-        c.why = Some(why);
+        c.why = Some(why.0);
+        c.cause = why.1;
     }
     model.apply(idx, Change::RaceOn);
     advance(model, idx, now, out);
     out.push(Action::Save);
     true
+}
+
+/// Why the merge queue turned a candidate's work down, in words for the
+/// next attempt's note, and as a fix-up of that work would be told (none
+/// for a landing that failed on its own); `None` for an end that is no
+/// verdict on the work.
+fn turned_down(result: &LandResult) -> Option<(String, Option<FixupCause>)> {
+    Some(match result {
+        LandResult::ValidationFailed {
+            name,
+            cmd,
+            tail,
+            log_rel,
+            ..
+        } => (
+            format!("its work failed validation {name} ({cmd}) on the target's tip"),
+            Some(FixupCause::Validation {
+                name: name.clone(),
+                cmd: cmd.clone(),
+                tail: tail.clone(),
+                log: log_rel.clone(),
+            }),
+        ),
+        LandResult::Conflict { paths, .. } => (
+            format!(
+                "its work conflicted with the target on {}",
+                paths.join(", ")
+            ),
+            Some(FixupCause::Conflict {
+                paths: paths.clone(),
+            }),
+        ),
+        LandResult::Gated { findings, .. } => (
+            format!(
+                "the integrity gate found {}",
+                findings
+                    .iter()
+                    .map(crate::gates::Finding::line_text)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Some(FixupCause::Gate {
+                findings: findings.clone(),
+                other_side_of: None,
+            }),
+        ),
+        LandResult::Reviewed { review, .. } => (
+            format!(
+                "the reviewer did not approve it ({})",
+                review.verdict.name()
+            ),
+            match &review.verdict {
+                ReviewVerdict::Changes(text) => Some(FixupCause::Review { text: text.clone() }),
+                _ => None,
+            },
+        ),
+        LandResult::Error(e) => (format!("its landing failed: {e}"), None),
+        _ => return None,
+    })
 }
 
 /// Candidate `k` won: every other running one is stopped (its process
@@ -605,6 +677,7 @@ fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     let Some(race) = model.racing.remove(&idx) else {
         return;
     };
+    let closest = closest_work(model, idx, &race, out);
     let verdict = if race.any_failed() {
         Verdict::Failed {
             reason: format!(
@@ -617,9 +690,52 @@ fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     } else {
         Verdict::Interrupted
     };
+    let failed = matches!(verdict, Verdict::Failed { .. });
     let r = summary_report(model, idx, &race, verdict);
     sync_rows(model, idx);
     super::outcome::attempt_ended(model, r, now, out);
+    // The retry's note (when the story gets one) hands the closest work to
+    // the next race's candidate 1; a race every candidate of which was
+    // stopped leaves the note it began with.
+    let id = model.id(idx).to_string();
+    let note = model
+        .state
+        .stories
+        .get_mut(&id)
+        .and_then(|s| s.note.as_mut());
+    if let Some(n) = note.filter(|n| failed && n.fixup.is_none() && !n.decompose) {
+        n.closest = closest.map(Box::new);
+    }
+}
+
+/// The work of lost race's candidate that came closest (`Race::closest`),
+/// as a fix-up of its kept ref, said in ralph.log and recorded
+/// (`candidate_closest`); `None` when no candidate's work can be fixed up.
+fn closest_work(model: &Model, idx: usize, race: &Race, out: &mut Vec<Action>) -> Option<Fixup> {
+    let id = model.id(idx);
+    let checks = &model.policy.best_of.checks;
+    let k = race.closest(checks)?;
+    let cause = race.get(k)?.cause.clone()?;
+    let work = crate::project::candidate_ref(id, race.attempt, k);
+    let reason = race.closest_reason(k, checks);
+    out.push(Action::Log(format!(
+        "story {id} attempt {}: {reason}; the next race's candidate 1 fixes up {work}",
+        race.attempt
+    )));
+    out.push(Action::Record(Ev::CandidateClosest {
+        story: id.to_string(),
+        attempt: race.attempt,
+        candidate: k,
+        work: work.clone(),
+        reason,
+    }));
+    Some(Fixup {
+        cause,
+        work,
+        attempt: race.attempt,
+        // Its session ran in another candidate's worktree.
+        fresh_session: true,
+    })
 }
 
 /// The race as one attempt's report, for the records and the history:
