@@ -112,6 +112,15 @@ pub(crate) enum Ev {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cost_unknown: bool,
     },
+    /// A racing candidate's state changed between its start and its end
+    /// (`CandState::word`: `done`, `validating`, `passed`, `stopped`
+    /// while its report is not in yet), for the web view.
+    CandidateState {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        state: String,
+    },
     /// `attempts.pick: judge` chose the candidate whose work lands, and
     /// why (`by`: `ranking`).
     CandidatePick {

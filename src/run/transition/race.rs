@@ -157,7 +157,7 @@ fn fill(model: &mut Model, idx: usize, free: usize, now: Now, out: &mut Vec<Acti
         start_candidate(model, idx, k, slot, now, out);
         started += 1;
     }
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
     started
 }
 
@@ -382,7 +382,7 @@ fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     } else if race.won().is_some() && race.all_ended() {
         race_won(model, idx, out);
     }
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
 }
 
 /// Best of N's judge answered: its cost is the story's, and its valid
@@ -420,6 +420,7 @@ pub(super) fn judged(model: &mut Model, rep: JudgeReport, out: &mut Vec<Action>)
         (None, None) => return,
     };
     picked(model, idx, (k, by), reason, out);
+    sync_rows(model, idx, out);
     out.push(Action::Save);
 }
 
@@ -652,7 +653,7 @@ fn won(model: &mut Model, idx: usize, k: u32, out: &mut Vec<Action>) {
     if model.racing.get(&idx).is_some_and(Race::all_ended) {
         race_won(model, idx, out);
     }
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
 }
 
 /// The race is over with a winner and every report in: the attempt's
@@ -667,7 +668,7 @@ fn race_won(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
     let rec = super::outcome::attempt_record(&r, false);
     out.push(Action::Record(record::attempt_end(&id, &rec)));
     model.state.push_history(&id, rec);
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
     out.push(Action::Save);
 }
 
@@ -692,7 +693,7 @@ fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     };
     let failed = matches!(verdict, Verdict::Failed { .. });
     let r = summary_report(model, idx, &race, verdict);
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
     super::outcome::attempt_ended(model, r, now, out);
     // The retry's note (when the story gets one) hands the closest work to
     // the next race's candidate 1; a race every candidate of which was
@@ -771,11 +772,30 @@ fn summary_report(model: &Model, idx: usize, race: &Race, verdict: Verdict) -> A
 }
 
 /// `state.json`'s rows of story `idx`'s candidates (`status --json`): the
-/// race's while it runs, none after.
-fn sync_rows(model: &mut Model, idx: usize) {
+/// race's while it runs, none after. A change of a candidate's state that
+/// neither its `candidate_start` (running) nor its `candidate_end` (once
+/// settled) says is recorded as `candidate_state` (done, validating,
+/// passed, stopped before its report), so the web view's fold of the
+/// records shows it too.
+fn sync_rows(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
     let id = model.id(idx).to_string();
     let rows = model.racing.get(&idx).map(Race::rows).unwrap_or_default();
-    if let Some(rec) = model.state.stories.get_mut(&id) {
-        rec.candidates = rows;
+    let Some(rec) = model.state.stories.get_mut(&id) else {
+        return;
+    };
+    if let Some(race) = model.racing.get(&idx) {
+        for c in race.cands.iter().filter(|c| !c.settled) {
+            let word = c.state.word();
+            let was = rec.candidates.iter().find(|r| r.k == c.k);
+            if word != "running" && word != "waiting" && was.is_none_or(|r| r.state != word) {
+                out.push(Action::Record(Ev::CandidateState {
+                    story: id.clone(),
+                    attempt: race.attempt,
+                    candidate: c.k,
+                    state: word.to_string(),
+                }));
+            }
+        }
     }
+    rec.candidates = rows;
 }

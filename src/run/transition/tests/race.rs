@@ -118,6 +118,38 @@ fn the_first_to_land_wins_and_the_others_are_stopped_and_kept() {
     assert!(rec.candidates.is_empty());
 }
 
+fn states(actions: &[Action]) -> Vec<(u32, String)> {
+    records(actions)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ev::CandidateState {
+                candidate, state, ..
+            } => Some((candidate, state)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The web view folds the records: a candidate's changes between its
+/// start and its end are recorded, once each.
+#[test]
+fn a_candidates_state_between_its_start_and_end_is_recorded() {
+    let mut m = racing(2, 4);
+    let reqs = of_a(begin(&mut m));
+    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    assert_eq!(states(&a), vec![(1, "validating".to_string())]);
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(
+        states(&a),
+        vec![(2, "stopped".to_string())],
+        "the winner's is its candidate_end"
+    );
+    assert_eq!(ends(&a), vec![(1, "won".to_string(), true)]);
+    let a = handle(&mut m, finished(&reqs[1], Verdict::Interrupted), t0());
+    assert!(states(&a).is_empty(), "its end says it: {a:?}");
+    assert_eq!(ends(&a), vec![(2, "stopped".to_string(), false)]);
+}
+
 #[test]
 fn a_candidate_whose_work_fails_validation_lets_the_next_done_one_land() {
     let mut m = racing(2, 4);
