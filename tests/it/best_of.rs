@@ -15,15 +15,9 @@ const CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
   "validation": { "commands": [ { "name": "has-ok", "required": true,
     "cmd": "if [ -f ok.txt ]; then exit 0; fi; touch \"$SCRATCH/validation-failed\"; exit 1" } ] } }"#;
 
-/// The model ralph gave the fake agent, as `$M`.
-const MODEL: &str = r#"
-M=""; prev=""
-for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
-"#;
-
 /// Installs `body` as the fake agent, `$M` its model.
 fn agent_by_model(p: &Project, body: &str) {
-    p.agent(&format!("{MODEL}{body}"));
+    p.agent(&format!("{MODEL_AS_M}{body}"));
 }
 
 /// What every candidate does first: it says which it is, then behaves by

@@ -872,10 +872,9 @@ fn the_page_shows_a_races_candidates_then_its_winner() {
     );
     p.commit_all("backlog");
     // `slow` works until it is stopped; `fast` finishes once told to.
-    p.agent(
+    p.agent(&format!(
+        "{MODEL_AS_M}{}",
         r#"
-M=""; prev=""
-for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
 echo "candidate $RALPH_CANDIDATE on $M at work"
 touch "$SCRATCH/started-$RALPH_CANDIDATE"
 if [ "$M" = slow ]; then
@@ -884,8 +883,8 @@ if [ "$M" = slow ]; then
 fi
 while [ ! -e "$SCRATCH/go-fast" ]; do sleep 0.05; done
 commit_file "src/fast.txt"; done_
-"#,
-    );
+"#
+    ));
     let run = Bg::start(&p, &["run", "-j", "2", "--serve"], &[]);
     let url = run.url();
     let mut b = Browser::open(&chrome, &url);
