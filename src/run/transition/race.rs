@@ -673,12 +673,13 @@ fn race_won(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
 }
 
 /// No candidate can pass: one failed attempt, told every candidate's
-/// failure (or, every candidate stopped by the run, none charged).
+/// failure (or, every candidate stopped by the run, none charged); the
+/// retry's candidate 1 fixes up the work that came closest.
 fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     let Some(race) = model.racing.remove(&idx) else {
         return;
     };
-    let closest = closest_work(model, idx, &race, out);
+    let closest = closest_work(model, idx, &race);
     let verdict = if race.any_failed() {
         Verdict::Failed {
             reason: format!(
@@ -695,48 +696,49 @@ fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     let r = summary_report(model, idx, &race, verdict);
     sync_rows(model, idx, out);
     super::outcome::attempt_ended(model, r, now, out);
-    // The retry's note (when the story gets one) hands the closest work to
-    // the next race's candidate 1; a race every candidate of which was
-    // stopped leaves the note it began with.
+    // The retry's note hands the closest work to the next race's
+    // candidate 1. No retry (failed for good, or a split next), no hand:
+    // a race every candidate of which was stopped leaves the note it
+    // began with.
     let id = model.id(idx).to_string();
+    let retried = model.state.status(&id) != crate::state::Status::Failed;
     let note = model
         .state
         .stories
         .get_mut(&id)
-        .and_then(|s| s.note.as_mut());
-    if let Some(n) = note.filter(|n| failed && n.fixup.is_none() && !n.decompose) {
-        n.closest = closest.map(Box::new);
-    }
-}
-
-/// The work of lost race's candidate that came closest (`Race::closest`),
-/// as a fix-up of its kept ref, said in ralph.log and recorded
-/// (`candidate_closest`); `None` when no candidate's work can be fixed up.
-fn closest_work(model: &Model, idx: usize, race: &Race, out: &mut Vec<Action>) -> Option<Fixup> {
-    let id = model.id(idx);
-    let checks = &model.policy.best_of.checks;
-    let k = race.closest(checks)?;
-    let cause = race.get(k)?.cause.clone()?;
-    let work = crate::project::candidate_ref(id, race.attempt, k);
-    let reason = race.closest_reason(k, checks);
+        .and_then(|s| s.note.as_mut())
+        .filter(|n| failed && retried && n.fixup.is_none() && !n.decompose);
+    let (Some(note), Some((k, fixup, reason))) = (note, closest) else {
+        return;
+    };
     out.push(Action::Log(format!(
-        "story {id} attempt {}: {reason}; the next race's candidate 1 fixes up {work}",
-        race.attempt
+        "story {id} attempt {}: {reason}; the next race's candidate 1 fixes up {}",
+        race.attempt, fixup.work
     )));
     out.push(Action::Record(Ev::CandidateClosest {
-        story: id.to_string(),
+        story: id,
         attempt: race.attempt,
         candidate: k,
-        work: work.clone(),
+        work: fixup.work.clone(),
         reason,
     }));
-    Some(Fixup {
-        cause,
-        work,
+    note.closest = Some(Box::new(fixup));
+}
+
+/// The lost race's candidate whose work came closest (`Race::closest`),
+/// that work as a fix-up of its kept ref, and why it was that one; `None`
+/// when no candidate's work can be fixed up.
+fn closest_work(model: &Model, idx: usize, race: &Race) -> Option<(u32, Fixup, String)> {
+    let checks = &model.policy.best_of.checks;
+    let k = race.closest(checks)?;
+    let fixup = Fixup {
+        cause: race.get(k)?.cause.clone()?,
+        work: crate::project::candidate_ref(model.id(idx), race.attempt, k),
         attempt: race.attempt,
         // Its session ran in another candidate's worktree.
         fresh_session: true,
-    })
+    };
+    Some((k, fixup, race.closest_reason(k, checks)))
 }
 
 /// The race as one attempt's report, for the records and the history:

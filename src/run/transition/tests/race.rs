@@ -321,6 +321,21 @@ fn a_lost_race_with_no_work_to_fix_up_starts_every_candidate_over() {
 }
 
 #[test]
+fn a_lost_race_that_fails_the_story_for_good_hands_no_work_on() {
+    let mut m = racing(2, 4);
+    m.policy.max_retries = 1;
+    let reqs = of_a(begin(&mut m));
+    handle(&mut m, finished(&reqs[0], failed("stuck")), t0());
+    handle(&mut m, finished(&reqs[1], Verdict::Done), t0());
+    let a = land(&mut m, 0, check_failed("tests", "broke"), t0());
+    assert_eq!(m.state.record("a").unwrap().status, Status::Failed);
+    assert!(records(&a)
+        .iter()
+        .all(|e| !matches!(e, Ev::CandidateClosest { .. })));
+    assert!(m.state.note("a").is_none_or(|n| n.closest.is_none()));
+}
+
+#[test]
 fn a_winner_kept_for_review_that_then_fails_validation_gets_an_ordinary_fixup() {
     let mut m = racing(2, 4);
     m.policy.landing_mode.review = true;
