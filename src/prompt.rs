@@ -988,6 +988,7 @@ mod tests {
             }),
             redo: false,
             decompose: false,
+            closest: None,
         };
         let ctx = note_context(&note, "main");
         assert!(

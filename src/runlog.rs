@@ -112,6 +112,15 @@ pub(crate) enum Ev {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cost_unknown: bool,
     },
+    /// A racing candidate's state changed between its start and its end
+    /// (`CandState::word`: `done`, `validating`, `passed`, `stopped`
+    /// while its report is not in yet), for the web view.
+    CandidateState {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        state: String,
+    },
     /// `attempts.pick: judge` chose the candidate whose work lands, and
     /// why (`by`: `ranking`).
     CandidatePick {
@@ -119,6 +128,16 @@ pub(crate) enum Ev {
         attempt: u32,
         candidate: u32,
         by: String,
+        reason: String,
+    },
+    /// A race was lost (issue 36): the candidate whose work came closest
+    /// (`Race::closest`), kept at `work`, which the next race's candidate 1
+    /// fixes up, and why it was that one.
+    CandidateClosest {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        work: String,
         reason: String,
     },
     /// Where a running attempt runs, once the coordinator knows (a

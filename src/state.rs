@@ -144,6 +144,12 @@ pub(crate) struct Note {
     /// The story failed for good: the next run splits it into sub-stories.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) decompose: bool,
+    /// Best of N (issue 36): a lost race's candidate whose work came
+    /// closest (`race::Race::closest`). The next race's candidate 1 fixes
+    /// it up; the others start over, told `text`. A lone attempt ignores
+    /// it: the story's next attempt is still a redo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) closest: Option<Box<Fixup>>,
 }
 
 impl Note {
@@ -161,6 +167,7 @@ impl Note {
             }),
             redo: false,
             decompose: false,
+            closest: None,
         }
     }
 }
@@ -570,6 +577,7 @@ impl State {
             fixup: None,
             redo: false,
             decompose: true,
+            closest: None,
         });
     }
 
@@ -603,6 +611,7 @@ impl State {
             fixup: None,
             redo: true,
             decompose: false,
+            closest: None,
         });
     }
 

@@ -221,6 +221,13 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
                 candidates: config.attempts.candidates.clone(),
                 pick: config.attempts.pick,
                 judge: config.attempts.judge.clone(),
+                checks: config
+                    .validation
+                    .commands
+                    .iter()
+                    .filter(|v| v.required)
+                    .map(|v| v.name.clone())
+                    .collect(),
             },
             _ => model::BestOf {
                 cli: Some(1),

@@ -211,11 +211,14 @@ async fn story(State(app): State<App>, UrlPath(id): UrlPath<String>) -> Response
 #[derive(serde::Deserialize)]
 struct LogQuery {
     attempt: Option<u32>,
+    /// A racing candidate's log (best of N, issue 36), with `attempt`.
+    candidate: Option<u32>,
 }
 
-/// The latest attempt's log (or `?attempt=N`'s) as it grows: `tail` first
-/// (its last lines), then `lines` as they are written; a newer attempt's
-/// log is followed once it starts (without `?attempt`).
+/// The latest attempt's log (or `?attempt=N`'s, `&candidate=K` for a
+/// racing candidate's) as it grows: `tail` first (its last lines), then
+/// `lines` as they are written; a newer attempt's log is followed once it
+/// starts (without `?attempt`).
 async fn log_stream(
     State(app): State<App>,
     UrlPath(id): UrlPath<String>,
@@ -228,6 +231,7 @@ async fn log_stream(
         app: App,
         id: String,
         fixed: Option<u32>,
+        candidate: Option<u32>,
         attempt: Option<u32>,
         offset: u64,
         /// A line cut at the end of what was read, kept for the next read.
@@ -243,6 +247,7 @@ async fn log_stream(
         app,
         id,
         fixed: q.attempt,
+        candidate: q.candidate,
         attempt: None,
         offset: 0,
         partial: String::new(),
@@ -284,7 +289,10 @@ async fn log_stream(
                 }
                 continue;
             };
-            let path = paths::attempt_log_path(&f.app.live.root, &f.id, n);
+            let path = match f.candidate {
+                Some(k) => paths::candidate_log_path(&f.app.live.root, &f.id, n, k),
+                None => paths::attempt_log_path(&f.app.live.root, &f.id, n),
+            };
             let new = read_from(&path, f.offset).await;
             if new.is_empty() && !switched {
                 continue;

@@ -60,6 +60,34 @@ pub(crate) struct Validating {
     pub(crate) since: f64,
 }
 
+/// A racing candidate (best of N, issue 36), as its records tell it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct CandidateView {
+    pub(crate) k: u32,
+    pub(crate) agent: String,
+    pub(crate) model: Option<String>,
+    /// `running` from its `candidate_start`, then `candidate_state`'s
+    /// words (`done`, `validating`, `passed`, `stopped`), then its
+    /// `candidate_end`'s outcome (`won`, `failed`, `stopped`, `passed`,
+    /// `done`).
+    pub(crate) state: String,
+    pub(crate) since: f64,
+    /// When its end was recorded.
+    pub(crate) ended: Option<f64>,
+}
+
+/// A story's race: one story, a row per candidate. The latest race of
+/// each story that raced in this run, kept once over so the page shows
+/// who won.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct RaceView {
+    pub(crate) story: String,
+    pub(crate) attempt: u32,
+    pub(crate) candidates: Vec<CandidateView>,
+    /// The race's attempt ended (`attempt_end`): won, or lost.
+    pub(crate) over: bool,
+}
+
 /// The run as its records tell it: small enough to send with every change.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Summary {
@@ -86,6 +114,9 @@ pub(crate) struct Summary {
     /// Stories a person held (`ralph hold ID`, `ralph stop ID`) until
     /// `ralph release ID`.
     pub(crate) held: Vec<String>,
+    /// The run's races (best of N), in the order they began.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) races: Vec<RaceView>,
     /// The run's exit code once it ended.
     pub(crate) exit_code: Option<i32>,
     /// Unix time of the last record.
@@ -171,15 +202,20 @@ impl Summary {
             }
             Ev::AttemptEnd {
                 story,
+                attempt,
                 verdict,
                 tokens,
                 cost_usd,
                 ..
             } => {
                 self.running.retain(|r| r.story != *story);
+                // A race's attempt ends once its candidates' work went
+                // through the merge queue: it queues nothing more.
+                let raced = self.race_mut(story, *attempt).map(|r| r.over = true);
                 self.cost_usd += cost_usd;
                 self.tokens += tokens;
                 if matches!(verdict, Outcome::Done | Outcome::Tentative)
+                    && raced.is_none()
                     && !self.land_queue.contains(story)
                 {
                     self.land_queue.push(story.clone());
@@ -226,12 +262,86 @@ impl Summary {
             // What a person steered (issue 32: only usage-limit pauses
             // showed); the words are `steer::Command::name`'s.
             Ev::Steer { cmd, story, .. } => self.steered(cmd, story.as_deref(), rec.t),
+            Ev::CandidateStart {
+                story,
+                attempt,
+                candidate,
+                agent,
+                model,
+                ..
+            } => self.candidate_started(story, *attempt, *candidate, agent, model, rec.t),
+            Ev::CandidateState {
+                story,
+                attempt,
+                candidate,
+                state,
+            } => self.candidate_is(story, *attempt, *candidate, state, None),
+            Ev::CandidateEnd {
+                story,
+                attempt,
+                candidate,
+                outcome,
+                winner,
+                ..
+            } => {
+                let state = if *winner { "won" } else { outcome.as_str() };
+                self.candidate_is(story, *attempt, *candidate, state, Some(rec.t));
+            }
             Ev::RunEnd { exit_code, .. } => {
                 self.not_live();
                 self.exit_code = Some(*exit_code);
             }
             Ev::Recovered { .. } => self.not_live(),
             _ => {}
+        }
+    }
+
+    fn race_mut(&mut self, story: &str, attempt: u32) -> Option<&mut RaceView> {
+        self.races
+            .iter_mut()
+            .find(|r| r.story == story && r.attempt == attempt)
+    }
+
+    /// Candidate `k` of `story`'s race for `attempt` started: a new race
+    /// (of a new attempt) takes the place of the story's last one.
+    fn candidate_started(
+        &mut self,
+        story: &str,
+        attempt: u32,
+        k: u32,
+        agent: &str,
+        model: &Option<String>,
+        t: f64,
+    ) {
+        if self.race_mut(story, attempt).is_none() {
+            self.races.retain(|r| r.story != story);
+            self.races.push(RaceView {
+                story: story.to_string(),
+                attempt,
+                candidates: Vec::new(),
+                over: false,
+            });
+        }
+        let Some(race) = self.race_mut(story, attempt) else {
+            return;
+        };
+        race.candidates.retain(|c| c.k != k);
+        race.candidates.push(CandidateView {
+            k,
+            agent: agent.to_string(),
+            model: model.clone(),
+            state: "running".into(),
+            since: t,
+            ended: None,
+        });
+        race.candidates.sort_by_key(|c| c.k);
+    }
+
+    fn candidate_is(&mut self, story: &str, attempt: u32, k: u32, state: &str, end: Option<f64>) {
+        let race = self.race_mut(story, attempt);
+        if let Some(c) = race.and_then(|r| r.candidates.iter_mut().find(|c| c.k == k)) {
+            c.state = state.to_string();
+            c.ended = end.or(c.ended);
         }
     }
 
@@ -295,9 +405,17 @@ mod tests {
     }
 
     fn end(story: &str, verdict: Outcome, cost: f64) -> Ev {
+        let mut ev = end_of(story, 1, verdict);
+        if let Ev::AttemptEnd { cost_usd, .. } = &mut ev {
+            *cost_usd = cost;
+        }
+        ev
+    }
+
+    fn end_of(story: &str, attempt: u32, verdict: Outcome) -> Ev {
         Ev::AttemptEnd {
             story: story.into(),
-            attempt: 1,
+            attempt,
             slot: 0,
             agent: None,
             kind: AttemptKind::First,
@@ -305,7 +423,7 @@ mod tests {
             reason: None,
             tokens: 100,
             usage: Default::default(),
-            cost_usd: cost,
+            cost_usd: 0.0,
             cost_unknown: false,
             model: None,
             secs: 1.0,
@@ -465,6 +583,79 @@ mod tests {
         s.apply(&rec(3.5, placed("1.1", 1)));
         assert_eq!(s.running.len(), 1, "{s:?}");
         assert_eq!(s.running[0].node, None);
+    }
+
+    /// Issue 36: a race is one story with a row per candidate, each
+    /// candidate's state as its records say, kept once the race is over.
+    #[test]
+    fn a_race_shows_a_row_per_candidate_until_its_winner() {
+        let mut s = Summary::default();
+        let cand = |k: u32, model: &str| Ev::CandidateStart {
+            story: "1.1".into(),
+            attempt: 1,
+            candidate: k,
+            slot: k as usize - 1,
+            agent: "claude".into(),
+            model: Some(model.into()),
+        };
+        let state = |k: u32, state: &str| Ev::CandidateState {
+            story: "1.1".into(),
+            attempt: 1,
+            candidate: k,
+            state: state.into(),
+        };
+        let end = |k: u32, outcome: &str, winner: bool| Ev::CandidateEnd {
+            story: "1.1".into(),
+            attempt: 1,
+            candidate: k,
+            agent: "claude".into(),
+            model: None,
+            outcome: outcome.into(),
+            winner,
+            cost_usd: 0.01,
+            cost_unknown: false,
+        };
+        let states = |s: &Summary| -> Vec<(u32, String)> {
+            s.races[0]
+                .candidates
+                .iter()
+                .map(|c| (c.k, c.state.clone()))
+                .collect()
+        };
+        s.apply(&rec(1.0, start("1.1", 0)));
+        s.apply(&rec(1.1, cand(2, "slow")));
+        s.apply(&rec(1.2, cand(1, "fast")));
+        assert_eq!(s.races.len(), 1);
+        assert_eq!(s.races[0].candidates[1].model.as_deref(), Some("slow"));
+        assert_eq!(s.races[0].candidates[0].since, 1.2);
+        s.apply(&rec(2.0, state(1, "validating")));
+        s.apply(&rec(2.5, end(1, "won", true)));
+        s.apply(&rec(2.6, state(2, "stopped")));
+        assert_eq!(
+            states(&s),
+            [(1, "won".to_string()), (2, "stopped".to_string())]
+        );
+        assert!(!s.races[0].over);
+        s.apply(&rec(3.0, end(2, "stopped", false)));
+        s.apply(&rec(3.1, end_of("1.1", 1, Outcome::Done)));
+        assert!(s.races[0].over, "{s:?}");
+        assert!(s.land_queue.is_empty(), "its work went through the queue");
+        assert_eq!(s.races[0].candidates[1].ended, Some(3.0));
+        // The story's next race takes the place of this one.
+        s.apply(&rec(
+            4.0,
+            Ev::CandidateStart {
+                story: "1.1".into(),
+                attempt: 2,
+                candidate: 1,
+                slot: 0,
+                agent: "codex".into(),
+                model: None,
+            },
+        ));
+        assert_eq!(s.races.len(), 1);
+        assert_eq!((s.races[0].attempt, s.races[0].over), (2, false));
+        assert_eq!(states(&s), [(1, "running".to_string())]);
     }
 
     #[test]

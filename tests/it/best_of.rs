@@ -15,15 +15,9 @@ const CONFIG: &str = r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
   "validation": { "commands": [ { "name": "has-ok", "required": true,
     "cmd": "if [ -f ok.txt ]; then exit 0; fi; touch \"$SCRATCH/validation-failed\"; exit 1" } ] } }"#;
 
-/// The model ralph gave the fake agent, as `$M`.
-const MODEL: &str = r#"
-M=""; prev=""
-for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
-"#;
-
 /// Installs `body` as the fake agent, `$M` its model.
 fn agent_by_model(p: &Project, body: &str) {
-    p.agent(&format!("{MODEL}{body}"));
+    p.agent(&format!("{MODEL_AS_M}{body}"));
 }
 
 /// What every candidate does first: it says which it is, then behaves by
@@ -494,4 +488,91 @@ commit_file "src/$ID.rs"; done_
     assert!(by_model.values().all(|m| m["wins"].is_u64()), "{j}");
     let wins: u64 = by_model.values().map(|m| m["wins"].as_u64().unwrap()).sum();
     assert_eq!(wins, 1, "{j}");
+}
+
+/// Two required checks: `one` wants `one.txt`, `two` wants `two.txt`;
+/// each says what is missing in words its command line does not hold, so
+/// only a prompt shown the check's output has them.
+const TWO_CHECKS: &str = r#"{ "loop": { "max_retries": 3, "grace_seconds": 1 },
+  "attempts": { "best_of": 2, "candidates": ["claude:early", "claude:late"] },
+  "validation": { "commands": [
+    { "name": "one", "required": true,
+      "cmd": "test -f one.txt || { echo \"missing: $(echo one | tr a-z A-Z)\"; exit 1; }" },
+    { "name": "two", "required": true,
+      "cmd": "test -f two.txt || { echo \"missing: $(echo two | tr a-z A-Z)\"; exit 1; }" } ] } }"#;
+
+#[test]
+fn a_lost_races_closest_work_is_fixed_up_by_the_next_races_first_candidate() {
+    let p = Project::with_backlog("1.1 | Hard\n", TWO_CHECKS);
+    p.commit_all("backlog");
+    agent_by_model(
+        &p,
+        r#"
+cp "$PROMPT_FILE" "$SCRATCH/prompt-$RALPH_CANDIDATE-$N"
+if [ "$N" = 1 ]; then
+  # early fails the first check; late passes it and fails the second.
+  case "$M" in
+  early) commit_file "src/early.txt" ;;
+  late) echo one > one.txt; git add one.txt; git commit -qm "feat(story-$ID): one"; git rev-parse HEAD > "$SCRATCH/late-commit" ;;
+  esac
+  done_; exit 0
+fi
+if [ "$RALPH_CANDIDATE" = 1 ]; then
+  # The fix-up: what its branch holds, then the missing piece.
+  git rev-list HEAD > "$SCRATCH/fixup-history"
+  echo two > two.txt; git add two.txt; git commit -qm "fix(story-$ID): two"; done_; exit 0
+fi
+commit_file "src/again.txt"; result "no <ralph>FAIL $ID: not this time</ralph>"
+"#,
+    );
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(p.completed(), ["1.1"]);
+    let story = p.story("1.1");
+    assert_eq!(story["attempts"], 1, "one failed attempt: {story}");
+    // The late failure came closest: the next race's candidate 1 began on
+    // a branch holding that candidate's kept commit ...
+    let late = p.scratch_text("late-commit").trim().to_string();
+    assert!(!late.is_empty());
+    let kept = git(&p.root, &["rev-parse", "refs/ralph/candidates/1.1/1/2"]);
+    assert_eq!(kept.trim(), late);
+    let history = p.scratch_text("fixup-history");
+    assert!(history.lines().any(|l| l == late), "{history}");
+    // ... told the fix-up's way, with that candidate's failing output.
+    let prompt = p.scratch_text("prompt-1-2");
+    assert!(
+        prompt.contains("Fix that work\nup; do not start over"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("missing: TWO"), "{prompt}");
+    assert!(!prompt.contains("missing: ONE"), "{prompt}");
+    // The other candidate started over, told both failures.
+    let fresh = p.scratch_text("prompt-2-2");
+    assert!(!fresh.contains("do not start over"), "{fresh}");
+    assert!(fresh.contains("failed validation one"), "{fresh}");
+    assert!(fresh.contains("failed validation two"), "{fresh}");
+    // Its fix-up landed, with the closest work in it.
+    assert_eq!(p.file_on_main("two.txt").as_deref(), Some("two\n"));
+    assert_eq!(p.file_on_main("one.txt").as_deref(), Some("one\n"));
+    assert_eq!(p.file_on_main("src/early.txt"), None);
+    // Which candidate was chosen, and why, is on record.
+    let closest: Vec<serde_json::Value> = run_records(&p)
+        .into_iter()
+        .filter(|r| r["ev"] == "candidate_closest")
+        .collect();
+    assert_eq!(closest.len(), 1, "{closest:?}");
+    assert_eq!(closest[0]["candidate"], 2);
+    assert_eq!(closest[0]["work"], "refs/ralph/candidates/1.1/1/2");
+    let reason = closest[0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("2: failed check 2 of 2 (two)"), "{reason}");
+    assert!(reason.contains("1: failed check 1 of 2 (one)"), "{reason}");
+    // Nothing lost: every committed candidate that did not win is kept.
+    assert_eq!(
+        p.refs("refs/ralph/candidates/"),
+        [
+            "refs/ralph/candidates/1.1/1/1",
+            "refs/ralph/candidates/1.1/1/2",
+            "refs/ralph/candidates/1.1/2/2"
+        ]
+    );
 }

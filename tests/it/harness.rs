@@ -30,6 +30,13 @@ commit_file() { mkdir -p "$(dirname "$1")"; printf '%s\n' "${2:-$ID}" >> "$1"; g
 done_() { result "all good <ralph>DONE ${1:-$ID}</ralph>"; }
 "#;
 
+/// A fake agent's first lines that put the model ralph gave it
+/// (`--model`) in `$M` (best of N's candidates are told apart by it).
+pub const MODEL_AS_M: &str = r#"
+M=""; prev=""
+for a in "$@"; do [ "$prev" = "--model" ] && M="$a"; prev="$a"; done
+"#;
+
 pub struct Project {
     pub tmp: TempDir,
     pub root: PathBuf,

@@ -855,3 +855,125 @@ fn p_validation_script() -> String {
     )
     .unwrap()
 }
+
+/// Best of N (issue 36): a racing story is one story with a row per
+/// candidate — its agent, model and state, its log a click away — kept
+/// once the race is over with its winner marked; `ralph serve` folds the
+/// same records into the same rows.
+#[test]
+fn the_page_shows_a_races_candidates_then_its_winner() {
+    let Some(chrome) = chromium("the page") else {
+        return;
+    };
+    let p = Project::with_backlog(
+        "1.1 | Raced\n",
+        r#"{ "loop": { "max_retries": 2, "grace_seconds": 1 },
+          "attempts": { "best_of": 2, "candidates": ["claude:slow", "claude:fast"] } }"#,
+    );
+    p.commit_all("backlog");
+    // `slow` works until it is stopped; `fast` finishes once told to.
+    p.agent(&format!(
+        "{MODEL_AS_M}{}",
+        r#"
+echo "candidate $RALPH_CANDIDATE on $M at work"
+touch "$SCRATCH/started-$RALPH_CANDIDATE"
+if [ "$M" = slow ]; then
+  commit_file "src/slow.txt"
+  while [ ! -e "$SCRATCH/never" ]; do sleep 0.05; done
+fi
+while [ ! -e "$SCRATCH/go-fast" ]; do sleep 0.05; done
+commit_file "src/fast.txt"; done_
+"#
+    ));
+    let run = Bg::start(&p, &["run", "-j", "2", "--serve"], &[]);
+    let url = run.url();
+    let mut b = Browser::open(&chrome, &url);
+    let cands = |b: &mut Browser| -> Value {
+        b.eval(
+            "Array.from(document.querySelectorAll('#races tr.cand[data-story=\"1.1\"]'))\
+             .map(r => [r.dataset.k, r.cells[1].textContent, r.cells[2].textContent, r.dataset.state])",
+        )
+    };
+    wait_until(
+        "the race's two candidates running on the page",
+        LIMIT,
+        || {
+            cands(&mut b)
+                == json!([
+                    ["1", "claude", "slow", "running"],
+                    ["2", "claude", "fast", "running"]
+                ])
+        },
+    );
+    let head = b.eval("document.querySelector('#races tr.race[data-id=\"1.1\"]').textContent");
+    assert!(
+        head.as_str().unwrap().contains("best of 2 — racing"),
+        "{head}"
+    );
+    assert_eq!(
+        b.eval("document.querySelector('#running tbody tr[data-id=\"1.1\"]').cells[2].textContent"),
+        json!("best of 2"),
+        "one running story, not two"
+    );
+    // A candidate's log, from its row.
+    b.eval("document.querySelector('#races tr.cand[data-k=\"1\"] a.log').click()");
+    wait_until("candidate 1's log in the panel", LIMIT, || {
+        b.eval("document.getElementById('log').textContent")
+            .as_str()
+            .is_some_and(|t| t.contains("candidate 1 on slow at work"))
+    });
+    assert_eq!(
+        b.eval("document.getElementById('p-log').textContent"),
+        json!("attempt 1, candidate 1")
+    );
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ralph-serve");
+    fs::create_dir_all(&shots).unwrap();
+    b.screenshot(&shots.join("race.png"));
+
+    // Only the event stream can tell the open page who won.
+    fs::write(p.scratch.join("go-fast"), "").unwrap();
+    wait_until("the winner on the page", LIMIT, || {
+        cands(&mut b)
+            == json!([
+                ["1", "claude", "slow", "stopped"],
+                ["2", "claude", "fast", "won"]
+            ])
+            && b.eval("document.querySelector('#races tr.race[data-id=\"1.1\"]').dataset.over")
+                == json!("1")
+    });
+    let head = b.eval("document.querySelector('#races tr.race[data-id=\"1.1\"]').textContent");
+    assert!(
+        head.as_str().unwrap().contains("won by candidate 2"),
+        "{head}"
+    );
+    wait_until("the landing queue empty", LIMIT, || {
+        b.eval("document.getElementById('landq').textContent") == json!("empty")
+    });
+    b.screenshot(&shots.join("race-won.png"));
+    assert_eq!(run.wait(), 0);
+    drop(b);
+    assert_eq!(p.completed(), ["1.1"]);
+
+    // `ralph serve` reads the same records into the same rows.
+    let srv = Bg::start(&p, &["serve"], &[]);
+    let url = srv.url();
+    let (base, token) = (base(&url), token_of(&url));
+    let state: Value =
+        serde_json::from_str(&http(&base, "GET", "/api/state", &[("X-Ralph-Token", &token)], "").1)
+            .unwrap();
+    let races = &state["summary"]["races"];
+    assert_eq!(races.as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(races[0]["over"], json!(true));
+    let served: Vec<(u64, String)> = races[0]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["k"].as_u64().unwrap(),
+                c["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(served, [(1, "stopped".into()), (2, "won".into())]);
+}

@@ -76,6 +76,10 @@ pub(crate) struct BestOf {
     pub(crate) candidates: Vec<crate::config::CandidateSpec>,
     pub(crate) pick: crate::config::Pick,
     pub(crate) judge: Option<crate::config::CandidateSpec>,
+    /// The required validation commands' names, in the order they run: a
+    /// lost race's closest candidate is the one whose failing check comes
+    /// latest (`Race::closest`).
+    pub(crate) checks: Vec<String>,
 }
 
 /// The run's models: the ladder, `agent.model` (for the run's own agent)

@@ -8,9 +8,11 @@
 //! queue at a time: the next DONE one waits for that landing's end, and
 //! goes in only if it failed. No candidate landing is one failed attempt.
 
+use std::cmp::Reverse;
+
 use crate::agent::Backend;
 use crate::config::CandidateSpec;
-use crate::state::{AttemptKind, Note};
+use crate::state::{AttemptKind, FixupCause, Note};
 
 /// How many candidates race for an attempt at a story: `--best-of` wins
 /// over the story's `best_of:`, which wins over `attempts.best_of`; never
@@ -107,6 +109,13 @@ pub(crate) struct Candidate {
     pub(crate) diff_lines: Option<u64>,
     /// The gates' findings let be on its work (`gates.tests: warn`).
     pub(crate) findings: usize,
+    /// Why its work did not land, as a fix-up of it would be told: set
+    /// when the merge queue turned it down (a conflict, the gates,
+    /// validation, a reviewer).
+    pub(crate) cause: Option<FixupCause>,
+    /// It was itself a fix-up (of a lost race's closest work): one fix-up
+    /// per failure, so its own work is not fixed up again.
+    pub(crate) fixup: bool,
 }
 
 /// The candidates racing for one attempt at a story.
@@ -153,6 +162,8 @@ impl Race {
                 cost_unknown: false,
                 diff_lines: None,
                 findings: 0,
+                cause: None,
+                fixup: false,
             })
             .collect();
         Race {
@@ -258,6 +269,36 @@ impl Race {
         )
     }
 
+    /// A lost race's candidate whose work came closest to passing: the
+    /// one the next race's candidate 1 fixes up (`Note::closest`). `None`
+    /// when no candidate's work reached the merge queue and failed there
+    /// (see `closeness`); `checks` are the required validation commands'
+    /// names in the order they run.
+    pub(crate) fn closest(&self, checks: &[String]) -> Option<u32> {
+        self.cands
+            .iter()
+            .filter_map(|c| Some((closeness(c, checks)?, c.k)))
+            .min()
+            .map(|(_, k)| k)
+    }
+
+    /// Why candidate `k` came closest, every candidate's standing said,
+    /// for ralph.log and the run records.
+    pub(crate) fn closest_reason(&self, k: u32, checks: &[String]) -> String {
+        let each: Vec<String> = self
+            .cands
+            .iter()
+            .map(|c| format!("{}: {}", c.k, standing(c, checks)))
+            .collect();
+        format!(
+            "candidate {k} came closest (a reviewer's changes, then the latest failing \
+             check, then the gates, then a conflict; then fewest findings, smallest diff, \
+             earliest finish) of {}: {}",
+            self.cands.len(),
+            each.join("; ")
+        )
+    }
+
     /// No candidate can still pass: none waits, runs, is done or in the
     /// queue.
     pub(crate) fn lost(&self) -> bool {
@@ -332,6 +373,69 @@ impl Race {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// How near candidate `c` of a lost race came to passing, smaller is
+/// nearer; `None` when its work is not to be fixed up. Its work merged
+/// and passed the gates and validation, and only a reviewer asked for
+/// changes; else it failed validation, nearer the later its failing
+/// command comes (more commands passed); else only the gates found
+/// something; else it conflicted. Then fewest gate findings, the smallest
+/// diff, the earliest finish. A candidate that never said DONE with work,
+/// was stopped, or was itself a fix-up (one fix-up per failure) is none.
+fn closeness(c: &Candidate, checks: &[String]) -> Option<(u8, Reverse<usize>, usize, u64, u32)> {
+    if c.state != CandState::Failed || c.fixup {
+        return None;
+    }
+    let (tier, passed, findings) = match c.cause.as_ref()? {
+        FixupCause::Review { .. } => (0, checks.len(), c.findings),
+        FixupCause::Validation { name, .. } => (1, failing_check(name, checks), c.findings),
+        FixupCause::Gate { findings, .. } => (2, 0, findings.len()),
+        FixupCause::Conflict { .. } => (3, 0, c.findings),
+    };
+    Some((
+        tier,
+        Reverse(passed),
+        findings,
+        c.diff_lines.unwrap_or(u64::MAX),
+        c.finished,
+    ))
+}
+
+/// Where check `name` comes in `checks` (how many passed before it
+/// failed); one no longer there counts as the first.
+fn failing_check(name: &str, checks: &[String]) -> usize {
+    checks.iter().position(|n| n == name).unwrap_or(0)
+}
+
+/// Candidate `c`'s end in words, for `Race::closest_reason`.
+fn standing(c: &Candidate, checks: &[String]) -> String {
+    let how = match (&c.cause, c.state) {
+        (Some(FixupCause::Review { .. }), _) => {
+            "passed validation; a reviewer asked for changes".into()
+        }
+        (Some(FixupCause::Validation { name, .. }), _) => format!(
+            "failed check {} of {} ({name})",
+            failing_check(name, checks) + 1,
+            checks.len().max(1)
+        ),
+        (Some(FixupCause::Gate { findings, .. }), _) => {
+            format!("the gates found {}", findings.len())
+        }
+        (Some(FixupCause::Conflict { .. }), _) => "conflicted".into(),
+        (None, CandState::Failed) => "no work to fix up (it did not finish with work)".into(),
+        (None, state) => state.word().to_string(),
+    };
+    let mut s = format!(
+        "{how}, {} finding(s), {} line(s) changed, finished #{}",
+        c.findings,
+        c.diff_lines.map_or("?".to_string(), |n| n.to_string()),
+        c.finished
+    );
+    if c.fixup {
+        s.push_str(" (itself a fix-up: not fixed up again)");
+    }
+    s
 }
 
 /// `agent` or `agent:model`, as `attempts.candidates` spells it.
@@ -438,6 +542,177 @@ mod tests {
         assert_eq!(r.ranked_first(), None, "not while one still runs");
         let r = race(&[(Failed, true, 1), (Stopped, true, 2)]);
         assert_eq!(r.ranked_first(), None);
+    }
+
+    fn validation(name: &str) -> Option<FixupCause> {
+        Some(FixupCause::Validation {
+            name: name.into(),
+            cmd: format!("make {name}"),
+            tail: String::new(),
+            log: String::new(),
+        })
+    }
+
+    fn gate(n: usize) -> Option<FixupCause> {
+        let finding = crate::gates::Finding {
+            kind: crate::gates::FindingKind::GateError,
+            file: "t.rs".into(),
+            line: None,
+            what: "x".into(),
+        };
+        Some(FixupCause::Gate {
+            findings: vec![finding; n],
+            other_side_of: None,
+        })
+    }
+
+    fn conflict() -> Option<FixupCause> {
+        Some(FixupCause::Conflict {
+            paths: vec!["f".into()],
+        })
+    }
+
+    fn review() -> Option<FixupCause> {
+        Some(FixupCause::Review {
+            text: "rename it".into(),
+        })
+    }
+
+    #[test]
+    fn the_closest_work_is_the_one_that_got_furthest_through_the_merge_queue() {
+        use CandState::*;
+        let checks: Vec<String> = ["build", "test", "lint"].map(String::from).to_vec();
+        // (state, why its landing failed, itself a fix-up, findings, diff
+        // lines, finish order) per candidate, and the one that came closest.
+        type Row = (CandState, Option<FixupCause>, bool, usize, Option<u64>);
+        let table: Vec<(&str, Vec<Row>, Option<u32>)> = vec![
+            (
+                "a later failing check beats an earlier one",
+                vec![
+                    (Failed, validation("build"), false, 0, Some(1)),
+                    (Failed, validation("lint"), false, 0, Some(90)),
+                    (Failed, validation("test"), false, 0, Some(5)),
+                ],
+                Some(2),
+            ),
+            (
+                "validation beats the gates, which beat a conflict",
+                vec![
+                    (Failed, conflict(), false, 0, Some(1)),
+                    (Failed, gate(1), false, 0, Some(1)),
+                    (Failed, validation("build"), false, 0, Some(50)),
+                ],
+                Some(3),
+            ),
+            (
+                "the gates beat a conflict",
+                vec![
+                    (Failed, conflict(), false, 0, Some(1)),
+                    (Failed, gate(3), false, 0, Some(9)),
+                ],
+                Some(2),
+            ),
+            (
+                "fewer gate findings first",
+                vec![
+                    (Failed, gate(3), false, 0, Some(1)),
+                    (Failed, gate(1), false, 0, Some(9)),
+                ],
+                Some(2),
+            ),
+            (
+                "a reviewer's changes beat every failure",
+                vec![
+                    (Failed, validation("lint"), false, 0, Some(1)),
+                    (Failed, review(), false, 0, Some(99)),
+                ],
+                Some(2),
+            ),
+            (
+                "the same check: fewest findings let be, then the smallest diff",
+                vec![
+                    (Failed, validation("test"), false, 2, Some(1)),
+                    (Failed, validation("test"), false, 0, Some(30)),
+                    (Failed, validation("test"), false, 0, Some(20)),
+                ],
+                Some(3),
+            ),
+            (
+                "all else equal: the first to finish",
+                vec![
+                    (Failed, validation("test"), false, 0, Some(20)),
+                    (Failed, validation("test"), false, 0, Some(20)),
+                ],
+                Some(1),
+            ),
+            (
+                "a check no longer configured counts as the first",
+                vec![
+                    (Failed, validation("gone"), false, 0, Some(1)),
+                    (Failed, validation("test"), false, 0, Some(9)),
+                ],
+                Some(2),
+            ),
+            (
+                "a fix-up's work is not fixed up again",
+                vec![
+                    (Failed, validation("lint"), true, 0, Some(1)),
+                    (Failed, validation("build"), false, 0, Some(9)),
+                ],
+                Some(2),
+            ),
+            (
+                "no work reached the queue: nothing to fix up",
+                vec![
+                    (Failed, None, false, 0, None),
+                    (Stopped, None, false, 0, Some(3)),
+                ],
+                None,
+            ),
+            (
+                "only a fix-up failed: nothing",
+                vec![
+                    (Failed, validation("lint"), true, 0, Some(1)),
+                    (Failed, None, false, 0, None),
+                ],
+                None,
+            ),
+        ];
+        for (what, rows, want) in table {
+            let mut r = race(&vec![(Failed, true, 0); rows.len()]);
+            for (i, (c, (state, cause, fixup, findings, diff))) in
+                r.cands.iter_mut().zip(rows).enumerate()
+            {
+                (c.state, c.cause, c.fixup, c.findings, c.diff_lines) =
+                    (state, cause, fixup, findings, diff);
+                c.finished = i as u32 + 1;
+            }
+            assert_eq!(r.closest(&checks), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_closest_reason_says_every_candidates_standing() {
+        let mut r = race(&[(CandState::Failed, true, 1), (CandState::Failed, true, 2)]);
+        r.cands[0].cause = validation("build");
+        r.cands[1].cause = validation("test");
+        r.cands[1].diff_lines = Some(12);
+        let checks: Vec<String> = ["build", "test"].map(String::from).to_vec();
+        assert_eq!(r.closest(&checks), Some(2));
+        let why = r.closest_reason(2, &checks);
+        assert!(why.starts_with("candidate 2 came closest"), "{why}");
+        assert!(
+            why.contains(
+                "1: failed check 1 of 2 (build), 0 finding(s), ? line(s) changed, finished #1"
+            ),
+            "{why}"
+        );
+        assert!(
+            why.contains(
+                "2: failed check 2 of 2 (test), 0 finding(s), 12 line(s) changed, finished #2"
+            ),
+            "{why}"
+        );
     }
 
     #[test]

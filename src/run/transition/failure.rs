@@ -33,6 +33,7 @@ pub(super) fn redo_note(
         fixup: None,
         redo: true,
         decompose: false,
+        closest: None,
     }
 }
 

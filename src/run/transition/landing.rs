@@ -445,6 +445,7 @@ fn conflicted(
             fixup: None,
             redo: true,
             decompose: false,
+            closest: None,
         },
     };
     let n = model

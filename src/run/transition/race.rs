@@ -16,12 +16,12 @@ use crate::agent::{ResultKind, Verdict};
 use crate::config::Pick;
 use crate::report::Message;
 use crate::runlog::Ev;
-use crate::state::AttemptKind;
+use crate::state::{AttemptKind, Fixup, FixupCause, Note};
 
 use super::finish::budget_ahead_for;
 use super::landing::send_to_landing;
 use crate::run::events::{
-    Action, AttemptReport, AttemptRequest, JudgeAsk, JudgeReport, LandResult, Now,
+    Action, AttemptReport, AttemptRequest, JudgeAsk, JudgeReport, LandResult, Now, ReviewVerdict,
 };
 use crate::run::model::race::{candidate_agent, who};
 use crate::run::model::{CandState, Change, Landing, Model, Race};
@@ -157,7 +157,7 @@ fn fill(model: &mut Model, idx: usize, free: usize, now: Now, out: &mut Vec<Acti
         start_candidate(model, idx, k, slot, now, out);
         started += 1;
     }
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
     started
 }
 
@@ -174,7 +174,7 @@ fn start_candidate(
     let Some(race) = model.racing.get_mut(&idx) else {
         return;
     };
-    let (attempt, kind, note) = (race.attempt, race.kind, race.note.clone());
+    let (attempt, (kind, note)) = (race.attempt, candidate_task(race, k));
     let Some(c) = race.get_mut(k) else { return };
     c.state = CandState::Running;
     c.slot = Some(slot);
@@ -183,8 +183,13 @@ fn start_candidate(
     model.slots[slot] = Some(idx);
     model.slot_started[slot] = Some(now.mono);
     model.slot_model[slot] = chosen.clone();
+    let fixing = note
+        .as_ref()
+        .and_then(|n| n.fixup.as_ref())
+        .map(|f| format!(", fixing up {}", f.work))
+        .unwrap_or_default();
     out.push(Action::Log(format!(
-        "start story {id} attempt {attempt} candidate {k} ({}) in slot {slot}",
+        "start story {id} attempt {attempt} candidate {k} ({}) in slot {slot}{fixing}",
         who(agent, chosen.as_deref())
     )));
     out.push(Action::Record(Ev::CandidateStart {
@@ -209,6 +214,33 @@ fn start_candidate(
         model: chosen,
         candidate: Some(k),
     }));
+}
+
+/// What candidate `k` of `race` runs as, and is told. After a lost race
+/// whose work came closest somewhere (`Note::closest`), candidate 1 is a
+/// fix-up of that work (its failure's output in the fix-up prompt, the
+/// race's note after it); every other candidate starts over, told the
+/// race's note.
+fn candidate_task(race: &Race, k: u32) -> (AttemptKind, Option<Note>) {
+    let Some(note) = race.note.clone() else {
+        return (race.kind, None);
+    };
+    let closest = note.closest.clone();
+    let fresh = Note {
+        closest: None,
+        ..note
+    };
+    match closest {
+        Some(work) if k == 1 => (
+            AttemptKind::Fixup,
+            Some(Note {
+                fixup: Some(*work),
+                redo: false,
+                ..fresh
+            }),
+        ),
+        _ => (race.kind, Some(fresh)),
+    }
 }
 
 /// A candidate's report: its slot freed, its spend the story's, its state
@@ -242,6 +274,7 @@ pub(super) fn candidate_finished(
     c.cost_usd = r.cost_usd;
     c.cost_unknown = r.cost_unknown;
     c.diff_lines = r.diff_lines;
+    c.fixup = r.kind == AttemptKind::Fixup;
     // A candidate stopped because another won stays stopped, whatever its
     // agent said as it went.
     if c.state == CandState::Running {
@@ -349,7 +382,7 @@ fn advance(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     } else if race.won().is_some() && race.all_ended() {
         race_won(model, idx, out);
     }
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
 }
 
 /// Best of N's judge answered: its cost is the story's, and its valid
@@ -387,6 +420,7 @@ pub(super) fn judged(model: &mut Model, rep: JudgeReport, out: &mut Vec<Action>)
         (None, None) => return,
     };
     picked(model, idx, (k, by), reason, out);
+    sync_rows(model, idx, out);
     out.push(Action::Save);
 }
 
@@ -510,40 +544,79 @@ pub(super) fn landing_ended(
             won(model, idx, k, out);
             return false;
         }
-        LandResult::ValidationFailed { name, cmd, .. } => {
-            format!("its work failed validation {name} ({cmd}) on the target's tip")
-        }
-        LandResult::Conflict { paths, .. } => {
-            format!(
-                "its work conflicted with the target on {}",
-                paths.join(", ")
-            )
-        }
-        LandResult::Gated { findings, .. } => format!(
-            "the integrity gate found {}",
-            findings
-                .iter()
-                .map(crate::gates::Finding::line_text)
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
-        LandResult::Reviewed { review, .. } => {
-            format!(
-                "the reviewer did not approve it ({})",
-                review.verdict.name()
-            )
-        }
-        LandResult::Error(e) => format!("its landing failed: {e}"),
-        _ => return false,
+        _ => match turned_down(result) {
+            Some(why) => why,
+            None => return false,
+        },
     };
     if let Some(c) = race.get_mut(k) {
         c.state = CandState::Failed;
-        c.why = Some(why);
+        c.why = Some(why.0);
+        c.cause = why.1;
     }
     model.apply(idx, Change::RaceOn);
     advance(model, idx, now, out);
     out.push(Action::Save);
     true
+}
+
+/// Why the merge queue turned a candidate's work down, in words for the
+/// next attempt's note, and as a fix-up of that work would be told (none
+/// for a landing that failed on its own); `None` for an end that is no
+/// verdict on the work.
+fn turned_down(result: &LandResult) -> Option<(String, Option<FixupCause>)> {
+    Some(match result {
+        LandResult::ValidationFailed {
+            name,
+            cmd,
+            tail,
+            log_rel,
+            ..
+        } => (
+            format!("its work failed validation {name} ({cmd}) on the target's tip"),
+            Some(FixupCause::Validation {
+                name: name.clone(),
+                cmd: cmd.clone(),
+                tail: tail.clone(),
+                log: log_rel.clone(),
+            }),
+        ),
+        LandResult::Conflict { paths, .. } => (
+            format!(
+                "its work conflicted with the target on {}",
+                paths.join(", ")
+            ),
+            Some(FixupCause::Conflict {
+                paths: paths.clone(),
+            }),
+        ),
+        LandResult::Gated { findings, .. } => (
+            format!(
+                "the integrity gate found {}",
+                findings
+                    .iter()
+                    .map(crate::gates::Finding::line_text)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Some(FixupCause::Gate {
+                findings: findings.clone(),
+                other_side_of: None,
+            }),
+        ),
+        LandResult::Reviewed { review, .. } => (
+            format!(
+                "the reviewer did not approve it ({})",
+                review.verdict.name()
+            ),
+            match &review.verdict {
+                ReviewVerdict::Changes(text) => Some(FixupCause::Review { text: text.clone() }),
+                _ => None,
+            },
+        ),
+        LandResult::Error(e) => (format!("its landing failed: {e}"), None),
+        _ => return None,
+    })
 }
 
 /// Candidate `k` won: every other running one is stopped (its process
@@ -580,7 +653,7 @@ fn won(model: &mut Model, idx: usize, k: u32, out: &mut Vec<Action>) {
     if model.racing.get(&idx).is_some_and(Race::all_ended) {
         race_won(model, idx, out);
     }
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
 }
 
 /// The race is over with a winner and every report in: the attempt's
@@ -595,16 +668,18 @@ fn race_won(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
     let rec = super::outcome::attempt_record(&r, false);
     out.push(Action::Record(record::attempt_end(&id, &rec)));
     model.state.push_history(&id, rec);
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
     out.push(Action::Save);
 }
 
 /// No candidate can pass: one failed attempt, told every candidate's
-/// failure (or, every candidate stopped by the run, none charged).
+/// failure (or, every candidate stopped by the run, none charged); the
+/// retry's candidate 1 fixes up the work that came closest.
 fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     let Some(race) = model.racing.remove(&idx) else {
         return;
     };
+    let closest = closest_work(model, idx, &race);
     let verdict = if race.any_failed() {
         Verdict::Failed {
             reason: format!(
@@ -617,9 +692,53 @@ fn race_lost(model: &mut Model, idx: usize, now: Now, out: &mut Vec<Action>) {
     } else {
         Verdict::Interrupted
     };
+    let failed = matches!(verdict, Verdict::Failed { .. });
     let r = summary_report(model, idx, &race, verdict);
-    sync_rows(model, idx);
+    sync_rows(model, idx, out);
     super::outcome::attempt_ended(model, r, now, out);
+    // The retry's note hands the closest work to the next race's
+    // candidate 1. No retry (failed for good, or a split next), no hand:
+    // a race every candidate of which was stopped leaves the note it
+    // began with.
+    let id = model.id(idx).to_string();
+    let retried = model.state.status(&id) != crate::state::Status::Failed;
+    let note = model
+        .state
+        .stories
+        .get_mut(&id)
+        .and_then(|s| s.note.as_mut())
+        .filter(|n| failed && retried && n.fixup.is_none() && !n.decompose);
+    let (Some(note), Some((k, fixup, reason))) = (note, closest) else {
+        return;
+    };
+    out.push(Action::Log(format!(
+        "story {id} attempt {}: {reason}; the next race's candidate 1 fixes up {}",
+        race.attempt, fixup.work
+    )));
+    out.push(Action::Record(Ev::CandidateClosest {
+        story: id,
+        attempt: race.attempt,
+        candidate: k,
+        work: fixup.work.clone(),
+        reason,
+    }));
+    note.closest = Some(Box::new(fixup));
+}
+
+/// The lost race's candidate whose work came closest (`Race::closest`),
+/// that work as a fix-up of its kept ref, and why it was that one; `None`
+/// when no candidate's work can be fixed up.
+fn closest_work(model: &Model, idx: usize, race: &Race) -> Option<(u32, Fixup, String)> {
+    let checks = &model.policy.best_of.checks;
+    let k = race.closest(checks)?;
+    let fixup = Fixup {
+        cause: race.get(k)?.cause.clone()?,
+        work: crate::project::candidate_ref(model.id(idx), race.attempt, k),
+        attempt: race.attempt,
+        // Its session ran in another candidate's worktree.
+        fresh_session: true,
+    };
+    Some((k, fixup, race.closest_reason(k, checks)))
 }
 
 /// The race as one attempt's report, for the records and the history:
@@ -655,11 +774,30 @@ fn summary_report(model: &Model, idx: usize, race: &Race, verdict: Verdict) -> A
 }
 
 /// `state.json`'s rows of story `idx`'s candidates (`status --json`): the
-/// race's while it runs, none after.
-fn sync_rows(model: &mut Model, idx: usize) {
+/// race's while it runs, none after. A change of a candidate's state that
+/// neither its `candidate_start` (running) nor its `candidate_end` (once
+/// settled) says is recorded as `candidate_state` (done, validating,
+/// passed, stopped before its report), so the web view's fold of the
+/// records shows it too.
+fn sync_rows(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
     let id = model.id(idx).to_string();
     let rows = model.racing.get(&idx).map(Race::rows).unwrap_or_default();
-    if let Some(rec) = model.state.stories.get_mut(&id) {
-        rec.candidates = rows;
+    let Some(rec) = model.state.stories.get_mut(&id) else {
+        return;
+    };
+    if let Some(race) = model.racing.get(&idx) {
+        for c in race.cands.iter().filter(|c| !c.settled) {
+            let word = c.state.word();
+            let was = rec.candidates.iter().find(|r| r.k == c.k);
+            if word != "running" && word != "waiting" && was.is_none_or(|r| r.state != word) {
+                out.push(Action::Record(Ev::CandidateState {
+                    story: id.clone(),
+                    attempt: race.attempt,
+                    candidate: c.k,
+                    state: word.to_string(),
+                }));
+            }
+        }
     }
+    rec.candidates = rows;
 }

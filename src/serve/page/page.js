@@ -141,8 +141,10 @@
       tr.setAttribute('data-id', r.story);
       tr.appendChild(el('td', '', r.story));
       tr.appendChild(el('td', '', r.attempt));
-      // A cluster attempt's node once known; a local one has none.
-      tr.appendChild(el('td', '', r.node ? r.agent + ' on ' + r.node : r.agent));
+      // A cluster attempt's node once known; a local one has none; a
+      // racing story's candidates are its rows under Races.
+      var race = (m.races || []).filter(function (x) { return x.story === r.story && x.attempt === r.attempt; })[0];
+      tr.appendChild(el('td', '', race ? 'best of ' + race.candidates.length : r.node ? r.agent + ' on ' + r.node : r.agent));
       var e = el('td', 'elapsed');
       e.setAttribute('data-since', r.since);
       tr.appendChild(e);
@@ -152,6 +154,7 @@
       tb.appendChild(tr);
     });
     $('idle').hidden = (m.running || []).length > 0;
+    drawRaces(m.races || []);
     // The merge queue.
     var lq = $('landq');
     lq.textContent = '';
@@ -176,6 +179,46 @@
     (m.land_queue || []).forEach(function (id) { lq.appendChild(el('li', '', id + ' — waiting')); });
     if (!landing.length && !(m.land_queue || []).length) lq.appendChild(el('li', 'muted', 'empty'));
     tick();
+  }
+  // Best of N (issue 36): each race as one story's row, then a row per
+  // candidate; a race stays once over, its winner marked.
+  function drawRaces(races) {
+    var tb = $('races').tBodies[0];
+    tb.textContent = '';
+    races.forEach(function (r) {
+      var won = r.candidates.filter(function (c) { return c.state === 'won'; })[0];
+      var head = el('tr', 'race');
+      head.setAttribute('data-id', r.story);
+      head.setAttribute('data-over', r.over ? '1' : '0');
+      var td = el('td', '', r.story + ' · attempt ' + r.attempt + ' · best of ' + r.candidates.length + ' — ' +
+        (won ? 'won by candidate ' + won.k : r.over ? 'no candidate passed' : 'racing'));
+      td.colSpan = 6;
+      head.appendChild(td);
+      head.onclick = function () { openStory(r.story); };
+      tb.appendChild(head);
+      r.candidates.forEach(function (c) {
+        var tr = el('tr', 'cand');
+        tr.setAttribute('data-story', r.story);
+        tr.setAttribute('data-k', c.k);
+        tr.setAttribute('data-state', c.state);
+        [c.k, c.agent, c.model || ''].forEach(function (v) { tr.appendChild(el('td', '', v)); });
+        var st = el('td');
+        st.appendChild(status(c.state));
+        tr.appendChild(st);
+        var t = el('td');
+        if (c.ended) t.textContent = dur(c.ended - c.since);
+        else t.setAttribute('data-since', c.since);
+        tr.appendChild(t);
+        var lg = el('td');
+        var a = el('a', 'log', 'log');
+        a.href = '#';
+        a.onclick = function (e) { e.preventDefault(); openStory(r.story, { attempt: r.attempt, candidate: c.k }); };
+        lg.appendChild(a);
+        tr.appendChild(lg);
+        tb.appendChild(tr);
+      });
+    });
+    $('races-sec').hidden = !races.length;
   }
   function tick() {
     document.querySelectorAll('[data-since]').forEach(function (e) {
@@ -334,13 +377,16 @@
       });
     });
   }
-  function openStory(id) {
+  // `which`: a racing candidate's log ({attempt, candidate}), else the
+  // story's latest attempt's.
+  function openStory(id, which) {
     open = id;
     $('panel').hidden = false;
     $('log').textContent = '';
     loadStory(id);
     if (logES) logES.close();
-    logES = new EventSource(api('/api/stories/' + encodeURIComponent(id) + '/log'));
+    var q = which ? '?attempt=' + which.attempt + '&candidate=' + which.candidate : '';
+    logES = new EventSource(api('/api/stories/' + encodeURIComponent(id) + '/log' + q));
     var log = $('log');
     var put = function (lines, replace) {
       var stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
@@ -351,7 +397,7 @@
     };
     logES.addEventListener('tail', function (e) {
       var d = JSON.parse(e.data);
-      $('p-log').textContent = d.attempt ? 'attempt ' + d.attempt : 'no attempt yet';
+      $('p-log').textContent = d.attempt ? 'attempt ' + d.attempt + (which ? ', candidate ' + which.candidate : '') : 'no attempt yet';
       put(d.lines, true);
     });
     logES.addEventListener('lines', function (e) { put(JSON.parse(e.data).lines, false); });

@@ -118,6 +118,38 @@ fn the_first_to_land_wins_and_the_others_are_stopped_and_kept() {
     assert!(rec.candidates.is_empty());
 }
 
+fn states(actions: &[Action]) -> Vec<(u32, String)> {
+    records(actions)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ev::CandidateState {
+                candidate, state, ..
+            } => Some((candidate, state)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The web view folds the records: a candidate's changes between its
+/// start and its end are recorded, once each.
+#[test]
+fn a_candidates_state_between_its_start_and_end_is_recorded() {
+    let mut m = racing(2, 4);
+    let reqs = of_a(begin(&mut m));
+    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    assert_eq!(states(&a), vec![(1, "validating".to_string())]);
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(
+        states(&a),
+        vec![(2, "stopped".to_string())],
+        "the winner's is its candidate_end"
+    );
+    assert_eq!(ends(&a), vec![(1, "won".to_string(), true)]);
+    let a = handle(&mut m, finished(&reqs[1], Verdict::Interrupted), t0());
+    assert!(states(&a).is_empty(), "its end says it: {a:?}");
+    assert_eq!(ends(&a), vec![(2, "stopped".to_string(), false)]);
+}
+
 #[test]
 fn a_candidate_whose_work_fails_validation_lets_the_next_done_one_land() {
     let mut m = racing(2, 4);
@@ -160,11 +192,175 @@ fn no_candidate_passing_is_one_failed_attempt_told_every_failure() {
     let again = of_a(starts(&a));
     assert_eq!(candidates(&again), vec![(0, Some(1))]);
     assert_eq!(m.racing[&0].next_waiting(), Some(2));
+    // Candidate 2's work came closest (candidate 1 has none to fix up):
+    // the retry's candidate 1 fixes it up, told the race's note too.
     assert!(again
         .iter()
-        .all(|r| r.attempt == 2 && r.kind == AttemptKind::Redo));
+        .all(|r| r.attempt == 2 && r.kind == AttemptKind::Fixup));
     let told = again[0].note.as_ref().unwrap().text.clone();
     assert!(told.contains("candidate 1 (claude): tests broke"), "{told}");
+}
+
+/// A landing of story a's candidate work that failed required check `name`.
+fn check_failed(name: &str, tail: &str) -> LandResult {
+    LandResult::ValidationFailed {
+        name: name.into(),
+        cmd: format!("make {name}"),
+        tail: tail.into(),
+        saved_ref: None,
+        log_rel: format!(".ralph/logs/a/validation-{name}.log"),
+    }
+}
+
+#[test]
+fn a_lost_races_closest_work_is_the_next_races_first_candidates_fixup() {
+    let mut m = racing(3, 4);
+    m.policy.best_of.checks = ["build", "test", "lint"].map(String::from).to_vec();
+    let reqs = of_a(begin(&mut m));
+    // 1 fails the last check, 2 the first, 3 never says DONE.
+    handle(&mut m, finished(&reqs[1], Verdict::Done), t0());
+    handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    land(&mut m, 0, check_failed("build", "build broke"), t0());
+    handle(&mut m, finished(&reqs[2], failed("gave up")), t0());
+    let a = land(&mut m, 0, check_failed("lint", "LINT: 1 warning"), t0());
+    assert_eq!(
+        m.state.record("a").unwrap().attempts,
+        1,
+        "one failed attempt"
+    );
+    let closest = records(&a)
+        .into_iter()
+        .find_map(|e| match e {
+            Ev::CandidateClosest {
+                candidate,
+                work,
+                reason,
+                ..
+            } => Some((candidate, work, reason)),
+            _ => None,
+        })
+        .expect("the closest candidate recorded");
+    assert_eq!(closest.0, 1);
+    assert_eq!(closest.1, "refs/ralph/candidates/a/1/1");
+    assert!(
+        closest.2.contains("1: failed check 3 of 3 (lint)"),
+        "{}",
+        closest.2
+    );
+    assert!(
+        closest.2.contains("2: failed check 1 of 3 (build)"),
+        "{}",
+        closest.2
+    );
+    // The next race: candidate 1 fixes up that work with its failure's
+    // output; the others start over, told every candidate's failure.
+    let again = of_a(starts(&a));
+    assert_eq!(
+        candidates(&again),
+        vec![(0, Some(1)), (0, Some(2)), (0, Some(3))]
+    );
+    let fixup = again[0].note.as_ref().and_then(|n| n.fixup.clone());
+    assert_eq!(again[0].kind, AttemptKind::Fixup);
+    let fixup = fixup.expect("candidate 1's note names the work");
+    assert_eq!(fixup.work, "refs/ralph/candidates/a/1/1");
+    assert_eq!(fixup.attempt, 1);
+    assert!(
+        matches!(&fixup.cause, FixupCause::Validation { name, tail, .. }
+            if name == "lint" && tail.contains("LINT: 1 warning")),
+        "{fixup:?}"
+    );
+    for r in &again[1..] {
+        assert_eq!(r.kind, AttemptKind::Redo);
+        let note = r.note.as_ref().unwrap();
+        assert!(note.fixup.is_none() && note.closest.is_none(), "{note:?}");
+        assert!(
+            note.text.contains("failed validation build"),
+            "{}",
+            note.text
+        );
+        assert!(
+            note.text.contains("failed validation lint"),
+            "{}",
+            note.text
+        );
+    }
+    // A fix-up that fails is not fixed up again: with nothing else
+    // reaching the queue, the race after it starts every candidate over.
+    let a = handle(&mut m, finished(&again[0], Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![0]);
+    handle(&mut m, finished(&again[1], failed("no")), t0());
+    handle(&mut m, finished(&again[2], failed("no")), t0());
+    let a = land(&mut m, 0, check_failed("lint", "still"), t0());
+    assert!(records(&a)
+        .iter()
+        .all(|e| !matches!(e, Ev::CandidateClosest { .. })));
+    let third = of_a(starts(&a));
+    assert_eq!(third.len(), 3);
+    assert!(
+        third
+            .iter()
+            .all(|r| r.kind == AttemptKind::Redo
+                && r.note.as_ref().is_some_and(|n| n.fixup.is_none())),
+        "{third:?}"
+    );
+}
+
+#[test]
+fn a_lost_race_with_no_work_to_fix_up_starts_every_candidate_over() {
+    let mut m = racing(2, 4);
+    let reqs = of_a(begin(&mut m));
+    handle(&mut m, finished(&reqs[0], failed("stuck")), t0());
+    let a = handle(&mut m, finished(&reqs[1], failed("lost")), t0());
+    assert!(records(&a)
+        .iter()
+        .all(|e| !matches!(e, Ev::CandidateClosest { .. })));
+    assert_eq!(m.state.note("a").unwrap().closest, None);
+    let again = of_a(starts(&a));
+    assert_eq!(candidates(&again), vec![(0, Some(1)), (0, Some(2))]);
+    assert!(again.iter().all(|r| r.kind == AttemptKind::Redo));
+}
+
+#[test]
+fn a_lost_race_that_fails_the_story_for_good_hands_no_work_on() {
+    let mut m = racing(2, 4);
+    m.policy.max_retries = 1;
+    let reqs = of_a(begin(&mut m));
+    handle(&mut m, finished(&reqs[0], failed("stuck")), t0());
+    handle(&mut m, finished(&reqs[1], Verdict::Done), t0());
+    let a = land(&mut m, 0, check_failed("tests", "broke"), t0());
+    assert_eq!(m.state.record("a").unwrap().status, Status::Failed);
+    assert!(records(&a)
+        .iter()
+        .all(|e| !matches!(e, Ev::CandidateClosest { .. })));
+    assert!(m.state.note("a").is_none_or(|n| n.closest.is_none()));
+}
+
+#[test]
+fn a_winner_kept_for_review_that_then_fails_validation_gets_an_ordinary_fixup() {
+    let mut m = racing(2, 4);
+    m.policy.landing_mode.review = true;
+    let reqs = of_a(begin(&mut m));
+    handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    let a = land(&mut m, 0, LandResult::InReview, t0());
+    assert_eq!(stopped(&a), vec![reqs[1].slot]);
+    handle(&mut m, finished(&reqs[1], Verdict::Interrupted), t0());
+    assert!(m.racing.is_empty(), "the race is over: candidate 1 won");
+    assert_eq!(m.state.record("a").unwrap().status, Status::Review);
+    // `ralph land a` while the run goes on: its landing fails validation.
+    handle(
+        &mut m,
+        Event::Steer {
+            req: 1,
+            cmd: crate::steer::Command::Land { id: "a".into() },
+        },
+        t0(),
+    );
+    let a = land(&mut m, 0, validation_failed(1), t0());
+    let next = of_a(starts(&a));
+    assert_eq!(candidates(&next), vec![(0, None)], "one attempt, no race");
+    assert_eq!(next[0].kind, AttemptKind::Fixup);
+    let fixup = next[0].note.as_ref().and_then(|n| n.fixup.clone()).unwrap();
+    assert_eq!(fixup.work, "refs/ralph/attempts/a/1");
 }
 
 #[test]
