@@ -1897,6 +1897,75 @@ mod tests {
     }
 
     #[test]
+    fn a_landed_file_settled_before_the_index_takes_its_stat_data_back_and_an_edit_still_shows() {
+        let (tmp, g, _, _) = diverged();
+        let dir = tmp.path();
+        let (commit, base) = merged(&g);
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        // Time passes: both landed files last changed 100 s ago, the index
+        // was written 50 s ago. Meanwhile the user made a same-size edit to
+        // b.txt that kept an old mtime (a tool that restores times).
+        let ago = |s| std::time::SystemTime::now() - std::time::Duration::from_secs(s);
+        let set_mtime = |rel: &str, t| {
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join(rel))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        };
+        write(dir, "b.txt", "B\n");
+        for p in ["b.txt", SPEC] {
+            set_mtime(p, ago(100));
+        }
+        set_mtime(".git/index", ago(50));
+        // Story 1.2 (d.txt) made beside the checkout, then landed.
+        let repo = git2::Repository::open(dir).unwrap();
+        let head = repo
+            .find_commit(repo.refname_to_id("refs/heads/main").unwrap())
+            .unwrap();
+        let mut tb = repo.treebuilder(Some(&head.tree().unwrap())).unwrap();
+        tb.insert("d.txt", repo.blob(b"d\n").unwrap(), 0o100644)
+            .unwrap();
+        let tree = repo.find_tree(tb.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("Test", "test@example.com").unwrap();
+        repo.commit(
+            Some("refs/heads/ralph/1.2"),
+            &sig,
+            &sig,
+            "story 1.2",
+            &tree,
+            &[&head],
+        )
+        .unwrap();
+        let MergeOutcome::Merged { commit, base } = g
+            .merge_story("main", "ralph/1.2", "merge: story 1.2", &[], &|_, _| None)
+            .unwrap()
+        else {
+            panic!("story 1.2 merges")
+        };
+        assert_eq!(g.land("main", &base, &commit).unwrap(), LandOutcome::Landed);
+        let index = git2::Index::open(&dir.join(".git/index")).unwrap();
+        let entry = |p: &str| index.get_path(Path::new(p), 0).unwrap();
+        let spec = std::fs::metadata(dir.join(SPEC)).unwrap();
+        // Hashed once, found unchanged: later landings need not hash it again.
+        assert_eq!(u64::from(entry(SPEC).file_size), spec.len());
+        assert_ne!(entry(SPEC).mtime.seconds(), 0);
+        // The edited file stays without stat data: nothing vouches for it.
+        assert_eq!(
+            (entry("b.txt").file_size, entry("b.txt").mtime.seconds()),
+            (0, 0)
+        );
+        assert_eq!(
+            (entry("d.txt").file_size, entry("d.txt").mtime.seconds()),
+            (0, 0)
+        );
+        drop(index);
+        assert_eq!(read(dir, "b.txt"), "B\n");
+        assert_eq!(porcelain(dir), " M b.txt\n");
+    }
+
+    #[test]
     fn a_landing_whose_ref_move_fails_puts_files_and_index_back() {
         let (tmp, g, _, main_tip) = diverged();
         let dir = tmp.path();

@@ -586,6 +586,7 @@ pub(super) fn update_checkout(
     // The checkout must judge the user's changes by the index as it is now,
     // under the lock, and must not write it: ralph writes it below.
     let mut index = git2::Index::open(&new_index)?;
+    landing::refresh_settled(&mut index, workdir, snapshot.stamp())?;
     repo.set_index(&mut index)?;
     let undo = Undo {
         index: snapshot,

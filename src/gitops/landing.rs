@@ -478,6 +478,73 @@ pub(super) fn racy_entries(
         .collect()
 }
 
+/// Whether a smudged entry (ralph's own: no stat data at all) may take the
+/// stat data of its file again once the file's content was checked to be
+/// the entry's blob. Only a file last modified in a second before the old
+/// index was written: a later edit then always shows in its mtime, which
+/// git and libgit2 compare, and the new index does not vouch for a racy
+/// one. Without it every file a run landed is hashed again by every later
+/// landing's checkout (quadratic over a long run).
+pub(super) fn may_refresh(
+    entry: &git2::IndexEntry,
+    file_mtime: (i64, u32),
+    stamp: Option<(i64, u32)>,
+) -> bool {
+    (entry.flags >> 12) & 0x3 == 0
+        && entry.file_size == 0
+        && entry.mtime.seconds() == 0
+        && entry.ino == 0
+        && matches!(entry.mode, 0o100644 | 0o100755)
+        && !is_racy(file_mtime, stamp)
+}
+
+/// Gives back their stat data to the smudged entries of `index` whose files
+/// under `workdir` hold exactly their blob (hashed as stored: a file that
+/// a filter would change stays smudged) and are old enough
+/// (`may_refresh`); what git's own index refresh does for them. Returns how
+/// many.
+pub(super) fn refresh_settled(
+    index: &mut git2::Index,
+    workdir: &Path,
+    stamp: Option<(i64, u32)>,
+) -> Result<usize, git2::Error> {
+    use std::os::unix::fs::MetadataExt;
+    let mut refreshed = Vec::new();
+    for e in index.iter() {
+        let path = workdir.join(String::from_utf8_lossy(&e.path).as_ref());
+        // The stat is taken before the hash: an edit after it moves the mtime.
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() || !may_refresh(&e, (meta.mtime(), meta.mtime_nsec() as u32), stamp) {
+            continue;
+        }
+        let exec = meta.mode() & 0o111 != 0;
+        if exec != (e.mode == 0o100755) {
+            continue;
+        }
+        match git2::Oid::hash_file(git2::ObjectType::Blob, &path) {
+            Ok(id) if id == e.id => {}
+            _ => continue,
+        }
+        let mut e = e;
+        // git keeps these fields as 32 bits; it truncates them the same way.
+        e.ctime = git2::IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32);
+        e.mtime = git2::IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32);
+        e.dev = meta.dev() as u32;
+        e.ino = meta.ino() as u32;
+        e.uid = meta.uid();
+        e.gid = meta.gid();
+        e.file_size = meta.size() as u32;
+        refreshed.push(e);
+    }
+    let n = refreshed.len();
+    for e in refreshed {
+        index.add(&e)?;
+    }
+    Ok(n)
+}
+
 /// Which worktree, other than the one at `me` and those under `except_under`
 /// (ralph's own), has `refname` checked out: `candidates` are (working
 /// directory, the ref its HEAD names or the branch a rebase there is on).
@@ -548,6 +615,28 @@ mod tests {
         assert!(is_racy((100, 501), stamp));
         assert!(is_racy((101, 0), stamp));
         assert!(is_racy((1, 0), None), "no index read: nothing vouched for");
+    }
+
+    #[test]
+    fn only_ralphs_smudged_entries_of_files_settled_before_the_index_are_refreshed() {
+        let stamp = Some((100, 500));
+        let e = |mode: u32, size: u32, mtime: i32| git2::IndexEntry {
+            file_size: size,
+            mtime: git2::IndexTime::new(mtime, 0),
+            mode,
+            ..smudged_entry("a.txt", git2::Oid::ZERO_SHA1, 0o100644)
+        };
+        assert!(may_refresh(&e(0o100644, 0, 0), (99, 0), stamp));
+        assert!(may_refresh(&e(0o100755, 0, 0), (50, 0), stamp));
+        // Modified in the index's second or later: racy, not vouched for.
+        assert!(!may_refresh(&e(0o100644, 0, 0), (100, 0), stamp));
+        assert!(!may_refresh(&e(0o100644, 0, 0), (99, 0), None));
+        // Stat data of its own (the user's git wrote it): left alone.
+        assert!(!may_refresh(&e(0o100644, 3, 0), (99, 0), stamp));
+        assert!(!may_refresh(&e(0o100644, 0, 7), (99, 0), stamp));
+        // Links and submodules are not files to hash.
+        assert!(!may_refresh(&e(0o120000, 0, 0), (99, 0), stamp));
+        assert!(!may_refresh(&e(0o160000, 0, 0), (99, 0), stamp));
     }
 
     fn argv(s: &str) -> Vec<String> {
