@@ -156,6 +156,9 @@ pub(crate) struct Git {
     memo: std::sync::Arc<std::sync::Mutex<land::Memo>>,
 }
 
+/// Pairs of commits whose merge bases `Git` keeps (a few per landing).
+const MERGE_BASES_KEPT: usize = 4096;
+
 /// Files inside a worktree's admin dir that a killed process can leave
 /// behind. They are ours to delete: nothing but ralph runs in its worktrees.
 const WORKTREE_LOCK_FILES: [&str; 3] = ["index.lock", "HEAD.lock", "locked"];
@@ -278,9 +281,19 @@ impl Git {
         let t = repo.find_commit(t_oid)?;
         let s = repo.find_commit(s_oid)?;
 
-        let story_has_own = s_oid != t_oid && !repo.graph_descendant_of(t_oid, s_oid)?;
+        let bases = self.merge_bases_of(repo, t_oid, s_oid)?;
+        // The story's tip on the target's history: nothing of its own.
+        let story_has_own = s_oid != t_oid && bases != [s_oid];
         let merged_tree = if story_has_own {
-            let mut idx = repo.merge_commits(&t, &s, None)?;
+            let mut idx = match bases.as_slice() {
+                // What `merge_commits` does with one base, without finding it again.
+                [base] => {
+                    let ancestor = repo.find_commit(*base)?.tree()?;
+                    repo.merge_trees(&ancestor, &t.tree()?, &s.tree()?, None)?
+                }
+                // No base, or several (a criss-cross): libgit2's own recursion.
+                _ => repo.merge_commits(&t, &s, None)?,
+            };
             if idx.has_conflicts() {
                 let mut paths = Vec::new();
                 for c in idx.conflicts()? {
@@ -295,7 +308,12 @@ impl Git {
             }
             // The merge index is in-memory only: it must be written into the
             // object database explicitly.
-            idx.write_tree_to(repo)?
+            match index_tree_onto(repo, &idx, &t.tree()?) {
+                Ok(tree) => tree,
+                // libgit2 updates no path whose file becomes a directory or
+                // the reverse: the whole index then.
+                Err(_) => idx.write_tree_to(repo)?,
+            }
         } else {
             t.tree_id()
         };
@@ -312,6 +330,32 @@ impl Git {
             commit: commit.to_string(),
             base: t_oid.to_string(),
         })
+    }
+
+    /// Every merge base of `a` and `b`, kept for the run: two commits'
+    /// bases never change, and each walk reads commit after commit as loose
+    /// objects (a landing's merge and its gates ask about the same pair).
+    pub(super) fn merge_bases_of(
+        &self,
+        repo: &git2::Repository,
+        a: git2::Oid,
+        b: git2::Oid,
+    ) -> Result<Vec<git2::Oid>> {
+        let key = if a <= b { (a, b) } else { (b, a) };
+        if let Some(found) = self.memo().bases.get(&key) {
+            return Ok(found.clone());
+        }
+        let found: Vec<git2::Oid> = match repo.merge_bases(a, b) {
+            Ok(all) => all.iter().copied().collect(),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let mut memo = self.memo();
+        if memo.bases.len() >= MERGE_BASES_KEPT {
+            memo.bases.clear();
+        }
+        memo.bases.insert(key, found.clone());
+        Ok(found)
     }
 
     /// The tree of `commit` (what a validation record names).
@@ -717,6 +761,41 @@ pub(super) fn signature(repo: &git2::Repository) -> Result<git2::Signature<'stat
 }
 
 /// Applies `edit` to the blobs at `paths` in `tree_id`, returning the new tree.
+/// The tree of a merge's index (no conflicts), written as `onto` with the
+/// paths where the index differs from it: only the trees on those paths
+/// are written, and only their new entries looked up. Writing the whole
+/// index wrote every tree of the repository again and looked up each of
+/// its entries, one loose object at a time.
+fn index_tree_onto(
+    repo: &git2::Repository,
+    idx: &git2::Index,
+    onto: &git2::Tree<'_>,
+) -> Result<git2::Oid> {
+    let diff = repo.diff_tree_to_index(Some(onto), Some(idx), None)?;
+    // A path's type change comes as a deletion and an addition: one
+    // update a path, the addition winning.
+    let mut updates: std::collections::BTreeMap<PathBuf, Option<(git2::Oid, git2::FileMode)>> =
+        std::collections::BTreeMap::new();
+    for d in diff.deltas() {
+        if d.status() == git2::Delta::Deleted {
+            if let Some(p) = d.old_file().path() {
+                updates.entry(p.to_path_buf()).or_insert(None);
+            }
+        } else if let Some(p) = d.new_file().path() {
+            let f = d.new_file();
+            updates.insert(p.to_path_buf(), Some((f.id(), f.mode())));
+        }
+    }
+    let mut b = git2::build::TreeUpdateBuilder::new();
+    for (path, update) in &updates {
+        match update {
+            Some((id, mode)) => b.upsert(path, *id, *mode),
+            None => b.remove(path),
+        };
+    }
+    Ok(b.create_updated(repo, onto)?)
+}
+
 pub(super) fn apply_edits(
     repo: &git2::Repository,
     tree_id: git2::Oid,
@@ -1270,6 +1349,91 @@ mod tests {
         write(dir, "c.txt", "c\n");
         let main_tip = commit_all(dir, "other");
         (tmp, g, base, main_tip)
+    }
+
+    #[test]
+    fn a_merges_tree_written_onto_the_target_is_the_whole_index_written() {
+        let (tmp, g) = fixture();
+        let dir = tmp.path();
+        write(dir, "dir/x.txt", "x\n");
+        write(dir, "f", "a file\n");
+        write(dir, "deep/er/y.txt", "y\n");
+        let base = commit_all(dir, "base");
+        git(dir, &["checkout", "-q", "-b", "ralph/1.1"]);
+        // The story: a deletion, a file that becomes a directory, a mode
+        // change, an edit deep down, a new file, a file both sides edit.
+        std::fs::remove_file(dir.join("dir/x.txt")).unwrap();
+        std::fs::remove_file(dir.join("f")).unwrap();
+        write(dir, "f/g.txt", "now a directory\n");
+        git(dir, &["update-index", "--chmod=+x", "a.txt"]);
+        write(dir, "deep/er/y.txt", "y2\n");
+        write(dir, "s.txt", "story\n");
+        write(dir, "a.txt", "one\ntwo\nthree\nfour\n");
+        commit_all(dir, "story");
+        git(dir, &["checkout", "-q", "main"]);
+        write(dir, "t.txt", "target\n");
+        write(dir, "a.txt", "zero\none\ntwo\nthree\n");
+        commit_all(dir, "target");
+        let MergeOutcome::Merged { commit, .. } = merge_1_1(&g) else {
+            panic!("merges")
+        };
+        let repo = git2::Repository::open(dir).unwrap();
+        let (t, s) = (
+            repo.revparse_single("main")
+                .unwrap()
+                .peel_to_commit()
+                .unwrap(),
+            repo.revparse_single("ralph/1.1")
+                .unwrap()
+                .peel_to_commit()
+                .unwrap(),
+        );
+        let mut whole = repo.merge_commits(&t, &s, None).unwrap();
+        let expected = whole.write_tree_to(&repo).unwrap();
+        let merged = repo
+            .find_commit(git2::Oid::from_str(&commit).unwrap())
+            .unwrap();
+        // The merge's own edit (the spec marked done) comes on top.
+        let edited = apply_edits(&repo, expected, &[SPEC.to_string()], &mark_done).unwrap();
+        assert_eq!(merged.tree_id(), edited);
+        assert_eq!(
+            git(dir, &["ls-tree", "-r", "--name-only", &commit])
+                .lines()
+                .collect::<Vec<_>>(),
+            vec![
+                ".gitignore",
+                "README",
+                "a.txt",
+                "deep/er/y.txt",
+                "f/g.txt",
+                "s.txt",
+                SPEC,
+                "t.txt"
+            ]
+        );
+        assert_eq!(
+            g.merge_bases_of(&repo, t.id(), s.id()).unwrap(),
+            vec![git2::Oid::from_str(&base).unwrap()]
+        );
+        // The file that became a directory is the one update libgit2
+        // refuses: that merge was the whole index's. Without it, the
+        // targeted write itself.
+        assert!(index_tree_onto(&repo, &whole, &t.tree().unwrap()).is_err());
+        git(dir, &["checkout", "-q", "-b", "ralph/1.2", "ralph/1.1"]);
+        git(dir, &["rm", "-q", "-r", "f"]);
+        write(dir, "f", "a file again\n");
+        commit_all(dir, "no directory");
+        git(dir, &["checkout", "-q", "main"]);
+        let s2 = repo
+            .revparse_single("ralph/1.2")
+            .unwrap()
+            .peel_to_commit()
+            .unwrap();
+        let mut whole = repo.merge_commits(&t, &s2, None).unwrap();
+        assert_eq!(
+            index_tree_onto(&repo, &whole, &t.tree().unwrap()).unwrap(),
+            whole.write_tree_to(&repo).unwrap()
+        );
     }
 
     #[test]

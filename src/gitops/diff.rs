@@ -23,7 +23,11 @@ impl Git {
         let (Some(b), Some(t)) = (tip(&repo, branch)?, tip(&repo, target)?) else {
             return Ok(None);
         };
-        let base = repo.merge_base(b, t)?;
+        let base = match self.merge_bases_of(&repo, b, t)?.first() {
+            Some(base) => *base,
+            // No common history: libgit2's own error says so.
+            None => repo.merge_base(b, t)?,
+        };
         Ok(Some(tree_diff(&repo, base, b)?))
     }
 

@@ -685,6 +685,9 @@ pub(super) struct Memo {
     tip: Option<git2::Oid>,
     /// Merges found on `tip`'s history.
     on_tip: std::collections::HashSet<git2::Oid>,
+    /// Every merge base of a pair of commits (the lesser first), as
+    /// `Git::merge_bases_of` found it.
+    pub(super) bases: std::collections::HashMap<(git2::Oid, git2::Oid), Vec<git2::Oid>>,
 }
 
 /// What a landing from `base` to `merge` changed, path by path.
