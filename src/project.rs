@@ -178,6 +178,15 @@ pub(crate) fn candidate_key(id: &str, k: u32) -> String {
     format!("{}{k}", candidate_key_prefix(id))
 }
 
+/// What an attempt's git names and token are made of: the story's ID, or
+/// racing candidate `k`'s key (on this machine and on a cluster node alike).
+pub(crate) fn attempt_key(id: &str, candidate: Option<u32>) -> String {
+    match candidate {
+        Some(k) => candidate_key(id, k),
+        None => id.to_string(),
+    }
+}
+
 /// What every racing candidate's key of story `id` begins with.
 pub(crate) fn candidate_key_prefix(id: &str) -> String {
     format!("{id}@c")

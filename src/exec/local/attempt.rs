@@ -91,10 +91,7 @@ pub(super) async fn run_attempt(
     events: mpsc::UnboundedSender<AttemptEvent>,
     verbose: bool,
 ) -> AttemptReport {
-    let gid = match req.candidate {
-        Some(k) => project::candidate_key(&story.id, k),
-        None => story.id.clone(),
-    };
+    let gid = project::attempt_key(&story.id, req.candidate);
     let a = Attempt {
         ctx: &ctx,
         req: &req,
@@ -103,10 +100,7 @@ pub(super) async fn run_attempt(
         n: req.attempt,
         branch: project::story_branch(&gid),
         wt_path: crate::paths::slot_worktree(&ctx.root, req.slot).1,
-        log_path: match req.candidate {
-            Some(k) => crate::paths::candidate_log_path(&ctx.root, &story.id, req.attempt, k),
-            None => crate::paths::attempt_log_path(&ctx.root, &story.id, req.attempt),
-        },
+        log_path: crate::paths::log_of(&ctx.root, &story.id, req.attempt, req.candidate),
         gid,
         backend: req.agent,
         started: Instant::now(),
