@@ -378,7 +378,7 @@ impl Attempt<'_> {
         if self.splitting() {
             parser = parser.keeping_text(super::split::KEEP_TEXT);
         }
-        let idx = self.req.idx;
+        let (idx, candidate) = (self.req.idx, self.req.candidate);
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
         let mut edited = std::collections::HashSet::new();
         let on_line = |line: &str| {
@@ -396,7 +396,11 @@ impl Attempt<'_> {
                 }
                 if verbose || last_sent.elapsed() >= ACTIVITY_GAP {
                     last_sent = Instant::now();
-                    let _ = events.send(AttemptEvent::Activity { idx, text });
+                    let _ = events.send(AttemptEvent::Activity {
+                        idx,
+                        candidate,
+                        text,
+                    });
                 }
             }
             // A rejected key: the CLI would retry it for minutes, in vain.

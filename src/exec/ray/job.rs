@@ -453,6 +453,7 @@ impl Job {
             let _ = self.activity.send(AttemptEvent::Placed {
                 idx: req.idx,
                 attempt: req.attempt,
+                candidate: req.candidate,
                 node: on.to_string(),
             });
         }
@@ -461,6 +462,7 @@ impl Job {
                 shown.activity = text.to_string();
                 let _ = self.activity.send(AttemptEvent::Activity {
                     idx: req.idx,
+                    candidate: req.candidate,
                     text: shown.activity.clone(),
                 });
             }
