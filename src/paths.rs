@@ -183,6 +183,14 @@ pub(crate) fn candidate_log_path(root: &Path, id: &str, attempt: u32, k: u32) ->
     story_logs(root, id).join(format!("attempt-{attempt}-c{k}.log"))
 }
 
+/// The log of attempt `n`, or of its racing `candidate`.
+pub(crate) fn log_of(root: &Path, id: &str, attempt: u32, candidate: Option<u32>) -> PathBuf {
+    match candidate {
+        Some(k) => candidate_log_path(root, id, attempt, k),
+        None => attempt_log_path(root, id, attempt),
+    }
+}
+
 /// The attempt number an attempt log's file name carries (`attempt-<n>.log`).
 pub(crate) fn attempt_log_number(file_name: &str) -> Option<u32> {
     file_name

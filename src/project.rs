@@ -178,6 +178,24 @@ pub(crate) fn candidate_key(id: &str, k: u32) -> String {
     format!("{}{k}", candidate_key_prefix(id))
 }
 
+/// What an attempt's git names and token are made of: the story's ID, or
+/// racing candidate `k`'s key (on this machine and on a cluster node alike).
+pub(crate) fn attempt_key(id: &str, candidate: Option<u32>) -> String {
+    match candidate {
+        Some(k) => candidate_key(id, k),
+        None => id.to_string(),
+    }
+}
+
+/// `attempt_key` taken apart: the story's ID, and the racing candidate
+/// when the key is one's (a crashed run's job names it so).
+pub(crate) fn split_attempt_key(key: &str) -> (&str, Option<u32>) {
+    match key.rsplit_once("@c").map(|(id, k)| (id, k.parse::<u32>())) {
+        Some((id, Ok(k))) => (id, Some(k)),
+        _ => (key, None),
+    }
+}
+
 /// What every racing candidate's key of story `id` begins with.
 pub(crate) fn candidate_key_prefix(id: &str) -> String {
     format!("{id}@c")
@@ -279,6 +297,16 @@ pub(crate) fn attempt_token(tag: &str, id: &str, attempt: u32) -> String {
 mod tests {
     use super::*;
     use crate::paths::attempt_log_number;
+
+    #[test]
+    fn an_attempt_key_names_the_story_and_its_candidate() {
+        for (id, k) in [("1.2", None), ("1.2", Some(3)), ("auth-login", Some(12))] {
+            let key = attempt_key(id, k);
+            assert_eq!(split_attempt_key(&key), (id, k), "{key}");
+        }
+        assert_eq!(attempt_key("1.2", Some(3)), "1.2@c3");
+        assert_eq!(split_attempt_key("a@cx"), ("a@cx", None));
+    }
 
     #[test]
     fn the_project_is_found_upwards_but_not_above_the_work_tree() {

@@ -15,8 +15,9 @@ use rows::mb_text;
 #[cfg(test)]
 pub(crate) use rows::render_totals;
 pub(crate) use rows::{
-    render_activity, render_jobs, render_landing_phase, render_progress, render_running,
-    render_story_prefix, render_totals_fit, short_count, tokens, RowLayout, Totals, RIGHT_MARGIN,
+    render_activity, render_candidate, render_candidate_prefix, render_jobs, render_landing_phase,
+    render_progress, render_race, render_running, render_story_prefix, render_totals_fit,
+    short_count, tokens, RowLayout, Totals, RIGHT_MARGIN,
 };
 
 // What the tests name unqualified (`use super::*`).
@@ -140,6 +141,23 @@ pub(crate) enum Message {
     InReview {
         id: String,
         title: String,
+    },
+    /// Racing candidate `k` of `of` started (best of N, issue 36); `who`
+    /// is `agent` or `agent:model`.
+    CandidateStarted {
+        id: String,
+        k: u32,
+        of: u32,
+        who: String,
+    },
+    /// Racing candidate `k`'s fate is decided: `outcome` is its state's
+    /// word (`won`, `failed`, `stopped`, ...).
+    CandidateEnded {
+        id: String,
+        k: u32,
+        of: u32,
+        who: String,
+        outcome: String,
     },
     /// The run that splits a story into sub-stories starts.
     Splitting {
@@ -299,6 +317,7 @@ pub(crate) fn render(m: &Message) -> String {
             log,
             kept,
         } => failed_line(id, *attempt, *max, reason, log.as_deref(), kept.as_deref()),
+        m @ (Message::CandidateStarted { .. } | Message::CandidateEnded { .. }) => race_line(m),
         Message::Splitting { id, title, model } => format!(
             "[split] {id} {title}: one run{} splits it into smaller stories",
             on(model)
@@ -370,6 +389,23 @@ pub(crate) fn render(m: &Message) -> String {
 
 /// `[run ] ID title (attempt n/max)` or `[fix ] ID title (fix-up ...)`,
 /// with the model ralph chose.
+/// A racing candidate's start or end (best of N, issue 36).
+fn race_line(m: &Message) -> String {
+    match m {
+        Message::CandidateStarted { id, k, of, who } => {
+            format!("[race] {id} candidate {k} of {of} ({who}) started")
+        }
+        Message::CandidateEnded {
+            id,
+            k,
+            of,
+            who,
+            outcome,
+        } => format!("[race] {id} candidate {k} of {of} ({who}): {outcome}"),
+        _ => String::new(),
+    }
+}
+
 fn started_line(
     id: &str,
     title: &str,
@@ -737,6 +773,34 @@ mod tests {
         ];
         let lines: Vec<String> = messages.iter().map(render).collect();
         insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    /// Plain output's lines about a race: one at each candidate's start
+    /// and one at its end (issue 36).
+    #[test]
+    fn a_race_says_each_candidates_start_and_end() {
+        let start = Message::CandidateStarted {
+            id: "2.3".into(),
+            k: 2,
+            of: 3,
+            who: "claude:sonnet".into(),
+        };
+        assert_eq!(
+            render(&start),
+            "[race] 2.3 candidate 2 of 3 (claude:sonnet) started"
+        );
+        let end = Message::CandidateEnded {
+            id: "2.3".into(),
+            k: 2,
+            of: 3,
+            who: "codex".into(),
+            outcome: "stopped".into(),
+        };
+        assert_eq!(render(&end), "[race] 2.3 candidate 2 of 3 (codex): stopped");
+        assert_eq!(
+            crate::ui::tag_tone(&render(&end)).map(|t| t.1),
+            Some(crate::ui::Tone::Busy)
+        );
     }
 
     #[test]

@@ -150,6 +150,7 @@ pub(crate) fn tag_tone(line: &str) -> Option<(usize, Tone)> {
         ("warning:", Tone::Warn),
         ("[run ]", Tone::Busy),
         ("[land]", Tone::Busy),
+        ("[race]", Tone::Busy),
         ("[running]", Tone::Busy),
         ("[landing]", Tone::Busy),
         ("hint:", Tone::Dim),

@@ -20,9 +20,11 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::report::{
-    self, render_activity, render_landing_phase, render_running, render_story_prefix,
-    render_totals_fit, Message, RowLayout, Totals,
+    self, render_activity, render_candidate, render_candidate_prefix, render_landing_phase,
+    render_race, render_running, render_story_prefix, render_totals_fit, Message, RowLayout,
+    Totals,
 };
+use crate::state::CandidateRow;
 use crate::ui::{self, Tone};
 
 pub(crate) mod sink;
@@ -48,6 +50,50 @@ struct Row {
     /// The cluster node its attempt runs on, once known.
     node: Option<String>,
     phase: Phase,
+    /// A racing story's candidates, each on a row of its own under it
+    /// (best of N, issue 36).
+    cands: Vec<CandLine>,
+}
+
+impl Row {
+    fn new(bar: ProgressBar, title: &str, model: Option<&str>, phase: Phase) -> Row {
+        Row {
+            bar,
+            title: title.to_string(),
+            model: model.map(str::to_string),
+            activity: String::new(),
+            node: None,
+            phase,
+            cands: Vec::new(),
+        }
+    }
+
+    /// Some candidate of its race still runs or waits to: the story is
+    /// not through with its attempt, whatever its landing did.
+    fn racing(&self) -> bool {
+        self.cands
+            .iter()
+            .any(|c| matches!(c.row.state.as_str(), "running" | "waiting"))
+    }
+
+    /// Its bars gone from the display, its candidates' first.
+    fn clear(self, multi: &MultiProgress) {
+        for c in self.cands {
+            c.bar.finish_and_clear();
+            multi.remove(&c.bar);
+        }
+        self.bar.finish_and_clear();
+        multi.remove(&self.bar);
+    }
+}
+
+/// A racing candidate's row: who it is and where (`CandidateRow`), its
+/// latest activity and node.
+struct CandLine {
+    bar: ProgressBar,
+    row: CandidateRow,
+    activity: String,
+    node: Option<String>,
 }
 
 /// `text` on stdout, as is; a closed or failing stdout is ignored. During
@@ -108,23 +154,13 @@ impl Reporter {
             && std::env::var_os("CI").is_none()
             && !ui::term_is_dumb();
         let live = tty.then(|| {
+            let target = if sink::queued() {
+                ProgressDrawTarget::term_like_with_hz(Box::<sink::QueuedTerm>::default(), 4)
+            } else {
+                ProgressDrawTarget::stderr_with_hz(4)
+            };
             let cols = ui::stderr_width().unwrap_or(DEFAULT_COLS);
-            Live {
-                multi: MultiProgress::with_draw_target(if sink::queued() {
-                    ProgressDrawTarget::term_like_with_hz(Box::<sink::QueuedTerm>::default(), 4)
-                } else {
-                    ProgressDrawTarget::stderr_with_hz(4)
-                }),
-                _echo: EchoCtlOff::new(),
-                overall: None,
-                progress: None,
-                started: std::time::Instant::now(),
-                done_at_start: None,
-                counts: (0, 0),
-                rows: BTreeMap::new(),
-                cols,
-                layout: RowLayout::new(cols, 0, 0),
-            }
+            Live::new(target, EchoCtlOff::new(), cols)
         });
         Reporter {
             live,
@@ -189,17 +225,7 @@ impl Reporter {
         for ((id, title), phase) in queue {
             if !l.rows.contains_key(id) {
                 let bar = l.add_bar(id, title);
-                l.rows.insert(
-                    id.clone(),
-                    Row {
-                        bar,
-                        title: title.clone(),
-                        model: None,
-                        activity: String::new(),
-                        node: None,
-                        phase,
-                    },
-                );
+                l.rows.insert(id.clone(), Row::new(bar, title, None, phase));
             }
             if let Some(row) = l.rows.get_mut(id) {
                 row.phase = phase;
@@ -208,6 +234,12 @@ impl Reporter {
         let in_queue = |id: &str| {
             t.landing_now.iter().any(|(i, _)| i == id) || t.land_queue.iter().any(|(i, _)| i == id)
         };
+        // A race whose candidate's landing failed runs on.
+        for (id, r) in l.rows.iter_mut() {
+            if r.racing() && !in_queue(id) {
+                r.phase = Phase::Running;
+            }
+        }
         let gone: Vec<String> = l
             .rows
             .iter()
@@ -219,8 +251,7 @@ impl Reporter {
             .collect();
         for id in gone {
             if let Some(row) = l.rows.remove(&id) {
-                row.bar.finish_and_clear();
-                l.multi.remove(&row.bar);
+                row.clear(&l.multi);
             }
         }
         for row in l.rows.values() {
@@ -265,38 +296,33 @@ impl Reporter {
     pub(crate) fn story_started(&mut self, id: &str, title: &str, model: Option<&str>) {
         if let Some(l) = &mut self.live {
             if let Some(old) = l.rows.remove(id) {
-                old.bar.finish_and_clear();
-                l.multi.remove(&old.bar);
+                old.clear(&l.multi);
             }
             let bar = l.add_bar(id, title);
-            let row = Row {
-                bar,
-                title: title.to_string(),
-                model: model.map(str::to_string),
-                activity: String::new(),
-                node: None,
-                phase: Phase::Running,
-            };
+            let row = Row::new(bar, title, model, Phase::Running);
             row.bar
                 .set_message(ui::truncate(&running_text(&row), l.layout.activity));
             l.rows.insert(id.to_string(), row);
         }
     }
 
-    pub(crate) fn activity(&mut self, id: &str, text: &str) {
+    /// What a running story's agent (or racing `candidate`'s) does now.
+    pub(crate) fn activity(&mut self, id: &str, candidate: Option<u32>, text: &str) {
         if self.quiet {
             return;
         }
         if self.verbose {
             let shown = crate::paths::relative_to_worktree(text);
-            self.line(&format!("  [{id}] {shown}"));
+            self.line(&format!("  [{}] {shown}", who_says(id, candidate)));
         }
         let color = self.color;
         if let Some(l) = &mut self.live {
             if let Some(before) = l.done_at_start {
                 l.refresh_progress(before);
             }
-            if let Some(row) = l.rows.get_mut(id) {
+            if let Some(k) = candidate {
+                l.update_candidate(id, k, color, |c| c.activity = render_activity(text));
+            } else if let Some(row) = l.rows.get_mut(id) {
                 row.activity = render_activity(text);
                 let msg = l.row_message(&l.rows[id], color);
                 l.rows[id].bar.set_message(msg);
@@ -304,21 +330,36 @@ impl Reporter {
         }
     }
 
-    /// Where a running story's attempt runs (a cluster node).
-    pub(crate) fn placed(&mut self, id: &str, node: &str) {
+    /// Where a running story's attempt (or racing `candidate`) runs (a
+    /// cluster node).
+    pub(crate) fn placed(&mut self, id: &str, candidate: Option<u32>, node: &str) {
         if self.quiet {
             return;
         }
         if self.verbose {
-            self.line(&format!("  [{id}] on node {node}"));
+            self.line(&format!("  [{}] on node {node}", who_says(id, candidate)));
         }
         let color = self.color;
         if let Some(l) = &mut self.live {
-            if let Some(row) = l.rows.get_mut(id) {
+            if let Some(k) = candidate {
+                l.update_candidate(id, k, color, |c| c.node = Some(node.to_string()));
+            } else if let Some(row) = l.rows.get_mut(id) {
                 row.node = Some(node.to_string());
                 let msg = l.row_message(&l.rows[id], color);
                 l.rows[id].bar.set_message(msg);
             }
+        }
+    }
+
+    /// A racing story's candidates as they are now (best of N, issue 36):
+    /// a row each under the story's, kept in step; none once the race is
+    /// over, when only a winner's row stays, saying so, until the story's
+    /// own goes (it landed, or its landing failed). Plain output has a
+    /// line per candidate's start and end instead (`Message`).
+    pub(crate) fn candidates(&mut self, id: &str, rows: &[CandidateRow]) {
+        let color = self.color;
+        if let Some(l) = &mut self.live {
+            l.set_candidates(id, rows, color);
         }
     }
 
@@ -334,6 +375,9 @@ impl Reporter {
     pub(crate) fn finish(&mut self) {
         if let Some(l) = self.live.take() {
             for row in l.rows.into_values() {
+                for c in row.cands {
+                    c.bar.finish_and_clear();
+                }
                 row.bar.finish_and_clear();
             }
             if let Some(o) = l.overall {
@@ -348,6 +392,21 @@ impl Reporter {
 }
 
 impl Live {
+    fn new(target: ProgressDrawTarget, echo: EchoCtlOff, cols: usize) -> Live {
+        Live {
+            multi: MultiProgress::with_draw_target(target),
+            _echo: echo,
+            overall: None,
+            progress: None,
+            started: std::time::Instant::now(),
+            done_at_start: None,
+            counts: (0, 0),
+            rows: BTreeMap::new(),
+            cols,
+            layout: RowLayout::new(cols, 0, 0),
+        }
+    }
+
     /// The progress line's words, fitted to what the bar leaves of a row.
     fn refresh_progress(&self, done_at_start: usize) {
         if let Some(bar) = &self.progress {
@@ -360,14 +419,83 @@ impl Live {
     }
 
     fn add_bar(&mut self, id: &str, title: &str) -> ProgressBar {
-        let bar = self.multi.add(ProgressBar::new_spinner());
-        bar.set_style(
-            ProgressStyle::with_template("{prefix} {elapsed:>5}  {msg}").expect("static template"),
-        );
+        let bar = row_bar(self.multi.add(ProgressBar::new_spinner()));
         self.refit_with(id, title);
         bar.set_prefix(render_story_prefix(id, title, self.layout));
-        bar.enable_steady_tick(Duration::from_secs(1));
         bar
+    }
+
+    /// Story `id`'s candidate rows made to match `rows` (`Reporter::candidates`).
+    fn set_candidates(&mut self, id: &str, rows: &[CandidateRow], color: bool) {
+        let Some(row) = self.rows.get_mut(id) else {
+            return;
+        };
+        if rows.is_empty() {
+            let (won, gone): (Vec<CandLine>, Vec<CandLine>) =
+                row.cands.drain(..).partition(|c| c.row.state == "won");
+            for c in gone {
+                c.bar.finish_and_clear();
+                self.multi.remove(&c.bar);
+            }
+            row.cands = won;
+        }
+        for r in rows {
+            match row.cands.iter_mut().find(|c| c.row.k == r.k) {
+                Some(c) => {
+                    // Its time is its run's, not its wait's.
+                    if c.row.state == "waiting" && r.state == "running" {
+                        c.bar.reset_elapsed();
+                    }
+                    c.row = r.clone();
+                }
+                None => {
+                    let under = row.cands.last().map_or(&row.bar, |c| &c.bar);
+                    let bar = row_bar(self.multi.insert_after(under, ProgressBar::new_spinner()));
+                    row.cands.push(CandLine {
+                        bar,
+                        row: r.clone(),
+                        activity: String::new(),
+                        node: None,
+                    });
+                }
+            }
+        }
+        let (id2, title) = (id.to_string(), row.title.clone());
+        self.refit_with(&id2, &title);
+        self.redraw_story(id, color);
+    }
+
+    /// Racing candidate `k` of story `id` changed by `change`, redrawn.
+    fn update_candidate(
+        &mut self,
+        id: &str,
+        k: u32,
+        color: bool,
+        change: impl FnOnce(&mut CandLine),
+    ) {
+        let Some(c) = self
+            .rows
+            .get_mut(id)
+            .and_then(|r| r.cands.iter_mut().find(|c| c.row.k == k))
+        else {
+            return;
+        };
+        change(c);
+        self.redraw_story(id, color);
+    }
+
+    /// Story `id`'s row and its candidates' rows drawn again.
+    fn redraw_story(&self, id: &str, color: bool) {
+        let Some(row) = self.rows.get(id) else {
+            return;
+        };
+        row.bar.set_message(self.row_message(row, color));
+        for c in &row.cands {
+            c.bar
+                .set_prefix(render_candidate_prefix(c.row.k, &c.row.who(), self.layout));
+            c.bar
+                .set_message(candidate_message(c, self.layout.activity, color));
+        }
     }
 
     /// A new ID or title may need more room, a resized terminal less:
@@ -384,7 +512,10 @@ impl Live {
         let longest_title = self
             .rows
             .values()
-            .map(|r| ui::width(&r.title))
+            .flat_map(|r| {
+                let whos = r.cands.iter().map(|c| ui::width(&c.row.who()));
+                whos.chain([ui::width(&r.title)])
+            })
             .chain([ui::width(title)])
             .max()
             .unwrap_or(0);
@@ -395,6 +526,10 @@ impl Live {
             for (rid, row) in &self.rows {
                 row.bar
                     .set_prefix(render_story_prefix(rid, &row.title, layout));
+                for c in &row.cands {
+                    c.bar
+                        .set_prefix(render_candidate_prefix(c.row.k, &c.row.who(), layout));
+                }
             }
         }
     }
@@ -415,8 +550,52 @@ impl Live {
 /// A running row's text after its elapsed time: the model ralph chose for
 /// the attempt (issue 25: which rung of the ladder runs it), the cluster
 /// node it runs on once known (issue 23), then the agent's latest activity.
+/// A racing story's says how many of its candidates are where; each of
+/// those has its own row.
 fn running_text(row: &Row) -> String {
+    if !row.cands.is_empty() {
+        let states: Vec<&str> = row.cands.iter().map(|c| c.row.state.as_str()).collect();
+        return row_text(row.model.as_deref(), None, &render_race(&states));
+    }
     row_text(row.model.as_deref(), row.node.as_deref(), &row.activity)
+}
+
+/// A story row's bar (`{prefix} {elapsed}  {msg}`), ticking.
+fn row_bar(bar: ProgressBar) -> ProgressBar {
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} {elapsed:>5}  {msg}").expect("static template"),
+    );
+    bar.enable_steady_tick(Duration::from_secs(1));
+    bar
+}
+
+/// A candidate row's text after its elapsed time, fitted to `max` and
+/// coloured by where it is.
+fn candidate_message(c: &CandLine, max: usize, color: bool) -> String {
+    let text = render_candidate(&c.row.state, c.node.as_deref(), &c.activity);
+    let text = ui::truncate(&text, max);
+    match candidate_tone(&c.row.state) {
+        Some(tone) => ui::paint(&text, tone, color),
+        None => text,
+    }
+}
+
+fn candidate_tone(state: &str) -> Option<Tone> {
+    match state {
+        "won" | "passed" => Some(Tone::Good),
+        "failed" => Some(Tone::Bad),
+        "stopped" | "waiting" => Some(Tone::Dim),
+        "validating" | "done" => Some(Tone::Busy),
+        _ => None,
+    }
+}
+
+/// Who a `-v` activity line is of: the story, or its racing candidate.
+fn who_says(id: &str, candidate: Option<u32>) -> String {
+    match candidate {
+        Some(k) => format!("{id} c{k}"),
+        None => id.to_string(),
+    }
 }
 
 fn row_text(model: Option<&str>, node: Option<&str>, activity: &str) -> String {
@@ -505,6 +684,113 @@ impl Drop for EchoCtlOff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reporter whose live display draws nowhere: its rows as data.
+    fn hidden() -> Reporter {
+        Reporter {
+            live: Some(Live::new(
+                ProgressDrawTarget::hidden(),
+                EchoCtlOff { turned_off: false },
+                80,
+            )),
+            verbose: false,
+            quiet: false,
+            color: false,
+        }
+    }
+
+    fn cand(k: u32, model: &str, state: &str) -> CandidateRow {
+        CandidateRow {
+            k,
+            agent: "claude".into(),
+            model: Some(model.into()),
+            state: state.into(),
+        }
+    }
+
+    /// Each candidate row's prefix and text, under story `id`'s own text.
+    fn shown(r: &Reporter, id: &str) -> (String, Vec<(String, String)>) {
+        let row = &r.live.as_ref().unwrap().rows[id];
+        let cands = row
+            .cands
+            .iter()
+            .map(|c| (c.bar.prefix().trim().to_string(), c.bar.message()))
+            .collect();
+        (row.bar.message(), cands)
+    }
+
+    /// Story 1.1 racing with candidates `rows`.
+    fn racing(rows: &[CandidateRow]) -> Reporter {
+        let mut r = hidden();
+        r.story_started("1.1", "Hard", Some("best of 2"));
+        r.candidates("1.1", rows);
+        r
+    }
+
+    #[test]
+    fn a_racing_story_has_a_row_per_candidate_until_its_race_ends() {
+        let mut r = racing(&[cand(1, "slow", "running"), cand(2, "fast", "waiting")]);
+        r.activity("1.1", Some(1), "Bash: cat src/a.rs");
+        r.placed("1.1", Some(2), "w2/0");
+        let (story, cands) = shown(&r, "1.1");
+        assert_eq!(story, "best of 2 · 1 running, 1 waiting");
+        assert_eq!(
+            cands,
+            [
+                (
+                    "└1 claude:slow".into(),
+                    "running · Bash: cat src/a.rs".into()
+                ),
+                ("└2 claude:fast".into(), "waiting for a slot".into()),
+            ]
+        );
+        r.candidates(
+            "1.1",
+            &[cand(1, "slow", "running"), cand(2, "fast", "running")],
+        );
+        r.activity("1.1", Some(2), "Edit src/b.rs");
+        assert_eq!(shown(&r, "1.1").1[1].1, "running on w2/0 · Edit src/b.rs");
+        // The race is decided, then over: the winner's row stays, saying
+        // so, until the story's own goes.
+        r.candidates("1.1", &[cand(1, "slow", "stopped"), cand(2, "fast", "won")]);
+        assert_eq!(shown(&r, "1.1").0, "best of 2 · 1 won, 1 stopped");
+        r.candidates("1.1", &[]);
+        assert_eq!(
+            shown(&r, "1.1").1,
+            [("└2 claude:fast".to_string(), "won".to_string())]
+        );
+        r.story_finished("1.1");
+        r.totals(&Totals::default());
+        assert!(r.live.as_ref().unwrap().rows.is_empty());
+    }
+
+    #[test]
+    fn a_race_whose_landing_failed_keeps_its_row_while_candidates_run() {
+        let mut r = racing(&[cand(1, "a", "validating"), cand(2, "b", "running")]);
+        let queued = Totals {
+            landing_now: vec![("1.1".into(), "Hard".into())],
+            ..Totals::default()
+        };
+        r.totals(&queued);
+        // Its candidate's landing failed; the other runs on.
+        r.candidates("1.1", &[cand(1, "a", "failed"), cand(2, "b", "running")]);
+        r.totals(&Totals::default());
+        let (story, cands) = shown(&r, "1.1");
+        assert_eq!(story, "best of 2 · 1 running, 1 failed");
+        assert_eq!(cands.len(), 2);
+        // A new race of the story starts with rows of its own.
+        r.story_started("1.1", "Hard", Some("best of 2"));
+        assert!(shown(&r, "1.1").1.is_empty());
+    }
+
+    #[test]
+    fn a_candidates_activity_line_names_it() {
+        assert_eq!(who_says("1.1", Some(2)), "1.1 c2");
+        assert_eq!(who_says("1.1", None), "1.1");
+        assert_eq!(candidate_tone("won"), Some(Tone::Good));
+        assert_eq!(candidate_tone("failed"), Some(Tone::Bad));
+        assert_eq!(candidate_tone("running"), None);
+    }
 
     #[test]
     fn a_running_row_names_the_model_before_the_activity() {

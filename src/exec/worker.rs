@@ -84,9 +84,19 @@ pub(crate) struct WorkerSpec {
     /// to the relay's tracker ref: the node reads it, not the tracker.
     #[serde(default)]
     pub(crate) tracker: bool,
+    /// Best of N (issue 36): the racing candidate this attempt is; its
+    /// branch, relay refs, kept refs, log and token are its own
+    /// (`project::attempt_key`).
+    #[serde(default)]
+    pub(crate) candidate: Option<u32>,
 }
 
 impl WorkerSpec {
+    /// What the attempt's git names are made of (`project::attempt_key`).
+    pub(crate) fn key(&self) -> String {
+        project::attempt_key(&self.id, self.candidate)
+    }
+
     pub(crate) fn encode(&self) -> String {
         let json = serde_json::to_vec(self).unwrap_or_default();
         json.iter().map(|b| format!("{b:02x}")).collect()
@@ -420,7 +430,7 @@ async fn push_back(
     refs: &relay::RelayRefs,
     report: &crate::executor::AttemptReport,
 ) -> Result<Option<Oid>, String> {
-    let branch = project::story_branch(&spec.id);
+    let branch = project::story_branch(&spec.key());
     let out = git.branch_tip(&branch).ok().flatten();
     let mut push = vec![
         "push".to_string(),
@@ -454,7 +464,7 @@ async fn attempt_in_slot(
     if !repo.join(".git").exists() {
         run_git(&repo, &["init", "--quiet"]).await?;
     }
-    let refs = relay::relay_refs(&spec.tag, &spec.id, spec.attempt);
+    let refs = relay::relay_refs(&spec.tag, &spec.key(), spec.attempt);
     fetch_base(spec, &repo, &refs, &mut phases).await?;
 
     let root = if spec.subdir.is_empty() {
@@ -539,8 +549,7 @@ async fn attempt_in_slot(
         agent: backend,
         model: spec.model.clone(),
         postmortem_model: spec.postmortem_model.clone(),
-        // Candidates race on this machine only (issue 36).
-        candidate: None,
+        candidate: spec.candidate,
     };
     ctx.log.line(&format!(
         "worker slot {slot}: story {} attempt {} from {}",
@@ -577,7 +586,7 @@ async fn attempt_in_slot(
 
     let out = push_back(spec, &ctx.git, &repo, &refs, &report).await?;
     phases.mark("push");
-    let log_path = crate::paths::attempt_log_path(&root, &spec.id, spec.attempt);
+    let log_path = crate::paths::log_of(&root, &spec.id, spec.attempt, spec.candidate);
     let log = std::fs::read(&log_path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
@@ -707,6 +716,7 @@ mod tests {
             base: "0".repeat(40),
             prefer_slot: Some(1),
             tracker: false,
+            candidate: Some(2),
         }
     }
 

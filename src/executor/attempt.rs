@@ -15,14 +15,20 @@ use crate::state::{AttemptKind, Note};
 /// display and for dispatch (the run takes each as its own event).
 #[derive(Debug)]
 pub(crate) enum AttemptEvent {
-    /// A line of what its agent is doing, for the display.
-    Activity { idx: usize, text: String },
+    /// A line of what its agent is doing, for the display (a racing
+    /// candidate's on its own row).
+    Activity {
+        idx: usize,
+        candidate: Option<u32>,
+        text: String,
+    },
     /// Where it runs, as soon as its executor knows: a cluster node and
     /// worker slot (`<node>/<slot>`, `executor.kind: ray`); a local
     /// attempt sends none.
     Placed {
         idx: usize,
         attempt: u32,
+        candidate: Option<u32>,
         node: String,
     },
     /// Its agent is editing a file (from its tool calls): a prediction of

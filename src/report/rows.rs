@@ -264,3 +264,122 @@ pub(crate) fn render_running(node: Option<&str>, activity: &str) -> String {
         (None, false) => activity.to_string(),
     }
 }
+
+/// The fixed part of a racing candidate's row under its story's (best of
+/// N, issue 36): `└k` in the ID's column, `agent:model` in the title's.
+pub(crate) fn render_candidate_prefix(k: u32, who: &str, layout: RowLayout) -> String {
+    format!(
+        "  {} {}",
+        crate::ui::fit(&format!(" └{k}"), layout.id),
+        crate::ui::fit(who, layout.title)
+    )
+}
+
+/// A racing candidate's row after its elapsed time: where it is (its
+/// `status --json` state), and while it runs its node and latest activity.
+pub(crate) fn render_candidate(state: &str, node: Option<&str>, activity: &str) -> String {
+    match state {
+        "running" => match (node, activity.is_empty()) {
+            (Some(_), _) => format!("running {}", render_running(node, activity)),
+            (None, true) => "running".to_string(),
+            (None, false) => format!("running · {activity}"),
+        },
+        "waiting" => "waiting for a slot".to_string(),
+        "done" => "done: waiting for the merge queue".to_string(),
+        "validating" => "in the merge queue".to_string(),
+        "passed" => "passed: waiting for the pick".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// A racing story's own row after its elapsed time: how many candidates
+/// are where, busiest first (`2 running, 1 failed`).
+pub(crate) fn render_race(states: &[&str]) -> String {
+    const ORDER: [&str; 8] = [
+        "running",
+        "validating",
+        "done",
+        "passed",
+        "waiting",
+        "won",
+        "failed",
+        "stopped",
+    ];
+    let count = |w: &str| states.iter().filter(|s| **s == w).count();
+    let mut parts: Vec<String> = ORDER
+        .iter()
+        .filter(|w| count(w) > 0)
+        .map(|w| format!("{} {w}", count(w)))
+        .collect();
+    let other = states.iter().filter(|s| !ORDER.contains(s)).count();
+    if other > 0 {
+        parts.push(format!("{other} other"));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_candidates_row_says_who_it_is_where_it_is_and_what_it_does() {
+        let layout = RowLayout::new(80, 3, 13);
+        let prefix = render_candidate_prefix(2, "claude:sonnet", layout);
+        assert_eq!(prefix, "   └2 claude:sonnet");
+        assert_eq!(
+            crate::ui::width(&prefix),
+            crate::ui::width(&render_story_prefix("1.1", "A title", layout))
+        );
+        // Cut to the title's column like a title.
+        let narrow = RowLayout::new(40, 3, 8);
+        assert_eq!(
+            crate::ui::width(&render_candidate_prefix(
+                2,
+                "claude:sonnet-4-5-long",
+                narrow
+            )),
+            2 + narrow.id + 1 + narrow.title
+        );
+        assert_eq!(render_candidate("running", None, ""), "running");
+        assert_eq!(
+            render_candidate("running", None, "Bash: ls"),
+            "running · Bash: ls"
+        );
+        assert_eq!(
+            render_candidate("running", Some("w2/0"), "Bash: ls"),
+            "running on w2/0 · Bash: ls"
+        );
+        assert_eq!(
+            render_candidate("running", Some("w2/0"), ""),
+            "running on w2/0"
+        );
+        assert_eq!(render_candidate("waiting", None, ""), "waiting for a slot");
+        assert_eq!(
+            render_candidate("done", None, "Bash: ls"),
+            "done: waiting for the merge queue"
+        );
+        assert_eq!(
+            render_candidate("validating", None, ""),
+            "in the merge queue"
+        );
+        assert_eq!(
+            render_candidate("passed", None, ""),
+            "passed: waiting for the pick"
+        );
+        for word in ["failed", "stopped", "won"] {
+            assert_eq!(render_candidate(word, Some("w2/0"), "x"), word);
+        }
+    }
+
+    #[test]
+    fn a_racing_storys_row_counts_its_candidates_busiest_first() {
+        assert_eq!(
+            render_race(&["failed", "running", "running", "waiting"]),
+            "2 running, 1 waiting, 1 failed"
+        );
+        assert_eq!(render_race(&["stopped", "won"]), "1 won, 1 stopped");
+        assert_eq!(render_race(&["validating", "odd"]), "1 validating, 1 other");
+        assert_eq!(render_race(&[]), "");
+    }
+}

@@ -466,13 +466,22 @@ impl<E: Executor> Dispatcher<E> {
                 self.reporter.story_started(&id, &title, model.as_deref())
             }
             Action::StoryFinished { id } => self.reporter.story_finished(&id),
-            Action::Activity { id, text } => {
+            Action::Activity {
+                id,
+                candidate,
+                text,
+            } => {
                 if let Some(live) = &self.live {
                     live.activity(&id, &text);
                 }
-                self.reporter.activity(&id, &text);
+                self.reporter.activity(&id, candidate, &text);
             }
-            Action::Placed { id, node } => self.reporter.placed(&id, &node),
+            Action::Placed {
+                id,
+                candidate,
+                node,
+            } => self.reporter.placed(&id, candidate, &node),
+            Action::Candidates { id, rows } => self.reporter.candidates(&id, &rows),
             Action::RecordLearnings { id, learnings } => {
                 if let Ok(added) = learnings::record(root, &id, &learnings) {
                     for l in added {

@@ -41,6 +41,8 @@ pub(crate) enum Event {
     /// A line of what an agent is doing, for the display.
     Activity {
         idx: usize,
+        /// A racing candidate's (issue 36): shown on its own row.
+        candidate: Option<u32>,
         text: String,
     },
     /// Where a running attempt runs, as soon as its executor knows: a
@@ -49,6 +51,7 @@ pub(crate) enum Event {
     Placed {
         idx: usize,
         attempt: u32,
+        candidate: Option<u32>,
         node: String,
     },
     /// A running story's agent is editing a file (from its tool calls):
@@ -94,8 +97,26 @@ pub(crate) enum Event {
 impl From<AttemptEvent> for Event {
     fn from(ev: AttemptEvent) -> Event {
         match ev {
-            AttemptEvent::Activity { idx, text } => Event::Activity { idx, text },
-            AttemptEvent::Placed { idx, attempt, node } => Event::Placed { idx, attempt, node },
+            AttemptEvent::Activity {
+                idx,
+                candidate,
+                text,
+            } => Event::Activity {
+                idx,
+                candidate,
+                text,
+            },
+            AttemptEvent::Placed {
+                idx,
+                attempt,
+                candidate,
+                node,
+            } => Event::Placed {
+                idx,
+                attempt,
+                candidate,
+                node,
+            },
             AttemptEvent::Editing { idx, path } => Event::Editing { idx, path },
         }
     }
@@ -280,12 +301,22 @@ pub(crate) enum Action {
     },
     Activity {
         id: String,
+        /// A racing candidate's: its own row's.
+        candidate: Option<u32>,
         text: String,
     },
-    /// Show where a running story's attempt runs (`Event::Placed`).
+    /// Show where a running story's attempt (or racing candidate) runs
+    /// (`Event::Placed`).
     Placed {
         id: String,
+        candidate: Option<u32>,
         node: String,
+    },
+    /// Show a racing story's candidates (best of N, issue 36): each with
+    /// its state, as `status --json` has them; none once the race is over.
+    Candidates {
+        id: String,
+        rows: Vec<crate::state::CandidateRow>,
     },
     /// Keep what the agent learnt (and say which lines were new).
     RecordLearnings {

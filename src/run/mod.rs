@@ -212,27 +212,21 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
             pr: checked.pr.is_some(),
         },
         batch: queue_shape.1,
-        // Candidates race on this machine only: a cluster's attempts run
-        // one at a time (issue 36 leaves Ray for later).
-        best_of: match config.executor {
-            crate::config::Executor::Local => model::BestOf {
-                cli: opts.best_of,
-                config: config.attempts.best_of,
-                candidates: config.attempts.candidates.clone(),
-                pick: config.attempts.pick,
-                judge: config.attempts.judge.clone(),
-                checks: config
-                    .validation
-                    .commands
-                    .iter()
-                    .filter(|v| v.required)
-                    .map(|v| v.name.clone())
-                    .collect(),
-            },
-            _ => model::BestOf {
-                cli: Some(1),
-                ..Default::default()
-            },
+        // Each candidate is an attempt of its own: a slot here, or a job
+        // of its own on a cluster (`exec::ray`, by its candidate key).
+        best_of: model::BestOf {
+            cli: opts.best_of,
+            config: config.attempts.best_of,
+            candidates: config.attempts.candidates.clone(),
+            pick: config.attempts.pick,
+            judge: config.attempts.judge.clone(),
+            checks: config
+                .validation
+                .commands
+                .iter()
+                .filter(|v| v.required)
+                .map(|v| v.name.clone())
+                .collect(),
         },
     }
 }

@@ -13,3 +13,13 @@ pub(crate) struct CandidateRow {
     /// `waiting`, `running`, `done`, `validating`, `failed`, `stopped`, `won`.
     pub(crate) state: String,
 }
+
+impl CandidateRow {
+    /// `agent:model`, or the agent alone, as `attempts.candidates` names it.
+    pub(crate) fn who(&self) -> String {
+        match &self.model {
+            Some(m) => format!("{}:{m}", self.agent),
+            None => self.agent.clone(),
+        }
+    }
+}

@@ -72,22 +72,6 @@ fn holding(token: &str) -> Vec<String> {
     found
 }
 
-fn candidate_ends(p: &Project) -> Vec<(u64, String, bool)> {
-    let mut ends: Vec<(u64, String, bool)> = run_records(p)
-        .iter()
-        .filter(|r| r["ev"] == "candidate_end")
-        .map(|r| {
-            (
-                r["candidate"].as_u64().unwrap(),
-                r["outcome"].as_str().unwrap().to_string(),
-                r["winner"].as_bool().unwrap(),
-            )
-        })
-        .collect();
-    ends.sort();
-    ends
-}
-
 #[test]
 fn first_lands_the_fast_passing_candidate_and_stops_the_slow_one() {
     let p = Project::with_backlog("1.1 | Hard\n", CONFIG);

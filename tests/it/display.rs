@@ -626,3 +626,76 @@ while true; do sleep 0.05; done"#,
         assert!(!alive(agent), "agent {agent} survived");
     }
 }
+
+/// Story 1.1 raced by two candidates: "slow" works until it is stopped,
+/// "fast" finishes once `$SCRATCH/go` is there.
+fn racing_project() -> Project {
+    let p = Project::with_backlog(
+        "1.1 | Hard\n",
+        r#"{"loop": {"max_retries": 1, "grace_seconds": 1},
+            "attempts": {"best_of": 2, "candidates": ["claude:slow", "claude:fast"]}}"#,
+    );
+    p.commit_all("backlog");
+    p.agent(&format!(
+        r#"{MODEL_AS_M}
+tool "cat src/$M.rs"
+case "$M" in
+slow) commit_file "src/slow.txt"; while :; do sleep 0.05; done ;;
+fast) while [ ! -e "$SCRATCH/go" ]; do sleep 0.05; done; commit_file "src/fast.txt"; done_ ;;
+esac"#
+    ));
+    p
+}
+
+/// What a race says line by line, on a terminal or not.
+const RACE_LINES: [&str; 4] = [
+    "[race] 1.1 candidate 1 of 2 (claude:slow) started",
+    "[race] 1.1 candidate 2 of 2 (claude:fast) started",
+    "[race] 1.1 candidate 2 of 2 (claude:fast): won",
+    "[race] 1.1 candidate 1 of 2 (claude:slow): stopped",
+];
+
+/// Best of N (issue 36): a racing story is one story with a row per
+/// candidate under it (which it is, who it runs as, where it is, its
+/// latest activity), gone with the race; event lines say each
+/// candidate's start and end.
+#[test]
+fn a_racing_story_shows_a_row_per_candidate() {
+    let p = racing_project();
+    let mut run = PtyRun::start(live_command(&p, &["run", "-j", "2"]));
+    run.wait_for("best of 2 · 2 running");
+    run.wait_for("└1 claude:slow");
+    run.wait_for("└2 claude:fast");
+    run.wait_for("running · Bash: cat src/slow.rs");
+    run.wait_for("running · Bash: cat src/fast.rs");
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    let (code, bytes) = run.finish();
+    let screen = replay(&bytes, COLS as usize);
+    let shown = screen.text();
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(screen.wraps, 0, "a row wrapped:\n{shown}");
+    assert_eq!(p.completed(), ["1.1"]);
+    for line in RACE_LINES {
+        assert!(shown.contains(line), "{line}:\n{shown}");
+    }
+    assert!(!shown.contains('└'), "a candidate's row was left:\n{shown}");
+}
+
+/// Without a terminal a race is its lines: each candidate's start and end.
+#[test]
+fn plain_output_has_a_line_per_candidates_start_and_end() {
+    let p = racing_project();
+    std::fs::write(p.scratch.join("go"), "").unwrap();
+    let r = p.ralph(&["run", "-j", "2"]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    for line in RACE_LINES {
+        assert_eq!(
+            lines.iter().filter(|l| **l == line).count(),
+            1,
+            "{line}:\n{}",
+            r.stderr
+        );
+    }
+    assert!(!r.all().contains('└'), "{}", r.all());
+}

@@ -607,3 +607,21 @@ pub fn depends(p: &Project, id: &str, deps: &str) {
         ),
     );
 }
+
+/// Each `candidate_end` record of the run (best of N, issue 36):
+/// (candidate, outcome, winner), in candidate order.
+pub fn candidate_ends(p: &Project) -> Vec<(u64, String, bool)> {
+    let mut ends: Vec<(u64, String, bool)> = run_records(p)
+        .iter()
+        .filter(|r| r["ev"] == "candidate_end")
+        .map(|r| {
+            (
+                r["candidate"].as_u64().unwrap(),
+                r["outcome"].as_str().unwrap().to_string(),
+                r["winner"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    ends.sort();
+    ends
+}

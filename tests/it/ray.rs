@@ -1271,3 +1271,192 @@ fn a_github_backed_project_runs_on_ray() {
         );
     }
 }
+
+/// Story 1.1 raced by two candidates, "slow" and "fast" (`body` behaves
+/// by `$M`), the agent on the nodes' PATH (`bin`).
+fn racing_project(c: &Cluster, body: &str, bin: &Path) -> Project {
+    let agent = format!("{}{body}", crate::harness::MODEL_AS_M);
+    let p = project(c, "1.1 | Hard\n", &agent);
+    let mut cfg: serde_json::Value = serde_json::from_str(&p.read(".ralph/config.json")).unwrap();
+    cfg["attempts"] =
+        serde_json::json!({ "best_of": 2, "candidates": ["claude:slow", "claude:fast"] });
+    p.write(".ralph/config.json", &cfg.to_string());
+    p.commit_all("best of 2");
+    std::fs::copy(p.bin.join("claude"), bin.join("claude")).unwrap();
+    p
+}
+
+/// No job of this project left on the cluster, no ref on the relay or on
+/// the coordinator's landing pads.
+fn nothing_left(c: &Cluster, p: &Project, shown: &str) {
+    let left: Vec<serde_json::Value> = c
+        .jobs()
+        .into_iter()
+        .filter(|j| j["metadata"]["ralph_story"].as_str().is_some())
+        .collect();
+    assert!(left.is_empty(), "jobs left: {left:?}\n{shown}");
+    assert_eq!(relay_refs(c), Vec::<String>::new(), "{shown}");
+    assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new());
+}
+
+/// Best of 2 on Ray: each candidate says which it is and where it runs,
+/// then behaves by its model. "slow" commits, starts a child, and waits
+/// until it is stopped; "fast" waits for that commit, then finishes.
+const RACING_AGENT: &str = r#"
+echo "$M $RALPH_CANDIDATE $RALPH_ATTEMPT $RALPH_TEST_NODE" >> "$SCRATCH/candidates"
+case "$M" in
+slow)
+  commit_file "src/slow.txt" "slow on $RALPH_TEST_NODE"
+  sleep 1000 & echo $! > "$SCRATCH/slow.pids"; echo $$ >> "$SCRATCH/slow.pids"
+  touch "$SCRATCH/slow-committed"
+  while :; do sleep 0.1; done ;;
+fast)
+  while [ ! -e "$SCRATCH/slow-committed" ]; do sleep 0.1; done
+  commit_file "src/fast.txt" "fast on $RALPH_TEST_NODE"
+  done_ ;;
+esac
+"#;
+
+/// Issue 36 on Ray: each candidate is a job of its own (one slot per node,
+/// so one on each node), on its own branch and relay refs, with
+/// `RALPH_CANDIDATE` on the node. The fast one lands; the slow one's job is
+/// stopped with its whole tree, no retry charged, its commit brought back
+/// to `refs/ralph/candidates/1.1/1/1`; no job and no relay ref is left.
+#[test]
+fn best_of_two_races_as_two_jobs_and_keeps_the_stopped_ones_work() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start_with(bin.path(), scratch.path(), 1) else {
+        return;
+    };
+    let p = racing_project(&c, RACING_AGENT, bin.path());
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "2"]));
+    assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
+
+    // The fast candidate's work landed, once, no failure charged.
+    assert_eq!(p.completed(), ["1.1"]);
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert!(p.file_on_main("src/fast.txt").is_some());
+    assert_eq!(p.file_on_main("src/slow.txt"), None);
+    assert_eq!(p.story("1.1")["attempts"], 0, "{}", p.read("ralph.log"));
+    // Each candidate knew which it was, on a node of its own.
+    let mut who: Vec<Vec<String>> = std::fs::read_to_string(scratch.path().join("candidates"))
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').map(String::from).collect())
+        .collect();
+    who.sort();
+    assert_eq!(who.len(), 2, "{who:?}");
+    assert_eq!(who[0][..3], ["fast", "2", "1"], "{who:?}");
+    assert_eq!(who[1][..3], ["slow", "1", "1"], "{who:?}");
+    assert_ne!(who[0][3], who[1][3], "both candidates ran on one node");
+    // The slow one was stopped, its whole tree gone.
+    let pids = crate::harness::pids_in(&scratch.path().join("slow.pids"));
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    for pid in pids {
+        wait_until(
+            "the slow candidate's tree gone",
+            Duration::from_secs(60),
+            || !crate::harness::alive(pid),
+        );
+    }
+    assert_eq!(
+        crate::harness::candidate_ends(&p),
+        [
+            (1, "stopped".to_string(), false),
+            (2, "won".to_string(), true)
+        ],
+        "{}",
+        p.read("ralph.log")
+    );
+    // Its commit came back through the relay and is kept.
+    let kept = "refs/ralph/candidates/1.1/1/1";
+    assert_eq!(
+        git(&p.root, &["show", &format!("{kept}:src/slow.txt")]),
+        format!("slow on {}\n", who[1][3]),
+        "{}",
+        p.read("ralph.log")
+    );
+    // Each candidate's log is its own.
+    for k in [1, 2] {
+        let log = p.root.join(format!(".ralph/logs/1.1/attempt-1-c{k}.log"));
+        assert!(log.exists(), "{}", log.display());
+    }
+    // Nothing left behind: no job of this project, no relay ref.
+    nothing_left(&c, &p, "");
+}
+
+/// A race's candidates by attempt: "slow" commits and works until it is
+/// stopped; "fast" finishes once `$SCRATCH/go-<attempt>` is there.
+const RACE_BY_ATTEMPT_AGENT: &str = r#"
+echo "$M $RALPH_CANDIDATE $RALPH_ATTEMPT" >> "$SCRATCH/candidates"
+touch "$SCRATCH/$M-$RALPH_ATTEMPT"
+case "$M" in
+slow)
+  commit_file "src/slow-$RALPH_ATTEMPT.txt"
+  touch "$SCRATCH/slow-committed-$RALPH_ATTEMPT"
+  while :; do sleep 0.1; done ;;
+fast)
+  while [ ! -e "$SCRATCH/go-$RALPH_ATTEMPT" ]; do sleep 0.1; done
+  commit_file "src/fast.txt"; done_ ;;
+esac
+"#;
+
+/// A coordinator killed mid-race: the next run claims none of its
+/// candidates' jobs (a race starts afresh), stops them, keeps each one's
+/// log as the candidate's and brings what each committed home as kept
+/// refs, and its own race lands. Nothing is left on the cluster or relay.
+#[test]
+fn a_race_whose_coordinator_was_killed_races_afresh_and_keeps_the_old_work() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let Some(c) = Cluster::start(bin.path(), scratch.path()) else {
+        return;
+    };
+    let p = racing_project(&c, RACE_BY_ATTEMPT_AGENT, bin.path());
+    let mut first = c
+        .ralph(&p, &["run", "-j", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let there = |name: &str| scratch.path().join(name).exists();
+    wait_until("both candidates at work", Duration::from_secs(120), || {
+        there("slow-committed-1") && there("fast-1")
+    });
+    // SIGKILL: both candidates' jobs run on with no coordinator.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::fs::write(scratch.path().join("go-2"), "").unwrap();
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "2"]));
+    let shown = format!("{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(r.code, 0, "{shown}");
+    assert_eq!(p.completed(), ["1.1"], "{shown}");
+    assert_eq!(p.merges_of("1.1"), 1, "{shown}");
+    assert_eq!(p.file_on_main("src/slow-1.txt"), None);
+    // The new race's slow candidate is kept as any stopped candidate is.
+    assert_eq!(
+        git(
+            &p.root,
+            &["show", "refs/ralph/candidates/1.1/2/1:src/slow-2.txt"]
+        ),
+        "1.1\n",
+        "{shown}"
+    );
+    // The old race's: its commit came home, its log is the candidate's.
+    assert_eq!(
+        git(
+            &p.root,
+            &["show", "refs/ralph/attempts/1.1@c1/1:src/slow-1.txt"]
+        ),
+        "1.1\n",
+        "{shown}"
+    );
+    for k in [1, 2] {
+        let log = p.root.join(format!(".ralph/logs/1.1/attempt-1-c{k}.log"));
+        assert!(log.exists(), "{}\n{shown}", log.display());
+    }
+    nothing_left(&c, &p, &shown);
+}

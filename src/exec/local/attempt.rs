@@ -91,10 +91,7 @@ pub(super) async fn run_attempt(
     events: mpsc::UnboundedSender<AttemptEvent>,
     verbose: bool,
 ) -> AttemptReport {
-    let gid = match req.candidate {
-        Some(k) => project::candidate_key(&story.id, k),
-        None => story.id.clone(),
-    };
+    let gid = project::attempt_key(&story.id, req.candidate);
     let a = Attempt {
         ctx: &ctx,
         req: &req,
@@ -103,10 +100,7 @@ pub(super) async fn run_attempt(
         n: req.attempt,
         branch: project::story_branch(&gid),
         wt_path: crate::paths::slot_worktree(&ctx.root, req.slot).1,
-        log_path: match req.candidate {
-            Some(k) => crate::paths::candidate_log_path(&ctx.root, &story.id, req.attempt, k),
-            None => crate::paths::attempt_log_path(&ctx.root, &story.id, req.attempt),
-        },
+        log_path: crate::paths::log_of(&ctx.root, &story.id, req.attempt, req.candidate),
         gid,
         backend: req.agent,
         started: Instant::now(),
@@ -384,7 +378,7 @@ impl Attempt<'_> {
         if self.splitting() {
             parser = parser.keeping_text(super::split::KEEP_TEXT);
         }
-        let idx = self.req.idx;
+        let (idx, candidate) = (self.req.idx, self.req.candidate);
         let mut last_sent = Instant::now() - ACTIVITY_GAP;
         let mut edited = std::collections::HashSet::new();
         let on_line = |line: &str| {
@@ -402,7 +396,11 @@ impl Attempt<'_> {
                 }
                 if verbose || last_sent.elapsed() >= ACTIVITY_GAP {
                     last_sent = Instant::now();
-                    let _ = events.send(AttemptEvent::Activity { idx, text });
+                    let _ = events.send(AttemptEvent::Activity {
+                        idx,
+                        candidate,
+                        text,
+                    });
                 }
             }
             // A rejected key: the CLI would retry it for minutes, in vain.

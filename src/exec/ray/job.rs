@@ -49,6 +49,9 @@ pub(super) struct Job {
 /// An attempt's job as `plan` made it ready.
 struct Plan {
     id: String,
+    /// What its job's name and git names are made of: the story's ID, or
+    /// a racing candidate's key (`project::attempt_key`, issue 36).
+    key: String,
     /// The attempt number naming its job and relay refs (an adopted job's own).
     n: u32,
     sid: String,
@@ -157,7 +160,8 @@ impl Job {
     async fn plan(&self, req: &AttemptRequest, story: &Story) -> Result<Plan, Box<AttemptReport>> {
         let ctx = &self.ctx;
         let id = story.id.clone();
-        let log_path = crate::paths::attempt_log_path(&ctx.root, &id, req.attempt);
+        let key = project::attempt_key(&id, req.candidate);
+        let log_path = crate::paths::log_of(&ctx.root, &id, req.attempt, req.candidate);
         let log_rel = log_path
             .strip_prefix(&ctx.root)
             .unwrap_or(&log_path)
@@ -170,13 +174,14 @@ impl Job {
             Some(o) => (o.attempt, o.submission_id.clone(), true),
             None => (
                 req.attempt,
-                submission_id(&ctx.tag, &id, req.attempt),
+                submission_id(&ctx.tag, &key, req.attempt),
                 false,
             ),
         };
-        let refs = relay::relay_refs(&ctx.tag, &id, n);
+        let refs = relay::relay_refs(&ctx.tag, &key, n);
         let mut plan = Plan {
             id,
+            key,
             n,
             sid,
             adopted,
@@ -314,6 +319,7 @@ impl Job {
             base: plan.base.clone(),
             prefer_slot: plan.prefer_slot,
             tracker: plan.tracker_sent,
+            candidate: req.candidate,
         };
         let job = job_spec(
             &plan.sid,
@@ -322,7 +328,7 @@ impl Job {
             self.package.as_deref(),
             stop_wait(ctx),
             &ctx.tag,
-            &plan.id,
+            &plan.key,
             plan.n,
         );
         let sid = plan.sid.clone();
@@ -447,6 +453,7 @@ impl Job {
             let _ = self.activity.send(AttemptEvent::Placed {
                 idx: req.idx,
                 attempt: req.attempt,
+                candidate: req.candidate,
                 node: on.to_string(),
             });
         }
@@ -455,6 +462,7 @@ impl Job {
                 shown.activity = text.to_string();
                 let _ = self.activity.send(AttemptEvent::Activity {
                     idx: req.idx,
+                    candidate: req.candidate,
                     text: shown.activity.clone(),
                 });
             }
@@ -514,7 +522,7 @@ impl Job {
             &plan.log_rel,
             format!("job {sid} ended without a report ({why}); it runs again"),
         );
-        let keep = project::kept_ref(KeptRef::Interrupted, id, n);
+        let keep = project::kept_ref(KeptRef::Interrupted, &plan.key, n);
         let fetch = [
             "fetch".to_string(),
             "--quiet".into(),
@@ -621,7 +629,7 @@ impl Job {
     /// Fetches the worker's refs from the relay, checks the work grew from
     /// `base`, sets the story branch, and clears the relay.
     async fn collect(&self, plan: &Plan, base: &Oid, wire: &WorkerReport) -> Result<(), String> {
-        let (id, n, refs) = (plan.id.as_str(), plan.n, &plan.refs);
+        let (id, n, refs) = (plan.key.as_str(), plan.n, &plan.refs);
         let (out, kept, saved) = (
             wire.out.as_ref(),
             &wire.report.kept,

@@ -212,11 +212,12 @@ impl crate::executor::Executor for RayExecutor {
             ctx: self.ctx.clone(),
             cluster: self.cluster.clone(),
             board: self.board.clone(),
-            orphan: self
-                .orphans
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&story.id),
+            // A racing candidate never takes over a crashed run's job: its
+            // own (named by its key) were left over at the start.
+            orphan: match req.candidate {
+                None => lock(&self.orphans).remove(&story.id),
+                Some(_) => None,
+            },
             relay_url: self.relay_url.clone(),
             subdir: self.subdir.clone(),
             remote: self.settings.relay.clone(),

@@ -238,7 +238,9 @@ async fn retire(
         .await
         .unwrap_or_default();
     if let Some(Ok(wire)) = worker::report_in(&logs) {
-        let path = crate::paths::attempt_log_path(&ctx.root, id, orphan.attempt);
+        // A racing candidate's job is named by its key.
+        let (story, k) = crate::project::split_attempt_key(id);
+        let path = crate::paths::log_of(&ctx.root, story, orphan.attempt, k);
         if !path.exists() {
             if let Some(dir) = path.parent() {
                 let _ = std::fs::create_dir_all(dir);

@@ -45,6 +45,20 @@ use {
     crate::agent::Verdict,
 };
 
+/// Where an attempt runs (`outcome::placed`), or a racing candidate
+/// (`race::placed`): a cluster node.
+fn where_it_runs(
+    model: &mut Model,
+    idx: usize,
+    (attempt, candidate): (u32, Option<u32>),
+    node: String,
+) -> Vec<Action> {
+    match candidate {
+        Some(k) => race::placed(model, idx, (attempt, k), node),
+        None => placed(model, idx, attempt, node),
+    }
+}
+
 /// Applies `event` to `model`; returns what to do.
 pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
     let mut out = Vec::new();
@@ -110,14 +124,24 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
                 "backlog: {describe} changed; new work is taken in once the running stories are done"
             )));
         }
-        Event::Activity { idx, text } => {
+        Event::Activity {
+            idx,
+            candidate,
+            text,
+        } => {
             // Changes nothing the scheduler looks at.
             return vec![Action::Activity {
                 id: model.id(idx).to_string(),
+                candidate,
                 text,
             }];
         }
-        Event::Placed { idx, attempt, node } => return placed(model, idx, attempt, node),
+        Event::Placed {
+            idx,
+            attempt,
+            candidate,
+            node,
+        } => return where_it_runs(model, idx, (attempt, candidate), node),
         Event::Editing { idx, path } => {
             // Only what later choices see: nothing starts or stops for it.
             model.editing(idx, path);

@@ -36,7 +36,11 @@ pub(super) fn placed(model: &mut Model, idx: usize, attempt: u32, node: String) 
             attempt,
             node: node.clone(),
         }),
-        Action::Placed { id, node },
+        Action::Placed {
+            id,
+            candidate: None,
+            node,
+        },
         Action::Save,
     ]
 }

@@ -175,6 +175,7 @@ fn start_candidate(
         return;
     };
     let (attempt, (kind, note)) = (race.attempt, candidate_task(race, k));
+    let of = race.cands.len() as u32;
     let Some(c) = race.get_mut(k) else { return };
     c.state = CandState::Running;
     c.slot = Some(slot);
@@ -192,6 +193,12 @@ fn start_candidate(
         "start story {id} attempt {attempt} candidate {k} ({}) in slot {slot}{fixing}",
         who(agent, chosen.as_deref())
     )));
+    out.push(Action::Say(Message::CandidateStarted {
+        id: id.clone(),
+        k,
+        of,
+        who: who(agent, chosen.as_deref()),
+    }));
     out.push(Action::Record(Ev::CandidateStart {
         story: id,
         attempt,
@@ -466,7 +473,7 @@ fn settle(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
         return;
     };
     let decided = race.won().is_some();
-    let attempt = race.attempt;
+    let (attempt, of) = (race.attempt, race.cands.len() as u32);
     for c in race.cands.iter_mut().filter(|c| c.ended && !c.settled) {
         let done = matches!(
             c.state,
@@ -478,6 +485,13 @@ fn settle(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
         }
         c.settled = true;
         let winner = c.state == CandState::Won;
+        out.push(Action::Say(Message::CandidateEnded {
+            id: id.clone(),
+            k: c.k,
+            of,
+            who: who(c.agent, c.model.as_deref()),
+            outcome: c.state.word().to_string(),
+        }));
         out.push(Action::Record(Ev::CandidateEnd {
             story: id.clone(),
             attempt,
@@ -785,6 +799,12 @@ fn sync_rows(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
     let Some(rec) = model.state.stories.get_mut(&id) else {
         return;
     };
+    if rec.candidates != rows {
+        out.push(Action::Candidates {
+            id: id.clone(),
+            rows: rows.clone(),
+        });
+    }
     if let Some(race) = model.racing.get(&idx) {
         for c in race.cands.iter().filter(|c| !c.settled) {
             let word = c.state.word();
@@ -800,4 +820,26 @@ fn sync_rows(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
         }
     }
     rec.candidates = rows;
+}
+
+/// Where racing candidate `k` of attempt `attempt` at story `idx` runs (a
+/// cluster node): shown on its row while it runs; the story's own
+/// placement (`outcome::placed`, for `status`) is an attempt's.
+pub(super) fn placed(
+    model: &Model,
+    idx: usize,
+    (attempt, k): (u32, u32),
+    node: String,
+) -> Vec<Action> {
+    let running = model.racing.get(&idx).is_some_and(|r| {
+        r.attempt == attempt && r.get(k).is_some_and(|c| c.state == CandState::Running)
+    });
+    if !running {
+        return Vec::new();
+    }
+    vec![Action::Placed {
+        id: model.id(idx).to_string(),
+        candidate: Some(k),
+        node,
+    }]
 }

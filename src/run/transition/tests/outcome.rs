@@ -307,6 +307,7 @@ fn a_placed_attempt_is_kept_recorded_and_shown_until_it_ends() {
     let placed = |attempt: u32| Event::Placed {
         idx: req.idx,
         attempt,
+        candidate: None,
         node: "w2/1".into(),
     };
     let a = handle(&mut m, placed(req.attempt), t0());
@@ -320,6 +321,7 @@ fn a_placed_attempt_is_kept_recorded_and_shown_until_it_ends() {
     );
     assert!(a.contains(&Action::Placed {
         id: "a".into(),
+        candidate: None,
         node: "w2/1".into()
     }));
     assert!(a.contains(&Action::Save), "status reads it from the state");

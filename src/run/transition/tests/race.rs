@@ -649,3 +649,86 @@ fn a_race_starts_only_when_the_budget_holds_all_its_candidates() {
         );
     }
 }
+
+/// What the display is told of story a's candidates: their rows as they
+/// change (none once the race is over), and a line each at its start and
+/// at its end.
+fn shown_rows(actions: &[Action]) -> Vec<Vec<(u32, String)>> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Candidates { id, rows } if id == "a" => {
+                Some(rows.iter().map(|r| (r.k, r.state.clone())).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_display_is_told_each_candidates_row_start_end_and_node() {
+    let mut m = racing(2, 4);
+    let a = handle(&mut m, Event::Start { reland: vec![] }, t0());
+    let reqs = of_a(starts(&a));
+    let row = |k: u32, s: &str| (k, s.to_string());
+    assert_eq!(
+        shown_rows(&a).last(),
+        Some(&vec![row(1, "running"), row(2, "running")])
+    );
+    let started: Vec<Message> = said(&a)
+        .into_iter()
+        .filter(|m| matches!(m, Message::CandidateStarted { .. }))
+        .collect();
+    assert_eq!(
+        started,
+        [1, 2].map(|k| Message::CandidateStarted {
+            id: "a".into(),
+            k,
+            of: 2,
+            who: "claude".into(),
+        })
+    );
+    // Where each runs goes to its own row; a placement of a candidate not
+    // running (or of another attempt) is dropped.
+    let placed = |attempt, k| Event::Placed {
+        idx: 0,
+        attempt,
+        candidate: Some(k),
+        node: "w2/0".into(),
+    };
+    assert_eq!(
+        handle(&mut m, placed(1, 2), t0()),
+        [Action::Placed {
+            id: "a".into(),
+            candidate: Some(2),
+            node: "w2/0".into()
+        }]
+    );
+    assert!(handle(&mut m, placed(2, 2), t0()).is_empty());
+    assert!(handle(&mut m, placed(1, 3), t0()).is_empty());
+    assert_eq!(m.state.record("a").unwrap().running_on, None);
+    // A row changes only when a state does.
+    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    assert_eq!(
+        shown_rows(&a),
+        [vec![row(1, "validating"), row(2, "running")]]
+    );
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(shown_rows(&a), [vec![row(1, "won"), row(2, "stopped")]]);
+    assert!(said(&a).contains(&Message::CandidateEnded {
+        id: "a".into(),
+        k: 1,
+        of: 2,
+        who: "claude".into(),
+        outcome: "won".into(),
+    }));
+    let a = handle(&mut m, finished(&reqs[1], Verdict::Interrupted), t0());
+    assert_eq!(shown_rows(&a), [Vec::<(u32, String)>::new()], "race over");
+    assert!(said(&a).contains(&Message::CandidateEnded {
+        id: "a".into(),
+        k: 2,
+        of: 2,
+        who: "claude".into(),
+        outcome: "stopped".into(),
+    }));
+}
