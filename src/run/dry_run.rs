@@ -132,5 +132,6 @@ pub(super) fn dry_run(
             required
         )
     );
+    println!("[DRY RUN] {}", transition::queue::where_line(c));
     Ok(EXIT_OK)
 }

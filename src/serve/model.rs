@@ -195,6 +195,7 @@ impl Summary {
                 tree,
                 stories,
                 slot,
+                ..
             } => self.validating.push(Validating {
                 stories: stories.clone(),
                 slot: slot.clone(),
@@ -340,6 +341,7 @@ mod tests {
                     tree: format!("t{n}"),
                     stories: cand(n),
                     slot: format!("validate-{n}"),
+                    node: None,
                 },
             ));
         }
@@ -353,6 +355,7 @@ mod tests {
                 stories: cand(1),
                 verdict: "passed".into(),
                 secs: 1.0,
+                node: None,
             },
         ));
         assert_eq!(s.validating.len(), 2);
