@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use crate::harness::{git, run_records, wait_until, Project, RALPH};
 
+mod validation;
+
 /// Ray takes ~2 GB for two nodes: one cluster at a time in this process.
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

@@ -146,6 +146,19 @@ impl RayExecutor {
         let validations = cluster
             .validations(&ctx.tag)
             .map_err(|e| RalphError::usage(format!("listing the cluster's jobs: {e}")))?;
+        // Stopped now, not at the first attempt (a run that only lands has
+        // none); retired with the rest (deleted once they end).
+        for (what, job) in &validations {
+            let sid = &job.submission_id;
+            match cluster.stop(sid) {
+                Ok(()) => ctx.log.line(&format!(
+                    "executor: job {sid} of an earlier run ({}) stopped at the start: no one \
+                     waits for its verdict",
+                    retire::what(what)
+                )),
+                Err(e) => ctx.log.line(&format!("executor: job {sid}: stop: {e}")),
+            }
+        }
         leftovers.extend(validations);
         if !leftovers.is_empty() {
             let ids: Vec<String> = leftovers.iter().map(|(id, _)| retire::what(id)).collect();

@@ -1,0 +1,271 @@
+//! `validation.where: executor` on a real Ray cluster (issue 34 item 3):
+//! each merge-queue candidate is validated by a Ray job on a node, while
+//! the coordinator merges and moves the target. The validation command
+//! records the tree it passed and the node it ran on (`$RALPH_NODE`,
+//! which only the nodes have) in the scratch directory, outside every
+//! repository.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::{ended, project_with, relay_refs, run_to_end, Cluster, ONE_CLUSTER};
+use crate::harness::{alive, assert_every_tip_in, git, run_records, wait_until, Project, RALPH};
+
+/// `bash` lines waiting (bounded) until the coordinator's records in
+/// `root` hold `$1` ended attempts: the nodes share its disk here.
+fn wait_ended(root: &Path) -> String {
+    format!(
+        r#"wait_ended() {{
+  for _ in $(seq 1 1200); do
+    n=$(cat '{}'/.ralph/runs/*.jsonl 2>/dev/null | grep -c '"ev":"attempt_end"')
+    [ "${{n:-0}}" -ge "$1" ] && return 0
+    sleep 0.05
+  done
+}}"#,
+        root.display()
+    )
+}
+
+/// The project on the cluster: `queue`, validations as jobs, chains of
+/// four, and `script` (written to the scratch directory) the one required
+/// validation command.
+fn on_ray(c: &Cluster, queue: &str, scratch: &Path, bin: &Path, script: &str) -> Project {
+    let p = project_with(c, queue, "done_\n", RALPH, r#"{ "ralph_slot": 1 }"#);
+    let path = scratch.join("validate.sh");
+    std::fs::write(&path, script.replace("WAIT_ENDED", &wait_ended(&p.root))).unwrap();
+    let cfg = p.read(".ralph/config.json");
+    let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
+    v["validation"] = serde_json::json!({ "where": "executor", "commands": [
+        { "name": "tests", "cmd": format!("bash {}", path.display()), "required": true } ] });
+    v["landing"] = serde_json::json!({ "speculate": 4 });
+    p.write(".ralph/config.json", &v.to_string());
+    p.commit_all("validated on the cluster");
+    std::fs::copy(p.bin.join("claude"), bin.join("claude")).unwrap();
+    p
+}
+
+/// The cluster, the agents' scratch directory and the nodes' PATH
+/// directory, this process's one cluster held: bound in this order, the
+/// cluster stops first and the hold goes last. `None` where it cannot run.
+fn cluster() -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    tempfile::TempDir,
+    Cluster,
+)> {
+    let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let c = Cluster::start(bin.path(), scratch.path())?;
+    Some((one, scratch, bin, c))
+}
+
+/// No validation job, no relay ref, no coordinator worktree left behind.
+fn assert_nothing_left(c: &Cluster, p: &Project, shown: &str) {
+    let jobs = c.jobs();
+    assert!(
+        !jobs
+            .iter()
+            .any(|j| j["metadata"]["ralph_validation"].is_string()),
+        "validation jobs left on the cluster: {jobs:?}\n{shown}"
+    );
+    assert_eq!(relay_refs(c), Vec::<String>::new(), "{shown}");
+    assert_eq!(p.refs("refs/ralph-relay/"), Vec::<String>::new(), "{shown}");
+    assert_eq!(p.worktrees().len(), 1, "{:?}", p.worktrees());
+    assert!(p.branches("ralph/validate*").is_empty(), "{shown}");
+}
+
+/// Five stories ending in order (1.k once k-1 attempts ended), so 1.1
+/// lands alone and 1.2..1.5 form one chain of four; the merge holding 1.3
+/// without its fix fails. Every tip is a tree a node validated, 1.3 alone
+/// goes back (shown its failing output), and nothing is left anywhere.
+#[test]
+fn a_chain_validated_as_jobs_on_the_nodes_lands_only_validated_trees() {
+    let Some((_one, scratch, bin, c)) = cluster() else {
+        return;
+    };
+    let s = scratch.path().display().to_string();
+    let script = r#"#!/bin/bash
+WAIT_ENDED
+tree=$(git rev-parse 'HEAD^{tree}')
+node=${RALPH_NODE:-coordinator}
+( flock 9; echo "$tree $RALPH_STORY $node" >> 'S/ran' ) 9>'S/ran.lock'
+wait_ended 5
+if [ -f story/1.3.txt ] && [ ! -f story/1.3.fixed ]; then
+  echo "story 1.3 broke the build on $node"
+  exit 1
+fi
+( flock 9; echo "$tree $RALPH_STORY $node" >> 'S/passed' ) 9>'S/passed.lock'
+"#;
+    let p = on_ray(
+        &c,
+        "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n1.4 | D\n1.5 | E\n",
+        scratch.path(),
+        bin.path(),
+        &script.replace("'S/", &format!("'{s}/")),
+    );
+    p.agent(&format!(
+        r#"{}
+echo "$ID $N" >> "$SCRATCH/calls"
+k=${{ID#1.}}
+wait_ended $((k - 1))
+commit_file "story/$ID.txt"
+if [ "$N" -gt 1 ]; then
+  grep -q "story 1.3 broke the build on" "$PROMPT_FILE" && touch "$SCRATCH/fixup-saw-output"
+  commit_file "story/$ID.fixed"
+fi
+done_
+"#,
+        wait_ended(&p.root)
+    ));
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let d = run_to_end(&p, c.ralph(&p, &["run", "-d"]));
+    assert!(
+        d.stdout
+            .contains("validations: as jobs on the executor's nodes, next to the attempts"),
+        "{d:?}"
+    );
+    let start = git(&p.root, &["rev-parse", "main"]).trim().to_string();
+    let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "4"]));
+    let shown = format!("{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(r.code, 0, "{shown}");
+    assert_eq!(p.completed().len(), 5, "{shown}");
+    let lines = |name: &str| -> Vec<Vec<String>> {
+        std::fs::read_to_string(scratch.path().join(name))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    // (1) Every tip the target moved to is a tree a validation passed.
+    let passed: BTreeSet<String> = lines("passed").iter().map(|l| l[0].clone()).collect();
+    assert_every_tip_in(&p, &start, &passed);
+    // (2) Every validation ran on a node, none on the coordinator; the
+    // records say where.
+    let nodes: BTreeSet<String> = lines("ran").iter().map(|l| l[2].clone()).collect();
+    assert!(
+        !nodes.is_empty() && nodes.iter().all(|n| n == "head" || n == "w2"),
+        "{nodes:?}\n{shown}"
+    );
+    let records = run_records(&p);
+    let ends: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["ev"] == "validate_end" && r["verdict"] != "thrown")
+        .collect();
+    assert!(!ends.is_empty(), "{shown}");
+    for e in &ends {
+        let node = e["node"].as_str().unwrap_or("");
+        assert!(
+            node.starts_with("head/") || node.starts_with("w2/"),
+            "{e}\n{shown}"
+        );
+    }
+    // (3) 1.3 alone went back, as a fix-up shown its failing output; no
+    // other story ran twice or landed twice.
+    assert_eq!(p.kinds("1.3"), ["first", "fixup"], "{shown}");
+    for id in ["1.1", "1.2", "1.4", "1.5"] {
+        assert_eq!(p.kinds(id), ["first"], "{id}: {shown}");
+    }
+    for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
+        assert_eq!(p.merges_of(id), 1, "{id}: {shown}");
+    }
+    assert!(
+        scratch.path().join("fixup-saw-output").exists(),
+        "the fix-up's prompt lacked the failing output\n{shown}"
+    );
+    assert!(
+        p.read(".ralph/logs/1.3/validation-1.log")
+            .contains("story 1.3 broke the build on"),
+        "{shown}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["ev"] == "validate_end" && r["verdict"] == "failed"),
+        "{shown}"
+    );
+    // (4) No job, relay ref or worktree left.
+    assert_nothing_left(&c, &p, &shown);
+}
+
+/// A coordinator killed while a node validates: the next run's start stops
+/// that job (no one waits for its verdict), validates again, and lands.
+#[test]
+fn a_crashed_runs_validation_job_is_stopped_at_the_next_start() {
+    let Some((_one, scratch, bin, c)) = cluster() else {
+        return;
+    };
+    let s = scratch.path().display().to_string();
+    // The first validation notes its PID and holds for ever; the next
+    // waits (bounded) for it to be gone, notes if it was not, and passes.
+    let script = r#"#!/bin/bash
+if [ ! -e 'S/first' ]; then
+  echo $$ > 'S/first'
+  while true; do sleep 0.1; done
+fi
+for _ in $(seq 600); do kill -0 "$(cat 'S/first')" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$(cat 'S/first')" 2>/dev/null && echo "the crashed run's validation still ran" >> 'S/overlap'
+echo "$(git rev-parse 'HEAD^{tree}')" >> 'S/passed'
+"#;
+    let p = on_ray(
+        &c,
+        "1.1 | A\n",
+        scratch.path(),
+        bin.path(),
+        &script.replace("'S/", &format!("'{s}/")),
+    );
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let start = git(&p.root, &["rev-parse", "main"]).trim().to_string();
+    let mut first = c
+        .ralph(&p, &["run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first_pid = || -> Option<i32> {
+        std::fs::read_to_string(scratch.path().join("first"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    wait_until("a node to validate", Duration::from_secs(180), || {
+        first_pid().is_some()
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let pid = first_pid().unwrap();
+    assert!(alive(pid), "the validation runs on without its coordinator");
+    let second = c
+        .ralph(&p, &["run"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the crashed run's validation to be stopped",
+        Duration::from_secs(180),
+        || !alive(pid),
+    );
+    let r = ended(second);
+    let shown = format!("{r:?}\n{}", p.read("ralph.log"));
+    assert_eq!(r.code, 0, "{shown}");
+    assert_eq!(p.completed(), ["1.1"], "{shown}");
+    // Stopped at the start: gone before the run's own validation was done.
+    assert!(!scratch.path().join("overlap").exists(), "{shown}");
+    assert!(
+        shown.contains("(a validation of story 1.1) stopped at the start"),
+        "{shown}"
+    );
+    let passed: BTreeSet<String> = std::fs::read_to_string(scratch.path().join("passed"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_every_tip_in(&p, &start, &passed);
+    assert_eq!(p.merges_of("1.1"), 1, "{shown}");
+    assert_nothing_left(&c, &p, &shown);
+}
