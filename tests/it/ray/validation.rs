@@ -269,3 +269,70 @@ echo "$(git rev-parse 'HEAD^{tree}')" >> 'S/passed'
     assert_eq!(p.merges_of("1.1"), 1, "{shown}");
     assert_nothing_left(&c, &p, &shown);
 }
+
+/// BENCHMARKS.md's figure (issue 34: "two nodes land a validation-bound
+/// backlog in ≤ 0.6× the time of one"): 12 independent stories, an
+/// instant agent, a required validation of 4 s (`sleep 4`), chains of 4
+/// (`landing.speculate`), validations as jobs; one node of two slots
+/// against two nodes of two slots, `RALPH_BENCH_N` runs each (default 3),
+/// alternated. Not a test of speed (nothing is asserted on time): run it by
+/// hand with `cargo test --test it ray::validation::figures -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn figures() {
+    let Some((_one, scratch, bin, c)) = cluster() else {
+        return;
+    };
+    let n: usize = std::env::var("RALPH_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut queue = String::from("# [batch:1]\n");
+    for i in 1..=12 {
+        queue.push_str(&format!("1.{i} | s{i}\n"));
+    }
+    let run = |resources: &str| -> f64 {
+        let p = project_with(
+            &c,
+            &queue,
+            "commit_file \"src/$ID.txt\"\ndone_\n",
+            RALPH,
+            resources,
+        );
+        let cfg = p.read(".ralph/config.json");
+        let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
+        v["validation"] = serde_json::json!({ "where": "executor", "commands": [
+            { "name": "suite", "cmd": "sleep 4", "required": true } ] });
+        v["landing"] = serde_json::json!({ "speculate": 4 });
+        p.write(".ralph/config.json", &v.to_string());
+        p.commit_all("validated on the cluster");
+        std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+        let t = std::time::Instant::now();
+        let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "4"]));
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
+        assert_eq!(p.completed().len(), 12);
+        secs
+    };
+    let _ = scratch;
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        one.push(run(r#"{ "ralph_slot": 1, "node_head": 0.01 }"#));
+        two.push(run(r#"{ "ralph_slot": 1 }"#));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (m1, m2) = (median(&mut one), median(&mut two));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "figures: 12 stories, instant agent, validation 4 s as Ray jobs, landing.speculate 4, -j 4\n\
+         ray, 1 node x 2 slots: median {m1:.1} s, runs {one:.1?}\n\
+         ray, 2 nodes x 2 slots: median {m2:.1} s, runs {two:.1?}\n\
+         two nodes / one node: {:.2}\n\
+         load average: {load}",
+        m2 / m1
+    );
+}
