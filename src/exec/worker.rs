@@ -65,6 +65,10 @@ pub(crate) struct WorkerSpec {
     pub(crate) subdir: String,
     pub(crate) target: String,
     pub(crate) id: String,
+    /// A racing candidate (issue 36): its branch, relay refs and log are
+    /// its key's (`project::candidate_key`), `RALPH_CANDIDATE` its agent's.
+    #[serde(default)]
+    pub(crate) candidate: Option<u32>,
     pub(crate) attempt: u32,
     pub(crate) iteration: u64,
     pub(crate) kind: AttemptKind,
@@ -90,6 +94,15 @@ pub(crate) struct WorkerSpec {
 }
 
 impl WorkerSpec {
+    /// What names the attempt's branch and relay refs: the story, or a
+    /// racing candidate's key.
+    pub(crate) fn key(&self) -> String {
+        match self.candidate {
+            Some(k) => project::candidate_key(&self.id, k),
+            None => self.id.clone(),
+        }
+    }
+
     pub(crate) fn encode(&self) -> String {
         to_hex(self)
     }
@@ -177,6 +190,7 @@ impl WorkerReport {
         r.attempt = req.attempt;
         r.iteration = req.iteration;
         r.model = req.model.clone();
+        r.candidate = req.candidate;
         r.log_rel = log_rel;
         r.node = (!self.node.is_empty()).then(|| format!("{}/{}", self.node, self.slot));
         r
@@ -446,7 +460,7 @@ async fn push_back(
     refs: &relay::RelayRefs,
     report: &crate::executor::AttemptReport,
 ) -> Result<Option<Oid>, String> {
-    let branch = project::story_branch(&spec.id);
+    let branch = project::story_branch(&spec.key());
     let out = git.branch_tip(&branch).ok().flatten();
     let mut push = vec![
         "push".to_string(),
@@ -480,7 +494,7 @@ async fn attempt_in_slot(
     if !repo.join(".git").exists() {
         run_git(&repo, &["init", "--quiet"]).await?;
     }
-    let refs = relay::relay_refs(&spec.tag, &spec.id, spec.attempt);
+    let refs = relay::relay_refs(&spec.tag, &spec.key(), spec.attempt);
     fetch_base(spec, &repo, &refs, &mut phases).await?;
 
     let root = if spec.subdir.is_empty() {
@@ -565,8 +579,7 @@ async fn attempt_in_slot(
         agent: backend,
         model: spec.model.clone(),
         postmortem_model: spec.postmortem_model.clone(),
-        // Candidates race on this machine only (issue 36).
-        candidate: None,
+        candidate: spec.candidate,
     };
     ctx.log.line(&format!(
         "worker slot {slot}: story {} attempt {} from {}",
@@ -603,7 +616,10 @@ async fn attempt_in_slot(
 
     let out = push_back(spec, &ctx.git, &repo, &refs, &report).await?;
     phases.mark("push");
-    let log_path = crate::paths::attempt_log_path(&root, &spec.id, spec.attempt);
+    let log_path = match spec.candidate {
+        Some(k) => crate::paths::candidate_log_path(&root, &spec.id, spec.attempt, k),
+        None => crate::paths::attempt_log_path(&root, &spec.id, spec.attempt),
+    };
     let log = std::fs::read(&log_path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
@@ -718,6 +734,7 @@ mod tests {
             subdir: String::new(),
             target: "main".into(),
             id: "1.2".into(),
+            candidate: Some(2),
             attempt: 2,
             iteration: 5,
             kind: AttemptKind::Fixup,

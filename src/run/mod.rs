@@ -217,20 +217,14 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
             pr: checked.pr.is_some(),
         },
         batch: queue_shape.1,
-        // Candidates race on this machine only: a cluster's attempts run
-        // one at a time (issue 36 leaves Ray for later).
-        best_of: match config.executor {
-            crate::config::Executor::Local => model::BestOf {
-                cli: opts.best_of,
-                config: config.attempts.best_of,
-                candidates: config.attempts.candidates.clone(),
-                pick: config.attempts.pick,
-                judge: config.attempts.judge.clone(),
-            },
-            _ => model::BestOf {
-                cli: Some(1),
-                ..Default::default()
-            },
+        // Candidates race on any executor: on a cluster each is a job of
+        // its own, named by its key (issue 36).
+        best_of: model::BestOf {
+            cli: opts.best_of,
+            config: config.attempts.best_of,
+            candidates: config.attempts.candidates.clone(),
+            pick: config.attempts.pick,
+            judge: config.attempts.judge.clone(),
         },
     }
 }

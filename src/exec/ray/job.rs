@@ -48,7 +48,11 @@ pub(super) struct Job {
 
 /// An attempt's job as `plan` made it ready.
 struct Plan {
+    /// What names its job, relay refs and branch: the story, or a racing
+    /// candidate's key (`project::candidate_key`, issue 36).
     id: String,
+    /// The story it is an attempt at.
+    story: String,
     /// The attempt number naming its job and relay refs (an adopted job's own).
     n: u32,
     sid: String,
@@ -156,8 +160,16 @@ impl Job {
     /// resumes a session, the node holding it.
     async fn plan(&self, req: &AttemptRequest, story: &Story) -> Result<Plan, Box<AttemptReport>> {
         let ctx = &self.ctx;
-        let id = story.id.clone();
-        let log_path = crate::paths::attempt_log_path(&ctx.root, &id, req.attempt);
+        let (id, log_path) = match req.candidate {
+            Some(k) => (
+                project::candidate_key(&story.id, k),
+                crate::paths::candidate_log_path(&ctx.root, &story.id, req.attempt, k),
+            ),
+            None => (
+                story.id.clone(),
+                crate::paths::attempt_log_path(&ctx.root, &story.id, req.attempt),
+            ),
+        };
         let log_rel = log_path
             .strip_prefix(&ctx.root)
             .unwrap_or(&log_path)
@@ -177,6 +189,7 @@ impl Job {
         let refs = relay::relay_refs(&ctx.tag, &id, n);
         let mut plan = Plan {
             id,
+            story: story.id.clone(),
             n,
             sid,
             adopted,
@@ -301,7 +314,8 @@ impl Job {
             tag: ctx.tag.clone(),
             subdir: self.subdir.clone(),
             target: ctx.target.clone(),
-            id: plan.id.clone(),
+            id: plan.story.clone(),
+            candidate: req.candidate,
             attempt: plan.n,
             iteration: req.iteration,
             kind: req.kind,

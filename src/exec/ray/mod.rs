@@ -231,11 +231,16 @@ impl crate::executor::Executor for RayExecutor {
             ctx: self.ctx.clone(),
             cluster: self.cluster.clone(),
             board: self.board.clone(),
+            // A racing candidate's job is named by its key: it claims
+            // no job of the story's own attempts.
             orphan: self
                 .orphans
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&story.id),
+                .remove(&match req.candidate {
+                    Some(k) => crate::project::candidate_key(&story.id, k),
+                    None => story.id.clone(),
+                }),
             relay_url: self.relay_url.clone(),
             subdir: self.subdir.clone(),
             remote: self.settings.relay.clone(),

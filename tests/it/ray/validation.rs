@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{ended, project_with, relay_refs, run_to_end, Cluster, ONE_CLUSTER};
+use super::{cluster, ended, project_with, relay_refs, run_to_end, Cluster};
 use crate::harness::{alive, assert_every_tip_in, git, run_records, wait_until, Project, RALPH};
 
 /// `bash` lines waiting (bounded) until the coordinator's records in
@@ -44,22 +44,6 @@ fn on_ray(c: &Cluster, queue: &str, scratch: &Path, bin: &Path, script: &str) ->
     p.commit_all("validated on the cluster");
     std::fs::copy(p.bin.join("claude"), bin.join("claude")).unwrap();
     p
-}
-
-/// The cluster, the agents' scratch directory and the nodes' PATH
-/// directory, this process's one cluster held: bound in this order, the
-/// cluster stops first and the hold goes last. `None` where it cannot run.
-fn cluster() -> Option<(
-    std::sync::MutexGuard<'static, ()>,
-    tempfile::TempDir,
-    tempfile::TempDir,
-    Cluster,
-)> {
-    let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let scratch = tempfile::tempdir().unwrap();
-    let bin = tempfile::tempdir().unwrap();
-    let c = Cluster::start(bin.path(), scratch.path())?;
-    Some((one, scratch, bin, c))
 }
 
 /// No validation job, no relay ref, no coordinator worktree left behind.
@@ -273,9 +257,10 @@ echo "$(git rev-parse 'HEAD^{tree}')" >> 'S/passed'
 /// BENCHMARKS.md's figure (issue 34: "two nodes land a validation-bound
 /// backlog in ≤ 0.6× the time of one"): 12 independent stories, an
 /// instant agent, a required validation of 4 s (`sleep 4`), chains of 4
-/// (`landing.speculate`), validations as jobs; one node of two slots
-/// against two nodes of two slots, `RALPH_BENCH_N` runs each (default 3),
-/// alternated. Not a test of speed (nothing is asserted on time): run it by
+/// (`landing.speculate`), `-j 4`, validations as jobs; one node of two
+/// slots against two nodes of two slots, `RALPH_BENCH_N` runs each
+/// (default 3), alternated. `RALPH_BENCH_STORIES`, `RALPH_BENCH_SPECULATE`
+/// and `RALPH_BENCH_J` change the backlog, the chain and `-j`. Not a test of speed (nothing is asserted on time): run it by
 /// hand with `cargo test --test it ray::validation::figures -- --ignored
 /// --nocapture`.
 #[test]
@@ -284,12 +269,20 @@ fn figures() {
     let Some((_one, scratch, bin, c)) = cluster() else {
         return;
     };
-    let n: usize = std::env::var("RALPH_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let var = |name: &str, default: usize| -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let n = var("RALPH_BENCH_N", 3);
+    let (stories, speculate) = (
+        var("RALPH_BENCH_STORIES", 12),
+        var("RALPH_BENCH_SPECULATE", 4),
+    );
+    let jobs = var("RALPH_BENCH_J", 4).to_string();
     let mut queue = String::from("# [batch:1]\n");
-    for i in 1..=12 {
+    for i in 1..=stories {
         queue.push_str(&format!("1.{i} | s{i}\n"));
     }
     let run = |resources: &str| -> f64 {
@@ -304,15 +297,15 @@ fn figures() {
         let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
         v["validation"] = serde_json::json!({ "where": "executor", "commands": [
             { "name": "suite", "cmd": "sleep 4", "required": true } ] });
-        v["landing"] = serde_json::json!({ "speculate": 4 });
+        v["landing"] = serde_json::json!({ "speculate": speculate });
         p.write(".ralph/config.json", &v.to_string());
         p.commit_all("validated on the cluster");
         std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
         let t = std::time::Instant::now();
-        let r = run_to_end(&p, c.ralph(&p, &["run", "-j", "4"]));
+        let r = run_to_end(&p, c.ralph(&p, &["run", "-j", &jobs]));
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
-        assert_eq!(p.completed().len(), 12);
+        assert_eq!(p.completed().len(), stories);
         secs
     };
     let _ = scratch;
@@ -328,7 +321,8 @@ fn figures() {
     let (m1, m2) = (median(&mut one), median(&mut two));
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "figures: 12 stories, instant agent, validation 4 s as Ray jobs, landing.speculate 4, -j 4\n\
+        "figures: {stories} stories, instant agent, validation 4 s as Ray jobs, \
+         landing.speculate {speculate}, -j {jobs}\n\
          ray, 1 node x 2 slots: median {m1:.1} s, runs {one:.1?}\n\
          ray, 2 nodes x 2 slots: median {m2:.1} s, runs {two:.1?}\n\
          two nodes / one node: {:.2}\n\
