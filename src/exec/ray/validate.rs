@@ -85,7 +85,9 @@ impl Validator for RayValidator {
 
 /// How one job of a validation ended.
 enum Try {
-    Report(ValidateReport),
+    /// The worker's report, and when the job was submitted and its end
+    /// seen (Unix ms).
+    Report(ValidateReport, (u64, u64)),
     /// The run (or the chain) stopped it before it reported.
     Stopped,
     /// It ended without a report: why.
@@ -142,8 +144,8 @@ impl RayValidator {
                 .one_job(&job, &spec, n, &mut pushing, control.clone())
                 .await
             {
-                Ok(Try::Report(r)) => {
-                    end = Some(self.reported(&job, r));
+                Ok(Try::Report(r, seen)) => {
+                    end = Some(self.reported(&job, r, seen));
                     break;
                 }
                 Ok(Try::Stopped) => {
@@ -197,7 +199,12 @@ impl RayValidator {
 
     /// The worker's report: its output written where the merge queue reads
     /// a validation's log.
-    fn reported(&self, job: &ValidationJob, r: ValidateReport) -> ValidationEnd {
+    fn reported(
+        &self,
+        job: &ValidationJob,
+        r: ValidateReport,
+        (submitted, seen): (u64, u64),
+    ) -> ValidationEnd {
         if let Some(dir) = job.log.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -208,9 +215,17 @@ impl RayValidator {
             Validated::Interrupted => "stopped",
             Validated::Error { .. } => "could not run",
         };
+        let (w0, w1) = r.span_ms;
         self.ctx.log.line(&format!(
-            "validation of story {} (merge {}) on {}: {word}",
-            job.story, job.commit, r.node
+            "validation of story {} (merge {}) on {}: {word}; timing: submitted to worker \
+             start {} ms, worker {} ({} ms in all), worker end to end seen {} ms",
+            job.story,
+            job.commit,
+            r.node,
+            w0.saturating_sub(submitted),
+            worker::phases_text(&r.phases),
+            w1.saturating_sub(w0),
+            seen.saturating_sub(w1),
         ));
         ValidationEnd {
             verdict: r.verdict,
@@ -253,6 +268,7 @@ impl RayValidator {
             VALIDATION_KEY: job.story,
             "ralph_commit": job.commit,
         });
+        let submitted_ms = worker::epoch_ms();
         let submitted = call(&self.cluster, move |c| c.submit(&body)).await;
         let at = Instant::now();
         let pushed = match pushing.take() {
@@ -276,6 +292,7 @@ impl RayValidator {
             job.story, job.commit
         ));
         let (watch, ended) = self.watch(&sid, at, spec.commands.len(), control).await;
+        let seen_ms = worker::epoch_ms();
         let sid2 = sid.clone();
         let logs = call(&self.cluster, move |c| c.logs(&sid2))
             .await
@@ -285,7 +302,7 @@ impl RayValidator {
             let _ = call(&cluster, move |c| c.delete(&sid2)).await;
         }));
         Ok(match worker::report_in_as::<ValidateReport>(&logs) {
-            Some(Ok(r)) => Try::Report(r),
+            Some(Ok(r)) => Try::Report(r, (submitted_ms, seen_ms)),
             _ if watch.stopped().is_some() => Try::Stopped,
             Some(Err(e)) => Try::Lost(e),
             None => Try::Lost(match ended {

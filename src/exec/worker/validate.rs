@@ -73,6 +73,9 @@ pub(crate) struct ValidateReport {
     /// When the worker started and ended (Unix milliseconds).
     #[serde(default)]
     pub(crate) span_ms: (u64, u64),
+    /// Where the worker's time went, by phase (ms): the coordinator logs it.
+    #[serde(default)]
+    pub(crate) phases: Vec<(String, u64)>,
 }
 
 /// Where a slot's repository keeps the merge it fetched.
@@ -102,6 +105,7 @@ fn error(reason: String, node: String) -> ValidateReport {
         node,
         log: String::new(),
         span_ms: (0, 0),
+        phases: Vec::new(),
     }
 }
 
@@ -132,12 +136,14 @@ async fn run(spec: &ValidateSpec) -> ValidateReport {
     let (control_tx, control) = watch::channel(Control::Run);
     let signals = tokio::spawn(forward_signals(control_tx));
     let exclusive = project_dir.join("exclusive.lock");
-    let report = match in_slot(spec, &slot_dir, &exclusive, control).await {
+    let mut phases = super::Phases::new();
+    let report = match in_slot(spec, &slot_dir, &exclusive, control, &mut phases).await {
         Ok((verdict, log)) => ValidateReport {
             verdict,
             node: node.clone(),
             log,
             span_ms: (0, 0),
+            phases: phases.done,
         },
         Err(e) => error(format!("on {node}: {e}"), node.clone()),
     };
@@ -152,6 +158,7 @@ async fn in_slot(
     slot_dir: &Path,
     exclusive: &Path,
     control: watch::Receiver<Control>,
+    phases: &mut super::Phases,
 ) -> Result<(Validated, String), String> {
     let repo = slot_dir.join("repo");
     std::fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
@@ -167,6 +174,7 @@ async fn in_slot(
         format!("+{}:{VALIDATE_REF}", spec.relay_ref),
     ];
     fetch_waiting(&repo, &fetch).await?;
+    phases.mark("fetch");
     // The project's directory (and its config, the seal's settings) as
     // the candidate has them.
     run_git(
@@ -200,6 +208,7 @@ async fn in_slot(
     .map_err(|e| format!("internal error preparing the worktree: {e}"))?
     .map_err(|e| format!("preparing the validation worktree: {e}"))?;
     let _ = git.delete_ref(VALIDATE_REF);
+    phases.mark("checkout");
     // Sealed as a validation on the coordinator would be (SPEC 9).
     let seal = crate::executor::RunSeal::new(&config, &[])?;
     let log = slot_dir.join("validate.log");
@@ -254,6 +263,7 @@ async fn in_slot(
             }
         }
     }
+    phases.mark("commands");
     let out = std::fs::read(&log)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
@@ -316,6 +326,7 @@ mod tests {
                 node: "w2/0".into(),
                 log: "out".into(),
                 span_ms: (1, 2),
+                phases: Vec::new(),
             };
             let line = format!("{REPORT_MARKER}{}\n", serde_json::to_string(&r).unwrap());
             let back = super::super::report_in_as::<ValidateReport>(&line)

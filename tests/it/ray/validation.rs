@@ -260,7 +260,9 @@ echo "$(git rev-parse 'HEAD^{tree}')" >> 'S/passed'
 /// (`landing.speculate`), `-j 4`, validations as jobs; one node of two
 /// slots against two nodes of two slots, `RALPH_BENCH_N` runs each
 /// (default 3), alternated. `RALPH_BENCH_STORIES`, `RALPH_BENCH_SPECULATE`
-/// and `RALPH_BENCH_J` change the backlog, the chain and `-j`. Not a test of speed (nothing is asserted on time): run it by
+/// `RALPH_BENCH_J` and `RALPH_BENCH_VALIDATION_SECS` change the backlog,
+/// the chain, `-j` and the validation's length;
+/// `RALPH_BENCH_LOGS=DIR` keeps each run's ralph.log and records there. Not a test of speed (nothing is asserted on time): run it by
 /// hand with `cargo test --test it ray::validation::figures -- --ignored
 /// --nocapture`.
 #[test]
@@ -281,6 +283,7 @@ fn figures() {
         var("RALPH_BENCH_SPECULATE", 4),
     );
     let jobs = var("RALPH_BENCH_J", 4).to_string();
+    let suite = var("RALPH_BENCH_VALIDATION_SECS", 4);
     let mut queue = String::from("# [batch:1]\n");
     for i in 1..=stories {
         queue.push_str(&format!("1.{i} | s{i}\n"));
@@ -296,7 +299,7 @@ fn figures() {
         let cfg = p.read(".ralph/config.json");
         let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
         v["validation"] = serde_json::json!({ "where": "executor", "commands": [
-            { "name": "suite", "cmd": "sleep 4", "required": true } ] });
+            { "name": "suite", "cmd": format!("sleep {suite}"), "required": true } ] });
         v["landing"] = serde_json::json!({ "speculate": speculate });
         p.write(".ralph/config.json", &v.to_string());
         p.commit_all("validated on the cluster");
@@ -306,6 +309,14 @@ fn figures() {
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(r.code, 0, "{r:?}\n{}", p.read("ralph.log"));
         assert_eq!(p.completed().len(), stories);
+        // `RALPH_BENCH_LOGS=DIR` keeps each run's ralph.log and records.
+        if let Some(dir) = std::env::var_os("RALPH_BENCH_LOGS") {
+            let dir = std::path::PathBuf::from(dir).join(format!("{resources:?}-{secs:.0}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::copy(p.root.join("ralph.log"), dir.join("ralph.log")).unwrap();
+            let records: Vec<String> = run_records(&p).iter().map(|r| r.to_string()).collect();
+            std::fs::write(dir.join("records.jsonl"), records.join("\n")).unwrap();
+        }
         secs
     };
     let _ = scratch;
@@ -321,7 +332,7 @@ fn figures() {
     let (m1, m2) = (median(&mut one), median(&mut two));
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "figures: {stories} stories, instant agent, validation 4 s as Ray jobs, \
+        "figures: {stories} stories, instant agent, validation {suite} s as Ray jobs, \
          landing.speculate {speculate}, -j {jobs}\n\
          ray, 1 node x 2 slots: median {m1:.1} s, runs {one:.1?}\n\
          ray, 2 nodes x 2 slots: median {m2:.1} s, runs {two:.1?}\n\
