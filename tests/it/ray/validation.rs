@@ -341,3 +341,77 @@ fn figures() {
         m2 / m1
     );
 }
+
+/// Ctrl-C while a node validates: the run stops the validation's job (its
+/// command with it), ends with 130, charges the story nothing, and leaves
+/// no relay ref.
+#[test]
+fn ctrl_c_stops_a_validation_job() {
+    let Some((_one, scratch, bin, c)) = cluster() else {
+        return;
+    };
+    let s = scratch.path().display().to_string();
+    let script = r#"#!/bin/bash
+echo "${RALPH_NODE:-coordinator}" > 'S/node'
+echo $$ > 'S/validating'
+while true; do sleep 0.1; done
+"#;
+    let p = on_ray(
+        &c,
+        "1.1 | A\n",
+        scratch.path(),
+        bin.path(),
+        &script.replace("'S/", &format!("'{s}/")),
+    );
+    p.agent("commit_file \"src/$ID.txt\"\ndone_\n");
+    std::fs::copy(p.bin.join("claude"), bin.path().join("claude")).unwrap();
+    let mut run = c
+        .ralph(&p, &["run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = || -> Option<i32> {
+        std::fs::read_to_string(scratch.path().join("validating"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    wait_until("a node to validate", Duration::from_secs(180), || {
+        pid().is_some()
+    });
+    let pid = pid().unwrap();
+    assert!(alive(pid));
+    let node = std::fs::read_to_string(scratch.path().join("node")).unwrap();
+    assert!(["head\n", "w2\n"].contains(&node.as_str()), "{node}");
+    std::process::Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    let limit = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < limit, "ralph did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let shown = p.read("ralph.log");
+    assert_eq!(status.code(), Some(130), "{shown}");
+    wait_until(
+        "the validation command to be gone",
+        Duration::from_secs(60),
+        || !alive(pid),
+    );
+    let jobs = c.jobs();
+    assert!(
+        jobs.iter()
+            .filter(|j| j["metadata"]["ralph_validation"].is_string())
+            .all(|j| j["status"] == "STOPPED"),
+        "{jobs:?}\n{shown}"
+    );
+    assert_eq!(p.story("1.1")["attempts"], 0, "{shown}");
+    assert_eq!(p.merges_of("1.1"), 0, "{shown}");
+    assert_eq!(relay_refs(&c), Vec::<String>::new(), "{shown}");
+}
