@@ -185,6 +185,10 @@ pub(crate) enum Ev {
         tree: String,
         stories: Vec<String>,
         slot: String,
+        /// Where it runs: `coordinator`; absent when handed to the
+        /// executor (`validation.where: executor`), whose node the end says.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
     /// A candidate's validation ended: `passed`, `failed`, `stopped` (the
     /// run stopped it) or `thrown` (behind a failure in a chain: its merge
@@ -194,6 +198,9 @@ pub(crate) enum Ev {
         stories: Vec<String>,
         verdict: String,
         secs: f64,
+        /// Where it ran: `coordinator`, or the executor's `<node>/<slot>`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
     /// The required validation commands ran on the merged tree.
     Validated {

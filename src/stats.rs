@@ -1028,6 +1028,7 @@ mod tests {
                 stories: vec!["1.1".into()],
                 verdict: verdict.into(),
                 secs,
+                node: None,
             },
         };
         run.records.push(end(1.0, "passed", 2.0));

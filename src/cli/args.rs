@@ -238,6 +238,11 @@ pub(super) enum WorkerCommand {
         /// The coordinator's spec (hex JSON)
         spec: String,
     },
+    /// Validates the merge SPEC names; its last stdout line is the report
+    Validate {
+        /// The coordinator's spec (hex JSON)
+        spec: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -263,6 +263,12 @@ fn dispatch(cmd: Command, root: &Path) -> anyhow::Result<i32> {
             crate::process::become_subreaper();
             crate::exec::worker::attempt(&spec)
         }
+        Command::Worker {
+            what: WorkerCommand::Validate { spec },
+        } => {
+            crate::process::become_subreaper();
+            crate::exec::worker::validate(&spec)
+        }
         Command::Stats { json, run, all } => records::cmd_stats(root, json, run, all),
         Command::Report { run, out } => records::cmd_report(root, run, out),
         Command::Serve { addr } => crate::serve::cmd_serve(root, addr.as_deref()),

@@ -135,6 +135,19 @@ pub(crate) const KEYS: &[KeyDoc] = &[
          e.g. `[\"git push\", \"npm publish\"]`. A request, not a sandbox.",
     ),
     key(
+        "validation.where",
+        Kind::Str,
+        "Where the merge queue validates each candidate: `coordinator`, in a worktree of \
+         the machine running `ralph run` (at most `landing.max_validations` at once), or \
+         `executor`, as a job on the run's executor: with `executor.kind: ray` a Ray job \
+         next to the attempts (the candidate's merge handed over through the relay, the \
+         required commands sealed on the node as a local validation would be, `exclusive` \
+         ones one at a time per node), so the cluster's room, not this machine's, bounds \
+         how many run at once (`landing.max_validations`, when set, still caps them); the \
+         coordinator still makes every merge and moves the target. With the local \
+         executor, `executor` is the same as `coordinator`.",
+    ),
+    key(
         "claude.command",
         Kind::Str,
         "Claude Code's executable. A path with a `/` is relative to the project root; \

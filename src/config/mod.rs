@@ -35,6 +35,27 @@ pub(crate) use sections::{
 };
 use warnings::key_warnings;
 
+/// `validation.where`: where the merge queue validates a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ValidationWhere {
+    /// In a worktree of the coordinator's (what a local run always does).
+    #[default]
+    Coordinator,
+    /// As a job on the run's executor (a Ray job next to the attempts);
+    /// with the local executor, the same as `Coordinator`.
+    Executor,
+}
+
+impl Config {
+    /// Whether the merge queue's validations run as executor jobs: asked
+    /// for, and an executor that runs elsewhere (the local one is this
+    /// machine, the coordinator).
+    pub(crate) fn validates_remotely(&self) -> bool {
+        self.validation.where_ == ValidationWhere::Executor
+            && !matches!(self.executor, Executor::Local)
+    }
+}
+
 /// `parallel.conflicts`: what a clash on a file a story declares does to
 /// its start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -121,7 +142,8 @@ pub(crate) fn defaults() -> Value {
         },
         "validation": {
             "commands": [],
-            "blocked_commands": []
+            "blocked_commands": [],
+            "where": "coordinator"
         },
         "claude": {
             "command": "claude"

@@ -113,14 +113,32 @@ pub(crate) struct ValidationCommand {
 pub(crate) struct Validation {
     pub(crate) commands: Vec<ValidationCommand>,
     pub(crate) blocked_commands: Vec<String>,
+    /// `validation.where`.
+    pub(crate) where_: super::ValidationWhere,
 }
 
 pub(super) fn validation(r: &mut Reader) -> Validation {
     let commands = validation_commands(r);
     let blocked_commands = r.strings("validation.blocked_commands").unwrap_or_default();
+    let where_ = match r.string("validation.where", false).as_str() {
+        "coordinator" => super::ValidationWhere::Coordinator,
+        "executor" => super::ValidationWhere::Executor,
+        other => {
+            r.problem(
+                "validation.where",
+                format!(
+                    "validation.where {other:?} is not one ralph has: \"coordinator\" (each \
+                     candidate validated in a worktree here) or \"executor\" (as a job on the \
+                     run's executor: a Ray job next to the attempts)"
+                ),
+            );
+            super::ValidationWhere::Coordinator
+        }
+    };
     Validation {
         commands,
         blocked_commands,
+        where_,
     }
 }
 

@@ -304,6 +304,12 @@ impl Cluster {
         Ok(orphans_of(&self.jobs()?, tag))
     }
 
+    /// This project's validation jobs the cluster still holds (a crashed
+    /// run's: `validations_of`).
+    pub(crate) fn validations(&self, tag: &str) -> Result<Vec<(String, Orphan)>, String> {
+        Ok(validations_of(&self.jobs()?, tag))
+    }
+
     /// Every job the cluster holds, by submission ID (`exec/ray/board.rs`).
     pub(crate) fn list(&self) -> Result<HashMap<String, JobInfo>, String> {
         Ok(listing_of(&self.jobs()?))
@@ -367,6 +373,35 @@ pub(crate) fn orphans_of(list: &Value, tag: &str) -> HashMap<String, Orphan> {
             );
         }
     }
+    out
+}
+
+/// What names a crashed run's validation job among the leftovers to stop
+/// (story IDs hold no space).
+pub(crate) const VALIDATION_OF: &str = "validation of ";
+
+/// The validation jobs in a `GET /api/jobs/` answer that this project
+/// (`tag`) submitted (their metadata's `ralph_validation` names the
+/// candidate's top story), each as a leftover named `VALIDATION_OF` + story.
+pub(crate) fn validations_of(list: &Value, tag: &str) -> Vec<(String, Orphan)> {
+    let mut out: Vec<(String, Orphan)> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|job| job["metadata"]["ralph_project"].as_str() == Some(tag))
+        .filter_map(|job| {
+            let story = job["metadata"]["ralph_validation"].as_str()?;
+            let sid = job["submission_id"].as_str()?;
+            Some((
+                format!("{VALIDATION_OF}{story}"),
+                Orphan {
+                    submission_id: sid.to_string(),
+                    attempt: 0,
+                },
+            ))
+        })
+        .collect();
+    out.sort_by(|a, b| a.1.submission_id.cmp(&b.1.submission_id));
     out
 }
 
@@ -531,6 +566,26 @@ mod tests {
                 submission_id: "b".into(),
                 attempt: 2
             }
+        );
+    }
+
+    #[test]
+    fn a_validation_job_is_no_attempts_orphan_but_a_leftover() {
+        let list = json!([
+            {"submission_id": "v", "metadata": {"ralph_project": "p-", "ralph_validation": "1.2"}},
+            {"submission_id": "w", "metadata": {"ralph_project": "q-", "ralph_validation": "1.2"}},
+            {"submission_id": "a", "metadata": {"ralph_project": "p-", "ralph_story": "1", "ralph_attempt": "1"}},
+        ]);
+        assert_eq!(orphans_of(&list, "p-").len(), 1, "the attempt's only");
+        assert_eq!(
+            validations_of(&list, "p-"),
+            [(
+                "validation of 1.2".to_string(),
+                Orphan {
+                    submission_id: "v".into(),
+                    attempt: 0
+                }
+            )]
         );
     }
 

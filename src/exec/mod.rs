@@ -168,6 +168,13 @@ impl Executor for AnyExecutor {
         }
     }
 
+    fn validator(&self) -> Option<Arc<dyn crate::executor::Validator>> {
+        match self {
+            AnyExecutor::Local(_) => None,
+            AnyExecutor::Ray(e) => e.validator(),
+        }
+    }
+
     /// The Ray executor retires the jobs of a crashed run no attempt
     /// claimed and sweeps the relay.
     async fn end_of_run(&self) {

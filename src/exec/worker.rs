@@ -31,6 +31,9 @@ use crate::project;
 use crate::state::{AttemptKind, Note};
 use crate::store::TechLog;
 
+mod validate;
+pub(crate) use validate::{validate, ValidateReport, ValidateSpec, ValidationCmd};
+
 /// The start of the worker's last stdout line.
 pub(crate) const REPORT_MARKER: &str = "ralph-worker-report: ";
 /// The start of a line saying what the agent is doing (for the
@@ -98,21 +101,32 @@ impl WorkerSpec {
     }
 
     pub(crate) fn encode(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        json.iter().map(|b| format!("{b:02x}")).collect()
+        to_hex(self)
     }
 
     pub(crate) fn decode(hex: &str) -> Result<WorkerSpec, String> {
-        let bytes = (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                hex.get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| "the spec is not hex".to_string())
-            })
-            .collect::<Result<Vec<u8>, String>>()?;
-        serde_json::from_slice(&bytes).map_err(|e| format!("the spec is not a worker spec: {e}"))
+        from_hex(hex)
     }
+}
+
+/// A spec as a job's entrypoint carries it: JSON in hex (no quoting to get
+/// wrong in a shell line).
+pub(crate) fn to_hex(spec: &impl Serialize) -> String {
+    let json = serde_json::to_vec(spec).unwrap_or_default();
+    json.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The spec `to_hex` made.
+pub(crate) fn from_hex<T: serde::de::DeserializeOwned>(hex: &str) -> Result<T, String> {
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| "the spec is not hex".to_string())
+        })
+        .collect::<Result<Vec<u8>, String>>()?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("the spec is not a worker spec: {e}"))
 }
 
 /// What a worker answers: the attempt's report itself (`AttemptReport`,
@@ -173,6 +187,7 @@ impl WorkerReport {
         r.attempt = req.attempt;
         r.iteration = req.iteration;
         r.model = req.model.clone();
+        r.candidate = req.candidate;
         r.log_rel = log_rel;
         r.node = (!self.node.is_empty()).then(|| format!("{}/{}", self.node, self.slot));
         r
@@ -195,6 +210,13 @@ pub(crate) fn activity_in(logs: &str) -> Option<&str> {
 /// no such line). One that does not read (a verdict or agent this ralph
 /// does not know, say) is an error saying why.
 pub(crate) fn report_in(logs: &str) -> Option<Result<WorkerReport, String>> {
+    report_in_as(logs)
+}
+
+/// `report_in` for any worker's report (an attempt's, a validation's).
+pub(crate) fn report_in_as<T: serde::de::DeserializeOwned>(
+    logs: &str,
+) -> Option<Result<T, String>> {
     logs.lines()
         .rev()
         .find_map(|l| l.strip_prefix(REPORT_MARKER))
@@ -396,21 +418,7 @@ async fn fetch_base(
     if spec.tracker {
         fetch.push(format!("+{}:{TRACKER_REF}", refs.tracker));
     }
-    let fetch_args: Vec<&str> = fetch.iter().map(String::as_str).collect();
-    // The coordinator pushes the base while Ray starts this job: on a
-    // busy relay it may not be there yet.
-    let waited = std::time::Instant::now();
-    let mut pause = Duration::from_millis(100);
-    loop {
-        match run_git(repo, &fetch_args).await {
-            Ok(()) => break,
-            Err(e) if waited.elapsed() > BASE_WAIT => return Err(e),
-            Err(_) => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-        }
-    }
+    fetch_waiting(repo, &fetch).await?;
     phases.mark("fetch");
     run_git(
         repo,
@@ -419,6 +427,25 @@ async fn fetch_base(
     .await?;
     phases.mark("checkout");
     Ok(())
+}
+
+/// Runs the `fetch` git arguments in `repo` until they succeed: the
+/// coordinator pushes what it hands over while Ray starts this job, and
+/// on a busy relay it may not be there yet.
+async fn fetch_waiting(repo: &Path, fetch: &[String]) -> Result<(), String> {
+    let fetch_args: Vec<&str> = fetch.iter().map(String::as_str).collect();
+    let waited = std::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match run_git(repo, &fetch_args).await {
+            Ok(()) => return Ok(()),
+            Err(e) if waited.elapsed() > BASE_WAIT => return Err(e),
+            Err(_) => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
 }
 
 /// Everything the coordinator needs back on the relay: the story branch

@@ -7,11 +7,13 @@
 //! Files: `attempt` (the request, the report and what a running attempt
 //! says before it), `env` (what an attempt runs with: the project's
 //! places, the config, the agents; the hooks and the helpers attempts and
-//! landings share), `seal` (how the run's children are sealed).
+//! landings share), `seal` (how the run's children are sealed),
+//! `validate` (the merge queue's validations handed to the executor).
 
 pub(crate) mod attempt;
 pub(crate) mod env;
 pub(crate) mod seal;
+pub(crate) mod validate;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -31,6 +33,7 @@ pub(crate) use env::{
     blocking, build_prompt, env_pairs, post_hooks, run_hook, template, AttemptEnv, HOOK_TIMEOUT,
 };
 pub(crate) use seal::RunSeal;
+pub(crate) use validate::{Validated, ValidationEnd, ValidationJob, Validator};
 
 /// Every backend a run may use: its executable (resolved once at the
 /// start, or the nodes' to find) and its arguments.
@@ -67,6 +70,13 @@ pub(crate) trait Executor: Send + Sync + 'static {
     /// the run's cleanup is about to remove).
     fn warmed(&self) -> impl Future<Output = ()> + Send {
         async {}
+    }
+
+    /// The merge queue's validations as jobs of this executor
+    /// (`validation.where: executor`); `None`: it has no machines but
+    /// this one, and the queue validates here.
+    fn validator(&self) -> Option<Arc<dyn Validator>> {
+        None
     }
 
     /// What an executor does once the run's attempts have all answered.

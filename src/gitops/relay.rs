@@ -94,7 +94,9 @@ pub(crate) fn sweep_decision(rel: &str, collected: impl Fn(&str, u32) -> bool) -
     };
     let rest = parts.next();
     match (kind, rest) {
-        ("base" | "work" | "tracker", None) => Sweep::Drop,
+        // `validate/<merge>/<k>`: a candidate's merge the coordinator made
+        // and can make again (its stories' work is on their branches).
+        ("base" | "work" | "tracker" | "validate", None) => Sweep::Drop,
         ("out" | "progress", None) if collected(id, n) => Sweep::Drop,
         ("progress", None) => Sweep::Keep(crate::project::kept_ref(
             crate::project::KeptRef::Interrupted,
@@ -221,6 +223,10 @@ mod tests {
         assert_eq!(sweep_decision("base/1.2/3", collected), Sweep::Drop);
         assert_eq!(sweep_decision("work/1.2/3", collected), Sweep::Drop);
         assert_eq!(sweep_decision("tracker/1.2/3", collected), Sweep::Drop);
+        assert_eq!(
+            sweep_decision(&format!("validate/{}/2", "a".repeat(40)), collected),
+            Sweep::Drop
+        );
         assert_eq!(sweep_decision("out/1.1/1", collected), Sweep::Drop);
         assert_eq!(sweep_decision("progress/1.1/1", collected), Sweep::Drop);
         assert_eq!(

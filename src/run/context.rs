@@ -30,6 +30,10 @@ pub(crate) struct RunContext {
     /// Landed work found reverted on the target (story, path), each said
     /// once, and how far the check has read the target's history.
     pub(crate) reverted: std::sync::Mutex<crate::gitops::RevertCheck>,
+    /// The executor's validations (`validation.where: executor` on an
+    /// executor with machines of its own), set once the executor exists;
+    /// unset, the merge queue validates here.
+    pub(crate) validator: std::sync::OnceLock<Arc<dyn crate::executor::Validator>>,
 }
 
 /// Where `landing.mode: pr` sends work.
@@ -63,6 +67,7 @@ impl RunContext {
             runlog,
             landed: Default::default(),
             reverted: Default::default(),
+            validator: std::sync::OnceLock::new(),
         }
     }
 

@@ -46,13 +46,10 @@ pub(super) fn dry_run(
         crate::report::counted(order.len(), "story", "stories")
     );
     let all_learnings = crate::learnings::load(&project.root);
-    // Best of N (issue 36): candidates race on this machine only.
+    // Best of N (issue 36), on any executor.
     let c = &project.config;
-    let best_of = |s: &crate::backlog::Story| match c.executor {
-        crate::config::Executor::Local => {
-            super::model::race::best_of(opts.best_of, s.model.best_of, c.attempts.best_of)
-        }
-        _ => 1,
+    let best_of = |s: &crate::backlog::Story| {
+        super::model::race::best_of(opts.best_of, s.model.best_of, c.attempts.best_of)
     };
     for i in order {
         let s = &b.stories[i];
@@ -132,5 +129,6 @@ pub(super) fn dry_run(
             required
         )
     );
+    println!("[DRY RUN] {}", transition::queue::where_line(c));
     Ok(EXIT_OK)
 }

@@ -15,7 +15,7 @@ use crate::project::{self, KeptRef};
 use crate::prompt;
 use crate::store;
 
-use super::context::{blocking, env_pairs, RunContext, WORKTREE_PREP};
+use super::context::{blocking, env_pairs, RunContext};
 use super::events::{GateAsk, LandPlan, LandResult};
 use super::intent::LandingIntent;
 use super::landed::check_landed_work;
@@ -346,7 +346,17 @@ async fn land_rounds(
             let started = std::time::Instant::now();
             let tree =
                 super::candidate::validate_start(ctx, &commit, vec![req.id.clone()], 0).await;
-            let failed = match validate_tree(ctx, req, &commit, &base, control.clone(), 0).await {
+            let (failed, node) = super::candidate::validate_tree(
+                ctx,
+                &req.id,
+                req.attempt,
+                &commit,
+                &base,
+                control.clone(),
+                0,
+            )
+            .await;
+            let failed = match failed {
                 Some(failure) => Some(blamed(ctx, req, failure).await),
                 None => None,
             };
@@ -355,7 +365,8 @@ async fn land_rounds(
                 Some(LandResult::ValidationFailed { .. }) => "failed",
                 Some(_) => "stopped",
             };
-            super::candidate::validate_end(ctx, tree, vec![req.id.clone()], verdict, started);
+            let stories = vec![req.id.clone()];
+            super::candidate::validate_end(ctx, tree, stories, verdict, started, node);
             ctx.record(crate::runlog::Ev::Validated {
                 story: req.id.clone(),
                 attempt: req.attempt,
@@ -617,32 +628,6 @@ fn after_landing(ctx: &RunContext, req: &LandRequest) {
     }
 }
 
-/// The merge queue's worktree, checked out (detached) at the merged tree
-/// `commit`: where validation and the reviewer run.
-async fn merged_tree(
-    ctx: &Arc<RunContext>,
-    commit: &Oid,
-    base: &Oid,
-    slot: usize,
-) -> Result<std::path::PathBuf, LandResult> {
-    let (name, branch) = project::validation_slot(slot);
-    let path = crate::paths::worktrees_dir(&ctx.root).join(&name);
-    let (p, commit, base) = (path.clone(), commit.clone(), base.clone());
-    let prep = blocking(ctx, move |c| -> Result<(), GitError> {
-        let _guard = WORKTREE_PREP.lock().unwrap_or_else(|e| e.into_inner());
-        c.git.prepare_worktree(&name, &p, &branch, &base)?;
-        c.git.checkout_detached(&p, &commit)
-    })
-    .await;
-    match prep {
-        Ok(Ok(())) => Ok(path),
-        Ok(Err(e)) => Err(LandResult::Error(format!(
-            "preparing the validation worktree: {e}"
-        ))),
-        Err(e) => Err(LandResult::Error(e)),
-    }
-}
-
 /// Most of a diff a reviewer is shown.
 const REVIEW_DIFF_BYTES: usize = 60_000;
 
@@ -660,7 +645,7 @@ async fn run_reviewer(
     control: watch::Receiver<Control>,
 ) -> Result<super::events::ReviewReport, LandResult> {
     use super::events::{ReviewReport, ReviewVerdict};
-    let path = merged_tree(ctx, commit, base, 0).await?;
+    let path = super::candidate::merged_tree(ctx, commit, base, 0).await?;
     let (c1, b1) = (commit.clone(), base.clone());
     let diff = blocking(ctx, move |c| c.git.patch_text(&b1, &c1, REVIEW_DIFF_BYTES))
         .await
@@ -672,7 +657,7 @@ async fn run_reviewer(
         .as_ref()
         .and_then(|rel| std::fs::read_to_string(path.join(rel)).ok())
         .unwrap_or_else(|| format!("# Story {}: {}\n", req.id, req.title));
-    let validation = output_since(
+    let validation = crate::executor::validate::output_since(
         &crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt),
         0,
     )
@@ -808,87 +793,4 @@ pub(super) async fn blamed(
         }
         other => other,
     }
-}
-
-/// Runs the required validation commands on the merged tree, in the
-/// worktree of validation slot `slot`; `Some` is the failure, no one's yet
-/// (`blamed` charges it: a batch's failure is not yet any one story's).
-/// `req` names the log and `RALPH_STORY`.
-pub(super) async fn validate_tree(
-    ctx: &Arc<RunContext>,
-    req: &LandRequest,
-    commit: &Oid,
-    base: &Oid,
-    control: watch::Receiver<Control>,
-    slot: usize,
-) -> Option<LandResult> {
-    let wt = project::validation_slot(slot).0;
-    let path = match merged_tree(ctx, commit, base, slot).await {
-        Ok(p) => p,
-        Err(e) => return Some(e),
-    };
-    let log = crate::paths::validation_log_path(&ctx.root, &req.id, req.attempt);
-    // A round that lost the race to a moving target validates again: the
-    // log holds the last round's output.
-    let _ = std::fs::remove_file(&log);
-    for v in &ctx.required_validation {
-        // Where this command's output begins in the log: a fix-up is shown
-        // the failing command's own output.
-        let from = std::fs::metadata(&log).map_or(0, |m| m.len());
-        let env = env_pairs(&[
-            ("RALPH_STORY", &req.id),
-            ("RALPH_PROJECT_DIR", &ctx.root.display().to_string()),
-        ]);
-        let _turn = super::candidate::turn(v).await;
-        // It runs code the agents wrote: sealed like them (issue 22).
-        let seal = ctx.seal.for_validation(&ctx.git, &path, &wt);
-        let run = process::run_shell_sealed(
-            &v.cmd,
-            path.clone(),
-            env,
-            ctx.timeout,
-            control.clone(),
-            Some(&log),
-            seal,
-            ctx.seal.secrets.clone(),
-            ctx.seal.unsealed_env_remove(),
-        );
-        match run.await {
-            Ok(r) if r.success => {}
-            Ok(r) if r.interrupted => return Some(LandResult::Interrupted),
-            Ok(r) => {
-                let log_rel = log.strip_prefix(&ctx.root).unwrap_or(&log);
-                let tail = match output_since(&log, from) {
-                    Some(out) => prompt::output_tail(&out),
-                    None => r.tail,
-                };
-                return Some(LandResult::ValidationFailed {
-                    name: v.name.clone(),
-                    cmd: v.cmd.clone(),
-                    tail,
-                    saved_ref: None,
-                    log_rel: log_rel.display().to_string(),
-                });
-            }
-            Err(e) => {
-                return Some(LandResult::Error(format!(
-                    "validation '{}' could not start: {e}",
-                    v.name
-                )))
-            }
-        }
-    }
-    None
-}
-
-/// The end of what `log` holds from byte `from` on (lossy UTF-8), enough
-/// for `prompt::output_tail`; `None` when it cannot be read.
-fn output_since(log: &std::path::Path, from: u64) -> Option<String> {
-    // A command can print gigabytes; the prompt shows 16 KB of it.
-    let (text, cut) = store::read_log_end(log, from, 4 * prompt::TAIL_BYTES as u64).ok()?;
-    Some(match text.find('\n') {
-        // Cut mid-line: the partial first line goes.
-        Some(nl) if cut => text[nl + 1..].to_string(),
-        _ => text,
-    })
 }

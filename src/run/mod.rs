@@ -91,6 +91,11 @@ pub(crate) fn run<C: ExecutorChoice>(root: &Path, opts: RunOptions, choice: &C) 
     let live = record_start(&checked, &ctx, &model);
     let started = Instant::now();
     let executor = choice.executor(env, opts.verbose, &claimable(&model))?;
+    if checked.project.config.validates_remotely() {
+        if let Some(v) = executor.validator() {
+            let _ = ctx.validator.set(v);
+        }
+    }
     let reporter = Reporter::new(opts.verbose, !opts.no_dashboard);
     let d = dispatcher::Dispatcher::new(model, reporter, ctx, executor);
     let code = run_loop(root, &opts, &checked, d, live, reland, started);

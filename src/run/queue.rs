@@ -52,8 +52,18 @@ enum Cas {
 }
 
 /// What this machine offers validations now: its CPUs and the memory a
-/// new child could get (`process::memory`).
+/// new child could get (`process::memory`). Validations run as executor
+/// jobs (`validation.where: executor`) take none of it: the cluster's room
+/// bounds them (a job waits in its queue), and `landing.max_validations`
+/// only when set.
 pub(crate) fn machine(config: &crate::config::Config) -> batch::Machine {
+    if config.validates_remotely() {
+        return batch::Machine {
+            cpus: usize::MAX,
+            available_mb: None,
+            per_validation_mb: 0,
+        };
+    }
     batch::Machine {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         available_mb: crate::process::memory::available_mb(),
@@ -367,14 +377,23 @@ async fn validate(
         let handle = tasks.spawn(async move {
             let started = std::time::Instant::now();
             let tree = super::candidate::validate_start(&ctx, &link.commit, stories, k).await;
-            let failed = land::validate_tree(&ctx, &req, &link.commit, &base, rx, k).await;
+            let (failed, node) = super::candidate::validate_tree(
+                &ctx,
+                &req.id,
+                req.attempt,
+                &link.commit,
+                &base,
+                rx,
+                k,
+            )
+            .await;
             ctx.record(crate::runlog::Ev::Validated {
                 story: req.id.clone(),
                 attempt: req.attempt,
                 secs: started.elapsed().as_secs_f64(),
                 ok: failed.is_none(),
             });
-            (failed, tree, started)
+            (failed, tree, started, node)
         });
         slot_of.insert(handle.id(), k);
     }
@@ -384,15 +403,15 @@ async fn validate(
             let _ = stops[j].send(Control::Kill);
         }
     };
-    let mut ended: Vec<Option<(String, std::time::Instant)>> = vec![None; cands.len()];
+    let mut ended: Vec<Option<(String, std::time::Instant, String)>> = vec![None; cands.len()];
     let mut run_control = control.clone();
     loop {
         tokio::select! {
             done = tasks.join_next_with_id() => {
                 let Some(done) = done else { break };
                 let (k, verdict) = match done {
-                    Ok((id, (v, tree, started))) => {
-                        ended[slot_of[&id]] = Some((tree, started));
+                    Ok((id, (v, tree, started, node))) => {
+                        ended[slot_of[&id]] = Some((tree, started, node));
                         (slot_of[&id], v)
                     }
                     Err(e) => (
@@ -425,7 +444,7 @@ async fn validate(
         if let (Verdict::Failed, Some(tree)) = (verdict, &trees[k]) {
             failures.insert(tree.clone(), failure.clone().expect("a failure"));
         }
-        if let Some((tree, started)) = ended[k].take() {
+        if let Some((tree, started, node)) = ended[k].take() {
             let word = match verdict {
                 Verdict::Passed => "passed",
                 Verdict::Failed => "failed",
@@ -436,7 +455,7 @@ async fn validate(
                 .into_iter()
                 .map(|p| reqs[p].id.clone())
                 .collect();
-            super::candidate::validate_end(ctx, tree, stories, word, started);
+            super::candidate::validate_end(ctx, tree, stories, word, started, node);
         }
         out[k] = (verdict, failure);
     }

@@ -231,6 +231,7 @@ impl Summary {
                 tree,
                 stories,
                 slot,
+                ..
             } => self.validating.push(Validating {
                 stories: stories.clone(),
                 slot: slot.clone(),
@@ -458,6 +459,7 @@ mod tests {
                     tree: format!("t{n}"),
                     stories: cand(n),
                     slot: format!("validate-{n}"),
+                    node: None,
                 },
             ));
         }
@@ -471,6 +473,7 @@ mod tests {
                 stories: cand(1),
                 verdict: "passed".into(),
                 secs: 1.0,
+                node: None,
             },
         ));
         assert_eq!(s.validating.len(), 2);

@@ -473,6 +473,24 @@ pub fn quiet_extras(config: &str) -> String {
     format!("{}{extra}{}", &config[..end], &config[end..])
 }
 
+/// Every first-parent tip of `main` after `start` has a tree in `passed`
+/// (the trees validation commands recorded: issue 34's invariant).
+pub fn assert_every_tip_in(p: &Project, start: &str, passed: &std::collections::BTreeSet<String>) {
+    let tips = git(
+        &p.root,
+        &["rev-list", "--first-parent", &format!("{start}..main")],
+    );
+    assert!(!tips.trim().is_empty(), "nothing landed");
+    for c in tips.lines() {
+        let tree = git(&p.root, &["rev-parse", &format!("{c}^{{tree}}")]);
+        assert!(
+            passed.contains(tree.trim()),
+            "tip {c} ({}) has a tree no validation passed: {passed:?}",
+            git(&p.root, &["log", "-1", "--format=%s", c]).trim()
+        );
+    }
+}
+
 /// The run's records, every run's, in order.
 pub fn run_records(p: &Project) -> Vec<serde_json::Value> {
     let mut files: Vec<_> = fs::read_dir(p.root.join(".ralph/runs"))

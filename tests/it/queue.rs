@@ -89,19 +89,7 @@ fn passed(p: &Project) -> Vec<(String, String, String)> {
 /// passed.
 fn assert_every_tip_validated(p: &Project, start: &str) {
     let trees: BTreeSet<String> = passed(p).into_iter().map(|(t, _, _)| t).collect();
-    let tips = git(
-        &p.root,
-        &["rev-list", "--first-parent", &format!("{start}..main")],
-    );
-    assert!(!tips.trim().is_empty(), "nothing landed");
-    for c in tips.lines() {
-        let tree = git(&p.root, &["rev-parse", &format!("{c}^{{tree}}")]);
-        assert!(
-            trees.contains(tree.trim()),
-            "tip {c} ({}) has a tree no validation passed",
-            git(&p.root, &["log", "-1", "--format=%s", c]).trim()
-        );
-    }
+    assert_every_tip_in(p, start, &trees);
 }
 
 /// The project with `config`, committed, and the ordered agent; the

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use crate::harness::{git, run_records, wait_until, Project, RALPH};
 
+mod validation;
+
 /// Ray takes ~2 GB for two nodes: one cluster at a time in this process.
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -162,6 +164,22 @@ impl Drop for Cluster {
 unsafe extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
+}
+
+/// The cluster, the agents' scratch directory and the nodes' PATH
+/// directory, this process's one cluster held: bound in this order, the
+/// cluster stops first and the hold goes last. `None` where it cannot run.
+fn cluster() -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    tempfile::TempDir,
+    Cluster,
+)> {
+    let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let c = Cluster::start(bin.path(), scratch.path())?;
+    Some((one, scratch, bin, c))
 }
 
 /// A project whose `origin` is the relay and whose executor is the cluster,

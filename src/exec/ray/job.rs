@@ -48,6 +48,8 @@ pub(super) struct Job {
 
 /// An attempt's job as `plan` made it ready.
 struct Plan {
+    /// What names its job, relay refs and branch: the story, or a racing
+    /// candidate's key (`project::candidate_key`, issue 36).
     id: String,
     /// What its job's name and git names are made of: the story's ID, or
     /// a racing candidate's key (`project::attempt_key`, issue 36).

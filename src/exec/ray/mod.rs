@@ -25,6 +25,7 @@ mod board;
 pub(crate) mod check;
 mod job;
 mod retire;
+mod validate;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
@@ -139,10 +140,28 @@ impl RayExecutor {
         } else {
             None
         };
-        let (orphans, leftovers) =
+        let (orphans, mut leftovers) =
             split_orphans(orphans, |id| claimable.is_none_or(|c| c.contains(id)));
+        // A crashed run's validations: no one waits for their verdict.
+        let validations = cluster
+            .validations(&ctx.tag)
+            .map_err(|e| RalphError::usage(format!("listing the cluster's jobs: {e}")))?;
+        // Stopped now, not at the first attempt (a run that only lands has
+        // none); retired with the rest (deleted once they end).
+        for (what, job) in &validations {
+            let sid = &job.submission_id;
+            match cluster.stop(sid) {
+                Ok(()) => ctx.log.line(&format!(
+                    "executor: job {sid} of an earlier run ({}) stopped at the start: no one \
+                     waits for its verdict",
+                    retire::what(what)
+                )),
+                Err(e) => ctx.log.line(&format!("executor: job {sid}: stop: {e}")),
+            }
+        }
+        leftovers.extend(validations);
         if !leftovers.is_empty() {
-            let ids: Vec<&str> = leftovers.iter().map(|(id, _)| id.as_str()).collect();
+            let ids: Vec<String> = leftovers.iter().map(|(id, _)| retire::what(id)).collect();
             ctx.log.line(&format!(
                 "executor: no attempt of this run can claim the earlier run's job(s) of \
                  {}: they are stopped from the run's first attempt on",
@@ -245,6 +264,11 @@ struct EntryFn(String);
 
 impl EntryFn {
     fn line(&self, spec: &WorkerSpec) -> String {
+        self.command("attempt", &spec.encode())
+    }
+
+    /// `ralph worker <what> <spec>`.
+    fn command(&self, what: &str, spec_hex: &str) -> String {
         let q = crate::prompt::shell_quote;
         // Uploaded: the job starts in its unpacked working_dir.
         let ralph = if self.0.is_empty() {
@@ -252,7 +276,7 @@ impl EntryFn {
         } else {
             self.0.clone()
         };
-        format!("{} worker attempt {}", q(&ralph), spec.encode())
+        format!("{} worker {what} {spec_hex}", q(&ralph))
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::executor::AttemptEnv;
 use crate::gitops::{relay, Oid};
 
-use super::super::cluster::{Cluster, Orphan};
+use super::super::cluster::{Cluster, Orphan, VALIDATION_OF};
 use super::super::worker;
 use super::{call, git, lock, stop_wait, Board, Listing, RayExecutor, POLL, STOP_KEEP};
 
@@ -169,6 +169,15 @@ fn landed_on(c: &AttemptEnv, oid: &Oid) -> bool {
         .is_some_and(|t| c.git.descends_from(&t, oid).unwrap_or(false))
 }
 
+/// A leftover job as the log names it: an attempt's story, or a
+/// validation (`VALIDATION_OF`).
+pub(super) fn what(id: &str) -> String {
+    match id.strip_prefix(VALIDATION_OF) {
+        Some(story) => format!("a validation of story {story}"),
+        None => format!("story {id}"),
+    }
+}
+
 /// Retires `left`, all at once.
 async fn retire_all(
     ctx: Arc<AttemptEnv>,
@@ -214,8 +223,9 @@ async fn retire(
                     Some(i) if i.finished() => break,
                     Some(_) if !stopped => {
                         ctx.log.line(&format!(
-                            "job {sid} of an earlier run (story {id}) was claimed by no attempt: \
-                             stopping it"
+                            "job {sid} of an earlier run ({}) was claimed by no attempt: \
+                             stopping it",
+                            what(id)
                         ));
                         let sid2 = sid.clone();
                         let _ = call(cluster, move |c| c.stop(&sid2)).await;
@@ -237,7 +247,8 @@ async fn retire(
     let logs = call(cluster, move |c| c.logs(&sid2))
         .await
         .unwrap_or_default();
-    if let Some(Ok(wire)) = worker::report_in(&logs) {
+    let attempt = !id.starts_with(VALIDATION_OF);
+    if let (true, Some(Ok(wire))) = (attempt, worker::report_in(&logs)) {
         // A racing candidate's job is named by its key.
         let (story, k) = crate::project::split_attempt_key(id);
         let path = crate::paths::log_of(&ctx.root, story, orphan.attempt, k);
@@ -250,6 +261,8 @@ async fn retire(
     }
     let sid2 = sid.clone();
     let _ = call(cluster, move |c| c.delete(&sid2)).await;
-    ctx.log
-        .line(&format!("job {sid} of an earlier run (story {id}) deleted"));
+    ctx.log.line(&format!(
+        "job {sid} of an earlier run ({}) deleted",
+        what(id)
+    ));
 }

@@ -54,6 +54,31 @@ pub(crate) fn one_at_a_time(c: &crate::config::Config) -> Option<&'static str> {
     }
 }
 
+/// `ralph run -d`'s line on where the merge queue validates
+/// (`validation.where`).
+pub(crate) fn where_line(c: &crate::config::Config) -> String {
+    use crate::config::ValidationWhere;
+    let max = match c.landing.max_validations {
+        0 => String::new(),
+        n => format!("; at most {n} at once (landing.max_validations)"),
+    };
+    match c.validation.where_ {
+        ValidationWhere::Coordinator => format!(
+            "validations: on this machine, each candidate in a worktree of its own \
+             (validation.where: coordinator){max}"
+        ),
+        _ if !c.validates_remotely() => format!(
+            "validations: on this machine (validation.where: executor, with the local \
+             executor, is the coordinator){max}"
+        ),
+        _ => format!(
+            "validations: as jobs on the executor's nodes, next to the attempts \
+             (validation.where: executor); the cluster's room bounds how many run at once, \
+             the rest wait in its queue{max}; this machine still merges and moves the target"
+        ),
+    }
+}
+
 /// The queue's shape for a run on `machine`: the deepest chain
 /// (`landing.speculate`, never above the room for validations,
 /// `batch::room`) and the stories per candidate (`landing.batch`); (1, 1)
@@ -142,6 +167,31 @@ mod tests {
         ] {
             assert_eq!(window_after(w, c, l, f), next, "{w} {c} {l} {f}");
         }
+    }
+
+    #[test]
+    fn the_dry_run_says_where_validations_run() {
+        let cfg = |extra: serde_json::Value| {
+            let mut v = crate::config::defaults();
+            crate::config::deep_merge(&mut v, extra);
+            crate::config::from_value(v, std::path::Path::new("c.json")).unwrap()
+        };
+        let here = where_line(&cfg(serde_json::json!({})));
+        assert!(here.contains("on this machine, each candidate"), "{here}");
+        let local = where_line(&cfg(
+            serde_json::json!({"validation": {"where": "executor"}}),
+        ));
+        assert!(
+            local.contains("with the local executor, is the coordinator"),
+            "{local}"
+        );
+        let ray = where_line(&cfg(serde_json::json!({
+            "validation": {"where": "executor"},
+            "landing": {"max_validations": 3},
+            "executor": {"kind": "ray", "ray": {"address": "http://127.0.0.1:8265"}}
+        })));
+        assert!(ray.contains("as jobs on the executor's nodes"), "{ray}");
+        assert!(ray.contains("at most 3 at once"), "{ray}");
     }
 
     #[test]
