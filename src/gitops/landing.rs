@@ -511,6 +511,11 @@ pub(super) fn refresh_settled(
     use std::os::unix::fs::MetadataExt;
     let mut refreshed = Vec::new();
     for e in index.iter() {
+        // Only ralph's own smudged entries are worth a stat (the racy rule
+        // is asked below, with the file's time).
+        if !may_refresh(&e, (i64::MIN, 0), stamp) {
+            continue;
+        }
         let path = workdir.join(String::from_utf8_lossy(&e.path).as_ref());
         // The stat is taken before the hash: an edit after it moves the mtime.
         let Ok(meta) = fs::symlink_metadata(&path) else {

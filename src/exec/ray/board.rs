@@ -40,6 +40,36 @@ impl Listing {
     }
 }
 
+/// The next fact a job's watch acts on: the run's stop (once: `stopped`
+/// says the watch has it), the job as the next listing shows it, or a tick
+/// (every fourth poll) so time limits are seen without a listing.
+pub(crate) async fn next_fact(
+    control: &mut watch::Receiver<crate::control::Control>,
+    stopped: bool,
+    list: &mut watch::Receiver<Option<Listing>>,
+    sid: &str,
+    submitted_at: Instant,
+) -> Fact {
+    loop {
+        return tokio::select! {
+            changed = control.changed(), if !stopped => {
+                if changed.is_ok() && matches!(*control.borrow(), crate::control::Control::Run) {
+                    continue;
+                }
+                Fact::RunStops
+            }
+            changed = list.changed() => match changed {
+                Ok(()) => match list.borrow_and_update().as_ref().and_then(|l| l.fact_for(sid, submitted_at)) {
+                    Some(f) => f,
+                    None => continue,
+                },
+                Err(_) => Fact::ListFailed,
+            },
+            _ = tokio::time::sleep(POLL * 4) => Fact::Tick,
+        };
+    }
+}
+
 /// The list's poller and its subscribers.
 pub(crate) struct Board {
     tx: watch::Sender<Option<Listing>>,

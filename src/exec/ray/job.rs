@@ -20,11 +20,11 @@ use crate::gitops::{relay, Oid};
 use crate::project::{self, KeptRef};
 
 use super::board::Board;
-use super::watch::{judge, Ended, Fact, JobWatch, Judgement, Limits, Read, Step, StopWhy};
+use super::watch::{judge, Ended, JobWatch, Judgement, Limits, Read, Step, StopWhy};
 use super::{
     call, git, git_line, job_spec, lock, node_resource, shell, split_node, stop_wait,
     submission_id, Cluster, EntryFn, Orphan, Relayed, ACTIVITY_EVERY, DEAD_MAN_SLACK, PIN,
-    PIN_WAIT, POLL, STOP_KEEP,
+    PIN_WAIT, STOP_KEEP,
 };
 use crate::exec::worker::{self, WorkerReport, WorkerSpec};
 
@@ -402,22 +402,14 @@ impl Job {
         let mut list = self.board.subscribe(&self.cluster, &ctx.log);
         let mut shown = Shown::default();
         loop {
-            let fact = tokio::select! {
-                changed = control.changed(), if !watch.run_stopped() => {
-                    if changed.is_ok() && matches!(*control.borrow(), Control::Run) {
-                        continue;
-                    }
-                    Fact::RunStops
-                }
-                changed = list.changed() => match changed {
-                    Ok(()) => match list.borrow_and_update().as_ref().and_then(|l| l.fact_for(sid, submitted_at)) {
-                        Some(f) => f,
-                        None => continue,
-                    },
-                    Err(_) => Fact::ListFailed,
-                },
-                _ = tokio::time::sleep(POLL * 4) => Fact::Tick,
-            };
+            let fact = super::board::next_fact(
+                &mut control,
+                watch.run_stopped(),
+                &mut list,
+                sid,
+                submitted_at,
+            )
+            .await;
             match watch.on(fact, submitted_at.elapsed()) {
                 Step::Wait => {}
                 Step::ReadActivity => self.show_activity(req, sid, &mut shown).await,

@@ -20,10 +20,10 @@ use crate::gitops::relay;
 
 use super::super::worker::{self, ValidateReport, ValidateSpec, ValidationCmd};
 use super::board::Board;
-use super::watch::{Ended, Fact, JobWatch, Limits, Step};
+use super::watch::{Ended, JobWatch, Limits, Step};
 use super::{
     call, git, job_spec, lock, stop_wait, Cluster, EntryFn, RayExecutor, Relayed, DEAD_MAN_SLACK,
-    POLL, STOP_KEEP,
+    STOP_KEEP,
 };
 
 /// How many times a validation whose job was lost (no report) is submitted.
@@ -332,22 +332,14 @@ impl RayValidator {
         });
         let mut list = self.board.subscribe(&self.cluster, &ctx.log);
         loop {
-            let fact = tokio::select! {
-                changed = control.changed(), if !watch.run_stopped() => {
-                    if changed.is_ok() && matches!(*control.borrow(), Control::Run) {
-                        continue;
-                    }
-                    Fact::RunStops
-                }
-                changed = list.changed() => match changed {
-                    Ok(()) => match list.borrow_and_update().as_ref().and_then(|l| l.fact_for(sid, submitted_at)) {
-                        Some(f) => f,
-                        None => continue,
-                    },
-                    Err(_) => Fact::ListFailed,
-                },
-                _ = tokio::time::sleep(POLL * 4) => Fact::Tick,
-            };
+            let fact = super::board::next_fact(
+                &mut control,
+                watch.run_stopped(),
+                &mut list,
+                sid,
+                submitted_at,
+            )
+            .await;
             match watch.on(fact, submitted_at.elapsed()) {
                 Step::Wait | Step::ReadActivity => {}
                 Step::Stop(_) => {
