@@ -302,6 +302,11 @@ impl RayValidator {
             let _ = call(&cluster, move |c| c.delete(&sid2)).await;
         }));
         Ok(match worker::report_in_as::<ValidateReport>(&logs) {
+            // A command killed by the stop ralph asked for fails: that says
+            // nothing of the tree, and must cost the story no attempt.
+            Some(Ok(r)) if watch.stopped().is_some() && r.verdict != Validated::Passed => {
+                Try::Stopped
+            }
             Some(Ok(r)) => Try::Report(r, (submitted_ms, seen_ms)),
             _ if watch.stopped().is_some() => Try::Stopped,
             Some(Err(e)) => Try::Lost(e),

@@ -239,7 +239,9 @@ async fn in_slot(
         );
         match run.await {
             Ok(r) if r.success => {}
-            Ok(r) if r.interrupted => {
+            // Stopped before its command started, or killed with the job:
+            // what failed then is the stop, not the tree.
+            Ok(r) if r.interrupted || !matches!(*control.borrow(), Control::Run) => {
                 verdict = Validated::Interrupted;
                 break;
             }
