@@ -91,7 +91,10 @@ env > "$SCRATCH/env-$ID"
 case "$ID" in
   1) touch "$SCRATCH/add-issue" ;;
   3) touch "$SCRATCH/down" ;;
-  6) rm -f "$SCRATCH/down" ;;
+  6) rm -f "$SCRATCH/down"
+     # Until ralph has read the issue added mid-run: the run must
+     # not end before that read, however fast the stories land.
+     while [ ! -e "$SCRATCH/listed" ]; do sleep 0.1; done ;;
   7) result "<ralph>FAIL 7: cannot</ralph>"; exit 0 ;;
 esac
 commit_file "src/$ID.txt"

@@ -256,6 +256,13 @@ fn answer(
                 .take(100)
                 .map(|i| issue_json(i))
                 .collect();
+            if all.len() <= page * 100
+                && api.to_add.is_none()
+                && switches.join("add-issue").exists()
+            {
+                // A whole read holding the added issue was served.
+                let _ = std::fs::write(switches.join("listed"), "");
+            }
             let text = Value::Array(chunk).to_string();
             let tag = format!("\"{:x}\"", fnv(&text));
             let mut extra = vec![("etag".to_string(), tag.clone())];

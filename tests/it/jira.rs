@@ -99,7 +99,10 @@ env > "$SCRATCH/env-$ID"
 case "$ID" in
   SHOP-1) touch "$SCRATCH/add-issue" ;;
   SHOP-4) touch "$SCRATCH/down" ;;
-  SHOP-8) rm -f "$SCRATCH/down" ;;
+  SHOP-8) rm -f "$SCRATCH/down"
+     # Until ralph has read the issue added mid-run: the run must
+     # not end before that read, however fast the stories land.
+     while [ ! -e "$SCRATCH/listed" ]; do sleep 0.1; done ;;
   SHOP-5) result "<ralph>FAIL SHOP-5: cannot</ralph>"; exit 0 ;;
 esac
 commit_file "src/$ID.txt"

@@ -178,7 +178,17 @@ fn answer(api: &mut Api, switches: &Path, req: &Request) -> (u16, Value) {
         }
     }
     if path == search_at && req.method == "POST" {
-        return search(api, &req.body);
+        let (status, out) = search(api, &req.body);
+        let from = out["startAt"].as_u64().unwrap_or(0) as usize;
+        let shown = out["issues"].as_array().map_or(0, Vec::len);
+        let last = out["isLast"]
+            .as_bool()
+            .unwrap_or_else(|| from + shown >= out["total"].as_u64().unwrap_or(0) as usize);
+        if last && api.to_add.is_none() && switches.join("add-issue").exists() {
+            // A whole read holding the added issue was served.
+            let _ = std::fs::write(switches.join("listed"), "");
+        }
+        return (status, out);
     }
     if path == format!("{root}/issue") && req.method == "POST" {
         return create(api, &req.body["fields"]);

@@ -107,7 +107,10 @@ env > "$SCRATCH/env-$ID"
 case "$ID" in
   ENG-1) touch "$SCRATCH/add-issue" ;;
   ENG-3) touch "$SCRATCH/down" ;;
-  ENG-6) rm -f "$SCRATCH/down" ;;
+  ENG-6) rm -f "$SCRATCH/down"
+     # Until ralph has read the issue added mid-run: the run must
+     # not end before that read, however fast the stories land.
+     while [ ! -e "$SCRATCH/listed" ]; do sleep 0.1; done ;;
   ENG-7) result "<ralph>FAIL ENG-7: cannot</ralph>"; exit 0 ;;
 esac
 commit_file "src/$ID.txt"

@@ -4,7 +4,8 @@
 //! are told apart by their operation name (`RalphIssues`, `RalphMove`, ...)
 //! and read through their variables; the query text is not parsed. The
 //! issue list comes two to a page, so every read pages. A switch file
-//! `down` makes every answer a 502; `add-issue` adds `Api::to_add` once. Served
+//! `down` makes every answer a 502; `add-issue` adds `Api::to_add` once, and
+//! `listed` appears once a whole read holding it was served. Served
 //! by `fakeapi`'s server on 127.0.0.1.
 
 #![allow(dead_code)]
@@ -182,6 +183,10 @@ fn answer(api: &Mutex<Api>, switches: &Path, auth: Option<String>, body: &Value)
                 .map(|i| issue_json(&api, i))
                 .collect();
             let more = all.len() > from + 2;
+            if !more && api.to_add.is_none() && switches.join("add-issue").exists() {
+                // A whole read holding the added issue was served.
+                let _ = std::fs::write(switches.join("listed"), "");
+            }
             data(json!({
                 "teams": {"nodes": [{"id": "team-eng", "key": TEAM,
                     "states": {"nodes": STATES.iter().map(|(id, t, p)|
