@@ -358,6 +358,21 @@ impl Git {
         Ok(found)
     }
 
+    /// The text of `path` (repository-relative) in `commit`; `None` when
+    /// the commit has no such file.
+    pub(crate) fn text_at(&self, commit: &Oid, path: &str) -> Result<Option<String>> {
+        let repo = self.repo()?;
+        let tree = repo.find_commit(parse_oid(commit)?)?.tree()?;
+        let Ok(entry) = tree.get_path(Path::new(path)) else {
+            return Ok(None);
+        };
+        if entry.kind() != Some(git2::ObjectType::Blob) {
+            return Ok(None);
+        }
+        let blob = repo.find_blob(entry.id())?;
+        Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
+    }
+
     /// The tree of `commit` (what a validation record names).
     pub(crate) fn tree_of(&self, commit: &Oid) -> Result<Oid> {
         let repo = self.repo()?;

@@ -284,9 +284,7 @@ pub(crate) fn load(root: &Path) -> Result<Config, Vec<Problem>> {
     let path = root.join(rel);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return build(defaults(), rel, None);
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return from_text(None),
         Err(e) => {
             return Err(vec![Problem::new(
                 rel,
@@ -295,8 +293,18 @@ pub(crate) fn load(root: &Path) -> Result<Config, Vec<Problem>> {
             )])
         }
     };
+    from_text(Some(&text))
+}
+
+/// The config a `.ralph/config.json` of `text` makes (`None`: no file, the
+/// defaults): what `load` reads, from wherever the text came.
+pub(crate) fn from_text(text: Option<&str>) -> Result<Config, Vec<Problem>> {
+    let rel = Path::new(CONFIG_FILE);
+    let Some(text) = text else {
+        return build(defaults(), rel, None);
+    };
     // Editors on Windows may save a BOM, which serde_json rejects.
-    let body = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     let user: Value = serde_json::from_str(body).map_err(|e| {
         vec![Problem::new(
             rel,
@@ -319,7 +327,7 @@ pub(crate) fn load(root: &Path) -> Result<Config, Vec<Problem>> {
     }
     let mut merged = defaults();
     deep_merge(&mut merged, user);
-    build(merged, rel, Some(&text))
+    build(merged, rel, Some(text))
 }
 
 pub(crate) const CONFIG_FILE: &str = crate::paths::CONFIG;

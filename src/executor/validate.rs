@@ -24,6 +24,10 @@ pub(crate) struct ValidationJob {
     pub(crate) attempt: u32,
     /// The merge whose exact tree is validated.
     pub(crate) commit: Oid,
+    /// The target's tip as the validation starts (landed work and the
+    /// user's own): the config the node seals the commands by is read
+    /// there, never in the candidate, whose edits to it are an agent's.
+    pub(crate) trusted: Oid,
     /// Its position in the chain (its relay ref and job are named by it).
     pub(crate) k: usize,
     /// Where the coordinator keeps its output, as a local validation's.

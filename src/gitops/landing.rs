@@ -490,12 +490,17 @@ pub(super) fn may_refresh(
     file_mtime: (i64, u32),
     stamp: Option<(i64, u32)>,
 ) -> bool {
+    smudged_by_ralph(entry) && !is_racy(file_mtime, stamp)
+}
+
+/// A stage-0 file entry with no stat data at all, as ralph writes them
+/// (`smudged_entry`); git's own smudging keeps the mtime.
+fn smudged_by_ralph(entry: &git2::IndexEntry) -> bool {
     (entry.flags >> 12) & 0x3 == 0
         && entry.file_size == 0
         && entry.mtime.seconds() == 0
         && entry.ino == 0
         && matches!(entry.mode, 0o100644 | 0o100755)
-        && !is_racy(file_mtime, stamp)
 }
 
 /// Gives back their stat data to the smudged entries of `index` whose files
@@ -511,9 +516,8 @@ pub(super) fn refresh_settled(
     use std::os::unix::fs::MetadataExt;
     let mut refreshed = Vec::new();
     for e in index.iter() {
-        // Only ralph's own smudged entries are worth a stat (the racy rule
-        // is asked below, with the file's time).
-        if !may_refresh(&e, (i64::MIN, 0), stamp) {
+        // Only ralph's own smudged entries are worth a stat.
+        if !smudged_by_ralph(&e) {
             continue;
         }
         let path = workdir.join(String::from_utf8_lossy(&e.path).as_ref());

@@ -126,10 +126,24 @@ async fn on_executor(
     // As here: a round that lost the race to a moving target validates
     // again, and the log holds the last round's output.
     let _ = std::fs::remove_file(&log);
+    let target = ctx.target.clone();
+    let trusted = match blocking(ctx, move |c| c.git.branch_tip(&target)).await {
+        Ok(Ok(Some(tip))) => tip,
+        _ => {
+            return (
+                Some(LandResult::Error(format!(
+                    "cannot read the tip of {} for the validation's settings",
+                    ctx.target
+                ))),
+                String::new(),
+            )
+        }
+    };
     let job = ValidationJob {
         story: story.to_string(),
         attempt,
         commit: commit.clone(),
+        trusted,
         k: slot,
         log: log.clone(),
     };

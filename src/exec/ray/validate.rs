@@ -121,6 +121,7 @@ impl RayValidator {
             story: job.story.clone(),
             attempt: job.attempt,
             commit: job.commit.clone(),
+            trusted: job.trusted.clone(),
             relay_ref: relay_ref.clone(),
             commands: ctx
                 .required_validation

@@ -49,6 +49,9 @@ pub(crate) struct ValidateSpec {
     pub(crate) attempt: u32,
     /// The merge to validate, and the relay ref it was pushed to.
     pub(crate) commit: Oid,
+    /// The target's tip the config (the seal's settings) is read at: an
+    /// ancestor of `commit`, never the candidate's own (agent-written) copy.
+    pub(crate) trusted: Oid,
     pub(crate) relay_ref: String,
     pub(crate) commands: Vec<ValidationCmd>,
     /// Each command's timeout (the run's).
@@ -59,6 +62,20 @@ impl ValidateSpec {
     pub(crate) fn encode(&self) -> String {
         to_hex(self)
     }
+}
+
+/// The config at `trusted` (the target's tip), as the coordinator reads it:
+/// a candidate that edits `.ralph/config.json` (`sandbox.mode: off`) must
+/// not decide how its own code is sealed.
+fn trusted_config(git: &Git, trusted: &Oid, subdir: &str) -> Result<crate::config::Config, String> {
+    let path = Path::new(subdir).join(crate::config::CONFIG_FILE);
+    let text = git
+        .text_at(trusted, &path.to_string_lossy())
+        .map_err(|e| format!("reading the config at {trusted}: {e}"))?;
+    crate::config::from_text(text.as_deref()).map_err(|problems| {
+        let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        format!("the target's config does not load: {}", shown.join("; "))
+    })
 }
 
 /// A validating worker's answer.
@@ -175,8 +192,8 @@ async fn in_slot(
     ];
     fetch_waiting(&repo, &fetch).await?;
     phases.mark("fetch");
-    // The project's directory (and its config, the seal's settings) as
-    // the candidate has them.
+    // The candidate's files; the config (the seal's settings) is the
+    // target's, read below: the candidate's copy is the agent's to edit.
     run_git(
         &repo,
         &["checkout", "--quiet", "--force", "--detach", &spec.commit],
@@ -186,11 +203,8 @@ async fn in_slot(
     let root = root
         .canonicalize()
         .map_err(|e| format!("{}: {e}", root.display()))?;
-    let config = crate::config::load(&root).map_err(|problems| {
-        let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-        format!("the candidate's config does not load: {}", shown.join("; "))
-    })?;
     let git = Git::open(&root).map_err(|e| e.to_string())?;
+    let config = trusted_config(&git, &spec.trusted, &spec.subdir)?;
     // Its own token prefix, as an attempt's worker: what a dead worker of
     // this slot left running is ours to end.
     let tag = project::project_tag(&root);
@@ -295,6 +309,59 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_seal_is_the_targets_config_not_the_candidates() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        git(&["init", "-q", "-b", "main"]);
+        git(&["config", "user.name", "T"]);
+        git(&["config", "user.email", "t@e"]);
+        let write = |text: &str| {
+            std::fs::create_dir_all(dir.join("sub/.ralph")).unwrap();
+            std::fs::write(dir.join("sub/.ralph/config.json"), text).unwrap();
+        };
+        write(r#"{"sandbox": {"mode": "bwrap"}}"#);
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "target"]);
+        let target = git(&["rev-parse", "HEAD"]);
+        // The candidate's agent turns the seal off in its own copy.
+        write(r#"{"sandbox": {"mode": "off"}}"#);
+        git(&["commit", "-qam", "agent"]);
+        let candidate = git(&["rev-parse", "HEAD"]);
+        let g = Git::open(dir).unwrap();
+        let mode = |at: &str| {
+            trusted_config(&g, &at.to_string(), "sub")
+                .unwrap()
+                .sandbox
+                .mode
+        };
+        assert_eq!(mode(&target), crate::sandbox::Mode::Bwrap);
+        assert_eq!(
+            mode(&candidate),
+            crate::sandbox::Mode::Off,
+            "the check can tell them apart"
+        );
+        // No config at the target: the defaults, never the candidate's.
+        assert_eq!(
+            trusted_config(&g, &target, "elsewhere")
+                .unwrap()
+                .sandbox
+                .mode,
+            crate::sandbox::Mode::Auto
+        );
+    }
+
+    #[test]
     fn a_validation_spec_and_report_cross_the_wire() {
         let spec = ValidateSpec {
             version: version().into(),
@@ -304,6 +371,7 @@ mod tests {
             story: "1.2".into(),
             attempt: 1,
             commit: "a".repeat(40),
+            trusted: "b".repeat(40),
             relay_ref: "refs/ralph/ralph-1a2b3c4d/validate/aaaa/0".into(),
             commands: vec![ValidationCmd {
                 name: "test".into(),
