@@ -25,16 +25,19 @@ use crate::executor::{AttemptEvent, Executor};
 use super::context::{blocking, RunContext};
 use super::events::{Action, AttemptReport, AttemptRequest, Event, LandResult, Now, OsSignal};
 use super::land::{self, LandRequest};
-use super::model::Model;
+use super::model::{Chain, Model};
 use super::notify;
-use super::queue;
 use super::record::{Figures, Notice, Recorder};
 use super::transition::{handle, is_over};
+use super::{queue, stream};
 
 /// What a task in the set was doing, to answer for it if it panics.
 enum Task {
     Attempt(Box<AttemptRequest>),
     Landing,
+    /// The merge queue's chain: its results, given as it goes
+    /// (`chain_rx`), come before its end.
+    Chain,
     Hooks,
     /// Best of N's judge of story `.0`'s attempt `.1`.
     Judge(usize, u32),
@@ -55,6 +58,14 @@ pub(crate) struct Dispatcher<E: Executor> {
     /// taken as events of their own.
     attempt_tx: mpsc::UnboundedSender<AttemptEvent>,
     attempt_rx: mpsc::UnboundedReceiver<AttemptEvent>,
+    /// The open chain's intake (`Action::ChainAdd`); dropped to close it.
+    chain_in: Option<mpsc::UnboundedSender<LandRequest>>,
+    /// Results the chain in flight gives as it goes (`Event::ChainResults`).
+    chain_tx: mpsc::UnboundedSender<Vec<(usize, LandResult)>>,
+    chain_rx: mpsc::UnboundedReceiver<Vec<(usize, LandResult)>>,
+    /// Events taken in order before the next wait: a chain's results
+    /// still in `chain_rx` when its task ended, then its end.
+    queued: VecDeque<Event>,
     /// A reading of what running worktrees changed is under way
     /// (`read_touched`): one at a time.
     touched_reading: bool,
@@ -102,6 +113,7 @@ impl<E: Executor> Dispatcher<E> {
     ) -> Dispatcher<E> {
         let (activity_tx, activity_rx) = mpsc::unbounded_channel();
         let (attempt_tx, attempt_rx) = mpsc::unbounded_channel();
+        let (chain_tx, chain_rx) = mpsc::unbounded_channel();
         let (steer_tx, steer_rx) = mpsc::unbounded_channel();
         let recorder = Recorder::new(&model);
         Dispatcher {
@@ -121,6 +133,10 @@ impl<E: Executor> Dispatcher<E> {
             activity_rx,
             attempt_tx,
             attempt_rx,
+            chain_in: None,
+            chain_tx,
+            chain_rx,
+            queued: Default::default(),
             steer_socket: None,
             steer_tx,
             steer_rx,
@@ -209,6 +225,10 @@ impl<E: Executor> Dispatcher<E> {
         sighup: &mut tokio::signal::unix::Signal,
     ) -> Result<()> {
         while !is_over(&self.model) {
+            if let Some(event) = self.queued.pop_front() {
+                self.step(event);
+                continue;
+            }
             if self.tasks.is_empty() && self.model.busy() {
                 self.executor.warmed().await;
                 // Every result comes back through the task set: with the
@@ -222,6 +242,7 @@ impl<E: Executor> Dispatcher<E> {
             let event = tokio::select! {
                 Some(ev) = self.activity_rx.recv() => ev,
                 Some(ev) = self.attempt_rx.recv() => ev.into(),
+                Some(results) = self.chain_rx.recv() => Event::ChainResults(results),
                 Some(joined) = self.tasks.join_next_with_id() => match self.joined(joined) {
                     Some(ev) => ev,
                     None => continue,
@@ -249,34 +270,39 @@ impl<E: Executor> Dispatcher<E> {
                 // display counts down.
                 _ = sleep_until(pause.map(|p| p.min(Instant::now() + TICK))), if pause.is_some() => Event::Timer,
             };
-            if let Event::Touched { .. } = &event {
-                self.touched_reading = false;
-            }
-            if !matches!(
-                event,
-                Event::Activity { .. }
-                    | Event::Placed { .. }
-                    | Event::Editing { .. }
-                    | Event::Touched { .. }
-            ) {
-                self.read_memory();
-                self.read_touched(&event);
-            }
-            if let Event::AttemptFinished(report) = &event {
-                // Its attempt is over: whatever it did to the slot is done.
-                self.executor.slot_left(report.slot);
-            }
-            let step = !matches!(event, Event::Activity { .. } | Event::Placed { .. });
-            if step {
-                self.sync_tracker(true);
-            }
-            self.feed(event);
-            if step {
-                self.sync_tracker(false);
-            }
-            self.warm_free_slots();
+            self.step(event);
         }
         Ok(())
+    }
+
+    /// One event through the transition, with what goes around it.
+    fn step(&mut self, event: Event) {
+        if let Event::Touched { .. } = &event {
+            self.touched_reading = false;
+        }
+        if !matches!(
+            event,
+            Event::Activity { .. }
+                | Event::Placed { .. }
+                | Event::Editing { .. }
+                | Event::Touched { .. }
+        ) {
+            self.read_memory();
+            self.read_touched(&event);
+        }
+        if let Event::AttemptFinished(report) = &event {
+            // Its attempt is over: whatever it did to the slot is done.
+            self.executor.slot_left(report.slot);
+        }
+        let step = !matches!(event, Event::Activity { .. } | Event::Placed { .. });
+        if step {
+            self.sync_tracker(true);
+        }
+        self.feed(event);
+        if step {
+            self.sync_tracker(false);
+        }
+        self.warm_free_slots();
     }
 
     /// The tracker's side of a step (`run/tracker.rs`): before an event,
@@ -327,6 +353,7 @@ impl<E: Executor> Dispatcher<E> {
             event,
             Event::AttemptFinished(_)
                 | Event::LandingFinished(_)
+                | Event::ChainResults(_)
                 | Event::ChainFinished(_)
                 | Event::HooksDone
                 | Event::Timer
@@ -370,6 +397,57 @@ impl<E: Executor> Dispatcher<E> {
         });
     }
 
+    /// The merge queue's chain: open (`run/stream.rs`) when the
+    /// transition opened it, else one of rounds (`run/queue.rs`).
+    fn start_chain(&mut self, asks: Vec<super::events::LandAsk>) {
+        let reqs = self.land_requests(asks);
+        let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
+        let handle = if self.model.chain == Chain::Open {
+            let (intake_tx, intake) = mpsc::unbounded_channel();
+            self.chain_in = Some(intake_tx);
+            let results = self.chain_tx.clone();
+            self.tasks.spawn(async move {
+                let left = stream::land_stream(&ctx, reqs, intake, results, control).await;
+                Event::ChainFinished(left)
+            })
+        } else {
+            self.tasks.spawn(async move {
+                let idx: Vec<usize> = reqs.iter().map(|r| r.idx).collect();
+                let results = queue::land_chain(&ctx, reqs, control).await;
+                Event::ChainFinished(idx.into_iter().zip(results).collect())
+            })
+        };
+        self.owners.insert(handle.id(), Task::Chain);
+    }
+
+    /// What the merge queue is given of the stories `asks` names.
+    fn land_requests(&self, asks: Vec<super::events::LandAsk>) -> Vec<LandRequest> {
+        asks.into_iter()
+            .map(|a| {
+                let story = &self.model.stories[a.idx];
+                LandRequest::new(&self.ctx, a.idx, story, a.attempt, a.gates)
+            })
+            .collect()
+    }
+
+    /// The chain's task ended: its results sent before its end come first,
+    /// then its end (a task that died ends it with an error for each of
+    /// its stories).
+    fn chain_ended(&mut self, result: Result<Event, tokio::task::JoinError>) {
+        while let Ok(results) = self.chain_rx.try_recv() {
+            self.queued.push_back(Event::ChainResults(results));
+        }
+        self.chain_in = None;
+        let end = result.unwrap_or_else(|e| {
+            let results = self.model.landing.iter().map(|l| {
+                let why = format!("internal error while landing: {e}");
+                (l.idx, LandResult::Error(why))
+            });
+            Event::ChainFinished(results.collect())
+        });
+        self.queued.push_back(end);
+    }
+
     /// A task's result, or a failure in its name when it panicked.
     fn joined(&mut self, joined: Result<(Id, Event), tokio::task::JoinError>) -> Option<Event> {
         let (id, result) = match joined {
@@ -378,6 +456,10 @@ impl<E: Executor> Dispatcher<E> {
         };
         let task = self.owners.remove(&id);
         Some(match (result, task) {
+            (result, Some(Task::Chain)) => {
+                self.chain_ended(result);
+                return None;
+            }
             (Ok(ev), _) => ev,
             (Err(e), Some(Task::Attempt(req))) => {
                 let log_rel = self.executor.log_rel(self.model.id(req.idx), req.attempt);
@@ -509,7 +591,8 @@ impl<E: Executor> Dispatcher<E> {
                 gates,
                 plan,
             } => {
-                let mut req = LandRequest::new(&self.ctx, &self.model.stories[idx], attempt, gates);
+                let story = &self.model.stories[idx];
+                let mut req = LandRequest::new(&self.ctx, idx, story, attempt, gates);
                 req.approved = approved;
                 req.plan = plan;
                 let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
@@ -518,19 +601,17 @@ impl<E: Executor> Dispatcher<E> {
                 });
                 self.owners.insert(handle.id(), Task::Landing);
             }
-            Action::LandChain(asks) => {
-                let reqs: Vec<LandRequest> = asks
-                    .into_iter()
-                    .map(|a| {
-                        LandRequest::new(&self.ctx, &self.model.stories[a.idx], a.attempt, a.gates)
-                    })
-                    .collect();
-                let (ctx, control) = (self.ctx.clone(), self.land_control.subscribe());
-                let handle = self.tasks.spawn(async move {
-                    Event::ChainFinished(queue::land_chain(&ctx, reqs, control).await)
-                });
-                self.owners.insert(handle.id(), Task::Landing);
+            Action::LandChain(asks) => self.start_chain(asks),
+            Action::ChainAdd(asks) => {
+                // Sent to a chain that has ended, they are part of its end
+                // (`Event::ChainFinished`: back to the queue).
+                for req in self.land_requests(asks) {
+                    if let Some(intake) = &self.chain_in {
+                        let _ = intake.send(req);
+                    }
+                }
             }
+            Action::ChainClose => self.chain_in = None,
             // Off the merge queue: a slow hook must not hold other landings.
             Action::PostHooks {
                 id,

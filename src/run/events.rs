@@ -68,9 +68,13 @@ pub(crate) enum Event {
     AttemptFinished(Box<AttemptReport>),
     /// The landing in progress (`Model::landing`) ended.
     LandingFinished(LandResult),
-    /// The merge queue's chain ended: one result per story, in chain order
-    /// (missing ones are `LandResult::Behind`).
-    ChainFinished(Vec<LandResult>),
+    /// Results of stories of the chain in flight, by story index, while
+    /// it goes on (`run/stream.rs` lands a passed prefix at once).
+    ChainResults(Vec<(usize, LandResult)>),
+    /// The merge queue's chain ended: the results it had left to give, by
+    /// story index; a story of it with none goes back to the queue
+    /// (`LandResult::Behind`).
+    ChainFinished(Vec<(usize, LandResult)>),
     /// A story's post hooks ran.
     HooksDone,
     /// Best of N's judge answered (issue 36).
@@ -336,6 +340,11 @@ pub(crate) enum Action {
     /// The merge queue's chain (`landing.speculate`): each story merged on
     /// the one before, validated side by side (`run/queue.rs`).
     LandChain(Vec<LandAsk>),
+    /// More stories for the open chain in flight (`Chain::Open`), merged
+    /// on its top in this order.
+    ChainAdd(Vec<LandAsk>),
+    /// The open chain gets no more stories: it ends once it has none.
+    ChainClose,
     /// `post_story` (with the outcome, as `RALPH_RESULT`) then
     /// `post_iteration`, for finished work once its landing decided.
     PostHooks {

@@ -31,6 +31,8 @@ pub(super) const LAND_BUSY_ROUNDS: u32 = 2;
 /// One story to land.
 #[derive(Debug, Clone)]
 pub(crate) struct LandRequest {
+    /// The story's index in the run's model: what its result is keyed by.
+    pub(crate) idx: usize,
     pub(crate) id: String,
     pub(crate) title: String,
     pub(crate) attempt: u32,
@@ -49,6 +51,7 @@ pub(crate) struct LandRequest {
 impl LandRequest {
     pub(crate) fn new(
         ctx: &RunContext,
+        idx: usize,
         story: &Story,
         attempt: u32,
         gates: GateAsk,
@@ -63,6 +66,7 @@ impl LandRequest {
             None
         };
         LandRequest {
+            idx,
             id: story.id.clone(),
             title: story.title.clone(),
             attempt,

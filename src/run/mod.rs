@@ -31,6 +31,7 @@ mod queue;
 mod record;
 mod recover;
 mod start;
+mod stream;
 mod tracker;
 pub(crate) mod tracker_journal;
 mod transition;

@@ -35,14 +35,14 @@ use super::transition::batch::{self, Cand, Verdict};
 
 /// One merge of the chain: story `pos` of the request merged on `base`.
 #[derive(Debug, Clone)]
-struct Link {
-    pos: usize,
-    commit: Oid,
-    base: Oid,
+pub(super) struct Link {
+    pub(super) pos: usize,
+    pub(super) commit: Oid,
+    pub(super) base: Oid,
 }
 
 /// How the compare-and-swap of a chain's passed prefix ended.
-enum Cas {
+pub(super) enum Cas {
     /// Each link's commit on the target, in chain order.
     Landed(Vec<(Oid, Oid)>),
     /// The user's commits meet the chain's paths: merge and validate again.
@@ -216,6 +216,47 @@ fn own_log(ctx: &RunContext, req: &LandRequest, failure: LandResult) -> LandResu
     }
 }
 
+/// A story merged on a chain's top, its gates asked.
+pub(super) enum Merged {
+    /// The merge, to validate.
+    Link(Oid),
+    /// The story leaves the chain with this result (a conflict, the gates'
+    /// findings); the next is merged where it would have gone.
+    Left(LandResult),
+    /// Git or signing failed: the chain cannot go on.
+    Broken(LandResult),
+}
+
+/// `req`'s story merged on `base`; its gates asked before validation, per
+/// story: weakened checks are not worth running.
+pub(super) async fn merge_one(ctx: &Arc<RunContext>, req: &LandRequest, base: &Oid) -> Merged {
+    let branch = project::story_branch(&req.id);
+    let commit = match land::merge_for_landing(ctx, req, Some(base.clone())).await {
+        Ok(Ok(MergeOutcome::Merged { commit, .. })) => commit,
+        Ok(Ok(MergeOutcome::Conflict { paths })) => {
+            let saved = land::keep(ctx, &branch, KeptRef::Conflict, req).await;
+            return Merged::Left(LandResult::Conflict {
+                paths,
+                saved_ref: saved,
+            });
+        }
+        Ok(Err(GitError::Sign(e))) => {
+            return Merged::Broken(LandResult::Unsigned { message: e.message })
+        }
+        Ok(Err(e)) => return Merged::Broken(LandResult::Error(e.to_string())),
+        Err(e) => return Merged::Broken(LandResult::Error(e)),
+    };
+    let findings = land::gate_findings(ctx, req, &commit).await;
+    if !findings.is_empty() {
+        let saved = land::keep(ctx, &branch, KeptRef::Attempt, req).await;
+        return Merged::Left(LandResult::Gated {
+            findings,
+            saved_ref: saved,
+        });
+    }
+    Merged::Link(commit)
+}
+
 /// Merges each candidate's stories each on the one before, the first on
 /// the target's tip, or on the candidate before it; conflicts and gate
 /// findings are those stories' results and the candidate goes on without
@@ -260,46 +301,18 @@ async fn build(
         let mut kept = Vec::new();
         let mut broken = false;
         for &pos in &cands[k].stories {
-            let req = &reqs[pos];
-            let branch = project::story_branch(&req.id);
-            let merged = land::merge_for_landing(ctx, req, Some(base.clone())).await;
-            let commit = match merged {
-                Ok(Ok(MergeOutcome::Merged { commit, .. })) => commit,
-                Ok(Ok(MergeOutcome::Conflict { paths })) => {
-                    let saved = land::keep(ctx, &branch, KeptRef::Conflict, req).await;
-                    results[pos] = Some(LandResult::Conflict {
-                        paths,
-                        saved_ref: saved,
-                    });
+            let commit = match merge_one(ctx, &reqs[pos], &base).await {
+                Merged::Link(commit) => commit,
+                Merged::Left(result) => {
+                    results[pos] = Some(result);
                     continue;
                 }
-                Ok(Err(GitError::Sign(e))) => {
-                    results[pos] = Some(LandResult::Unsigned { message: e.message });
-                    broken = true;
-                    break;
-                }
-                Ok(Err(e)) => {
-                    results[pos] = Some(LandResult::Error(e.to_string()));
-                    broken = true;
-                    break;
-                }
-                Err(e) => {
-                    results[pos] = Some(LandResult::Error(e));
+                Merged::Broken(result) => {
+                    results[pos] = Some(result);
                     broken = true;
                     break;
                 }
             };
-            // Before validation, per story: weakened checks are not worth
-            // running, and the candidate goes on without it.
-            let findings = land::gate_findings(ctx, req, &commit).await;
-            if !findings.is_empty() {
-                let saved = land::keep(ctx, &branch, KeptRef::Attempt, req).await;
-                results[pos] = Some(LandResult::Gated {
-                    findings,
-                    saved_ref: saved,
-                });
-                continue;
-            }
             links.push(Link {
                 pos,
                 commit: commit.clone(),
@@ -464,7 +477,7 @@ async fn validate(
 
 /// Moves the target from the chain's base to its last passed merge, under
 /// the landing intent, as one landing does (`land::land`).
-async fn cas(
+pub(super) async fn cas(
     ctx: &Arc<RunContext>,
     reqs: &[LandRequest],
     links: &[Link],

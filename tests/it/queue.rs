@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::crash::{kill_session, spawn};
 use crate::harness::*;
 
-/// Five stories: 1.1 lands alone, the four after it form one chain.
+/// Five stories: 1.1 opens a chain, the three after it join it while it
+/// validates, 1.5 once the first has landed (`landing.speculate: 4`).
 const FIVE: &str = "# [batch:1]\n1.1 | A\n1.2 | B\n1.3 | C\n1.4 | D\n1.5 | E\n";
 
 /// Waits (bounded) until the run's records hold `$1` ended attempts.
@@ -55,6 +56,7 @@ wait_ended {stories}
 {extra}
 if [ -n "{fail}" ] && [ -f "story/{fail}.txt" ] && [ ! -f "story/{fail}.fixed" ]; then
   echo "story {fail} broke the build"
+  touch "$SCRATCH/failed-$RALPH_STORY"
   exit 1
 fi
 ( flock 9; echo "$tree $RALPH_STORY $slot" >> "$SCRATCH/passed" ) 9>"$SCRATCH/passed.lock"
@@ -150,8 +152,8 @@ fn a_chain_is_validated_side_by_side_and_every_tip_is_a_validated_tree() {
     }
     assert!(
         ends.iter()
-            .any(|e| e["stories"] == serde_json::json!(["1.2", "1.3", "1.4", "1.5"])),
-        "the chain's last merge holds all four: {ends:?}"
+            .any(|e| e["stories"] == serde_json::json!(["1.1", "1.2", "1.3", "1.4"])),
+        "the stories that finished while 1.1 validated joined its chain: {ends:?}"
     );
     let slots: BTreeSet<String> = passed(&p).into_iter().map(|(_, _, s)| s).collect();
     assert!(
@@ -160,6 +162,41 @@ fn a_chain_is_validated_side_by_side_and_every_tip_is_a_validated_tree() {
     );
     // One validation per story: nothing was validated twice.
     assert_eq!(passed(&p).len(), 5, "{:?}", passed(&p));
+    for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
+        assert_eq!(p.merges_of(id), 1, "{id}");
+    }
+    assert_tidy(&p);
+}
+
+/// The open chain: a merge that passed lands at once, while the merges
+/// behind it still validate. Here each story's merge passes only once the
+/// story before it is on main: a chain validated as a whole before any of
+/// it lands would wait in vain.
+#[test]
+fn a_passed_merge_lands_while_the_merges_behind_it_still_validate() {
+    let p = Project::with_backlog(FIVE, "{}");
+    let behind = r#"k=${RALPH_STORY#1.}
+if [ "$k" -gt 1 ]; then
+  before="story 1.$((k - 1))"
+  for _ in $(seq 1 1200); do
+    git -C "$RALPH_PROJECT_DIR" log --first-parent --format=%s main | grep -q "$before\$" && break
+    sleep 0.05
+  done
+  git -C "$RALPH_PROJECT_DIR" log --first-parent --format=%s main | grep -q "$before\$" \
+    || { echo "$before had not landed while $RALPH_STORY validated"; exit 1; }
+fi"#;
+    let config = validation(&p, 5, "", behind);
+    let start = ready(&p, &config);
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    assert_eq!(
+        calls(&p),
+        ["1.1 1", "1.2 1", "1.3 1", "1.4 1", "1.5 1"],
+        "no merge failed: {}",
+        p.read("ralph.log")
+    );
+    assert_every_tip_validated(&p, &start);
     for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
         assert_eq!(p.merges_of(id), 1, "{id}");
     }
@@ -193,6 +230,37 @@ fn a_failing_story_in_the_middle_of_a_chain_goes_back_alone() {
         .collect();
     assert!(verdicts.contains(&"failed".to_string()), "{verdicts:?}");
     assert!(verdicts.contains(&"thrown".to_string()), "{verdicts:?}");
+}
+
+/// A merge fails before the one it is built on has its verdict: the
+/// failure is not yet anyone's (the merge holds the story before it too).
+/// Here 1.4's merge, which holds 1.3's broken work, fails first; 1.3's own
+/// merge fails after. Only 1.3 goes back to its agent.
+#[test]
+fn a_merge_failing_before_the_one_below_it_is_blamed_on_neither_until_that_one_ends() {
+    let p = Project::with_backlog(FIVE, "{}");
+    let later = r#"if [ "$RALPH_STORY" = 1.3 ]; then
+  for _ in $(seq 1 1200); do [ -e "$SCRATCH/failed-1.4" ] && break; sleep 0.05; done
+fi"#;
+    let config = validation(&p, 5, "1.3", later);
+    let start = ready(&p, &config);
+    let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.completed().len(), 5, "{r:?}");
+    assert!(p.scratch.join("failed-1.4").exists(), "1.4's merge failed first");
+    assert_eq!(
+        calls(&p),
+        ["1.1 1", "1.2 1", "1.3 1", "1.3 2", "1.4 1", "1.5 1"],
+        "{}",
+        p.read("ralph.log")
+    );
+    assert_eq!(p.kinds("1.4"), ["first"]);
+    assert_eq!(p.kinds("1.3"), ["first", "fixup"]);
+    assert_every_tip_validated(&p, &start);
+    for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
+        assert_eq!(p.merges_of(id), 1, "{id}");
+    }
+    assert_tidy(&p);
 }
 
 #[test]

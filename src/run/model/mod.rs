@@ -126,6 +126,19 @@ pub(crate) struct Landing {
     pub(crate) trial: bool,
 }
 
+/// The merge queue's chain in flight, as the transition sees it: none
+/// (`Idle`: a landing of one, the rounds of batches, or nothing), one
+/// that takes the stories finished while it validates (`Open`: Zuul's
+/// dependent pipeline, `run/stream.rs`), or one told it gets no more
+/// (`Closing`), whose end the next landing waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Chain {
+    #[default]
+    Idle,
+    Open,
+    Closing,
+}
+
 /// What `apply` found out while changing a story.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Applied {
@@ -152,6 +165,9 @@ pub(crate) struct Model {
     /// The stories being landed now: one, or the merge queue's chain
     /// (`landing.speculate`), in chain order.
     pub(crate) landing: Vec<Landing>,
+    /// Whether the chain in flight takes more stories as they arrive
+    /// (`Chain::Open`, `run/stream.rs`).
+    pub(crate) chain: Chain,
     /// How many stories the next chain may take (Zuul's window: halved by a
     /// failed validation, one more per landing, up to `Policy::speculate`).
     pub(crate) window: usize,
@@ -351,6 +367,7 @@ impl Model {
             policy,
             land_queue: VecDeque::new(),
             landing: Vec::new(),
+            chain: Chain::Idle,
             window: speculate,
             hooks_running: 0,
             attempts_this_run: 0,
@@ -873,6 +890,7 @@ impl Model {
     pub(crate) fn busy(&self) -> bool {
         self.slots.iter().any(Option::is_some)
             || !self.landing.is_empty()
+            || self.chain != Chain::Idle
             || !self.land_queue.is_empty()
             || self.hooks_running > 0
             || self.racing.values().any(|r| r.judging)

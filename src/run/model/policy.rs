@@ -111,6 +111,14 @@ pub(crate) struct Budget {
 }
 
 impl Policy {
+    /// The merge queue keeps its chain open (`run/stream.rs`): stories
+    /// join the chain in flight as they finish, each merged on the one
+    /// before and validated at once. Batches keep their rounds (a batch
+    /// is bisected as a whole: `run/queue.rs`).
+    pub(crate) fn streams(&self) -> bool {
+        self.speculate > 1 && self.batch <= 1
+    }
+
     /// The top rung's model for a timeout's postmortem, when `agent` runs it.
     pub(crate) fn postmortem_model(&self, agent: Backend) -> Option<String> {
         let m = &self.models;

@@ -7,8 +7,8 @@ use crate::state::{AttemptKind, FixupCause, Note, Outcome};
 
 use super::failure::{count_failure, failed_for_good, kind_of, redo_note};
 use super::limits::halt;
-use crate::run::events::{Action, LandAsk, LandPlan, LandResult, Now};
-use crate::run::model::{Change, Fatal, Landing, Model, Policy};
+use crate::run::events::{Action, GateAsk, LandAsk, LandPlan, LandResult, Now};
+use crate::run::model::{Chain, Change, Fatal, Landing, Model, Policy};
 use crate::run::record;
 use crate::runlog::Ev;
 
@@ -34,8 +34,9 @@ pub(super) fn send_to_landing(
 
 /// The merge queue takes the stories waiting, in arrival order: one, or a
 /// chain of up to the window's depth (`landing.speculate`) validated side
-/// by side; once the run is stopping, what waits stays `landing` for the
-/// next run.
+/// by side, kept open (`Policy::streams`) for those that finish while it
+/// validates; once the run is stopping, what waits stays `landing` for
+/// the next run.
 pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
     if model.stopping() {
         while let Some(Landing { idx, .. }) = model.land_queue.pop_front() {
@@ -44,102 +45,158 @@ pub(super) fn next_landing(model: &mut Model, now: Now, out: &mut Vec<Action>) {
                 id: model.id(idx).to_string(),
             }));
         }
+        close_chain(model, out);
         return;
+    }
+    match model.chain {
+        Chain::Closing => return,
+        Chain::Open => {
+            let room = model.window.saturating_sub(model.landing.len());
+            let asks = take(model, room, now, out);
+            if !asks.is_empty() {
+                out.push(Action::ChainAdd(land_asks(asks)));
+            } else if model.landing.is_empty() {
+                close_chain(model, out);
+            }
+            return;
+        }
+        Chain::Idle => {}
     }
     if !model.landing.is_empty() {
         return;
     }
+    let trial_first = model.land_queue.front().is_some_and(|l| l.trial);
+    if model.policy.streams() && !trial_first && !model.land_queue.is_empty() {
+        let asks = take(model, model.window, now, out);
+        model.chain = Chain::Open;
+        out.push(Action::LandChain(land_asks(asks)));
+        return;
+    }
     // A chain of candidates, each up to `landing.batch` stories.
     let n = super::batch::take(model.window, model.policy.batch, model.land_queue.len());
-    let mut asks = Vec::with_capacity(n);
-    for _ in 0..n {
-        // A racing candidate's trial is validated alone (`LandPlan::Review`).
-        if model.land_queue.front().is_some_and(|l| l.trial) && !asks.is_empty() {
-            break;
-        }
-        let Some(mut next) = model.land_queue.pop_front() else {
-            break;
-        };
-        next.since = Some(now.mono);
-        model.landing.push(next);
-        out.push(Action::Record(Ev::LandStart {
-            story: model.id(next.idx).to_string(),
-            attempt: next.attempt,
-        }));
-        asks.push((next, super::gates::ask(model, &next)));
-        if next.trial {
-            break;
-        }
-    }
-    match asks.len() {
-        0 => {}
+    let mut asks = if trial_first {
+        Vec::new()
+    } else {
+        take(model, n, now, out)
+    };
+    if trial_first || asks.len() == 1 {
         // One story lands as it always did (remade on the user's commits,
-        // the reviewer, review and pr modes).
-        1 => {
-            let (next, gates) = asks.remove(0);
-            out.push(Action::Land {
-                idx: next.idx,
-                attempt: next.attempt,
-                approved: next.approved,
-                gates,
-                plan: match next.trial {
-                    true => LandPlan::Review,
-                    false => plan(model.policy.landing_mode, next.approved),
-                },
-            });
-        }
-        _ => out.push(Action::LandChain(
-            asks.into_iter()
-                .map(|(l, gates)| LandAsk {
-                    idx: l.idx,
-                    attempt: l.attempt,
-                    gates,
-                })
-                .collect(),
-        )),
+        // the reviewer, review and pr modes); a racing candidate's trial
+        // is validated alone (`LandPlan::Review`).
+        let (next, gates) = match asks.pop() {
+            Some(ask) => ask,
+            None => match take_one(model, now, out) {
+                Some(ask) => ask,
+                None => return,
+            },
+        };
+        out.push(Action::Land {
+            idx: next.idx,
+            attempt: next.attempt,
+            approved: next.approved,
+            gates,
+            plan: match next.trial {
+                true => LandPlan::Review,
+                false => plan(model.policy.landing_mode, next.approved),
+            },
+        });
+    } else if !asks.is_empty() {
+        out.push(Action::LandChain(land_asks(asks)));
     }
 }
 
-/// The merge queue's chain ended: each story's result is decided as a
-/// landing of its own, in chain order; those behind a failure go back to
-/// the front of the queue as they were (nothing charged, their agents not
-/// run again), and the window moves (`queue::window_after`).
-pub(super) fn chain_finished(
+fn land_asks(asks: Vec<(Landing, GateAsk)>) -> Vec<LandAsk> {
+    asks.into_iter()
+        .map(|(l, gates)| LandAsk {
+            idx: l.idx,
+            attempt: l.attempt,
+            gates,
+        })
+        .collect()
+}
+
+/// Tells an open chain it gets no more stories.
+fn close_chain(model: &mut Model, out: &mut Vec<Action>) {
+    if model.chain == Chain::Open {
+        model.chain = Chain::Closing;
+        out.push(Action::ChainClose);
+    }
+}
+
+/// Takes up to `n` waiting stories for the merge queue, in arrival order,
+/// up to a racing candidate's trial (validated alone).
+fn take(model: &mut Model, n: usize, now: Now, out: &mut Vec<Action>) -> Vec<(Landing, GateAsk)> {
+    let mut asks = Vec::with_capacity(n);
+    while asks.len() < n && model.land_queue.front().is_some_and(|l| !l.trial) {
+        match take_one(model, now, out) {
+            Some(ask) => asks.push(ask),
+            None => break,
+        }
+    }
+    asks
+}
+
+/// The story at the front of the queue, taken up by the merge queue.
+fn take_one(model: &mut Model, now: Now, out: &mut Vec<Action>) -> Option<(Landing, GateAsk)> {
+    let mut next = model.land_queue.pop_front()?;
+    next.since = Some(now.mono);
+    model.landing.push(next);
+    out.push(Action::Record(Ev::LandStart {
+        story: model.id(next.idx).to_string(),
+        attempt: next.attempt,
+    }));
+    Some((next, super::gates::ask(model, &next)))
+}
+
+/// Results of the chain in flight, by story: each decided as a landing of
+/// its own; those behind a failure go back to the front of the queue as
+/// they were (nothing charged, their agents not run again), and the window
+/// moves (`queue::window_after`). Once the chain `ended`, whatever of it
+/// got no result goes back too.
+pub(super) fn chain_results(
     model: &mut Model,
-    results: Vec<LandResult>,
+    results: Vec<(usize, LandResult)>,
+    ended: bool,
     now: Now,
     out: &mut Vec<Action>,
 ) {
-    let chain = std::mem::take(&mut model.landing);
-    let back = super::queue::requeued(chain.len(), &results);
-    let (landed, failed) = super::queue::tally(&results);
-    let mut results = results.into_iter();
+    let (landed, failed) = super::queue::tally(results.iter().map(|(_, r)| r));
     let mut requeue = Vec::new();
-    for (i, landing) in chain.into_iter().enumerate() {
-        let result = results.next().unwrap_or(LandResult::Behind);
-        if back.contains(&i) {
-            let secs = landing
-                .since
-                .map(|t| now.mono.saturating_duration_since(t).as_secs_f64())
-                .unwrap_or(0.0);
-            out.push(Action::Record(record::land_end(
-                model.id(landing.idx),
-                landing.attempt,
-                &LandResult::Behind,
-                secs,
-            )));
-            requeue.push(Landing {
-                since: None,
-                ..landing
-            });
+    for (idx, result) in results {
+        // A story's result comes once; another is no landing of this chain.
+        let Some(p) = model.landing.iter().position(|l| l.idx == idx) else {
+            continue;
+        };
+        let landing = model.landing.remove(p);
+        if matches!(result, LandResult::Behind) {
+            requeue.push(landing);
         } else {
             landing_finished(model, landing, result, now, out);
         }
     }
-    for l in requeue.into_iter().rev() {
-        model.land_queue.push_front(l);
+    if ended {
+        requeue.extend(std::mem::take(&mut model.landing));
+        model.chain = Chain::Idle;
     }
-    model.window = super::queue::window_after(model.window, model.policy.speculate, landed, failed);
+    for landing in &requeue {
+        let secs = landing
+            .since
+            .map(|t| now.mono.saturating_duration_since(t).as_secs_f64())
+            .unwrap_or(0.0);
+        out.push(Action::Record(record::land_end(
+            model.id(landing.idx),
+            landing.attempt,
+            &LandResult::Behind,
+            secs,
+        )));
+    }
+    for l in requeue.into_iter().rev() {
+        model.land_queue.push_front(Landing { since: None, ..l });
+    }
+    if landed > 0 || failed {
+        model.window =
+            super::queue::window_after(model.window, model.policy.speculate, landed, failed);
+    }
 }
 
 /// `RALPH_RESULT` of finished work once its landing decided; `None` while

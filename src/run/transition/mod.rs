@@ -33,7 +33,7 @@ use super::events::{Action, Event, Now};
 use super::model::{Fatal, Model};
 use dispatch::dispatch;
 pub(crate) use finish::{finish, totals};
-use landing::{chain_finished, next_landing, send_to_landing};
+use landing::{chain_results, next_landing, send_to_landing};
 use limits::{on_signal, on_timer};
 use outcome::{attempt_finished, placed};
 
@@ -161,12 +161,14 @@ pub(crate) fn handle(model: &mut Model, event: Event, now: Now) -> Vec<Action> {
         Event::AttemptFinished(r) => attempt_finished(model, *r, now, &mut out),
         Event::LandingFinished(result) => {
             debug_assert!(
-                !model.landing.is_empty(),
-                "a landing finished that never started"
+                model.landing.len() == 1,
+                "a landing of one finished that never started"
             );
-            chain_finished(model, vec![result], now, &mut out);
+            let results = model.landing.first().map(|l| (l.idx, result));
+            chain_results(model, results.into_iter().collect(), true, now, &mut out);
         }
-        Event::ChainFinished(results) => chain_finished(model, results, now, &mut out),
+        Event::ChainResults(results) => chain_results(model, results, false, now, &mut out),
+        Event::ChainFinished(results) => chain_results(model, results, true, now, &mut out),
         Event::Judged(report) => race::judged(model, report, &mut out),
         Event::HooksDone => model.hooks_running = model.hooks_running.saturating_sub(1),
         Event::Signal(sig) => on_signal(model, sig, &mut out),
@@ -218,9 +220,10 @@ fn coalesce_saves(actions: Vec<Action>) -> Vec<Action> {
         match a {
             Action::Save if saved_later => continue,
             Action::Save => saved_later = true,
-            Action::StartAttempt(_) | Action::Land { .. } | Action::LandChain(_) => {
-                saved_later = false
-            }
+            Action::StartAttempt(_)
+            | Action::Land { .. }
+            | Action::LandChain(_)
+            | Action::ChainAdd(_) => saved_later = false,
             _ => {}
         }
         kept.push(a);

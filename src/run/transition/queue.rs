@@ -8,15 +8,14 @@ use crate::run::events::LandResult;
 
 /// What a chain's results say for the window: stories landed, and whether
 /// a validation failed (a story's own fault, the one thing that shrinks it).
-pub(crate) fn tally(results: &[LandResult]) -> (usize, bool) {
-    let landed = results
-        .iter()
-        .filter(|r| matches!(r, LandResult::Landed { .. }))
-        .count();
-    let failed = results
-        .iter()
-        .any(|r| matches!(r, LandResult::ValidationFailed { .. }));
-    (landed, failed)
+pub(crate) fn tally<'a>(results: impl IntoIterator<Item = &'a LandResult>) -> (usize, bool) {
+    results
+        .into_iter()
+        .fold((0, false), |(landed, failed), r| match r {
+            LandResult::Landed { .. } => (landed + 1, failed),
+            LandResult::ValidationFailed { .. } => (landed, true),
+            _ => (landed, failed),
+        })
 }
 
 /// The window after a chain that landed `landed` stories and had a failed
@@ -29,15 +28,6 @@ pub(crate) fn window_after(window: usize, ceiling: usize, landed: usize, failed:
         window.saturating_add(landed)
     };
     next.clamp(1, ceiling)
-}
-
-/// The positions of a chain's results that go back to the front of the
-/// queue, in chain order: those behind a failure, and those the chain
-/// gave no result for.
-pub(crate) fn requeued(chain_len: usize, results: &[LandResult]) -> Vec<usize> {
-    (0..chain_len)
-        .filter(|&i| matches!(results.get(i), None | Some(LandResult::Behind)))
-        .collect()
 }
 
 /// Why the merge queue lands one story at a time, when it must: a person
@@ -101,9 +91,14 @@ pub(crate) fn describe(
     let depth = match one_at_a_time {
         Some(why) => format!("one landing at a time ({why})"),
         None if speculate <= 1 => "one landing at a time (landing.speculate: 1)".to_string(),
-        None => format!(
+        None if batch > 1 => format!(
             "chains of up to {speculate} merges validated side by side (landing.speculate; \
              halved after a failed validation)"
+        ),
+        None => format!(
+            "chains of up to {speculate} merges validated side by side, a story joining the \
+             chain in flight as it finishes (landing.speculate; halved after a failed \
+             validation)"
         ),
     };
     let batches = match (one_at_a_time, batch) {
@@ -198,8 +193,9 @@ mod tests {
     fn the_dry_run_says_how_the_queue_lands() {
         assert_eq!(
             describe((4, 1), None, 1),
-            "merge queue: chains of up to 4 merges validated side by side (landing.speculate; \
-             halved after a failed validation); 1 required validation command per candidate"
+            "merge queue: chains of up to 4 merges validated side by side, a story joining the \
+             chain in flight as it finishes (landing.speculate; halved after a failed \
+             validation); 1 required validation command per candidate"
         );
         assert_eq!(
             describe((4, 6), Some("landing.mode: review"), 0),
@@ -233,13 +229,10 @@ mod tests {
     }
 
     #[test]
-    fn what_is_behind_a_failure_goes_back_in_order() {
+    fn a_chains_results_say_how_many_landed_and_whether_one_failed() {
         let r = vec![landed(), failed(), LandResult::Behind, LandResult::Behind];
-        assert_eq!(requeued(4, &r), vec![2, 3]);
         assert_eq!(tally(&r), (1, true));
-        // A chain cut short: what has no result goes back too.
-        assert_eq!(requeued(3, &[failed()]), vec![1, 2]);
-        assert_eq!(requeued(2, &[landed(), landed()]), Vec::<usize>::new());
         assert_eq!(tally(&[landed(), landed()]), (2, false));
+        assert_eq!(tally(&[LandResult::Behind]), (0, false));
     }
 }

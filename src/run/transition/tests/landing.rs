@@ -240,51 +240,72 @@ fn one_job_begins_the_next_iteration_after_the_previous_post_hooks() {
     );
 }
 
-/// The merge queue's chain (`landing.speculate`): what waits is taken
-/// together; a failed validation in the middle goes back to its agent
-/// alone, the story behind it goes back to the front of the queue with
-/// nothing charged, and the window halves.
-#[test]
-fn a_chain_lands_its_passed_prefix_and_requeues_what_is_behind_a_failure() {
-    let mut m = model_with(&INDEPENDENT[..4], 4, 3, None);
-    m.policy.speculate = 4;
-    m.window = 4;
-    let reqs = begin(&mut m);
-    assert_eq!(reqs.len(), 4);
-    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
-    assert_eq!(lands(&a), vec![0], "alone in the queue: a landing of one");
-    for r in &reqs[1..] {
-        let a = handle(&mut m, finished(r, Verdict::Done), t0());
-        assert!(lands(&a).is_empty(), "the queue is busy");
-    }
-    let a = land(&mut m, 0, landed_as(0), t0());
-    let chain: Vec<usize> = a
+fn chain_asks(actions: &[Action], add: bool) -> Vec<usize> {
+    actions
         .iter()
         .filter_map(|x| match x {
-            Action::LandChain(asks) => Some(asks.iter().map(|l| l.idx).collect::<Vec<_>>()),
+            Action::LandChain(asks) if !add => Some(asks.iter().map(|l| l.idx).collect::<Vec<_>>()),
+            Action::ChainAdd(asks) if add => Some(asks.iter().map(|l| l.idx).collect::<Vec<_>>()),
             _ => None,
         })
         .flatten()
-        .collect();
-    assert_eq!(chain, vec![1, 2, 3], "what waited is one chain");
-    assert_eq!(m.landing.len(), 3);
+        .collect()
+}
+
+/// The merge queue's open chain (`landing.speculate`, `run/stream.rs`):
+/// the first story to finish opens it and those finishing while it
+/// validates join it, up to the window; a failed validation goes back to
+/// its agent alone and halves the window; what the chain held when it
+/// ended goes back to the front of the queue with nothing charged; the
+/// chain is closed once it holds nothing and nothing waits.
+#[test]
+fn an_open_chain_takes_stories_as_they_finish_and_requeues_what_it_held_at_its_end() {
+    let mut m = model_with(&INDEPENDENT[..5], 5, 3, None);
+    m.policy.speculate = 4;
+    m.window = 4;
+    let reqs = begin(&mut m);
+    assert_eq!(reqs.len(), 5);
+    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    assert_eq!(chain_asks(&a, false), vec![0], "the first opens a chain");
+    assert!(lands(&a).is_empty());
+    assert_eq!(m.chain, Chain::Open);
+    for r in &reqs[1..4] {
+        let a = handle(&mut m, finished(r, Verdict::Done), t0());
+        assert_eq!(
+            chain_asks(&a, true),
+            vec![r.idx],
+            "joins the chain in flight"
+        );
+    }
+    let a = handle(&mut m, finished(&reqs[4], Verdict::Done), t0());
+    assert!(chain_asks(&a, true).is_empty(), "the window is full");
+    assert_eq!(m.land_queue.len(), 1);
     let a = handle(
         &mut m,
-        Event::ChainFinished(vec![landed_as(1), validation_failed(1), LandResult::Behind]),
+        Event::ChainResults(vec![(0, landed_as(0)), (1, landed_as(1))]),
         t0(),
     );
+    assert_eq!(m.state.status("a"), Status::Done);
     assert_eq!(m.state.status("b"), Status::Done);
-    // c goes back to its agent as a fix-up; d is landed again, uncharged.
+    assert_eq!(chain_asks(&a, true), vec![4], "room again: the fifth joins");
+    let a = handle(
+        &mut m,
+        Event::ChainResults(vec![(2, validation_failed(1))]),
+        t0(),
+    );
     let fixups: Vec<usize> = starts(&a)
         .iter()
         .filter(|r| r.kind == AttemptKind::Fixup)
         .map(|r| r.idx)
         .collect();
     assert_eq!(fixups, vec![2]);
-    assert_eq!(lands(&a), vec![3], "d is merged again on the new tip");
+    assert_eq!(m.window, 2, "halved by the failure");
+    // The chain ends holding d and e: both go back, uncharged, and a new
+    // chain takes them.
+    let a = handle(&mut m, Event::ChainFinished(Vec::new()), t0());
+    assert_eq!(chain_asks(&a, false), vec![3, 4]);
     assert_eq!(m.state.status("d"), Status::Landing);
     assert_eq!(m.state.record("d").map(|r| r.attempts_started), Some(1));
-    assert_eq!(m.window, 2, "halved by the failure");
     let ends: Vec<String> = a
         .iter()
         .filter_map(|x| match x {
@@ -292,8 +313,20 @@ fn a_chain_lands_its_passed_prefix_and_requeues_what_is_behind_a_failure() {
             _ => None,
         })
         .collect();
-    // (A landing is a record of its own.)
-    assert_eq!(ends, vec!["c:validation_failed", "d:behind"]);
+    assert_eq!(ends, vec!["d:behind", "e:behind"]);
+    let a = handle(
+        &mut m,
+        Event::ChainResults(vec![(3, landed_as(3)), (4, landed_as(4))]),
+        t0(),
+    );
+    assert!(
+        a.contains(&Action::ChainClose),
+        "nothing held, nothing waits"
+    );
+    assert_eq!(m.chain, Chain::Closing);
+    assert!(m.busy(), "the run waits for the chain's end");
+    handle(&mut m, Event::ChainFinished(Vec::new()), t0());
+    assert_eq!(m.chain, Chain::Idle);
 }
 
 /// Batches (`landing.batch`): with a window of one, what waits is taken

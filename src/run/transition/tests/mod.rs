@@ -8,6 +8,7 @@ use crate::agent::{Backend, FaultKind, ResultKind};
 use crate::backlog::{Backlog, Story};
 use crate::dag::Dag;
 use crate::error::{EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORIES_FAILED};
+use crate::run::model::Chain;
 use crate::state::{AttemptKind, FixupCause, State, Status};
 
 fn story(id: &str, deps: &[&str]) -> Story {

@@ -1,0 +1,472 @@
+//! The merge queue's open chain (issue 34 item 1, Zuul's dependent
+//! pipeline; docs/merge-queue.md): stories join it as they finish, each
+//! merged on the one before it (M1 = tip + S1, M2 = M1 + S2, ...) and
+//! validated at once in a worktree of its own, up to the room for
+//! validations; there are no rounds. The target moves, with one
+//! compare-and-swap, to the longest prefix of the chain whose merges all
+//! passed, as soon as it passed. A story whose merge fails validation goes
+//! back to its agent with the output; the merges built on it are stopped
+//! and made again where they would have gone, nothing charged. A conflict
+//! or a gate's finding takes a story out at its merge.
+//!
+//! The invariant is `queue.rs`'s: the target only ever moves to a merge
+//! whose exact tree passed (or to the same merges made again on the user's
+//! own commits touching none of their paths), under the landing intent; a
+//! `kill -9` leaves the chain's stories `landing` in the state and the
+//! next run lands them.
+//!
+//! Results go to the run as they are known (`Event::ChainResults`); the
+//! chain ends once the run closes its intake and nothing is left in it, or
+//! at once when it cannot go on (what it held goes back to the queue).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::gitops::Oid;
+use crate::process::Control;
+
+use super::context::{blocking, RunContext};
+use super::events::LandResult;
+use super::land::{self, LandRequest};
+use super::queue::{self, Cas, Link, Merged};
+use super::transition::batch;
+
+/// One merge of the chain: request `req`'s story on `base`.
+struct Entry {
+    req: usize,
+    commit: Oid,
+    base: Oid,
+    check: Check,
+}
+
+enum Check {
+    /// Its validation, numbered (the end of one stopped is thrown away),
+    /// and how to stop it.
+    Running {
+        run: u64,
+        stop: watch::Sender<Control>,
+    },
+    Passed,
+    /// It did not pass: whose fault it is waits until every merge before
+    /// it passed (a merge holds the stories before it too).
+    Failed(LandResult),
+}
+
+/// A validation's end, as its task gives it.
+struct Ended {
+    run: u64,
+    slot: usize,
+    failed: Option<LandResult>,
+    tree: String,
+    started: Instant,
+    node: String,
+    stories: Vec<String>,
+}
+
+/// Whether the chain goes on.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Go,
+    End,
+}
+
+type Results = Vec<(usize, LandResult)>;
+
+struct Stream<'a> {
+    ctx: &'a Arc<RunContext>,
+    reqs: Vec<LandRequest>,
+    /// Requests not merged yet, in order.
+    pending: VecDeque<usize>,
+    chain: Vec<Entry>,
+    tasks: JoinSet<Ended>,
+    /// Validation worktrees in use (a stopped validation's until it ends).
+    slots: Vec<bool>,
+    room: usize,
+    runs: u64,
+    /// Compare-and-swaps lost to a moving target in a row.
+    raced: usize,
+    out: mpsc::UnboundedSender<Results>,
+    control: watch::Receiver<Control>,
+}
+
+/// Lands `first` and what comes through `intake` as one open chain,
+/// sending each story's result on `out` as it is known; returns what is
+/// left to say when it ends (a story with no result goes back to the
+/// queue).
+pub(crate) async fn land_stream(
+    ctx: &Arc<RunContext>,
+    first: Vec<LandRequest>,
+    mut intake: mpsc::UnboundedReceiver<LandRequest>,
+    out: mpsc::UnboundedSender<Results>,
+    control: watch::Receiver<Control>,
+) -> Results {
+    // Read now: the agents running hold memory a validation cannot have.
+    let room = batch::room(
+        ctx.config.landing.max_validations,
+        queue::machine(&ctx.config),
+    );
+    let mut s = Stream {
+        ctx,
+        pending: (0..first.len()).collect(),
+        reqs: first,
+        chain: Vec::new(),
+        tasks: JoinSet::new(),
+        slots: Vec::new(),
+        room: room.max(1),
+        runs: 0,
+        raced: 0,
+        out,
+        control,
+    };
+    let mut open = true;
+    // Kept across waits: it remembers which change it has seen.
+    let mut control = s.control.clone();
+    loop {
+        if *s.control.borrow() != Control::Run {
+            return s.stopped().await;
+        }
+        if s.land_prefix().await == Flow::End {
+            return s.ended().await;
+        }
+        s.blame_front().await;
+        if s.fill().await == Flow::End {
+            return s.ended().await;
+        }
+        if matches!(
+            s.chain.first(),
+            Some(Entry {
+                check: Check::Passed,
+                ..
+            })
+        ) {
+            continue;
+        }
+        if !open && s.chain.is_empty() && s.pending.is_empty() {
+            return s.ended().await;
+        }
+        tokio::select! {
+            Some(done) = s.tasks.join_next(), if !s.tasks.is_empty() => match done {
+                Ok(ended) => s.verdict(ended).await,
+                Err(e) => {
+                    // A validation's task died: the chain cannot tell what
+                    // passed; what it holds goes back to the queue.
+                    ctx.log.line(&format!("internal error while validating: {e}"));
+                    return s.ended().await;
+                }
+            },
+            req = intake.recv(), if open => match req {
+                Some(req) => {
+                    s.pending.push_back(s.reqs.len());
+                    s.reqs.push(req);
+                }
+                None => open = false,
+            },
+            Ok(()) = control.changed() => {
+                let now = *control.borrow();
+                for e in &s.chain {
+                    if let Check::Running { stop, .. } = &e.check {
+                        let _ = stop.send(now);
+                    }
+                }
+            }
+            // Nothing can come any more (the run's control is gone).
+            else => return s.ended().await,
+        }
+    }
+}
+
+impl Stream<'_> {
+    fn say(&self, results: Results) {
+        if !results.is_empty() {
+            let _ = self.out.send(results);
+        }
+    }
+
+    /// Moves the target to the longest passed prefix of the chain, when
+    /// there is one.
+    async fn land_prefix(&mut self) -> Flow {
+        let n = self
+            .chain
+            .iter()
+            .take_while(|e| matches!(e.check, Check::Passed))
+            .count();
+        if n == 0 {
+            return Flow::Go;
+        }
+        let links: Vec<Link> = self.chain[..n]
+            .iter()
+            .map(|e| Link {
+                pos: e.req,
+                commit: e.commit.clone(),
+                base: e.base.clone(),
+            })
+            .collect();
+        match queue::cas(self.ctx, &self.reqs, &links, &self.control).await {
+            Cas::Landed(commits) => {
+                self.raced = 0;
+                let mut said = Vec::new();
+                let mut landed = Vec::new();
+                let top = commits.last().map(|(_, c)| c.clone());
+                for (link, (base, commit)) in links.iter().zip(commits) {
+                    let req = &self.reqs[link.pos];
+                    self.ctx
+                        .landed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((req.id.clone(), base, commit.clone()));
+                    said.push((req.idx, LandResult::Landed { commit }));
+                    landed.push(req.clone());
+                }
+                land::after_chain(self.ctx, landed).await;
+                self.say(said);
+                self.chain.drain(..n);
+                // Made again on the user's commits: what is behind was
+                // built on the merges that did not land.
+                if top.as_ref() != links.last().map(|l| &l.commit) {
+                    self.requeue_from(0);
+                }
+                Flow::Go
+            }
+            Cas::Moved => {
+                self.raced += 1;
+                self.requeue_from(0);
+                if self.raced >= land::ROUNDS {
+                    let lost = self.pending.drain(..).map(|p| self.reqs[p].idx);
+                    let lost = lost.map(|idx| (idx, LandResult::Raced)).collect();
+                    self.say(lost);
+                    return Flow::End;
+                }
+                Flow::Go
+            }
+            Cas::Stop(result) => {
+                self.say(vec![(self.reqs[links[0].pos].idx, result)]);
+                Flow::End
+            }
+        }
+    }
+
+    /// A merge that did not pass at the front of the chain (all before it
+    /// landed): its story's result, charged to it (`land::blamed`).
+    async fn blame_front(&mut self) {
+        if !matches!(
+            self.chain.first(),
+            Some(Entry {
+                check: Check::Failed(_),
+                ..
+            })
+        ) {
+            return;
+        }
+        let e = self.chain.remove(0);
+        let Check::Failed(failure) = e.check else {
+            return;
+        };
+        let req = self.reqs[e.req].clone();
+        let result = land::blamed(self.ctx, &req, failure).await;
+        self.say(vec![(req.idx, result)]);
+    }
+
+    /// Merges what waits on the chain's top and starts its validations,
+    /// while there is room for them (never on a merge that did not pass).
+    async fn fill(&mut self) -> Flow {
+        if matches!(
+            self.chain.last(),
+            Some(Entry {
+                check: Check::Failed(_),
+                ..
+            })
+        ) {
+            return Flow::Go;
+        }
+        while self.tasks.len() < self.room {
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            let base = match self.chain.last() {
+                Some(e) => e.commit.clone(),
+                None => match self.tip().await {
+                    Ok(tip) => tip,
+                    Err(result) => {
+                        self.say(vec![(self.reqs[p].idx, result)]);
+                        return Flow::End;
+                    }
+                },
+            };
+            match queue::merge_one(self.ctx, &self.reqs[p], &base).await {
+                Merged::Link(commit) => {
+                    self.chain.push(Entry {
+                        req: p,
+                        commit,
+                        base,
+                        check: Check::Passed,
+                    });
+                    if !self.ctx.required_validation.is_empty() {
+                        self.start(self.chain.len() - 1);
+                    }
+                }
+                Merged::Left(result) => self.say(vec![(self.reqs[p].idx, result)]),
+                Merged::Broken(result) => {
+                    self.say(vec![(self.reqs[p].idx, result)]);
+                    return Flow::End;
+                }
+            }
+        }
+        Flow::Go
+    }
+
+    /// The target's tip, which an empty chain is built on.
+    async fn tip(&self) -> Result<Oid, LandResult> {
+        match blocking(self.ctx, |c| c.git.branch_tip(&c.target)).await {
+            Ok(Ok(Some(tip))) => Ok(tip),
+            Ok(Ok(None)) => Err(LandResult::Error("the target branch is gone".to_string())),
+            Ok(Err(e)) => Err(LandResult::Error(e.to_string())),
+            Err(e) => Err(LandResult::Error(e)),
+        }
+    }
+
+    /// Starts the validation of the chain's merge `i`, in a free worktree.
+    fn start(&mut self, i: usize) {
+        let slot = match self.slots.iter().position(|used| !used) {
+            Some(k) => k,
+            None => {
+                self.slots.push(false);
+                self.slots.len() - 1
+            }
+        };
+        self.slots[slot] = true;
+        self.runs += 1;
+        let run = self.runs;
+        let (stop, rx) = watch::channel(*self.control.borrow());
+        let e = &self.chain[i];
+        let stories: Vec<String> = self.chain[..=i]
+            .iter()
+            .map(|e| self.reqs[e.req].id.clone())
+            .collect();
+        let (ctx, req) = (self.ctx.clone(), self.reqs[e.req].clone());
+        let (commit, base) = (e.commit.clone(), e.base.clone());
+        self.tasks.spawn(async move {
+            let started = Instant::now();
+            let tree = super::candidate::validate_start(&ctx, &commit, stories.clone(), slot).await;
+            let (failed, node) = super::candidate::validate_tree(
+                &ctx,
+                &req.id,
+                req.attempt,
+                &commit,
+                &base,
+                rx,
+                slot,
+            )
+            .await;
+            ctx.record(crate::runlog::Ev::Validated {
+                story: req.id.clone(),
+                attempt: req.attempt,
+                secs: started.elapsed().as_secs_f64(),
+                ok: failed.is_none(),
+            });
+            Ended {
+                run,
+                slot,
+                failed,
+                tree,
+                started,
+                node,
+                stories,
+            }
+        });
+        self.chain[i].check = Check::Running { run, stop };
+    }
+
+    /// A validation ended: its merge passed, or it did not and what was
+    /// built on it is stopped, to be made again once it is known whose
+    /// fault it was (`blame_front`).
+    async fn verdict(&mut self, ended: Ended) {
+        self.slots[ended.slot] = false;
+        let at = self
+            .chain
+            .iter()
+            .position(|e| matches!(&e.check, Check::Running { run, .. } if *run == ended.run));
+        let word = match (&at, &ended.failed) {
+            (None, _) => "thrown",
+            (Some(_), None) => "passed",
+            (Some(_), Some(LandResult::ValidationFailed { .. })) => "failed",
+            (Some(_), Some(_)) => "stopped",
+        };
+        let Ended {
+            tree,
+            stories,
+            started,
+            node,
+            failed,
+            ..
+        } = ended;
+        super::candidate::validate_end(self.ctx, tree, stories, word, started, node);
+        let Some(i) = at else { return };
+        let failure = match failed {
+            None => {
+                self.chain[i].check = Check::Passed;
+                return;
+            }
+            // Stopped by the run: the stop is said for the whole chain.
+            Some(_) if *self.control.borrow() != Control::Run => return,
+            Some(f) => f,
+        };
+        self.chain[i].check = Check::Failed(failure);
+        self.requeue_from(i + 1);
+    }
+
+    /// The chain's merges from `keep` on are stopped and go back, in
+    /// order, to the front of what waits: made again on whatever is then
+    /// below them.
+    fn requeue_from(&mut self, keep: usize) {
+        if keep >= self.chain.len() {
+            return;
+        }
+        for e in self.chain.drain(keep..).rev() {
+            if let Check::Running { stop, .. } = &e.check {
+                let _ = stop.send(Control::Kill);
+            }
+            self.pending.push_front(e.req);
+        }
+    }
+
+    /// Waits for every validation still running (stopped ones included),
+    /// recording each end.
+    async fn wait_all(&mut self) {
+        while let Some(done) = self.tasks.join_next().await {
+            if let Ok(ended) = done {
+                self.verdict(ended).await;
+            }
+        }
+    }
+
+    /// The run stops: every validation is stopped with it and whatever
+    /// the chain holds stays `landing` for the next run.
+    async fn stopped(mut self) -> Results {
+        let now = *self.control.borrow();
+        for e in &self.chain {
+            if let Check::Running { stop, .. } = &e.check {
+                let _ = stop.send(now);
+            }
+        }
+        self.wait_all().await;
+        let held = self
+            .chain
+            .iter()
+            .map(|e| e.req)
+            .chain(self.pending.iter().copied());
+        held.map(|p| (self.reqs[p].idx, LandResult::Interrupted))
+            .collect()
+    }
+
+    /// The chain cannot go on: its validations are stopped and what it
+    /// holds goes back to the queue (no result: `LandResult::Behind`).
+    async fn ended(mut self) -> Results {
+        self.requeue_from(0);
+        self.wait_all().await;
+        Vec::new()
+    }
+}
