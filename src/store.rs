@@ -171,8 +171,12 @@ impl TechLog {
 
     pub(crate) fn line(&self, msg: &str) {
         let Some(path) = &self.path else { return };
+        // One write(2) per line: the run's threads (the dispatcher, the
+        // merge queue's tasks) log at once, and `writeln!` on a file writes
+        // a line in pieces another thread's can come between.
+        let line = format!("[{}] {msg}\n", crate::timefmt::iso_now_millis());
         if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(f, "[{}] {msg}", crate::timefmt::iso_now_millis());
+            let _ = f.write_all(line.as_bytes());
         }
     }
 }
@@ -194,6 +198,34 @@ pub(crate) fn logged_attempts(dir: &Path) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Threads logging at once each get whole lines: a line written in
+    /// pieces lost a landing's line to the 1,000-story figure's count.
+    #[test]
+    fn lines_logged_by_threads_at_once_are_never_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = TechLog::new(Some(dir.path().join("ralph.log")));
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let log = &log;
+                s.spawn(move || {
+                    for i in 0..400 {
+                        log.line(&format!("thread {t} line {i} {}", "x".repeat(40)));
+                    }
+                });
+            }
+        });
+        let text = fs::read_to_string(dir.path().join("ralph.log")).unwrap();
+        let whole = regex::Regex::new(r"^\[[^\]]+\] thread \d line \d+ x{40}$").unwrap();
+        let cut: Vec<&str> = text.lines().filter(|l| !whole.is_match(l)).collect();
+        assert!(
+            cut.is_empty(),
+            "{} cut lines, e.g. {:?}",
+            cut.len(),
+            cut.first()
+        );
+        assert_eq!(text.lines().count(), 8 * 400);
+    }
 
     #[test]
     fn atomic_write_replaces_content() {

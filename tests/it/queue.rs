@@ -247,7 +247,10 @@ fi"#;
     let r = p.ralph(&["run", "--parallel", "-j", "5"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 5, "{r:?}");
-    assert!(p.scratch.join("failed-1.4").exists(), "1.4's merge failed first");
+    assert!(
+        p.scratch.join("failed-1.4").exists(),
+        "1.4's merge failed first"
+    );
     assert_eq!(
         calls(&p),
         ["1.1 1", "1.2 1", "1.3 1", "1.3 2", "1.4 1", "1.5 1"],
