@@ -129,6 +129,15 @@ pub(crate) async fn land_stream(
         if *s.control.borrow() != Control::Run {
             return s.stopped().await;
         }
+        // Whatever arrived while the chain was busy (a compare-and-swap, a
+        // merge) is merged now, so one compare-and-swap lands it all.
+        while open {
+            match intake.try_recv() {
+                Ok(req) => s.take(req),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+            }
+        }
         if s.land_prefix().await == Flow::End {
             return s.ended().await;
         }
@@ -159,10 +168,7 @@ pub(crate) async fn land_stream(
                 }
             },
             req = intake.recv(), if open => match req {
-                Some(req) => {
-                    s.pending.push_back(s.reqs.len());
-                    s.reqs.push(req);
-                }
+                Some(req) => s.take(req),
                 None => open = false,
             },
             Ok(()) = control.changed() => {
@@ -180,6 +186,12 @@ pub(crate) async fn land_stream(
 }
 
 impl Stream<'_> {
+    /// A story for the chain: merged on its top in its turn.
+    fn take(&mut self, req: LandRequest) {
+        self.pending.push_back(self.reqs.len());
+        self.reqs.push(req);
+    }
+
     fn say(&self, results: Results) {
         if !results.is_empty() {
             let _ = self.out.send(results);

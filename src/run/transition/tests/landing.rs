@@ -262,6 +262,7 @@ fn chain_asks(actions: &[Action], add: bool) -> Vec<usize> {
 fn an_open_chain_takes_stories_as_they_finish_and_requeues_what_it_held_at_its_end() {
     let mut m = model_with(&INDEPENDENT[..5], 5, 3, None);
     m.policy.speculate = 4;
+    m.policy.best_of.checks = vec!["tests".to_string()];
     m.window = 4;
     let reqs = begin(&mut m);
     assert_eq!(reqs.len(), 5);
@@ -327,6 +328,59 @@ fn an_open_chain_takes_stories_as_they_finish_and_requeues_what_it_held_at_its_e
     assert!(m.busy(), "the run waits for the chain's end");
     handle(&mut m, Event::ChainFinished(Vec::new()), t0());
     assert_eq!(m.chain, Chain::Idle);
+}
+
+/// A chain of rounds (no required validation, or batches): what waits is
+/// taken together; a failed validation in the middle goes back to its
+/// agent alone, the story behind it goes back to the front of the queue
+/// with nothing charged, and the window halves.
+#[test]
+fn a_chain_of_rounds_lands_its_passed_prefix_and_requeues_what_is_behind_a_failure() {
+    let mut m = model_with(&INDEPENDENT[..4], 4, 3, None);
+    m.policy.speculate = 4;
+    m.window = 4;
+    let reqs = begin(&mut m);
+    assert_eq!(reqs.len(), 4);
+    let a = handle(&mut m, finished(&reqs[0], Verdict::Done), t0());
+    assert_eq!(lands(&a), vec![0], "alone in the queue: a landing of one");
+    for r in &reqs[1..] {
+        let a = handle(&mut m, finished(r, Verdict::Done), t0());
+        assert!(lands(&a).is_empty(), "the queue is busy");
+    }
+    let a = land(&mut m, 0, landed_as(0), t0());
+    assert_eq!(
+        chain_asks(&a, false),
+        vec![1, 2, 3],
+        "what waited is one chain"
+    );
+    assert_eq!(m.chain, Chain::Idle, "not open");
+    let a = handle(
+        &mut m,
+        Event::ChainFinished(vec![
+            (1, landed_as(1)),
+            (2, validation_failed(1)),
+            (3, LandResult::Behind),
+        ]),
+        t0(),
+    );
+    assert_eq!(m.state.status("b"), Status::Done);
+    let fixups: Vec<usize> = starts(&a)
+        .iter()
+        .filter(|r| r.kind == AttemptKind::Fixup)
+        .map(|r| r.idx)
+        .collect();
+    assert_eq!(fixups, vec![2]);
+    assert_eq!(lands(&a), vec![3], "d is merged again on the new tip");
+    assert_eq!(m.state.record("d").map(|r| r.attempts_started), Some(1));
+    assert_eq!(m.window, 2, "halved by the failure");
+    let ends: Vec<String> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::Record(Ev::LandEnd { story, result, .. }) => Some(format!("{story}:{result}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, vec!["c:validation_failed", "d:behind"]);
 }
 
 /// Batches (`landing.batch`): with a window of one, what waits is taken
