@@ -47,6 +47,43 @@ pub(super) async fn validate_start(
     tree
 }
 
+/// How a candidate's validation ended, for its end's record.
+pub(super) struct Run {
+    pub(super) failed: Option<LandResult>,
+    pub(super) tree: String,
+    pub(super) started: std::time::Instant,
+    pub(super) node: String,
+}
+
+/// The whole validation of the merge `commit` (on `base`, holding
+/// `stories`) in slot `slot`, named after `story`'s attempt: its start's
+/// record, the run, and its `validated` record; the end's record is the
+/// caller's (its verdict may be a chain's: passed, failed, thrown).
+pub(super) async fn validate_candidate(
+    ctx: &Arc<RunContext>,
+    (story, attempt): (&str, u32),
+    (commit, base): (&Oid, &Oid),
+    stories: Vec<String>,
+    control: watch::Receiver<Control>,
+    slot: usize,
+) -> Run {
+    let started = std::time::Instant::now();
+    let tree = validate_start(ctx, commit, stories, slot).await;
+    let (failed, node) = validate_tree(ctx, story, attempt, commit, base, control, slot).await;
+    ctx.record(crate::runlog::Ev::Validated {
+        story: story.to_string(),
+        attempt,
+        secs: started.elapsed().as_secs_f64(),
+        ok: failed.is_none(),
+    });
+    Run {
+        failed,
+        tree,
+        started,
+        node,
+    }
+}
+
 /// Records the end of a candidate's validation, `verdict` as
 /// `Ev::ValidateEnd` says, on `node` (`HERE`, or the executor's node).
 pub(super) fn validate_end(

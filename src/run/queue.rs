@@ -388,25 +388,17 @@ async fn validate(
         let (ctx, req) = (ctx.clone(), reqs[link.pos].clone());
         let base = cand_links[0].base.clone();
         let handle = tasks.spawn(async move {
-            let started = std::time::Instant::now();
-            let tree = super::candidate::validate_start(&ctx, &link.commit, stories, k).await;
-            let (failed, node) = super::candidate::validate_tree(
+            let c = (&link.commit, &base);
+            let end = super::candidate::validate_candidate(
                 &ctx,
-                &req.id,
-                req.attempt,
-                &link.commit,
-                &base,
+                (&req.id, req.attempt),
+                c,
+                stories,
                 rx,
                 k,
             )
             .await;
-            ctx.record(crate::runlog::Ev::Validated {
-                story: req.id.clone(),
-                attempt: req.attempt,
-                secs: started.elapsed().as_secs_f64(),
-                ok: failed.is_none(),
-            });
-            (failed, tree, started, node)
+            (end.failed, end.tree, end.started, end.node)
         });
         slot_of.insert(handle.id(), k);
     }

@@ -361,31 +361,23 @@ impl Stream<'_> {
         let (ctx, req) = (self.ctx.clone(), self.reqs[e.req].clone());
         let (commit, base) = (e.commit.clone(), e.base.clone());
         self.tasks.spawn(async move {
-            let started = Instant::now();
-            let tree = super::candidate::validate_start(&ctx, &commit, stories.clone(), slot).await;
-            let (failed, node) = super::candidate::validate_tree(
+            let c = (&commit, &base);
+            let end = super::candidate::validate_candidate(
                 &ctx,
-                &req.id,
-                req.attempt,
-                &commit,
-                &base,
+                (&req.id, req.attempt),
+                c,
+                stories.clone(),
                 rx,
                 slot,
-            )
-            .await;
-            ctx.record(crate::runlog::Ev::Validated {
-                story: req.id.clone(),
-                attempt: req.attempt,
-                secs: started.elapsed().as_secs_f64(),
-                ok: failed.is_none(),
-            });
+            );
+            let end = end.await;
             Ended {
                 run,
                 slot,
-                failed,
-                tree,
-                started,
-                node,
+                failed: end.failed,
+                tree: end.tree,
+                started: end.started,
+                node: end.node,
                 stories,
             }
         });

@@ -240,6 +240,26 @@ fn one_job_begins_the_next_iteration_after_the_previous_post_hooks() {
     );
 }
 
+/// The stories the actions start fix-ups of.
+fn fixups(actions: &[Action]) -> Vec<usize> {
+    starts(actions)
+        .iter()
+        .filter(|r| r.kind == AttemptKind::Fixup)
+        .map(|r| r.idx)
+        .collect()
+}
+
+/// Each `land_end` record the actions hold, as `story:result`.
+fn land_ends(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|x| match x {
+            Action::Record(Ev::LandEnd { story, result, .. }) => Some(format!("{story}:{result}")),
+            _ => None,
+        })
+        .collect()
+}
+
 fn chain_asks(actions: &[Action], add: bool) -> Vec<usize> {
     actions
         .iter()
@@ -294,12 +314,7 @@ fn an_open_chain_takes_stories_as_they_finish_and_requeues_what_it_held_at_its_e
         Event::ChainResults(vec![(2, validation_failed(1))]),
         t0(),
     );
-    let fixups: Vec<usize> = starts(&a)
-        .iter()
-        .filter(|r| r.kind == AttemptKind::Fixup)
-        .map(|r| r.idx)
-        .collect();
-    assert_eq!(fixups, vec![2]);
+    assert_eq!(fixups(&a), vec![2]);
     assert_eq!(m.window, 2, "halved by the failure");
     // The chain ends holding d and e: both go back, uncharged, and a new
     // chain takes them.
@@ -307,13 +322,7 @@ fn an_open_chain_takes_stories_as_they_finish_and_requeues_what_it_held_at_its_e
     assert_eq!(chain_asks(&a, false), vec![3, 4]);
     assert_eq!(m.state.status("d"), Status::Landing);
     assert_eq!(m.state.record("d").map(|r| r.attempts_started), Some(1));
-    let ends: Vec<String> = a
-        .iter()
-        .filter_map(|x| match x {
-            Action::Record(Ev::LandEnd { story, result, .. }) => Some(format!("{story}:{result}")),
-            _ => None,
-        })
-        .collect();
+    let ends = land_ends(&a);
     assert_eq!(ends, vec!["d:behind", "e:behind"]);
     let a = handle(
         &mut m,
@@ -364,22 +373,11 @@ fn a_chain_of_rounds_lands_its_passed_prefix_and_requeues_what_is_behind_a_failu
         t0(),
     );
     assert_eq!(m.state.status("b"), Status::Done);
-    let fixups: Vec<usize> = starts(&a)
-        .iter()
-        .filter(|r| r.kind == AttemptKind::Fixup)
-        .map(|r| r.idx)
-        .collect();
-    assert_eq!(fixups, vec![2]);
+    assert_eq!(fixups(&a), vec![2]);
     assert_eq!(lands(&a), vec![3], "d is merged again on the new tip");
     assert_eq!(m.state.record("d").map(|r| r.attempts_started), Some(1));
     assert_eq!(m.window, 2, "halved by the failure");
-    let ends: Vec<String> = a
-        .iter()
-        .filter_map(|x| match x {
-            Action::Record(Ev::LandEnd { story, result, .. }) => Some(format!("{story}:{result}")),
-            _ => None,
-        })
-        .collect();
+    let ends = land_ends(&a);
     assert_eq!(ends, vec!["c:validation_failed", "d:behind"]);
 }
 
