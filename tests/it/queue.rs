@@ -323,15 +323,44 @@ fi"#;
 #[test]
 fn a_user_committing_during_a_chain_reverts_nothing() {
     let p = Project::with_backlog(FIVE, "{}");
-    // Each validation of the chain commits a file of the user's to main in
-    // the main checkout (one at a time: git's own index lock).
-    let user = r#"if [ "$RALPH_STORY" != 1.1 ]; then
-  ( flock 9; cd "$RALPH_PROJECT_DIR" && mkdir -p user && echo "$RALPH_STORY" > "user/$RALPH_STORY.txt" \
-    && git add user && git commit -qm "user $RALPH_STORY" ) 9>"$SCRATCH/user.lock"
+    // The user is a process of their own (a validation the chain stops
+    // must not stop them): each validation asks them for a commit of a
+    // file to main in the main checkout and waits (bounded) until it is
+    // made; a commit git refuses while a landing holds a lock is made again,
+    // as a person would.
+    let ask = r#"if [ "$RALPH_STORY" != 1.1 ]; then
+  touch "$SCRATCH/ask-$RALPH_STORY"
+  for _ in $(seq 1 1200); do [ -e "$SCRATCH/made-$RALPH_STORY" ] && break; sleep 0.05; done
 fi"#;
-    let config = validation(&p, 5, "", user);
+    let user = format!(
+        r#"cd "{root}"
+until [ -e "{s}/stop" ]; do
+  for a in "{s}"/ask-*; do
+    [ -e "$a" ] || continue
+    id=${{a##*/ask-}}
+    [ -e "{s}/made-$id" ] && continue
+    mkdir -p user && echo "$id" > "user/$id.txt"
+    for _ in $(seq 1 100); do
+      git add "user/$id.txt" 2>/dev/null && git commit -qm "user $id" -- "user/$id.txt" 2>>"{s}/refused" && break
+      sleep 0.05
+    done
+    echo "$id $(git rev-parse HEAD)" >> "{s}/committed"
+    touch "{s}/made-$id"
+  done
+  sleep 0.05
+done"#,
+        root = p.root.display(),
+        s = p.scratch.display()
+    );
+    let mut person = std::process::Command::new("bash")
+        .args(["-c", &user])
+        .spawn()
+        .unwrap();
+    let config = validation(&p, 5, "", ask);
     ready(&p, &config);
     let r = p.ralph(&["run", "--parallel", "-j", "5"]);
+    fs::write(p.scratch.join("stop"), "").unwrap();
+    person.wait().unwrap();
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(p.completed().len(), 5, "{r:?}");
     for id in ["1.1", "1.2", "1.3", "1.4", "1.5"] {
@@ -342,13 +371,16 @@ fi"#;
             "{id}'s work is on main"
         );
     }
-    // Every commit of the user's is on main with its file.
-    let users: Vec<String> = git(&p.root, &["log", "--format=%s", "main"])
-        .lines()
-        .filter_map(|s| s.strip_prefix("user ").map(str::to_string))
-        .collect();
-    assert!(!users.is_empty());
-    for id in users {
+    // Every commit the user made is on main, with its file.
+    let committed = fs::read_to_string(p.scratch.join("committed")).unwrap_or_default();
+    assert!(!committed.is_empty());
+    let on_main = git(&p.root, &["rev-list", "main"]);
+    for line in committed.lines() {
+        let (id, commit) = line.split_once(' ').unwrap();
+        assert!(
+            on_main.contains(commit),
+            "the user's commit for {id} was lost"
+        );
         assert_eq!(
             p.file_on_main(&format!("user/{id}.txt")).as_deref(),
             Some(format!("{id}\n").as_str()),
