@@ -121,6 +121,15 @@ pub(crate) enum Ev {
         candidate: u32,
         state: String,
     },
+    /// Where a racing candidate runs, once the coordinator knows (a
+    /// cluster node and worker slot, as `attempt_placed` says an
+    /// attempt's); local candidates have none.
+    CandidatePlaced {
+        story: String,
+        attempt: u32,
+        candidate: u32,
+        node: String,
+    },
     /// `attempts.pick: judge` chose the candidate whose work lands, and
     /// why (`by`: `ranking`).
     CandidatePick {

@@ -87,13 +87,12 @@ impl Row {
     }
 }
 
-/// A racing candidate's row: who it is and where (`CandidateRow`), its
-/// latest activity and node.
+/// A racing candidate's row: who it is and where (`CandidateRow`, its
+/// node as soon as `placed` says it), its latest activity.
 struct CandLine {
     bar: ProgressBar,
     row: CandidateRow,
     activity: String,
-    node: Option<String>,
 }
 
 /// `text` on stdout, as is; a closed or failing stdout is ignored. During
@@ -342,7 +341,7 @@ impl Reporter {
         let color = self.color;
         if let Some(l) = &mut self.live {
             if let Some(k) = candidate {
-                l.update_candidate(id, k, color, |c| c.node = Some(node.to_string()));
+                l.update_candidate(id, k, color, |c| c.row.node = Some(node.to_string()));
             } else if let Some(row) = l.rows.get_mut(id) {
                 row.node = Some(node.to_string());
                 let msg = l.row_message(&l.rows[id], color);
@@ -446,7 +445,10 @@ impl Live {
                     if c.row.state == "waiting" && r.state == "running" {
                         c.bar.reset_elapsed();
                     }
+                    let node = c.row.node.take();
                     c.row = r.clone();
+                    // `placed` may have said it before the state did.
+                    c.row.node = c.row.node.take().or(node);
                 }
                 None => {
                     let under = row.cands.last().map_or(&row.bar, |c| &c.bar);
@@ -455,7 +457,6 @@ impl Live {
                         bar,
                         row: r.clone(),
                         activity: String::new(),
-                        node: None,
                     });
                 }
             }
@@ -572,7 +573,7 @@ fn row_bar(bar: ProgressBar) -> ProgressBar {
 /// A candidate row's text after its elapsed time, fitted to `max` and
 /// coloured by where it is.
 fn candidate_message(c: &CandLine, max: usize, color: bool) -> String {
-    let text = render_candidate(&c.row.state, c.node.as_deref(), &c.activity);
+    let text = render_candidate(&c.row.state, c.row.node.as_deref(), &c.activity);
     let text = ui::truncate(&text, max);
     match candidate_tone(&c.row.state) {
         Some(tone) => ui::paint(&text, tone, color),
@@ -705,6 +706,7 @@ mod tests {
             agent: "claude".into(),
             model: Some(model.into()),
             state: state.into(),
+            node: None,
         }
     }
 

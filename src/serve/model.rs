@@ -74,6 +74,9 @@ pub(crate) struct CandidateView {
     pub(crate) since: f64,
     /// When its end was recorded.
     pub(crate) ended: Option<f64>,
+    /// The cluster node and worker slot it runs on, from its
+    /// `candidate_placed` on (local candidates have none).
+    pub(crate) node: Option<String>,
 }
 
 /// A story's race: one story, a row per candidate. The latest race of
@@ -277,6 +280,19 @@ impl Summary {
                 candidate,
                 state,
             } => self.candidate_is(story, *attempt, *candidate, state, None),
+            Ev::CandidatePlaced {
+                story,
+                attempt,
+                candidate,
+                node,
+            } => {
+                let race = self.race_mut(story, *attempt);
+                if let Some(c) =
+                    race.and_then(|r| r.candidates.iter_mut().find(|c| c.k == *candidate))
+                {
+                    c.node = Some(node.clone());
+                }
+            }
             Ev::CandidateEnd {
                 story,
                 attempt,
@@ -334,6 +350,7 @@ impl Summary {
             state: "running".into(),
             since: t,
             ended: None,
+            node: None,
         });
         race.candidates.sort_by_key(|c| c.k);
     }
@@ -659,6 +676,41 @@ mod tests {
         assert_eq!(s.races.len(), 1);
         assert_eq!((s.races[0].attempt, s.races[0].over), (2, false));
         assert_eq!(states(&s), [(1, "running".to_string())]);
+    }
+
+    /// A candidate on a cluster shows its node from its `candidate_placed`
+    /// on; a placement of another attempt's candidate changes nothing.
+    #[test]
+    fn a_racing_candidate_shows_the_node_it_was_placed_on() {
+        let mut s = Summary::default();
+        let placed = |attempt: u32, k: u32, node: &str| Ev::CandidatePlaced {
+            story: "1.1".into(),
+            attempt,
+            candidate: k,
+            node: node.into(),
+        };
+        s.apply(&rec(1.0, start("1.1", 0)));
+        for k in [1, 2] {
+            s.apply(&rec(
+                1.1,
+                Ev::CandidateStart {
+                    story: "1.1".into(),
+                    attempt: 1,
+                    candidate: k,
+                    slot: k as usize - 1,
+                    agent: "claude".into(),
+                    model: None,
+                },
+            ));
+        }
+        s.apply(&rec(1.5, placed(1, 2, "w2/1")));
+        s.apply(&rec(1.6, placed(2, 1, "head/0")));
+        let nodes: Vec<Option<&str>> = s.races[0]
+            .candidates
+            .iter()
+            .map(|c| c.node.as_deref())
+            .collect();
+        assert_eq!(nodes, [None, Some("w2/1")]);
     }
 
     #[test]

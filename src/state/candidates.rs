@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One candidate: `{k, agent, model, state}`.
+/// One candidate: `{k, agent, model, state}`, and `node` once it runs on
+/// a cluster node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct CandidateRow {
     pub(crate) k: u32,
@@ -12,6 +13,10 @@ pub(crate) struct CandidateRow {
     pub(crate) model: Option<String>,
     /// `waiting`, `running`, `done`, `validating`, `failed`, `stopped`, `won`.
     pub(crate) state: String,
+    /// The cluster node and worker slot it runs (or ran) on, once known;
+    /// local candidates have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
 }
 
 impl CandidateRow {

@@ -1369,6 +1369,26 @@ fn best_of_two_races_as_two_jobs_and_keeps_the_stopped_ones_work() {
     assert_eq!(who[0][..3], ["fast", "2", "1"], "{who:?}");
     assert_eq!(who[1][..3], ["slow", "1", "1"], "{who:?}");
     assert_ne!(who[0][3], who[1][3], "both candidates ran on one node");
+    // The run knew where each ran (`status --json`'s candidate rows and the
+    // web view read it): the slow one, which ran until stopped, for sure.
+    let placed: Vec<(u64, String)> = crate::harness::run_records(&p)
+        .iter()
+        .filter(|r| r["ev"] == "candidate_placed")
+        .map(|r| {
+            (
+                r["candidate"].as_u64().unwrap(),
+                r["node"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(placed.iter().any(|(k, _)| *k == 1), "{placed:?}");
+    for (k, node) in &placed {
+        let ran_on = &who[if *k == 1 { 1 } else { 0 }][3];
+        assert!(
+            node.starts_with(&format!("{ran_on}/")),
+            "{k}: {node} ({who:?})"
+        );
+    }
     // The slow one was stopped, its whole tree gone.
     let pids = crate::harness::pids_in(&scratch.path().join("slow.pids"));
     assert_eq!(pids.len(), 2, "{pids:?}");

@@ -90,6 +90,9 @@ pub(crate) struct Candidate {
     pub(crate) state: CandState,
     /// The slot it runs in, while it runs.
     pub(crate) slot: Option<usize>,
+    /// The cluster node and worker slot it was placed on (kept once it
+    /// ended, as a finished attempt's `node` is).
+    pub(crate) node: Option<String>,
     /// Its report came back (its slot is free, its spend counted).
     pub(crate) ended: bool,
     /// Why it did not pass, for the next attempt's note.
@@ -152,6 +155,7 @@ impl Race {
                 model,
                 state: CandState::Waiting,
                 slot: None,
+                node: None,
                 ended: false,
                 why: None,
                 iteration: 0,
@@ -347,6 +351,7 @@ impl Race {
                 agent: c.agent.name().to_string(),
                 model: c.model.clone(),
                 state: c.state.word().to_string(),
+                node: c.node.clone(),
             })
             .collect()
     }

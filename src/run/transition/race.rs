@@ -823,23 +823,41 @@ fn sync_rows(model: &mut Model, idx: usize, out: &mut Vec<Action>) {
 }
 
 /// Where racing candidate `k` of attempt `attempt` at story `idx` runs (a
-/// cluster node): shown on its row while it runs; the story's own
-/// placement (`outcome::placed`, for `status`) is an attempt's.
+/// cluster node): shown on its row while it runs, kept in its state row
+/// (`status --json`) and recorded (the web view folds it in); the story's
+/// own placement (`outcome::placed`) is an attempt's. A placement of a
+/// candidate that has ended since, or said again, changes nothing.
 pub(super) fn placed(
-    model: &Model,
+    model: &mut Model,
     idx: usize,
     (attempt, k): (u32, u32),
     node: String,
 ) -> Vec<Action> {
-    let running = model.racing.get(&idx).is_some_and(|r| {
-        r.attempt == attempt && r.get(k).is_some_and(|c| c.state == CandState::Running)
-    });
-    if !running {
+    let id = model.id(idx).to_string();
+    let Some(c) = model
+        .racing
+        .get_mut(&idx)
+        .filter(|r| r.attempt == attempt)
+        .and_then(|r| r.get_mut(k))
+        .filter(|c| c.state == CandState::Running && c.node.as_ref() != Some(&node))
+    else {
         return Vec::new();
-    }
-    vec![Action::Placed {
-        id: model.id(idx).to_string(),
-        candidate: Some(k),
-        node,
-    }]
+    };
+    c.node = Some(node.clone());
+    let mut out = vec![
+        Action::Record(Ev::CandidatePlaced {
+            story: id.clone(),
+            attempt,
+            candidate: k,
+            node: node.clone(),
+        }),
+        Action::Placed {
+            id,
+            candidate: Some(k),
+            node,
+        },
+    ];
+    sync_rows(model, idx, &mut out);
+    out.push(Action::Save);
+    out
 }

@@ -201,7 +201,7 @@
         tr.setAttribute('data-story', r.story);
         tr.setAttribute('data-k', c.k);
         tr.setAttribute('data-state', c.state);
-        [c.k, c.agent, c.model || ''].forEach(function (v) { tr.appendChild(el('td', '', v)); });
+        [c.k, c.node ? c.agent + ' on ' + c.node : c.agent, c.model || ''].forEach(function (v) { tr.appendChild(el('td', '', v)); });
         var st = el('td');
         st.appendChild(status(c.state));
         tr.appendChild(st);

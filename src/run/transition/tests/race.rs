@@ -688,23 +688,40 @@ fn the_display_is_told_each_candidates_row_start_end_and_node() {
             who: "claude".into(),
         })
     );
-    // Where each runs goes to its own row; a placement of a candidate not
-    // running (or of another attempt) is dropped.
+    // Where each runs goes to its own row, its state row (`status --json`)
+    // and the records; a placement of a candidate not running (or of
+    // another attempt), or said again, is dropped.
     let placed = |attempt, k| Event::Placed {
         idx: 0,
         attempt,
         candidate: Some(k),
         node: "w2/0".into(),
     };
+    let a = handle(&mut m, placed(1, 2), t0());
     assert_eq!(
-        handle(&mut m, placed(1, 2), t0()),
-        [Action::Placed {
-            id: "a".into(),
-            candidate: Some(2),
-            node: "w2/0".into()
-        }]
+        a[..2],
+        [
+            Action::Record(Ev::CandidatePlaced {
+                story: "a".into(),
+                attempt: 1,
+                candidate: 2,
+                node: "w2/0".into(),
+            }),
+            Action::Placed {
+                id: "a".into(),
+                candidate: Some(2),
+                node: "w2/0".into()
+            }
+        ]
     );
-    assert!(handle(&mut m, placed(2, 2), t0()).is_empty());
+    assert!(a.contains(&Action::Save), "{a:?}");
+    let nodes = |m: &Model| -> Vec<Option<String>> {
+        let rows = &m.state.record("a").unwrap().candidates;
+        rows.iter().map(|r| r.node.clone()).collect()
+    };
+    assert_eq!(nodes(&m), [None, Some("w2/0".to_string())]);
+    assert!(handle(&mut m, placed(1, 2), t0()).is_empty());
+    assert!(handle(&mut m, placed(2, 1), t0()).is_empty());
     assert!(handle(&mut m, placed(1, 3), t0()).is_empty());
     assert_eq!(m.state.record("a").unwrap().running_on, None);
     // A row changes only when a state does.
