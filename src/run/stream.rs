@@ -161,10 +161,17 @@ pub(crate) async fn land_stream(
             Some(done) = s.tasks.join_next(), if !s.tasks.is_empty() => match done {
                 Ok(ended) => s.verdict(ended).await,
                 Err(e) => {
-                    // A validation's task died: the chain cannot tell what
-                    // passed; what it holds goes back to the queue.
-                    ctx.log.line(&format!("internal error while validating: {e}"));
-                    return s.ended().await;
+                    // A validation's task died (a bug): the chain cannot
+                    // tell what passed. Its front story's landing fails,
+                    // which halts the run, as the rounds do; the rest goes
+                    // back to the queue. Requeued alone, the same chain
+                    // would be opened and die again, forever.
+                    let why = format!("internal error while validating: {e}");
+                    ctx.log.line(&why);
+                    let front = s.chain.first().map(|e| s.reqs[e.req].idx);
+                    let mut results = s.ended().await;
+                    results.extend(front.map(|idx| (idx, LandResult::Error(why))));
+                    return results;
                 }
             },
             req = intake.recv(), if open => match req {
