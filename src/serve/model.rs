@@ -285,14 +285,7 @@ impl Summary {
                 attempt,
                 candidate,
                 node,
-            } => {
-                let race = self.race_mut(story, *attempt);
-                if let Some(c) =
-                    race.and_then(|r| r.candidates.iter_mut().find(|c| c.k == *candidate))
-                {
-                    c.node = Some(node.clone());
-                }
-            }
+            } => self.candidate_placed(story, *attempt, *candidate, node),
             Ev::CandidateEnd {
                 story,
                 attempt,
@@ -353,6 +346,13 @@ impl Summary {
             node: None,
         });
         race.candidates.sort_by_key(|c| c.k);
+    }
+
+    fn candidate_placed(&mut self, story: &str, attempt: u32, k: u32, node: &str) {
+        let race = self.race_mut(story, attempt);
+        if let Some(c) = race.and_then(|r| r.candidates.iter_mut().find(|c| c.k == k)) {
+            c.node = Some(node.to_string());
+        }
     }
 
     fn candidate_is(&mut self, story: &str, attempt: u32, k: u32, state: &str, end: Option<f64>) {
