@@ -20,6 +20,8 @@
 //!     │   ├── decompose.md
 //!     │   └── timeout-postmortem.md
 //!     ├── state.json            R  every story's status and attempts
+//!     ├── state.json.broken-<time> R  a state file ralph could not read, set
+//!     │                            aside by `ralph reset --yes`
 //!     ├── .lock                 R  the run lock (flock), its holder's PID
 //!     ├── .<name>.tmp-<pid>     R  an atomic write in flight (or cut short)
 //!     ├── landing.json          R  a landing's intent, until it is decided
@@ -83,6 +85,9 @@ table! {
     POSTMORTEM_TEMPLATE = ".ralph/templates/timeout-postmortem.md";
     /// Every story's status and attempts (`store`).
     STATE = ".ralph/state.json", runtime file;
+    /// A state file that was no state file, set aside by `ralph reset
+    /// --yes` (`store::set_aside_state`): `*` is the time it was.
+    BROKEN_STATE = ".ralph/state.json.broken-*", runtime file;
     /// The run lock.
     LOCK = ".ralph/.lock", runtime file;
     /// A landing's intent, written before the main checkout is touched and
@@ -150,6 +155,11 @@ pub(crate) fn tracker_journal(root: &Path) -> PathBuf {
 /// `.ralph/state.json`.
 pub(crate) fn state(root: &Path) -> PathBuf {
     at(root, STATE)
+}
+
+/// `.ralph/state.json.broken-<stamp>`.
+pub(crate) fn broken_state(root: &Path, stamp: &str) -> PathBuf {
+    at(root, &BROKEN_STATE.replace('*', stamp))
 }
 
 /// `.ralph/.lock`.
@@ -374,6 +384,7 @@ mod tests {
             RUNTIME_PATTERNS,
             [
                 "/.ralph/state.json",
+                "/.ralph/state.json.broken-*",
                 "/.ralph/.lock",
                 "/.ralph/landing.json",
                 "/.ralph/logs/",
@@ -402,7 +413,8 @@ mod tests {
                 .rsplit('/')
                 .next()
                 .unwrap()
-                .replace(".*.tmp-*", ".<name>.tmp-<pid>");
+                .replace(".*.tmp-*", ".<name>.tmp-<pid>")
+                .replace(".broken-*", ".broken-<time>");
             assert!(tree.contains(&last), "{name} ({rel}) is not in the tree");
             if *name != "PROGRESS" && *name != "TECH_LOG" && *name != "PRD" {
                 assert!(rel.starts_with(DIR), "{name}");
@@ -431,6 +443,7 @@ mod tests {
             ".ralph/logs/1.1/attempt-1.log",
             ".ralph/worktrees/slot-0/x",
             ".ralph/.state.json.tmp-42",
+            ".ralph/state.json.broken-20261122-115121",
             "progress.txt",
             "ralph.log",
         ] {
@@ -467,6 +480,10 @@ mod tests {
     fn paths_join_the_root() {
         let root = Path::new("/p");
         assert_eq!(state(root), Path::new("/p/.ralph/state.json"));
+        assert_eq!(
+            broken_state(root, "20261122-115121"),
+            Path::new("/p/.ralph/state.json.broken-20261122-115121")
+        );
         assert_eq!(
             attempt_log_path(root, "1.1", 2),
             Path::new("/p/.ralph/logs/1.1/attempt-2.log")

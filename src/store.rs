@@ -16,39 +16,118 @@ use crate::paths::{self, lock as lock_path, ralph_dir, state as state_path};
 pub(crate) use crate::atomic::{remove_stale_temp_files, write_atomic};
 
 /// Loads the state: the file (upgraded), else a bootstrap from `progress.txt`,
-/// else empty. A file that is not valid JSON is a problem for the user.
+/// else empty. A file that is not a state file is a problem for the user.
 pub(crate) fn load_state(root: &Path) -> Result<State, Problem> {
+    match read_state(root)? {
+        StateFile::Read(state) => Ok(*state),
+        StateFile::Broken(broken) => Err(broken.problem()),
+    }
+}
+
+/// What `.ralph/state.json` turned out to hold.
+#[derive(Debug)]
+pub(crate) enum StateFile {
+    /// The state: the file (upgraded), a bootstrap, or empty.
+    Read(Box<State>),
+    /// A file that is no state file at all, which only `ralph reset --yes`
+    /// may set aside: every other command refuses it.
+    Broken(BrokenState),
+}
+
+/// Why the state file could not be read as one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BrokenState {
+    pub(crate) line: Option<usize>,
+    pub(crate) why: String,
+}
+
+impl BrokenState {
+    /// What every command that needs the state says of it.
+    pub(crate) fn problem(&self) -> Problem {
+        Problem::new(
+            paths::STATE,
+            self.line,
+            format!(
+                "not a valid state file ({}): fix it, or run `ralph reset --yes` to set it \
+                 aside and start again with no state",
+                self.why
+            ),
+        )
+    }
+}
+
+/// The state file as `load_state` reads it, a broken one told apart from
+/// the problems no reset should paper over (a newer ralph's file, a file
+/// that cannot be read at all).
+pub(crate) fn read_state(root: &Path) -> Result<StateFile, Problem> {
     let path = state_path(root);
-    match fs::read_to_string(&path) {
-        Ok(text) if text.trim().is_empty() => Ok(State::default()),
-        Ok(text) => State::from_json(&text).map_err(|e| match e {
-            StateError::Newer(n) => Problem::new(
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(StateFile::Read(Box::new(
+                match fs::read_to_string(paths::progress(root)) {
+                    Ok(p) => State::bootstrap_from_progress(&p),
+                    Err(_) => State::default(),
+                },
+            )));
+        }
+        Err(e) => {
+            return Err(Problem::new(
                 paths::STATE,
                 None,
-                format!(
-                    "written by a newer ralph (format_version {n}; this one reads up to {}): \
-                     upgrade ralph; the file is left as it is",
-                    crate::state::FORMAT_VERSION
-                ),
-            ),
-            StateError::Json(e) => Problem::new(
-                paths::STATE,
-                Some(e.line()),
-                format!("not a valid state file ({e}); fix it or run `ralph reset`"),
-            ),
-        }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            match fs::read_to_string(paths::progress(root)) {
-                Ok(p) => Ok(State::bootstrap_from_progress(&p)),
-                Err(_) => Ok(State::default()),
-            }
+                format!("cannot read: {e}"),
+            ))
         }
-        Err(e) => Err(Problem::new(
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(StateFile::Broken(BrokenState {
+            line: None,
+            why: "not UTF-8 text".into(),
+        }));
+    };
+    if text.trim().is_empty() {
+        return Ok(StateFile::Read(Box::default()));
+    }
+    match State::from_json(&text) {
+        Ok(state) => Ok(StateFile::Read(Box::new(state))),
+        Err(StateError::Json(e)) => Ok(StateFile::Broken(BrokenState {
+            line: Some(e.line()),
+            why: e.to_string(),
+        })),
+        Err(StateError::Newer(n)) => Err(Problem::new(
             paths::STATE,
             None,
-            format!("cannot read: {e}"),
+            format!(
+                "written by a newer ralph (format_version {n}; this one reads up to {}): \
+                 upgrade ralph; the file is left as it is",
+                crate::state::FORMAT_VERSION
+            ),
         )),
     }
+}
+
+/// Moves a broken state file aside, to `.ralph/state.json.broken-<time>`
+/// (`-2`, `-3`, ... when that name is taken), and returns where it went:
+/// it may hold what a person wants back, so it is never deleted. The
+/// caller holds the run lock.
+pub(crate) fn set_aside_state(root: &Path) -> Result<PathBuf> {
+    // `2026-11-22T11:51:21Z` → `20261122-115121`, as run IDs.
+    let digits: String = crate::timefmt::iso(crate::timefmt::now_secs())
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let stamp = format!("{}-{}", &digits[..8], &digits[8..14]);
+    let to = (1..)
+        .map(|n| match n {
+            1 => paths::broken_state(root, &stamp),
+            n => paths::broken_state(root, &format!("{stamp}-{n}")),
+        })
+        .find(|p| !p.exists())
+        .expect("some name is free");
+    let from = state_path(root);
+    fs::rename(&from, &to)
+        .with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
+    Ok(to)
 }
 
 pub(crate) fn save_state(root: &Path, state: &State) -> Result<()> {
@@ -198,6 +277,56 @@ pub(crate) fn logged_attempts(dir: &Path) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a file that is no state file is one `reset --yes` may set
+    /// aside: a newer ralph's file, or one that cannot be read, stays a
+    /// problem for every command.
+    #[test]
+    fn a_broken_state_file_is_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(paths::ralph_dir(root)).unwrap();
+        let read = |bytes: &[u8]| {
+            fs::write(state_path(root), bytes).unwrap();
+            read_state(root)
+        };
+        for (bytes, line) in [
+            (&b"{\"completed_stories\": [\n  oops"[..], Some(2)),
+            (b"[]", Some(1)),
+            (b"{\"completed_stories\": 5}", Some(1)),
+            (b"\xff\xfe{}", None),
+        ] {
+            match read(bytes) {
+                Ok(StateFile::Broken(b)) => {
+                    assert_eq!(b.line, line, "{bytes:?}");
+                    let shown = b.problem().to_string();
+                    assert!(shown.starts_with(paths::STATE), "{shown}");
+                    assert!(shown.contains("`ralph reset --yes`"), "{shown}");
+                }
+                other => panic!("{bytes:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(read(b"  \n"), Ok(StateFile::Read(s)) if *s == State::default()));
+        assert!(read(b"{\"format_version\": 99}").is_err());
+        fs::remove_file(state_path(root)).unwrap();
+        assert!(matches!(read_state(root), Ok(StateFile::Read(_))));
+    }
+
+    /// Setting aside never overwrites what an earlier reset set aside.
+    #[test]
+    fn a_broken_state_file_set_aside_twice_keeps_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(paths::ralph_dir(root)).unwrap();
+        fs::write(state_path(root), "first").unwrap();
+        let one = set_aside_state(root).unwrap();
+        fs::write(state_path(root), "second").unwrap();
+        let two = set_aside_state(root).unwrap();
+        assert_ne!(one, two);
+        assert!(!state_path(root).exists());
+        assert_eq!(fs::read_to_string(one).unwrap(), "first");
+        assert_eq!(fs::read_to_string(two).unwrap(), "second");
+    }
 
     /// Threads logging at once each get whole lines: a line written in
     /// pieces lost a landing's line to the 1,000-story figure's count.

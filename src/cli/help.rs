@@ -171,7 +171,7 @@ const PER_COMMAND: &[(&str, Option<&str>, &str)] = &[
     (
         "reset",
         Some("ralph reset 2.3                 story 2.3 runs again, its attempts counted from 1\n  ralph reset --yes               forget all state (the kept work stays)"),
-        "Exit codes:\n  0    reset (or nothing changed at the prompt)\n  2    no such story, no confirmation without a terminal, or your edit in the way\n  3    a run holds this project's lock\n  4    ralph itself failed: nothing is lost",
+        "Exit codes:\n  0    reset (or nothing changed at the prompt)\n  2    no such story, no confirmation without a terminal, your edit in the way, or\n       ID with a state file that cannot be read (`--yes` sets it aside)\n  3    a run holds this project's lock\n  4    ralph itself failed: nothing is lost",
     ),
     (
         "init",

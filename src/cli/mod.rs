@@ -290,7 +290,17 @@ pub(super) fn with_locked_state<T>(
     change: impl FnOnce(&mut State) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let _lock = run::take_run_lock(root, doing)?;
-    let mut state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    let state = store::load_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    change_state(root, state, change)
+}
+
+/// `change` on `state`, read under the run lock the caller holds, and the
+/// state saved when `change` altered it.
+pub(super) fn change_state<T>(
+    root: &Path,
+    mut state: State,
+    change: impl FnOnce(&mut State) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let before = state.clone();
     let out = change(&mut state)?;
     if state != before {

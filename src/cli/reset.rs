@@ -9,42 +9,110 @@
 //! through the landing's safe checkout: the backlog stays committed, which
 //! `ralph run` requires, and a local edit in the way stops the reset before
 //! anything changes.
+//!
+//! A state file that is no state file (not JSON, not UTF-8, not the state's
+//! shape) stops every command that reads it; `reset --yes` sets it aside
+//! and starts from empty state, so there is always a way out.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 
-use super::with_locked_state;
+use super::change_state;
 use crate::backlog::mark_done;
 use crate::backlog::Source;
-use crate::error::{RalphError, EXIT_OK};
+use crate::error::{Problem, RalphError, EXIT_OK};
 use crate::gitops::{Git, LandOutcome};
+use crate::paths;
 use crate::project;
 use crate::run;
 use crate::state::State;
+use crate::store::{self, BrokenState, StateFile};
 
 pub(super) fn cmd_reset(root: &Path, id: Option<String>, yes: bool) -> anyhow::Result<i32> {
-    let said = with_locked_state(root, "before resetting state", |state| match id {
-        Some(id) => reset_story(root, &id, state),
-        None => {
-            if !yes {
-                if !std::io::stdin().is_terminal() {
-                    return Err(RalphError::usage("resetting all state needs confirmation")
-                        .with_hint("run `ralph reset --yes`")
-                        .into());
-                }
-                eprint!("Forget every story's status and attempts? [y/N] ");
-                let mut answer = String::new();
-                std::io::stdin().lock().read_line(&mut answer)?;
-                if !answer.trim().eq_ignore_ascii_case("y") {
+    let _lock = run::take_run_lock(root, "before resetting state")?;
+    let read = store::read_state(root).map_err(|p| RalphError::BadInput(vec![p]))?;
+    let said = match read {
+        StateFile::Read(state) => change_state(root, *state, |state| match id {
+            Some(id) => reset_story(root, &id, state),
+            None => {
+                if !confirmed(yes, "Forget every story's status and attempts?")? {
                     return Ok("Nothing changed.".to_string());
                 }
+                state.reset_all();
+                Ok(
+                    "State reset (what the stories spent stays in the lifetime totals)."
+                        .to_string(),
+                )
             }
-            state.reset_all();
-            Ok("State reset (what the stories spent stays in the lifetime totals).".to_string())
-        }
-    })?;
+        })?,
+        StateFile::Broken(broken) => reset_broken(root, id.as_deref(), yes, &broken)?,
+    };
     println!("{said}");
     Ok(EXIT_OK)
+}
+
+/// True when the user said yes: `--yes`, or `y` at the terminal.
+fn confirmed(yes: bool, question: &str) -> anyhow::Result<bool> {
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(RalphError::usage("resetting all state needs confirmation")
+            .with_hint("run `ralph reset --yes`")
+            .into());
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(answer.trim().eq_ignore_ascii_case("y"))
+}
+
+/// `ralph reset` when the state file is no state file: every other command
+/// refuses it, so the whole reset is the way out. The file may hold what a
+/// person wants back, so it is set aside, never deleted.
+fn reset_broken(
+    root: &Path,
+    id: Option<&str>,
+    yes: bool,
+    broken: &BrokenState,
+) -> anyhow::Result<String> {
+    if let Some(id) = id {
+        let problem = Problem::new(
+            paths::STATE,
+            broken.line,
+            format!(
+                "not a valid state file ({}), so `ralph reset {id}` cannot forget that \
+                 story alone",
+                broken.why
+            ),
+        );
+        return Err(RalphError::usage(problem.to_string())
+            .with_hint(format!(
+                "fix the file, or run `ralph reset --yes` to set it aside (as {}) and forget \
+                 every story's state",
+                paths::BROKEN_STATE.replace('*', "<time>")
+            ))
+            .into());
+    }
+    let question = format!(
+        "{} is not a valid state file. Set it aside and forget every story's status and attempts?",
+        paths::STATE
+    );
+    if !confirmed(yes, &question)? {
+        return Ok("Nothing changed.".to_string());
+    }
+    let kept = store::set_aside_state(root)?;
+    // An empty state written, not the file left missing: without one the
+    // next command would take `progress.txt`'s DONE lines for the state.
+    store::save_state(root, &State::default())?;
+    Ok(format!(
+        "State reset: {} was not a valid state file ({}); it is kept as {}.\nWhat the stories \
+         spent before is not in the lifetime totals any more (`status`, \
+         budget.max_cost_usd_total); `ralph stats --all` still counts it from the run records.",
+        paths::STATE,
+        broken.why,
+        kept.strip_prefix(root).unwrap_or(&kept).display()
+    ))
 }
 
 /// What undoing a landing changed: the target's commit, the landings set aside.

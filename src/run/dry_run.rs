@@ -21,7 +21,9 @@ pub(super) fn dry_run(
     let asked: Vec<bool> = (0..b.stories.len())
         .map(|i| only.is_none_or(|o| o == i) && i >= first)
         .collect();
-    // The run's selection: what was asked and what it waits for.
+    // The run's selection: what was asked and what it waits for. Done is
+    // what the run itself sees (`story_node`: prd.json's `passes: true`
+    // too), not the state's record alone.
     let nodes: Vec<crate::schedule::StoryState> =
         b.stories.iter().map(|s| story_node(&state, s)).collect();
     let selection = crate::schedule::with_dependencies(&project.dag, &asked, &nodes);
@@ -53,7 +55,7 @@ pub(super) fn dry_run(
     };
     for i in order {
         let s = &b.stories[i];
-        if state.is_done(&s.id) {
+        if nodes[i] == crate::schedule::StoryState::Done {
             println!("  [done] {} {}", s.id, s.title);
             continue;
         }
@@ -93,7 +95,7 @@ pub(super) fn dry_run(
     // What the run will cost and take, from the project's own history:
     // advice only, so nothing here can fail the dry run.
     let to_run: Vec<bool> = (0..b.stories.len())
-        .map(|i| selection.chosen[i] && !state.is_done(&b.stories[i].id))
+        .map(|i| selection.chosen[i] && nodes[i] != crate::schedule::StoryState::Done)
         .collect();
     let jobs = jobs_of(opts, &project.config);
     let history = crate::forecast::History::load(&project.root, &b.stories);

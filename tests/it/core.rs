@@ -600,6 +600,54 @@ fn a_prd_json_backlog_lands_on_its_branch_and_sets_passes() {
     );
 }
 
+/// A prd.json story with `"passes": true` that the state has no record of
+/// (a backlog from before ralph, or after `ralph reset --yes`) is done for
+/// `ralph run -d` as it is for `ralph stories` and the real run: listed
+/// `[done]`, no prompt head, not in the forecast.
+#[test]
+fn a_dry_run_counts_a_passing_prd_story_as_done() {
+    let p = Project::new();
+    p.write(
+        "prd.json",
+        r#"{
+  "userStories": [
+    { "id": "US-001", "title": "First", "description": "Start", "acceptanceCriteria": ["works"], "priority": 1, "passes": false },
+    { "id": "US-002", "title": "Old", "description": "Done before", "acceptanceCriteria": [], "priority": 2, "passes": true },
+    { "id": "US-003", "title": "Third", "description": "Later", "acceptanceCriteria": ["works"], "priority": 3, "passes": false }
+  ]
+}
+"#,
+    );
+    p.write(".ralph/config.json", r#"{ "sandbox": { "mode": "off" } }"#);
+    p.commit_all("prd");
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+
+    let stories = p.ralph(&["stories"]);
+    assert!(stories.stdout.contains("[done] US-002"), "{stories:?}");
+    let d = p.ralph(&["run", "-d"]);
+    assert_eq!(d.code, 0, "{d:?}");
+    assert!(d.stdout.contains("[done] US-002 Old"), "{d:?}");
+    assert!(!d.stdout.contains("[    ] US-002"), "{d:?}");
+    assert!(d.stdout.contains("[    ] US-001 First"), "{d:?}");
+    assert!(d.stdout.contains("[    ] US-003 Third"), "{d:?}");
+    assert_eq!(d.stdout.matches("prompt head:").count(), 2, "{d:?}");
+
+    // With history to forecast from: US-001 landed (its `passes` is true
+    // on main now), then the state is forgotten, so only prd.json says
+    // which stories are done.
+    assert_eq!(p.ralph(&["run", "-s", "US-001"]).code, 0);
+    assert_eq!(p.ralph(&["reset", "--yes"]).code, 0);
+    let d = p.ralph(&["run", "-d"]);
+    assert_eq!(d.code, 0, "{d:?}");
+    assert!(d.stdout.contains("[done] US-001 First"), "{d:?}");
+    assert_eq!(d.stdout.matches("prompt head:").count(), 1, "{d:?}");
+    assert!(d.stdout.contains("Forecast for 1 story at"), "{d:?}");
+
+    // What the dry run showed is what the run does.
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.scratch_text("calls"), "US-001\nUS-003\n");
+}
+
 #[test]
 fn verbose_streams_the_agents_text() {
     let p = Project::with_backlog("1.1 | A\n", FAST_CONFIG);

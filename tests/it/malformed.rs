@@ -232,6 +232,84 @@ fn a_state_file_from_a_newer_ralph_is_refused_and_kept() {
     assert!(!p.scratch.join("calls").exists());
 }
 
+/// A state file that is no state file stops every command that reads it,
+/// and `ralph reset --yes` is the way out: under the run lock (exit 3 while
+/// a run holds it) it sets the file aside, byte for byte, where its output
+/// says, and starts from empty state; `ralph reset ID` cannot reset one
+/// story of it and says what will.
+#[test]
+fn a_broken_state_file_is_set_aside_by_reset_yes() {
+    let p = Project::with_backlog("1.1 | First\n1.2 | Second\n", FAST_CONFIG);
+    p.commit_all("backlog");
+    p.agent(r#"echo "$ID" >> "$SCRATCH/calls"; commit_file "src/$ID.txt"; done_"#);
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    let broken = "{\"completed_stories\": [\"1.1\",\n  half a file\n";
+    p.write(".ralph/state.json", broken);
+    let set_aside = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p.root.join(".ralph"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("state.json.broken-"))
+            .collect();
+        v.sort();
+        v
+    };
+
+    let r = p.ralph(&["status"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(".ralph/state.json:2: not a valid state file")
+            && r.stderr.contains("ralph reset --yes"),
+        "{r:?}"
+    );
+    let r = p.ralph(&["reset", "1.1"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("not a valid state file")
+            && r.stderr.contains("`ralph reset 1.1` cannot")
+            && r.stderr.contains("hint:")
+            && r.stderr.contains("ralph reset --yes"),
+        "{r:?}"
+    );
+    assert_eq!(p.read(".ralph/state.json"), broken);
+
+    // A run holds the lock: nothing is touched.
+    let f = std::fs::File::create(p.root.join(".ralph/.lock")).unwrap();
+    f.lock().unwrap();
+    let r = p.ralph(&["reset", "--yes"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(p.read(".ralph/state.json"), broken);
+    assert!(set_aside().is_empty());
+    drop(f);
+
+    let r = p.ralph(&["reset", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let kept = set_aside();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        r.stdout.contains(&format!("kept as .ralph/{}", kept[0])),
+        "{r:?}"
+    );
+    assert_eq!(p.read(&format!(".ralph/{}", kept[0])), broken);
+    // An empty state, not a missing one: progress.txt's DONE lines would
+    // otherwise become the state again.
+    assert!(p.completed().is_empty(), "{}", p.read(".ralph/state.json"));
+    assert_eq!(p.ralph(&["status"]).code, 0);
+    let untracked = git(&p.root, &["status", "--porcelain", "--untracked-files=all"]);
+    assert!(
+        !untracked.contains("broken"),
+        "kept out of git: {untracked}"
+    );
+
+    // As after any `reset --yes`: the merges on main make both done again,
+    // and no agent runs.
+    assert_eq!(p.ralph(&["run"]).code, 0);
+    assert_eq!(p.completed(), vec!["1.1", "1.2"]);
+    assert_eq!(p.scratch_text("calls"), "1.1\n1.2\n");
+}
+
 /// A bare repository is named as one, not as "not inside a git repository"
 /// (issue 9, finding 9).
 #[test]
