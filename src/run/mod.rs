@@ -149,6 +149,17 @@ fn context(
     (env, ctx)
 }
 
+/// How many attempts the run may start (`None`: no limit): `-n` over
+/// `loop.max_iterations` (0 is none), and none at all for `ralph land`,
+/// whose run has review off: an agent it started would land work nobody
+/// reviewed.
+fn attempt_limit(iterations: Option<u64>, max_iterations: u64, land: bool) -> Option<u64> {
+    if land {
+        return Some(0);
+    }
+    iterations.or(Some(max_iterations)).filter(|&n| n > 0)
+}
+
 /// The run's policy, from the flags over the config.
 fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
     let (project, backend) = (&checked.project, checked.backend);
@@ -157,12 +168,7 @@ fn policy(opts: &RunOptions, checked: &Checked) -> model::Policy {
     model::Policy {
         jobs: jobs_of(opts, config),
         max_retries: config.loop_.max_retries,
-        limit: opts
-            .iterations
-            .or(Some(config.loop_.max_iterations))
-            .filter(|&n| n > 0)
-            // `ralph land` starts no agent: it only lands.
-            .or(opts.land.then_some(0)),
+        limit: attempt_limit(opts.iterations, config.loop_.max_iterations, opts.land),
         target: checked.target.clone(),
         budget: model::Budget {
             run_usd: opts.max_cost.or(config.budget.run_usd),
@@ -612,4 +618,26 @@ fn webhooks(ctx: &context::RunContext) -> Option<Arc<crate::webhook::Webhooks>> 
     let seen = w.clone();
     runlog.observe(move |r| seen.see(r));
     Some(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attempt_limit;
+
+    #[test]
+    fn land_starts_no_attempt_whatever_the_limits_say() {
+        // (-n, loop.max_iterations, land) → the limit.
+        let table = [
+            (None, 0, false, None),
+            (None, 5, false, Some(5)),
+            (Some(2), 5, false, Some(2)),
+            (Some(0), 5, false, None),
+            (None, 0, true, Some(0)),
+            (None, 5, true, Some(0)),
+            (Some(3), 5, true, Some(0)),
+        ];
+        for (n, max, land, want) in table {
+            assert_eq!(attempt_limit(n, max, land), want, "{n:?} {max} {land}");
+        }
+    }
 }

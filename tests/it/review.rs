@@ -73,6 +73,32 @@ fn review_mode_keeps_work_off_the_target_until_it_is_landed() {
     assert_eq!(p.ralph(&["land", "1.2"]).code, 2, "not in review any more");
 }
 
+/// `ralph land` lands what a person approved and starts no agent, whatever
+/// `loop.max_iterations` says: its run has review off, so an agent it
+/// started would land work nobody reviewed (1.2, ready once 1.1 landed).
+#[test]
+fn land_starts_no_agent_when_max_iterations_is_set() {
+    let p = project(
+        r#"{ "loop": { "max_retries": 2, "max_iterations": 5 }, "landing": { "mode": "review" } }"#,
+    );
+    assert_eq!(p.ralph(&["run", "--exit-on-review"]).code, 1);
+    assert_eq!(p.story("1.1")["status"], "review");
+    let landed = p.ralph(&["land", "1.1"]);
+    assert_eq!(landed.code, 0, "{landed:?}");
+    assert_eq!(p.merges_of("1.1"), 1);
+    assert_eq!(
+        fs::read_to_string(p.scratch.join("calls")).unwrap(),
+        "1.1\n",
+        "landing started an agent: {landed:?}"
+    );
+    assert_eq!(p.merges_of("1.2"), 0, "1.2 landed unreviewed");
+    let st = p.story("1.2");
+    assert!(
+        matches!(st["status"].as_str(), None | Some("pending")),
+        "{st}"
+    );
+}
+
 /// Ralph v2's `parallel.auto_merge: false` is review mode; a rejected story
 /// runs again, told the reviewer's note.
 #[test]
