@@ -225,14 +225,26 @@ pub(super) enum Merged {
     Left(LandResult),
     /// Git or signing failed: the chain cannot go on.
     Broken(LandResult),
+    /// It conflicts with merges below it that have not landed
+    /// (`merge_one`'s `held`): not its result yet.
+    Held,
 }
 
 /// `req`'s story merged on `base`; its gates asked before validation, per
-/// story: weakened checks are not worth running.
-pub(super) async fn merge_one(ctx: &Arc<RunContext>, req: &LandRequest, base: &Oid) -> Merged {
+/// story: weakened checks are not worth running. With `held` (`base` is a
+/// merge not on the target yet) a conflict is `Merged::Held`: the work it
+/// conflicts with may never land, and a fix-up told to start from code
+/// that does not hold it yet would conflict again.
+pub(super) async fn merge_one(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    base: &Oid,
+    held: bool,
+) -> Merged {
     let branch = project::story_branch(&req.id);
     let commit = match land::merge_for_landing(ctx, req, Some(base.clone())).await {
         Ok(Ok(MergeOutcome::Merged { commit, .. })) => commit,
+        Ok(Ok(MergeOutcome::Conflict { .. })) if held => return Merged::Held,
         Ok(Ok(MergeOutcome::Conflict { paths })) => {
             let saved = land::keep(ctx, &branch, KeptRef::Conflict, req).await;
             return Merged::Left(LandResult::Conflict {
@@ -301,7 +313,9 @@ async fn build(
         let mut kept = Vec::new();
         let mut broken = false;
         for &pos in &cands[k].stories {
-            let commit = match merge_one(ctx, &reqs[pos], &base).await {
+            // A round's results are said once it ended, when what a
+            // story conflicts with has landed or not: nothing is held.
+            let commit = match merge_one(ctx, &reqs[pos], &base, false).await {
                 Merged::Link(commit) => commit,
                 Merged::Left(result) => {
                     results[pos] = Some(result);
@@ -312,6 +326,7 @@ async fn build(
                     broken = true;
                     break;
                 }
+                Merged::Held => unreachable!("a round holds no conflict"),
             };
             links.push(Link {
                 pos,

@@ -7,7 +7,9 @@
 //! passed, as soon as it passed. A story whose merge fails validation goes
 //! back to its agent with the output; the merges built on it are stopped
 //! and made again where they would have gone, nothing charged. A conflict
-//! or a gate's finding takes a story out at its merge.
+//! on the target's tip or a gate's finding takes a story out at its merge;
+//! a conflict with merges not landed yet holds it until they left the
+//! chain (landed, blamed or made again), then it is merged again.
 //!
 //! The invariant is `queue.rs`'s: the target only ever moves to a merge
 //! whose exact tree passed (or to the same merges made again on the user's
@@ -81,6 +83,10 @@ struct Stream<'a> {
     reqs: Vec<LandRequest>,
     /// Requests not merged yet, in order.
     pending: VecDeque<usize>,
+    /// Requests that conflicted with merges of the chain not landed yet,
+    /// each with those merges' requests: merged again once none of them
+    /// is in the chain any more (landed, blamed or made again).
+    held: Vec<(usize, Vec<usize>)>,
     chain: Vec<Entry>,
     tasks: JoinSet<Ended>,
     /// Validation worktrees in use (a stopped validation's until it ends).
@@ -112,6 +118,7 @@ pub(crate) async fn land_stream(
     let mut s = Stream {
         ctx,
         pending: (0..first.len()).collect(),
+        held: Vec::new(),
         reqs: first,
         chain: Vec::new(),
         tasks: JoinSet::new(),
@@ -142,6 +149,7 @@ pub(crate) async fn land_stream(
             return s.ended().await;
         }
         s.blame_front().await;
+        s.release_held();
         if s.fill().await == Flow::End {
             return s.ended().await;
         }
@@ -154,6 +162,7 @@ pub(crate) async fn land_stream(
         ) {
             continue;
         }
+        // (Nothing is held by an empty chain: `release_held` ran.)
         if !open && s.chain.is_empty() && s.pending.is_empty() {
             return s.ended().await;
         }
@@ -315,7 +324,21 @@ impl Stream<'_> {
                     }
                 },
             };
-            match queue::merge_one(self.ctx, &self.reqs[p], &base).await {
+            let on_chain = !self.chain.is_empty();
+            match queue::merge_one(self.ctx, &self.reqs[p], &base, on_chain).await {
+                Merged::Held => {
+                    let below: Vec<usize> = self.chain.iter().map(|e| e.req).collect();
+                    self.ctx.log.line(&format!(
+                        "{} conflicts with the chain below it ({}): held until those land or leave",
+                        self.reqs[p].id,
+                        below
+                            .iter()
+                            .map(|&r| self.reqs[r].id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                    self.held.push((p, below));
+                }
                 Merged::Link(commit) => {
                     self.chain.push(Entry {
                         req: p,
@@ -335,6 +358,20 @@ impl Stream<'_> {
             }
         }
         Flow::Go
+    }
+
+    /// Held requests whose merges below have all left the chain go back to
+    /// the front of what waits, in the order they came: merged again on
+    /// whatever is then the top (on the target's tip, a conflict is theirs).
+    fn release_held(&mut self) {
+        let in_chain: Vec<usize> = self.chain.iter().map(|e| e.req).collect();
+        let (free, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(_, below)| below.iter().all(|r| !in_chain.contains(r)));
+        self.held = still;
+        for (p, _) in free.into_iter().rev() {
+            self.pending.push_front(p);
+        }
     }
 
     /// The target's tip, which an empty chain is built on.
@@ -442,6 +479,7 @@ impl Stream<'_> {
             }
             self.pending.push_front(e.req);
         }
+        self.release_held();
     }
 
     /// Waits for every validation still running (stopped ones included),
@@ -468,7 +506,8 @@ impl Stream<'_> {
             .chain
             .iter()
             .map(|e| e.req)
-            .chain(self.pending.iter().copied());
+            .chain(self.pending.iter().copied())
+            .chain(self.held.iter().map(|(p, _)| *p));
         held.map(|p| (self.reqs[p].idx, LandResult::Interrupted))
             .collect()
     }

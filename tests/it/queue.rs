@@ -215,6 +215,62 @@ fi"#;
     assert_landed_once_each(&p, &start);
 }
 
+/// A story that conflicts with a merge of the chain that has not landed
+/// is held, not sent back: that merge may never land, and a fix-up started
+/// now would begin from code without it and conflict again once it lands.
+/// Here 1.2's work conflicts with 1.1's while 1.1 validates: 1.2 waits,
+/// then conflicts with 1.1 on main, and its one fix-up starts from code
+/// holding 1.1's work and lands.
+#[test]
+fn a_conflict_with_a_merge_still_validating_waits_for_it_and_costs_one_fix_up() {
+    let p = Project::with_backlog("# [batch:1]\n1.1 | A\n1.2 | B\n", "{}");
+    // 1.1's merge validates until 1.2 was held (bounded: before the fix
+    // the line never came, and 1.2's fix-up ran while 1.1 validated).
+    let until_held = r#"if [ "$RALPH_STORY" = 1.1 ]; then
+  for _ in $(seq 1 1200); do
+    grep -q 'conflicts with the chain below it' "$RALPH_PROJECT_DIR/ralph.log" && break
+    sleep 0.05
+  done
+fi"#;
+    let config = validation(&p, 2, "", until_held);
+    p.write(".ralph/config.json", &quiet_extras(&config));
+    p.commit_all("backlog");
+    let start = start_of(&p);
+    // Both add `shared.txt` (a conflict), 1.2 after 1.1 ended; a fix-up
+    // resolves the conflict it is given (the other side's lines, then its
+    // own) and adds its line.
+    p.agent(&format!(
+        r#"{WAIT_ENDED}
+echo "$ID $N" >> "$SCRATCH/calls"
+if [ "$ID" = 1.2 ] && [ "$N" = 1 ]; then wait_ended 1; fi
+if grep -q '^<<<<<<<' shared.txt 2>/dev/null; then
+  grep -v -e '^<<<<<<<' -e '^|||||||' -e '^=======' -e '^>>>>>>>' -e "^$ID " shared.txt > shared.tmp
+  mv shared.tmp shared.txt
+fi
+commit_file shared.txt "$ID $N"
+done_
+"#
+    ));
+    let r = p.ralph(&["run", "--parallel", "-j", "2"]);
+    let log = p.read("ralph.log");
+    assert_eq!(r.code, 0, "{r:?}\n{log}");
+    assert!(
+        log.contains("1.2 conflicts with the chain below it (1.1): held"),
+        "{log}"
+    );
+    assert_eq!(calls(&p), ["1.1 1", "1.2 1", "1.2 2"], "{log}");
+    assert_eq!(p.story("1.2")["conflicts"], 1, "{}", p.story("1.2"));
+    assert_eq!(
+        p.file_on_main("shared.txt").as_deref(),
+        Some("1.1 1\n1.2 2\n")
+    );
+    assert_every_tip_validated(&p, &start);
+    for id in ["1.1", "1.2"] {
+        assert_eq!(p.merges_of(id), 1, "{id}");
+    }
+    assert_tidy(&p);
+}
+
 #[test]
 fn a_failing_story_in_the_middle_of_a_chain_goes_back_alone() {
     let p = Project::with_backlog(FIVE, "{}");
