@@ -423,10 +423,7 @@ pub(crate) fn read_all(root: &Path) -> Vec<RunData> {
 /// `20261122-115121` for a run started at `unix`, unique among `taken`
 /// (`-2`, `-3`, ... when runs start within one second).
 pub(crate) fn new_run_id(unix: i64, taken: &[String]) -> String {
-    // `2026-11-22T11:51:21Z` → `20261122-115121`
-    let iso = crate::timefmt::iso(unix);
-    let digits: String = iso.chars().filter(char::is_ascii_digit).collect();
-    let base = format!("{}-{}", &digits[..8], &digits[8..14]);
+    let base = crate::timefmt::file_stamp(unix);
     // After every run of that second, even one since deleted by rotation
     // that a later one outlived: IDs must keep sorting by start time.
     let last = taken

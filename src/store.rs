@@ -111,12 +111,7 @@ pub(crate) fn read_state(root: &Path) -> Result<StateFile, Problem> {
 /// it may hold what a person wants back, so it is never deleted. The
 /// caller holds the run lock.
 pub(crate) fn set_aside_state(root: &Path) -> Result<PathBuf> {
-    // `2026-11-22T11:51:21Z` → `20261122-115121`, as run IDs.
-    let digits: String = crate::timefmt::iso(crate::timefmt::now_secs())
-        .chars()
-        .filter(char::is_ascii_digit)
-        .collect();
-    let stamp = format!("{}-{}", &digits[..8], &digits[8..14]);
+    let stamp = crate::timefmt::file_stamp(crate::timefmt::now_secs());
     let to = (1..)
         .map(|n| match n {
             1 => paths::broken_state(root, &stamp),

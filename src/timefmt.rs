@@ -22,6 +22,12 @@ pub(crate) fn iso(secs: i64) -> String {
     at(secs).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// `20261122-115121`: a second in UTC as a file name's part (run IDs, a
+/// state file set aside), sorting as the time does.
+pub(crate) fn file_stamp(secs: i64) -> String {
+    at(secs).strftime("%Y%m%d-%H%M%S").to_string()
+}
+
 /// `2026-11-22T11:51:21.123Z`: the technical log needs sub-second order.
 pub(crate) fn iso_now_millis() -> String {
     Timestamp::now()

@@ -225,33 +225,18 @@ pub(super) enum Merged {
     Left(LandResult),
     /// Git or signing failed: the chain cannot go on.
     Broken(LandResult),
-    /// It conflicts with merges below it that have not landed
-    /// (`merge_one`'s `held`): not its result yet.
-    Held,
+    /// It conflicts at `paths`: its result (`conflicted`) once what it
+    /// conflicts with is on the target, which the caller knows.
+    Conflict(Vec<String>),
 }
 
 /// `req`'s story merged on `base`; its gates asked before validation, per
-/// story: weakened checks are not worth running. With `held` (`base` is a
-/// merge not on the target yet) a conflict is `Merged::Held`: the work it
-/// conflicts with may never land, and a fix-up told to start from code
-/// that does not hold it yet would conflict again.
-pub(super) async fn merge_one(
-    ctx: &Arc<RunContext>,
-    req: &LandRequest,
-    base: &Oid,
-    held: bool,
-) -> Merged {
+/// story: weakened checks are not worth running.
+pub(super) async fn merge_one(ctx: &Arc<RunContext>, req: &LandRequest, base: &Oid) -> Merged {
     let branch = project::story_branch(&req.id);
     let commit = match land::merge_for_landing(ctx, req, Some(base.clone())).await {
         Ok(Ok(MergeOutcome::Merged { commit, .. })) => commit,
-        Ok(Ok(MergeOutcome::Conflict { .. })) if held => return Merged::Held,
-        Ok(Ok(MergeOutcome::Conflict { paths })) => {
-            let saved = land::keep(ctx, &branch, KeptRef::Conflict, req).await;
-            return Merged::Left(LandResult::Conflict {
-                paths,
-                saved_ref: saved,
-            });
-        }
+        Ok(Ok(MergeOutcome::Conflict { paths })) => return Merged::Conflict(paths),
         Ok(Err(GitError::Sign(e))) => {
             return Merged::Broken(LandResult::Unsigned { message: e.message })
         }
@@ -267,6 +252,20 @@ pub(super) async fn merge_one(
         });
     }
     Merged::Link(commit)
+}
+
+/// A conflict at `paths` as `req`'s result: its work kept for the fix-up.
+pub(super) async fn conflicted(
+    ctx: &Arc<RunContext>,
+    req: &LandRequest,
+    paths: Vec<String>,
+) -> LandResult {
+    let branch = project::story_branch(&req.id);
+    let saved = land::keep(ctx, &branch, KeptRef::Conflict, req).await;
+    LandResult::Conflict {
+        paths,
+        saved_ref: saved,
+    }
 }
 
 /// Merges each candidate's stories each on the one before, the first on
@@ -313,12 +312,16 @@ async fn build(
         let mut kept = Vec::new();
         let mut broken = false;
         for &pos in &cands[k].stories {
-            // A round's results are said once it ended, when what a
-            // story conflicts with has landed or not: nothing is held.
-            let commit = match merge_one(ctx, &reqs[pos], &base, false).await {
+            let commit = match merge_one(ctx, &reqs[pos], &base).await {
                 Merged::Link(commit) => commit,
                 Merged::Left(result) => {
                     results[pos] = Some(result);
+                    continue;
+                }
+                // A round's results are said once it ended, when what a
+                // story conflicts with has landed or not: nothing is held.
+                Merged::Conflict(paths) => {
+                    results[pos] = Some(conflicted(ctx, &reqs[pos], paths).await);
                     continue;
                 }
                 Merged::Broken(result) => {
@@ -326,7 +329,6 @@ async fn build(
                     broken = true;
                     break;
                 }
-                Merged::Held => unreachable!("a round holds no conflict"),
             };
             links.push(Link {
                 pos,
@@ -413,7 +415,7 @@ async fn validate(
                 k,
             )
             .await;
-            (end.failed, end.tree, end.started, end.node)
+            end
         });
         slot_of.insert(handle.id(), k);
     }
@@ -423,16 +425,17 @@ async fn validate(
             let _ = stops[j].send(Control::Kill);
         }
     };
-    let mut ended: Vec<Option<(String, std::time::Instant, String)>> = vec![None; cands.len()];
+    let mut ended: Vec<Option<super::candidate::Run>> = (0..cands.len()).map(|_| None).collect();
     let mut run_control = control.clone();
     loop {
         tokio::select! {
             done = tasks.join_next_with_id() => {
                 let Some(done) = done else { break };
                 let (k, verdict) = match done {
-                    Ok((id, (v, tree, started, node))) => {
-                        ended[slot_of[&id]] = Some((tree, started, node));
-                        (slot_of[&id], v)
+                    Ok((id, end)) => {
+                        let verdict = end.failed.clone();
+                        ended[slot_of[&id]] = Some(end);
+                        (slot_of[&id], verdict)
                     }
                     Err(e) => (
                         slot_of[&e.id()],
@@ -464,7 +467,7 @@ async fn validate(
         if let (Verdict::Failed, Some(tree)) = (verdict, &trees[k]) {
             failures.insert(tree.clone(), failure.clone().expect("a failure"));
         }
-        if let Some((tree, started, node)) = ended[k].take() {
+        if let Some(end) = ended[k].take() {
             let word = match verdict {
                 Verdict::Passed => "passed",
                 Verdict::Failed => "failed",
@@ -475,7 +478,7 @@ async fn validate(
                 .into_iter()
                 .map(|p| reqs[p].id.clone())
                 .collect();
-            super::candidate::validate_end(ctx, tree, stories, word, started, node);
+            super::candidate::validate_end(ctx, end.tree, stories, word, end.started, end.node);
         }
         out[k] = (verdict, failure);
     }

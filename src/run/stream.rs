@@ -23,7 +23,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -62,11 +61,8 @@ enum Check {
 struct Ended {
     run: u64,
     slot: usize,
-    failed: Option<LandResult>,
-    tree: String,
-    started: Instant,
-    node: String,
     stories: Vec<String>,
+    end: super::candidate::Run,
 }
 
 /// Whether the chain goes on.
@@ -324,9 +320,10 @@ impl Stream<'_> {
                     }
                 },
             };
-            let on_chain = !self.chain.is_empty();
-            match queue::merge_one(self.ctx, &self.reqs[p], &base, on_chain).await {
-                Merged::Held => {
+            match queue::merge_one(self.ctx, &self.reqs[p], &base).await {
+                // On merges not landed yet, which may never land: a fix-up
+                // started now would begin from code without them.
+                Merged::Conflict(_) if !self.chain.is_empty() => {
                     let below: Vec<usize> = self.chain.iter().map(|e| e.req).collect();
                     self.ctx.log.line(&format!(
                         "{} conflicts with the chain below it ({}): held until those land or leave",
@@ -349,6 +346,10 @@ impl Stream<'_> {
                     if !self.ctx.required_validation.is_empty() {
                         self.start(self.chain.len() - 1);
                     }
+                }
+                Merged::Conflict(paths) => {
+                    let result = queue::conflicted(self.ctx, &self.reqs[p], paths).await;
+                    self.say(vec![(self.reqs[p].idx, result)]);
                 }
                 Merged::Left(result) => self.say(vec![(self.reqs[p].idx, result)]),
                 Merged::Broken(result) => {
@@ -406,23 +407,14 @@ impl Stream<'_> {
         let (commit, base) = (e.commit.clone(), e.base.clone());
         self.tasks.spawn(async move {
             let c = (&commit, &base);
-            let end = super::candidate::validate_candidate(
-                &ctx,
-                (&req.id, req.attempt),
-                c,
-                stories.clone(),
-                rx,
-                slot,
-            );
-            let end = end.await;
+            let id = (req.id.as_str(), req.attempt);
+            let end =
+                super::candidate::validate_candidate(&ctx, id, c, stories.clone(), rx, slot).await;
             Ended {
                 run,
                 slot,
-                failed: end.failed,
-                tree: end.tree,
-                started: end.started,
-                node: end.node,
                 stories,
+                end,
             }
         });
         self.chain[i].check = Check::Running { run, stop };
@@ -437,23 +429,16 @@ impl Stream<'_> {
             .chain
             .iter()
             .position(|e| matches!(&e.check, Check::Running { run, .. } if *run == ended.run));
-        let word = match (&at, &ended.failed) {
+        let word = match (&at, &ended.end.failed) {
             (None, _) => "thrown",
             (Some(_), None) => "passed",
             (Some(_), Some(LandResult::ValidationFailed { .. })) => "failed",
             (Some(_), Some(_)) => "stopped",
         };
-        let Ended {
-            tree,
-            stories,
-            started,
-            node,
-            failed,
-            ..
-        } = ended;
-        super::candidate::validate_end(self.ctx, tree, stories, word, started, node);
+        let Ended { stories, end, .. } = ended;
+        super::candidate::validate_end(self.ctx, end.tree, stories, word, end.started, end.node);
         let Some(i) = at else { return };
-        let failure = match failed {
+        let failure = match end.failed {
             None => {
                 self.chain[i].check = Check::Passed;
                 return;
